@@ -1,0 +1,312 @@
+#include "common/cluster_spec.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/host_port.h"
+
+namespace ps {
+namespace {
+
+using nlohmann::json;
+
+constexpr absl::string_view kKnownJobs[] = {kPsJob, kWorkerJob};
+constexpr absl::string_view kKnownJobsText = "\"ps\" and \"worker\"";
+constexpr absl::string_view kExample =
+    "{\"cluster\": {\"ps\": [\"host1:2222\"], \"worker\": [\"host2:2222\"]}, "
+    "\"task\": {\"type\": \"ps\", \"index\": 0}}";
+
+bool IsKnownJob(absl::string_view name) {
+  for (absl::string_view known : kKnownJobs) {
+    if (name == known) return true;
+  }
+  return false;
+}
+
+absl::Status Error(absl::string_view source, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ": ", message));
+}
+
+// nlohmann's message is "[json.exception.parse_error.101] parse error at line L, column C:
+// ..."; keep what follows "parse error ".
+std::string DescribeParseError(const json::parse_error& error) {
+  absl::string_view what = error.what();
+  constexpr absl::string_view kMarker = "parse error ";
+  size_t at = what.find(kMarker);
+  return std::string(at == absl::string_view::npos ? what : what.substr(at + kMarker.size()));
+}
+
+absl::StatusOr<TaskId> ParseTaskObject(const json& task, absl::string_view source) {
+  if (!task.is_object()) {
+    return Error(source, "field \"task\" must be an object such as {\"type\": \"ps\", \"index\": 0}");
+  }
+  for (const auto& [key, value] : task.items()) {
+    if (key != "type" && key != "index") {
+      return Error(source, absl::StrCat("unknown field \"task.", key,
+                                        "\"; a task has only \"type\" and \"index\""));
+    }
+  }
+  auto type = task.find("type");
+  if (type == task.end()) {
+    return Error(source, "task type missing: add \"type\": \"ps\" or \"worker\" to \"task\"");
+  }
+  if (!type->is_string()) {
+    return Error(source, "field \"task.type\" must be a string, \"ps\" or \"worker\"");
+  }
+  TaskId result;
+  result.set_type(type->get<std::string>());
+  if (!IsKnownJob(result.type())) {
+    return Error(source, absl::StrCat("unknown job name \"", result.type(),
+                                      "\" in \"task.type\"; the jobs are ", kKnownJobsText));
+  }
+  auto index = task.find("index");
+  if (index != task.end()) {  // TensorFlow's default is task 0.
+    if (!index->is_number_integer() || index->get<int64_t>() < 0 ||
+        index->get<int64_t>() > 1'000'000) {
+      return Error(source, absl::StrCat("field \"task.index\" must be a non-negative integer, "
+                                        "not ", index->dump()));
+    }
+    result.set_index(index->get<int>());
+  }
+  return result;
+}
+
+}  // namespace
+
+std::string TaskName(const TaskId& task) { return absl::StrCat(task.type(), ":", task.index()); }
+
+absl::StatusOr<TaskId> ParseTaskFlag(absl::string_view value) {
+  size_t colon = value.find(':');
+  if (colon == absl::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--task=", value, ": expected TYPE:INDEX, for example --task=ps:0 or --task=worker:1"));
+  }
+  TaskId task;
+  task.set_type(std::string(value.substr(0, colon)));
+  if (!IsKnownJob(task.type())) {
+    return absl::InvalidArgumentError(absl::StrCat("--task=", value, ": unknown job name \"",
+                                                   task.type(), "\"; the jobs are ",
+                                                   kKnownJobsText));
+  }
+  absl::string_view index_text = value.substr(colon + 1);
+  int index = -1;
+  bool digits_only = !index_text.empty();
+  for (char c : index_text) digits_only = digits_only && absl::ascii_isdigit(c);
+  if (!digits_only || !absl::SimpleAtoi(index_text, &index)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--task=", value, ": the index \"", index_text, "\" must be a non-negative integer"));
+  }
+  task.set_index(index);
+  return task;
+}
+
+absl::StatusOr<ClusterSpec> ClusterSpec::Parse(absl::string_view json_text,
+                                               absl::string_view source) {
+  json document;
+  try {
+    document = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& error) {
+    return Error(source, absl::StrCat("invalid JSON ", DescribeParseError(error),
+                                      "; fix the syntax (an example: ", kExample, ")"));
+  }
+  if (!document.is_object()) {
+    return Error(source, absl::StrCat("expected a JSON object such as ", kExample));
+  }
+
+  // TensorFlow's form has "cluster" (and "task"); the bare form is the cluster itself.
+  const json* cluster = &document;
+  std::string field_prefix;
+  ClusterSpec spec;
+  if (document.contains("cluster")) {
+    for (const auto& [key, value] : document.items()) {
+      // TF_CONFIG may also carry "environment" and "rpc_layer"; neither changes anything here.
+      if (key != "cluster" && key != "task" && key != "environment" && key != "rpc_layer") {
+        return Error(source, absl::StrCat("unknown field \"", key,
+                                          "\"; the fields are \"cluster\" and \"task\""));
+      }
+    }
+    cluster = &document["cluster"];
+    field_prefix = "cluster.";
+    if (!cluster->is_object()) {
+      return Error(source, "field \"cluster\" must be an object mapping job names to address "
+                           "lists, such as {\"ps\": [\"host1:2222\"], \"worker\": [\"host2:2222\"]}");
+    }
+    if (document.contains("task")) {
+      absl::StatusOr<TaskId> task = ParseTaskObject(document["task"], source);
+      if (!task.ok()) return task.status();
+      spec.task_ = *std::move(task);
+    }
+  } else if (document.contains("task")) {
+    return Error(source, "field \"task\" needs the cluster under \"cluster\"; write " +
+                             std::string(kExample));
+  }
+
+  ClusterDef def;
+  for (const auto& [name, tasks] : cluster->items()) {
+    std::string field = absl::StrCat(field_prefix, name);
+    if (!IsKnownJob(name)) {
+      return Error(source, absl::StrCat("unknown job name \"", field, "\"; the jobs are ",
+                                        kKnownJobsText));
+    }
+    if (!tasks.is_array()) {
+      return Error(source, absl::StrCat("field \"", field, "\" must be a list of \"host:port\" "
+                                        "addresses, such as [\"host1:2222\", \"host2:2222\"]"));
+    }
+    ClusterJob* job = def.add_jobs();
+    job->set_name(name);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      if (!tasks[i].is_string()) {
+        return Error(source, absl::StrCat("field \"", field, "[", i, "]\" must be a \"host:port\" "
+                                          "string, not ", tasks[i].dump()));
+      }
+      job->add_tasks(tasks[i].get<std::string>());
+    }
+  }
+  absl::StatusOr<ClusterSpec> validated = FromProto(def);
+  if (!validated.ok()) return Error(source, validated.status().message());
+  validated->task_ = spec.task_;
+  if (spec.task_.has_value()) {
+    absl::Status status = validated->CheckTask(*spec.task_);
+    if (!status.ok()) return Error(source, absl::StrCat("field \"task\": ", status.message()));
+  }
+  return validated;
+}
+
+absl::StatusOr<ClusterSpec> ClusterSpec::FromFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat(
+        path, ": cannot read the cluster spec file; check the path given to --cluster_spec"));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  return Parse(text.str(), path);
+}
+
+absl::StatusOr<ClusterSpec> ClusterSpec::FromProto(const ClusterDef& cluster) {
+  ClusterSpec spec;
+  std::map<std::string, std::string> owner_by_address;  // Lower-cased address -> "ps[0]".
+  for (const ClusterJob& job : cluster.jobs()) {
+    if (!IsKnownJob(job.name())) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown job name \"", job.name(),
+                                                     "\"; the jobs are ", kKnownJobsText));
+    }
+    if (spec.jobs_.count(job.name()) > 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job \"", job.name(), "\" appears twice; list each job once"));
+    }
+    if (job.tasks().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job \"", job.name(), "\" is empty; list at least one \"host:port\" address"));
+    }
+    std::vector<std::string>& addresses = spec.jobs_[job.name()];
+    for (int i = 0; i < job.tasks_size(); ++i) {
+      std::string field = absl::StrCat(job.name(), "[", i, "]");
+      absl::StatusOr<HostPort> parsed = ParseHostPort(job.tasks(i));
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("field \"", field, "\": ", parsed.status().message()));
+      }
+      auto [it, inserted] =
+          owner_by_address.emplace(absl::AsciiStrToLower(parsed->ToString()), field);
+      if (!inserted) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("duplicate address \"", job.tasks(i), "\" in \"", it->second, "\" and \"",
+                         field, "\"; give every task its own host:port"));
+      }
+      addresses.push_back(job.tasks(i));
+    }
+  }
+  for (absl::string_view required : kKnownJobs) {
+    if (spec.jobs_.count(required) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job \"", required, "\" is missing; a cluster needs at least one ps and one worker"));
+    }
+  }
+  return spec;
+}
+
+const std::vector<std::string>& ClusterSpec::Tasks(absl::string_view job) const {
+  static const std::vector<std::string> kNone;
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? kNone : it->second;
+}
+
+absl::Status ClusterSpec::CheckTask(const TaskId& task) const {
+  auto it = jobs_.find(task.type());
+  if (it == jobs_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown job name \"", task.type(), "\"; the jobs are ", kKnownJobsText));
+  }
+  int size = static_cast<int>(it->second.size());
+  if (task.index() < 0 || task.index() >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task index ", task.index(), " is out of range: job \"", task.type(), "\" has ", size,
+        size == 1 ? " task (index 0)" : absl::StrCat(" tasks (indices 0 to ", size - 1, ")")));
+  }
+  return absl::OkStatus();
+}
+
+const std::string& ClusterSpec::Address(const TaskId& task) const {
+  return jobs_.at(task.type()).at(task.index());
+}
+
+ClusterDef ClusterSpec::ToProto() const {
+  ClusterDef def;
+  for (const auto& [name, tasks] : jobs_) {
+    ClusterJob* job = def.add_jobs();
+    job->set_name(name);
+    for (const std::string& address : tasks) job->add_tasks(address);
+  }
+  return def;
+}
+
+std::string ClusterSpec::ToJson(const std::optional<TaskId>& task) const {
+  json document;
+  document["cluster"] = json::object();
+  for (const auto& [name, tasks] : jobs_) document["cluster"][name] = tasks;
+  if (task.has_value()) document["task"] = {{"type", task->type()}, {"index", task->index()}};
+  return document.dump(2);
+}
+
+absl::StatusOr<ClusterSpec> LoadClusterSpec(const std::string& cluster_spec_path,
+                                            const char* tf_config) {
+  if (!cluster_spec_path.empty()) return ClusterSpec::FromFile(cluster_spec_path);
+  if (tf_config != nullptr && *tf_config != '\0') return ClusterSpec::Parse(tf_config, "TF_CONFIG");
+  return absl::InvalidArgumentError(
+      "no cluster given: pass --cluster_spec=FILE (see config/clusters/) or set TF_CONFIG");
+}
+
+absl::StatusOr<ClusterConfig> ResolveClusterConfig(const std::string& cluster_spec_path,
+                                                   const std::string& task_flag,
+                                                   const char* tf_config) {
+  absl::StatusOr<ClusterSpec> cluster = LoadClusterSpec(cluster_spec_path, tf_config);
+  if (!cluster.ok()) return cluster.status();
+
+  TaskId task;
+  if (!task_flag.empty()) {
+    absl::StatusOr<TaskId> parsed = ParseTaskFlag(task_flag);
+    if (!parsed.ok()) return parsed.status();
+    task = *parsed;
+    absl::Status status = cluster->CheckTask(task);
+    if (!status.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--task=", task_flag, ": ", status.message()));
+    }
+  } else if (cluster->task().has_value()) {
+    task = *cluster->task();
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "no task given: pass --task=ps:0 (or worker:N), or add \"task\": {\"type\": \"ps\", "
+        "\"index\": 0} to ",
+        cluster_spec_path.empty() ? "TF_CONFIG" : cluster_spec_path));
+  }
+  return ClusterConfig{*std::move(cluster), task};
+}
+
+}  // namespace ps

@@ -1,0 +1,249 @@
+#include "common/cluster_spec.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace ps {
+namespace {
+
+TaskId Task(const std::string& type, int index) {
+  TaskId task;
+  task.set_type(type);
+  task.set_index(index);
+  return task;
+}
+
+struct ValidCase {
+  const char* name;
+  const char* json;
+  int num_ps;
+  int num_workers;
+  bool has_task;
+  const char* task_type;
+  int task_index;
+};
+
+TEST(ClusterSpecTest, ParsesValidForms) {
+  const ValidCase kCases[] = {
+      {"tensorflow form with task",
+       R"({"cluster": {"ps": ["h1:2222", "h2:2222"], "worker": ["h3:2222"]},
+           "task": {"type": "worker", "index": 0}})",
+       2, 1, true, "worker", 0},
+      {"tensorflow form without task",
+       R"({"cluster": {"ps": ["h1:2222"], "worker": ["h2:2222", "h3:2222"]}})", 1, 2, false, "", 0},
+      {"bare form", R"({"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223"]})", 1, 1, false,
+       "", 0},
+      {"ipv6", R"({"ps": ["[::1]:2222"], "worker": ["[::1]:2223"]})", 1, 1, false, "", 0},
+      {"task index defaults to 0",
+       R"({"cluster": {"ps": ["h1:1"], "worker": ["h2:1"]}, "task": {"type": "ps"}})", 1, 1, true,
+       "ps", 0},
+      {"TF_CONFIG extras",
+       R"({"cluster": {"ps": ["h1:1"], "worker": ["h2:1"]}, "task": {"type": "ps", "index": 0},
+           "environment": "cloud", "rpc_layer": "grpc"})",
+       1, 1, true, "ps", 0},
+  };
+  for (const ValidCase& c : kCases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(c.json, "test.json");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->NumTasks("ps"), c.num_ps);
+    EXPECT_EQ(spec->NumTasks("worker"), c.num_workers);
+    EXPECT_EQ(spec->task().has_value(), c.has_task);
+    if (c.has_task) {
+      EXPECT_EQ(spec->task()->type(), c.task_type);
+      EXPECT_EQ(spec->task()->index(), c.task_index);
+    }
+  }
+}
+
+struct InvalidCase {
+  const char* name;
+  const char* json;
+  // Every part must appear in the message.
+  std::vector<const char*> message_parts;
+};
+
+TEST(ClusterSpecTest, RejectsInvalidSpecsNamingSourceFieldAndFix) {
+  const InvalidCase kCases[] = {
+      {"invalid JSON with line and column", "{\n  \"ps\": [\"h1:1\",\n}",
+       {"bad.json: invalid JSON", "line 3, column 1", "fix the syntax"}},
+      {"empty text", "", {"bad.json: invalid JSON", "line 1, column 1"}},
+      {"not an object", R"(["h1:1"])", {"bad.json", "expected a JSON object"}},
+      {"unknown job name", R"({"cluster": {"ps": ["h1:1"], "wokrer": ["h2:1"]}})",
+       {"bad.json", "unknown job name \"cluster.wokrer\"", "\"ps\" and \"worker\""}},
+      {"unknown job name, bare form", R"({"ps": ["h1:1"], "chief": ["h2:1"]})",
+       {"unknown job name \"chief\""}},
+      {"unknown top-level field", R"({"cluster": {"ps": ["h1:1"], "worker": ["h2:1"]}, "tsk": {}})",
+       {"unknown field \"tsk\""}},
+      {"empty job", R"({"ps": [], "worker": ["h2:1"]})",
+       {"job \"ps\" is empty", "at least one \"host:port\""}},
+      {"missing job", R"({"cluster": {"worker": ["h2:1"]}})", {"job \"ps\" is missing"}},
+      {"job not a list", R"({"ps": "h1:1", "worker": ["h2:1"]})",
+       {"field \"ps\" must be a list"}},
+      {"address not a string", R"({"ps": [2222], "worker": ["h2:1"]})",
+       {"field \"ps[0]\" must be a \"host:port\" string"}},
+      {"duplicate address", R"({"ps": ["h1:1", "h2:1"], "worker": ["H2:1"]})",
+       {"duplicate address \"H2:1\"", "\"ps[1]\"", "\"worker[0]\"", "its own host:port"}},
+      {"bad port", R"({"ps": ["h1:99999"], "worker": ["h2:1"]})",
+       {"field \"ps[0]\"", "bad port \"99999\"", "1 to 65535"}},
+      {"missing port", R"({"ps": ["h1"], "worker": ["h2:1"]})", {"field \"ps[0]\"", "no port"}},
+      {"malformed host", R"({"ps": ["h_1:1"], "worker": ["h2:1"]})",
+       {"field \"ps[0]\"", "malformed host \"h_1\""}},
+      {"unbracketed ipv6", R"({"ps": ["::1:2222"], "worker": ["h2:1"]})",
+       {"brackets", "[::1]:2222"}},
+      {"task index out of range",
+       R"({"cluster": {"ps": ["h1:1", "h2:1"], "worker": ["h3:1"]}, "task": {"type": "ps", "index": 2}})",
+       {"task index 2 is out of range", "has 2 tasks (indices 0 to 1)"}},
+      {"negative task index",
+       R"({"cluster": {"ps": ["h1:1"], "worker": ["h3:1"]}, "task": {"type": "ps", "index": -1}})",
+       {"\"task.index\" must be a non-negative integer"}},
+      {"task type missing", R"({"cluster": {"ps": ["h1:1"], "worker": ["h3:1"]}, "task": {"index": 0}})",
+       {"task type missing", "\"type\": \"ps\""}},
+      {"unknown task type",
+       R"({"cluster": {"ps": ["h1:1"], "worker": ["h3:1"]}, "task": {"type": "evaluator"}})",
+       {"unknown job name \"evaluator\""}},
+      {"task without cluster", R"({"ps": ["h1:1"], "worker": ["h3:1"], "task": {"type": "ps"}})",
+       {"needs the cluster under \"cluster\""}},
+  };
+  for (const InvalidCase& c : kCases) {
+    SCOPED_TRACE(c.name);
+    absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(c.json, "bad.json");
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(spec.status().message().rfind("bad.json: ", 0), 0u) << spec.status().message();
+    for (const char* part : c.message_parts) {
+      EXPECT_NE(spec.status().message().find(part), absl::string_view::npos)
+          << "missing \"" << part << "\" in: " << spec.status().message();
+    }
+  }
+}
+
+TEST(ClusterSpecTest, TaskFlag) {
+  absl::StatusOr<TaskId> task = ParseTaskFlag("worker:12");
+  ASSERT_TRUE(task.ok()) << task.status();
+  EXPECT_EQ(task->type(), "worker");
+  EXPECT_EQ(task->index(), 12);
+  EXPECT_EQ(TaskName(*task), "worker:12");
+
+  const std::pair<const char*, const char*> kBad[] = {
+      {"ps", "expected TYPE:INDEX"},
+      {"ps:", "must be a non-negative integer"},
+      {"ps:-1", "must be a non-negative integer"},
+      {"ps:x", "must be a non-negative integer"},
+      {"master:0", "unknown job name \"master\""},
+  };
+  for (const auto& [flag, part] : kBad) {
+    absl::StatusOr<TaskId> bad = ParseTaskFlag(flag);
+    ASSERT_FALSE(bad.ok()) << flag;
+    EXPECT_NE(bad.status().message().find(part), absl::string_view::npos)
+        << flag << " gave: " << bad.status().message();
+  }
+}
+
+TEST(ClusterSpecTest, JsonAndProtoRoundTrip) {
+  absl::StatusOr<ClusterSpec> spec =
+      ClusterSpec::Parse(R"({"ps": ["h1:1", "[::1]:2"], "worker": ["h3:3"]})", "test.json");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+
+  absl::StatusOr<ClusterSpec> from_json = ClusterSpec::Parse(spec->ToJson(Task("ps", 1)), "again");
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  EXPECT_EQ(from_json->Tasks("ps"), spec->Tasks("ps"));
+  EXPECT_EQ(from_json->Tasks("worker"), spec->Tasks("worker"));
+  ASSERT_TRUE(from_json->task().has_value());
+  EXPECT_EQ(TaskName(*from_json->task()), "ps:1");
+
+  ClusterDef def = spec->ToProto();
+  ASSERT_EQ(def.jobs_size(), 2);
+  EXPECT_EQ(def.jobs(0).name(), "ps");
+  absl::StatusOr<ClusterSpec> from_proto = ClusterSpec::FromProto(def);
+  ASSERT_TRUE(from_proto.ok()) << from_proto.status();
+  EXPECT_EQ(from_proto->Tasks("ps"), spec->Tasks("ps"));
+  EXPECT_EQ(from_proto->Address(Task("ps", 1)), "[::1]:2");
+}
+
+TEST(ClusterSpecTest, FromProtoRejectsRepeatedJob) {
+  ClusterDef def;
+  for (const char* name : {"ps", "ps", "worker"}) {
+    ClusterJob* job = def.add_jobs();
+    job->set_name(name);
+    job->add_tasks(absl::StrCat("h", def.jobs_size(), ":1"));
+  }
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::FromProto(def);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_NE(spec.status().message().find("appears twice"), absl::string_view::npos);
+}
+
+class ResolveClusterConfigTest : public testing::Test {
+ protected:
+  std::string WriteFile(const std::string& name, const std::string& text) {
+    std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  static constexpr const char* kSpec =
+      R"({"cluster": {"ps": ["h1:1", "h2:1"], "worker": ["h3:1"]}, "task": {"type": "ps", "index": 1}})";
+};
+
+TEST_F(ResolveClusterConfigTest, FileWithTaskFieldAndFlagOverride) {
+  std::string path = WriteFile("spec.json", kSpec);
+  absl::StatusOr<ClusterConfig> config = ResolveClusterConfig(path, "", nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(TaskName(config->task), "ps:1");
+  EXPECT_EQ(config->cluster.Address(config->task), "h2:1");
+
+  config = ResolveClusterConfig(path, "worker:0", nullptr);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(TaskName(config->task), "worker:0");
+}
+
+TEST_F(ResolveClusterConfigTest, TfConfigWhenNoFile) {
+  absl::StatusOr<ClusterConfig> config = ResolveClusterConfig("", "", kSpec);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(TaskName(config->task), "ps:1");
+
+  config = ResolveClusterConfig("", "", R"({"cluster": {"ps": ["h1:1"]}})");
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().message().rfind("TF_CONFIG: ", 0), 0u) << config.status();
+}
+
+TEST_F(ResolveClusterConfigTest, ErrorsSayWhatIsMissing) {
+  absl::StatusOr<ClusterConfig> config = ResolveClusterConfig("", "ps:0", nullptr);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("pass --cluster_spec=FILE"), absl::string_view::npos);
+
+  config = ResolveClusterConfig("/nonexistent/spec.json", "ps:0", nullptr);
+  ASSERT_FALSE(config.ok());
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(config.status().message().find("/nonexistent/spec.json"), absl::string_view::npos);
+
+  std::string no_task = WriteFile("no_task.json", R"({"ps": ["h1:1"], "worker": ["h3:1"]})");
+  config = ResolveClusterConfig(no_task, "", nullptr);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("no task given"), absl::string_view::npos);
+
+  config = ResolveClusterConfig(no_task, "worker:1", nullptr);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("--task=worker:1: task index 1 is out of range"),
+            absl::string_view::npos)
+      << config.status();
+}
+
+TEST(ClusterSpecExamplesTest, EveryExampleInConfigLoads) {
+  for (const char* path : {"config/clusters/local.json", "config/clusters/multihost.json"}) {
+    absl::StatusOr<ClusterSpec> spec = ClusterSpec::FromFile(path);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_GE(spec->NumTasks("ps"), 1);
+    EXPECT_GE(spec->NumTasks("worker"), 1);
+  }
+  absl::StatusOr<ClusterSpec> local = ClusterSpec::FromFile("config/clusters/local.json");
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(local->NumTasks("ps"), 2);
+  EXPECT_EQ(local->NumTasks("worker"), 2);
+}
+
+}  // namespace
+}  // namespace ps

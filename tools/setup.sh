@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, running and testing need, idempotently: quiet
+# when all is there, and says what it installs otherwise. Then turns the CUDA build on in
+# .bazelrc.user where nvcc exists (off elsewhere, so the CPU path still builds and tests).
+#
+# Usage: tools/setup.sh        (run by tools/local.sh and tools/test.sh; safe to run again)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  # Build: Bazel 4 and the C++ toolchain.
+  bazel-bootstrap bazel-rules-java g++
+  # Libraries (see third_party/BUILD).
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libgoogle-glog-dev libgflags-dev libgtest-dev libgmock-dev
+  libopenblas-dev nlohmann-json3-dev libssl-dev libc-ares-dev libre2-dev zlib1g-dev
+  # Multi-host tests (network namespaces) and process control in tests.
+  iproute2 procps
+)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  sudo=()
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install packages" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: installed ${#missing[@]} package(s)"
+fi
+
+# CUDA: on where nvcc exists. CUDA_HOME wins, then nvcc on PATH, then /usr/local/cuda.
+cuda_home=""
+if [[ -n "${CUDA_HOME:-}" && -x "${CUDA_HOME}/bin/nvcc" ]]; then
+  cuda_home="$CUDA_HOME"
+elif command -v nvcc >/dev/null; then
+  cuda_home="$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")"
+elif [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  cuda_home=/usr/local/cuda
+fi
+if [[ -n "$cuda_home" ]]; then
+  user_rc="# Written by tools/setup.sh: nvcc found in $cuda_home.
+build --config=cuda --define=CUDA_HOME=$cuda_home"
+else
+  user_rc="# Written by tools/setup.sh: no nvcc found, so the CUDA backend is not built."
+fi
+if [[ ! -f .bazelrc.user || "$(cat .bazelrc.user)" != "$user_rc" ]]; then
+  printf '%s\n' "$user_rc" > .bazelrc.user
+  if [[ -n "$cuda_home" ]]; then
+    echo "setup: CUDA build on (nvcc in $cuda_home)"
+  else
+    echo "setup: CUDA build off (no nvcc found); building the CPU path only"
+  fi
+fi
