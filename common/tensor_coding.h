@@ -1,0 +1,57 @@
+// Float32 tensors on the wire without copies.
+//
+// Messages that carry tensors (PullResponse, PushRequest in proto/ps_service.proto) have the
+// layout {HEADER header = 1; bytes data = 2;}: a small header message, then the values of one
+// or more tensors concatenated as raw little-endian float32. This file writes and reads that
+// protobuf encoding directly:
+//  - EncodeTensorMessage hands gRPC a ByteBuffer made of one slice holding the encoded header
+//    and field tags, plus one slice per tensor that points at the tensor's own memory (no
+//    copy); gRPC releases those slices when it has sent them.
+//  - DecodeTensorMessage parses the header, asks the caller where the data goes, and copies it
+//    from gRPC's receive buffers straight into those destinations (one copy, no intermediate
+//    std::string or repeated field).
+// The bytes are exactly what the generated PushRequest/PullResponse would serialize, so other
+// clients may use the generated classes.
+#ifndef PS_COMMON_TENSOR_CODING_H_
+#define PS_COMMON_TENSOR_CODING_H_
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <google/protobuf/message_lite.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace ps {
+
+// Encodes {header = 1, data = 2} where data is `tensors` concatenated.
+//
+// Lifetime: the tensors' memory is referenced, not copied. If `keep_alive` is non-null, each
+// reference holds a copy of it and gRPC drops them when done, so the memory may be owned by
+// `keep_alive`. If it is null, the caller must keep every tensor alive and unchanged until the
+// RPC that sends the buffer has completed.
+grpc::ByteBuffer EncodeTensorMessage(const google::protobuf::MessageLite& header,
+                                     absl::Span<const absl::Span<const float>> tensors,
+                                     std::shared_ptr<const void> keep_alive);
+
+// Given the parsed header, returns the spans the data must fill, in order; their sizes must
+// add up to the data's length in floats (else the message is rejected).
+using TensorDestinations =
+    std::function<absl::StatusOr<std::vector<absl::Span<float>>>(
+        const google::protobuf::MessageLite& header)>;
+
+// Decodes a message of the layout above into `header` and the destinations. Fields may come in
+// either order (if data comes first it is staged, then copied). INVALID_ARGUMENT for malformed
+// bytes, a data length that is not a multiple of 4 or does not match the destinations, or a
+// destinations error (passed through as is).
+absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer,
+                                 google::protobuf::MessageLite* header,
+                                 const TensorDestinations& destinations);
+
+}  // namespace ps
+
+#endif  // PS_COMMON_TENSOR_CODING_H_
