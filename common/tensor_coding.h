@@ -34,6 +34,7 @@ namespace ps {
 // reference holds a copy of it and gRPC drops them when done, so the memory may be owned by
 // `keep_alive`. If it is null, the caller must keep every tensor alive and unchanged until the
 // RPC that sends the buffer has completed.
+// REQUIRES: the encoded message is smaller than 2 GiB (protobuf's and gRPC's reader's limit).
 grpc::ByteBuffer EncodeTensorMessage(const google::protobuf::MessageLite& header,
                                      absl::Span<const absl::Span<const float>> tensors,
                                      std::shared_ptr<const void> keep_alive);
@@ -45,9 +46,10 @@ using TensorDestinations =
         const google::protobuf::MessageLite& header)>;
 
 // Decodes a message of the layout above into `header` and the destinations. Fields may come in
-// either order (if data comes first it is staged, then copied). INVALID_ARGUMENT for malformed
-// bytes, a data length that is not a multiple of 4 or does not match the destinations, or a
-// destinations error (passed through as is).
+// either order (if data comes first it is staged, then copied), but data at most once and header
+// fields not on both sides of it. INVALID_ARGUMENT for malformed bytes, a data length that is not
+// a multiple of 4 or does not match the destinations; a destinations error is passed through as
+// is. On error, `header` and the destinations may have been partly written.
 absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer,
                                  google::protobuf::MessageLite* header,
                                  const TensorDestinations& destinations);

@@ -1,0 +1,348 @@
+#include "common/ps_client.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
+#include "common/host_port.h"
+#include "common/proto_byte_buffer.h"
+#include "common/tensor_coding.h"
+
+namespace ps {
+namespace {
+
+constexpr char kServicePrefix[] = "/ps.ParameterServer/";
+
+absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options) {
+  if (options.ps_addresses.empty()) {
+    return absl::InvalidArgumentError("no ps addresses: the cluster needs at least one ps task");
+  }
+  std::unique_ptr<PsClient> client(new PsClient(options));
+  for (size_t ps = 0; ps < options.ps_addresses.size(); ++ps) {
+    absl::StatusOr<HostPort> address = ParseHostPort(options.ps_addresses[ps]);
+    if (!address.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ps:", ps, ": ", address.status().message()));
+    }
+    client->stubs_.emplace_back();
+    for (int c = 0; c < std::max(1, options.connections_per_ps); ++c) {
+      grpc::ChannelArguments arguments;
+      arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
+      arguments.SetMaxSendMessageSize(options.max_message_bytes);
+      // A distinct argument per connection keeps gRPC from sharing one TCP connection.
+      arguments.SetInt("ps.connection_index", c);
+      client->stubs_.back().push_back(std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(
+          address->ToString(), grpc::InsecureChannelCredentials(), arguments)));
+    }
+  }
+  return client;
+}
+
+std::string PsClient::ShardName(int ps) const {
+  return absl::StrCat("ps:", ps, " (", options_.ps_addresses[ps], ")");
+}
+
+absl::Status PsClient::RunCalls(std::vector<Call> calls) {
+  struct InFlight {
+    grpc::ClientContext context;
+    grpc::ByteBuffer request;
+    grpc::ByteBuffer response;
+    grpc::Status status;
+  };
+  std::vector<size_t> pending(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) pending[i] = i;
+  absl::Duration backoff = options_.initial_backoff;
+  for (int attempt = 1;; ++attempt) {
+    std::vector<std::unique_ptr<InFlight>> in_flight;
+    absl::Mutex mu;
+    size_t remaining = pending.size();
+    for (size_t index : pending) {
+      const Call& call = calls[index];
+      auto state = std::make_unique<InFlight>();
+      state->context.set_deadline(absl::ToChronoTime(absl::Now() + call.timeout));
+      state->request = call.make_request();
+      const auto& connections = stubs_[call.ps];
+      InFlight* raw = state.get();
+      connections[call.connection % connections.size()]->UnaryCall(
+          &raw->context, kServicePrefix + call.method, grpc::StubOptions(), &raw->request,
+          &raw->response, [raw, &mu, &remaining](grpc::Status status) {
+            raw->status = std::move(status);
+            absl::MutexLock lock(&mu);
+            --remaining;
+          });
+      in_flight.push_back(std::move(state));
+    }
+    {
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(
+          +[](size_t* left) { return *left == 0; }, &remaining));
+    }
+    absl::Status first_error;
+    std::vector<size_t> retry;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      const Call& call = calls[pending[i]];
+      InFlight& state = *in_flight[i];
+      std::string prefix = absl::StrCat(ShardName(call.ps), ": ", call.method, ": ");
+      absl::Status status = FromGrpcStatus(state.status);
+      if (status.ok()) {
+        status = call.on_response(state.response);
+      } else if (absl::IsUnavailable(status) && attempt < options_.max_attempts) {
+        retry.push_back(pending[i]);
+        continue;
+      } else if (absl::IsUnavailable(status)) {
+        status = absl::UnavailableError(absl::StrCat(
+            status.message(), " (after ", attempt, " attempts; is the ps task running there?)"));
+      }
+      if (!status.ok() && first_error.ok()) first_error = Annotate(status, prefix);
+    }
+    if (!first_error.ok()) return first_error;
+    if (retry.empty()) return absl::OkStatus();
+    absl::SleepFor(backoff);
+    backoff = std::min(2 * backoff, options_.max_backoff);
+    pending = std::move(retry);
+  }
+}
+
+absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec) {
+  absl::StatusOr<Placement> placement = PlaceVariables(spec, num_ps());
+  if (!placement.ok()) return placement.status();
+  std::vector<Call> calls;
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    CreateJobRequest request;
+    *request.mutable_spec() = spec;
+    request.set_num_ps(num_ps());
+    request.set_ps_index(ps);
+    calls.push_back(Call{ps, "CreateJob", [request] { return SerializeToByteBuffer(request); },
+                         [](const grpc::ByteBuffer&) { return absl::OkStatus(); },
+                         options_.call_timeout, 0});
+  }
+  absl::Status status = RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  return placement;
+}
+
+absl::Status PsClient::DeleteJob(const std::string& job_id) {
+  int not_found = 0;
+  absl::Status first_error;
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    DeleteJobRequest request;
+    request.set_job_id(job_id);
+    absl::Status status = RunCalls({Call{ps, "DeleteJob",
+                                         [request] { return SerializeToByteBuffer(request); },
+                                         [](const grpc::ByteBuffer&) { return absl::OkStatus(); },
+                                         options_.call_timeout, 0}});
+    if (absl::IsNotFound(status)) {
+      ++not_found;
+    } else if (!status.ok() && first_error.ok()) {
+      first_error = status;
+    }
+  }
+  if (!first_error.ok()) return first_error;
+  if (not_found == num_ps()) {
+    return absl::NotFoundError(absl::StrCat("unknown job \"", job_id, "\": no ps task has it"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& job_id) {
+  std::vector<JobStats> stats(num_ps());
+  std::vector<Call> calls;
+  JobStatsRequest request;
+  request.set_job_id(job_id);
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    calls.push_back(Call{ps, "GetJobStats", [request] { return SerializeToByteBuffer(request); },
+                         [&stats, ps](const grpc::ByteBuffer& response) {
+                           return ParseFromByteBuffer(response, &stats[ps]);
+                         },
+                         options_.call_timeout, 0});
+  }
+  absl::Status status = RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  return stats;
+}
+
+absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(PsClient* client,
+                                                                     const ParameterSpec& spec,
+                                                                     int worker) {
+  if (worker < 0 || worker >= spec.num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " is out of range: job \"",
+                                                   spec.job_id(), "\" has ", spec.num_workers(),
+                                                   " workers"));
+  }
+  absl::StatusOr<Placement> placement = PlaceVariables(spec, client->num_ps());
+  if (!placement.ok()) return placement.status();
+  return std::unique_ptr<WorkerSession>(
+      new WorkerSession(client, spec, worker, *std::move(placement)));
+}
+
+WorkerSession::WorkerSession(PsClient* client, const ParameterSpec& spec, int worker,
+                             Placement placement)
+    : client_(client),
+      spec_(spec),
+      worker_(worker),
+      placement_(std::move(placement)),
+      read_versions_(client->num_ps(), 0) {
+  for (const VariableDef& variable : spec_.variables()) {
+    int64_t row_size = 1;
+    for (int i = 1; i < variable.shape_size(); ++i) row_size *= variable.shape(i);
+    variable_row_size_[variable.name()] = row_size;
+    variable_elements_[variable.name()] = row_size * variable.shape(0);
+  }
+}
+
+template <typename T>
+absl::StatusOr<absl::Span<T>> WorkerSession::SliceOf(
+    const absl::flat_hash_map<std::string, absl::Span<T>>& variables, const std::string& variable,
+    int64_t row_begin, int64_t row_count) const {
+  auto it = variables.find(variable);
+  if (it == variables.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("variable \"", variable, "\" of job \"", spec_.job_id(), "\" is missing"));
+  }
+  int64_t expected = variable_elements_.at(variable);
+  if (static_cast<int64_t>(it->second.size()) != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("variable \"", variable, "\" has ",
+                                                   it->second.size(), " values; its shape has ",
+                                                   expected));
+  }
+  int64_t row_size = variable_row_size_.at(variable);
+  return it->second.subspan(row_begin * row_size, row_count * row_size);
+}
+
+absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions& options,
+                                                              const MutableVariables& out) {
+  for (const auto& [name, elements] : variable_elements_) {
+    absl::StatusOr<absl::Span<float>> whole = SliceOf(out, name, 0, 0);
+    if (!whole.ok()) return whole.status();
+  }
+  const PsClientOptions& client_options = client_->options();
+  PullResult result;
+  result.versions.assign(client_->num_ps(), std::numeric_limits<int64_t>::max());
+  result.step = std::numeric_limits<int64_t>::max();
+  absl::Mutex mu;  // Guards `result` across the parallel responses.
+
+  std::vector<PsClient::Call> calls;
+  for (int ps = 0; ps < client_->num_ps(); ++ps) {
+    // Row ranges of at most chunk_bytes (at least one row), packed into requests of up to
+    // chunk_bytes each.
+    std::vector<PullRequest> requests(1);
+    int64_t request_bytes = 0;
+    for (int index : placement_.SlicesOn(ps)) {
+      const SlicePlacement& slice = placement_.slices[index];
+      int64_t row_bytes = slice.row_size * static_cast<int64_t>(sizeof(float));
+      int64_t rows_per_chunk = std::max<int64_t>(1, client_options.chunk_bytes / row_bytes);
+      for (int64_t row = slice.row_begin; row < slice.row_begin + slice.row_count;
+           row += rows_per_chunk) {
+        int64_t rows = std::min(rows_per_chunk, slice.row_begin + slice.row_count - row);
+        if (request_bytes > 0 && request_bytes + rows * row_bytes > client_options.chunk_bytes) {
+          requests.emplace_back();
+          request_bytes = 0;
+        }
+        SliceRef* ref = requests.back().add_slices();
+        ref->set_variable(slice.variable);
+        ref->set_row_begin(row);
+        ref->set_row_count(rows);
+        request_bytes += rows * row_bytes;
+      }
+    }
+    for (size_t chunk = 0; chunk < requests.size(); ++chunk) {
+      PullRequest& request = requests[chunk];
+      if (request.slices().empty()) continue;  // A shard holding nothing of this job.
+      request.set_job_id(spec_.job_id());
+      request.set_worker(worker_);
+      request.set_step(options.step);
+      request.set_clock(options.clock);
+      request.set_wait_timeout_ms(absl::ToInt64Milliseconds(client_options.wait_timeout));
+      calls.push_back(PsClient::Call{
+          ps, "Pull", [request] { return SerializeToByteBuffer(request); },
+          [this, request, ps, &out, &result, &mu](const grpc::ByteBuffer& bytes) {
+            PullResponseHeader header;
+            absl::Status status = DecodeTensorMessage(
+                bytes, &header,
+                [&](const google::protobuf::MessageLite&)
+                    -> absl::StatusOr<std::vector<absl::Span<float>>> {
+                  if (header.slices_size() != request.slices_size()) {
+                    return absl::InternalError("the response's slices differ from the request's");
+                  }
+                  std::vector<absl::Span<float>> destinations;
+                  for (const SliceRef& ref : header.slices()) {
+                    absl::StatusOr<absl::Span<float>> span =
+                        SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
+                    if (!span.ok()) return span.status();
+                    destinations.push_back(*span);
+                  }
+                  return destinations;
+                });
+            if (!status.ok()) return status;
+            absl::MutexLock lock(&mu);
+            result.versions[ps] = std::min(result.versions[ps], header.version());
+            result.step = std::min(result.step, header.step());
+            return absl::OkStatus();
+          },
+          client_options.wait_timeout + client_options.call_timeout,
+          static_cast<int>(chunk)});
+    }
+  }
+  absl::Status status = client_->RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  for (int ps = 0; ps < client_->num_ps(); ++ps) {
+    if (result.versions[ps] == std::numeric_limits<int64_t>::max()) result.versions[ps] = 0;
+  }
+  if (result.step == std::numeric_limits<int64_t>::max()) result.step = 0;
+  read_versions_ = result.versions;
+  return result;
+}
+
+absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(const PushOptions& options,
+                                                              const ConstVariables& gradients) {
+  std::vector<PushResponse> responses(client_->num_ps());
+  std::vector<PsClient::Call> calls;
+  const int64_t push_id = next_push_id_++;
+  for (int ps = 0; ps < client_->num_ps(); ++ps) {
+    std::vector<int> slices = placement_.SlicesOn(ps);
+    if (slices.empty()) continue;
+    auto header = std::make_shared<PushRequestHeader>();
+    header->set_job_id(spec_.job_id());
+    header->set_worker(worker_);
+    header->set_push_id(push_id);
+    header->set_read_version(read_versions_[ps]);
+    header->set_step(options.step);
+    header->set_clock(options.clock);
+    auto tensors = std::make_shared<std::vector<absl::Span<const float>>>();
+    for (int index : slices) {
+      const SlicePlacement& slice = placement_.slices[index];
+      SliceRef* ref = header->add_slices();
+      ref->set_variable(slice.variable);
+      ref->set_row_begin(slice.row_begin);
+      ref->set_row_count(slice.row_count);
+      absl::StatusOr<absl::Span<const float>> span =
+          SliceOf(gradients, slice.variable, slice.row_begin, slice.row_count);
+      if (!span.ok()) return span.status();
+      tensors->push_back(*span);
+    }
+    calls.push_back(PsClient::Call{
+        ps, "Push",
+        // The gradients stay alive and unchanged until Push returns (the contract above).
+        [header, tensors] { return EncodeTensorMessage(*header, *tensors, nullptr); },
+        [&responses, ps](const grpc::ByteBuffer& bytes) {
+          return ParseFromByteBuffer(bytes, &responses[ps]);
+        },
+        client_->options().call_timeout, 0});
+  }
+  absl::Status status = client_->RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  return responses;
+}
+
+}  // namespace ps

@@ -1,0 +1,196 @@
+#include "common/tensor_coding.h"
+
+#include <cassert>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <grpc/slice.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <grpcpp/support/slice.h>
+
+#include "absl/base/config.h"
+#include "absl/strings/str_cat.h"
+
+// The wire carries IEEE-754 float32 in little-endian order, which is the tensors' memory layout
+// on the hosts we build for; a big-endian host would need a byte-swapping copy on both sides.
+#ifndef ABSL_IS_LITTLE_ENDIAN
+#error "tensor coding sends tensor memory as is, so it requires a little-endian host"
+#endif
+static_assert(sizeof(float) == 4 && std::numeric_limits<float>::is_iec559,
+              "tensor coding requires IEEE-754 float32");
+
+namespace ps {
+namespace {
+
+using google::protobuf::MessageLite;
+using google::protobuf::io::CodedInputStream;
+using google::protobuf::io::CodedOutputStream;
+using google::protobuf::internal::WireFormatLite;
+
+constexpr int kHeaderField = 1;
+constexpr int kDataField = 2;
+constexpr uint32_t kHeaderTag =
+    WireFormatLite::MakeTag(kHeaderField, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+constexpr uint32_t kDataTag =
+    WireFormatLite::MakeTag(kDataField, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+
+// The destroy callback of a tensor slice: drops the slice's reference to `keep_alive`.
+void ReleaseKeepAlive(void* keep_alive) {
+  delete static_cast<std::shared_ptr<const void>*>(keep_alive);
+}
+
+// The one slice ahead of the tensors: header field, then the data field's tag and length.
+grpc::Slice EncodePrefix(const MessageLite& header, size_t data_bytes) {
+  const size_t header_bytes = header.ByteSizeLong();
+  const size_t prefix_bytes =
+      CodedOutputStream::VarintSize32(kHeaderTag) + CodedOutputStream::VarintSize64(header_bytes) +
+      header_bytes + CodedOutputStream::VarintSize32(kDataTag) +
+      CodedOutputStream::VarintSize64(data_bytes);
+  // Protobuf and gRPC's reader stop at 2 GiB. Lengths are written as 64-bit varints, so even an
+  // oversized message (NDEBUG) is well-formed; receivers then reject it as too large.
+  assert(prefix_bytes + data_bytes <= static_cast<size_t>(INT_MAX) &&
+         "tensor messages must be smaller than 2 GiB");
+
+  grpc_slice prefix = grpc_slice_malloc(prefix_bytes);
+  uint8_t* out = GRPC_SLICE_START_PTR(prefix);
+  out = CodedOutputStream::WriteTagToArray(kHeaderTag, out);
+  out = CodedOutputStream::WriteVarint64ToArray(header_bytes, out);
+  out = header.SerializeWithCachedSizesToArray(out);
+  out = CodedOutputStream::WriteTagToArray(kDataTag, out);
+  out = CodedOutputStream::WriteVarint64ToArray(data_bytes, out);
+  assert(out == GRPC_SLICE_END_PTR(prefix));
+  return grpc::Slice(prefix, grpc::Slice::STEAL_REF);
+}
+
+absl::Status Malformed(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("malformed tensor message: ", what));
+}
+
+// Asks `destinations` where `data_bytes` of tensor data go and fills them in order with
+// `read_bytes(void* to, int bytes) -> bool` (false: the bytes are not there).
+template <typename ReadBytes>
+absl::Status FillDestinations(int data_bytes, const MessageLite& header,
+                              const TensorDestinations& destinations, ReadBytes read_bytes) {
+  absl::StatusOr<std::vector<absl::Span<float>>> spans = destinations(header);
+  if (!spans.ok()) return spans.status();
+  size_t floats = 0;
+  for (absl::Span<float> span : *spans) floats += span.size();
+  if (floats * sizeof(float) != static_cast<size_t>(data_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor data is ", data_bytes, " bytes but the header describes ", floats,
+                     " floats (", floats * sizeof(float), " bytes)"));
+  }
+  for (absl::Span<float> span : *spans) {
+    if (span.empty()) continue;
+    // Fits in an int: the span is part of data_bytes.
+    if (!read_bytes(span.data(), static_cast<int>(span.size() * sizeof(float)))) {
+      return Malformed("tensor data is truncated");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::ByteBuffer EncodeTensorMessage(const MessageLite& header,
+                                     absl::Span<const absl::Span<const float>> tensors,
+                                     std::shared_ptr<const void> keep_alive) {
+  size_t data_bytes = 0;
+  for (absl::Span<const float> tensor : tensors) data_bytes += tensor.size() * sizeof(float);
+
+  std::vector<grpc::Slice> slices;
+  slices.reserve(1 + tensors.size());
+  slices.push_back(EncodePrefix(header, data_bytes));
+  for (absl::Span<const float> tensor : tensors) {
+    if (tensor.empty()) continue;
+    const size_t bytes = tensor.size() * sizeof(float);
+    if (keep_alive == nullptr) {
+      slices.emplace_back(tensor.data(), bytes, grpc::Slice::STATIC_SLICE);
+    } else {
+      // gRPC takes a mutable pointer here but only reads through it.
+      slices.emplace_back(const_cast<float*>(tensor.data()), bytes, &ReleaseKeepAlive,
+                          new std::shared_ptr<const void>(keep_alive));
+    }
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+// Data that follows a header field goes straight from gRPC's slices into the destinations.
+// Data that comes first is staged until the end, when every header field has been merged; a
+// header field after data that was already delivered is rejected, as is a second data field
+// (the generated parser would merge or replace, which cannot be undone here).
+absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer, MessageLite* header,
+                                 const TensorDestinations& destinations) {
+  if (!buffer.Valid()) return Malformed("no payload");
+  const size_t message_bytes = buffer.Length();
+  if (message_bytes > static_cast<size_t>(INT_MAX)) {
+    return Malformed(absl::StrCat(message_bytes, " bytes is over the 2 GiB limit"));
+  }
+  // ProtoBufferReader wants a mutable buffer; the copy only references the same slices.
+  grpc::ByteBuffer readable(buffer);
+  grpc::ProtoBufferReader reader(&readable);
+  if (!reader.status().ok()) return Malformed(reader.status().error_message());
+  CodedInputStream input(&reader);
+  input.SetTotalBytesLimit(INT_MAX);
+  header->Clear();
+
+  bool header_before_data = false;
+  bool data_seen = false;
+  bool data_delivered = false;
+  int data_bytes = 0;
+  std::string staged_data;
+  while (true) {
+    const uint32_t tag = input.ReadTag();
+    if (tag == 0) break;
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const bool length_delimited =
+        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+    if (field == kHeaderField && length_delimited) {
+      if (data_delivered) return Malformed("header field after the tensor data");
+      if (!WireFormatLite::ReadMessage(&input, header)) return Malformed("bad header");
+      header_before_data = !data_seen;
+    } else if (field == kDataField && length_delimited) {
+      if (data_seen) return Malformed("more than one tensor data field");
+      data_seen = true;
+      if (!input.ReadVarintSizeAsInt(&data_bytes)) return Malformed("bad tensor data length");
+      // Checked before anything is written, so truncation leaves the destinations untouched.
+      const int64_t remaining = static_cast<int64_t>(message_bytes) - input.CurrentPosition();
+      if (data_bytes > remaining) {
+        return Malformed(absl::StrCat("tensor data is ", data_bytes, " bytes but only ",
+                                      remaining, " bytes follow"));
+      }
+      if (data_bytes % sizeof(float) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor data is ", data_bytes, " bytes, not a whole number of float32 values"));
+      }
+      if (header_before_data) {
+        absl::Status filled =
+            FillDestinations(data_bytes, *header, destinations,
+                             [&input](void* to, int bytes) { return input.ReadRaw(to, bytes); });
+        if (!filled.ok()) return filled;
+        data_delivered = true;
+      } else if (!input.ReadString(&staged_data, data_bytes)) {
+        return Malformed("tensor data is truncated");
+      }
+    } else if (field == 0 || !WireFormatLite::SkipField(&input, tag)) {
+      return Malformed(absl::StrCat("bad field with tag ", tag));
+    }
+  }
+  if (!input.ConsumedEntireMessage()) return Malformed("bad tag");
+  if (data_delivered) return absl::OkStatus();
+  // The data came before the header, or there was none (zero floats).
+  size_t staged_offset = 0;
+  return FillDestinations(data_bytes, *header, destinations, [&](void* to, int bytes) {
+    std::memcpy(to, staged_data.data() + staged_offset, bytes);
+    staged_offset += bytes;
+    return true;
+  });
+}
+
+}  // namespace ps

@@ -1,0 +1,52 @@
+#include "server/deadline_timer.h"
+
+#include <atomic>
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+
+namespace ps {
+namespace {
+
+TEST(DeadlineTimerTest, RunsCallbacksInDeadlineOrder) {
+  DeadlineTimer timer;
+  absl::Mutex mu;
+  std::vector<int> order;
+  absl::Notification done;
+  absl::Time now = absl::Now();
+  timer.Schedule(now + absl::Milliseconds(60), [&] {
+    absl::MutexLock lock(&mu);
+    order.push_back(3);
+    done.Notify();
+  });
+  timer.Schedule(now + absl::Milliseconds(20), [&] {
+    absl::MutexLock lock(&mu);
+    order.push_back(2);
+  });
+  timer.Schedule(now - absl::Seconds(1), [&] {
+    absl::MutexLock lock(&mu);
+    order.push_back(1);
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_GE(absl::Now(), now + absl::Milliseconds(60));
+}
+
+TEST(DeadlineTimerTest, CancelledCallbacksDoNotRun) {
+  std::atomic<int> runs{0};
+  absl::Notification later;
+  {
+    DeadlineTimer timer;
+    uint64_t handle = timer.Schedule(absl::Now() + absl::Milliseconds(20), [&] { ++runs; });
+    timer.Cancel(handle);
+    timer.Schedule(absl::Now() + absl::Milliseconds(40), [&] { later.Notify(); });
+    ASSERT_TRUE(later.WaitForNotificationWithTimeout(absl::Seconds(10)));
+    timer.Schedule(absl::Now() + absl::Hours(1), [&] { ++runs; });  // Dropped by the destructor.
+  }
+  EXPECT_EQ(runs.load(), 0);
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,154 @@
+#include "server/initializer.h"
+
+#include <cmath>
+#include <cstddef>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace ps {
+namespace {
+
+// The generator is written out here, rather than taken from <random>, so that a variable
+// starts from the same values with any standard library: the standard fixes the engines'
+// output but not the distributions'.
+
+// SplitMix64's output function (Steele, Lea and Flood 2014): a bijective 64-bit mixer.
+uint64_t Mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  return x;
+}
+
+// 64-bit FNV-1a.
+uint64_t HashName(absl::string_view name) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : name) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+// SplitMix64, seeded per row from (seed, variable name, global row index).
+class RowGenerator {
+ public:
+  RowGenerator(uint64_t variable_key, int64_t row)
+      : state_(Mix64(variable_key ^ Mix64(static_cast<uint64_t>(row)))) {}
+
+  uint64_t Next() {
+    state_ += 0x9e3779b97f4a7c15ULL;
+    return Mix64(state_);
+  }
+
+  // Uniform on [0, 1), 53 random bits.
+  double NextUniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t state_;
+};
+
+// Fills each row of the slice from its own generator with `fill(generator, row_values)`.
+template <typename FillRow>
+void ForEachRow(const VariableDef& variable, const SlicePlacement& slice, uint64_t seed,
+                absl::Span<float> values, FillRow fill) {
+  const uint64_t variable_key = Mix64(seed) ^ HashName(variable.name());
+  for (int64_t i = 0; i < slice.row_count; ++i) {
+    RowGenerator generator(variable_key, slice.row_begin + i);
+    fill(generator, values.subspan(static_cast<size_t>(i * slice.row_size),
+                                   static_cast<size_t>(slice.row_size)));
+  }
+}
+
+// U(-limit, limit).
+void FillUniform(const VariableDef& variable, const SlicePlacement& slice, uint64_t seed,
+                 double limit, absl::Span<float> values) {
+  ForEachRow(variable, slice, seed, values, [limit](RowGenerator& generator,
+                                                    absl::Span<float> row) {
+    for (float& x : row) x = static_cast<float>(limit * (2 * generator.NextUniform() - 1));
+  });
+}
+
+// N(0, stddev^2) by the Box-Muller transform, two values per pair of uniforms.
+void FillNormal(const VariableDef& variable, const SlicePlacement& slice, uint64_t seed,
+                double stddev, absl::Span<float> values) {
+  ForEachRow(variable, slice, seed, values, [stddev](RowGenerator& generator,
+                                                     absl::Span<float> row) {
+    constexpr double kTwoPi = 6.283185307179586476925286766559;
+    for (size_t j = 0; j < row.size(); j += 2) {
+      const double u1 = 1 - generator.NextUniform();  // In (0, 1], so the log is finite.
+      const double u2 = generator.NextUniform();
+      const double radius = stddev * std::sqrt(-2 * std::log(u1));
+      row[j] = static_cast<float>(radius * std::cos(kTwoPi * u2));
+      if (j + 1 < row.size()) row[j + 1] = static_cast<float>(radius * std::sin(kTwoPi * u2));
+    }
+  });
+}
+
+// REQUIRES: variable.shape_size() >= 1 (PlaceVariables checks it).
+double GlorotLimit(const VariableDef& variable) {
+  const double fan_in = static_cast<double>(variable.shape(0));
+  double fan_out = fan_in;
+  if (variable.shape_size() > 1) {
+    fan_out = 1;
+    for (int d = 1; d < variable.shape_size(); ++d) fan_out *= variable.shape(d);
+  }
+  return std::sqrt(6 / (fan_in + fan_out));
+}
+
+}  // namespace
+
+absl::Status ValidateInitializer(const VariableDef& variable) {
+  const InitializerConfig& initializer = variable.initializer();
+  switch (initializer.kind()) {
+    case InitializerConfig::ZEROS:
+    case InitializerConfig::GLOROT_UNIFORM:
+      return absl::OkStatus();
+    case InitializerConfig::CONSTANT:
+      if (std::isfinite(initializer.scale())) return absl::OkStatus();
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable \"", variable.name(),
+                       "\": initializer.scale must be finite for CONSTANT, got ",
+                       initializer.scale()));
+    case InitializerConfig::UNIFORM:
+    case InitializerConfig::NORMAL:
+      if (initializer.scale() >= 0 && std::isfinite(initializer.scale())) {
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", variable.name(), "\": initializer.scale must be finite and >= 0 for ",
+          InitializerConfig::Kind_Name(initializer.kind()), ", got ", initializer.scale()));
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable \"", variable.name(), "\": initializer.kind ",
+                       static_cast<int>(initializer.kind()), " is unknown"));
+  }
+}
+
+void InitializeSlice(const VariableDef& variable, const SlicePlacement& slice, uint64_t seed,
+                     absl::Span<float> values) {
+  const InitializerConfig& initializer = variable.initializer();
+  switch (initializer.kind()) {
+    case InitializerConfig::CONSTANT:
+      for (float& x : values) x = initializer.scale();
+      return;
+    case InitializerConfig::UNIFORM:
+      FillUniform(variable, slice, seed, initializer.scale(), values);
+      return;
+    case InitializerConfig::NORMAL:
+      FillNormal(variable, slice, seed, initializer.scale(), values);
+      return;
+    case InitializerConfig::GLOROT_UNIFORM:
+      FillUniform(variable, slice, seed, GlorotLimit(variable), values);
+      return;
+    case InitializerConfig::ZEROS:
+    default:
+      for (float& x : values) x = 0;
+      return;
+  }
+}
+
+}  // namespace ps

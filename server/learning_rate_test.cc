@@ -1,0 +1,124 @@
+#include "server/learning_rate.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+
+namespace ps {
+namespace {
+
+LearningRateSchedule Constant(float base) {
+  LearningRateSchedule schedule;
+  schedule.set_kind(LearningRateSchedule::CONSTANT);
+  schedule.set_base(base);
+  return schedule;
+}
+
+LearningRateSchedule StepDecay(float base, int64_t decay_steps, float decay_factor) {
+  LearningRateSchedule schedule;
+  schedule.set_kind(LearningRateSchedule::STEP_DECAY);
+  schedule.set_base(base);
+  schedule.set_decay_steps(decay_steps);
+  schedule.set_decay_factor(decay_factor);
+  return schedule;
+}
+
+LearningRateSchedule LinearWarmup(float base, int64_t warmup_steps) {
+  LearningRateSchedule schedule;
+  schedule.set_kind(LearningRateSchedule::LINEAR_WARMUP);
+  schedule.set_base(base);
+  schedule.set_warmup_steps(warmup_steps);
+  return schedule;
+}
+
+TEST(LearningRateTest, ConstantIgnoresTheStep) {
+  const LearningRateSchedule schedule = Constant(0.25f);
+  ASSERT_TRUE(ValidateLearningRateSchedule(schedule).ok());
+  for (int64_t step : {0, 1, 99, 1000000}) {
+    EXPECT_FLOAT_EQ(LearningRateAt(schedule, step), 0.25f) << step;
+  }
+}
+
+TEST(LearningRateTest, StepDecayMultipliesByTheFactorEveryDecaySteps) {
+  const LearningRateSchedule schedule = StepDecay(1.0f, 10, 0.5f);
+  ASSERT_TRUE(ValidateLearningRateSchedule(schedule).ok());
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 0), 1.0f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 9), 1.0f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 10), 0.5f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 19), 0.5f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 20), 0.25f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 35), 0.125f);
+}
+
+TEST(LearningRateTest, StepDecayWithFactorOneIsConstant) {
+  const LearningRateSchedule schedule = StepDecay(0.1f, 3, 1.0f);
+  ASSERT_TRUE(ValidateLearningRateSchedule(schedule).ok());
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 0), 0.1f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 300), 0.1f);
+}
+
+TEST(LearningRateTest, LinearWarmupRisesToTheBaseAndStays) {
+  const LearningRateSchedule schedule = LinearWarmup(0.8f, 4);
+  ASSERT_TRUE(ValidateLearningRateSchedule(schedule).ok());
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 0), 0.2f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 1), 0.4f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 2), 0.6f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 3), 0.8f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 4), 0.8f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 1000), 0.8f);
+}
+
+TEST(LearningRateTest, LinearWarmupOfOneStepIsConstant) {
+  const LearningRateSchedule schedule = LinearWarmup(0.5f, 1);
+  ASSERT_TRUE(ValidateLearningRateSchedule(schedule).ok());
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 0), 0.5f);
+  EXPECT_FLOAT_EQ(LearningRateAt(schedule, 7), 0.5f);
+}
+
+TEST(LearningRateTest, StalenessRuleNoneLeavesTheRate) {
+  for (int64_t staleness : {0, 1, 5, 100}) {
+    EXPECT_FLOAT_EQ(StalenessAdjustedLearningRate(0.3f, ConsistencyConfig::NONE, staleness),
+                    0.3f);
+  }
+}
+
+TEST(LearningRateTest, StalenessRuleInverseDividesByPositiveStaleness) {
+  EXPECT_FLOAT_EQ(StalenessAdjustedLearningRate(0.3f, ConsistencyConfig::INVERSE, 0), 0.3f);
+  EXPECT_FLOAT_EQ(StalenessAdjustedLearningRate(0.3f, ConsistencyConfig::INVERSE, 1), 0.3f);
+  EXPECT_FLOAT_EQ(StalenessAdjustedLearningRate(0.3f, ConsistencyConfig::INVERSE, 3), 0.1f);
+  EXPECT_FLOAT_EQ(StalenessAdjustedLearningRate(0.3f, ConsistencyConfig::INVERSE, 10), 0.03f);
+}
+
+TEST(LearningRateTest, RejectsInvalidSchedulesNamingTheField) {
+  const float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const float kInfinity = std::numeric_limits<float>::infinity();
+  LearningRateSchedule unknown_kind = Constant(0.1f);
+  unknown_kind.set_kind(static_cast<LearningRateSchedule::Kind>(42));
+  struct Case {
+    LearningRateSchedule schedule;
+    const char* message_part;
+  };
+  const Case kCases[] = {
+      {Constant(0), "learning_rate.base must be finite and > 0"},
+      {Constant(-0.1f), "learning_rate.base must be finite and > 0"},
+      {Constant(kNaN), "learning_rate.base must be finite and > 0"},
+      {Constant(kInfinity), "learning_rate.base must be finite and > 0"},
+      {StepDecay(0.1f, 0, 0.5f), "learning_rate.decay_steps must be > 0 for STEP_DECAY"},
+      {StepDecay(0.1f, -5, 0.5f), "learning_rate.decay_steps must be > 0 for STEP_DECAY"},
+      {StepDecay(0.1f, 10, 0), "learning_rate.decay_factor must be in (0, 1] for STEP_DECAY"},
+      {StepDecay(0.1f, 10, 1.5f), "learning_rate.decay_factor must be in (0, 1] for STEP_DECAY"},
+      {StepDecay(0.1f, 10, kNaN), "learning_rate.decay_factor must be in (0, 1] for STEP_DECAY"},
+      {LinearWarmup(0.1f, 0), "learning_rate.warmup_steps must be > 0 for LINEAR_WARMUP"},
+      {LinearWarmup(0.1f, -1), "learning_rate.warmup_steps must be > 0 for LINEAR_WARMUP"},
+      {unknown_kind, "learning_rate.kind"},
+  };
+  for (const Case& c : kCases) {
+    absl::Status status = ValidateLearningRateSchedule(c.schedule);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
+        << c.schedule.ShortDebugString();
+    EXPECT_NE(status.message().find(c.message_part), absl::string_view::npos) << status;
+  }
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,54 @@
+// A running ps task: the gRPC server with the ParameterServer service, the standard health
+// service (grpc.health.v1) and, where the installed gRPC has it, server reflection.
+//
+// Lifecycle: Start() returns a server in STARTED; Shutdown() moves it to STOPPED: it refuses
+// new calls, ends parked pulls with UNAVAILABLE, and lets calls in flight finish within
+// `grace`. The destructor shuts down if needed.
+#ifndef PS_SERVER_PS_SERVER_H_
+#define PS_SERVER_PS_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/server.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/ps_service.h"
+
+namespace ps {
+
+struct PsServerOptions {
+  // Where to listen, "host:port"; port 0 picks a free port (see bound_port()).
+  std::string listen_address = "0.0.0.0:0";
+  ParameterServiceOptions service;
+  // Largest request or response; a bigger one fails with RESOURCE_EXHAUSTED. Clients use the
+  // same limit (PsClientOptions::max_message_bytes).
+  int max_message_bytes = 1 << 30;
+};
+
+class PsServer {
+ public:
+  // UNAVAILABLE naming the address when it cannot be bound (in use, no such interface).
+  static absl::StatusOr<std::unique_ptr<PsServer>> Start(const PsServerOptions& options);
+  ~PsServer();
+
+  int bound_port() const { return bound_port_; }
+
+  // STARTED -> STOPPED; idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
+  // Blocks until Shutdown has been called (from another thread or a signal handler thread).
+  void Wait();
+
+ private:
+  PsServer() = default;
+
+  std::unique_ptr<ParameterService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int bound_port_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_PS_SERVER_H_

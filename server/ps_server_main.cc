@@ -1,0 +1,92 @@
+// ps_server: one shard of the parameter store.
+//
+//   ps_server --cluster_spec=cluster.json --task=ps:0 [--port=N]
+//   TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 0}}' ps_server
+//
+// Runs until SIGTERM or SIGINT: then it stops taking calls, ends waiting pulls with
+// UNAVAILABLE, lets calls in flight finish, and exits 0.
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/cluster_spec.h"
+#include "common/host_port.h"
+#include "server/ps_server.h"
+
+DEFINE_string(cluster_spec, "", "ClusterSpec JSON file (TensorFlow's form); TF_CONFIG if empty");
+DEFINE_string(task, "", "this task, TYPE:INDEX (ps:0); the spec's \"task\" field if empty");
+DEFINE_int32(port, -1, "listen on this port instead of the spec's (0: any free port)");
+DEFINE_string(bind_host, "0.0.0.0", "interface to listen on");
+DEFINE_int32(wait_timeout_s, 60, "how long a pull may wait (barrier, SSP) unless it says");
+DEFINE_int32(max_message_mb, 1024, "largest request or response, in MiB");
+DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
+
+namespace {
+
+int Run() {
+  absl::StatusOr<ps::ClusterConfig> config =
+      ps::ResolveClusterConfig(FLAGS_cluster_spec, FLAGS_task, std::getenv("TF_CONFIG"));
+  if (!config.ok()) {
+    std::cerr << "ps_server: " << config.status().message() << "\n";
+    return 2;
+  }
+  if (config->task.type() != ps::kPsJob) {
+    std::cerr << "ps_server: this task is " << ps::TaskName(config->task)
+              << ", not a ps task; start ps_worker for workers, or pass --task=ps:N\n";
+    return 2;
+  }
+  absl::StatusOr<ps::HostPort> own = ps::ParseHostPort(config->cluster.Address(config->task));
+  int port = FLAGS_port >= 0 ? FLAGS_port : own->port;
+
+  ps::PsServerOptions options;
+  options.listen_address = ps::HostPort{FLAGS_bind_host, port,
+                                        FLAGS_bind_host.find(':') != std::string::npos}
+                               .ToString();
+  options.service.ps_index = config->task.index();
+  options.service.num_ps = config->cluster.NumTasks(ps::kPsJob);
+  options.service.default_wait_timeout = absl::Seconds(FLAGS_wait_timeout_s);
+  options.max_message_bytes = FLAGS_max_message_mb << 20;
+
+  // Block the stop signals before any thread starts, then wait for them on this thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<ps::PsServer>> server = ps::PsServer::Start(options);
+  if (!server.ok()) {
+    std::cerr << "ps_server: " << server.status().message() << "\n";
+    return 1;
+  }
+  if (!FLAGS_port_file.empty()) {
+    std::string tmp = FLAGS_port_file + ".tmp";
+    FILE* file = std::fopen(tmp.c_str(), "w");
+    if (file == nullptr || std::fprintf(file, "%d\n", (*server)->bound_port()) < 0 ||
+        std::fclose(file) != 0 || std::rename(tmp.c_str(), FLAGS_port_file.c_str()) != 0) {
+      std::cerr << "ps_server: cannot write --port_file=" << FLAGS_port_file << "\n";
+      return 1;
+    }
+  }
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  LOG(INFO) << "signal " << signal << ": stopping (in-flight calls finish, waiting pulls end)";
+  (*server)->Shutdown();
+  LOG(INFO) << "stopped";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("ps_server --cluster_spec=cluster.json --task=ps:0 [--port=N]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  return Run();
+}

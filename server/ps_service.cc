@@ -1,0 +1,296 @@
+#include "server/ps_service.h"
+
+#include <optional>
+#include <utility>
+
+#include <glog/logging.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/proto_byte_buffer.h"
+#include "common/tensor_coding.h"
+
+namespace ps {
+namespace {
+
+// Pulls end this long before the client's own deadline, so the client gets the server's
+// explanation (who the barrier waits for) rather than a bare DEADLINE_EXCEEDED.
+constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
+
+}  // namespace
+
+// One Pull call. It may finish at once (in Start), or later from whichever thread completes the
+// parked pull: a push, the timer, OnCancel or Shutdown. ShardJob guarantees the result callback
+// runs once; `mu_` orders it against Start's bookkeeping.
+class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
+ public:
+  PullReactor(ParameterService* service, grpc::CallbackServerContext* context,
+              grpc::ByteBuffer* response)
+      : service_(service), context_(context), response_(response) {}
+
+  void Start(const grpc::ByteBuffer& request_bytes) {
+    PullRequest request;
+    absl::Status status = ParseFromByteBuffer(request_bytes, &request);
+    absl::StatusOr<std::shared_ptr<ShardJob>> job =
+        status.ok() ? service_->FindJob(request.job_id()) : status;
+    if (!job.ok()) {
+      Finish(ToGrpcStatus(job.status()));
+      return;
+    }
+    job_ = *job;
+    int64_t waiter = job_->Pull(request, [this](absl::StatusOr<ShardJob::PullSnapshot> result) {
+      OnResult(std::move(result));
+    });
+    absl::MutexLock lock(&mu_);
+    started_ = true;
+    if (result_.has_value()) {
+      FinishLocked();
+      return;
+    }
+    waiter_ = waiter;
+    if (cancelled_) {
+      mu_.Unlock();
+      job_->CancelWaiter(waiter, absl::CancelledError("the client cancelled the pull"));
+      mu_.Lock();
+      return;
+    }
+    absl::Duration wait = request.wait_timeout_ms() > 0
+                              ? absl::Milliseconds(request.wait_timeout_ms())
+                              : service_->options_.default_wait_timeout;
+    absl::Time deadline = absl::Now() + wait;
+    absl::Time client_deadline = absl::FromChrono(context_->deadline());
+    if (client_deadline - kDeadlineMargin < deadline) deadline = client_deadline - kDeadlineMargin;
+    std::weak_ptr<ShardJob> weak_job = job_;
+    timer_handle_ = service_->timer_.Schedule(deadline, [weak_job, waiter] {
+      if (std::shared_ptr<ShardJob> job = weak_job.lock()) job->ExpireWaiter(waiter);
+    });
+  }
+
+  void OnCancel() override {
+    int64_t waiter;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      waiter = waiter_;
+    }
+    if (waiter != 0) job_->CancelWaiter(waiter, absl::CancelledError("the client cancelled"));
+  }
+
+  void OnDone() override {
+    if (timer_handle_ != 0) service_->timer_.Cancel(timer_handle_);
+    delete this;
+  }
+
+ private:
+  void OnResult(absl::StatusOr<ShardJob::PullSnapshot> result) {
+    absl::MutexLock lock(&mu_);
+    result_ = std::move(result);
+    if (started_) FinishLocked();
+  }
+
+  void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!result_->ok()) {
+      Finish(ToGrpcStatus(result_->status()));
+      return;
+    }
+    ShardJob::PullSnapshot& snapshot = **result_;
+    *response_ = EncodeTensorMessage(snapshot.header, snapshot.pieces, snapshot.data);
+    Finish(grpc::Status::OK);
+  }
+
+  ParameterService* const service_;
+  grpc::CallbackServerContext* const context_;
+  grpc::ByteBuffer* const response_;
+  std::shared_ptr<ShardJob> job_;
+  uint64_t timer_handle_ = 0;  // Written in Start before any path can reach OnDone.
+
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t waiter_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::StatusOr<ShardJob::PullSnapshot>> result_ ABSL_GUARDED_BY(mu_);
+};
+
+ParameterService::ParameterService(const ParameterServiceOptions& options)
+    : options_(options) {}
+
+ParameterService::~ParameterService() { Shutdown(); }
+
+std::string ParameterService::TaskName() const {
+  return absl::StrCat("ps:", options_.ps_index);
+}
+
+void ParameterService::Shutdown() {
+  std::map<std::string, std::shared_ptr<ShardJob>> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    jobs = jobs_;
+  }
+  for (auto& [id, job] : jobs) {
+    job->CancelAllWaiters(absl::UnavailableError(
+        TaskName() + " is shutting down; retry once it is back"));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJob(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) {
+    return absl::UnavailableError(TaskName() + " is shutting down; retry once it is back");
+  }
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown job \"", job_id, "\" on ", TaskName(),
+                                            ": create it first (CreateJob), or check the id"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobRequest& request) {
+  if (request.num_ps() != options_.num_ps || request.ps_index() != options_.ps_index) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this server is ps:", options_.ps_index, " of ", options_.num_ps,
+        " but the request is for ps:", request.ps_index(), " of ", request.num_ps(),
+        "; the client and the servers must use the same ClusterSpec"));
+  }
+  const std::string& id = request.spec().job_id();
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) {
+      if (!google::protobuf::util::MessageDifferencer::Equals(it->second->spec(),
+                                                              request.spec())) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "job \"", id, "\" already exists on ", TaskName(),
+            " with a different spec; delete it first or use another id"));
+      }
+      CreateJobResponse response;
+      response.set_already_existed(true);
+      for (const SliceRef& ref : it->second->SliceRefs()) *response.add_slices() = ref;
+      response.set_num_parameters(it->second->num_parameters());
+      return response;
+    }
+  }
+  // Initializing may take a while for big models: done outside the lock.
+  absl::StatusOr<std::unique_ptr<ShardJob>> created =
+      ShardJob::Create(request.spec(), options_.num_ps, options_.ps_index);
+  if (!created.ok()) return created.status();
+  std::shared_ptr<ShardJob> job = *std::move(created);
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = jobs_.emplace(id, job);
+  if (!inserted &&
+      !google::protobuf::util::MessageDifferencer::Equals(it->second->spec(), request.spec())) {
+    return absl::AlreadyExistsError(absl::StrCat("job \"", id, "\" was created concurrently with a "
+                                                 "different spec; delete it first"));
+  }
+  CreateJobResponse response;
+  response.set_already_existed(!inserted);
+  for (const SliceRef& ref : it->second->SliceRefs()) *response.add_slices() = ref;
+  response.set_num_parameters(it->second->num_parameters());
+  if (inserted) {
+    LOG(INFO) << "created job " << id << ": " << response.slices_size() << " slices, "
+              << response.num_parameters() << " parameters on " << TaskName();
+  }
+  return response;
+}
+
+grpc::ServerUnaryReactor* ParameterService::CreateJob(grpc::CallbackServerContext* context,
+                                                      const CreateJobRequest* request,
+                                                      CreateJobResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<CreateJobResponse> result = DoCreateJob(*request);
+  if (result.ok()) *response = *std::move(result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContext* context,
+                                                      const DeleteJobRequest* request,
+                                                      DeleteJobResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::shared_ptr<ShardJob> job;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(request->job_id());
+    if (it != jobs_.end()) {
+      job = std::move(it->second);
+      jobs_.erase(it);
+    }
+  }
+  if (job == nullptr) {
+    reactor->Finish(ToGrpcStatus(absl::NotFoundError(
+        absl::StrCat("unknown job \"", request->job_id(), "\" on ", TaskName()))));
+    return reactor;
+  }
+  job->CancelAllWaiters(absl::AbortedError(
+      absl::StrCat("job \"", request->job_id(), "\" was deleted while this pull waited")));
+  LOG(INFO) << "deleted job " << request->job_id();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* context,
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
+  auto* reactor = new PullReactor(this, context, response);
+  reactor->Start(*request);
+  return reactor;
+}
+
+absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& request) {
+  PushRequestHeader header;
+  std::shared_ptr<ShardJob> job;
+  std::shared_ptr<std::vector<float>> gradient;
+  absl::Status status = DecodeTensorMessage(
+      request, &header,
+      [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
+        absl::StatusOr<std::shared_ptr<ShardJob>> found = FindJob(header.job_id());
+        if (!found.ok()) return found.status();
+        job = *found;
+        std::vector<absl::Span<float>> destinations;
+        absl::StatusOr<std::shared_ptr<std::vector<float>>> buffer =
+            job->PushBuffer(header, &destinations);
+        if (!buffer.ok()) return buffer.status();
+        gradient = *std::move(buffer);
+        return destinations;
+      });
+  if (!status.ok()) {
+    if (job != nullptr && gradient != nullptr) job->CountRejected("malformed");
+    return status;
+  }
+  return job->Push(header, *gradient);
+}
+
+grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* context,
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<PushResponse> result = DoPush(*request);
+  if (result.ok()) *response = SerializeToByteBuffer(*result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerContext* context,
+                                                        const JobStatsRequest* request,
+                                                        JobStats* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
+  if (job.ok()) *response = (*job)->Stats();
+  reactor->Finish(ToGrpcStatus(job.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext* context,
+                                                     const ListJobsRequest* /*request*/,
+                                                     ListJobsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, job] : jobs_) response->add_job_ids(id);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace ps

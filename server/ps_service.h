@@ -1,0 +1,85 @@
+// The ParameterServer gRPC service of one ps task (callback API). Pull and Push are raw
+// methods: their tensors are decoded straight into the shard's buffers and encoded from
+// snapshots without copies (common/tensor_coding.h). A pull that must wait is parked in its
+// ShardJob and finished later by a push, the wait timeout, cancellation or Shutdown; no gRPC
+// thread ever blocks on it.
+#ifndef PS_SERVER_PS_SERVICE_H_
+#define PS_SERVER_PS_SERVICE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "server/deadline_timer.h"
+#include "server/shard_job.h"
+
+namespace ps {
+
+struct ParameterServiceOptions {
+  int ps_index = 0;
+  int num_ps = 1;
+  // How long a pull may wait when its request does not say (wait_timeout_ms = 0).
+  absl::Duration default_wait_timeout = absl::Seconds(60);
+};
+
+using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
+    ParameterServer::WithCallbackMethod_DeleteJob<ParameterServer::WithRawCallbackMethod_Pull<
+        ParameterServer::WithRawCallbackMethod_Push<ParameterServer::WithCallbackMethod_GetJobStats<
+            ParameterServer::WithCallbackMethod_ListJobs<ParameterServer::Service>>>>>>;
+
+// Thread-safe.
+class ParameterService final : public ParameterServerBase {
+ public:
+  explicit ParameterService(const ParameterServiceOptions& options);
+  ~ParameterService() override;
+
+  // Ends every parked pull with UNAVAILABLE and refuses new calls with UNAVAILABLE. Call before
+  // shutting the gRPC server down, so that its shutdown does not wait on parked calls.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  grpc::ServerUnaryReactor* CreateJob(grpc::CallbackServerContext* context,
+                                      const CreateJobRequest* request,
+                                      CreateJobResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteJob(grpc::CallbackServerContext* context,
+                                      const DeleteJobRequest* request,
+                                      DeleteJobResponse* response) override;
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetJobStats(grpc::CallbackServerContext* context,
+                                        const JobStatsRequest* request,
+                                        JobStats* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const ListJobsRequest* request,
+                                     ListJobsResponse* response) override;
+
+ private:
+  class PullReactor;
+
+  // The job, NOT_FOUND naming it, or UNAVAILABLE while shutting down.
+  absl::StatusOr<std::shared_ptr<ShardJob>> FindJob(const std::string& job_id)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<CreateJobResponse> DoCreateJob(const CreateJobRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<PushResponse> DoPush(const grpc::ByteBuffer& request);
+  std::string TaskName() const;
+
+  const ParameterServiceOptions options_;
+  DeadlineTimer timer_;
+
+  absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::shared_ptr<ShardJob>> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_PS_SERVICE_H_

@@ -1,0 +1,621 @@
+#include "server/shard_job.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/initializer.h"
+#include "server/learning_rate.h"
+
+namespace ps {
+namespace {
+
+std::string JobPrefix(const std::string& job_id) { return absl::StrCat("job \"", job_id, "\": "); }
+
+}  // namespace
+
+absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
+  if (spec.job_id().empty()) {
+    return absl::InvalidArgumentError("job_id is empty: give the job an id");
+  }
+  std::string prefix = JobPrefix(spec.job_id());
+  if (spec.variables().empty()) {
+    return absl::InvalidArgumentError(prefix + "variables is empty: a job needs variables");
+  }
+  if (spec.num_workers() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "num_workers is ", spec.num_workers(), ": it must be at least 1"));
+  }
+  for (const VariableDef& variable : spec.variables()) {
+    absl::Status status = ValidateInitializer(variable);
+    if (!status.ok()) return absl::InvalidArgumentError(prefix + std::string(status.message()));
+  }
+  absl::Status status = ValidateLearningRateSchedule(spec.learning_rate());
+  if (!status.ok()) return absl::InvalidArgumentError(prefix + std::string(status.message()));
+
+  const ConsistencyConfig& consistency = spec.consistency();
+  switch (consistency.mode()) {
+    case ConsistencyConfig::SYNC:
+      if (consistency.replicas_to_aggregate() < 0 ||
+          consistency.replicas_to_aggregate() > spec.num_workers()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            prefix, "consistency.replicas_to_aggregate is ", consistency.replicas_to_aggregate(),
+            ": it must be from 1 to num_workers (", spec.num_workers(), "), or 0 for all"));
+      }
+      break;
+    case ConsistencyConfig::ASYNC:
+      if (consistency.max_staleness() < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            prefix, "consistency.max_staleness is ", consistency.max_staleness(),
+            ": it must be >= 0 (0: no bound)"));
+      }
+      break;
+    case ConsistencyConfig::SSP:
+      if (consistency.ssp_bound() < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            prefix, "consistency.ssp_bound is ", consistency.ssp_bound(), ": it must be >= 0"));
+      }
+      break;
+    case ConsistencyConfig::SOFTSYNC:
+      if (consistency.softsync_n() < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            prefix, "consistency.softsync_n is ", consistency.softsync_n(), ": it must be >= 1"));
+      }
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          prefix + "consistency.mode is not set: use SYNC, ASYNC, SSP or SOFTSYNC");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& spec, int num_ps,
+                                                           int ps_index) {
+  absl::Status status = ValidateParameterSpec(spec);
+  if (!status.ok()) return status;
+  if (ps_index < 0 || ps_index >= num_ps) {
+    return absl::InvalidArgumentError(absl::StrCat("ps_index ", ps_index,
+                                                   " is out of range for num_ps ", num_ps));
+  }
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
+  if (!optimizer.ok()) {
+    return absl::InvalidArgumentError(JobPrefix(spec.job_id()) +
+                                      std::string(optimizer.status().message()));
+  }
+  absl::StatusOr<Placement> placement = PlaceVariables(spec, num_ps);
+  if (!placement.ok()) {
+    return absl::InvalidArgumentError(JobPrefix(spec.job_id()) +
+                                      std::string(placement.status().message()));
+  }
+  std::unique_ptr<ShardJob> job(new ShardJob(spec, num_ps, ps_index, *std::move(optimizer)));
+  for (int index : placement->SlicesOn(ps_index)) {
+    auto slice = std::make_unique<Slice>();
+    slice->placement = placement->slices[index];
+    slice->offset = job->num_elements_;
+    job->num_elements_ += slice->placement.num_elements();
+    absl::MutexLock lock(&slice->mu);
+    slice->values.resize(slice->placement.num_elements());
+    InitializeSlice(spec.variables(slice->placement.variable_index), slice->placement,
+                    spec.seed(), absl::MakeSpan(slice->values));
+    slice->slots.resize(job->optimizer_->num_slots());
+    std::vector<absl::Span<float>> slots;
+    for (std::vector<float>& slot : slice->slots) {
+      slot.resize(slice->values.size());
+      slots.push_back(absl::MakeSpan(slot));
+    }
+    job->optimizer_->InitializeSlots(slots);
+    job->slices_.push_back(std::move(slice));
+  }
+  return job;
+}
+
+ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
+                   std::unique_ptr<Optimizer> optimizer)
+    : spec_(spec),
+      num_ps_(num_ps),
+      ps_index_(ps_index),
+      optimizer_(std::move(optimizer)),
+      aggregate_size_(
+          spec.consistency().mode() == ConsistencyConfig::SYNC
+              ? (spec.consistency().replicas_to_aggregate() > 0
+                     ? spec.consistency().replicas_to_aggregate()
+                     : spec.num_workers())
+          : spec.consistency().mode() == ConsistencyConfig::SOFTSYNC
+              ? std::max(1, spec.num_workers() / spec.consistency().softsync_n())
+              : 1) {
+  absl::MutexLock lock(&mu_);
+  clocks_.assign(spec.num_workers(), 0);
+  last_push_id_.assign(spec.num_workers(), 0);
+  applied_by_worker_.assign(spec.num_workers(), 0);
+  staleness_by_worker_.resize(spec.num_workers());
+}
+
+ShardJob::~ShardJob() = default;
+
+std::vector<SliceRef> ShardJob::SliceRefs() const {
+  std::vector<SliceRef> refs;
+  for (const auto& slice : slices_) {
+    SliceRef ref;
+    ref.set_variable(slice->placement.variable);
+    ref.set_row_begin(slice->placement.row_begin);
+    ref.set_row_count(slice->placement.row_count);
+    refs.push_back(ref);
+  }
+  return refs;
+}
+
+int64_t ShardJob::num_parameters() const { return num_elements_; }
+
+absl::Status ShardJob::ValidatePull(const PullRequest& request,
+                                    std::vector<PullRange>* ranges) const {
+  std::string prefix = JobPrefix(spec_.job_id());
+  if (request.worker() < 0 || request.worker() >= spec_.num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", request.worker(),
+                                                   " is out of range: the job has ",
+                                                   spec_.num_workers(), " workers"));
+  }
+  if (request.step() < 0 || request.clock() < 0) {
+    return absl::InvalidArgumentError(prefix + "step and clock must be >= 0");
+  }
+  if (request.slices().empty()) {
+    for (size_t i = 0; i < slices_.size(); ++i) {
+      ranges->push_back({static_cast<int>(i), slices_[i]->placement.row_begin,
+                         slices_[i]->placement.row_count});
+    }
+    return absl::OkStatus();
+  }
+  for (const SliceRef& ref : request.slices()) {
+    bool found = false;
+    for (size_t i = 0; i < slices_.size() && !found; ++i) {
+      const SlicePlacement& p = slices_[i]->placement;
+      if (p.variable == ref.variable() && ref.row_begin() >= p.row_begin && ref.row_count() > 0 &&
+          ref.row_begin() + ref.row_count() <= p.row_begin + p.row_count) {
+        ranges->push_back({static_cast<int>(i), ref.row_begin(), ref.row_count()});
+        found = true;
+      }
+    }
+    if (!found) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "rows [", ref.row_begin(), ", ", ref.row_begin() + ref.row_count(),
+          ") of variable \"", ref.variable(), "\" are not inside one slice on ps:", ps_index_,
+          "; compute the placement with the same spec and number of ps tasks"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t ShardJob::MinClockLocked() const {
+  return clocks_.empty() ? 0 : *std::min_element(clocks_.begin(), clocks_.end());
+}
+
+bool ShardJob::ReadyLocked(const PullRequest& request) const {
+  switch (spec_.consistency().mode()) {
+    case ConsistencyConfig::SYNC:
+      return step_ >= request.step();
+    case ConsistencyConfig::SSP:
+      return request.clock() <= MinClockLocked() + spec_.consistency().ssp_bound();
+    default:
+      return true;
+  }
+}
+
+std::string ShardJob::WaitReasonLocked(const PullRequest& request) const {
+  std::vector<int> missing;
+  if (spec_.consistency().mode() == ConsistencyConfig::SYNC) {
+    std::vector<bool> arrived(spec_.num_workers(), false);
+    for (const Contribution& c : contributions_) arrived[c.worker] = true;
+    for (int w = 0; w < spec_.num_workers(); ++w) {
+      if (!arrived[w]) missing.push_back(w);
+    }
+    return absl::StrCat("pull for step ", request.step(), " is waiting for step ", step_,
+                        ", which has ", contributions_.size(), " of ", aggregate_size_,
+                        " gradients; still missing workers ", absl::StrJoin(missing, ", "),
+                        " (a worker that died or is a straggler; fewer replicas_to_aggregate "
+                        "than workers tolerates that)");
+  }
+  int64_t needed = request.clock() - spec_.consistency().ssp_bound();
+  for (int w = 0; w < spec_.num_workers(); ++w) {
+    if (clocks_[w] < needed) missing.push_back(w);
+  }
+  return absl::StrCat("pull at clock ", request.clock(), " with ssp_bound ",
+                      spec_.consistency().ssp_bound(), " is waiting for workers ",
+                      absl::StrJoin(missing, ", "), " to reach clock ", needed);
+}
+
+int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
+  std::vector<PullRange> ranges;
+  absl::Status status = ValidatePull(request, &ranges);
+  if (!status.ok()) {
+    done(status);
+    return 0;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!ReadyLocked(request)) {
+      int64_t id = next_waiter_id_++;
+      waiters_.emplace(id, Waiter{request, std::move(done)});
+      return id;
+    }
+  }
+  done(Snapshot(request));
+  return 0;
+}
+
+ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
+  std::vector<PullRange> ranges;
+  ValidatePull(request, &ranges).IgnoreError();  // Validated before.
+  PullSnapshot snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    snapshot.header.set_version(version_);
+    snapshot.header.set_step(step_);
+  }
+  int64_t total = 0;
+  for (const PullRange& range : ranges) {
+    total += range.row_count * slices_[range.slice]->placement.row_size;
+  }
+  snapshot.data = buffers_->Acquire(total);
+  float* out = snapshot.data->data();
+  for (const PullRange& range : ranges) {
+    const Slice& slice = *slices_[range.slice];
+    int64_t begin = (range.row_begin - slice.placement.row_begin) * slice.placement.row_size;
+    int64_t count = range.row_count * slice.placement.row_size;
+    {
+      absl::MutexLock lock(&slice.mu);
+      std::copy_n(slice.values.data() + begin, count, out);
+    }
+    SliceRef* ref = snapshot.header.add_slices();
+    ref->set_variable(slice.placement.variable);
+    ref->set_row_begin(range.row_begin);
+    ref->set_row_count(range.row_count);
+    snapshot.pieces.emplace_back(out, count);
+    out += count;
+  }
+  return snapshot;
+}
+
+std::vector<ShardJob::Waiter> ShardJob::TakeReadyWaitersLocked() {
+  std::vector<Waiter> ready;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    if (ReadyLocked(it->second.request)) {
+      ready.push_back(std::move(it->second));
+      it = waiters_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return ready;
+}
+
+void ShardJob::Complete(std::vector<Waiter> waiters) {
+  for (Waiter& waiter : waiters) waiter.done(Snapshot(waiter.request));
+}
+
+void ShardJob::ExpireWaiter(int64_t id) {
+  Waiter waiter;
+  std::string reason;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    waiter = std::move(it->second);
+    waiters_.erase(it);
+    reason = WaitReasonLocked(waiter.request);
+  }
+  waiter.done(absl::DeadlineExceededError(JobPrefix(spec_.job_id()) + reason));
+}
+
+bool ShardJob::CancelWaiter(int64_t id, const absl::Status& status) {
+  Waiter waiter;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) return false;
+    waiter = std::move(it->second);
+    waiters_.erase(it);
+  }
+  waiter.done(status);
+  return true;
+}
+
+void ShardJob::CancelAllWaiters(const absl::Status& status) {
+  std::map<int64_t, Waiter> waiters;
+  {
+    absl::MutexLock lock(&mu_);
+    waiters.swap(waiters_);
+  }
+  for (auto& [id, waiter] : waiters) waiter.done(status);
+}
+
+absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
+    const PushRequestHeader& header, std::vector<absl::Span<float>>* destinations) {
+  bool matches = header.slices_size() == static_cast<int>(slices_.size());
+  for (size_t i = 0; matches && i < slices_.size(); ++i) {
+    const SliceRef& ref = header.slices(static_cast<int>(i));
+    const SlicePlacement& p = slices_[i]->placement;
+    matches = ref.variable() == p.variable && ref.row_begin() == p.row_begin &&
+              ref.row_count() == p.row_count;
+  }
+  if (!matches) {
+    std::vector<std::string> expected;
+    for (const auto& slice : slices_) {
+      expected.push_back(absl::StrCat(slice->placement.variable, "[", slice->placement.row_begin,
+                                      ":", slice->placement.row_begin + slice->placement.row_count,
+                                      "]"));
+    }
+    CountRejected("shape");
+    return absl::InvalidArgumentError(absl::StrCat(
+        JobPrefix(spec_.job_id()), "the push's slices do not match this shard's placement (ps:",
+        ps_index_, " holds ", absl::StrJoin(expected, ", "),
+        "); compute the placement from the same spec and number of ps tasks"));
+  }
+  std::shared_ptr<std::vector<float>> buffer = buffers_->Acquire(num_elements_);
+  destinations->clear();
+  for (const auto& slice : slices_) {
+    destinations->emplace_back(buffer->data() + slice->offset, slice->placement.num_elements());
+  }
+  return buffer;
+}
+
+void ShardJob::CountRejected(const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  ++rejected_[reason];
+}
+
+absl::Status ShardJob::RejectLocked(const std::string& reason, absl::Status status) {
+  ++rejected_[reason];
+  return status;
+}
+
+std::string ShardJob::FindNonFinite(absl::Span<const float> gradient) const {
+  // A sum is finite exactly when every term is, except for overflow; check cheaply first.
+  bool all_finite = true;
+  for (float g : gradient) all_finite &= std::isfinite(g);
+  if (all_finite) return "";
+  for (const auto& slice : slices_) {
+    const SlicePlacement& p = slice->placement;
+    for (int64_t i = 0; i < p.num_elements(); ++i) {
+      float g = gradient[slice->offset + i];
+      if (!std::isfinite(g)) {
+        return absl::StrCat(std::isnan(g) ? "NaN" : "Inf", " in variable \"", p.variable,
+                            "\" at row ", p.row_begin + i / p.row_size, ", column ",
+                            i % p.row_size);
+      }
+    }
+  }
+  return "";
+}
+
+absl::StatusOr<int64_t> ShardJob::AdmitLocked(const PushRequestHeader& header) {
+  std::string prefix = JobPrefix(spec_.job_id());
+  if (header.read_version() < 0 || header.read_version() > version_) {
+    return RejectLocked("future_version",
+                        absl::InvalidArgumentError(absl::StrCat(
+                            prefix, "read_version ", header.read_version(),
+                            " is not a version this shard has had (it is at ", version_,
+                            "); send the version the pull returned")));
+  }
+  return version_ - header.read_version();
+}
+
+absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
+                                            absl::Span<const float> gradient) {
+  std::string prefix = JobPrefix(spec_.job_id());
+  int worker = header.worker();
+  if (worker < 0 || worker >= spec_.num_workers()) {
+    CountRejected("worker");
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", worker,
+                                                   " is out of range: the job has ",
+                                                   spec_.num_workers(), " workers"));
+  }
+  if (static_cast<int64_t>(gradient.size()) != num_elements_) {
+    CountRejected("shape");
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "the gradient has ", gradient.size(),
+                                                   " values; this shard holds ", num_elements_));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (header.push_id() <= last_push_id_[worker]) {
+      PushResponse response;
+      response.set_outcome(PushResponse::DUPLICATE);
+      response.set_version(version_);
+      response.set_step(step_);
+      return response;
+    }
+  }
+  if (!spec_.allow_non_finite()) {
+    std::string where = FindNonFinite(gradient);
+    if (!where.empty()) {
+      CountRejected("non_finite");
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "the gradient from worker ", worker, " has ", where,
+          "; nothing was applied (lower the learning rate, or set allow_non_finite)"));
+    }
+  }
+  if (aggregate_size_ > 1 || spec_.consistency().mode() == ConsistencyConfig::SYNC) {
+    absl::MutexLock lock(&aggregate_mu_);
+    return Aggregate(header, gradient);
+  }
+  return ApplyNow(header, gradient);
+}
+
+absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
+                                                absl::Span<const float> gradient) {
+  const ConsistencyConfig& consistency = spec_.consistency();
+  int worker = header.worker();
+  PushResponse response;
+  int64_t staleness;
+  float learning_rate;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<int64_t> admitted = AdmitLocked(header);
+    if (!admitted.ok()) return admitted.status();
+    staleness = *admitted;
+    response.set_staleness(staleness);
+    if (consistency.mode() == ConsistencyConfig::SSP && header.clock() != clocks_[worker]) {
+      return RejectLocked("clock", absl::FailedPreconditionError(absl::StrCat(
+                                       JobPrefix(spec_.job_id()), "worker ", worker,
+                                       " pushed for clock ", header.clock(), " but its clock is ",
+                                       clocks_[worker], ": push once per clock, in order")));
+    }
+    last_push_id_[worker] = header.push_id();
+    if (consistency.mode() == ConsistencyConfig::ASYNC && consistency.max_staleness() > 0 &&
+        staleness > consistency.max_staleness()) {
+      ++dropped_["max_staleness"];
+      response.set_outcome(PushResponse::DROPPED);
+      response.set_drop_reason("max_staleness");
+      response.set_version(version_);
+      return response;
+    }
+    learning_rate = LearningRateAt(spec_.learning_rate(), updates_started_++);
+    if (consistency.mode() == ConsistencyConfig::ASYNC) {
+      learning_rate = StalenessAdjustedLearningRate(
+          learning_rate, consistency.staleness_learning_rate(), staleness);
+    }
+  }
+  ApplyToSlices(learning_rate, gradient);
+  std::vector<Waiter> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    ++version_;
+    ++applied_gradients_;
+    ++applied_by_worker_[worker];
+    staleness_.Record(staleness);
+    staleness_by_worker_[worker].Record(staleness);
+    if (consistency.mode() == ConsistencyConfig::SSP) clocks_[worker] = header.clock() + 1;
+    response.set_outcome(PushResponse::APPLIED);
+    response.set_version(version_);
+    ready = TakeReadyWaitersLocked();
+  }
+  Complete(std::move(ready));
+  return response;
+}
+
+absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header,
+                                                 absl::Span<const float> gradient) {
+  const bool sync = spec_.consistency().mode() == ConsistencyConfig::SYNC;
+  const int worker = header.worker();
+  std::string prefix = JobPrefix(spec_.job_id());
+  PushResponse response;
+  bool first;
+  bool last;
+  float learning_rate = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<int64_t> admitted = AdmitLocked(header);
+    if (!admitted.ok()) return admitted.status();
+    response.set_staleness(*admitted);
+    response.set_version(version_);
+    response.set_step(step_);
+    if (sync && header.step() > step_) {
+      return RejectLocked("future_step", absl::FailedPreconditionError(absl::StrCat(
+                                             prefix, "worker ", worker, " pushed for step ",
+                                             header.step(), " but the shard is at step ", step_,
+                                             ": pull for a step before pushing for it")));
+    }
+    if (sync && header.step() < step_) {
+      last_push_id_[worker] = header.push_id();
+      ++dropped_["stale_step"];
+      response.set_outcome(PushResponse::DROPPED);
+      response.set_drop_reason("stale_step");
+      return response;
+    }
+    if (sync) {
+      for (const Contribution& c : contributions_) {
+        if (c.worker == worker) {
+          return RejectLocked("repeated_step",
+                              absl::FailedPreconditionError(absl::StrCat(
+                                  prefix, "worker ", worker, " already pushed for step ", step_,
+                                  ": push once per step")));
+        }
+      }
+    }
+    last_push_id_[worker] = header.push_id();
+    contributions_.push_back({worker, header.read_version()});
+    first = contributions_.size() == 1;
+    last = static_cast<int>(contributions_.size()) == aggregate_size_;
+    if (last) {
+      learning_rate = LearningRateAt(spec_.learning_rate(), sync ? step_ : updates_started_);
+      ++updates_started_;
+    }
+  }
+  if (first) {
+    sum_.assign(gradient.begin(), gradient.end());
+  } else {
+    for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += gradient[i];
+  }
+  if (!last) {
+    response.set_outcome(PushResponse::ACCUMULATED);
+    return response;
+  }
+  const float scale = 1.0f / static_cast<float>(aggregate_size_);
+  for (float& value : sum_) value *= scale;
+  ApplyToSlices(learning_rate, sum_);
+  std::vector<Waiter> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const Contribution& c : contributions_) {
+      int64_t staleness = version_ - c.read_version;
+      staleness_.Record(staleness);
+      staleness_by_worker_[c.worker].Record(staleness);
+      ++applied_by_worker_[c.worker];
+    }
+    applied_gradients_ += static_cast<int64_t>(contributions_.size());
+    contributions_.clear();
+    ++version_;
+    if (sync) ++step_;
+    response.set_outcome(PushResponse::APPLIED);
+    response.set_version(version_);
+    response.set_step(step_);
+    ready = TakeReadyWaitersLocked();
+  }
+  Complete(std::move(ready));
+  return response;
+}
+
+void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradient) {
+  std::vector<absl::Span<float>> slots;
+  for (const auto& slice : slices_) {
+    absl::MutexLock lock(&slice->mu);
+    slots.clear();
+    for (std::vector<float>& slot : slice->slots) slots.push_back(absl::MakeSpan(slot));
+    optimizer_->Apply(learning_rate,
+                      gradient.subspan(slice->offset, slice->placement.num_elements()),
+                      absl::MakeSpan(slice->values), slots, slice->update_count++);
+  }
+}
+
+JobStats ShardJob::Stats() const {
+  JobStats stats;
+  stats.set_job_id(spec_.job_id());
+  stats.set_ps_index(ps_index_);
+  stats.set_mode(spec_.consistency().mode());
+  for (const SliceRef& ref : SliceRefs()) *stats.add_slices() = ref;
+  absl::MutexLock lock(&mu_);
+  stats.set_version(version_);
+  stats.set_step(step_);
+  stats.set_applied_updates(version_);
+  stats.set_applied_gradients(applied_gradients_);
+  for (const auto& [reason, count] : dropped_) (*stats.mutable_dropped())[reason] = count;
+  for (const auto& [reason, count] : rejected_) (*stats.mutable_rejected())[reason] = count;
+  staleness_.ToProto(stats.mutable_staleness());
+  std::vector<bool> arrived(spec_.num_workers(), false);
+  for (const Contribution& c : contributions_) arrived[c.worker] = true;
+  for (int w = 0; w < spec_.num_workers(); ++w) {
+    WorkerStats* worker = stats.add_workers();
+    worker->set_worker(w);
+    worker->set_clock(clocks_[w]);
+    worker->set_last_push_id(last_push_id_[w]);
+    worker->set_applied(applied_by_worker_[w]);
+    staleness_by_worker_[w].ToProto(worker->mutable_staleness());
+    if (spec_.consistency().mode() == ConsistencyConfig::SYNC && !arrived[w]) {
+      stats.add_waiting_for(w);
+    }
+  }
+  stats.set_parked_pulls(static_cast<int64_t>(waiters_.size()));
+  return stats;
+}
+
+}  // namespace ps

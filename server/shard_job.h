@@ -1,0 +1,183 @@
+// One job's state on one ps shard: the slices placed here (values and optimizer slots), and
+// the consistency model that decides when gradients are applied and when pulls may proceed
+// (DESIGN.md section 5; the rules are written beside ConsistencyConfig in parameter.proto).
+//
+// Versions: every applied update bumps version(). A pull reads the version; a push carries it
+// back; staleness = version when the gradient is applied - version read. An update is applied
+// slice by slice under each slice's lock, so pushes to one shard pipeline across slices, and a
+// pull that overlaps an update may see it on some slices only (as in Downpour); the version is
+// bumped once the update is on every slice.
+//
+// Waiting: a pull that must wait (SYNC: the step is not applied yet; SSP: the worker is too far
+// ahead) is parked, never blocking the calling thread; its callback runs later, exactly once,
+// when the condition holds, or from ExpireWaiter / CancelWaiter / CancelAllWaiters.
+#ifndef PS_SERVER_SHARD_JOB_H_
+#define PS_SERVER_SHARD_JOB_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/partitioner.h"
+#include "proto/ps_service.pb.h"
+#include "server/buffer_pool.h"
+#include "server/optimizer.h"
+#include "server/staleness_histogram.h"
+
+namespace ps {
+
+// Checks a spec a ps can serve: id, variables, optimizer, schedule, consistency settings
+// against num_workers. INVALID_ARGUMENT naming the field.
+absl::Status ValidateParameterSpec(const ParameterSpec& spec);
+
+class ShardJob {
+ public:
+  // Values read by a pull: `header` plus the values of header.slices() concatenated in `data`
+  // (pieces point into it, one per slice).
+  struct PullSnapshot {
+    PullResponseHeader header;
+    std::shared_ptr<std::vector<float>> data;
+    std::vector<absl::Span<const float>> pieces;
+  };
+  using PullCallback = std::function<void(absl::StatusOr<PullSnapshot>)>;
+
+  // Validates `spec` (see ValidateParameterSpec), places it on `num_ps` tasks, and creates and
+  // initializes the slices of task `ps_index`.
+  static absl::StatusOr<std::unique_ptr<ShardJob>> Create(const ParameterSpec& spec, int num_ps,
+                                                          int ps_index);
+  ShardJob(const ShardJob&) = delete;
+  ShardJob& operator=(const ShardJob&) = delete;
+  // REQUIRES: no parked pulls (CancelAllWaiters first).
+  ~ShardJob();
+
+  const ParameterSpec& spec() const { return spec_; }
+  int num_ps() const { return num_ps_; }
+  int ps_index() const { return ps_index_; }
+  // The slices held here, in placement order.
+  std::vector<SliceRef> SliceRefs() const;
+  int64_t num_parameters() const;
+
+  // Answers `request` at once (calling `done` before returning, and returning 0) or parks it
+  // and returns its waiter id. Invalid requests are answered at once with INVALID_ARGUMENT.
+  int64_t Pull(const PullRequest& request, PullCallback done) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Ends parked pull `id` with DEADLINE_EXCEEDED, saying what it waits for (the workers a SYNC
+  // step lacks, or the SSP workers too far behind). No-op if `id` is no longer parked.
+  void ExpireWaiter(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends parked pull `id` with `status`; returns false if it was no longer parked.
+  bool CancelWaiter(int64_t id, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends every parked pull with `status` (job deleted, server stopping).
+  void CancelAllWaiters(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Checks a push header's slices against the placement and returns a buffer for its
+  // gradient, with `destinations` pointing into it slice by slice (for DecodeTensorMessage).
+  absl::StatusOr<std::shared_ptr<std::vector<float>>> PushBuffer(
+      const PushRequestHeader& header, std::vector<absl::Span<float>>* destinations);
+
+  // Applies or aggregates a gradient laid out as PushBuffer returned it. Bad input (worker out
+  // of range, NaN/Inf, a future step or version, a repeated step or clock) is rejected with
+  // its code, counted, and changes nothing. May apply an update and complete parked pulls on
+  // the calling thread.
+  absl::StatusOr<PushResponse> Push(const PushRequestHeader& header,
+                                    absl::Span<const float> gradient)
+      ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
+
+  // Counts a push rejected before it reached Push (for example malformed bytes).
+  void CountRejected(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
+
+  JobStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Slice {
+    SlicePlacement placement;
+    int64_t offset = 0;  // Of this slice in a push's gradient buffer, in floats.
+    mutable absl::Mutex mu;
+    std::vector<float> values ABSL_GUARDED_BY(mu);
+    std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
+    int64_t update_count ABSL_GUARDED_BY(mu) = 0;
+  };
+  struct Waiter {
+    PullRequest request;
+    PullCallback done;
+  };
+  // A pull row range: rows [row_begin, row_begin + row_count) of slices_[slice].
+  struct PullRange {
+    int slice = 0;
+    int64_t row_begin = 0;
+    int64_t row_count = 0;
+  };
+  struct Contribution {
+    int worker = 0;
+    int64_t read_version = 0;
+  };
+
+  ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
+           std::unique_ptr<Optimizer> optimizer);
+
+  absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
+  bool ReadyLocked(const PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string WaitReasonLocked(const PullRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t MinClockLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<Waiter> TakeReadyWaitersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers pulls whose condition holds. REQUIRES: mu_ not held.
+  void Complete(std::vector<Waiter> waiters);
+  PullSnapshot Snapshot(const PullRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Common admission checks of a push; returns the staleness. Records rejections.
+  absl::StatusOr<int64_t> AdmitLocked(const PushRequestHeader& header)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RejectLocked(const std::string& reason, absl::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<PushResponse> ApplyNow(const PushRequestHeader& header,
+                                        absl::Span<const float> gradient)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<PushResponse> Aggregate(const PushRequestHeader& header,
+                                         absl::Span<const float> gradient)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies `gradient` to every slice with `learning_rate`. REQUIRES: mu_ not held.
+  void ApplyToSlices(float learning_rate, absl::Span<const float> gradient);
+  // The first non-finite element, described, or "" when all are finite.
+  std::string FindNonFinite(absl::Span<const float> gradient) const;
+
+  const ParameterSpec spec_;
+  const int num_ps_;
+  const int ps_index_;
+  const std::unique_ptr<Optimizer> optimizer_;
+  const int aggregate_size_;  // SYNC: R; SOFTSYNC: c; else 1.
+  std::vector<std::unique_ptr<Slice>> slices_;  // Fixed after construction.
+  int64_t num_elements_ = 0;                    // Over slices_.
+  std::shared_ptr<BufferPool> buffers_ = BufferPool::Create();
+
+  // Serializes SYNC and SOFTSYNC aggregation: the sum buffer and the steps' contributions.
+  absl::Mutex aggregate_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::vector<float> sum_ ABSL_GUARDED_BY(aggregate_mu_);
+
+  mutable absl::Mutex mu_;
+  int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;             // SYNC: steps applied.
+  int64_t updates_started_ ABSL_GUARDED_BY(mu_) = 0;  // Learning-rate schedule position.
+  std::vector<Contribution> contributions_ ABSL_GUARDED_BY(mu_);  // Of the open aggregate.
+  std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);              // SSP, per worker.
+  std::vector<int64_t> last_push_id_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> applied_by_worker_ ABSL_GUARDED_BY(mu_);
+  std::vector<StalenessHistogram> staleness_by_worker_ ABSL_GUARDED_BY(mu_);
+  StalenessHistogram staleness_ ABSL_GUARDED_BY(mu_);
+  int64_t applied_gradients_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> dropped_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> rejected_ ABSL_GUARDED_BY(mu_);
+  int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_SHARD_JOB_H_
