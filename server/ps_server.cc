@@ -25,6 +25,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   builder.AddListeningPort(address->ToString(), grpc::InsecureServerCredentials(),
                            &server->bound_port_);
   builder.RegisterService(server->service_.get());
+  // Without this, gRPC sets SO_REUSEPORT and a second server on a taken port "succeeds".
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   server->server_ = builder.BuildAndStart();
@@ -41,7 +43,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
 PsServer::~PsServer() { Shutdown(); }
 
 void PsServer::Shutdown(absl::Duration grace) {
-  if (stopped_) return;
+  if (stopped_ || server_ == nullptr) return;  // Stopped, or never started.
   stopped_ = true;
   service_->Shutdown();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));

@@ -1,0 +1,104 @@
+#include "common/testing/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+extern char** environ;
+
+namespace ps {
+namespace testing {
+
+absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
+                                             const std::string& output_path,
+                                             const std::vector<std::string>& extra_env) {
+  std::vector<char*> args;
+  for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+  args.push_back(nullptr);
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+  for (const std::string& e : extra_env) env_storage.push_back(e);
+  std::vector<char*> env;
+  for (std::string& e : env_storage) env.push_back(e.data());
+  env.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, output_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  pid_t pid;
+  int error = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", std::strerror(error)));
+  }
+  return Subprocess(pid, output_path);
+}
+
+Subprocess::Subprocess(Subprocess&& other) noexcept
+    : pid_(other.pid_), output_path_(std::move(other.output_path_)) {
+  other.pid_ = -1;
+}
+
+Subprocess::~Subprocess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void Subprocess::Signal(int signal) const {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+std::optional<int> Subprocess::Wait(absl::Duration timeout) {
+  if (pid_ <= 0) return std::nullopt;
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+std::string Subprocess::Output() const {
+  std::ifstream file(output_path_);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<int> WaitForPortFile(const std::string& path, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::ifstream file(path);
+    std::string text;
+    int port = 0;
+    if (file && std::getline(file, text) &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) && port > 0) {
+      return port;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("no port in ", path, " after ",
+                                                  absl::FormatDuration(timeout)));
+}
+
+}  // namespace testing
+}  // namespace ps

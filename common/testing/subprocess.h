@@ -1,0 +1,50 @@
+// A child process for multi-process tests: started with posix_spawn, its stdout and stderr in
+// a file, killed by the destructor if still running, so a failing test leaves nothing behind.
+#ifndef PS_COMMON_TESTING_SUBPROCESS_H_
+#define PS_COMMON_TESTING_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ps {
+namespace testing {
+
+class Subprocess {
+ public:
+  // Starts `argv` (argv[0] is the program's path) with `extra_env` ("NAME=value") added to
+  // this process's environment. Output goes to `output_path`.
+  static absl::StatusOr<Subprocess> Start(const std::vector<std::string>& argv,
+                                          const std::string& output_path,
+                                          const std::vector<std::string>& extra_env = {});
+  Subprocess(Subprocess&& other) noexcept;
+  Subprocess& operator=(Subprocess&& other) = delete;
+  // SIGKILLs and reaps the process if it is still running.
+  ~Subprocess();
+
+  pid_t pid() const { return pid_; }
+  void Signal(int signal) const;
+  // The exit code (128 + signal for a signal) once the process ends, or nullopt at `timeout`.
+  std::optional<int> Wait(absl::Duration timeout);
+  // What the process has written so far.
+  std::string Output() const;
+
+ private:
+  Subprocess(pid_t pid, std::string output_path) : pid_(pid), output_path_(std::move(output_path)) {}
+
+  pid_t pid_ = -1;  // -1 once reaped.
+  std::string output_path_;
+};
+
+// Waits until `path` holds a port number (a server's --port_file), or the timeout.
+absl::StatusOr<int> WaitForPortFile(const std::string& path, absl::Duration timeout);
+
+}  // namespace testing
+}  // namespace ps
+
+#endif  // PS_COMMON_TESTING_SUBPROCESS_H_

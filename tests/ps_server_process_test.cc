@@ -1,0 +1,166 @@
+// ps_server as a process: flags, TF_CONFIG, refusals, and a clean stop on SIGTERM while a pull
+// waits at a barrier.
+#include <signal.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/ps_client.h"
+#include "common/testing/subprocess.h"
+
+namespace ps {
+namespace {
+
+using ::ps::testing::Subprocess;
+using ::ps::testing::WaitForPortFile;
+
+constexpr char kServer[] = "server/ps_server";
+// The ports in the spec are placeholders: the servers bind free ports (--port=0).
+constexpr char kSpec[] =
+    R"({"cluster": {"ps": ["127.0.0.1:1", "127.0.0.1:2"], "worker": ["127.0.0.1:3", "127.0.0.1:4"]}})";
+
+std::string TempPath(const std::string& name) {
+  return absl::StrCat(std::getenv("TEST_TMPDIR"), "/", name);
+}
+
+std::string WriteSpec() {
+  std::string path = TempPath("cluster.json");
+  std::ofstream(path) << kSpec;
+  return path;
+}
+
+Subprocess StartServer(const std::vector<std::string>& flags, const std::string& name,
+                       const std::vector<std::string>& env = {}) {
+  std::vector<std::string> argv = {kServer};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  absl::StatusOr<Subprocess> process = Subprocess::Start(argv, TempPath(name + ".log"), env);
+  EXPECT_TRUE(process.ok()) << process.status();
+  return *std::move(process);
+}
+
+TEST(PsServerProcessTest, RefusesATaskThatIsNotAPs) {
+  Subprocess server =
+      StartServer({"--cluster_spec=" + WriteSpec(), "--task=worker:0", "--port=0"}, "worker");
+  std::optional<int> code = server.Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 2);
+  EXPECT_NE(server.Output().find("not a ps task"), std::string::npos) << server.Output();
+}
+
+TEST(PsServerProcessTest, BadClusterSpecNamesTheFile) {
+  std::string path = TempPath("broken.json");
+  std::ofstream(path) << R"({"cluster": {"ps": ["h1:1"], "worker": ["h1:1"]}})";
+  Subprocess server = StartServer({"--cluster_spec=" + path, "--task=ps:0"}, "broken");
+  std::optional<int> code = server.Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 2);
+  EXPECT_NE(server.Output().find(path + ": duplicate address"), std::string::npos)
+      << server.Output();
+
+  Subprocess no_cluster = StartServer({"--task=ps:0"}, "no_cluster");
+  code = no_cluster.Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 2);
+  EXPECT_NE(no_cluster.Output().find("pass --cluster_spec=FILE"), std::string::npos);
+}
+
+TEST(PsServerProcessTest, APortInUseIsAClearError) {
+  std::string spec = WriteSpec();
+  std::string port_file = TempPath("first.port");
+  Subprocess first = StartServer(
+      {"--cluster_spec=" + spec, "--task=ps:0", "--port=0", "--port_file=" + port_file}, "first");
+  absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Seconds(20));
+  ASSERT_TRUE(port.ok()) << port.status() << first.Output();
+
+  Subprocess second = StartServer(
+      {"--cluster_spec=" + spec, "--task=ps:1", absl::StrCat("--port=", *port)}, "second");
+  std::optional<int> code = second.Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(second.Output().find("cannot listen on 0.0.0.0:" + std::to_string(*port)),
+            std::string::npos)
+      << second.Output();
+}
+
+ParameterSpec SyncSpec() {
+  ParameterSpec spec;
+  spec.set_job_id("process-test");
+  VariableDef* w = spec.add_variables();
+  w->set_name("w");
+  w->add_shape(64);
+  w->add_shape(4);
+  spec.mutable_learning_rate()->set_base(0.1f);
+  spec.mutable_consistency()->set_mode(ConsistencyConfig::SYNC);
+  spec.set_num_workers(2);
+  spec.set_min_slice_bytes(64);
+  return spec;
+}
+
+TEST(PsServerProcessTest, ServesAndStopsCleanlyOnSigtermWhileAPullWaits) {
+  std::string spec_path = WriteSpec();
+  std::vector<Subprocess> servers;
+  std::vector<std::string> addresses;
+  for (int ps = 0; ps < 2; ++ps) {
+    std::string port_file = TempPath(absl::StrCat("ps", ps, ".port"));
+    std::vector<std::string> flags = {"--port=0", "--port_file=" + port_file};
+    std::vector<std::string> env;
+    if (ps == 0) {
+      flags.push_back("--cluster_spec=" + spec_path);
+      flags.push_back("--task=ps:0");
+    } else {  // The TF_CONFIG form, task included.
+      std::string tf_config = kSpec;
+      tf_config.insert(tf_config.size() - 1, R"(, "task": {"type": "ps", "index": 1})");
+      env.push_back("TF_CONFIG=" + tf_config);
+    }
+    servers.push_back(StartServer(flags, absl::StrCat("ps", ps), env));
+    absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Seconds(20));
+    ASSERT_TRUE(port.ok()) << port.status() << servers.back().Output();
+    addresses.push_back(absl::StrCat("127.0.0.1:", *port));
+  }
+
+  PsClientOptions options;
+  options.ps_addresses = addresses;
+  options.wait_timeout = absl::Seconds(60);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ParameterSpec spec = SyncSpec();
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+      WorkerSession::Create(client->get(), spec, 0);
+  ASSERT_TRUE(session.ok()) << session.status();
+
+  std::vector<float> weights(64 * 4), gradient(64 * 4, 1.0f);
+  ASSERT_TRUE((*session)->Pull({}, {{"w", absl::MakeSpan(weights)}}).ok());
+  ASSERT_TRUE((*session)->Push({}, {{"w", absl::MakeConstSpan(gradient)}}).ok());
+
+  // Worker 1 never pushes, so the pull for step 1 waits at the barrier until the servers stop.
+  absl::Notification pulled;
+  absl::Status pull_status;
+  std::thread puller([&] {
+    WorkerSession::PullOptions pull;
+    pull.step = 1;
+    pull_status = (*session)->Pull(pull, {{"w", absl::MakeSpan(weights)}}).status();
+    pulled.Notify();
+  });
+  EXPECT_FALSE(pulled.WaitForNotificationWithTimeout(absl::Milliseconds(500)));
+  absl::Time stop = absl::Now();
+  for (Subprocess& server : servers) server.Signal(SIGTERM);
+  EXPECT_TRUE(pulled.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  puller.join();
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(10));
+  EXPECT_EQ(pull_status.code(), absl::StatusCode::kUnavailable) << pull_status;
+  for (Subprocess& server : servers) {
+    std::optional<int> code = server.Wait(absl::Seconds(20));
+    ASSERT_TRUE(code.has_value()) << "ps_server did not exit after SIGTERM";
+    EXPECT_EQ(*code, 0) << server.Output();
+    EXPECT_NE(server.Output().find("stopping"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ps
