@@ -31,11 +31,15 @@ void DeadlineTimer::Cancel(uint64_t handle) {
 void DeadlineTimer::Run() {
   absl::MutexLock lock(&mu_);
   while (true) {
-    auto due_or_stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || (!pending_.empty() && pending_.begin()->first.first <= absl::Now());
-    };
     absl::Time wake = pending_.empty() ? absl::InfiniteFuture() : pending_.begin()->first.first;
-    mu_.AwaitWithDeadline(absl::Condition(&due_or_stopping), wake);
+    // Also wakes when Schedule adds an earlier deadline than `wake`, so that it is waited for.
+    auto due_earlier_or_stopping = [this, wake]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (stopping_) return true;
+      if (pending_.empty()) return false;
+      absl::Time first = pending_.begin()->first.first;
+      return first < wake || first <= absl::Now();
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&due_earlier_or_stopping), wake);
     if (stopping_) return;
     if (pending_.empty() || pending_.begin()->first.first > absl::Now()) continue;
     auto due = pending_.begin();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 namespace ps {
 namespace {
@@ -32,6 +33,25 @@ TEST(DeadlineTimerTest, RunsCallbacksInDeadlineOrder) {
   absl::MutexLock lock(&mu);
   EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
   EXPECT_GE(absl::Now(), now + absl::Milliseconds(60));
+}
+
+TEST(DeadlineTimerTest, ACallbackScheduledOnAnIdleTimerRunsAtItsDeadline) {
+  DeadlineTimer timer;
+  absl::SleepFor(absl::Milliseconds(50));  // The timer's thread now waits with nothing pending.
+  absl::Notification done;
+  absl::Time start = absl::Now();
+  timer.Schedule(start + absl::Milliseconds(20), [&] { done.Notify(); });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+
+  // The same once it waits for a later deadline: an earlier one is not held up by it.
+  absl::Notification early;
+  timer.Schedule(absl::Now() + absl::Hours(1), [] {});
+  absl::SleepFor(absl::Milliseconds(50));
+  start = absl::Now();
+  timer.Schedule(start + absl::Milliseconds(20), [&] { early.Notify(); });
+  ASSERT_TRUE(early.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 }
 
 TEST(DeadlineTimerTest, CancelledCallbacksDoNotRun) {

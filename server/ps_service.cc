@@ -45,7 +45,8 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
     absl::MutexLock lock(&mu_);
     started_ = true;
     if (result_.has_value()) {
-      FinishLocked();
+      // Safe under mu_: gRPC calls OnDone only after this handler has returned.
+      FinishWith(*std::move(result_));
       return;
     }
     waiter_ = waiter;
@@ -84,18 +85,24 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
 
  private:
   void OnResult(absl::StatusOr<ShardJob::PullSnapshot> result) {
-    absl::MutexLock lock(&mu_);
-    result_ = std::move(result);
-    if (started_) FinishLocked();
+    {
+      absl::MutexLock lock(&mu_);
+      if (!started_) {
+        result_ = std::move(result);
+        return;
+      }
+    }
+    // Not under mu_: once finished, OnDone may delete this reactor on another thread at once.
+    FinishWith(std::move(result));
   }
 
-  void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!result_->ok()) {
-      Finish(ToGrpcStatus(result_->status()));
+  // Finishes the call; `this` may be gone when it returns.
+  void FinishWith(absl::StatusOr<ShardJob::PullSnapshot> result) {
+    if (!result.ok()) {
+      Finish(ToGrpcStatus(result.status()));
       return;
     }
-    ShardJob::PullSnapshot& snapshot = **result_;
-    *response_ = EncodeTensorMessage(snapshot.header, snapshot.pieces, snapshot.data);
+    *response_ = EncodeTensorMessage(result->header, result->pieces, result->data);
     Finish(grpc::Status::OK);
   }
 

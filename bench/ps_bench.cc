@@ -1,0 +1,291 @@
+// ps_bench: push/pull throughput and small round-trip latency of the ps service on loopback.
+//
+//   bazel run -c opt //bench:ps_bench -- --ps=1 --clients=1 --size_mb=1,16,64
+//
+// Starts --ps PsServer instances in this process on 127.0.0.1 (so servers and clients share the
+// machine's cores, as a one-host cluster does) and --clients threads, each with its own PsClient
+// and WorkerSession. For each size it creates an ASYNC SGD job with one float32 variable of that
+// many MiB and measures, after a warm-up, pushes of the whole variable by every client at once
+// for --seconds, then pulls likewise. Throughput is the bytes of the variable times the
+// operations completed by all clients, divided by the wall time, in GB/s (GB = 1e9 bytes).
+// Then it times --latency_iterations push+pull round trips of a 4 KB variable from one client.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/ps_client.h"
+#include "proto/ps_service.pb.h"
+#include "server/ps_server.h"
+
+DEFINE_int32(ps, 1, "ps servers to start in this process");
+DEFINE_int32(clients, 1, "client threads, each with its own PsClient (worker i of the job)");
+DEFINE_string(size_mb, "16", "variable sizes in MiB, comma-separated (e.g. 1,16,64)");
+DEFINE_double(seconds, 3, "wall time of each push or pull measurement, after the warm-up");
+DEFINE_int32(warmup_ops, 3, "pushes and pulls per client before each measurement");
+DEFINE_int32(chunk_mb, 4, "PsClientOptions.chunk_bytes, in MiB");
+DEFINE_int32(connections, 2, "PsClientOptions.connections_per_ps");
+DEFINE_int32(latency_iterations, 2000, "timed 4 KB push+pull round trips (0: skip)");
+
+namespace ps {
+namespace {
+
+constexpr int64_t kColumns = 1024;  // Every variable is {rows, 1024} float32.
+constexpr double kGigabyte = 1e9;
+
+// One client thread's state: its own client (connections), session and buffers.
+struct Client {
+  std::unique_ptr<PsClient> client;
+  std::unique_ptr<WorkerSession> session;
+  std::vector<float> values;     // Pull destination.
+  std::vector<float> gradient;   // Push source.
+};
+
+ParameterSpec BenchSpec(const std::string& job_id, int64_t rows, int num_workers) {
+  ParameterSpec spec;
+  spec.set_job_id(job_id);
+  VariableDef* variable = spec.add_variables();
+  variable->set_name("w");
+  variable->add_shape(rows);
+  variable->add_shape(kColumns);
+  variable->mutable_initializer()->set_kind(InitializerConfig::ZEROS);
+  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
+  // Tiny, so that the values stay finite however many pushes are applied.
+  spec.mutable_learning_rate()->set_base(1e-9f);
+  spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
+  spec.set_num_workers(num_workers);
+  spec.set_allow_non_finite(false);
+  return spec;
+}
+
+absl::Status PullOnce(Client& c) {
+  return c.session->Pull({}, {{"w", absl::MakeSpan(c.values)}}).status();
+}
+
+absl::Status PushOnce(Client& c) {
+  return c.session->Push({}, {{"w", absl::MakeConstSpan(c.gradient)}}).status();
+}
+
+// Connects `num_clients` clients to the job `spec` (created by the first) with pulled values.
+absl::StatusOr<std::vector<Client>> ConnectClients(const PsClientOptions& options,
+                                                   const ParameterSpec& spec, int num_clients) {
+  const int64_t elements = spec.variables(0).shape(0) * kColumns;
+  std::vector<Client> clients(num_clients);
+  for (int i = 0; i < num_clients; ++i) {
+    Client& c = clients[i];
+    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+    if (!client.ok()) return client.status();
+    c.client = *std::move(client);
+    if (i == 0) {
+      absl::StatusOr<Placement> placement = c.client->CreateJob(spec);
+      if (!placement.ok()) return placement.status();
+    }
+    absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+        WorkerSession::Create(c.client.get(), spec, i);
+    if (!session.ok()) return session.status();
+    c.session = *std::move(session);
+    c.values.assign(elements, 0.0f);
+    c.gradient.assign(elements, 1e-3f);
+    absl::Status status = PullOnce(c);
+    if (!status.ok()) return status;
+  }
+  return clients;
+}
+
+// Runs `op` on every client at once: `warmup_ops` times, then as often as it can until
+// `duration` has passed. Returns the operations completed per second over the wall time.
+absl::StatusOr<double> OpsPerSecond(std::vector<Client>& clients,
+                                    absl::Status (*op)(Client&), absl::Duration duration) {
+  const int n = static_cast<int>(clients.size());
+  std::vector<absl::Status> errors(n);
+  std::vector<int64_t> ops(n, 0);
+  std::vector<absl::Time> finished(n);
+  absl::BlockingCounter ready(n);
+  absl::Notification go;
+  absl::Time start;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      for (int w = 0; w < FLAGS_warmup_ops && errors[i].ok(); ++w) errors[i] = op(clients[i]);
+      ready.DecrementCount();
+      go.WaitForNotification();
+      const absl::Time end = start + duration;
+      while (errors[i].ok() && absl::Now() < end) {
+        errors[i] = op(clients[i]);
+        ++ops[i];
+      }
+      finished[i] = absl::Now();
+    });
+  }
+  ready.Wait();
+  start = absl::Now();
+  go.Notify();
+  for (std::thread& thread : threads) thread.join();
+  int64_t total_ops = 0;
+  absl::Time last = start;
+  for (int i = 0; i < n; ++i) {
+    if (!errors[i].ok()) return errors[i];
+    total_ops += ops[i];
+    last = std::max(last, finished[i]);
+  }
+  return static_cast<double>(total_ops) / absl::ToDoubleSeconds(last - start);
+}
+
+struct Throughput {
+  double push_gb_per_s = 0;
+  double pull_gb_per_s = 0;
+};
+
+absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options, int64_t size_mb) {
+  const int64_t rows = (size_mb << 20) / (kColumns * static_cast<int64_t>(sizeof(float)));
+  const double bytes = static_cast<double>(rows * kColumns * sizeof(float));
+  ParameterSpec spec = BenchSpec(absl::StrCat("bench_", size_mb, "mb"), rows, FLAGS_clients);
+  absl::StatusOr<std::vector<Client>> clients = ConnectClients(options, spec, FLAGS_clients);
+  if (!clients.ok()) return clients.status();
+  const absl::Duration duration = absl::Seconds(FLAGS_seconds);
+  Throughput result;
+  absl::StatusOr<double> pushes = OpsPerSecond(*clients, &PushOnce, duration);
+  if (!pushes.ok()) return pushes.status();
+  result.push_gb_per_s = *pushes * bytes / kGigabyte;
+  absl::StatusOr<double> pulls = OpsPerSecond(*clients, &PullOnce, duration);
+  if (!pulls.ok()) return pulls.status();
+  result.pull_gb_per_s = *pulls * bytes / kGigabyte;
+  absl::Status deleted = clients->front().client->DeleteJob(spec.job_id());
+  if (!deleted.ok()) return deleted;
+  return result;
+}
+
+struct Latency {
+  double p50_us = 0;
+  double p99_us = 0;
+};
+
+// Push+pull round trips of a 1024-float (4 KB) variable from one client.
+absl::StatusOr<Latency> MeasureLatency(const PsClientOptions& options, int iterations) {
+  ParameterSpec spec = BenchSpec("bench_latency", 1, 1);
+  absl::StatusOr<std::vector<Client>> clients = ConnectClients(options, spec, 1);
+  if (!clients.ok()) return clients.status();
+  Client& c = clients->front();
+  auto round_trip = [&c]() -> absl::Status {
+    absl::Status status = PushOnce(c);
+    return status.ok() ? PullOnce(c) : status;
+  };
+  for (int i = 0; i < std::max(100, iterations / 10); ++i) {
+    absl::Status status = round_trip();
+    if (!status.ok()) return status;
+  }
+  std::vector<double> micros(iterations);
+  for (int i = 0; i < iterations; ++i) {
+    const absl::Time begin = absl::Now();
+    absl::Status status = round_trip();
+    if (!status.ok()) return status;
+    micros[i] = absl::ToDoubleMicroseconds(absl::Now() - begin);
+  }
+  std::sort(micros.begin(), micros.end());
+  auto percentile = [&micros](double p) {
+    size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(micros.size())));
+    return micros[std::min(micros.size(), std::max<size_t>(rank, 1)) - 1];
+  };
+  absl::Status deleted = c.client->DeleteJob(spec.job_id());
+  if (!deleted.ok()) return deleted;
+  return Latency{percentile(0.50), percentile(0.99)};
+}
+
+int Run() {
+  std::vector<int64_t> sizes;
+  for (absl::string_view field : absl::StrSplit(FLAGS_size_mb, ',', absl::SkipWhitespace())) {
+    int64_t size = 0;
+    if (!absl::SimpleAtoi(field, &size) || size < 1) {
+      std::fprintf(stderr, "ps_bench: --size_mb: \"%s\" is not a whole number of MiB >= 1\n",
+                   std::string(field).c_str());
+      return 2;
+    }
+    sizes.push_back(size);
+  }
+  if (FLAGS_ps < 1 || FLAGS_clients < 1 || FLAGS_chunk_mb < 1 || FLAGS_connections < 1 ||
+      FLAGS_seconds <= 0 || FLAGS_latency_iterations < 0) {
+    std::fprintf(stderr, "ps_bench: --ps, --clients, --chunk_mb, --connections and --seconds "
+                         "must be positive, --latency_iterations >= 0\n");
+    return 2;
+  }
+
+  std::vector<std::unique_ptr<PsServer>> servers;
+  PsClientOptions options;
+  options.chunk_bytes = static_cast<int64_t>(FLAGS_chunk_mb) << 20;
+  options.connections_per_ps = FLAGS_connections;
+  for (int i = 0; i < FLAGS_ps; ++i) {
+    PsServerOptions server_options;
+    server_options.listen_address = "127.0.0.1:0";
+    server_options.service.ps_index = i;
+    server_options.service.num_ps = FLAGS_ps;
+    absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(server_options);
+    if (!server.ok()) {
+      std::fprintf(stderr, "ps_bench: ps:%d: %s\n", i, server.status().ToString().c_str());
+      return 1;
+    }
+    options.ps_addresses.push_back(absl::StrCat("127.0.0.1:", (*server)->bound_port()));
+    servers.push_back(*std::move(server));
+  }
+
+  const std::string config = absl::StrCat(FLAGS_ps, " ps + ", FLAGS_clients, " client",
+                                          FLAGS_clients == 1 ? "" : "s");
+  std::printf("ps_bench: %s on loopback, %u cores; chunk %d MiB, %d connection(s) per ps, "
+              "%.1f s per measurement; GB = 1e9 bytes, MiB = 2^20 bytes\n",
+              config.c_str(), std::thread::hardware_concurrency(), FLAGS_chunk_mb,
+              FLAGS_connections, FLAGS_seconds);
+  std::printf("%-18s %10s %12s %12s\n", "config", "size", "push GB/s", "pull GB/s");
+  for (int64_t size_mb : sizes) {
+    absl::StatusOr<Throughput> throughput = MeasureThroughput(options, size_mb);
+    if (!throughput.ok()) {
+      std::fprintf(stderr, "ps_bench: %lld MiB: %s\n", static_cast<long long>(size_mb),
+                   throughput.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("%-18s %6lld MiB %12.2f %12.2f\n", config.c_str(),
+                static_cast<long long>(size_mb), throughput->push_gb_per_s,
+                throughput->pull_gb_per_s);
+    std::fflush(stdout);
+  }
+  if (FLAGS_latency_iterations > 0) {
+    absl::StatusOr<Latency> latency = MeasureLatency(options, FLAGS_latency_iterations);
+    if (!latency.ok()) {
+      std::fprintf(stderr, "ps_bench: latency: %s\n", latency.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("4 KB push+pull round trip (%d ps, 1 client, %d iterations): p50 %.1f us, "
+                "p99 %.1f us\n",
+                FLAGS_ps, FLAGS_latency_iterations, latency->p50_us, latency->p99_us);
+  }
+  for (auto& server : servers) server->Shutdown();
+  return 0;
+}
+
+}  // namespace
+}  // namespace ps
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("ps_bench --ps=1 --clients=1 --size_mb=1,16,64");
+  // Only warnings and errors by default: the servers' INFO lines would break up the table.
+  gflags::SetCommandLineOptionWithMode("minloglevel", "1", gflags::SET_FLAGS_DEFAULT);
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  return ps::Run();
+}
