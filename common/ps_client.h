@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/partitioner.h"
+#include "common/variables.h"
 #include "proto/ps_service.pb.h"
 
 namespace ps {
@@ -46,10 +47,6 @@ struct PsClientOptions {
   // Must match the servers' --max_message_mb.
   int max_message_bytes = 1 << 30;
 };
-
-// Variables by name, each a span over the whole variable (row-major).
-using MutableVariables = absl::flat_hash_map<std::string, absl::Span<float>>;
-using ConstVariables = absl::flat_hash_map<std::string, absl::Span<const float>>;
 
 // Thread-safe.
 class PsClient {

@@ -1,0 +1,78 @@
+// Training data: deterministic synthetic sets and readers for MNIST's IDX, LIBSVM and CSV
+// files, split into train and test, and read by each worker through its own shard.
+//
+// Sharding rule: in epoch e, the training examples are ordered by a permutation drawn from
+// (seed, e) (the file order when shuffling is off), and worker k of N reads positions
+// k, k + N, k + 2N, ... of that order. So each epoch the N shards together cover every
+// training example exactly once, and no two workers read the same example in one epoch.
+#ifndef PS_WORKER_DATA_DATASET_H_
+#define PS_WORKER_DATA_DATASET_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/job.pb.h"
+
+namespace ps {
+
+struct Dataset {
+  int64_t num_examples = 0;
+  int feature_dim = 0;
+  int num_classes = 0;          // 0 for regression targets.
+  std::vector<float> features;  // num_examples x feature_dim, row-major.
+  std::vector<float> labels;    // Class ids (as floats) or regression targets.
+};
+
+// Loads or generates the data `spec` names; synthetic sets depend only on (spec, seed).
+// Errors name the file and the line (text formats) or byte offset (IDX): NOT_FOUND for a
+// missing file, INVALID_ARGUMENT (DATA_LOSS for a short or corrupt file) otherwise.
+absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, uint64_t seed);
+
+// Individual sources (LoadDataset dispatches to these).
+absl::StatusOr<Dataset> MakeSyntheticDataset(const SyntheticData& spec, uint64_t seed);
+absl::StatusOr<Dataset> ReadMnist(const std::string& images_path, const std::string& labels_path);
+absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, int feature_dim);
+absl::StatusOr<Dataset> ReadCsv(const std::string& path, int label_column, bool has_header);
+
+struct TrainTestSplit {
+  Dataset train;
+  Dataset test;
+};
+// The last round(test_fraction * n) examples (at least 1 when test_fraction > 0 and n > 1)
+// form the test set. REQUIRES: 0 <= test_fraction < 1.
+TrainTestSplit SplitTrainTest(Dataset data, double test_fraction);
+
+// Worker `worker` of `num_workers` reading its shard of `data` batch by batch, epoch after
+// epoch, by the sharding rule above. `data` must outlive the reader.
+class ShardReader {
+ public:
+  ShardReader(const Dataset* data, int worker, int num_workers, uint64_t seed, bool shuffle);
+
+  // Copies the next batch of at most `batch_size` examples into `features` and `labels`
+  // (resized) and returns its size. An epoch's last batch may be smaller; the following call
+  // starts the next epoch. Returns 0 only if the shard is empty.
+  int NextBatch(int batch_size, std::vector<float>* features, std::vector<float>* labels);
+
+  // Epochs completed so far.
+  int64_t epochs_completed() const { return epoch_; }
+  // The dataset indices of this worker's shard in the current epoch, in reading order.
+  const std::vector<int64_t>& shard_indices() const { return indices_; }
+
+ private:
+  void StartEpoch();
+
+  const Dataset* const data_;
+  const int worker_;
+  const int num_workers_;
+  const uint64_t seed_;
+  const bool shuffle_;
+  int64_t epoch_ = 0;
+  std::vector<int64_t> indices_;
+  size_t position_ = 0;
+};
+
+}  // namespace ps
+
+#endif  // PS_WORKER_DATA_DATASET_H_
