@@ -9,14 +9,27 @@
 // for --seconds, then pulls likewise. Throughput is the bytes of the variable times the
 // operations completed by all clients, divided by the wall time, in GB/s (GB = 1e9 bytes).
 // Then it times --latency_iterations push+pull round trips of a 4 KB variable from one client.
+//
+// For scale, each row also shows raw TCP on loopback: the same bytes sent from buffer to buffer
+// over one connection, each message answered by one byte, with no gRPC or ps work. That is the
+// kernel's copying alone, which the ps figures cannot beat on one connection; on a shared or
+// virtual machine it also shows how fast the machine was when the row was measured.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gflags/gflags.h>
@@ -43,6 +56,7 @@ DEFINE_int32(warmup_ops, 3, "pushes and pulls per client before each measurement
 DEFINE_int32(chunk_mb, 4, "PsClientOptions.chunk_bytes, in MiB");
 DEFINE_int32(connections, 2, "PsClientOptions.connections_per_ps");
 DEFINE_int32(latency_iterations, 2000, "timed 4 KB push+pull round trips (0: skip)");
+DEFINE_bool(tcp_baseline, true, "also measure raw loopback TCP for each size");
 
 namespace ps {
 namespace {
@@ -148,9 +162,108 @@ absl::StatusOr<double> OpsPerSecond(std::vector<Client>& clients,
   return static_cast<double>(total_ops) / absl::ToDoubleSeconds(last - start);
 }
 
+// A connected pair of loopback TCP sockets, closed on destruction.
+class SocketPair {
+ public:
+  static absl::StatusOr<SocketPair> Connect() {
+    SocketPair pair;
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address = {};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    bool ok = listener >= 0 &&
+              bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+              listen(listener, 1) == 0 &&
+              getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+    if (ok) pair.sender_ = socket(AF_INET, SOCK_STREAM, 0);
+    ok = ok && pair.sender_ >= 0 &&
+         connect(pair.sender_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+    if (ok) pair.receiver_ = accept(listener, nullptr, nullptr);
+    ok = ok && pair.receiver_ >= 0;
+    const int error = errno;
+    if (listener >= 0) close(listener);
+    if (!ok) return absl::UnavailableError(absl::StrCat("loopback TCP: ", std::strerror(error)));
+    const int one = 1;  // As gRPC does.
+    setsockopt(pair.sender_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(pair.receiver_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return pair;
+  }
+  SocketPair(SocketPair&& other) noexcept
+      : sender_(std::exchange(other.sender_, -1)), receiver_(std::exchange(other.receiver_, -1)) {}
+  SocketPair& operator=(SocketPair&&) = delete;
+  ~SocketPair() {
+    if (sender_ >= 0) close(sender_);
+    if (receiver_ >= 0) close(receiver_);
+  }
+
+  int sender() const { return sender_; }
+  int receiver() const { return receiver_; }
+
+ private:
+  SocketPair() = default;
+  int sender_ = -1;
+  int receiver_ = -1;
+};
+
+bool SendAll(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    ssize_t sent = send(fd, data, size, MSG_NOSIGNAL);
+    if (sent <= 0) return false;
+    data += sent;
+    size -= static_cast<size_t>(sent);
+  }
+  return true;
+}
+
+// False on error or at the end of the stream.
+bool ReceiveAll(int fd, char* data, size_t size) {
+  while (size > 0) {
+    ssize_t received = recv(fd, data, size, 0);
+    if (received <= 0) return false;
+    data += received;
+    size -= static_cast<size_t>(received);
+  }
+  return true;
+}
+
+// Messages of `bytes` per second over raw loopback TCP, each answered by one byte.
+absl::StatusOr<double> TcpMessagesPerSecond(int64_t bytes, absl::Duration duration) {
+  absl::StatusOr<SocketPair> sockets = SocketPair::Connect();
+  if (!sockets.ok()) return sockets.status();
+  const int receiver = sockets->receiver();
+  std::thread echo([receiver, bytes] {
+    std::vector<char> buffer(bytes, 0);
+    const char reply = 1;
+    while (ReceiveAll(receiver, buffer.data(), buffer.size()) && SendAll(receiver, &reply, 1)) {
+    }
+  });
+  const std::vector<char> message(bytes, 1);
+  auto round_trip = [&sockets, &message] {
+    char reply = 0;
+    return SendAll(sockets->sender(), message.data(), message.size()) &&
+           ReceiveAll(sockets->sender(), &reply, 1);
+  };
+  bool ok = true;
+  for (int i = 0; ok && i < FLAGS_warmup_ops; ++i) ok = round_trip();
+  int64_t messages = 0;
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + duration;
+  while (ok && absl::Now() < end) {
+    ok = round_trip();
+    ++messages;
+  }
+  const absl::Time finished = absl::Now();
+  shutdown(sockets->sender(), SHUT_WR);  // Ends the echo loop.
+  echo.join();
+  if (!ok) return absl::UnavailableError("loopback TCP: the connection failed");
+  return static_cast<double>(messages) / absl::ToDoubleSeconds(finished - start);
+}
+
 struct Throughput {
   double push_gb_per_s = 0;
   double pull_gb_per_s = 0;
+  double tcp_gb_per_s = 0;  // Raw loopback TCP; 0 when not measured.
 };
 
 absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options, int64_t size_mb) {
@@ -161,6 +274,12 @@ absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options, int
   if (!clients.ok()) return clients.status();
   const absl::Duration duration = absl::Seconds(FLAGS_seconds);
   Throughput result;
+  if (FLAGS_tcp_baseline) {
+    absl::StatusOr<double> messages =
+        TcpMessagesPerSecond(rows * kColumns * static_cast<int64_t>(sizeof(float)), duration);
+    if (!messages.ok()) return messages.status();
+    result.tcp_gb_per_s = *messages * bytes / kGigabyte;
+  }
   absl::StatusOr<double> pushes = OpsPerSecond(*clients, &PushOnce, duration);
   if (!pushes.ok()) return pushes.status();
   result.push_gb_per_s = *pushes * bytes / kGigabyte;
@@ -250,7 +369,8 @@ int Run() {
               "%.1f s per measurement; GB = 1e9 bytes, MiB = 2^20 bytes\n",
               config.c_str(), std::thread::hardware_concurrency(), FLAGS_chunk_mb,
               FLAGS_connections, FLAGS_seconds);
-  std::printf("%-18s %10s %12s %12s\n", "config", "size", "push GB/s", "pull GB/s");
+  std::printf("%-18s %10s %12s %12s %16s\n", "config", "size", "push GB/s", "pull GB/s",
+              FLAGS_tcp_baseline ? "raw TCP GB/s" : "");
   for (int64_t size_mb : sizes) {
     absl::StatusOr<Throughput> throughput = MeasureThroughput(options, size_mb);
     if (!throughput.ok()) {
@@ -258,9 +378,10 @@ int Run() {
                    throughput.status().ToString().c_str());
       return 1;
     }
-    std::printf("%-18s %6lld MiB %12.2f %12.2f\n", config.c_str(),
-                static_cast<long long>(size_mb), throughput->push_gb_per_s,
-                throughput->pull_gb_per_s);
+    std::printf("%-18s %6lld MiB %12.2f %12.2f", config.c_str(), static_cast<long long>(size_mb),
+                throughput->push_gb_per_s, throughput->pull_gb_per_s);
+    if (FLAGS_tcp_baseline) std::printf(" %16.2f", throughput->tcp_gb_per_s);
+    std::printf("\n");
     std::fflush(stdout);
   }
   if (FLAGS_latency_iterations > 0) {

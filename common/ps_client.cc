@@ -59,6 +59,7 @@ absl::Status PsClient::RunCalls(std::vector<Call> calls) {
     grpc::ByteBuffer request;
     grpc::ByteBuffer response;
     grpc::Status status;
+    absl::Status handled;  // What on_response returned, for an OK status.
   };
   std::vector<size_t> pending(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) pending[i] = i;
@@ -76,8 +77,13 @@ absl::Status PsClient::RunCalls(std::vector<Call> calls) {
       InFlight* raw = state.get();
       connections[call.connection % connections.size()]->UnaryCall(
           &raw->context, kServicePrefix + call.method, grpc::StubOptions(), &raw->request,
-          &raw->response, [raw, &mu, &remaining](grpc::Status status) {
+          &raw->response, [raw, &call, &mu, &remaining](grpc::Status status) {
             raw->status = std::move(status);
+            // Handled here, so that decoding one response overlaps the transfer of the others.
+            if (raw->status.ok()) {
+              raw->handled = call.on_response(raw->response);
+              raw->response.Clear();
+            }
             absl::MutexLock lock(&mu);
             --remaining;
           });
@@ -96,7 +102,7 @@ absl::Status PsClient::RunCalls(std::vector<Call> calls) {
       std::string prefix = absl::StrCat(ShardName(call.ps), ": ", call.method, ": ");
       absl::Status status = FromGrpcStatus(state.status);
       if (status.ok()) {
-        status = call.on_response(state.response);
+        status = state.handled;
       } else if (absl::IsUnavailable(status) && attempt < options_.max_attempts) {
         retry.push_back(pending[i]);
         continue;
@@ -272,7 +278,17 @@ absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions&
                 bytes, &header,
                 [&](const google::protobuf::MessageLite&)
                     -> absl::StatusOr<std::vector<absl::Span<float>>> {
-                  if (header.slices_size() != request.slices_size()) {
+                  // The same row ranges as requested: chunks decode in parallel into disjoint
+                  // parts of `out`.
+                  bool same = header.slices_size() == request.slices_size();
+                  for (int i = 0; same && i < header.slices_size(); ++i) {
+                    const SliceRef& got = header.slices(i);
+                    const SliceRef& asked = request.slices(i);
+                    same = got.variable() == asked.variable() &&
+                           got.row_begin() == asked.row_begin() &&
+                           got.row_count() == asked.row_count();
+                  }
+                  if (!same) {
                     return absl::InternalError("the response's slices differ from the request's");
                   }
                   std::vector<absl::Span<float>> destinations;

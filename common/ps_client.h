@@ -70,7 +70,8 @@ class PsClient {
     std::string method;  // "Pull", "Push", ...
     // Builds the request; called once per attempt.
     std::function<grpc::ByteBuffer()> make_request;
-    // Handles an OK response; an error fails the call (not retried).
+    // Handles an OK response; an error fails the call (not retried). Runs on a gRPC thread as
+    // soon as this call's response is in, possibly at the same time as other calls' handlers.
     std::function<absl::Status(const grpc::ByteBuffer&)> on_response;
     absl::Duration timeout;
     int connection = 0;  // Which of the shard's connections to use.

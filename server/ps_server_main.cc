@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cluster_spec.h"
+#include "common/daemon.h"
 #include "common/host_port.h"
 #include "server/ps_server.h"
 
@@ -52,12 +53,7 @@ int Run() {
   options.service.default_wait_timeout = absl::Seconds(FLAGS_wait_timeout_s);
   options.max_message_bytes = FLAGS_max_message_mb << 20;
 
-  // Block the stop signals before any thread starts, then wait for them on this thread.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  ps::BlockStopSignals();  // Before any thread starts.
 
   absl::StatusOr<std::unique_ptr<ps::PsServer>> server = ps::PsServer::Start(options);
   if (!server.ok()) {
@@ -65,16 +61,13 @@ int Run() {
     return 1;
   }
   if (!FLAGS_port_file.empty()) {
-    std::string tmp = FLAGS_port_file + ".tmp";
-    FILE* file = std::fopen(tmp.c_str(), "w");
-    if (file == nullptr || std::fprintf(file, "%d\n", (*server)->bound_port()) < 0 ||
-        std::fclose(file) != 0 || std::rename(tmp.c_str(), FLAGS_port_file.c_str()) != 0) {
-      std::cerr << "ps_server: cannot write --port_file=" << FLAGS_port_file << "\n";
+    absl::Status written = ps::WritePortFile(FLAGS_port_file, (*server)->bound_port());
+    if (!written.ok()) {
+      std::cerr << "ps_server: " << written.message() << "\n";
       return 1;
     }
   }
-  int signal = 0;
-  sigwait(&stop_signals, &signal);
+  int signal = ps::WaitForStopSignal();
   LOG(INFO) << "signal " << signal << ": stopping (in-flight calls finish, waiting pulls end)";
   (*server)->Shutdown();
   LOG(INFO) << "stopped";

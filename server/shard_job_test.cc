@@ -1259,6 +1259,57 @@ TEST(ShardJobConcurrencyTest, ConcurrentAsyncPushesAreAllApplied) {
             std::vector<float>(job->num_parameters(), kInitial - kWorkers * kPushesPerWorker));
 }
 
+// A client that retries a push while the first attempt is still being handled sends the same
+// push_id twice at once: exactly one attempt may count, the others are DUPLICATE.
+TEST(ShardJobConcurrencyTest, ConcurrentRetriesOfOnePushCountOnce) {
+  constexpr int kRounds = 100;
+  constexpr int kAttempts = 4;
+  for (ConsistencyConfig::Mode mode : {ConsistencyConfig::ASYNC, ConsistencyConfig::SSP,
+                                       ConsistencyConfig::SYNC, ConsistencyConfig::SOFTSYNC}) {
+    SCOPED_TRACE(ConsistencyConfig::Mode_Name(mode));
+    // SOFTSYNC: 2 workers, n = 1, so every 2 gradients (here all from worker 0) are applied.
+    const bool softsync = mode == ConsistencyConfig::SOFTSYNC;
+    ParameterSpec spec = MakeLargeSpec(mode, softsync ? 2 : 1);
+    spec.mutable_consistency()->set_softsync_n(1);
+    spec.mutable_learning_rate()->set_base(1.0f);
+    std::unique_ptr<ShardJob> job = CreateJob(spec);
+    ASSERT_NE(job, nullptr);
+    const std::vector<float> initial = Weights(job.get());
+    for (int round = 0; round < kRounds; ++round) {
+      const PushRequestHeader header =
+          MakeHeader(*job, 0, round + 1, 0, /*step=*/round, /*clock=*/round);
+      std::atomic<bool> go{false};
+      std::atomic<int> duplicates{0};
+      std::vector<std::thread> attempts;
+      for (int a = 0; a < kAttempts; ++a) {
+        attempts.emplace_back([&] {
+          std::vector<absl::Span<float>> destinations;
+          absl::StatusOr<std::shared_ptr<std::vector<float>>> buffer =
+              job->PushBuffer(header, &destinations);
+          ASSERT_TRUE(buffer.ok()) << buffer.status();
+          std::fill((*buffer)->begin(), (*buffer)->end(), 1.0f);
+          while (!go.load()) std::this_thread::yield();
+          absl::StatusOr<PushResponse> response = job->Push(header, **buffer);
+          ASSERT_TRUE(response.ok()) << response.status();
+          if (response->outcome() == PushResponse::DUPLICATE) ++duplicates;
+        });
+      }
+      go = true;
+      for (std::thread& attempt : attempts) attempt.join();
+      ASSERT_EQ(duplicates.load(), kAttempts - 1) << "round " << round;
+    }
+    JobStats stats = job->Stats();
+    const int64_t updates = softsync ? kRounds / 2 : kRounds;
+    EXPECT_EQ(stats.version(), updates);
+    EXPECT_EQ(stats.applied_gradients(), kRounds);
+    EXPECT_TRUE(stats.dropped().empty());
+    EXPECT_TRUE(stats.rejected().empty());
+    std::vector<float> expected = initial;
+    for (float& value : expected) value -= static_cast<float>(updates);
+    EXPECT_EQ(Weights(job.get()), expected);
+  }
+}
+
 TEST(ShardJobConcurrencyTest, ConcurrentSyncWorkersWaitForEachStep) {
   constexpr int kWorkers = 4;
   constexpr int kSteps = 100;

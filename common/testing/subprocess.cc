@@ -1,6 +1,9 @@
 #include "common/testing/subprocess.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -51,10 +54,23 @@ Subprocess::Subprocess(Subprocess&& other) noexcept
   other.pid_ = -1;
 }
 
-Subprocess::~Subprocess() {
+Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
+  if (this != &other) {
+    KillAndReap();
+    pid_ = other.pid_;
+    output_path_ = std::move(other.output_path_);
+    other.pid_ = -1;
+  }
+  return *this;
+}
+
+Subprocess::~Subprocess() { KillAndReap(); }
+
+void Subprocess::KillAndReap() {
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
 }
 
@@ -82,6 +98,24 @@ std::string Subprocess::Output() const {
   std::stringstream text;
   text << file.rdbuf();
   return text.str();
+}
+
+absl::StatusOr<int> PickUnusedPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    port = ntohs(address.sin_port);
+  }
+  close(fd);
+  if (port <= 0) return absl::InternalError("cannot find an unused port");
+  return port;
 }
 
 absl::StatusOr<int> WaitForPortFile(const std::string& path, absl::Duration timeout) {

@@ -23,7 +23,8 @@ class Subprocess {
                                           const std::string& output_path,
                                           const std::vector<std::string>& extra_env = {});
   Subprocess(Subprocess&& other) noexcept;
-  Subprocess& operator=(Subprocess&& other) = delete;
+  // Kills and reaps the process this held, then takes over `other`'s.
+  Subprocess& operator=(Subprocess&& other) noexcept;
   // SIGKILLs and reaps the process if it is still running.
   ~Subprocess();
 
@@ -37,9 +38,15 @@ class Subprocess {
  private:
   Subprocess(pid_t pid, std::string output_path) : pid_(pid), output_path_(std::move(output_path)) {}
 
+  void KillAndReap();
+
   pid_t pid_ = -1;  // -1 once reaped.
   std::string output_path_;
 };
+
+// A TCP port on 127.0.0.1 that nothing listens on right now (bound, then released), for
+// daemons whose ClusterSpec must name their ports in advance.
+absl::StatusOr<int> PickUnusedPort();
 
 // Waits until `path` holds a port number (a server's --port_file), or the timeout.
 absl::StatusOr<int> WaitForPortFile(const std::string& path, absl::Duration timeout);

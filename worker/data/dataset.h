@@ -28,9 +28,14 @@ struct Dataset {
 // Loads or generates the data `spec` names; synthetic sets depend only on (spec, seed).
 // Errors name the file and the line (text formats) or byte offset (IDX): NOT_FOUND for a
 // missing file, INVALID_ARGUMENT (DATA_LOSS for a short or corrupt file) otherwise.
+// With spec.normalize, MNIST's pixels are divided by 255 and other features scaled to [0, 1]
+// by their minimum and maximum over the whole set (test examples included).
 absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, uint64_t seed);
 
-// Individual sources (LoadDataset dispatches to these).
+// Individual sources (LoadDataset dispatches to these). Files may be gzip-compressed (found by
+// gzip's magic bytes). MNIST's num_classes is the largest label + 1. LIBSVM and CSV labels: all
+// in {-1, +1} -> classes 0 and 1; else all integers in [0, 65536) -> class ids, num_classes =
+// the largest + 1; else regression targets, num_classes 0.
 absl::StatusOr<Dataset> MakeSyntheticDataset(const SyntheticData& spec, uint64_t seed);
 absl::StatusOr<Dataset> ReadMnist(const std::string& images_path, const std::string& labels_path);
 absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, int feature_dim);
@@ -40,8 +45,8 @@ struct TrainTestSplit {
   Dataset train;
   Dataset test;
 };
-// The last round(test_fraction * n) examples (at least 1 when test_fraction > 0 and n > 1)
-// form the test set. REQUIRES: 0 <= test_fraction < 1.
+// The last round(test_fraction * n) examples (at least 1 when test_fraction > 0 and n > 1,
+// at most n - 1) form the test set. REQUIRES: 0 <= test_fraction < 1.
 TrainTestSplit SplitTrainTest(Dataset data, double test_fraction);
 
 // Worker `worker` of `num_workers` reading its shard of `data` batch by batch, epoch after
@@ -52,10 +57,10 @@ class ShardReader {
 
   // Copies the next batch of at most `batch_size` examples into `features` and `labels`
   // (resized) and returns its size. An epoch's last batch may be smaller; the following call
-  // starts the next epoch. Returns 0 only if the shard is empty.
+  // starts the next epoch. Returns 0 only if the shard is empty. REQUIRES: batch_size >= 1.
   int NextBatch(int batch_size, std::vector<float>* features, std::vector<float>* labels);
 
-  // Epochs completed so far.
+  // Epochs completed so far; counts an epoch as soon as its last batch is returned.
   int64_t epochs_completed() const { return epoch_; }
   // The dataset indices of this worker's shard in the current epoch, in reading order.
   const std::vector<int64_t>& shard_indices() const { return indices_; }

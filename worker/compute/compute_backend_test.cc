@@ -1,0 +1,443 @@
+// Backend conformance: every operation of every available backend against a straightforward
+// double-precision reference, on random inputs of odd shapes, plus crafted cases whose answers
+// are exact.
+#include "worker/compute/compute_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ps {
+namespace {
+
+struct BackendFactory {
+  std::string name;
+  std::function<std::unique_ptr<ComputeBackend>()> create;
+};
+
+void PrintTo(const BackendFactory& factory, std::ostream* out) { *out << factory.name; }
+
+// The CUDA backend joins this list when it is built and a GPU is present.
+std::vector<BackendFactory> AvailableBackends() {
+  return {{"Cpu", [] { return CreateCpuBackend(); }}};
+}
+
+constexpr int kSizes[] = {1, 3, 17, 33, 129};
+constexpr double kRelativeTolerance = 1e-5;
+
+// |actual - expected| within kRelativeTolerance of the larger of |expected| and `magnitude`,
+// the scale of the terms that produced it (the absolute floor for results that cancel).
+::testing::AssertionResult Near(double actual, double expected, double magnitude) {
+  const double tolerance = kRelativeTolerance * std::max(std::abs(expected), magnitude);
+  if (std::abs(actual - expected) <= tolerance) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << actual << " vs expected " << expected
+                                       << " (tolerance " << tolerance << ")";
+}
+
+class ComputeBackendTest : public ::testing::TestWithParam<BackendFactory> {
+ protected:
+  void SetUp() override {
+    backend_ = GetParam().create();
+    ASSERT_NE(backend_, nullptr);
+  }
+
+  std::vector<float> Random(size_t count, float low, float high) {
+    std::uniform_real_distribution<float> distribution(low, high);
+    std::vector<float> values(count);
+    for (float& value : values) value = distribution(random_);
+    return values;
+  }
+
+  std::vector<float> RandomClasses(int rows, int classes) {
+    std::uniform_int_distribution<int> distribution(0, classes - 1);
+    std::vector<float> labels(rows);
+    for (float& label : labels) label = static_cast<float>(distribution(random_));
+    return labels;
+  }
+
+  DeviceArray Upload(const std::vector<float>& host) {
+    DeviceArray array(backend_.get(), host.size());
+    backend_->CopyToDevice(host.data(), host.size(), array.data());
+    return array;
+  }
+
+  std::vector<float> Download(const DeviceArray& array) {
+    std::vector<float> host(array.size());
+    backend_->CopyToHost(array.data(), array.size(), host.data());
+    return host;
+  }
+
+  std::unique_ptr<ComputeBackend> backend_;
+  std::mt19937 random_{20240601};
+};
+
+TEST_P(ComputeBackendTest, CopyRoundTrip) {
+  EXPECT_EQ(backend_->Allocate(0), nullptr);
+  for (size_t count : {size_t{1}, size_t{3}, size_t{17}, size_t{129}, size_t{100003}}) {
+    const std::vector<float> host = Random(count, -1e6f, 1e6f);
+    EXPECT_EQ(Download(Upload(host)), host) << count;
+  }
+}
+
+TEST_P(ComputeBackendTest, Fill) {
+  for (int count : kSizes) {
+    DeviceArray array(backend_.get(), count);
+    backend_->Fill(count, -2.5f, array.data());
+    EXPECT_EQ(Download(array), std::vector<float>(count, -2.5f)) << count;
+  }
+}
+
+TEST_P(ComputeBackendTest, GemmMatchesReferenceForEveryShapeAndTranspose) {
+  for (bool transpose_a : {false, true}) {
+    for (bool transpose_b : {false, true}) {
+      for (int m : kSizes) {
+        for (int n : kSizes) {
+          for (int k : kSizes) {
+            SCOPED_TRACE(::testing::Message() << "transpose_a=" << transpose_a
+                                              << " transpose_b=" << transpose_b << " m=" << m
+                                              << " n=" << n << " k=" << k);
+            const float alpha = 0.75f;
+            const float beta = 0.5f;
+            const std::vector<float> a = Random(static_cast<size_t>(m) * k, -1, 1);
+            const std::vector<float> b = Random(static_cast<size_t>(k) * n, -1, 1);
+            const std::vector<float> c = Random(static_cast<size_t>(m) * n, -1, 1);
+            DeviceArray a_device = Upload(a);
+            DeviceArray b_device = Upload(b);
+            DeviceArray c_device = Upload(c);
+            backend_->Gemm(transpose_a, transpose_b, m, n, k, alpha, a_device.data(),
+                           b_device.data(), beta, c_device.data());
+            const std::vector<float> actual = Download(c_device);
+
+            for (int i = 0; i < m; ++i) {
+              for (int j = 0; j < n; ++j) {
+                double sum = 0;
+                double magnitude = 0;
+                for (int p = 0; p < k; ++p) {
+                  const double a_ip = transpose_a ? a[p * m + i] : a[i * k + p];
+                  const double b_pj = transpose_b ? b[j * k + p] : b[p * n + j];
+                  sum += a_ip * b_pj;
+                  magnitude += std::abs(a_ip * b_pj);
+                }
+                const double expected = alpha * sum + beta * double{c[i * n + j]};
+                magnitude = alpha * magnitude + beta * std::abs(double{c[i * n + j]});
+                ASSERT_TRUE(Near(actual[i * n + j], expected, magnitude)) << i << "," << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(ComputeBackendTest, GemmWithZeroBetaIgnoresTheOldOutput) {
+  const int m = 17, n = 3, k = 33;
+  DeviceArray a = Upload(std::vector<float>(m * k, 1.0f));
+  DeviceArray b = Upload(std::vector<float>(k * n, 2.0f));
+  DeviceArray c = Upload(std::vector<float>(m * n, std::numeric_limits<float>::quiet_NaN()));
+  backend_->Gemm(false, false, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c.data());
+  EXPECT_EQ(Download(c), std::vector<float>(m * n, 2.0f * k));
+}
+
+TEST_P(ComputeBackendTest, AddBiasAndColumnSums) {
+  for (int rows : kSizes) {
+    for (int cols : kSizes) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " cols=" << cols);
+      const std::vector<float> x = Random(static_cast<size_t>(rows) * cols, -1, 1);
+      const std::vector<float> bias = Random(cols, -1, 1);
+      DeviceArray x_device = Upload(x);
+      DeviceArray bias_device = Upload(bias);
+      DeviceArray sums_device(backend_.get(), cols);
+
+      backend_->ColumnSums(rows, cols, x_device.data(), sums_device.data());
+      const std::vector<float> sums = Download(sums_device);
+      for (int c = 0; c < cols; ++c) {
+        double expected = 0;
+        double magnitude = 0;
+        for (int r = 0; r < rows; ++r) {
+          expected += x[r * cols + c];
+          magnitude += std::abs(x[r * cols + c]);
+        }
+        ASSERT_TRUE(Near(sums[c], expected, magnitude)) << c;
+      }
+
+      backend_->AddBias(rows, cols, bias_device.data(), x_device.data());
+      const std::vector<float> biased = Download(x_device);
+      for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < cols; ++c) {
+          const double expected = double{x[r * cols + c]} + bias[c];
+          ASSERT_TRUE(Near(biased[r * cols + c], expected,
+                           std::abs(x[r * cols + c]) + std::abs(bias[c])))
+              << r << "," << c;
+        }
+      }
+    }
+  }
+}
+
+double ReferenceActivation(Activation f, double x) {
+  switch (f) {
+    case Activation::kRelu:
+      return x > 0 ? x : 0;
+    case Activation::kTanh:
+      return std::tanh(x);
+    case Activation::kSigmoid:
+      return 1 / (1 + std::exp(-x));
+  }
+  return 0;
+}
+
+double ReferenceActivationDerivative(Activation f, double y) {
+  switch (f) {
+    case Activation::kRelu:
+      return y > 0 ? 1 : 0;
+    case Activation::kTanh:
+      return 1 - y * y;
+    case Activation::kSigmoid:
+      return y * (1 - y);
+  }
+  return 0;
+}
+
+TEST_P(ComputeBackendTest, ActivationForwardOutOfPlaceAndInPlace) {
+  for (Activation f : {Activation::kRelu, Activation::kTanh, Activation::kSigmoid}) {
+    for (int count : kSizes) {
+      SCOPED_TRACE(::testing::Message() << "activation=" << static_cast<int>(f)
+                                        << " count=" << count);
+      const std::vector<float> x = Random(count, -6, 6);
+      DeviceArray x_device = Upload(x);
+      DeviceArray y_device(backend_.get(), count);
+      backend_->ActivationForward(f, count, x_device.data(), y_device.data());
+      const std::vector<float> y = Download(y_device);
+      EXPECT_EQ(Download(x_device), x) << "the input changed";
+      for (int i = 0; i < count; ++i) {
+        ASSERT_TRUE(Near(y[i], ReferenceActivation(f, x[i]), 1e-6)) << x[i];
+      }
+
+      backend_->ActivationForward(f, count, x_device.data(), x_device.data());
+      EXPECT_EQ(Download(x_device), y) << "in place differs from out of place";
+    }
+  }
+}
+
+TEST_P(ComputeBackendTest, ActivationBackwardOutOfPlaceAndInPlace) {
+  for (Activation f : {Activation::kRelu, Activation::kTanh, Activation::kSigmoid}) {
+    for (int count : kSizes) {
+      SCOPED_TRACE(::testing::Message() << "activation=" << static_cast<int>(f)
+                                        << " count=" << count);
+      // Outputs of f: relu's include zeros and positives, tanh's lie in (-1, 1), sigmoid's in
+      // (0, 1).
+      std::vector<float> y = Random(count, f == Activation::kSigmoid ? 0 : -1, 1);
+      if (f == Activation::kRelu) {
+        for (float& value : y) value = std::max(value, 0.0f);
+      }
+      const std::vector<float> dy = Random(count, -2, 2);
+      DeviceArray y_device = Upload(y);
+      DeviceArray dy_device = Upload(dy);
+      DeviceArray dx_device(backend_.get(), count);
+      backend_->ActivationBackward(f, count, y_device.data(), dy_device.data(),
+                                   dx_device.data());
+      const std::vector<float> dx = Download(dx_device);
+      for (int i = 0; i < count; ++i) {
+        const double expected = dy[i] * ReferenceActivationDerivative(f, y[i]);
+        ASSERT_TRUE(Near(dx[i], expected, std::abs(dy[i]))) << "y=" << y[i] << " dy=" << dy[i];
+      }
+
+      backend_->ActivationBackward(f, count, y_device.data(), dy_device.data(),
+                                   dy_device.data());
+      EXPECT_EQ(Download(dy_device), dx) << "in place differs from out of place";
+    }
+  }
+}
+
+TEST_P(ComputeBackendTest, Axpy) {
+  for (int count : kSizes) {
+    const std::vector<float> x = Random(count, -1, 1);
+    const std::vector<float> y = Random(count, -1, 1);
+    DeviceArray x_device = Upload(x);
+    DeviceArray y_device = Upload(y);
+    backend_->Axpy(count, -0.3f, x_device.data(), y_device.data());
+    const std::vector<float> actual = Download(y_device);
+    for (int i = 0; i < count; ++i) {
+      const double expected = double{y[i]} + double{-0.3f} * x[i];
+      ASSERT_TRUE(Near(actual[i], expected, std::abs(y[i]) + std::abs(0.3 * x[i]))) << i;
+    }
+  }
+}
+
+TEST_P(ComputeBackendTest, SoftmaxCrossEntropyMatchesReference) {
+  const float scale = 0.125f;
+  for (int rows : kSizes) {
+    for (int classes : kSizes) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " classes=" << classes);
+      const std::vector<float> logits = Random(static_cast<size_t>(rows) * classes, -5, 5);
+      const std::vector<float> labels = RandomClasses(rows, classes);
+      DeviceArray logits_device = Upload(logits);
+      DeviceArray labels_device = Upload(labels);
+      DeviceArray dlogits_device(backend_.get(), logits.size());
+      const LossSums sums =
+          backend_->SoftmaxCrossEntropy(rows, classes, logits_device.data(),
+                                        labels_device.data(), scale, dlogits_device.data());
+      const std::vector<float> dlogits = Download(dlogits_device);
+
+      double expected_loss = 0;
+      int64_t expected_correct = 0;
+      for (int r = 0; r < rows; ++r) {
+        const float* row = &logits[static_cast<size_t>(r) * classes];
+        const int label = static_cast<int>(labels[r]);
+        const int argmax = static_cast<int>(std::max_element(row, row + classes) - row);
+        double sum = 0;
+        for (int c = 0; c < classes; ++c) sum += std::exp(double{row[c]} - row[argmax]);
+        expected_loss += std::log(sum) + row[argmax] - row[label];
+        if (argmax == label) ++expected_correct;
+        for (int c = 0; c < classes; ++c) {
+          const double probability = std::exp(double{row[c]} - row[argmax]) / sum;
+          const double expected = (probability - (c == label ? 1 : 0)) * scale;
+          ASSERT_TRUE(Near(dlogits[r * classes + c], expected, scale))
+              << r << "," << c;
+        }
+      }
+      EXPECT_TRUE(Near(sums.loss, expected_loss, 1e-6 * rows));
+      EXPECT_EQ(sums.correct, expected_correct);
+    }
+  }
+}
+
+TEST_P(ComputeBackendTest, SoftmaxCrossEntropyExactOnCraftedRows) {
+  // Each softmax is exactly one-hot in float (exp(-1000) is 0), except row 3's exact halves,
+  // so the losses and gradients are exact. Row 3 ties at the maximum: the first max counts.
+  const int classes = 3;
+  const std::vector<float> logits = {0, -1000, -1000,     // label 0: right
+                                     0, -1000, -1000,     // label 2: wrong
+                                     1000, 0, 0,          // label 0: right
+                                     5, 5, -1000,         // label 1: wrong (tie, first max)
+                                     -1000, 0, -1000};    // label 1: right
+  const std::vector<float> labels = {0, 2, 0, 1, 1};
+  const int rows = static_cast<int>(labels.size());
+  DeviceArray logits_device = Upload(logits);
+  DeviceArray labels_device = Upload(labels);
+  DeviceArray dlogits_device(backend_.get(), logits.size());
+  const LossSums sums = backend_->SoftmaxCrossEntropy(
+      rows, classes, logits_device.data(), labels_device.data(), 2.0f, dlogits_device.data());
+  EXPECT_EQ(sums.correct, 3);
+  // Row 1 costs 1000, row 3 log(2), the others 0.
+  EXPECT_TRUE(Near(sums.loss, 1000 + std::log(2.0), 1e-12));
+  const std::vector<float> dlogits = Download(dlogits_device);
+  const std::vector<float> expected = {0, 0, 0,    //
+                                       2, 0, -2,   //
+                                       0, 0, 0,    //
+                                       1, -1, 0,   //
+                                       0, 0, 0};
+  EXPECT_EQ(dlogits, expected);
+}
+
+TEST_P(ComputeBackendTest, SoftmaxCrossEntropyStaysFiniteForLargeLogits) {
+  const int classes = 4;
+  const std::vector<float> logits = {1000, 999, 998, -1000,  //
+                                     -1000, -999, 1000, 1000};
+  const std::vector<float> labels = {1, 0};
+  DeviceArray logits_device = Upload(logits);
+  DeviceArray labels_device = Upload(labels);
+  DeviceArray dlogits_device(backend_.get(), logits.size());
+  const LossSums sums = backend_->SoftmaxCrossEntropy(
+      2, classes, logits_device.data(), labels_device.data(), 1.0f, dlogits_device.data());
+  ASSERT_TRUE(std::isfinite(sums.loss));
+  const double row0 = std::log(std::exp(0.0) + std::exp(-1.0) + std::exp(-2.0)) + 1;
+  const double row1 = std::log(2.0) + 2000;
+  EXPECT_TRUE(Near(sums.loss, row0 + row1, 1e-6));
+  EXPECT_EQ(sums.correct, 0);
+  for (float value : Download(dlogits_device)) EXPECT_TRUE(std::isfinite(value));
+}
+
+TEST_P(ComputeBackendTest, SigmoidCrossEntropyMatchesReference) {
+  const float scale = 0.25f;
+  for (int rows : kSizes) {
+    SCOPED_TRACE(::testing::Message() << "rows=" << rows);
+    const std::vector<float> logits = Random(rows, -8, 8);
+    const std::vector<float> labels = RandomClasses(rows, 2);
+    DeviceArray logits_device = Upload(logits);
+    DeviceArray labels_device = Upload(labels);
+    DeviceArray dlogits_device(backend_.get(), rows);
+    const LossSums sums = backend_->SigmoidCrossEntropy(
+        rows, logits_device.data(), labels_device.data(), scale, dlogits_device.data());
+    const std::vector<float> dlogits = Download(dlogits_device);
+
+    double expected_loss = 0;
+    int64_t expected_correct = 0;
+    for (int r = 0; r < rows; ++r) {
+      const double x = logits[r];
+      const double y = labels[r];
+      const double probability = 1 / (1 + std::exp(-x));
+      expected_loss += -(y * std::log(probability) + (1 - y) * std::log(1 - probability));
+      if ((x > 0 ? 1 : 0) == y) ++expected_correct;
+      ASSERT_TRUE(Near(dlogits[r], (probability - y) * scale, scale)) << r;
+    }
+    EXPECT_TRUE(Near(sums.loss, expected_loss, 1e-6 * rows));
+    EXPECT_EQ(sums.correct, expected_correct);
+  }
+}
+
+TEST_P(ComputeBackendTest, SigmoidCrossEntropyExactOnCraftedRows) {
+  // A logit of 0 predicts 0. Losses: 0 or 1000 at +-1000, log(2) at 0.
+  const std::vector<float> logits = {1000, 1000, -1000, -1000, 0, 0};
+  const std::vector<float> labels = {1, 0, 0, 1, 0, 1};
+  const int rows = static_cast<int>(labels.size());
+  DeviceArray logits_device = Upload(logits);
+  DeviceArray labels_device = Upload(labels);
+  DeviceArray dlogits_device(backend_.get(), rows);
+  const LossSums sums = backend_->SigmoidCrossEntropy(
+      rows, logits_device.data(), labels_device.data(), 4.0f, dlogits_device.data());
+  EXPECT_EQ(sums.correct, 3);
+  EXPECT_TRUE(Near(sums.loss, 2000 + 2 * std::log(2.0), 1e-12));
+  EXPECT_EQ(Download(dlogits_device), (std::vector<float>{0, 4, 0, -4, 2, -2}));
+}
+
+TEST_P(ComputeBackendTest, SquaredError) {
+  for (int rows : kSizes) {
+    const std::vector<float> predictions = Random(rows, -3, 3);
+    const std::vector<float> targets = Random(rows, -3, 3);
+    DeviceArray predictions_device = Upload(predictions);
+    DeviceArray targets_device = Upload(targets);
+    DeviceArray gradient_device(backend_.get(), rows);
+    const LossSums sums = backend_->SquaredError(rows, predictions_device.data(),
+                                                 targets_device.data(), 0.5f,
+                                                 gradient_device.data());
+    const std::vector<float> gradient = Download(gradient_device);
+    double expected_loss = 0;
+    for (int r = 0; r < rows; ++r) {
+      const double difference = double{predictions[r]} - targets[r];
+      expected_loss += 0.5 * difference * difference;
+      ASSERT_TRUE(Near(gradient[r], 0.5 * difference,
+                       0.5 * (std::abs(predictions[r]) + std::abs(targets[r]))))
+          << r;
+    }
+    EXPECT_TRUE(Near(sums.loss, expected_loss, 1e-6 * rows)) << rows;
+    EXPECT_EQ(sums.correct, 0);
+  }
+
+  // Exact: differences of 2, -1 and 0.
+  DeviceArray predictions = Upload({3, 0, 7});
+  DeviceArray targets = Upload({1, 1, 7});
+  DeviceArray gradient(backend_.get(), 3);
+  const LossSums sums =
+      backend_->SquaredError(3, predictions.data(), targets.data(), 1.0f, gradient.data());
+  EXPECT_EQ(sums.loss, 2.5);
+  EXPECT_EQ(Download(gradient), (std::vector<float>{2, -1, 0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, ComputeBackendTest,
+                         ::testing::ValuesIn(AvailableBackends()),
+                         [](const ::testing::TestParamInfo<BackendFactory>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,161 @@
+#include "worker/data/dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "worker/data/random.h"
+
+namespace ps {
+namespace {
+
+using data_internal::SplitMix64;
+using data_internal::StreamSeed;
+
+// The job seed's stream for shuffles; the index is the epoch.
+constexpr uint64_t kShuffleStream = 3;
+
+// Scales each feature to [0, 1] by its minimum and maximum over the whole set; a constant
+// feature becomes 0.
+void MinMaxNormalize(Dataset& data) {
+  const size_t dim = static_cast<size_t>(data.feature_dim);
+  std::vector<float> low(dim, std::numeric_limits<float>::infinity());
+  std::vector<float> high(dim, -std::numeric_limits<float>::infinity());
+  for (size_t row = 0; row < data.features.size(); row += dim) {
+    for (size_t j = 0; j < dim; ++j) {
+      low[j] = std::min(low[j], data.features[row + j]);
+      high[j] = std::max(high[j], data.features[row + j]);
+    }
+  }
+  for (size_t row = 0; row < data.features.size(); row += dim) {
+    for (size_t j = 0; j < dim; ++j) {
+      const float range = high[j] - low[j];
+      float& x = data.features[row + j];
+      x = range > 0 ? (x - low[j]) / range : 0.0f;
+    }
+  }
+}
+
+absl::Status RequirePath(const std::string& path, const char* field) {
+  if (!path.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(field, " is empty; give the file's path"));
+}
+
+absl::StatusOr<Dataset> LoadSource(const DataSpec& spec, uint64_t seed) {
+  switch (spec.source_case()) {
+    case DataSpec::kSynthetic:
+      return MakeSyntheticDataset(spec.synthetic(), seed);
+    case DataSpec::kMnistImages:
+      if (absl::Status status = RequirePath(spec.mnist_images(), "data.mnist_images");
+          !status.ok()) {
+        return status;
+      }
+      if (spec.mnist_labels().empty()) {
+        return absl::InvalidArgumentError(
+            "data.mnist_labels is empty; data.mnist_images needs the matching labels file");
+      }
+      return ReadMnist(spec.mnist_images(), spec.mnist_labels());
+    case DataSpec::kLibsvm:
+      if (absl::Status status = RequirePath(spec.libsvm(), "data.libsvm"); !status.ok()) {
+        return status;
+      }
+      return ReadLibsvm(spec.libsvm(), spec.feature_dim());
+    case DataSpec::kCsv:
+      if (absl::Status status = RequirePath(spec.csv(), "data.csv"); !status.ok()) return status;
+      return ReadCsv(spec.csv(), spec.label_column(), spec.csv_header());
+    case DataSpec::SOURCE_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError(
+      "data has no source: set one of data.synthetic, data.mnist_images, data.libsvm, data.csv");
+}
+
+// Examples [begin, end) of `data`.
+Dataset Slice(const Dataset& data, int64_t begin, int64_t end) {
+  Dataset slice;
+  slice.num_examples = end - begin;
+  slice.feature_dim = data.feature_dim;
+  slice.num_classes = data.num_classes;
+  slice.features.assign(data.features.begin() + begin * data.feature_dim,
+                        data.features.begin() + end * data.feature_dim);
+  slice.labels.assign(data.labels.begin() + begin, data.labels.begin() + end);
+  return slice;
+}
+
+}  // namespace
+
+absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, uint64_t seed) {
+  absl::StatusOr<Dataset> data = LoadSource(spec, seed);
+  if (!data.ok() || !spec.normalize()) return data;
+  if (spec.source_case() == DataSpec::kMnistImages) {
+    for (float& pixel : data->features) pixel /= 255.0f;
+  } else {
+    MinMaxNormalize(*data);
+  }
+  return data;
+}
+
+TrainTestSplit SplitTrainTest(Dataset data, double test_fraction) {
+  const int64_t n = data.num_examples;
+  int64_t test_size = std::llround(test_fraction * static_cast<double>(n));
+  if (test_fraction > 0 && n > 1) test_size = std::max<int64_t>(test_size, 1);
+  test_size = std::clamp<int64_t>(test_size, 0, std::max<int64_t>(n - 1, 0));
+  TrainTestSplit split;
+  split.test = Slice(data, n - test_size, n);
+  data.num_examples = n - test_size;
+  data.features.resize(static_cast<size_t>(data.num_examples * data.feature_dim));
+  data.labels.resize(static_cast<size_t>(data.num_examples));
+  split.train = std::move(data);
+  return split;
+}
+
+ShardReader::ShardReader(const Dataset* data, int worker, int num_workers, uint64_t seed,
+                         bool shuffle)
+    : data_(data), worker_(worker), num_workers_(num_workers), seed_(seed), shuffle_(shuffle) {
+  StartEpoch();
+}
+
+void ShardReader::StartEpoch() {
+  const int64_t n = data_->num_examples;
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (shuffle_) {
+    // Fisher-Yates, from the same (seed, epoch) stream on every worker.
+    SplitMix64 generator(StreamSeed(seed_, kShuffleStream, static_cast<uint64_t>(epoch_)));
+    for (int64_t i = n - 1; i > 0; --i) {
+      const auto j = static_cast<int64_t>(generator.Below(static_cast<uint64_t>(i + 1)));
+      std::swap(order[i], order[j]);
+    }
+  }
+  indices_.clear();
+  for (int64_t position = worker_; position < n; position += num_workers_) {
+    indices_.push_back(order[position]);
+  }
+  position_ = 0;
+}
+
+int ShardReader::NextBatch(int batch_size, std::vector<float>* features,
+                           std::vector<float>* labels) {
+  const size_t count =
+      std::min(static_cast<size_t>(std::max(batch_size, 0)), indices_.size() - position_);
+  const size_t dim = static_cast<size_t>(data_->feature_dim);
+  features->resize(count * dim);
+  labels->resize(count);
+  for (size_t b = 0; b < count; ++b) {
+    const auto example = static_cast<size_t>(indices_[position_ + b]);
+    std::copy_n(data_->features.begin() + example * dim, dim, features->begin() + b * dim);
+    (*labels)[b] = data_->labels[example];
+  }
+  position_ += count;
+  if (!indices_.empty() && position_ == indices_.size()) {
+    ++epoch_;
+    StartEpoch();
+  }
+  return static_cast<int>(count);
+}
+
+}  // namespace ps

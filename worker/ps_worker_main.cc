@@ -1,0 +1,112 @@
+// ps_worker: a long-lived worker daemon. Receives jobs (StartJob), trains them against the
+// cluster's ps tasks, and streams progress (WatchJob).
+//
+//   ps_worker --cluster_spec=cluster.json --task=worker:0 [--device=auto|cpu|cuda:N] [--port=N]
+//   TF_CONFIG='{"cluster": {...}, "task": {"type": "worker", "index": 0}}' ps_worker
+//
+// Runs until SIGTERM or SIGINT: then it stops its jobs, lets calls in flight finish, exits 0.
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_builder.h>
+
+#include "common/cluster_spec.h"
+#include "common/daemon.h"
+#include "common/host_port.h"
+#include "worker/compute/device.h"
+#include "worker/worker_service.h"
+
+DEFINE_string(cluster_spec, "", "ClusterSpec JSON file (TensorFlow's form); TF_CONFIG if empty");
+DEFINE_string(task, "", "this task, TYPE:INDEX (worker:0); the spec's \"task\" field if empty");
+DEFINE_string(device, "auto", "auto (a GPU if usable, else the CPU), cpu, or cuda:N");
+DEFINE_int32(port, -1, "listen on this port instead of the spec's (0: any free port)");
+DEFINE_string(bind_host, "0.0.0.0", "interface to listen on");
+DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
+DEFINE_int32(ps_wait_timeout_s, 60, "how long a pull may wait at a barrier or SSP bound");
+
+namespace {
+
+int Run() {
+  absl::StatusOr<ps::ClusterConfig> config =
+      ps::ResolveClusterConfig(FLAGS_cluster_spec, FLAGS_task, std::getenv("TF_CONFIG"));
+  if (!config.ok()) {
+    std::cerr << "ps_worker: " << config.status().message() << "\n";
+    return 2;
+  }
+  if (config->task.type() != ps::kWorkerJob) {
+    std::cerr << "ps_worker: this task is " << ps::TaskName(config->task)
+              << ", not a worker task; start ps_server for ps tasks, or pass --task=worker:N\n";
+    return 2;
+  }
+  absl::StatusOr<ps::Device> device = ps::SelectDevice(FLAGS_device, ps::QueryUsableGpus());
+  if (!device.ok()) {
+    std::cerr << "ps_worker: " << device.status().message() << "\n";
+    return 2;
+  }
+  if (device->kind == ps::Device::Kind::kCuda) {
+    // The CUDA compute backend is not part of this build yet: compute on the CPU, and say so.
+    if (FLAGS_device != "auto") {
+      std::cerr << "ps_worker: --device=" << FLAGS_device
+                << ": this build has no CUDA compute backend yet; use --device=cpu\n";
+      return 2;
+    }
+    device->kind = ps::Device::Kind::kCpu;
+    device->description = "cpu (auto: a GPU is present but this build has no CUDA backend yet)";
+  }
+  LOG(INFO) << "computing on " << device->description;
+
+  ps::WorkerServiceOptions options{config->cluster, config->task.index(), *device, {}};
+  options.ps_client.wait_timeout = absl::Seconds(FLAGS_ps_wait_timeout_s);
+  ps::WorkerService service(options);
+
+  absl::StatusOr<ps::HostPort> own = ps::ParseHostPort(config->cluster.Address(config->task));
+  int port = FLAGS_port >= 0 ? FLAGS_port : own->port;
+  std::string listen =
+      ps::HostPort{FLAGS_bind_host, port, FLAGS_bind_host.find(':') != std::string::npos}
+          .ToString();
+
+  ps::BlockStopSignals();  // Before any thread starts.
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    std::cerr << "ps_worker: cannot listen on " << listen
+              << ": the port is in use or the address is not on this host; pick another --port\n";
+    return 1;
+  }
+  LOG(INFO) << ps::TaskName(config->task) << " listening on port " << bound_port;
+  if (!FLAGS_port_file.empty()) {
+    absl::Status written = ps::WritePortFile(FLAGS_port_file, bound_port);
+    if (!written.ok()) {
+      std::cerr << "ps_worker: " << written.message() << "\n";
+      return 1;
+    }
+  }
+  int signal = ps::WaitForStopSignal();
+  LOG(INFO) << "signal " << signal << ": stopping jobs";
+  service.StopAll();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  LOG(INFO) << "stopped";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gflags::SetUsageMessage("ps_worker --cluster_spec=cluster.json --task=worker:0 [--device=auto]");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+  return Run();
+}

@@ -1,0 +1,262 @@
+#include "worker/worker_service.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <glog/logging.h>
+#include <google/protobuf/util/message_differencer.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "worker/job_spec.h"
+#include "worker/trainer.h"
+
+namespace ps {
+
+// The newest progress of one job, and the watchers to tell when it changes.
+// Lock order: ProgressLog::mu_ before any watcher's lock.
+class ProgressLog {
+ public:
+  class Watcher {
+   public:
+    virtual ~Watcher() = default;
+    // Called with the log's lock held: must not call back into the log.
+    virtual void Notify(uint64_t sequence, const JobProgress& progress) = 0;
+  };
+
+  void Publish(const JobProgress& progress) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    latest_ = progress;
+    ++sequence_;
+    for (Watcher* watcher : watchers_) watcher->Notify(sequence_, latest_);
+  }
+  // The newest progress and its sequence number (0: none yet).
+  std::pair<uint64_t, JobProgress> Latest() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return {sequence_, latest_};
+  }
+  void Subscribe(Watcher* watcher) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    watchers_.push_back(watcher);
+    if (sequence_ > 0) watcher->Notify(sequence_, latest_);
+  }
+  void Unsubscribe(Watcher* watcher) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    watchers_.erase(std::remove(watchers_.begin(), watchers_.end(), watcher), watchers_.end());
+  }
+
+ private:
+  absl::Mutex mu_;
+  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  JobProgress latest_ ABSL_GUARDED_BY(mu_);
+  std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
+};
+
+namespace {
+
+bool IsFinal(const JobProgress& progress) { return progress.state() != JobProgress::RUNNING; }
+
+// Streams a job's progress: always the newest update, and the final one last.
+class WatchReactor : public grpc::ServerWriteReactor<JobProgress>, public ProgressLog::Watcher {
+ public:
+  explicit WatchReactor(std::shared_ptr<ProgressLog> log) : log_(std::move(log)) {
+    log_->Subscribe(this);
+  }
+
+  void Notify(uint64_t sequence, const JobProgress& progress) override {
+    absl::MutexLock lock(&mu_);
+    if (writing_ || finished_ || sequence <= written_sequence_) return;
+    WriteLocked(sequence, progress);
+  }
+
+  void OnWriteDone(bool ok) override {
+    auto [sequence, latest] = log_->Latest();
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok || IsFinal(current_)) {
+      FinishLocked(ok ? grpc::Status::OK
+                      : grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away"));
+      return;
+    }
+    if (sequence > written_sequence_) WriteLocked(sequence, latest);
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (!writing_) FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+
+  void OnDone() override {
+    log_->Unsubscribe(this);
+    delete this;
+  }
+
+ private:
+  void WriteLocked(uint64_t sequence, const JobProgress& progress)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (cancelled_) return;
+    written_sequence_ = sequence;
+    current_ = progress;
+    writing_ = true;
+    StartWrite(&current_);
+  }
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  const std::shared_ptr<ProgressLog> log_;
+  absl::Mutex mu_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t written_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  JobProgress current_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+WorkerService::WorkerService(WorkerServiceOptions options) : options_(std::move(options)) {
+  PsClientOptions client_options = options_.ps_client;
+  client_options.ps_addresses = options_.cluster.Tasks(kPsJob);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(client_options);
+  CHECK(client.ok()) << client.status();  // The cluster's addresses were validated.
+  ps_client_ = *std::move(client);
+}
+
+WorkerService::~WorkerService() { StopAll(); }
+
+void WorkerService::StopAll() {
+  std::vector<RunningJob*> jobs;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, job] : jobs_) {
+      job->stop = true;
+      jobs.push_back(job.get());
+    }
+  }
+  for (RunningJob* job : jobs) {
+    if (job->thread.joinable()) job->thread.join();
+  }
+}
+
+absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
+  absl::StatusOr<ClusterSpec> cluster = ClusterSpec::FromProto(request.cluster());
+  if (!cluster.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cluster: ", cluster.status().message()));
+  }
+  if (!google::protobuf::util::MessageDifferencer::Equals(cluster->ToProto(),
+                                                          options_.cluster.ToProto())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker:", options_.worker_index,
+        " was started with a different ClusterSpec than the job's; start the daemons and "
+        "submit with the same one"));
+  }
+  const JobSpec& spec = request.spec();
+  absl::Status status = ValidateJobSpec(spec, options_.cluster.NumTasks(kWorkerJob));
+  if (!status.ok()) return status;
+
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(spec.job_id());
+  if (it != jobs_.end()) {
+    if (!it->second->finished) {
+      return absl::AlreadyExistsError(absl::StrCat("job \"", spec.job_id(),
+                                                   "\" is already running on worker:",
+                                                   options_.worker_index));
+    }
+    it->second->thread.join();
+    jobs_.erase(it);
+  }
+  auto job = std::make_unique<RunningJob>();
+  job->progress = std::make_shared<ProgressLog>();
+  RunningJob* raw = job.get();
+  jobs_.emplace(spec.job_id(), std::move(job));
+  raw->thread = std::thread([this, spec, raw] { RunJob(spec, raw); });
+  return absl::OkStatus();
+}
+
+void WorkerService::RunJob(JobSpec spec, RunningJob* job) {
+  LOG(INFO) << "job " << spec.job_id() << ": starting on " << options_.device.description;
+  std::unique_ptr<ComputeBackend> backend = CreateCpuBackend();
+  TrainerContext context;
+  context.spec = spec;
+  context.worker = options_.worker_index;
+  context.num_workers = options_.cluster.NumTasks(kWorkerJob);
+  context.ps = ps_client_.get();
+  context.backend = backend.get();
+  context.stop = &job->stop;
+  JobProgress last;
+  context.report = [&](const JobProgress& progress) {
+    last = progress;
+    job->progress->Publish(progress);
+  };
+  absl::Status status = RunTrainer(context);
+  last.set_job_id(spec.job_id());
+  last.set_worker(options_.worker_index);
+  if (status.ok()) {
+    last.set_state(JobProgress::DONE);
+  } else if (absl::IsCancelled(status)) {
+    last.set_state(JobProgress::STOPPED);
+  } else {
+    last.set_state(JobProgress::FAILED);
+    last.set_error_code(static_cast<int>(status.code()));
+    last.set_error(std::string(status.message()));
+  }
+  LOG(INFO) << "job " << spec.job_id() << ": " << JobProgress::State_Name(last.state())
+            << (status.ok() ? "" : absl::StrCat(": ", status.ToString()));
+  job->finished = true;
+  job->progress->Publish(last);
+}
+
+grpc::ServerUnaryReactor* WorkerService::StartJob(grpc::CallbackServerContext* context,
+                                                  const StartJobRequest* request,
+                                                  StartJobResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status = DoStartJob(*request);
+  if (status.ok()) response->set_device(options_.device.description);
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerService::StopJob(grpc::CallbackServerContext* context,
+                                                 const StopJobRequest* request,
+                                                 StopJobResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(request->job_id());
+  if (it == jobs_.end()) {
+    reactor->Finish(ToGrpcStatus(absl::NotFoundError(absl::StrCat(
+        "unknown job \"", request->job_id(), "\" on worker:", options_.worker_index))));
+  } else {
+    it->second->stop = true;
+    reactor->Finish(grpc::Status::OK);
+  }
+  return reactor;
+}
+
+grpc::ServerWriteReactor<JobProgress>* WorkerService::WatchJob(
+    grpc::CallbackServerContext* context, const WatchJobRequest* request) {
+  std::shared_ptr<ProgressLog> log;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(request->job_id());
+    if (it != jobs_.end()) log = it->second->progress;
+  }
+  if (log == nullptr) {
+    class NotFound : public grpc::ServerWriteReactor<JobProgress> {
+     public:
+      explicit NotFound(const std::string& message) {
+        Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, message));
+      }
+      void OnDone() override { delete this; }
+    };
+    (void)context;
+    return new NotFound(absl::StrCat("unknown job \"", request->job_id(), "\" on worker:",
+                                     options_.worker_index));
+  }
+  return new WatchReactor(std::move(log));
+}
+
+}  // namespace ps

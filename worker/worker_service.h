@@ -1,0 +1,70 @@
+// The Worker gRPC service of one ps_worker task: runs jobs on threads of their own (one per
+// job, side by side), stops them, and streams their progress to watchers (callback API; a
+// slow watcher skips to the newest update and always receives the final one).
+#ifndef PS_WORKER_WORKER_SERVICE_H_
+#define PS_WORKER_WORKER_SERVICE_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/cluster_spec.h"
+#include "common/ps_client.h"
+#include "proto/worker_service.grpc.pb.h"
+#include "worker/compute/device.h"
+
+namespace ps {
+
+class ProgressLog;
+
+struct WorkerServiceOptions {
+  ClusterSpec cluster;
+  int worker_index = 0;
+  Device device;
+  PsClientOptions ps_client;  // ps_addresses are filled from the cluster.
+};
+
+// Thread-safe.
+class WorkerService final : public Worker::CallbackService {
+ public:
+  explicit WorkerService(WorkerServiceOptions options);
+  // Stops every job and waits for its thread.
+  ~WorkerService() override;
+
+  // Asks every running job to stop and waits for them (SIGTERM).
+  void StopAll() ABSL_LOCKS_EXCLUDED(mu_);
+
+  grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* context,
+                                     const StartJobRequest* request,
+                                     StartJobResponse* response) override;
+  grpc::ServerUnaryReactor* StopJob(grpc::CallbackServerContext* context,
+                                    const StopJobRequest* request,
+                                    StopJobResponse* response) override;
+  grpc::ServerWriteReactor<JobProgress>* WatchJob(grpc::CallbackServerContext* context,
+                                                  const WatchJobRequest* request) override;
+
+ private:
+  struct RunningJob {
+    std::atomic<bool> stop{false};
+    std::atomic<bool> finished{false};
+    std::shared_ptr<ProgressLog> progress;
+    std::thread thread;
+  };
+
+  absl::Status DoStartJob(const StartJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  void RunJob(JobSpec spec, RunningJob* job);
+
+  const WorkerServiceOptions options_;
+  std::unique_ptr<PsClient> ps_client_;
+
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<RunningJob>> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ps
+
+#endif  // PS_WORKER_WORKER_SERVICE_H_
