@@ -1,50 +1,165 @@
 // psctl: the user's tool for a parameter-server cluster.
 //
-//   psctl check --cluster_spec=FILE [--task=ps:0]
-//       Validates a ClusterSpec (or TF_CONFIG when no file is given) and prints its tasks.
+//   psctl local  [--job=config/jobs/default.json] [--ps=2] [--workers=2] [--results=DIR]
+//   psctl submit --cluster_spec=FILE --job=FILE [--results=DIR] [--detach]
+//   psctl status --cluster_spec=FILE [--job=ID]
+//   psctl stop   --cluster_spec=FILE --job=ID
+//   psctl check  --cluster_spec=FILE [--task=ps:0]
 //
-// Exit status: 0 on success, 1 when the input is wrong (the message says what to fix),
-// 2 for a usage error.
+// Exit status: 0 on success; 1 when the job or the cluster failed (the message says why);
+// 2 for bad input or usage; 130 when interrupted (the job is stopped everywhere).
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/cluster_spec.h"
+#include "common/daemon.h"
+#include "ctl/cluster_probe.h"
+#include "ctl/job_runner.h"
+#include "ctl/local_cluster.h"
 #include "worker/compute/device.h"
+#include "worker/job_spec.h"
 
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file; TF_CONFIG is used when empty");
-DEFINE_string(task, "", "optional task to check against the cluster, as TYPE:INDEX (ps:0)");
+DEFINE_string(task, "", "check: a task to check against the cluster, as TYPE:INDEX (ps:0)");
+DEFINE_string(job, "", "local, submit: the job file (local: config/jobs/default.json when "
+                       "empty); status, stop: the job id");
+DEFINE_string(results, "", "where results go (default results/<job id>)");
+DEFINE_bool(overwrite, false, "replace a results directory that is not empty");
+DEFINE_bool(detach, false, "submit: start the job and print its id without following it");
+DEFINE_int32(ps, 2, "local: ps tasks to start");
+DEFINE_int32(workers, 2, "local: worker tasks to start");
+DEFINE_string(device, "auto", "local: each worker's --device");
+DEFINE_string(ps_server_binary, "", "local: the ps_server program (default: beside psctl)");
+DEFINE_string(ps_worker_binary, "", "local: the ps_worker program (default: beside psctl)");
 
 namespace ps {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: psctl check --cluster_spec=FILE [--task=ps:0]\n"
-    "  check   validate a ClusterSpec (or TF_CONFIG) and print its tasks";
+    "usage: psctl COMMAND [flags]\n"
+    "  local    start a cluster on this machine, run a job on it, write results, stop it\n"
+    "           psctl local [--job=config/jobs/default.json] [--ps=2] [--workers=2]\n"
+    "  submit   run a job on a running cluster: psctl submit --cluster_spec=F --job=F\n"
+    "  status   tasks, jobs, versions, staleness: psctl status --cluster_spec=F [--job=ID]\n"
+    "  stop     stop a job everywhere: psctl stop --cluster_spec=F --job=ID\n"
+    "  check    validate a ClusterSpec: psctl check --cluster_spec=F [--task=ps:0]\n"
+    "  (psctl --helpfull lists every flag)";
+
+std::atomic<bool> interrupted{false};
+
+int Fail(const absl::Status& status) {
+  std::cerr << "psctl: " << status.message() << "\n";
+  if (absl::IsCancelled(status)) return 130;
+  if (absl::IsInvalidArgument(status) || absl::IsNotFound(status) ||
+      absl::IsFailedPrecondition(status) || absl::IsAlreadyExists(status)) {
+    return 2;
+  }
+  return 1;
+}
+
+absl::StatusOr<ClusterSpec> Cluster() {
+  return LoadClusterSpec(FLAGS_cluster_spec, std::getenv("TF_CONFIG"));
+}
+
+// Runs `spec` on `cluster`, following it with a live line on a terminal.
+int Submit(const ClusterSpec& cluster, const JobSpec& spec, const std::string& results) {
+  SubmitOptions options;
+  options.results_dir = results;
+  options.overwrite = FLAGS_overwrite;
+  options.detach = FLAGS_detach;
+  options.interrupted = &interrupted;
+  options.out = &std::cout;
+  options.live_line = isatty(STDOUT_FILENO);
+  absl::Status status = SubmitJob(cluster, spec, options);
+  return status.ok() ? 0 : Fail(status);
+}
+
+std::string ResultsDir(const JobSpec& spec) {
+  return FLAGS_results.empty() ? absl::StrCat("results/", spec.job_id()) : FLAGS_results;
+}
+
+int Local() {
+  std::string job_path = FLAGS_job.empty() ? "config/jobs/default.json" : FLAGS_job;
+  absl::StatusOr<JobSpec> spec = ReadJobSpecFile(job_path);
+  if (!spec.ok()) return Fail(spec.status());
+  absl::Status valid = ValidateJobSpec(*spec, FLAGS_workers);
+  if (!valid.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(job_path, ": ", valid.message())));
+  std::string results = ResultsDir(*spec);
+  // Refuse a used results directory before starting anything.
+  if (!FLAGS_overwrite && access(results.c_str(), F_OK) == 0) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "the results directory ", results, " exists; choose another --results, or pass "
+        "--overwrite")));
+  }
+  LocalClusterOptions options;
+  options.num_ps = FLAGS_ps;
+  options.num_workers = FLAGS_workers;
+  options.dir = results + ".cluster";
+  options.device = FLAGS_device;
+  options.ps_server_path =
+      FLAGS_ps_server_binary.empty() ? SiblingBinary("server/ps_server") : FLAGS_ps_server_binary;
+  options.ps_worker_path =
+      FLAGS_ps_worker_binary.empty() ? SiblingBinary("worker/ps_worker") : FLAGS_ps_worker_binary;
+  std::cout << "starting " << FLAGS_ps << " ps and " << FLAGS_workers
+            << " workers on this machine (logs in " << options.dir << ")\n";
+  absl::StatusOr<std::unique_ptr<LocalCluster>> local = LocalCluster::Start(options);
+  if (!local.ok()) return Fail(local.status());
+  std::cout << "cluster: " << (*local)->spec_path() << "\n";
+  int code = Submit((*local)->cluster(), *spec, results);
+  (*local)->Stop();
+  std::cout << "stopped the local cluster\n";
+  return code;
+}
+
+int SubmitCommand() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (FLAGS_job.empty()) return Fail(absl::InvalidArgumentError("--job=FILE is required"));
+  absl::StatusOr<JobSpec> spec = ReadJobSpecFile(FLAGS_job);
+  if (!spec.ok()) return Fail(spec.status());
+  return Submit(*cluster, *spec, ResultsDir(*spec));
+}
+
+int Status() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  std::cout << ClusterStatus(*cluster, FLAGS_job);
+  return 0;
+}
+
+int Stop() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (FLAGS_job.empty()) return Fail(absl::InvalidArgumentError("--job=ID is required"));
+  absl::Status status = StopJobEverywhere(*cluster, FLAGS_job);
+  if (!status.ok()) return Fail(status);
+  std::cout << "stopped job " << FLAGS_job << "\n";
+  return 0;
+}
 
 int Check() {
   const char* tf_config = std::getenv("TF_CONFIG");
   absl::StatusOr<ClusterSpec> cluster = LoadClusterSpec(FLAGS_cluster_spec, tf_config);
-  if (!cluster.ok()) {
-    std::cerr << "psctl: " << cluster.status().message() << "\n";
-    return 1;
-  }
+  if (!cluster.ok()) return Fail(cluster.status());
   if (!FLAGS_task.empty()) {
     absl::StatusOr<ClusterConfig> config =
         ResolveClusterConfig(FLAGS_cluster_spec, FLAGS_task, tf_config);
-    if (!config.ok()) {
-      std::cerr << "psctl: " << config.status().message() << "\n";
-      return 1;
-    }
+    if (!config.ok()) return Fail(config.status());
   }
   for (absl::string_view job : {kPsJob, kWorkerJob}) {
     const std::vector<std::string>& tasks = cluster->Tasks(job);
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      std::cout << job << ":" << i << "\t" << tasks[i] << "\n";
-    }
+    for (size_t i = 0; i < tasks.size(); ++i) std::cout << job << ":" << i << "\t" << tasks[i] << "\n";
   }
   absl::StatusOr<Device> device = SelectDevice("auto", QueryUsableGpus());
   std::cout << "workers on this machine would compute on: " << device->description << "\n";
@@ -58,10 +173,24 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage(ps::kUsage);
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   FLAGS_logtostderr = true;
+  FLAGS_minloglevel = 1;  // Warnings and errors only: psctl talks through its own output.
   google::InitGoogleLogging(argv[0]);
-  if (argc != 2 || std::string(argv[1]) != "check") {
+  if (argc != 2) {
     std::cerr << ps::kUsage << "\n";
     return 2;
   }
-  return ps::Check();
+  // Ctrl-C and SIGTERM stop the job (and a local cluster) instead of killing psctl outright.
+  ps::BlockStopSignals();
+  std::thread([] {
+    ps::WaitForStopSignal();
+    ps::interrupted = true;
+  }).detach();
+  std::string command = argv[1];
+  if (command == "local") return ps::Local();
+  if (command == "submit") return ps::SubmitCommand();
+  if (command == "status") return ps::Status();
+  if (command == "stop") return ps::Stop();
+  if (command == "check") return ps::Check();
+  std::cerr << "psctl: unknown command \"" << command << "\"\n" << ps::kUsage << "\n";
+  return 2;
 }

@@ -619,6 +619,7 @@ JobStats ShardJob::Stats() const {
   stats.set_job_id(spec_.job_id());
   stats.set_ps_index(ps_index_);
   stats.set_mode(spec_.consistency().mode());
+  *stats.mutable_spec() = spec_;
   for (const SliceRef& ref : SliceRefs()) *stats.add_slices() = ref;
   absl::MutexLock lock(&mu_);
   stats.set_version(version_);

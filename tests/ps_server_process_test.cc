@@ -11,13 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/ps_client.h"
-#include "common/testing/subprocess.h"
+#include "common/subprocess.h"
 
 namespace ps {
 namespace {
-
-using ::ps::testing::Subprocess;
-using ::ps::testing::WaitForPortFile;
 
 constexpr char kServer[] = "server/ps_server";
 // The ports in the spec are placeholders: the servers bind free ports (--port=0).

@@ -12,15 +12,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cluster_spec.h"
-#include "common/testing/subprocess.h"
+#include "common/subprocess.h"
 #include "proto/worker_service.grpc.pb.h"
 
 namespace ps {
 namespace {
-
-using ::ps::testing::PickUnusedPort;
-using ::ps::testing::Subprocess;
-using ::ps::testing::WaitForPortFile;
 
 // A file of the running test's own (port files must not be left over from an earlier test).
 std::string TempPath(const std::string& name) {

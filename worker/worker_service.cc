@@ -236,6 +236,22 @@ grpc::ServerUnaryReactor* WorkerService::StopJob(grpc::CallbackServerContext* co
   return reactor;
 }
 
+grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* context,
+                                                   const WorkerStatusRequest* /*request*/,
+                                                   WorkerStatus* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  response->set_worker(options_.worker_index);
+  response->set_device(options_.device.description);
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, job] : jobs_) {
+    auto [sequence, latest] = job->progress->Latest();
+    if (sequence == 0) latest.set_job_id(id);
+    *response->add_jobs() = latest;
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 grpc::ServerWriteReactor<JobProgress>* WorkerService::WatchJob(
     grpc::CallbackServerContext* context, const WatchJobRequest* request) {
   std::shared_ptr<ProgressLog> log;

@@ -44,6 +44,9 @@ class WorkerService final : public Worker::CallbackService {
   grpc::ServerUnaryReactor* StopJob(grpc::CallbackServerContext* context,
                                     const StopJobRequest* request,
                                     StopJobResponse* response) override;
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
+                                      const WorkerStatusRequest* request,
+                                      WorkerStatus* response) override;
   grpc::ServerWriteReactor<JobProgress>* WatchJob(grpc::CallbackServerContext* context,
                                                   const WatchJobRequest* request) override;
 

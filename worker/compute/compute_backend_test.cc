@@ -13,21 +13,35 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "worker/compute/cuda_backend.h"
+#include "worker/compute/device.h"
 
 namespace ps {
 namespace {
 
 struct BackendFactory {
   std::string name;
-  std::function<std::unique_ptr<ComputeBackend>()> create;
+  std::function<absl::StatusOr<std::unique_ptr<ComputeBackend>>()> create;
+  // Why this backend cannot run on this machine (its tests are skipped); empty when it can.
+  std::string unavailable;
 };
 
 void PrintTo(const BackendFactory& factory, std::ostream* out) { *out << factory.name; }
 
-// The CUDA backend joins this list when it is built and a GPU is present.
+// The CPU, and the CUDA backend in a CUDA build: skipped where no GPU is usable, and failing
+// where one is but the backend cannot start on it.
 std::vector<BackendFactory> AvailableBackends() {
-  return {{"Cpu", [] { return CreateCpuBackend(); }}};
+  std::vector<BackendFactory> backends = {{"Cpu", [] { return CreateCpuBackend(); }, ""}};
+  if (BuiltWithCuda()) {
+    const GpuQueryResult gpus = QueryUsableGpus();
+    backends.push_back({"Cuda", [] { return CreateCudaBackend(0); },
+                        gpus.gpus.empty() ? "no GPU: " + gpus.problem : ""});
+  }
+  return backends;
 }
 
 constexpr int kSizes[] = {1, 3, 17, 33, 129};
@@ -45,7 +59,10 @@ constexpr double kRelativeTolerance = 1e-5;
 class ComputeBackendTest : public ::testing::TestWithParam<BackendFactory> {
  protected:
   void SetUp() override {
-    backend_ = GetParam().create();
+    if (!GetParam().unavailable.empty()) GTEST_SKIP() << GetParam().unavailable;
+    absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = GetParam().create();
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = *std::move(backend);
     ASSERT_NE(backend_, nullptr);
   }
 

@@ -1,4 +1,4 @@
-#include "common/testing/subprocess.h"
+#include "common/subprocess.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -20,7 +20,6 @@
 extern char** environ;
 
 namespace ps {
-namespace testing {
 
 absl::StatusOr<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
                                              const std::string& output_path,
@@ -134,5 +133,5 @@ absl::StatusOr<int> WaitForPortFile(const std::string& path, absl::Duration time
                                                   absl::FormatDuration(timeout)));
 }
 
-}  // namespace testing
+
 }  // namespace ps

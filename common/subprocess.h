@@ -1,7 +1,8 @@
-// A child process for multi-process tests: started with posix_spawn, its stdout and stderr in
-// a file, killed by the destructor if still running, so a failing test leaves nothing behind.
-#ifndef PS_COMMON_TESTING_SUBPROCESS_H_
-#define PS_COMMON_TESTING_SUBPROCESS_H_
+// A child process (psctl local, multi-process tests): started with posix_spawn, its stdout
+// and stderr in a file, killed by the destructor if still running, so that nothing is left
+// behind when the owner fails.
+#ifndef PS_COMMON_SUBPROCESS_H_
+#define PS_COMMON_SUBPROCESS_H_
 
 #include <sys/types.h>
 
@@ -13,7 +14,6 @@
 #include "absl/time/time.h"
 
 namespace ps {
-namespace testing {
 
 class Subprocess {
  public:
@@ -51,7 +51,7 @@ absl::StatusOr<int> PickUnusedPort();
 // Waits until `path` holds a port number (a server's --port_file), or the timeout.
 absl::StatusOr<int> WaitForPortFile(const std::string& path, absl::Duration timeout);
 
-}  // namespace testing
+
 }  // namespace ps
 
-#endif  // PS_COMMON_TESTING_SUBPROCESS_H_
+#endif  // PS_COMMON_SUBPROCESS_H_

@@ -1,0 +1,351 @@
+#include "ctl/job_runner.h"
+
+#include <thread>
+#include <vector>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
+#include "common/ps_client.h"
+#include "ctl/cluster_probe.h"
+#include "ctl/results_writer.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "proto/worker_service.grpc.pb.h"
+#include "worker/job_spec.h"
+
+namespace ps {
+namespace {
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(30);
+
+std::vector<std::unique_ptr<Worker::Stub>> WorkerStubs(const ClusterSpec& cluster) {
+  std::vector<std::unique_ptr<Worker::Stub>> stubs;
+  for (const std::string& address : cluster.Tasks(kWorkerJob)) {
+    stubs.push_back(
+        Worker::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())));
+  }
+  return stubs;
+}
+
+void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+absl::StatusOr<std::unique_ptr<PsClient>> ConnectPs(const ClusterSpec& cluster) {
+  PsClientOptions options;
+  options.ps_addresses = cluster.Tasks(kPsJob);
+  options.max_attempts = 2;
+  return PsClient::Create(options);
+}
+
+// Follows every worker's progress stream until each reports a final state.
+class Follower {
+ public:
+  Follower(const ClusterSpec& cluster, const std::string& job_id, ResultsWriter* results)
+      : stubs_(WorkerStubs(cluster)), last_(stubs_.size()), results_(results) {
+    for (size_t w = 0; w < stubs_.size(); ++w) {
+      last_[w].set_worker(static_cast<int>(w));
+      threads_.emplace_back([this, w, job_id] { Follow(w, job_id); });
+    }
+  }
+  ~Follower() {
+    for (auto& context : contexts_) context->TryCancel();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+  bool AllFinal() {
+    absl::MutexLock lock(&mu_);
+    return finished_ == static_cast<int>(stubs_.size());
+  }
+  bool WaitAllFinal(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto all = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return finished_ == static_cast<int>(stubs_.size());
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&all), timeout);
+  }
+  std::vector<JobProgress> Last() {
+    absl::MutexLock lock(&mu_);
+    return last_;
+  }
+
+ private:
+  void Follow(size_t worker, const std::string& job_id) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    grpc::ClientContext* raw = context.get();
+    {
+      absl::MutexLock lock(&mu_);
+      contexts_.push_back(std::move(context));
+    }
+    WatchJobRequest request;
+    request.set_job_id(job_id);
+    auto reader = stubs_[worker]->WatchJob(raw, request);
+    JobProgress progress;
+    while (reader->Read(&progress)) {
+      if (results_ != nullptr) results_->RecordProgress(progress);
+      absl::MutexLock lock(&mu_);
+      last_[worker] = progress;
+    }
+    grpc::Status status = reader->Finish();
+    absl::MutexLock lock(&mu_);
+    if (last_[worker].state() == JobProgress::RUNNING) {
+      // The stream broke before a final state: the worker died or went away.
+      last_[worker].set_state(JobProgress::FAILED);
+      last_[worker].set_error_code(status.ok() ? static_cast<int>(grpc::StatusCode::UNAVAILABLE)
+                                               : status.error_code());
+      last_[worker].set_error(absl::StrCat("lost the progress stream: ",
+                                           status.ok() ? "it ended early" : status.error_message()));
+    }
+    ++finished_;
+  }
+
+  std::vector<std::unique_ptr<Worker::Stub>> stubs_;
+  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  std::vector<JobProgress> last_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts_ ABSL_GUARDED_BY(mu_);
+  int finished_ ABSL_GUARDED_BY(mu_) = 0;
+  ResultsWriter* const results_;
+};
+
+std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last) {
+  int64_t step = -1;
+  double examples_per_second = 0, staleness = 0;
+  for (const JobProgress& progress : last) {
+    step = step < 0 ? progress.step() : std::min(step, progress.step());
+    examples_per_second += progress.examples_per_second();
+    staleness += progress.staleness() / last.size();
+  }
+  const JobProgress& chief = last[0];
+  double elapsed = chief.elapsed_seconds();
+  std::string total = spec.steps() > 0 ? absl::StrCat("/", spec.steps()) : "";
+  std::string eta;
+  if (spec.steps() > 0 && step > 0) {
+    eta = absl::StrFormat(", ETA %.0fs", elapsed * (spec.steps() - step) / step);
+  }
+  std::string eval;
+  if (chief.has_eval()) {
+    eval = absl::StrFormat(" | eval loss %.4f acc %.3f", chief.eval().loss(),
+                           chief.eval().accuracy());
+  }
+  return absl::StrFormat("step %d%s | loss %.4f | %.0f ex/s | staleness %.2f | %.1fs%s%s",
+                         std::max<int64_t>(step, 0), total, chief.loss(), examples_per_second,
+                         staleness, elapsed, eta, eval);
+}
+
+}  // namespace
+
+absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
+                       const SubmitOptions& options) {
+  std::ostream& out = *options.out;
+  absl::Status status = ValidateJobSpec(spec, cluster.NumTasks(kWorkerJob));
+  if (!status.ok()) return absl::InvalidArgumentError(absl::StrCat("job: ", status.message()));
+  std::vector<std::string> problems = ProbeCluster(cluster);
+  if (!problems.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("the cluster is not ready:\n  ", absl::StrJoin(problems, "\n  ")));
+  }
+  std::unique_ptr<ResultsWriter> results;
+  if (!options.detach) {
+    absl::StatusOr<std::unique_ptr<ResultsWriter>> created =
+        ResultsWriter::Create(options.results_dir, options.overwrite);
+    if (!created.ok()) return created.status();
+    results = *std::move(created);
+    status = results->WriteJob(spec, cluster);
+    if (!status.ok()) return status;
+  }
+
+  const absl::Time start = absl::Now();
+  std::vector<std::unique_ptr<Worker::Stub>> stubs = WorkerStubs(cluster);
+  StartJobRequest request;
+  *request.mutable_spec() = spec;
+  *request.mutable_cluster() = cluster.ToProto();
+  for (size_t w = 0; w < stubs.size(); ++w) {
+    grpc::ClientContext context;
+    SetDeadline(&context, kCallTimeout);
+    StartJobResponse response;
+    grpc::Status started = stubs[w]->StartJob(&context, request, &response);
+    if (!started.ok()) {
+      if (w > 0) StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
+      return absl::Status(FromGrpcStatus(started).code(),
+                          absl::StrCat("worker:", w, " (", cluster.Tasks(kWorkerJob)[w],
+                                       ") did not start the job: ", started.error_message()));
+    }
+    out << "worker:" << w << " started job " << spec.job_id() << " on " << response.device()
+        << "\n";
+  }
+  if (options.detach) {
+    out << spec.job_id() << "\n";
+    return absl::OkStatus();
+  }
+
+  bool interrupted = false;
+  {
+    Follower follower(cluster, spec.job_id(), results.get());
+    absl::Time last_line = absl::InfinitePast();
+    while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
+      if (!interrupted && options.interrupted != nullptr && options.interrupted->load()) {
+        interrupted = true;
+        out << (options.live_line ? "\n" : "") << "interrupted: stopping job " << spec.job_id()
+            << " everywhere\n";
+        StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
+      }
+      absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
+      if (absl::Now() - last_line >= every) {
+        last_line = absl::Now();
+        std::string line = ProgressLine(spec, follower.Last());
+        if (options.live_line) {
+          out << "\r\033[K" << line << std::flush;
+        } else {
+          out << line << "\n" << std::flush;
+        }
+      }
+    }
+    std::vector<JobProgress> last = follower.Last();
+    out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
+
+    // Final statistics and parameters from the ps shards (unless the job was stopped there).
+    std::vector<JobStats> shards;
+    absl::StatusOr<std::unique_ptr<PsClient>> ps = ConnectPs(cluster);
+    if (ps.ok()) {
+      absl::StatusOr<std::vector<JobStats>> stats = (*ps)->GetJobStats(spec.job_id());
+      if (stats.ok()) {
+        shards = *std::move(stats);
+        results->WriteStaleness(shards).IgnoreError();
+        const ParameterSpec& parameters = shards[0].spec();
+        absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+            WorkerSession::Create(ps->get(), parameters, 0);
+        if (session.ok()) {
+          std::vector<std::vector<float>> storage;
+          MutableVariables values;
+          for (const VariableDef& variable : parameters.variables()) {
+            int64_t count = 1;
+            for (int64_t dimension : variable.shape()) count *= dimension;
+            storage.emplace_back(count);
+            values[variable.name()] = absl::MakeSpan(storage.back());
+          }
+          WorkerSession::PullOptions pull;
+          pull.step = 0;  // Never waits: every mode answers at once for step and clock 0.
+          if ((*session)->Pull(pull, values).ok()) {
+            results->WriteParameters(parameters, values).IgnoreError();
+          }
+        }
+      }
+    }
+    results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();
+    out << "results in " << results->dir() << "\n";
+
+    for (const JobProgress& progress : last) {
+      if (progress.state() == JobProgress::FAILED) {
+        return absl::Status(static_cast<absl::StatusCode>(progress.error_code()),
+                            absl::StrCat("worker:", progress.worker(), ": ", progress.error()));
+      }
+    }
+  }
+  if (interrupted) return absl::CancelledError("interrupted; the job was stopped");
+  return absl::OkStatus();
+}
+
+absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& job_id) {
+  int found = 0;
+  std::vector<std::string> errors;
+  std::vector<std::unique_ptr<Worker::Stub>> stubs = WorkerStubs(cluster);
+  for (size_t w = 0; w < stubs.size(); ++w) {
+    grpc::ClientContext context;
+    SetDeadline(&context, absl::Seconds(5));
+    StopJobRequest request;
+    request.set_job_id(job_id);
+    StopJobResponse response;
+    grpc::Status status = stubs[w]->StopJob(&context, request, &response);
+    if (status.ok()) {
+      ++found;
+    } else if (status.error_code() != grpc::StatusCode::NOT_FOUND) {
+      errors.push_back(absl::StrCat("worker:", w, ": ", status.error_message()));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<PsClient>> ps = ConnectPs(cluster);
+  if (ps.ok()) {
+    absl::Status deleted = (*ps)->DeleteJob(job_id);
+    if (deleted.ok()) {
+      ++found;
+    } else if (!absl::IsNotFound(deleted)) {
+      errors.push_back(std::string(deleted.message()));
+    }
+  }
+  if (!errors.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
+  if (found == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no task knows job \"", job_id, "\"; `psctl status` lists the jobs"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id) {
+  std::string report;
+  const std::vector<std::string>& ps_addresses = cluster.Tasks(kPsJob);
+  for (size_t i = 0; i < ps_addresses.size(); ++i) {
+    auto stub = ParameterServer::NewStub(
+        grpc::CreateChannel(ps_addresses[i], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    SetDeadline(&context, absl::Seconds(3));
+    ListJobsRequest request;
+    ListJobsResponse response;
+    grpc::Status status = stub->ListJobs(&context, request, &response);
+    absl::StrAppend(&report, "ps:", i, " (", ps_addresses[i], "): ",
+                    status.ok() ? absl::StrCat("up, jobs: [", absl::StrJoin(response.job_ids(), ", "), "]")
+                                : absl::StrCat("DOWN (", status.error_message(), ")"),
+                    "\n");
+    if (!status.ok() || job_id.empty()) continue;
+    grpc::ClientContext stats_context;
+    SetDeadline(&stats_context, absl::Seconds(3));
+    JobStatsRequest stats_request;
+    stats_request.set_job_id(job_id);
+    JobStats stats;
+    status = stub->GetJobStats(&stats_context, stats_request, &stats);
+    if (!status.ok()) {
+      absl::StrAppend(&report, "  ", job_id, ": ", status.error_message(), "\n");
+      continue;
+    }
+    std::vector<std::string> clocks, dropped;
+    for (const WorkerStats& worker : stats.workers()) clocks.push_back(absl::StrCat(worker.clock()));
+    for (const auto& [reason, count] : stats.dropped()) dropped.push_back(absl::StrCat(reason, "=", count));
+    absl::StrAppend(&report, "  ", job_id, ": ", ConsistencyConfig::Mode_Name(stats.mode()),
+                    " version ", stats.version(), ", step ", stats.step(), ", gradients applied ",
+                    stats.applied_gradients(), ", staleness mean ",
+                    absl::StrFormat("%.2f", stats.staleness().mean()), " max ",
+                    stats.staleness().max(), ", worker clocks [", absl::StrJoin(clocks, ", "),
+                    "], dropped [", absl::StrJoin(dropped, ", "), "]");
+    if (stats.mode() == ConsistencyConfig::SYNC && stats.parked_pulls() > 0) {
+      absl::StrAppend(&report, ", barrier waiting for workers [",
+                      absl::StrJoin(stats.waiting_for(), ", "), "]");
+    }
+    absl::StrAppend(&report, "\n");
+  }
+  std::vector<std::unique_ptr<Worker::Stub>> stubs = WorkerStubs(cluster);
+  for (size_t w = 0; w < stubs.size(); ++w) {
+    grpc::ClientContext context;
+    SetDeadline(&context, absl::Seconds(3));
+    WorkerStatusRequest request;
+    WorkerStatus response;
+    grpc::Status status = stubs[w]->GetStatus(&context, request, &response);
+    absl::StrAppend(&report, "worker:", w, " (", cluster.Tasks(kWorkerJob)[w], "): ",
+                    status.ok() ? absl::StrCat("up on ", response.device())
+                                : absl::StrCat("DOWN (", status.error_message(), ")"),
+                    "\n");
+    for (const JobProgress& job : response.jobs()) {
+      if (!job_id.empty() && job.job_id() != job_id) continue;
+      absl::StrAppend(&report, "  ", job.job_id(), ": ", JobProgress::State_Name(job.state()),
+                      " step ", job.step(), ", loss ", absl::StrFormat("%.4f", job.loss()),
+                      ", staleness ", absl::StrFormat("%.2f", job.staleness()),
+                      job.error().empty() ? "" : absl::StrCat(", error: ", job.error()), "\n");
+    }
+  }
+  return report;
+}
+
+}  // namespace ps

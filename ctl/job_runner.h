@@ -1,0 +1,40 @@
+// Submitting a job to a running cluster and following it to the end (psctl submit, local).
+#ifndef PS_CTL_JOB_RUNNER_H_
+#define PS_CTL_JOB_RUNNER_H_
+
+#include <atomic>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/cluster_spec.h"
+#include "proto/job.pb.h"
+
+namespace ps {
+
+struct SubmitOptions {
+  std::string results_dir;       // Required unless detach.
+  bool overwrite = false;        // Replace a non-empty results directory.
+  bool detach = false;           // Start the job and return at once.
+  // Set (from a signal handler thread) to stop the job everywhere and return CANCELLED.
+  const std::atomic<bool>* interrupted = nullptr;
+  std::ostream* out = nullptr;   // Progress: a live line when `live_line`, else log lines.
+  bool live_line = false;
+};
+
+// Checks the cluster (one line per problem), starts `spec` on every worker, follows it to the
+// end writing the results directory, and returns OK when every worker finished; else the
+// first failure, naming the worker. Bad input (job, results directory) changes nothing.
+absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
+                       const SubmitOptions& options);
+
+// Asks every worker to stop `job_id` and deletes it on every ps. NOT_FOUND if no task knows it.
+absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& job_id);
+
+// A report of every task (up or down, its jobs), and of `job_id` when given: each worker's
+// step, each shard's version and step, the staleness summary, and whom a barrier waits for.
+std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id);
+
+}  // namespace ps
+
+#endif  // PS_CTL_JOB_RUNNER_H_

@@ -1,0 +1,94 @@
+#include "ctl/local_cluster.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace ps {
+namespace {
+
+std::string Tail(const std::string& text, size_t bytes = 2000) {
+  return text.size() <= bytes ? text : text.substr(text.size() - bytes);
+}
+
+}  // namespace
+
+std::string SiblingBinary(const std::string& relative_path) {
+  std::error_code error;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return relative_path;
+  std::filesystem::path candidate = self.parent_path().parent_path() / relative_path;
+  return std::filesystem::exists(candidate, error) ? candidate.string() : relative_path;
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
+    const LocalClusterOptions& options) {
+  if (options.num_ps < 1 || options.num_workers < 1) {
+    return absl::InvalidArgumentError("--ps and --workers must be at least 1");
+  }
+  std::error_code error;
+  std::filesystem::create_directories(options.dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", options.dir, ": ",
+                                                    error.message()));
+  }
+  ClusterDef def;
+  for (const auto& [job, count] : {std::make_pair(std::string(kPsJob), options.num_ps),
+                                   std::make_pair(std::string(kWorkerJob), options.num_workers)}) {
+    ClusterJob* cluster_job = def.add_jobs();
+    cluster_job->set_name(job);
+    for (int i = 0; i < count; ++i) {
+      absl::StatusOr<int> port = PickUnusedPort();
+      if (!port.ok()) return port.status();
+      cluster_job->add_tasks(absl::StrCat("127.0.0.1:", *port));
+    }
+  }
+  absl::StatusOr<ClusterSpec> cluster = ClusterSpec::FromProto(def);
+  if (!cluster.ok()) return cluster.status();
+  std::unique_ptr<LocalCluster> local(new LocalCluster(options, *cluster));
+  std::ofstream(local->spec_path()) << cluster->ToJson() << "\n";
+
+  for (const auto& [job, binary] : {std::make_pair(std::string(kPsJob), options.ps_server_path),
+                                    std::make_pair(std::string(kWorkerJob), options.ps_worker_path)}) {
+    for (int i = 0; i < cluster->NumTasks(job); ++i) {
+      std::string name = absl::StrCat(job, "-", i);
+      std::string port_file = absl::StrCat(options.dir, "/", name, ".port");
+      std::filesystem::remove(port_file, error);
+      std::vector<std::string> argv = {binary, "--cluster_spec=" + local->spec_path(),
+                                       absl::StrCat("--task=", job, ":", i),
+                                       "--bind_host=127.0.0.1", "--port_file=" + port_file};
+      if (job == kWorkerJob) argv.push_back("--device=" + options.device);
+      absl::StatusOr<Subprocess> daemon =
+          Subprocess::Start(argv, absl::StrCat(options.dir, "/", name, ".log"));
+      if (!daemon.ok()) return daemon.status();
+      local->daemons_.push_back(*std::move(daemon));
+      absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Seconds(30));
+      if (!port.ok()) {
+        std::optional<int> code = local->daemons_.back().Wait(absl::ZeroDuration());
+        return absl::UnavailableError(absl::StrCat(
+            job, ":", i, " (", binary, ") did not start",
+            code.has_value() ? absl::StrCat(" (exit code ", *code, ")") : "", "; its log:\n",
+            Tail(local->daemons_.back().Output())));
+      }
+    }
+  }
+  return local;
+}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+void LocalCluster::Stop(absl::Duration grace) {
+  for (Subprocess& daemon : daemons_) daemon.Signal(SIGTERM);
+  absl::Time deadline = absl::Now() + grace;
+  for (Subprocess& daemon : daemons_) {
+    daemon.Wait(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  }
+  daemons_.clear();  // Kills and reaps any that did not stop in time.
+}
+
+}  // namespace ps

@@ -1,0 +1,54 @@
+// A whole cluster on this machine (psctl local): ps_server and ps_worker processes on free
+// ports of 127.0.0.1, their ClusterSpec and logs in a directory. Every process it started is
+// stopped by Stop() or the destructor, whatever happened before.
+#ifndef PS_CTL_LOCAL_CLUSTER_H_
+#define PS_CTL_LOCAL_CLUSTER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/cluster_spec.h"
+#include "common/subprocess.h"
+
+namespace ps {
+
+struct LocalClusterOptions {
+  int num_ps = 2;
+  int num_workers = 2;
+  std::string dir;             // cluster.json and one log per daemon go here.
+  std::string ps_server_path;  // The daemons' binaries.
+  std::string ps_worker_path;
+  std::string device = "auto";  // Each worker's --device.
+};
+
+class LocalCluster {
+ public:
+  // Starts the daemons and waits until each listens; on failure stops those started and says
+  // which one failed, with the end of its log.
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& options);
+  ~LocalCluster();
+
+  const ClusterSpec& cluster() const { return cluster_; }
+  std::string spec_path() const { return options_.dir + "/cluster.json"; }
+
+  // SIGTERM to every daemon, then SIGKILL to those still running after `grace`. Idempotent.
+  void Stop(absl::Duration grace = absl::Seconds(10));
+
+ private:
+  LocalCluster(LocalClusterOptions options, ClusterSpec cluster)
+      : options_(std::move(options)), cluster_(std::move(cluster)) {}
+
+  const LocalClusterOptions options_;
+  const ClusterSpec cluster_;
+  std::vector<Subprocess> daemons_;
+};
+
+// The path of a daemon binary installed beside this program's (bazel-bin/ctl/psctl ->
+// bazel-bin/server/ps_server), or `name` unchanged when it cannot be found there.
+std::string SiblingBinary(const std::string& relative_path);
+
+}  // namespace ps
+
+#endif  // PS_CTL_LOCAL_CLUSTER_H_

@@ -1,0 +1,164 @@
+#include "ctl/results_writer.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/npy.h"
+#include "common/version.h"
+
+namespace ps {
+namespace {
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::trunc);
+  file << text;
+  if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+nlohmann::json ProtoToJson(const google::protobuf::Message& message) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  // Printing an in-memory message cannot fail.
+  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  return nlohmann::json::parse(text);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(const std::string& dir,
+                                                                     bool overwrite) {
+  std::error_code error;
+  if (std::filesystem::exists(dir, error) && !std::filesystem::is_empty(dir, error)) {
+    if (!overwrite) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the results directory ", dir,
+          " exists and is not empty; choose another --results, or pass --overwrite"));
+    }
+    std::filesystem::remove_all(dir, error);
+  }
+  std::filesystem::create_directories(std::filesystem::path(dir) / "params", error);
+  if (error) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create the results directory ", dir, ": ", error.message()));
+  }
+  std::unique_ptr<ResultsWriter> writer(new ResultsWriter(dir));
+  absl::MutexLock lock(&writer->mu_);
+  writer->metrics_.open(dir + "/metrics.csv");
+  writer->metrics_ << "time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness\n";
+  writer->eval_.open(dir + "/eval.csv");
+  writer->eval_ << "time_s,step,loss,accuracy,examples\n";
+  if (!writer->metrics_ || !writer->eval_) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot write into ", dir));
+  }
+  return writer;
+}
+
+absl::Status ResultsWriter::WriteJob(const JobSpec& spec, const ClusterSpec& cluster) {
+  nlohmann::json job;
+  job["spec"] = ProtoToJson(spec);
+  job["cluster"] = nlohmann::json::parse(cluster.ToJson());
+  job["version"] = kVersion;
+  return WriteFile(dir_ + "/job.json", job.dump(2) + "\n");
+}
+
+void ResultsWriter::RecordProgress(const JobProgress& progress) {
+  double time_s = absl::ToDoubleSeconds(absl::Now() - start_);
+  absl::MutexLock lock(&mu_);
+  if (progress.step() > 0) {
+    metrics_ << time_s << "," << progress.worker() << "," << progress.step() << ","
+             << progress.global_step() << "," << progress.epoch() << "," << progress.loss()
+             << "," << progress.examples_per_second() << "," << progress.staleness() << "\n";
+  }
+  if (progress.worker() == 0 && progress.has_eval() && progress.eval().step() > last_eval_step_) {
+    last_eval_step_ = progress.eval().step();
+    eval_ << time_s << "," << progress.eval().step() << "," << progress.eval().loss() << ","
+          << progress.eval().accuracy() << "," << progress.eval().examples() << "\n";
+  }
+  metrics_.flush();
+  eval_.flush();
+}
+
+absl::Status ResultsWriter::WriteStaleness(const std::vector<JobStats>& shards) {
+  std::string text = "shard,worker,staleness,count\n";
+  for (const JobStats& shard : shards) {
+    for (const WorkerStats& worker : shard.workers()) {
+      for (int s = 0; s < worker.staleness().counts_size(); ++s) {
+        if (worker.staleness().counts(s) == 0) continue;
+        absl::StrAppend(&text, shard.ps_index(), ",", worker.worker(), ",", s, ",",
+                        worker.staleness().counts(s), "\n");
+      }
+    }
+  }
+  return WriteFile(dir_ + "/staleness.csv", text);
+}
+
+absl::Status ResultsWriter::WriteParameters(const ParameterSpec& spec,
+                                            const MutableVariables& values) {
+  for (const VariableDef& variable : spec.variables()) {
+    std::vector<int64_t> shape(variable.shape().begin(), variable.shape().end());
+    std::string name = absl::StrReplaceAll(variable.name(), {{"/", "_"}});
+    absl::Status status =
+        WriteNpy(absl::StrCat(dir_, "/params/", name, ".npy"), shape, values.at(variable.name()));
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
+                                         const std::vector<JobProgress>& last,
+                                         const std::vector<JobStats>& shards,
+                                         absl::Duration wall_time) {
+  nlohmann::json summary;
+  summary["job_id"] = spec.job_id();
+  std::string state = "DONE";
+  int64_t steps = 0;
+  double examples_per_second = 0;
+  for (const JobProgress& progress : last) {
+    if (progress.state() != JobProgress::DONE) state = JobProgress::State_Name(progress.state());
+    steps = std::max(steps, progress.step());
+    examples_per_second += progress.examples_per_second();
+  }
+  summary["state"] = state;
+  summary["steps"] = steps;
+  summary["wall_time_s"] = absl::ToDoubleSeconds(wall_time);
+  summary["examples_per_second"] = examples_per_second;
+  if (!last.empty()) {
+    summary["final_train_loss"] = last[0].loss();
+    if (last[0].has_eval()) {
+      summary["final_eval_loss"] = last[0].eval().loss();
+      summary["final_eval_accuracy"] = last[0].eval().accuracy();
+      summary["final_eval_step"] = last[0].eval().step();
+    }
+  }
+  double staleness_sum = 0;
+  int64_t staleness_count = 0, staleness_max = 0, applied_updates = 0;
+  std::map<std::string, int64_t> dropped, rejected;
+  for (const JobStats& shard : shards) {
+    staleness_sum += shard.staleness().mean() * shard.staleness().total();
+    staleness_count += shard.staleness().total();
+    staleness_max = std::max(staleness_max, shard.staleness().max());
+    applied_updates = std::max(applied_updates, shard.applied_updates());
+    for (const auto& [reason, count] : shard.dropped()) dropped[reason] += count;
+    for (const auto& [reason, count] : shard.rejected()) rejected[reason] += count;
+  }
+  summary["staleness_mean"] = staleness_count > 0 ? staleness_sum / staleness_count : 0.0;
+  summary["staleness_max"] = staleness_max;
+  summary["applied_updates"] = applied_updates;
+  int64_t dropped_total = 0;
+  for (const auto& [reason, count] : dropped) dropped_total += count;
+  summary["dropped_gradients"] = dropped_total;
+  summary["dropped_by_reason"] = dropped;
+  summary["rejected_by_reason"] = rejected;
+  return WriteFile(dir_ + "/summary.json", summary.dump(2) + "\n");
+}
+
+}  // namespace ps

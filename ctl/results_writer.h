@@ -1,0 +1,61 @@
+// A job's results directory (DESIGN.md section 7; columns documented in the README):
+//   job.json        the JobSpec, the ClusterSpec and the software version
+//   metrics.csv     time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness
+//   eval.csv        time_s,step,loss,accuracy,examples (the chief's evaluations)
+//   staleness.csv   shard,worker,staleness,count (histograms of applied gradients)
+//   summary.json    final loss and accuracy, steps, wall time, throughput, staleness, drops
+//   params/*.npy    the final parameters, one NumPy file per variable
+#ifndef PS_CTL_RESULTS_WRITER_H_
+#define PS_CTL_RESULTS_WRITER_H_
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/cluster_spec.h"
+#include "common/variables.h"
+#include "proto/job.pb.h"
+#include "proto/ps_service.pb.h"
+#include "proto/worker_service.pb.h"
+
+namespace ps {
+
+// Thread-safe.
+class ResultsWriter {
+ public:
+  // Creates `dir` and its parents. FAILED_PRECONDITION if it exists and is not empty, unless
+  // `overwrite`.
+  static absl::StatusOr<std::unique_ptr<ResultsWriter>> Create(const std::string& dir,
+                                                               bool overwrite);
+
+  const std::string& dir() const { return dir_; }
+
+  absl::Status WriteJob(const JobSpec& spec, const ClusterSpec& cluster);
+  // One metrics.csv row; an eval.csv row when the chief reports a new evaluation.
+  void RecordProgress(const JobProgress& progress) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status WriteStaleness(const std::vector<JobStats>& shards);
+  absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values);
+  // summary.json from the workers' last updates and the shards' statistics.
+  absl::Status WriteSummary(const JobSpec& spec, const std::vector<JobProgress>& last,
+                            const std::vector<JobStats>& shards, absl::Duration wall_time);
+
+ private:
+  explicit ResultsWriter(std::string dir) : dir_(std::move(dir)) {}
+
+  const std::string dir_;
+  const absl::Time start_ = absl::Now();
+  absl::Mutex mu_;
+  std::ofstream metrics_ ABSL_GUARDED_BY(mu_);
+  std::ofstream eval_ ABSL_GUARDED_BY(mu_);
+  int64_t last_eval_step_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ps
+
+#endif  // PS_CTL_RESULTS_WRITER_H_
