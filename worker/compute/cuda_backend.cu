@@ -200,10 +200,11 @@ __global__ void SoftmaxCrossEntropyKernel(int rows, int classes, const float* lo
   const float sum = WarpSum(partial_sum);
   const float scale_over_sum = scale / sum;
 
-  // A label is a class id held in a float; anything else is flagged for the host.
+  // A label is a class id held in a float, truncated toward zero as on the CPU; one that is not
+  // (NaN included) is flagged for the host.
   const float label_value = labels[row];
   int label = -1;
-  if (label_value >= 0.0f && label_value < static_cast<float>(classes)) {
+  if (label_value > -1.0f && label_value < static_cast<float>(classes)) {
     label = static_cast<int>(label_value);
     if (label >= classes) label = -1;
   }
