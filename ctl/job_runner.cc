@@ -240,8 +240,11 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
     results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();
     out << "results in " << results->dir() << "\n";
 
+    // Ctrl-C on a terminal reaches psctl local's daemons too: the job may end (failing, its
+    // ps gone) before the loop above sees the flag, and those failures are not the reason.
+    if (options.interrupted != nullptr && options.interrupted->load()) interrupted = true;
     for (const JobProgress& progress : last) {
-      if (progress.state() == JobProgress::FAILED) {
+      if (!interrupted && progress.state() == JobProgress::FAILED) {
         return absl::Status(static_cast<absl::StatusCode>(progress.error_code()),
                             absl::StrCat("worker:", progress.worker(), ": ", progress.error()));
       }

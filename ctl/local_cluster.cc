@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 
@@ -62,14 +63,27 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       std::vector<std::string> argv = {binary, "--cluster_spec=" + local->spec_path(),
                                        absl::StrCat("--task=", job, ":", i),
                                        "--bind_host=127.0.0.1", "--port_file=" + port_file};
-      if (job == kWorkerJob) argv.push_back("--device=" + options.device);
+      if (job == kWorkerJob) {
+        int threads = options.compute_threads > 0
+                          ? options.compute_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                            options.num_workers);
+        argv.push_back("--device=" + options.device);
+        argv.push_back(absl::StrCat("--compute_threads=", threads));
+      }
       absl::StatusOr<Subprocess> daemon =
           Subprocess::Start(argv, absl::StrCat(options.dir, "/", name, ".log"));
       if (!daemon.ok()) return daemon.status();
       local->daemons_.push_back(*std::move(daemon));
-      absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Seconds(30));
+      // Until it listens, or exits (a bad flag, a port in use, no such device).
+      const absl::Time deadline = absl::Now() + absl::Seconds(30);
+      absl::StatusOr<int> port;
+      std::optional<int> code;
+      do {
+        port = WaitForPortFile(port_file, absl::Milliseconds(100));
+        if (!port.ok()) code = local->daemons_.back().Wait(absl::ZeroDuration());
+      } while (!port.ok() && !code.has_value() && absl::Now() < deadline);
       if (!port.ok()) {
-        std::optional<int> code = local->daemons_.back().Wait(absl::ZeroDuration());
         return absl::UnavailableError(absl::StrCat(
             job, ":", i, " (", binary, ") did not start",
             code.has_value() ? absl::StrCat(" (exit code ", *code, ")") : "", "; its log:\n",

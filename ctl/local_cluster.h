@@ -21,6 +21,8 @@ struct LocalClusterOptions {
   std::string ps_server_path;  // The daemons' binaries.
   std::string ps_worker_path;
   std::string device = "auto";  // Each worker's --device.
+  // Each worker's --compute_threads; 0: the machine's cores split evenly between the workers.
+  int compute_threads = 0;
 };
 
 class LocalCluster {

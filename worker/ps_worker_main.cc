@@ -15,9 +15,11 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
 #include "common/host_port.h"
+#include "worker/compute/cpu_threads.h"
 #include "worker/compute/device.h"
 #include "worker/worker_service.h"
 
@@ -27,6 +29,8 @@ DEFINE_string(device, "auto", "auto (a GPU if usable, else the CPU), cpu, or cud
 DEFINE_int32(port, -1, "listen on this port instead of the spec's (0: any free port)");
 DEFINE_string(bind_host, "0.0.0.0", "interface to listen on");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
+DEFINE_int32(compute_threads, 0,
+             "CPU backend threads (0: one per core); workers sharing a machine should split it");
 DEFINE_int32(ps_wait_timeout_s, 60, "how long a pull may wait at a barrier or SSP bound");
 
 namespace {
@@ -49,15 +53,19 @@ int Run() {
     return 2;
   }
   if (device->kind == ps::Device::Kind::kCuda) {
-    // The CUDA compute backend is not part of this build yet: compute on the CPU, and say so.
-    if (FLAGS_device != "auto") {
-      std::cerr << "ps_worker: --device=" << FLAGS_device
-                << ": this build has no CUDA compute backend yet; use --device=cpu\n";
-      return 2;
+    // Check now that the GPU works, rather than when the first job starts.
+    absl::StatusOr<std::unique_ptr<ps::ComputeBackend>> probe = ps::CreateBackend(*device);
+    if (!probe.ok()) {
+      if (FLAGS_device != "auto") {
+        std::cerr << "ps_worker: --device=" << FLAGS_device << ": " << probe.status().message()
+                  << "\n";
+        return 2;
+      }
+      *device = ps::Device{ps::Device::Kind::kCpu, -1,
+                           absl::StrCat("cpu (auto: ", probe.status().message(), ")")};
     }
-    device->kind = ps::Device::Kind::kCpu;
-    device->description = "cpu (auto: a GPU is present but this build has no CUDA backend yet)";
   }
+  ps::SetCpuComputeThreads(FLAGS_compute_threads);
   LOG(INFO) << "computing on " << device->description;
 
   ps::WorkerServiceOptions options{config->cluster, config->task.index(), *device, {}};

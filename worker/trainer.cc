@@ -143,6 +143,8 @@ absl::Status RunTrainer(const TrainerContext& context) {
   std::vector<float> batch_features, batch_labels;
   bool target_reached = false;
 
+  // Throughput and elapsed time count from here: after loading data and creating the job.
+  const absl::Time loop_start = absl::Now();
   for (int64_t step = 0; step < step_limit && !target_reached; ++step) {
     if (context.stop->load()) return absl::CancelledError("stopped by request");
     if (spec.time_limit_s() > 0 && absl::Now() - start > absl::Seconds(spec.time_limit_s())) {
@@ -233,7 +235,7 @@ absl::Status RunTrainer(const TrainerContext& context) {
     progress.set_step(step + 1);
     progress.set_epoch(reader.epochs_completed());
     progress.set_loss(metrics->loss);
-    double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+    double elapsed = absl::ToDoubleSeconds(absl::Now() - loop_start);
     progress.set_elapsed_seconds(elapsed);
     progress.set_examples_per_second(elapsed > 0 ? examples / elapsed : 0);
     progress.set_staleness(staleness_count > 0 ? staleness_sum / staleness_count : 0);

@@ -179,13 +179,24 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
 
 void WorkerService::RunJob(JobSpec spec, RunningJob* job) {
   LOG(INFO) << "job " << spec.job_id() << ": starting on " << options_.device.description;
-  std::unique_ptr<ComputeBackend> backend = CreateCpuBackend();
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = CreateBackend(options_.device);
+  if (!backend.ok()) {
+    JobProgress failed;
+    failed.set_job_id(spec.job_id());
+    failed.set_worker(options_.worker_index);
+    failed.set_state(JobProgress::FAILED);
+    failed.set_error_code(static_cast<int>(backend.status().code()));
+    failed.set_error(std::string(backend.status().message()));
+    job->finished = true;
+    job->progress->Publish(failed);
+    return;
+  }
   TrainerContext context;
   context.spec = spec;
   context.worker = options_.worker_index;
   context.num_workers = options_.cluster.NumTasks(kWorkerJob);
   context.ps = ps_client_.get();
-  context.backend = backend.get();
+  context.backend = backend->get();
   context.stop = &job->stop;
   JobProgress last;
   context.report = [&](const JobProgress& progress) {

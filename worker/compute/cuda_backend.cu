@@ -25,8 +25,7 @@ namespace {
 // the interface cannot report: print the call, where it was made and CUDA's message, and abort.
 [[noreturn]] void DieOnError(const char* call, const char* file, int line,
                              const std::string& message) {
-  std::fprintf(stderr, "%s:%d: CUDA backend: %s failed: %s\n", file, line, call,
-               message.c_str());
+  std::fprintf(stderr, "%s:%d: CUDA backend: %s failed: %s\n", file, line, call, message.c_str());
   std::fflush(stderr);
   std::abort();
 }
@@ -49,7 +48,8 @@ void CheckCublas(cublasStatus_t status, const char* call, const char* file, int 
 #define PS_CUBLAS_CHECK(call) CheckCublas((call), #call, __FILE__, __LINE__)
 // After a kernel launch: catches a bad launch configuration at once (faults inside the kernel
 // surface at the next synchronizing call, which is checked too).
-#define PS_LAUNCH_CHECK(kernel) CheckCuda(cudaGetLastError(), "launching " kernel, __FILE__, __LINE__)
+#define PS_LAUNCH_CHECK(kernel) \
+  CheckCuda(cudaGetLastError(), "launching " kernel, __FILE__, __LINE__)
 
 // Elementwise kernels: blocks of kThreads threads, at most kMaxBlocks blocks, each thread
 // looping over the elements one grid apart.
@@ -60,7 +60,9 @@ unsigned int BlocksFor(size_t count) {
   return static_cast<unsigned int>(std::min((count + kThreads - 1) / kThreads, kMaxBlocks));
 }
 
-__device__ size_t FirstIndex() { return blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; }
+__device__ size_t FirstIndex() {
+  return blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+}
 __device__ size_t GridStride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
 
 __global__ void FillKernel(size_t count, float value, float* array) {
@@ -119,8 +121,7 @@ __global__ void ActivationForwardKernel(size_t count, const float* x, float* y) 
 
 // dy and dx may be the same array.
 template <Activation kActivation>
-__global__ void ActivationBackwardKernel(size_t count, const float* y, const float* dy,
-                                         float* dx) {
+__global__ void ActivationBackwardKernel(size_t count, const float* y, const float* dy, float* dx) {
   for (size_t i = FirstIndex(); i < count; i += GridStride()) {
     const float output = y[i];
     const float gradient = dy[i];
@@ -234,8 +235,7 @@ __global__ void SigmoidCrossEntropyKernel(int rows, const float* logits, const f
     const float y = labels[r];
     dlogits[r] = (StableSigmoid(x) - y) * scale;
     const double x_wide = x;
-    row_loss[r] = static_cast<double>(fmaxf(x, 0.0f)) - x_wide * y +
-                  log1p(exp(-fabs(x_wide)));
+    row_loss[r] = static_cast<double>(fmaxf(x, 0.0f)) - x_wide * y + log1p(exp(-fabs(x_wide)));
     row_flags[r] = (x > 0.0f ? 1.0f : 0.0f) == y ? kRowCorrect : 0;
   }
 }
@@ -372,10 +372,11 @@ class CudaBackend : public ComputeBackend {
     return static_cast<float*>(array);
   }
 
-  // cudaFree waits for the device, so work still queued on the array finishes first.
+  // Work still queued on the array finishes first.
   void Free(float* array) override {
     if (array == nullptr) return;
     MakeDeviceCurrent();
+    PS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     PS_CUDA_CHECK(cudaFree(array));
   }
 
@@ -414,15 +415,15 @@ class CudaBackend : public ComputeBackend {
   // this computes C^T = op(B)^T op(A)^T (n x m, leading dimension n), which leaves the
   // row-major C in c: B comes first, m and n swap, and each operand keeps its own transpose
   // flag and the leading dimension of its stored row-major form (as on the CPU).
-  void Gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
-            const float* a, const float* b, float beta, float* c) override {
+  void Gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
+            const float* b, float beta, float* c) override {
     if (m == 0 || n == 0) return;
     MakeDeviceCurrent();
     const int lda = std::max(1, transpose_a ? m : k);
     const int ldb = std::max(1, transpose_b ? k : n);
     PS_CUBLAS_CHECK(cublasSgemm(cublas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb,
-                                a, lda, &beta, c, n));
+                                transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a,
+                                lda, &beta, c, n));
   }
 
   void AddBias(int rows, int cols, const float* bias, float* x) override {
@@ -438,8 +439,8 @@ class CudaBackend : public ComputeBackend {
     if (cols <= 0) return;
     MakeDeviceCurrent();
     const unsigned int blocks = static_cast<unsigned int>((cols - 1) / kColumnTile + 1);
-    ColumnSumsKernel<<<blocks, dim3(kColumnTile, kRowLanes), 0, stream_>>>(std::max(rows, 0),
-                                                                           cols, x, out);
+    ColumnSumsKernel<<<blocks, dim3(kColumnTile, kRowLanes), 0, stream_>>>(std::max(rows, 0), cols,
+                                                                           x, out);
     PS_LAUNCH_CHECK("ColumnSumsKernel");
   }
 
@@ -455,8 +456,8 @@ class CudaBackend : public ComputeBackend {
         ActivationForwardKernel<Activation::kTanh><<<blocks, kThreads, 0, stream_>>>(count, x, y);
         break;
       case Activation::kSigmoid:
-        ActivationForwardKernel<Activation::kSigmoid><<<blocks, kThreads, 0, stream_>>>(count, x,
-                                                                                        y);
+        ActivationForwardKernel<Activation::kSigmoid>
+            <<<blocks, kThreads, 0, stream_>>>(count, x, y);
         break;
     }
     PS_LAUNCH_CHECK("ActivationForwardKernel");
@@ -469,16 +470,16 @@ class CudaBackend : public ComputeBackend {
     const unsigned int blocks = BlocksFor(count);
     switch (f) {
       case Activation::kRelu:
-        ActivationBackwardKernel<Activation::kRelu><<<blocks, kThreads, 0, stream_>>>(count, y,
-                                                                                      dy, dx);
+        ActivationBackwardKernel<Activation::kRelu>
+            <<<blocks, kThreads, 0, stream_>>>(count, y, dy, dx);
         break;
       case Activation::kTanh:
-        ActivationBackwardKernel<Activation::kTanh><<<blocks, kThreads, 0, stream_>>>(count, y,
-                                                                                      dy, dx);
+        ActivationBackwardKernel<Activation::kTanh>
+            <<<blocks, kThreads, 0, stream_>>>(count, y, dy, dx);
         break;
       case Activation::kSigmoid:
-        ActivationBackwardKernel<Activation::kSigmoid><<<blocks, kThreads, 0, stream_>>>(
-            count, y, dy, dx);
+        ActivationBackwardKernel<Activation::kSigmoid>
+            <<<blocks, kThreads, 0, stream_>>>(count, y, dy, dx);
         break;
     }
     PS_LAUNCH_CHECK("ActivationBackwardKernel");
@@ -541,8 +542,7 @@ class CudaBackend : public ComputeBackend {
  private:
   static void Report(cudaError_t error, const char* call) {
     if (error != cudaSuccess) {
-      std::fprintf(stderr, "CUDA backend: %s failed: %s\n", call,
-                   DescribeCudaError(error).c_str());
+      std::fprintf(stderr, "CUDA backend: %s failed: %s\n", call, DescribeCudaError(error).c_str());
     }
   }
 
@@ -565,7 +565,7 @@ class CudaBackend : public ComputeBackend {
   }
 
   // Room for per-row results of `rows` rows. Losses wait for the stream before returning, so
-  // no queued kernel still uses the old arrays (and cudaFree waits for the device anyway).
+  // no queued kernel still uses the old arrays.
   void EnsureRowScratch(int rows) {
     const size_t needed = static_cast<size_t>(rows);
     if (needed <= row_capacity_) return;
@@ -585,8 +585,7 @@ class CudaBackend : public ComputeBackend {
 
   // Adds up the per-row results of the last loss kernel on the device and waits for them.
   LossTotals SumRows(int rows) {
-    SumRowsKernel<<<1, kReduceThreads, 0, stream_>>>(rows, row_loss_, row_flags_,
-                                                     device_totals_);
+    SumRowsKernel<<<1, kReduceThreads, 0, stream_>>>(rows, row_loss_, row_flags_, device_totals_);
     PS_LAUNCH_CHECK("SumRowsKernel");
     PS_CUDA_CHECK(cudaMemcpyAsync(host_totals_, device_totals_, sizeof(LossTotals),
                                   cudaMemcpyDeviceToHost, stream_));

@@ -17,8 +17,8 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCudaBackend(int device_ind
   std::string error;
   std::unique_ptr<ComputeBackend> backend = NewCudaBackend(device_index, &error);
   if (backend == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot compute on cuda:", device_index,
-                                                      ": ", error, "; use --device=cpu"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot compute on cuda:", device_index, ": ", error, "; use --device=cpu"));
   }
   return backend;
 #else

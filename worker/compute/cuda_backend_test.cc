@@ -44,8 +44,7 @@ TEST(CreateCudaBackendTest, NoSuchGpuIsFailedPrecondition) {
   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = CreateCudaBackend(index);
   ASSERT_FALSE(backend.ok());
   EXPECT_EQ(backend.status().code(), absl::StatusCode::kFailedPrecondition) << backend.status();
-  EXPECT_THAT(std::string(backend.status().message()),
-              HasSubstr("cuda:" + std::to_string(index)));
+  EXPECT_THAT(std::string(backend.status().message()), HasSubstr("cuda:" + std::to_string(index)));
 }
 
 TEST(CreateCudaBackendTest, NegativeIndexIsInvalidArgument) {
@@ -95,8 +94,8 @@ TEST_F(CudaBackendTest, ManyRowsReduceOnTheDevice) {
   DeviceArray gradient(backend_.get(), rows);
   backend_->Fill(rows, 1.0f, predictions.data());
   backend_->Fill(rows, 0.0f, targets.data());
-  const LossSums sums = backend_->SquaredError(rows, predictions.data(), targets.data(), 1.0f,
-                                               gradient.data());
+  const LossSums sums =
+      backend_->SquaredError(rows, predictions.data(), targets.data(), 1.0f, gradient.data());
   EXPECT_EQ(sums.loss, 0.5 * rows);
   EXPECT_EQ(sums.correct, 0);
 }

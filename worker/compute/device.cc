@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "worker/compute/cuda_backend.h"
 
 namespace ps {
 namespace {
@@ -69,6 +70,11 @@ absl::StatusOr<Device> SelectDevice(absl::string_view flag, const GpuQueryResult
                           : absl::StrCat("this machine has ", gpus.gpus.size(), " GPU(s)");
   return absl::FailedPreconditionError(absl::StrCat("--device=", flag, ": no such GPU: ", found,
                                                     "; use --device=cpu or --device=auto"));
+}
+
+absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateBackend(const Device& device) {
+  if (device.kind == Device::Kind::kCpu) return CreateCpuBackend();
+  return CreateCudaBackend(device.cuda_index);
 }
 
 }  // namespace ps

@@ -2,10 +2,12 @@
 #ifndef PS_WORKER_COMPUTE_DEVICE_H_
 #define PS_WORKER_COMPUTE_DEVICE_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "worker/compute/compute_backend.h"
 #include "worker/compute/cuda_device_query.h"
 
 namespace ps {
@@ -29,6 +31,10 @@ GpuQueryResult QueryUsableGpus();
 // the CPU otherwise; "cuda:N" with no GPU N is FAILED_PRECONDITION naming the problem and the
 // fix; anything else is INVALID_ARGUMENT.
 absl::StatusOr<Device> SelectDevice(absl::string_view flag, const GpuQueryResult& gpus);
+
+// The compute backend of `device`: the CPU backend, or the CUDA backend on its GPU
+// (FAILED_PRECONDITION, saying why, when that GPU cannot be used).
+absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateBackend(const Device& device);
 
 }  // namespace ps
 

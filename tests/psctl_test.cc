@@ -1,0 +1,643 @@
+// psctl as a user runs it, as a process: `psctl local` end to end (the results directory, and
+// no daemon left behind after success, Ctrl-C or a failure), bad input refused before anything
+// starts, and submit, status and stop against daemons this test starts itself.
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/subprocess.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "proto/worker_service.grpc.pb.h"
+
+namespace ps {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+constexpr char kPsctl[] = "ctl/psctl";
+constexpr char kPsServer[] = "server/ps_server";
+constexpr char kPsWorker[] = "worker/ps_worker";
+constexpr absl::Duration kPsctlTimeout = absl::Seconds(60);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+// The running test's own directory under TEST_TMPDIR: every path a test hands psctl or a
+// daemon lies in it, so that a process mentioning it was started for this test.
+std::string TestDir() {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Processes other than this one whose command line mentions `text`, as "PID: command line".
+std::vector<std::string> ProcessesMentioning(const std::string& text,
+                                             std::vector<pid_t>* pids = nullptr) {
+  std::vector<std::string> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return {"cannot read /proc"};
+  while (dirent* entry = readdir(proc)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid) || pid == getpid()) continue;
+    std::string command = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::replace(command.begin(), command.end(), '\0', ' ');
+    if (!absl::StrContains(command, text)) continue;
+    found.push_back(absl::StrCat(pid, ": ", command));
+    if (pids != nullptr) pids->push_back(pid);
+  }
+  closedir(proc);
+  return found;
+}
+
+// One psctl run; stdout and stderr go to separate files.
+class Psctl {
+ public:
+  Psctl(const std::vector<std::string>& args, const std::string& dir) {
+    static int runs = 0;
+    std::string name = absl::StrCat(dir, "/psctl-", ++runs);
+    stdout_path_ = name + ".out";
+    stderr_path_ = name + ".err";
+    std::vector<std::string> argv = {"/bin/sh", "-c", R"(exec "$@" 2>"$PSCTL_STDERR")", "sh",
+                                     kPsctl};
+    argv.insert(argv.end(), args.begin(), args.end());
+    absl::StatusOr<Subprocess> process =
+        Subprocess::Start(argv, stdout_path_, {"PSCTL_STDERR=" + stderr_path_});
+    EXPECT_TRUE(process.ok()) << process.status();
+    if (process.ok()) process_ = *std::move(process);
+  }
+
+  pid_t pid() const { return process_.has_value() ? process_->pid() : -1; }
+  // The exit code, or -1 after killing a psctl still running at `timeout`.
+  int Wait(absl::Duration timeout = kPsctlTimeout) {
+    if (!process_.has_value()) return -1;
+    std::optional<int> code = process_->Wait(timeout);
+    if (!code.has_value()) {
+      ADD_FAILURE() << "psctl still running after " << timeout << "; stdout:\n"
+                    << Stdout() << "stderr:\n" << Stderr();
+      process_.reset();  // Kills it.
+      return -1;
+    }
+    return *code;
+  }
+  std::string Stdout() const { return ReadFile(stdout_path_); }
+  std::string Stderr() const { return ReadFile(stderr_path_); }
+  std::string Output() const { return absl::StrCat("stdout:\n", Stdout(), "stderr:\n", Stderr()); }
+
+ private:
+  std::string stdout_path_, stderr_path_;
+  std::optional<Subprocess> process_;
+};
+
+// A small job: softmax regression on a 4-class Gaussian mixture, a fraction of a second.
+std::string JobJson(const std::string& id, int64_t steps,
+                    const std::string& consistency = R"({"mode": "SYNC"})",
+                    const std::string& extra_fields = "") {
+  return absl::StrCat(R"({"job_id": ")", id, R"(",
+  "model": {"kind": "SOFTMAX_REGRESSION"},
+  "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000, "feature_dim": 16,
+                         "num_classes": 4},
+           "test_fraction": 0.2},
+  "learning_rate": {"base": 0.2},
+  "consistency": )", consistency, R"(,
+  "batch_size": 32, "steps": )", steps, R"(, "eval_interval": 100, "seed": 7,
+  "time_limit_s": 120, "min_slice_bytes": 64)", extra_fields, "}\n");
+}
+
+std::string WriteJob(const std::string& dir, const std::string& name, const std::string& json) {
+  std::string path = absl::StrCat(dir, "/", name, ".json");
+  std::ofstream(path) << json;
+  return path;
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+// Rows of a CSV file, the header first.
+std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& line : Lines(ReadFile(path))) rows.push_back(absl::StrSplit(line, ','));
+  return rows;
+}
+
+int64_t Column(const std::vector<std::string>& row, size_t column) {
+  int64_t value = -1;
+  if (column < row.size()) EXPECT_TRUE(absl::SimpleAtoi(row[column], &value)) << row[column];
+  return value;
+}
+
+// The shape in a .npy file's header, after checking the header (NumPy format 1.0, little-endian
+// float32, C order, padded to 64 bytes) and that the data fills the rest of the file.
+std::vector<int64_t> NpyShape(const std::string& path) {
+  std::string bytes = ReadFile(path);
+  if (bytes.size() < 10 || bytes.compare(0, 8, std::string("\x93NUMPY\x01\x00", 8)) != 0) {
+    ADD_FAILURE() << path << ": not a .npy file (version 1.0)";
+    return {};
+  }
+  size_t header_length = static_cast<unsigned char>(bytes[8]) |
+                         static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+  EXPECT_EQ((10 + header_length) % 64, 0u) << path;
+  std::string header = bytes.substr(10, header_length);
+  EXPECT_EQ(header.back(), '\n') << path;
+  EXPECT_THAT(header, HasSubstr("'descr': '<f4'")) << path;
+  EXPECT_THAT(header, HasSubstr("'fortran_order': False")) << path;
+  std::smatch match;
+  if (!std::regex_search(header, match, std::regex(R"('shape': \(([0-9, ]*)\))"))) {
+    ADD_FAILURE() << path << ": no shape in " << header;
+    return {};
+  }
+  std::vector<int64_t> shape;
+  int64_t count = 1;
+  for (absl::string_view dimension : absl::StrSplit(match[1].str(), ',', absl::SkipWhitespace())) {
+    int64_t value = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(dimension, &value)) << header;
+    shape.push_back(value);
+    count *= value;
+  }
+  EXPECT_EQ(bytes.size(), 10 + header_length + 4 * count) << path;
+  return shape;
+}
+
+// Waits until `path` has at least `lines` lines.
+bool WaitForLines(const std::string& path, size_t lines, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (Lines(ReadFile(path)).size() < lines) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+// `psctl local`: every daemon it starts has this test's results path in its command line.
+class PsctlLocalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestDir();
+    results_ = dir_ + "/results";
+  }
+
+  void TearDown() override {
+    std::vector<pid_t> pids;
+    ProcessesMentioning(results_, &pids);
+    for (pid_t pid : pids) kill(pid, SIGKILL);  // Left behind: already a failure; clean up.
+  }
+
+  // The checks every bad input shares: exit 2, one line on stderr, nothing started.
+  void ExpectRefused(Psctl& psctl, const std::string& message) {
+    EXPECT_EQ(psctl.Wait(), 2) << psctl.Output();
+    std::vector<std::string> lines = Lines(psctl.Stderr());
+    ASSERT_EQ(lines.size(), 1u) << psctl.Output();
+    EXPECT_THAT(lines[0], StartsWith("psctl: "));
+    EXPECT_THAT(lines[0], HasSubstr(message));
+    EXPECT_EQ(psctl.Stdout(), "");
+    EXPECT_FALSE(std::filesystem::exists(results_ + ".cluster"));
+    EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
+  }
+
+  std::string dir_;
+  std::string results_;
+};
+
+TEST_F(PsctlLocalTest, RunsAJobWritesItsResultsAndStopsEveryDaemon) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-local", 300));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--ps=2", "--workers=2",
+               "--device=cpu"},
+              dir_);
+  ASSERT_EQ(psctl.Wait(), 0) << psctl.Output();
+  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
+  EXPECT_THAT(psctl.Stdout(), HasSubstr("stopped the local cluster"));
+
+  nlohmann::json summary = ReadJson(results_ + "/summary.json");
+  ASSERT_TRUE(summary.is_object()) << ReadFile(results_ + "/summary.json");
+  EXPECT_EQ(summary["job_id"], "psctl-local");
+  EXPECT_EQ(summary["state"], "DONE");
+  EXPECT_EQ(summary["steps"], 300);
+  EXPECT_GE(summary["final_eval_accuracy"].get<double>(), 0.9) << summary.dump();
+
+  // The spec as sent, and the ClusterSpec psctl generated (the file it printed).
+  nlohmann::json job_json = ReadJson(results_ + "/job.json");
+  ASSERT_TRUE(job_json.is_object()) << ReadFile(results_ + "/job.json");
+  EXPECT_EQ(job_json["spec"]["job_id"], "psctl-local");
+  EXPECT_EQ(job_json["cluster"]["cluster"]["ps"].size(), 2u) << job_json.dump();
+  EXPECT_EQ(job_json["cluster"]["cluster"]["worker"].size(), 2u) << job_json.dump();
+  EXPECT_FALSE(job_json["version"].get<std::string>().empty());
+  std::smatch spec_path;
+  std::string out = psctl.Stdout();
+  ASSERT_TRUE(std::regex_search(out, spec_path, std::regex("cluster: (\\S+)"))) << out;
+  EXPECT_EQ(ReadJson(spec_path[1].str()), job_json["cluster"]);
+
+  std::vector<std::vector<std::string>> metrics = ReadCsv(results_ + "/metrics.csv");
+  ASSERT_GE(metrics.size(), 2u);
+  EXPECT_THAT(metrics[0], ElementsAre("time_s", "worker", "step", "global_step", "epoch", "loss",
+                                      "examples_per_second", "staleness"));
+  int64_t last_step[2] = {0, 0};
+  for (size_t r = 1; r < metrics.size(); ++r) {
+    ASSERT_EQ(metrics[r].size(), 8u) << absl::StrJoin(metrics[r], ",");
+    int64_t worker = Column(metrics[r], 1);
+    ASSERT_TRUE(worker == 0 || worker == 1) << worker;
+    last_step[worker] = std::max(last_step[worker], Column(metrics[r], 2));
+  }
+  EXPECT_EQ(last_step[0], 300);
+  EXPECT_EQ(last_step[1], 300);
+
+  std::vector<std::vector<std::string>> eval = ReadCsv(results_ + "/eval.csv");
+  ASSERT_GE(eval.size(), 2u);
+  EXPECT_THAT(eval[0], ElementsAre("time_s", "step", "loss", "accuracy", "examples"));
+  EXPECT_EQ(Column(eval.back(), 1), 300);
+
+  // SYNC with both workers: every gradient of every step applied on both shards, staleness 0.
+  std::vector<std::vector<std::string>> staleness = ReadCsv(results_ + "/staleness.csv");
+  ASSERT_GE(staleness.size(), 2u);
+  EXPECT_THAT(staleness[0], ElementsAre("shard", "worker", "staleness", "count"));
+  int64_t applied = 0;
+  for (size_t r = 1; r < staleness.size(); ++r) {
+    EXPECT_EQ(Column(staleness[r], 2), 0);
+    applied += Column(staleness[r], 3);
+  }
+  EXPECT_EQ(applied, 2 * 2 * 300);
+
+  std::set<std::string> params;
+  for (const auto& entry : std::filesystem::directory_iterator(results_ + "/params")) {
+    params.insert(entry.path().filename());
+  }
+  EXPECT_THAT(params, ElementsAre("layer0_bias.npy", "layer0_weights.npy"));
+  EXPECT_THAT(NpyShape(results_ + "/params/layer0_weights.npy"), ElementsAre(16, 4));
+  EXPECT_THAT(NpyShape(results_ + "/params/layer0_bias.npy"), ElementsAre(4));
+}
+
+TEST_F(PsctlLocalTest, SigintStopsTheJobAndEveryDaemon) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-interrupted", 1000000));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu"}, dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << psctl.Output();
+  kill(psctl.pid(), SIGINT);
+  EXPECT_EQ(psctl.Wait(absl::Seconds(30)), 130) << psctl.Output();
+  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
+  EXPECT_THAT(psctl.Stdout(), HasSubstr("interrupted: stopping job psctl-interrupted everywhere"));
+  EXPECT_THAT(psctl.Stderr(), HasSubstr("interrupted"));
+  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "STOPPED");
+}
+
+// Ctrl-C on a terminal signals the whole foreground process group: the daemons as well.
+TEST_F(PsctlLocalTest, CtrlCThatReachesTheDaemonsTooIsAnInterruption) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-ctrl-c", 1000000));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu"}, dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << psctl.Output();
+  std::vector<pid_t> pids;
+  ProcessesMentioning(results_, &pids);
+  ASSERT_EQ(pids.size(), 5u);  // psctl, 2 ps, 2 workers.
+  kill(psctl.pid(), SIGINT);
+  for (pid_t pid : pids) {
+    if (pid != psctl.pid()) kill(pid, SIGINT);
+  }
+  EXPECT_EQ(psctl.Wait(absl::Seconds(30)), 130) << psctl.Output();
+  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
+  EXPECT_THAT(Lines(psctl.Stderr()), ElementsAre("psctl: interrupted; the job was stopped"));
+}
+
+TEST_F(PsctlLocalTest, AJobThatFailsStopsEveryDaemonAndSaysWhy) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-failing", 1000000));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu"}, dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << psctl.Output();
+  std::vector<pid_t> ps1;
+  ASSERT_EQ(ProcessesMentioning(results_ + ".cluster/ps-1.port", &ps1).size(), 1u);
+  kill(ps1[0], SIGKILL);
+  EXPECT_EQ(psctl.Wait(), 1) << psctl.Output();
+  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
+  EXPECT_THAT(psctl.Stderr(), StartsWith("psctl: worker:"));
+  EXPECT_THAT(psctl.Stderr(), HasSubstr("ps:1 (127.0.0.1:"));
+  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
+}
+
+TEST_F(PsctlLocalTest, ADaemonThatCannotStartFailsAtOnceWithItsLog) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-no-device", 300));
+  // No build and no machine has a usable cuda:7 here: ps_worker refuses it and exits.
+  absl::Time start = absl::Now();
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cuda:7"}, dir_);
+  EXPECT_EQ(psctl.Wait(), 1) << psctl.Output();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "psctl waited for a daemon that had exited";
+  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
+  EXPECT_THAT(psctl.Stderr(), StartsWith("psctl: worker:0 ("));
+  EXPECT_THAT(psctl.Stderr(), HasSubstr("exit code 2"));
+  EXPECT_THAT(psctl.Stderr(), HasSubstr("cuda:7"));
+  EXPECT_FALSE(std::filesystem::exists(results_));
+}
+
+TEST_F(PsctlLocalTest, AMissingDaemonBinaryStopsThoseStarted) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-no-binary", 300));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_,
+               "--ps_server_binary=" + std::string(kPsServer),
+               "--ps_worker_binary=" + dir_ + "/no_such_worker"},
+              dir_);
+  EXPECT_EQ(psctl.Wait(), 1) << psctl.Output();
+  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
+  EXPECT_THAT(psctl.Stderr(), HasSubstr("cannot start " + dir_ + "/no_such_worker"));
+}
+
+TEST_F(PsctlLocalTest, RefusesAJobWithAnUnknownField) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-bad", 300, R"({"mode": "SYNC"})",
+                                                  R"(, "learning_rat": 0.1)"));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_}, dir_);
+  ExpectRefused(psctl, job + ": not a valid job: learning_rat");
+  EXPECT_FALSE(std::filesystem::exists(results_));
+}
+
+TEST_F(PsctlLocalTest, RefusesAJobWithABadValue) {
+  std::string job = WriteJob(dir_, "job",
+                             JobJson("psctl-bad", 300,
+                                     R"({"mode": "SYNC", "replicas_to_aggregate": 3})"));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--workers=2"}, dir_);
+  ExpectRefused(psctl, "consistency.replicas_to_aggregate is 3 but the cluster has 2 workers");
+  EXPECT_FALSE(std::filesystem::exists(results_));
+}
+
+TEST_F(PsctlLocalTest, RefusesAResultsDirectoryThatExists) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-exists", 300));
+  std::filesystem::create_directories(results_);
+  std::ofstream(results_ + "/earlier.txt") << "an earlier run\n";
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_}, dir_);
+  ExpectRefused(psctl, "the results directory " + results_ + " exists");
+  EXPECT_THAT(psctl.Stderr(), HasSubstr("--overwrite"));
+  EXPECT_EQ(ReadFile(results_ + "/earlier.txt"), "an earlier run\n");
+}
+
+// Two ps and two workers started by the test, as on machines psctl does not manage.
+class PsctlClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestDir();
+    results_ = dir_ + "/results";
+    for (int i = 0; i < 4; ++i) {
+      absl::StatusOr<int> port = PickUnusedPort();
+      ASSERT_TRUE(port.ok()) << port.status();
+      addresses_.push_back(absl::StrCat("127.0.0.1:", *port));
+    }
+    spec_path_ = WriteSpec("cluster", addresses_);
+    const std::pair<const char*, const char*> kTasks[] = {
+        {kPsServer, "ps:0"}, {kPsServer, "ps:1"}, {kPsWorker, "worker:0"}, {kPsWorker, "worker:1"}};
+    for (const auto& [binary, task] : kTasks) {
+      std::vector<std::string> argv = {binary, "--cluster_spec=" + spec_path_,
+                                       std::string("--task=") + task};
+      if (binary == kPsWorker) argv.push_back("--device=cpu");
+      StartDaemon(argv, task);
+    }
+    for (int i = 0; i < 4; ++i) {
+      auto channel = grpc::CreateChannel(addresses_[i], grpc::InsecureChannelCredentials());
+      if (i < 2) {
+        ps_.push_back(ParameterServer::NewStub(channel));
+      } else {
+        workers_.push_back(Worker::NewStub(channel));
+      }
+    }
+  }
+
+  void TearDown() override {
+    if (HasFailure()) {
+      for (const Subprocess& daemon : daemons_) std::cerr << "daemon log:\n" << daemon.Output();
+    }
+    for (Subprocess& daemon : daemons_) daemon.Signal(SIGTERM);
+    for (Subprocess& daemon : daemons_) {
+      EXPECT_EQ(daemon.Wait(absl::Seconds(20)), std::optional<int>(0)) << daemon.Output();
+    }
+  }
+
+  // Starts a daemon and waits until it listens; returns its port.
+  int StartDaemon(std::vector<std::string> argv, const std::string& task) {
+    std::string name = absl::StrCat(dir_, "/", task.substr(0, task.find(':')), "-",
+                                    task.substr(task.find(':') + 1), "-", daemons_.size());
+    argv.push_back("--port_file=" + name + ".port");
+    absl::StatusOr<Subprocess> process = Subprocess::Start(argv, name + ".log");
+    EXPECT_TRUE(process.ok()) << process.status();
+    if (!process.ok()) return -1;
+    daemons_.push_back(*std::move(process));
+    absl::StatusOr<int> port = WaitForPortFile(name + ".port", absl::Seconds(30));
+    EXPECT_TRUE(port.ok()) << port.status() << daemons_.back().Output();
+    return port.ok() ? *port : -1;
+  }
+
+  std::string WriteSpec(const std::string& name, const std::vector<std::string>& addresses) {
+    std::string path = absl::StrCat(dir_, "/", name, ".json");
+    std::ofstream(path) << R"({"cluster": {"ps": [")" << addresses[0] << R"(", ")"
+                        << addresses[1] << R"("], "worker": [")" << addresses[2] << R"(", ")"
+                        << addresses[3] << R"("]}})";
+    return path;
+  }
+
+  // "ps:I JOB" for every job a ps holds, "worker:W JOB STATE" for every job a worker knows.
+  std::vector<std::string> JobsOnCluster() {
+    std::vector<std::string> jobs;
+    for (size_t i = 0; i < ps_.size(); ++i) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      ListJobsResponse response;
+      grpc::Status status = ps_[i]->ListJobs(&context, ListJobsRequest(), &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      for (const std::string& job : response.job_ids()) jobs.push_back(absl::StrCat("ps:", i, " ", job));
+    }
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      WorkerStatus response;
+      grpc::Status status = workers_[w]->GetStatus(&context, WorkerStatusRequest(), &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      for (const JobProgress& job : response.jobs()) {
+        jobs.push_back(absl::StrCat("worker:", w, " ", job.job_id(), " ",
+                                    JobProgress::State_Name(job.state())));
+      }
+    }
+    return jobs;
+  }
+
+  // The problem lines of a "the cluster is not ready" refusal, after checking that nothing
+  // was started or written.
+  std::vector<std::string> ExpectNotReady(Psctl& psctl) {
+    EXPECT_EQ(psctl.Wait(), 1) << psctl.Output();
+    std::vector<std::string> lines = Lines(psctl.Stderr());
+    EXPECT_THAT(lines, ::testing::Contains("psctl: the cluster is not ready:")) << psctl.Output();
+    EXPECT_THAT(JobsOnCluster(), IsEmpty());
+    EXPECT_FALSE(std::filesystem::exists(results_));
+    std::vector<std::string> problems;
+    for (const std::string& line : lines) {
+      if (absl::StartsWith(line, "  ")) problems.push_back(line.substr(2));
+    }
+    return problems;
+  }
+
+  std::string dir_;
+  std::string results_;
+  std::vector<std::string> addresses_;
+  std::string spec_path_;
+  std::vector<Subprocess> daemons_;
+  std::vector<std::unique_ptr<ParameterServer::Stub>> ps_;
+  std::vector<std::unique_ptr<Worker::Stub>> workers_;
+};
+
+TEST_F(PsctlClusterTest, StatusListsEveryTaskAsUp) {
+  Psctl psctl({"status", "--cluster_spec=" + spec_path_}, dir_);
+  ASSERT_EQ(psctl.Wait(), 0) << psctl.Output();
+  EXPECT_THAT(Lines(psctl.Stdout()),
+              ElementsAre(absl::StrCat("ps:0 (", addresses_[0], "): up, jobs: []"),
+                          absl::StrCat("ps:1 (", addresses_[1], "): up, jobs: []"),
+                          absl::StrCat("worker:0 (", addresses_[2], "): up on cpu"),
+                          absl::StrCat("worker:1 (", addresses_[3], "): up on cpu")));
+}
+
+TEST_F(PsctlClusterTest, SubmitRunsAJobAndStatusShowsTheShardsVersions) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-submit", 300));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  ASSERT_EQ(submit.Wait(), 0) << submit.Output();
+  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "DONE");
+  EXPECT_EQ(NpyShape(results_ + "/params/layer0_weights.npy"), std::vector<int64_t>({16, 4}));
+
+  Psctl status({"status", "--cluster_spec=" + spec_path_, "--job=psctl-submit"}, dir_);
+  ASSERT_EQ(status.Wait(), 0) << status.Output();
+  std::vector<std::string> lines = Lines(status.Stdout());
+  ASSERT_EQ(lines.size(), 8u) << status.Output();
+  for (int i : {0, 1}) {
+    EXPECT_EQ(lines[2 * i], absl::StrCat("ps:", i, " (", addresses_[i], "): up, jobs: [psctl-submit]"));
+    EXPECT_THAT(lines[2 * i + 1], StartsWith("  psctl-submit: SYNC version 300, step 300, "));
+  }
+  for (int w : {0, 1}) {
+    EXPECT_EQ(lines[4 + 2 * w], absl::StrCat("worker:", w, " (", addresses_[2 + w], "): up on cpu"));
+    EXPECT_THAT(lines[5 + 2 * w], StartsWith("  psctl-submit: DONE step 300, "));
+  }
+
+  // The same results directory again: refused before the job starts, unless --overwrite.
+  std::string again = WriteJob(dir_, "again", JobJson("psctl-again", 100));
+  Psctl refused({"submit", "--cluster_spec=" + spec_path_, "--job=" + again,
+                 "--results=" + results_},
+                dir_);
+  EXPECT_EQ(refused.Wait(), 2) << refused.Output();
+  EXPECT_THAT(refused.Stderr(), HasSubstr("the results directory " + results_ + " exists"));
+  EXPECT_THAT(JobsOnCluster(), ::testing::Each(HasSubstr("psctl-submit")));
+  Psctl overwritten({"submit", "--cluster_spec=" + spec_path_, "--job=" + again,
+                     "--results=" + results_, "--overwrite"},
+                    dir_);
+  ASSERT_EQ(overwritten.Wait(), 0) << overwritten.Output();
+  EXPECT_EQ(ReadJson(results_ + "/summary.json")["job_id"], "psctl-again");
+}
+
+TEST_F(PsctlClusterTest, DetachedJobCanBeFollowedWithStatusAndStopped) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-detached", 1000000));
+  absl::Time start = absl::Now();
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--detach"}, dir_);
+  ASSERT_EQ(submit.Wait(), 0) << submit.Output();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  std::vector<std::string> out = Lines(submit.Stdout());
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.back(), "psctl-detached");
+  EXPECT_FALSE(std::filesystem::exists("results/psctl-detached"));
+
+  Psctl status({"status", "--cluster_spec=" + spec_path_, "--job=psctl-detached"}, dir_);
+  ASSERT_EQ(status.Wait(), 0) << status.Output();
+  std::vector<std::string> lines = Lines(status.Stdout());
+  ASSERT_EQ(lines.size(), 8u) << status.Output();
+  for (int i : {0, 1}) {
+    EXPECT_THAT(lines[2 * i + 1], ::testing::MatchesRegex("  psctl-detached: SYNC version [0-9]+, .*"));
+  }
+  for (int w : {0, 1}) {
+    EXPECT_THAT(lines[5 + 2 * w], StartsWith("  psctl-detached: RUNNING step "));
+  }
+
+  Psctl stop({"stop", "--cluster_spec=" + spec_path_, "--job=psctl-detached"}, dir_);
+  ASSERT_EQ(stop.Wait(), 0) << stop.Output();
+  EXPECT_EQ(stop.Stdout(), "stopped job psctl-detached\n");
+  // The shards dropped the job at once; the workers stop at their next step.
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  std::vector<std::string> jobs;
+  do {
+    jobs = JobsOnCluster();
+    if (jobs == std::vector<std::string>{"worker:0 psctl-detached STOPPED",
+                                         "worker:1 psctl-detached STOPPED"}) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  } while (absl::Now() < deadline);
+  EXPECT_THAT(jobs, ElementsAre("worker:0 psctl-detached STOPPED",
+                                "worker:1 psctl-detached STOPPED"));
+}
+
+TEST_F(PsctlClusterTest, StopOfAnUnknownJobIsNotFound) {
+  Psctl psctl({"stop", "--cluster_spec=" + spec_path_, "--job=nonexistent"}, dir_);
+  EXPECT_EQ(psctl.Wait(), 2) << psctl.Output();
+  EXPECT_THAT(Lines(psctl.Stderr()),
+              ElementsAre(R"(psctl: no task knows job "nonexistent"; `psctl status` lists the jobs)"));
+  EXPECT_EQ(psctl.Stdout(), "");
+}
+
+TEST_F(PsctlClusterTest, SubmitToAnUnreachableAddressNamesTheTask) {
+  absl::StatusOr<int> port = PickUnusedPort();
+  ASSERT_TRUE(port.ok()) << port.status();
+  std::vector<std::string> addresses = addresses_;
+  addresses[3] = absl::StrCat("127.0.0.1:", *port);  // Nothing listens there.
+  std::string spec = WriteSpec("unreachable", addresses);
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-unreachable", 300));
+  Psctl psctl({"submit", "--cluster_spec=" + spec, "--job=" + job, "--results=" + results_}, dir_);
+  std::vector<std::string> problems = ExpectNotReady(psctl);
+  ASSERT_EQ(problems.size(), 1u) << psctl.Output();
+  EXPECT_THAT(problems[0], StartsWith(absl::StrCat("worker:1 (", addresses[3], "): unreachable")));
+}
+
+TEST_F(PsctlClusterTest, SubmitToADaemonOfTheWrongRoleNamesIt) {
+  // A ps_server where the spec says worker:1.
+  int port = StartDaemon({kPsServer, "--cluster_spec=" + spec_path_, "--task=ps:0", "--port=0"},
+                         "ps:0");
+  ASSERT_GT(port, 0);
+  std::vector<std::string> addresses = addresses_;
+  addresses[3] = absl::StrCat("127.0.0.1:", port);
+  std::string spec = WriteSpec("wrong_role", addresses);
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-wrong-role", 300));
+  Psctl psctl({"submit", "--cluster_spec=" + spec, "--job=" + job, "--results=" + results_}, dir_);
+  std::vector<std::string> problems = ExpectNotReady(psctl);
+  ASSERT_EQ(problems.size(), 1u) << psctl.Output();
+  EXPECT_THAT(problems[0], StartsWith(absl::StrCat("worker:1 (", addresses[3], "): not a ps_worker")));
+}
+
+TEST_F(PsctlClusterTest, SubmitRefusesABadJobBeforeStartingIt) {
+  std::string job = WriteJob(dir_, "job",
+                             JobJson("psctl-bad", 300,
+                                     R"({"mode": "SYNC", "replicas_to_aggregate": 3})"));
+  Psctl psctl({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+              dir_);
+  EXPECT_EQ(psctl.Wait(), 2) << psctl.Output();
+  EXPECT_THAT(Lines(psctl.Stderr()),
+              ElementsAre(StartsWith("psctl: job: consistency.replicas_to_aggregate is 3 but the "
+                                     "cluster has 2 workers")));
+  EXPECT_THAT(JobsOnCluster(), IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(results_));
+}
+
+}  // namespace
+}  // namespace ps
