@@ -1,0 +1,37 @@
+#include "ctl/cluster_probe.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/subprocess.h"
+#include "server/ps_server.h"
+
+namespace ps {
+namespace {
+
+TEST(ClusterProbeTest, NamesUnreachableTasksAndWrongRoles) {
+  PsServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<int> unused = PickUnusedPort();
+  ASSERT_TRUE(unused.ok());
+  std::string ps = absl::StrCat("127.0.0.1:", (*server)->bound_port());
+  std::string nothing = absl::StrCat("127.0.0.1:", *unused);
+  // The ps server stands where the spec says a worker is, and nothing listens at worker:1.
+  absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Parse(
+      absl::StrCat(R"({"ps": [")", ps, R"("], "worker": ["localhost:)", (*server)->bound_port(),
+                   R"(", ")", nothing, R"("]})"),
+      "test");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  std::vector<std::string> problems = ProbeCluster(*cluster, absl::Seconds(1));
+  ASSERT_EQ(problems.size(), 2u) << absl::StrJoin(problems, "\n");
+  EXPECT_NE(problems[0].find("worker:0 (localhost:"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[0].find("not a ps_worker"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("worker:1 (" + nothing + "): unreachable"), std::string::npos)
+      << problems[1];
+}
+
+}  // namespace
+}  // namespace ps

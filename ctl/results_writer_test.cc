@@ -1,0 +1,103 @@
+#include "ctl/results_writer.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace ps {
+namespace {
+
+std::string Read(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::string Dir(const std::string& name) {
+  return std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+}
+
+TEST(ResultsWriterTest, RefusesANonEmptyDirectoryUnlessOverwrite) {
+  std::string dir = Dir("used");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/old.txt") << "keep";
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer = ResultsWriter::Create(dir, false);
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(writer.status().message().find("--overwrite"), absl::string_view::npos);
+  EXPECT_EQ(Read(dir + "/old.txt"), "keep");  // Nothing changed.
+  writer = ResultsWriter::Create(dir, true);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  EXPECT_FALSE(std::filesystem::exists(dir + "/old.txt"));
+}
+
+TEST(ResultsWriterTest, WritesEveryFile) {
+  std::string dir = Dir("results");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer = ResultsWriter::Create(dir, false);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+
+  JobSpec spec;
+  spec.set_job_id("j");
+  absl::StatusOr<ClusterSpec> cluster =
+      ClusterSpec::Parse(R"({"ps": ["h1:1"], "worker": ["h2:1", "h3:1"]})", "test");
+  ASSERT_TRUE(cluster.ok());
+  ASSERT_TRUE((*writer)->WriteJob(spec, *cluster).ok());
+  nlohmann::json job = nlohmann::json::parse(Read(dir + "/job.json"));
+  EXPECT_EQ(job["spec"]["job_id"], "j");
+  EXPECT_EQ(job["cluster"]["cluster"]["worker"].size(), 2u);
+  EXPECT_FALSE(job["version"].get<std::string>().empty());
+
+  JobProgress progress;
+  progress.set_worker(0);
+  progress.set_step(10);
+  progress.set_loss(0.5);
+  progress.mutable_eval()->set_step(10);
+  progress.mutable_eval()->set_accuracy(0.9);
+  (*writer)->RecordProgress(progress);
+  (*writer)->RecordProgress(progress);  // The same evaluation again: one eval.csv row.
+  std::string metrics = Read(dir + "/metrics.csv");
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 3);
+  std::string eval = Read(dir + "/eval.csv");
+  EXPECT_EQ(std::count(eval.begin(), eval.end(), '\n'), 2);
+  EXPECT_NE(eval.find(",10,0,0.9,"), std::string::npos) << eval;
+
+  JobStats shard;
+  shard.set_ps_index(0);
+  shard.set_applied_updates(10);
+  shard.mutable_staleness()->set_total(4);
+  shard.mutable_staleness()->set_mean(1.5);
+  shard.mutable_staleness()->set_max(3);
+  (*shard.mutable_dropped())["stale_step"] = 2;
+  WorkerStats* worker = shard.add_workers();
+  worker->set_worker(1);
+  for (int count : {1, 0, 3}) worker->mutable_staleness()->add_counts(count);
+  ASSERT_TRUE((*writer)->WriteStaleness({shard}).ok());
+  EXPECT_EQ(Read(dir + "/staleness.csv"), "shard,worker,staleness,count\n0,1,0,1\n0,1,2,3\n");
+
+  progress.set_state(JobProgress::DONE);
+  ASSERT_TRUE((*writer)->WriteSummary(spec, {progress}, {shard}, absl::Seconds(2)).ok());
+  nlohmann::json summary = nlohmann::json::parse(Read(dir + "/summary.json"));
+  EXPECT_EQ(summary["state"], "DONE");
+  EXPECT_EQ(summary["steps"], 10);
+  EXPECT_EQ(summary["dropped_gradients"], 2);
+  EXPECT_DOUBLE_EQ(summary["staleness_mean"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(summary["final_eval_accuracy"].get<double>(), 0.9);
+
+  ParameterSpec parameters;
+  VariableDef* w = parameters.add_variables();
+  w->set_name("layer0/weights");
+  w->add_shape(2);
+  w->add_shape(2);
+  std::vector<float> values = {1, 2, 3, 4};
+  ASSERT_TRUE((*writer)->WriteParameters(parameters, {{"layer0/weights", absl::MakeSpan(values)}}).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/params/layer0_weights.npy"));
+}
+
+}  // namespace
+}  // namespace ps
