@@ -1,8 +1,10 @@
 #include "common/daemon.h"
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 
+#include <csignal>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -18,18 +20,41 @@ sigset_t StopSignals() {
   return signals;
 }
 
+sem_t stop_semaphore;
+volatile std::sig_atomic_t stop_signal = 0;
+
+// Runs in whichever thread does not block the signal: WaitForStopSignal's, or one that a
+// library started before main. Async-signal-safe.
+void OnStopSignal(int signal) {
+  stop_signal = signal;
+  sem_post(&stop_semaphore);
+}
+
 }  // namespace
 
 void BlockStopSignals() {
+  static const bool installed = [] {
+    sem_init(&stop_semaphore, /*pshared=*/0, /*value=*/0);
+    struct sigaction action = {};
+    action.sa_handler = OnStopSignal;
+    action.sa_flags = SA_RESTART;
+    sigfillset(&action.sa_mask);
+    sigaction(SIGTERM, &action, nullptr);
+    sigaction(SIGINT, &action, nullptr);
+    return true;
+  }();
+  (void)installed;
   sigset_t signals = StopSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 }
 
 int WaitForStopSignal() {
   sigset_t signals = StopSignals();
-  int signal = 0;
-  sigwait(&signals, &signal);
-  return signal;
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  // EINTR when the handler ran in this thread: the semaphore is posted all the same.
+  while (sem_wait(&stop_semaphore) != 0) continue;
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return stop_signal;
 }
 
 absl::Status WritePortFile(const std::string& path, int port) {

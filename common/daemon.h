@@ -8,10 +8,12 @@
 
 namespace ps {
 
-// Blocks SIGTERM and SIGINT in this thread and every thread started after it, so that
-// WaitForStopSignal receives them. Call first in main, before any thread starts.
+// Routes SIGTERM and SIGINT to WaitForStopSignal: blocks them in this thread and every thread
+// started after it, and catches them in threads started before (a library's, like OpenBLAS's
+// pool, started as it loads), where they would otherwise end the process. Call first in main.
 void BlockStopSignals();
-// Waits for SIGTERM or SIGINT and returns which.
+// Waits for SIGTERM or SIGINT and returns which. REQUIRES: BlockStopSignals was called; one
+// thread waits.
 int WaitForStopSignal();
 
 // Writes `port` to `path` atomically (a temporary file, then rename), for scripts and tests

@@ -1,9 +1,15 @@
 #include "common/daemon.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
 
 namespace ps {
 namespace {
@@ -15,6 +21,19 @@ TEST(DaemonTest, WritesThePortFile) {
   std::ifstream(path) >> port;
   EXPECT_EQ(port, 4321);
   EXPECT_FALSE(WritePortFile("/nonexistent/dir/port", 1).ok());
+}
+
+// A thread started before BlockStopSignals (as OpenBLAS starts its pool when the library loads)
+// does not block the stop signals; one delivered there must reach WaitForStopSignal, not end
+// the process.
+TEST(DaemonTest, AStopSignalToAThreadStartedEarlierReachesTheWaiter) {
+  absl::Notification done;
+  std::thread early([&done] { done.WaitForNotification(); });
+  BlockStopSignals();
+  pthread_kill(early.native_handle(), SIGTERM);
+  EXPECT_EQ(WaitForStopSignal(), SIGTERM);
+  done.Notify();
+  early.join();
 }
 
 }  // namespace

@@ -188,10 +188,23 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
   {
     Follower follower(cluster, spec.job_id(), results.get());
     absl::Time last_line = absl::InfinitePast();
+    bool stopped = false;
     while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
-      if (!interrupted && options.interrupted != nullptr && options.interrupted->load()) {
+      // On an interrupt, or once a worker failed (the job has failed: the others would only
+      // wait, at a SYNC barrier or SSP bound, for the worker that is gone), stop it everywhere.
+      std::string reason;
+      if (options.interrupted != nullptr && options.interrupted->load()) {
         interrupted = true;
-        out << (options.live_line ? "\n" : "") << "interrupted: stopping job " << spec.job_id()
+        reason = "interrupted";
+      }
+      for (const JobProgress& progress : follower.Last()) {
+        if (reason.empty() && progress.state() == JobProgress::FAILED) {
+          reason = absl::StrCat("worker:", progress.worker(), " failed");
+        }
+      }
+      if (!stopped && !reason.empty()) {
+        stopped = true;
+        out << (options.live_line ? "\n" : "") << reason << ": stopping job " << spec.job_id()
             << " everywhere\n";
         StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
       }

@@ -123,7 +123,10 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   int64_t steps = 0;
   double examples_per_second = 0;
   for (const JobProgress& progress : last) {
-    if (progress.state() != JobProgress::DONE) state = JobProgress::State_Name(progress.state());
+    // FAILED over STOPPED: the others are stopped because one failed.
+    if (progress.state() != JobProgress::DONE && state != "FAILED") {
+      state = JobProgress::State_Name(progress.state());
+    }
     steps = std::max(steps, progress.step());
     examples_per_second += progress.examples_per_second();
   }

@@ -99,5 +99,19 @@ TEST(ResultsWriterTest, WritesEveryFile) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/params/layer0_weights.npy"));
 }
 
+// psctl stops the other workers once one fails: the summary says FAILED, whatever the order.
+TEST(ResultsWriterTest, SummaryOfAFailedJobSaysFailed) {
+  std::string dir = Dir("failed");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer = ResultsWriter::Create(dir, false);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  JobProgress failed, stopped;
+  failed.set_state(JobProgress::FAILED);
+  stopped.set_state(JobProgress::STOPPED);
+  ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {failed, stopped}, {}, absl::Seconds(1)).ok());
+  EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
+  ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {stopped, failed}, {}, absl::Seconds(1)).ok());
+  EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
+}
+
 }  // namespace
 }  // namespace ps

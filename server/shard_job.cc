@@ -288,7 +288,7 @@ ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
   for (const PullRange& range : ranges) {
     total += range.row_count * slices_[range.slice]->placement.row_size;
   }
-  snapshot.data = buffers_->Acquire(total);
+  snapshot.data = pull_buffers_->Acquire(total);
   float* out = snapshot.data->data();
   for (const PullRange& range : ranges) {
     const Slice& slice = *slices_[range.slice];
@@ -383,7 +383,7 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
         ps_index_, " holds ", absl::StrJoin(expected, ", "),
         "); compute the placement from the same spec and number of ps tasks"));
   }
-  std::shared_ptr<std::vector<float>> buffer = buffers_->Acquire(num_elements_);
+  std::shared_ptr<std::vector<float>> buffer = push_buffers_->Acquire(num_elements_);
   destinations->clear();
   for (const auto& slice : slices_) {
     destinations->emplace_back(buffer->data() + slice->offset, slice->placement.num_elements());

@@ -155,7 +155,11 @@ class ShardJob {
   const int aggregate_size_;  // SYNC: R; SOFTSYNC: c; else 1.
   std::vector<std::unique_ptr<Slice>> slices_;  // Fixed after construction.
   int64_t num_elements_ = 0;                    // Over slices_.
-  std::shared_ptr<BufferPool> buffers_ = BufferPool::Create();
+  // Push buffers (the shard's size) and pull snapshots (a chunk's size, many in flight) come
+  // from separate pools: in one, the chunks would crowd out the push buffers, and every push
+  // would allocate and fault in its buffer afresh.
+  std::shared_ptr<BufferPool> push_buffers_ = BufferPool::Create();
+  std::shared_ptr<BufferPool> pull_buffers_ = BufferPool::Create();
 
   // Serializes SYNC and SOFTSYNC aggregation: the sum buffer and the steps' contributions.
   absl::Mutex aggregate_mu_ ABSL_ACQUIRED_BEFORE(mu_);

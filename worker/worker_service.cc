@@ -208,7 +208,8 @@ void WorkerService::RunJob(JobSpec spec, RunningJob* job) {
   last.set_worker(options_.worker_index);
   if (status.ok()) {
     last.set_state(JobProgress::DONE);
-  } else if (absl::IsCancelled(status)) {
+  } else if (absl::IsCancelled(status) || job->stop) {
+    // Asked to stop: what the interrupted step then hit (the job deleted on a ps) is no failure.
     last.set_state(JobProgress::STOPPED);
   } else {
     last.set_state(JobProgress::FAILED);

@@ -1,0 +1,155 @@
+#!/bin/bash
+# Multi-host end to end on one machine: four network namespaces, each a "host" with its own
+# address on a private /24 (10.77.N.0/24, N chosen per run) behind a Linux bridge, run 2
+# ps_server and 2 ps_worker daemons from a ClusterSpec naming those addresses; psctl submits a
+# small job from the root namespace (which has 10.77.N.1 on the bridge) and the job must
+# converge. Namespaces, veths, bridge and daemons are removed on every exit.
+#
+# Needs root (CAP_NET_ADMIN and `ip netns`); elsewhere it says why and skips (exit 0). Traffic
+# goes only to 10.77.N.x and loopback.
+set -euo pipefail
+
+readonly PSCTL="$PWD/ctl/psctl"
+readonly PS_SERVER="$PWD/server/ps_server"
+readonly PS_WORKER="$PWD/worker/ps_worker"
+readonly TAG="mh$$"                     # Unique per run: names below all start with it.
+readonly BRIDGE_NS="${TAG}b"            # The bridge lives in its own namespace.
+readonly ROOT_VETH="${TAG}r"            # The root namespace's leg on the bridge.
+readonly DIR="${TEST_TMPDIR:-/tmp}/multihost-$$"
+HOSTS=()                                # Host namespaces created so far.
+DAEMON_PIDS=()
+
+# gRPC honors proxy variables; this traffic must go straight to the bridge.
+unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY grpc_proxy no_proxy no_grpc_proxy
+
+log() { echo "multihost_test: $*"; }
+skip() {
+  log "SKIPPED: $*"
+  exit 0
+}
+fail() {
+  log "FAILED: $*"
+  for file in "$DIR"/*.log; do
+    [ -f "$file" ] && { echo "== $file"; tail -n 30 "$file"; }
+  done
+  exit 1
+}
+
+cleanup() {
+  set +e
+  for pid in "${DAEMON_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${DAEMON_PIDS[@]}"; do
+    for _ in $(seq 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  ip link del "$ROOT_VETH" 2>/dev/null
+  for ns in "${HOSTS[@]}" "$BRIDGE_NS"; do ip netns del "$ns" 2>/dev/null; done
+  rm -rf "$DIR"
+}
+trap cleanup EXIT
+trap 'log "FAILED: line $LINENO: $BASH_COMMAND"' ERR
+
+[ "$(id -u)" = 0 ] || skip "not root: creating network namespaces needs CAP_NET_ADMIN"
+command -v ip >/dev/null || skip "no ip command (iproute2)"
+mkdir -p "$DIR"
+if ! error=$(ip netns add "$BRIDGE_NS" 2>&1); then
+  skip "cannot create a network namespace (ip netns add: $error)"
+fi
+if ! error=$(ip -n "$BRIDGE_NS" link add br0 type bridge 2>&1); then
+  skip "cannot create a Linux bridge (ip link add type bridge: $error)"
+fi
+
+# A /24 of 10.77.0.0/16 that this machine does not use yet (parallel runs pick others).
+NET=""
+for try in $(seq 0 199); do
+  candidate=$(( ($$ + try) % 200 + 20 ))
+  if ! ip -4 -o addr show | grep -q " 10\.77\.$candidate\." &&
+     [ -z "$(ip -4 route show "10.77.$candidate.0/24")" ]; then
+    NET="10.77.$candidate"
+    break
+  fi
+done
+[ -n "$NET" ] || fail "no free /24 in 10.77.0.0/16"
+log "hosts on $NET.0/24 (namespaces $TAG*)"
+
+ip -n "$BRIDGE_NS" link set lo up
+ip -n "$BRIDGE_NS" link set br0 up
+ip link add "$ROOT_VETH" type veth peer name root netns "$BRIDGE_NS"
+ip -n "$BRIDGE_NS" link set root master br0 up
+ip addr add "$NET.1/24" dev "$ROOT_VETH"
+ip link set "$ROOT_VETH" up
+
+# Hosts 1 and 2 run ps:0 and ps:1, hosts 3 and 4 worker:0 and worker:1; host h is $NET.(10+h).
+for h in 1 2 3 4; do
+  ns="${TAG}h$h"
+  ip netns add "$ns"
+  HOSTS+=("$ns")
+  ip -n "$ns" link add eth0 type veth peer name "host$h" netns "$BRIDGE_NS"
+  ip -n "$BRIDGE_NS" link set "host$h" master br0 up
+  ip -n "$ns" addr add "$NET.$((10 + h))/24" dev eth0
+  ip -n "$ns" link set lo up
+  ip -n "$ns" link set eth0 up
+done
+
+cat > "$DIR/cluster.json" <<EOF
+{"cluster": {"ps": ["$NET.11:2222", "$NET.12:2222"],
+             "worker": ["$NET.13:2222", "$NET.14:2222"]}}
+EOF
+cat > "$DIR/job.json" <<EOF
+{"job_id": "multihost",
+ "model": {"kind": "SOFTMAX_REGRESSION"},
+ "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000, "feature_dim": 16,
+                        "num_classes": 4},
+          "test_fraction": 0.2},
+ "learning_rate": {"base": 0.2},
+ "consistency": {"mode": "SYNC"},
+ "batch_size": 32, "steps": 300, "eval_interval": 100, "seed": 9, "min_slice_bytes": 64,
+ "time_limit_s": 120}
+EOF
+
+start_daemon() {  # HOST BINARY TASK NAME [FLAGS...]
+  local host=$1 binary=$2 task=$3 name=$4
+  shift 4
+  ip netns exec "${TAG}h$host" "$binary" --cluster_spec="$DIR/cluster.json" --task="$task" \
+    --bind_host="$NET.$((10 + host))" --port_file="$DIR/$name.port" "$@" \
+    > "$DIR/$name.log" 2>&1 &
+  DAEMON_PIDS+=($!)
+}
+start_daemon 1 "$PS_SERVER" ps:0 ps-0
+start_daemon 2 "$PS_SERVER" ps:1 ps-1
+start_daemon 3 "$PS_WORKER" worker:0 worker-0 --device=cpu
+start_daemon 4 "$PS_WORKER" worker:1 worker-1 --device=cpu
+for name in ps-0 ps-1 worker-0 worker-1; do
+  for _ in $(seq 300); do
+    [ -s "$DIR/$name.port" ] && break
+    sleep 0.1
+  done
+  [ -s "$DIR/$name.port" ] || fail "$name did not start listening within 30s"
+done
+
+timeout 120 "$PSCTL" submit --cluster_spec="$DIR/cluster.json" --job="$DIR/job.json" \
+  --results="$DIR/results" > "$DIR/submit.log" 2>&1 || fail "psctl submit exited $?"
+cat "$DIR/submit.log"
+
+timeout 60 "$PSCTL" status --cluster_spec="$DIR/cluster.json" --job=multihost \
+  > "$DIR/status.log" 2>&1 || fail "psctl status exited $?"
+cat "$DIR/status.log"
+for task in "ps:0 ($NET.11:2222): up" "ps:1 ($NET.12:2222): up" \
+            "worker:0 ($NET.13:2222): up" "worker:1 ($NET.14:2222): up"; do
+  grep -qF "$task" "$DIR/status.log" || fail "psctl status does not show \"$task\""
+done
+
+summary="$DIR/results/summary.json"
+[ -f "$summary" ] || fail "no $summary"
+cat "$summary"
+grep -q '"state": "DONE"' "$summary" || fail "the job did not finish: $(grep '"state"' "$summary")"
+grep -q '"steps": 300,' "$summary" || fail "the job did not run 300 steps"
+accuracy=$(sed -n 's/.*"final_eval_accuracy": \([0-9.eE+-]*\).*/\1/p' "$summary")
+[ -n "$accuracy" ] || fail "no final_eval_accuracy in $summary"
+awk -v accuracy="$accuracy" 'BEGIN { exit !(accuracy >= 0.9) }' ||
+  fail "final_eval_accuracy $accuracy is below 0.9"
+log "PASSED: the job converged across 4 hosts (test accuracy $accuracy)"
