@@ -11,9 +11,9 @@
 // Then it times --latency_iterations push+pull round trips of a 4 KB variable from one client.
 //
 // For scale, each row also shows raw TCP on loopback: the same bytes sent from buffer to buffer
-// over one connection, each message answered by one byte, with no gRPC or ps work. That is the
-// kernel's copying alone, which the ps figures cannot beat on one connection; on a shared or
-// virtual machine it also shows how fast the machine was when the row was measured.
+// over one connection, each message answered by one byte, with no gRPC or ps work: the kernel's
+// copying alone, a rough ceiling for a push (one message per shard). On a shared or virtual
+// machine it also shows how fast the machine was when the row was measured.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -23,9 +23,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstring>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -50,7 +50,7 @@
 
 DEFINE_int32(ps, 1, "ps servers to start in this process");
 DEFINE_int32(clients, 1, "client threads, each with its own PsClient (worker i of the job)");
-DEFINE_string(size_mb, "16", "variable sizes in MiB, comma-separated (e.g. 1,16,64)");
+DEFINE_string(size_mb, "16", "variable sizes in MiB, comma-separated (1,16,64); empty: none");
 DEFINE_double(seconds, 3, "wall time of each push or pull measurement, after the warm-up");
 DEFINE_int32(warmup_ops, 3, "pushes and pulls per client before each measurement");
 DEFINE_int32(chunk_mb, 4, "PsClientOptions.chunk_bytes, in MiB");
@@ -268,24 +268,23 @@ struct Throughput {
 
 absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options, int64_t size_mb) {
   const int64_t rows = (size_mb << 20) / (kColumns * static_cast<int64_t>(sizeof(float)));
-  const double bytes = static_cast<double>(rows * kColumns * sizeof(float));
+  const int64_t bytes = rows * kColumns * static_cast<int64_t>(sizeof(float));
   ParameterSpec spec = BenchSpec(absl::StrCat("bench_", size_mb, "mb"), rows, FLAGS_clients);
   absl::StatusOr<std::vector<Client>> clients = ConnectClients(options, spec, FLAGS_clients);
   if (!clients.ok()) return clients.status();
   const absl::Duration duration = absl::Seconds(FLAGS_seconds);
   Throughput result;
   if (FLAGS_tcp_baseline) {
-    absl::StatusOr<double> messages =
-        TcpMessagesPerSecond(rows * kColumns * static_cast<int64_t>(sizeof(float)), duration);
+    absl::StatusOr<double> messages = TcpMessagesPerSecond(bytes, duration);
     if (!messages.ok()) return messages.status();
-    result.tcp_gb_per_s = *messages * bytes / kGigabyte;
+    result.tcp_gb_per_s = *messages * static_cast<double>(bytes) / kGigabyte;
   }
   absl::StatusOr<double> pushes = OpsPerSecond(*clients, &PushOnce, duration);
   if (!pushes.ok()) return pushes.status();
-  result.push_gb_per_s = *pushes * bytes / kGigabyte;
+  result.push_gb_per_s = *pushes * static_cast<double>(bytes) / kGigabyte;
   absl::StatusOr<double> pulls = OpsPerSecond(*clients, &PullOnce, duration);
   if (!pulls.ok()) return pulls.status();
-  result.pull_gb_per_s = *pulls * bytes / kGigabyte;
+  result.pull_gb_per_s = *pulls * static_cast<double>(bytes) / kGigabyte;
   absl::Status deleted = clients->front().client->DeleteJob(spec.job_id());
   if (!deleted.ok()) return deleted;
   return result;

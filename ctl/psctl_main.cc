@@ -5,6 +5,8 @@
 //   psctl status --cluster_spec=FILE [--job=ID]
 //   psctl stop   --cluster_spec=FILE --job=ID
 //   psctl check  --cluster_spec=FILE [--task=ps:0]
+//   psctl experiment --sweep=FILE (--local | --cluster_spec=FILE) [--results=DIR]
+//   psctl report DIR
 //
 // Exit status: 0 on success; 1 when the job or the cluster failed (the message says why);
 // 2 for bad input or usage; 130 when interrupted (the job is stopped everywhere).
@@ -25,8 +27,11 @@
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
 #include "ctl/cluster_probe.h"
+#include "ctl/experiment.h"
 #include "ctl/job_runner.h"
 #include "ctl/local_cluster.h"
+#include "ctl/report_runner.h"
+#include "ctl/sweep.h"
 #include "worker/compute/device.h"
 #include "worker/job_spec.h"
 
@@ -34,11 +39,19 @@ DEFINE_string(cluster_spec, "", "ClusterSpec JSON file; TF_CONFIG is used when e
 DEFINE_string(task, "", "check: a task to check against the cluster, as TYPE:INDEX (ps:0)");
 DEFINE_string(job, "", "local, submit: the job file (local: config/jobs/default.json when "
                        "empty); status, stop: the job id");
-DEFINE_string(results, "", "where results go (default results/<job id>)");
-DEFINE_bool(overwrite, false, "replace a results directory that is not empty");
+DEFINE_string(results, "", "where results go (default results/<job id>; experiment: "
+                           "results/<sweep name>)");
+DEFINE_bool(overwrite, false, "replace a results directory that is not empty (experiment: run "
+                              "every point again)");
 DEFINE_bool(detach, false, "submit: start the job and print its id without following it");
 DEFINE_int32(ps, 2, "local: ps tasks to start");
-DEFINE_int32(workers, 2, "local: worker tasks to start");
+DEFINE_int32(workers, 2, "local: worker tasks to start (experiment --local: where the sweep "
+                         "does not set \"workers\")");
+DEFINE_string(sweep, "", "experiment: the sweep file (config/sweeps/*.json)");
+DEFINE_bool(local, false, "experiment: run each point on a local cluster started for it");
+DEFINE_string(report_script, "", "report: tools/report.py (default: found beside psctl or "
+                                 "under the current directory)");
+DEFINE_string(python, "/usr/bin/python3", "report: the python with matplotlib");
 DEFINE_string(device, "auto", "local: each worker's --device");
 DEFINE_string(ps_server_binary, "", "local: the ps_server program (default: beside psctl)");
 DEFINE_string(ps_worker_binary, "", "local: the ps_worker program (default: beside psctl)");
@@ -54,6 +67,9 @@ constexpr char kUsage[] =
     "  status   tasks, jobs, versions, staleness: psctl status --cluster_spec=F [--job=ID]\n"
     "  stop     stop a job everywhere: psctl stop --cluster_spec=F --job=ID\n"
     "  check    validate a ClusterSpec: psctl check --cluster_spec=F [--task=ps:0]\n"
+    "  experiment  run every point of a sweep, resumably, and write the sweep table\n"
+    "           psctl experiment --sweep=config/sweeps/F.json (--local | --cluster_spec=F)\n"
+    "  report   a markdown report with tables and plots of a sweep: psctl report DIR\n"
     "  (psctl --helpfull lists every flag)";
 
 std::atomic<bool> interrupted{false};
@@ -166,6 +182,54 @@ int Check() {
   return 0;
 }
 
+int Experiment() {
+  if (FLAGS_sweep.empty()) return Fail(absl::InvalidArgumentError("--sweep=FILE is required"));
+  if (FLAGS_local == !FLAGS_cluster_spec.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "give either --local (a local cluster for each point) or --cluster_spec=FILE"));
+  }
+  absl::StatusOr<Sweep> sweep = ReadSweepFile(FLAGS_sweep);
+  if (!sweep.ok()) return Fail(sweep.status());
+  ExperimentOptions options;
+  int default_workers = FLAGS_workers;
+  if (FLAGS_local) {
+    options.local.device = FLAGS_device;
+    options.local.ps_server_path = FLAGS_ps_server_binary.empty()
+                                       ? SiblingBinary("server/ps_server")
+                                       : FLAGS_ps_server_binary;
+    options.local.ps_worker_path = FLAGS_ps_worker_binary.empty()
+                                       ? SiblingBinary("worker/ps_worker")
+                                       : FLAGS_ps_worker_binary;
+  } else {
+    absl::StatusOr<ClusterSpec> cluster = Cluster();
+    if (!cluster.ok()) return Fail(cluster.status());
+    default_workers = cluster->NumTasks(kWorkerJob);
+    options.cluster = *std::move(cluster);
+  }
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, default_workers);
+  if (!points.ok()) return Fail(points.status());
+  options.results_dir = FLAGS_results.empty() ? "results/" + sweep->name : FLAGS_results;
+  options.overwrite = FLAGS_overwrite;
+  options.interrupted = &interrupted;
+  options.out = &std::cout;
+  options.live_line = isatty(STDOUT_FILENO);
+  std::cout << "sweep " << sweep->name << ": " << points->size() << " points"
+            << (FLAGS_local ? ", each on a local cluster" : "") << "; results in "
+            << options.results_dir << "\n";
+  absl::Status status = RunExperiment(*sweep, *points, options);
+  return status.ok() ? 0 : Fail(status);
+}
+
+int Report(const std::string& dir) {
+  ReportOptions options;
+  options.script = FLAGS_report_script;
+  options.python = FLAGS_python;
+  absl::StatusOr<std::string> output = RunReport(dir, options);
+  if (!output.ok()) return Fail(output.status());
+  std::cout << *output;
+  return 0;
+}
+
 }  // namespace
 }  // namespace ps
 
@@ -175,7 +239,9 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = 1;  // Warnings and errors only: psctl talks through its own output.
   google::InitGoogleLogging(argv[0]);
-  if (argc != 2) {
+  // Only report takes an argument after the command: the directory.
+  const bool report = argc >= 2 && std::string(argv[1]) == "report";
+  if (argc != (report ? 3 : 2)) {
     std::cerr << ps::kUsage << "\n";
     return 2;
   }
@@ -191,6 +257,8 @@ int main(int argc, char** argv) {
   if (command == "status") return ps::Status();
   if (command == "stop") return ps::Stop();
   if (command == "check") return ps::Check();
+  if (command == "experiment") return ps::Experiment();
+  if (command == "report") return ps::Report(argv[2]);
   std::cerr << "psctl: unknown command \"" << command << "\"\n" << ps::kUsage << "\n";
   return 2;
 }

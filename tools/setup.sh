@@ -17,6 +17,8 @@ PACKAGES=(
   libopenblas-dev nlohmann-json3-dev libssl-dev libc-ares-dev libre2-dev zlib1g-dev
   # Multi-host tests (network namespaces) and process control in tests.
   iproute2 procps
+  # psctl report's plots (tools/report.py).
+  python3 python3-matplotlib
 )
 
 missing=()

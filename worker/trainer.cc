@@ -143,6 +143,17 @@ absl::Status RunTrainer(const TrainerContext& context) {
   std::vector<float> batch_features, batch_labels;
   bool target_reached = false;
 
+  // The current weights on the test split (the training split when there is none).
+  auto evaluate = [&](int64_t at_step) -> absl::Status {
+    absl::StatusOr<EvalResult> eval =
+        Evaluate(model->get(), split.test.num_examples > 0 ? split.test : split.train,
+                 spec.batch_size(), weights.const_view());
+    if (!eval.ok()) return eval.status();
+    eval->set_step(at_step);
+    *progress.mutable_eval() = *eval;
+    return absl::OkStatus();
+  };
+
   // Throughput and elapsed time count from here: after loading data and creating the job.
   const absl::Time loop_start = absl::Now();
   for (int64_t step = 0; step < step_limit && !target_reached; ++step) {
@@ -167,6 +178,17 @@ absl::Status RunTrainer(const TrainerContext& context) {
               : *std::min_element(pulled->versions.begin(), pulled->versions.end()));
     }
     communication_time += absl::Now() - phase;
+    // SYNC counts the job's steps on the shards, as TensorFlow's SyncReplicasOptimizer counts
+    // its global step: with backup workers (R < N) a worker's own steps lag behind, and one
+    // that went on to its own count would wait at a barrier the others have left.
+    if (mode == ConsistencyConfig::SYNC && step_tag >= step_limit) {
+      if (context.worker == 0) {
+        absl::Status evaluated = evaluate(step_tag);
+        if (!evaluated.ok()) return evaluated;
+      }
+      context.report(progress);
+      break;
+    }
 
     // Compute.
     phase = absl::Now();
@@ -223,13 +245,9 @@ absl::Status RunTrainer(const TrainerContext& context) {
     bool evaluate_now = spec.eval_interval() > 0 && (step + 1) % spec.eval_interval() == 0;
     if ((evaluate_now && (context.worker == 0 || spec.target_loss() > 0)) ||
         (last && context.worker == 0)) {
-      absl::StatusOr<EvalResult> eval =
-          Evaluate(model->get(), split.test.num_examples > 0 ? split.test : split.train,
-                   spec.batch_size(), weights.const_view());
-      if (!eval.ok()) return eval.status();
-      eval->set_step(step + 1);
-      *progress.mutable_eval() = *eval;
-      target_reached = spec.target_loss() > 0 && eval->loss() < spec.target_loss();
+      absl::Status evaluated = evaluate(step + 1);
+      if (!evaluated.ok()) return evaluated;
+      target_reached = spec.target_loss() > 0 && progress.eval().loss() < spec.target_loss();
     }
 
     progress.set_step(step + 1);

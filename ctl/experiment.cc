@@ -1,0 +1,291 @@
+#include "ctl/experiment.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <google/protobuf/util/message_differencer.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "ctl/job_runner.h"
+#include "ctl/sweep_table.h"
+#include "worker/job_spec.h"
+
+namespace ps {
+namespace {
+
+// "42s", "3m05s".
+std::string Seconds(absl::Duration duration) {
+  int64_t seconds = absl::ToInt64Seconds(duration + absl::Milliseconds(500));
+  return seconds < 60 ? absl::StrCat(seconds, "s")
+                      : absl::StrFormat("%dm%02ds", seconds / 60, seconds % 60);
+}
+
+// The sweep's progress: a bar redrawn in place on a terminal, log lines otherwise. Lines about
+// finished points are printed in both cases. Thread-safe.
+class SweepProgress {
+ public:
+  SweepProgress(std::ostream* out, bool live_line, int total)
+      : out_(*out), live_line_(live_line), total_(total) {
+    if (live_line_) ticker_ = std::thread([this] { Tick(); });
+  }
+  ~SweepProgress() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    if (ticker_.joinable()) ticker_.join();
+    if (live_line_) out_ << "\r\033[K" << std::flush;
+  }
+
+  void Skipped(const SweepPoint& point) {
+    absl::MutexLock lock(&mu_);
+    ++done_;
+    Print(absl::StrCat(Prefix(point), "done earlier, skipped"));
+  }
+  void Started(const SweepPoint& point, const std::string& results) {
+    absl::MutexLock lock(&mu_);
+    current_ = point.id;
+    current_start_ = absl::Now();
+    if (!live_line_) Print(absl::StrCat(Prefix(point), "running (", results, ")"));
+  }
+  // `failure`: why the job failed, if it did.
+  void Finished(const SweepPoint& point, const nlohmann::json& summary,
+                const absl::Status& failure) {
+    absl::MutexLock lock(&mu_);
+    absl::Duration took = absl::Now() - current_start_;
+    ++done_;
+    ++run_;
+    run_time_ += took;
+    current_.clear();
+    std::string line = absl::StrCat(Prefix(point), summary.value("state", "?"), " in ",
+                                    absl::StrFormat("%.1fs", absl::ToDoubleSeconds(took)));
+    if (summary.contains("final_eval_loss") && summary["final_eval_loss"].is_number()) {
+      absl::StrAppend(
+          &line, absl::StrFormat(", eval loss %.4g", summary["final_eval_loss"].get<double>()));
+    }
+    absl::StrAppend(&line,
+                    absl::StrFormat(", staleness %.2f", summary.value("staleness_mean", 0.0)));
+    if (!failure.ok()) {
+      constexpr size_t kMaxReason = 200;
+      std::string reason(failure.message().substr(0, kMaxReason));
+      absl::StrAppend(&line, ": ", reason, failure.message().size() > kMaxReason ? "..." : "");
+    }
+    if (!live_line_ && done_ < total_) absl::StrAppend(&line, " | ETA ", Seconds(Eta()));
+    Print(line);
+  }
+
+ private:
+  std::string Prefix(const SweepPoint& point) const {
+    return absl::StrCat("[", point.index + 1, "/", total_, "] ", point.id, ": ");
+  }
+  // The mean time of the points run so far times the points left, less the current one's.
+  absl::Duration Eta() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (run_ == 0) return absl::ZeroDuration();
+    absl::Duration eta = run_time_ / run_ * (total_ - done_);
+    if (!current_.empty()) eta -= absl::Now() - current_start_;
+    return std::max(eta, absl::ZeroDuration());
+  }
+  std::string Bar() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    constexpr int kWidth = 24;
+    int filled = total_ > 0 ? kWidth * done_ / total_ : kWidth;
+    std::string bar = absl::StrCat("[", std::string(filled, '#'), std::string(kWidth - filled, '.'),
+                                   "] ", done_, "/", total_, " points");
+    if (!current_.empty()) {
+      absl::StrAppend(&bar, " | running ", current_, " (", Seconds(absl::Now() - current_start_),
+                      ")");
+    }
+    if (run_ > 0 && done_ < total_) absl::StrAppend(&bar, " | ETA ", Seconds(Eta()));
+    return bar;
+  }
+  // A permanent line; the bar is redrawn below it.
+  void Print(const std::string& line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (live_line_) {
+      out_ << "\r\033[K" << line << "\n" << Bar() << std::flush;
+    } else {
+      out_ << line << "\n" << std::flush;
+    }
+  }
+  void Tick() {
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+    while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(250))) {
+      out_ << "\r\033[K" << Bar() << std::flush;
+    }
+  }
+
+  std::ostream& out_;
+  const bool live_line_;
+  const int total_;
+  std::thread ticker_;
+  absl::Mutex mu_;
+  int done_ ABSL_GUARDED_BY(mu_) = 0;  // Finished or skipped.
+  int run_ ABSL_GUARDED_BY(mu_) = 0;   // Run by this call.
+  absl::Duration run_time_ ABSL_GUARDED_BY(mu_);
+  std::string current_ ABSL_GUARDED_BY(mu_);
+  absl::Time current_start_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Whether `dir` holds a finished run of `point`: summary.json says DONE, and job.json holds
+// the point's spec (but for the job id, unique to each run) on as many workers.
+absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir) {
+  nlohmann::json summary = ReadSummary(dir);
+  if (summary.is_null() || summary.value("state", "") != "DONE") return false;
+  std::ifstream file(dir + "/job.json");
+  std::stringstream text;
+  text << file.rdbuf();
+  nlohmann::json job = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  bool same = false;
+  if (job.is_object() && job.contains("spec")) {
+    absl::StatusOr<JobSpec> earlier = ParseJobSpecJson(job["spec"].dump(), dir + "/job.json");
+    const nlohmann::json& workers = job["cluster"]["cluster"]["worker"];
+    if (earlier.ok() && workers.is_array() &&
+        static_cast<int>(workers.size()) == point.num_workers) {
+      earlier->set_job_id(point.spec.job_id());
+      same = google::protobuf::util::MessageDifferencer::Equals(*earlier, point.spec);
+    }
+  }
+  if (!same) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " holds a finished job other than point ", point.id,
+        " (the sweep changed since it ran): choose another --results, or pass --overwrite to "
+        "run every point again"));
+  }
+  return true;
+}
+
+absl::Status WriteSweepJson(const Sweep& sweep, const std::string& path) {
+  nlohmann::json json;
+  json["name"] = sweep.name;
+  json["description"] = sweep.description;
+  json["source"] = sweep.source;
+  json["target_loss"] = sweep.target_loss;
+  json["repeats"] = sweep.repeats;
+  json["settings"] = SettingPaths(sweep);
+  std::ofstream file(path, std::ios::trunc);
+  file << json.dump(2) << "\n";
+  if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+// Runs one point to its end; its output goes to `log`.
+absl::Status RunPoint(const Sweep& sweep, const SweepPoint& point, const JobSpec& spec,
+                      const ExperimentOptions& options, const std::string& results,
+                      std::ostream* log) {
+  SubmitOptions submit;
+  submit.results_dir = results;
+  submit.overwrite = true;  // A point that did not finish runs again from the start.
+  submit.interrupted = options.interrupted;
+  submit.out = log;
+  if (options.cluster.has_value()) {
+    absl::Status status = SubmitJob(*options.cluster, spec, submit);
+    // Finished or not, the job goes from the ps shards: a long sweep does not fill them up.
+    StopJobEverywhere(*options.cluster, spec.job_id()).IgnoreError();
+    return status;
+  }
+  LocalClusterOptions local = options.local;
+  local.num_ps = sweep.num_ps;
+  local.num_workers = point.num_workers;
+  local.dir = absl::StrCat(options.results_dir, "/logs/", point.dir_name, ".cluster");
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster;
+  // A port found free may be taken by another program before a daemon binds it: try again.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    cluster = LocalCluster::Start(local);
+    if (cluster.ok() || !absl::IsUnavailable(cluster.status())) break;
+  }
+  if (!cluster.ok()) return cluster.status();
+  absl::Status status = SubmitJob((*cluster)->cluster(), spec, submit);
+  (*cluster)->Stop();
+  return status;
+}
+
+}  // namespace
+
+absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& points,
+                           const ExperimentOptions& options) {
+  if (options.cluster.has_value()) {
+    const int workers = options.cluster->NumTasks(kWorkerJob);
+    for (const SweepPoint& point : points) {
+      if (point.num_workers != workers) {
+        return absl::InvalidArgumentError(absl::StrCat(sweep.source, ": point ", point.id,
+                                                       " needs ", point.num_workers,
+                                                       " workers but the cluster has ", workers,
+                                                       ": sweep over \"workers\" with --local, "
+                                                       "or give the cluster that many"));
+      }
+    }
+  }
+  std::error_code error;
+  std::filesystem::create_directories(options.results_dir + "/logs", error);
+  if (error) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create the results directory ",
+                                                    options.results_dir, ": ", error.message()));
+  }
+  std::vector<bool> done(points.size(), false);
+  for (size_t i = 0; i < points.size() && !options.overwrite; ++i) {
+    absl::StatusOr<bool> earlier =
+        DoneEarlier(points[i], absl::StrCat(options.results_dir, "/", points[i].dir_name));
+    if (!earlier.ok()) return earlier.status();
+    done[i] = *earlier;
+  }
+  absl::Status status = WriteSweepJson(sweep, options.results_dir + "/sweep.json");
+  if (!status.ok()) return status;
+  const std::string table = options.results_dir + "/sweep.csv";
+  status = WriteSweepTable(table, sweep, points, options.results_dir);
+  if (!status.ok()) return status;
+
+  // Job ids are unique to this run: a long-lived cluster may have seen the sweep before.
+  const std::string run_tag =
+      absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
+  const absl::Status interrupted = absl::CancelledError(
+      "interrupted; the points done so far are kept: run the same command again to resume");
+  {
+    SweepProgress progress(options.out, options.live_line, static_cast<int>(points.size()));
+    for (size_t i = 0; i < points.size(); ++i) {
+      const SweepPoint& point = points[i];
+      if (done[i]) {
+        progress.Skipped(point);
+        continue;
+      }
+      if (options.interrupted != nullptr && options.interrupted->load()) return interrupted;
+      const std::string results = absl::StrCat(options.results_dir, "/", point.dir_name);
+      const std::string log_path =
+          absl::StrCat(options.results_dir, "/logs/", point.dir_name, ".log");
+      std::ofstream log(log_path, std::ios::trunc);
+      JobSpec spec = point.spec;
+      spec.set_job_id(absl::StrCat(spec.job_id(), "-", run_tag));
+      // What an earlier, unfinished run left says nothing about this one.
+      std::filesystem::remove(results + "/summary.json", error);
+      progress.Started(point, results);
+      status = RunPoint(sweep, point, spec, options, results, &log);
+      absl::Status written = WriteSweepTable(table, sweep, points, options.results_dir);
+      if (absl::IsCancelled(status)) return interrupted;
+      nlohmann::json summary = ReadSummary(results);
+      if (summary.is_null()) {
+        return absl::Status(status.code(), absl::StrCat("point ", point.id, ": ", status.message(),
+                                                        " (psctl's output: ", log_path, ")"));
+      }
+      if (!written.ok()) return written;
+      if (!status.ok()) log << "psctl: " << status.message() << "\n";
+      progress.Finished(point, summary, status);
+    }
+  }
+  int failed = 0;
+  for (const SweepPoint& point : points) {
+    nlohmann::json summary = ReadSummary(absl::StrCat(options.results_dir, "/", point.dir_name));
+    if (summary.is_null() || summary.value("state", "") != "DONE") ++failed;
+  }
+  *options.out << "sweep " << sweep.name << ": " << points.size() << " points, "
+               << points.size() - failed << " done, " << failed << " failed; table in " << table
+               << "; plots: psctl report " << options.results_dir << "\n";
+  return absl::OkStatus();
+}
+
+}  // namespace ps

@@ -1,0 +1,35 @@
+// The sweep table (<results>/sweep.csv): one row per point, its settings and the results
+// found in its directory (summary.json, eval.csv). Columns, in order:
+//   point, dir, one per setting path (SettingPaths), workers (unless a setting), repeat,
+//   seed (the job's, unless a setting), state (PENDING before the point has run), steps,
+//   wall_time_s, examples_per_second, final_train_loss, final_eval_loss,
+//   final_eval_accuracy, staleness_mean, staleness_max, dropped_gradients, time_to_target_s
+// Empty cells where a value does not apply; fields holding commas are quoted (RFC 4180).
+#ifndef PS_CTL_SWEEP_TABLE_H_
+#define PS_CTL_SWEEP_TABLE_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "ctl/sweep.h"
+
+namespace ps {
+
+// A point's summary.json, or a null JSON value when it has none (or not a readable one).
+nlohmann::json ReadSummary(const std::string& point_dir);
+
+// The `time_s` of the first eval.csv row whose loss is <= `target_loss`; nullopt when none
+// is (or the file is missing).
+std::optional<double> TimeToTarget(const std::string& eval_csv_path, double target_loss);
+
+// Writes `path` (replacing it) from the points' directories under `results_dir`.
+absl::Status WriteSweepTable(const std::string& path, const Sweep& sweep,
+                             const std::vector<SweepPoint>& points, const std::string& results_dir);
+
+}  // namespace ps
+
+#endif  // PS_CTL_SWEEP_TABLE_H_

@@ -1,0 +1,227 @@
+// psctl experiment and psctl report as a user runs them: the CI sweep (config/sweeps/ci.json)
+// end to end on local clusters in well under two minutes, its report with every table and plot
+// it names, resuming, and input refused before anything starts.
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/subprocess.h"
+#include "tests/experiment_testing.h"
+
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::SizeIs;
+
+constexpr absl::Duration kTimeout = absl::Seconds(100);
+
+int CountOf(const std::string& text, const std::string& part) {
+  int count = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+double Number(const std::string& text) {
+  double value = 0;
+  EXPECT_TRUE(absl::SimpleAtod(text, &value)) << "not a number: \"" << text << "\"";
+  return value;
+}
+
+TEST(ExperimentTest, CiSweepRunsEndToEndResumesAndItsReportHoldsEveryPlot) {
+  const absl::Time start = absl::Now();
+  const std::string dir = TestDir();
+  const std::string results = dir + "/ci";
+  const std::vector<std::string> experiment = {"experiment", "--sweep=config/sweeps/ci.json",
+                                               "--local", "--results=" + results, "--device=cpu"};
+  PsctlRun run = RunPsctl(experiment, dir, kTimeout);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("sweep ci: 4 points, 4 done, 0 failed"));
+
+  // The sweep table: one row per point (2 modes x 2 repeats), each DONE, with its results.
+  std::vector<std::map<std::string, std::string>> rows = ReadCsvRows(results + "/sweep.csv");
+  ASSERT_THAT(rows, SizeIs(4));
+  std::set<std::string> points;
+  for (const auto& row : rows) {
+    points.insert(row.at("point"));
+    EXPECT_EQ(row.at("state"), "DONE") << row.at("point");
+    EXPECT_EQ(row.at("steps"), "200");
+    EXPECT_EQ(row.at("workers"), "2");
+    EXPECT_LT(Number(row.at("final_eval_loss")), 0.3) << row.at("point");
+    EXPECT_GT(Number(row.at("time_to_target_s")), 0) << row.at("point");
+    double staleness = Number(row.at("staleness_mean"));
+    if (row.at("consistency.mode") == "SYNC") {
+      EXPECT_EQ(staleness, 0) << row.at("point");
+    } else {
+      EXPECT_GT(staleness, 0) << row.at("point");
+    }
+    const std::string point_dir = results + "/" + row.at("dir");
+    EXPECT_EQ(ReadSummary(point_dir)["state"], "DONE");
+    for (const char* file : {"job.json", "metrics.csv", "eval.csv", "staleness.csv"}) {
+      EXPECT_TRUE(std::filesystem::exists(point_dir + "/" + file)) << point_dir << "/" << file;
+    }
+  }
+  EXPECT_EQ(points, (std::set<std::string>{
+                        "consistency.mode=SYNC,repeat=0", "consistency.mode=SYNC,repeat=1",
+                        "consistency.mode=ASYNC,repeat=0", "consistency.mode=ASYNC,repeat=1"}));
+  EXPECT_EQ(rows[0].at("seed"), "1");
+  EXPECT_EQ(rows[1].at("seed"), "2");
+
+  // The report: every plot it embeds exists as a PNG, and it has the tables it announces.
+  PsctlRun report = RunPsctl({"report", results}, dir, kTimeout);
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  const std::string markdown = ReadFile(results + "/report.md");
+  ASSERT_FALSE(markdown.empty()) << report.output;
+  std::set<std::string> plots;
+  std::regex image(R"(!\[[^\]]*\]\(([^)]+)\))");
+  for (auto it = std::sregex_iterator(markdown.begin(), markdown.end(), image);
+       it != std::sregex_iterator(); ++it) {
+    const std::string path = (*it)[1].str();
+    plots.insert(path);
+    EXPECT_EQ(ReadFile(results + "/" + path).substr(0, 8), "\x89PNG\r\n\x1a\n") << path;
+  }
+  EXPECT_EQ(plots, (std::set<std::string>{"plots/loss_vs_step.png", "plots/loss_vs_time.png",
+                                          "plots/test_accuracy.png", "plots/staleness.png",
+                                          "plots/time_to_target.png"}));
+  for (const char* section : {"## Results", "## Staleness", "## Time to a test loss of 0.3"}) {
+    EXPECT_THAT(markdown, HasSubstr(section));
+  }
+  // Tables: results (a row per mode), staleness (a row per mode), time to target.
+  EXPECT_EQ(CountOf(markdown, "\n|---"), 3) << markdown;
+  EXPECT_THAT(markdown, HasSubstr("\n| SYNC | 2 | 2 DONE | "));
+  EXPECT_THAT(markdown, HasSubstr("\n| ASYNC | 2 | 2 DONE | "));
+  EXPECT_THAT(markdown, HasSubstr("\n| mode=ASYNC | 2/2 | "));
+  EXPECT_LT(absl::Now() - start, absl::Minutes(2)) << "the CI sweep and its report took too long";
+
+  // Run again: every point is done, nothing runs.
+  const std::string summary = ReadFile(results + "/" + rows[2].at("dir") + "/summary.json");
+  run = RunPsctl(experiment, dir, kTimeout);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(CountOf(run.output, "done earlier, skipped"), 4) << run.output;
+  EXPECT_THAT(run.output, Not(HasSubstr("running")));
+  EXPECT_EQ(ReadFile(results + "/" + rows[2].at("dir") + "/summary.json"), summary);
+
+  // A point that did not finish runs again, alone.
+  std::filesystem::remove(results + "/" + rows[1].at("dir") + "/summary.json");
+  run = RunPsctl(experiment, dir, kTimeout);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(CountOf(run.output, "done earlier, skipped"), 3) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("[2/4] consistency.mode=SYNC,repeat=1: DONE in "));
+  EXPECT_EQ(ReadSummary(results + "/" + rows[1].at("dir"))["state"], "DONE");
+
+  // The same results directory for a sweep that changed: refused, nothing runs.
+  std::string changed = ReadFile("config/sweeps/ci.json");
+  changed.replace(changed.find("\"steps\": 200"), 12, "\"steps\": 100");
+  WriteFile(dir + "/changed.json", changed);
+  run = RunPsctl({"experiment", "--sweep=" + dir + "/changed.json", "--local",
+                  "--results=" + results, "--device=cpu"},
+                 dir, kTimeout);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("holds a finished job other than point"));
+  EXPECT_THAT(run.output, HasSubstr("--overwrite"));
+}
+
+// On daemons psctl did not start: every point runs there, and leaves no job on the shards.
+TEST(ExperimentTest, TheCiSweepRunsOnARunningCluster) {
+  const std::string dir = TestDir();
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<int> port = PickUnusedPort();
+    ASSERT_TRUE(port.ok()) << port.status();
+    addresses.push_back(absl::StrCat("\"127.0.0.1:", *port, "\""));
+  }
+  WriteFile(dir + "/cluster.json",
+            absl::StrCat(R"({"cluster": {"ps": [)", addresses[0], ", ", addresses[1],
+                         R"(], "worker": [)", addresses[2], ", ", addresses[3], "]}}"));
+  std::vector<Subprocess> daemons;
+  for (const std::string task : {"ps:0", "ps:1", "worker:0", "worker:1"}) {
+    const bool worker = task[0] == 'w';
+    std::string name = dir + "/" + task;
+    name[name.rfind(':')] = '-';
+    std::vector<std::string> argv = {worker ? "worker/ps_worker" : "server/ps_server",
+                                     "--cluster_spec=" + dir + "/cluster.json", "--task=" + task,
+                                     "--port_file=" + name + ".port"};
+    if (worker) argv.push_back("--device=cpu");
+    absl::StatusOr<Subprocess> daemon = Subprocess::Start(argv, name + ".log");
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    daemons.push_back(*std::move(daemon));
+    ASSERT_TRUE(WaitForPortFile(name + ".port", absl::Seconds(30)).ok()) << daemons.back().Output();
+  }
+  PsctlRun run = RunPsctl({"experiment", "--sweep=config/sweeps/ci.json",
+                           "--cluster_spec=" + dir + "/cluster.json", "--results=" + dir + "/ci"},
+                          dir, kTimeout);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::vector<std::map<std::string, std::string>> rows = ReadCsvRows(dir + "/ci/sweep.csv");
+  ASSERT_THAT(rows, SizeIs(4));
+  for (const auto& row : rows) EXPECT_EQ(row.at("state"), "DONE") << row.at("point");
+  PsctlRun status = RunPsctl({"status", "--cluster_spec=" + dir + "/cluster.json"}, dir, kTimeout);
+  EXPECT_EQ(status.exit_code, 0) << status.output;
+  EXPECT_EQ(CountOf(status.output, "up, jobs: []"), 2) << status.output;
+}
+
+TEST(ExperimentTest, ABadSweepIsRefusedBeforeAnythingStarts) {
+  const std::string dir = TestDir();
+  WriteFile(dir + "/bad.json", R"({"name": "bad", "base_job": "config/jobs/default.json",
+                                   "axes": {"consistency.mod": ["SYNC"]}})");
+  PsctlRun run = RunPsctl(
+      {"experiment", "--sweep=" + dir + "/bad.json", "--local", "--results=" + dir + "/results"},
+      dir, kTimeout);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output,
+              HasSubstr(dir + "/bad.json: axes.\"consistency.mod\": JobSpec.consistency "
+                              "has no field \"mod\""));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/results"));
+
+  run = RunPsctl({"experiment", "--sweep=config/sweeps/ci.json"}, dir, kTimeout);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("give either --local"));
+}
+
+// On a running cluster every point must have the cluster's number of workers; this is checked
+// before any task is contacted (nothing listens at these addresses).
+TEST(ExperimentTest, AWorkersAxisThatDoesNotMatchTheClusterIsRefused) {
+  const std::string dir = TestDir();
+  WriteFile(dir + "/cluster.json",
+            R"({"cluster": {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}})");
+  WriteFile(dir + "/sweep.json", R"({"name": "workers", "base_job": "config/jobs/default.json",
+                                     "axes": {"workers": [2, 4]}})");
+  PsctlRun run =
+      RunPsctl({"experiment", "--sweep=" + dir + "/sweep.json",
+                "--cluster_spec=" + dir + "/cluster.json", "--results=" + dir + "/results"},
+               dir, kTimeout);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("point workers=4 needs 4 workers but the cluster has 2"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/results"));
+}
+
+TEST(ExperimentTest, AReportWithoutASweepOrMatplotlibSaysWhatItNeeds) {
+  const std::string dir = TestDir();
+  PsctlRun run = RunPsctl({"report", dir}, dir, kTimeout);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr(dir + " holds no sweep.csv"));
+
+  WriteFile(dir + "/sweep.csv", "point\n");
+  run = RunPsctl({"report", dir, "--python=" + dir + "/no_python"}, dir, kTimeout);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("run tools/setup.sh"));
+
+  // A python without Debian's packages (-S: no site directories, so no matplotlib).
+  const std::string python = dir + "/python_without_packages";
+  WriteFile(python, "#!/bin/sh\nexec /usr/bin/python3 -S \"$@\"\n");
+  std::filesystem::permissions(python, std::filesystem::perms::owner_all);
+  run = RunPsctl({"report", dir, "--python=" + python}, dir, kTimeout);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("cannot import matplotlib"));
+  EXPECT_THAT(run.output, HasSubstr("run tools/setup.sh (it installs python3 and "
+                                    "python3-matplotlib)"));
+}
+
+}  // namespace
+}  // namespace ps

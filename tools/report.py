@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""A sweep's report: `psctl report DIR` runs this as `python3 tools/report.py DIR`.
+
+Reads what `psctl experiment` wrote in DIR (sweep.json, sweep.csv, and each point's
+metrics.csv, eval.csv, staleness.csv, job.json) and writes DIR/report.md with tables, and the
+plots it embeds in DIR/plots/ (PNG, drawn by report_plots.py beside it). Runs that differ only
+in their seed (repeats, or a "seed" setting) form one group: tables give their mean and range,
+plots their mean and a shaded band from the minimum to the maximum. Exits 3 when matplotlib is
+missing.
+"""
+import csv
+import json
+import os
+import sys
+from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # report_plots.py is beside it.
+sys.dont_write_bytecode = True  # Leave no __pycache__ in the repository or the runfiles.
+
+try:
+    import numpy as np
+
+    from report_plots import curves_plot, scaling_plot, staleness_plot, time_to_target_plot
+except ImportError as error:
+    print(f"psctl report: {sys.executable} cannot import matplotlib ({error}): run "
+          "tools/setup.sh (it installs python3 and python3-matplotlib)")
+    sys.exit(3)
+
+
+def number(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_csv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def fmt(value):
+    if value is None or not np.isfinite(value):
+        return "–"
+    if abs(value) >= 1e7:
+        return f"{value:.3g}"
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def mean_and_range(values):
+    """'mean' for one value, 'mean (min–max)' for several, '–' for none."""
+    values = [v for v in values if v is not None and np.isfinite(v)]
+    if not values:
+        return "–"
+    if min(values) == max(values):
+        return fmt(values[0])
+    return f"{fmt(np.mean(values))} ({fmt(min(values))}–{fmt(max(values))})"
+
+
+class Run:
+    """One point's results directory."""
+
+    def __init__(self, directory, row):
+        self.row = row
+        self.state = row["state"]
+        job = {}
+        if os.path.exists(os.path.join(directory, "job.json")):
+            with open(os.path.join(directory, "job.json")) as file:
+                job = json.load(file).get("spec", {})
+        self.mode = job.get("consistency", {}).get("mode", "?")
+        self.classifier = job.get("model", {}).get("kind") != "LINEAR_REGRESSION"
+        by_step = defaultdict(list)
+        for metric in read_csv(os.path.join(directory, "metrics.csv")):
+            by_step[int(metric["step"])].append((number(metric["time_s"]), number(metric["loss"])))
+        steps = sorted(by_step)
+        self.steps = np.array(steps, dtype=float)
+        self.times = np.array([np.mean([t for t, _ in by_step[s]]) for s in steps])
+        self.losses = np.array([np.mean([l for _, l in by_step[s]]) for s in steps])
+        evals = read_csv(os.path.join(directory, "eval.csv"))
+        self.eval_steps = np.array([number(e["step"]) for e in evals], dtype=float)
+        self.eval_losses = np.array([number(e["loss"]) for e in evals], dtype=float)
+        self.eval_accuracy = np.array([number(e["accuracy"]) for e in evals], dtype=float)
+        self.staleness = defaultdict(int)
+        for entry in read_csv(os.path.join(directory, "staleness.csv")):
+            self.staleness[int(entry["staleness"])] += int(entry["count"])
+
+    def smoothed_losses(self):
+        window = max(1, len(self.losses) // 40)
+        if window == 1:
+            return self.losses
+        kernel = np.ones(window) / window
+        return np.convolve(self.losses, kernel, mode="valid")
+
+
+class Group:
+    """The runs of one setting, across seeds."""
+
+    def __init__(self, values, names):
+        self.values = values  # The varying settings' values, by setting path.
+        self.names = names  # Short names of the varying settings.
+        self.runs = []
+
+    def label(self, leave_out=()):
+        parts = [f"{self.names[c]}={v}" for c, v in self.values.items() if v and c not in leave_out]
+        return ", ".join(parts) or "all runs"
+
+    def workers(self):
+        return int(self.runs[0].row["workers"])
+
+    def column(self, name):
+        return [number(run.row.get(name)) for run in self.runs]
+
+
+def short_names(columns):
+    """Each setting path's last part, or the whole path where two share the last part."""
+    last = [c.split(".")[-1] for c in columns]
+    return {c: (l if last.count(l) == 1 else c) for c, l in zip(columns, last)}
+
+
+def load(directory):
+    if not os.path.exists(os.path.join(directory, "sweep.json")):
+        sys.exit(f"{directory} holds no sweep.json: give the results directory of psctl experiment")
+    with open(os.path.join(directory, "sweep.json")) as file:
+        sweep = json.load(file)
+    rows = read_csv(os.path.join(directory, "sweep.csv"))
+    ran = [row for row in rows if row["state"] != "PENDING"]
+    if not ran:
+        sys.exit(f"{directory}: no point of the sweep has run yet")
+    keys = [c for c in sweep["settings"] if c != "seed"]
+    varying = [c for c in keys if len({row[c] for row in ran}) > 1]
+    names = short_names(varying)
+    groups = {}
+    for row in ran:
+        key = tuple(row[c] for c in keys)
+        if key not in groups:
+            groups[key] = Group({c: row[c] for c in varying}, names)
+        groups[key].runs.append(Run(os.path.join(directory, row["dir"]), row))
+    return sweep, rows, list(groups.values()), varying
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def results_table(groups, varying, classifier):
+    header = [short_names(varying)[c] for c in varying] or ["runs of"]
+    header += ["runs", "state", "final test loss"]
+    header += ["final test accuracy"] if classifier else []
+    header += ["staleness mean", "staleness max", "examples/s", "wall time (s)"]
+    body = []
+    for group in groups:
+        states = defaultdict(int)
+        for run in group.runs:
+            states[run.state] += 1
+        row = [group.values[c] for c in varying] or [group.label()]
+        row += [len(group.runs), ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
+                mean_and_range(group.column("final_eval_loss"))]
+        row += [mean_and_range(group.column("final_eval_accuracy"))] if classifier else []
+        row += [mean_and_range(group.column(c)) for c in
+                ("staleness_mean", "staleness_max", "examples_per_second", "wall_time_s")]
+        body.append(row)
+    return table(header, body)
+
+
+def main(directory):
+    sweep, rows, groups, varying = load(directory)
+    os.makedirs(os.path.join(directory, "plots"), exist_ok=True)
+    plots = []
+
+    def section(name, title, caption, draw, *args):
+        """A section with the plot that draw(path, *args) saves as plots/NAME."""
+        draw(os.path.join(directory, "plots", name), *args)
+        plots.append(name)
+        return f"## {title}\n\n![{title}](plots/{name})\n\n{caption}\n"
+
+    classifier = any(run.classifier for g in groups for run in g.runs)
+    runs = sum(len(g.runs) for g in groups)
+    out = [f"# Sweep `{sweep['name']}`\n"]
+    if sweep.get("description"):
+        out.append(sweep["description"] + "\n")
+    out.append(f"{runs} runs of {len(rows)} points, from `sweep.csv` (the sweep file was "
+               f"`{sweep['source']}`), in {len(groups)} groups of runs that differ only in "
+               "their seed; each run's results directory is its `dir` in `sweep.csv`. Values are "
+               "the mean over a group's runs, with the range (min–max) in brackets where they "
+               "differ; plots show the mean and shade the range.\n")
+    if runs < len(rows):
+        out.append(f"{len(rows) - runs} points have not run yet and are left out.\n")
+    out.append("## Results\n\n" + results_table(groups, varying, classifier))
+
+    smoothed = ("the mean over the workers of each step's training-batch loss, smoothed over "
+                "1/40 of the run")
+    out.append(section("loss_vs_step.png", "Training loss against step",
+                       f"Training loss: {smoothed}; a step is one step of each worker.",
+                       curves_plot, groups, varying,
+                       lambda r: (r.steps[-len(r.smoothed_losses()):], r.smoothed_losses()),
+                       "step", "training loss", True))
+    out.append(section("loss_vs_time.png", "Training loss against wall time",
+                       f"Training loss: {smoothed}, against the seconds since submission.",
+                       curves_plot, groups, varying,
+                       lambda r: (r.times[-len(r.smoothed_losses()):], r.smoothed_losses()),
+                       "seconds", "training loss", True))
+    if classifier:
+        out.append(section("test_accuracy.png", "Test accuracy",
+                           "The chief's evaluations on the test split.", curves_plot,
+                           groups, varying, lambda r: (r.eval_steps, r.eval_accuracy), "step",
+                           "test accuracy", False))
+    else:
+        out.append(section("test_loss.png", "Test loss",
+                           "The chief's evaluations on the test split.", curves_plot,
+                           groups, varying, lambda r: (r.eval_steps, r.eval_losses), "step",
+                           "test loss", True))
+
+    staleness = []
+    out.append(section("staleness.png", "Staleness",
+                       "Histograms of the staleness of every applied gradient, over all shards, "
+                       "workers and runs of a group, one panel per consistency mode (cut at the "
+                       "largest 99th percentile).",
+                       lambda path: staleness.extend(staleness_plot(path, groups))) +
+               "\n" +
+               table(["mode", "group", "mean", "median", "99th percentile", "max"],
+                     [(m, l, fmt(a), b, c, d) for m, l, a, b, c, d in staleness]))
+
+    target = sweep.get("target_loss") or 0
+    if target > 0:
+        body = []
+        for group in groups:
+            times = [t for t in group.column("time_to_target_s") if t is not None]
+            body.append([group.label(), f"{len(times)}/{len(group.runs)}", mean_and_range(times)])
+        out.append(section("time_to_target.png", f"Time to a test loss of {target:g}",
+                           "Seconds from submission to the first evaluation at or below the "
+                           "target; runs that never reached it are left out of the mean.",
+                           time_to_target_plot, groups) + "\n" +
+                   table(["group", "reached", "seconds"], body))
+    if "workers" in varying:
+        out.append(section("scaling.png", "Scaling with the number of workers",
+                           "The throughput of all workers together, and the final test loss, "
+                           "against the number of workers (error bars: the range over runs; "
+                           "losses over 100 times the median, diverged runs', drawn at that cap).",
+                           scaling_plot, groups))
+
+    with open(os.path.join(directory, "report.md"), "w") as file:
+        file.write("\n".join(out))
+    print(f"wrote {os.path.join(directory, 'report.md')} and {len(plots)} plots in "
+          f"{os.path.join(directory, 'plots')}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: report.py RESULTS_DIR (the directory psctl experiment wrote)")
+    main(sys.argv[1])

@@ -1,0 +1,197 @@
+"""The plots of psctl report (tools/report.py): matplotlib figures saved as PNG.
+
+Each function draws from report.py's groups (the runs of one setting, across seeds) and saves
+one file; curves are the mean over a group's runs with the range shaded.
+"""
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
+import numpy as np  # noqa: E402
+from matplotlib.ticker import (FormatStrFormatter, LogLocator, MaxNLocator,  # noqa: E402
+                               NullFormatter)
+
+DPI = 80
+CURVE_POINTS = 200
+
+
+def band(axis, runs_xy, label, color):
+    """The mean of the runs' curves on a common grid, and their range shaded."""
+    curves = [(x, y) for x, y in runs_xy if len(x) > 1]
+    if not curves:
+        return np.array([])
+    end = min(x[-1] for x, _ in curves)
+    start = max(x[0] for x, _ in curves)
+    grid = np.linspace(start, end, CURVE_POINTS)
+    with np.errstate(invalid="ignore", over="ignore"):
+        ys = np.array([np.interp(grid, x, y) for x, y in curves])
+        mean = ys.mean(axis=0)
+        axis.plot(grid, mean, label=label, color=color, linewidth=1.2)
+        if len(curves) > 1:
+            axis.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.2)
+    return mean
+
+
+def facets(groups, varying):
+    """Panels by number of workers when it varies along with other settings, else one."""
+    if "workers" in varying and len(varying) > 1:
+        values = sorted({g.workers() for g in groups})
+        panels = [(f"workers={v}", [g for g in groups if g.workers() == v]) for v in values]
+        return panels, ("workers",)
+    return [("", groups)], ()
+
+
+def save(figure, path):
+    figure.savefig(path, dpi=DPI)
+    plt.close(figure)
+
+
+def curves_plot(path, groups, varying, series, xlabel, ylabel, log_y):
+    panels, leave_out = facets(groups, varying)
+    labels = list(dict.fromkeys(g.label(leave_out) for g in groups))
+    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
+    columns = min(4, len(panels))
+    rows = (len(panels) + columns - 1) // columns
+    width = max(7.0, 4.2 * columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(width, 3.2 * rows), sharey=True,
+                                squeeze=False)
+    first, lowest = [], []
+    for (title, panel_groups), axis in zip(panels, axes.flat):
+        for group in panel_groups:
+            runs_xy = [series(run) for run in group.runs]
+            label = group.label(leave_out)
+            mean = band(axis, runs_xy, label, colors[label])
+            first += [y[np.isfinite(y)][0] for _, y in runs_xy if np.isfinite(y).any()]
+            lowest += [mean[np.isfinite(mean)].min()] if np.isfinite(mean).any() else []
+        axis.set_title(title, fontsize=9)
+        axis.set_xlabel(xlabel)
+        axis.grid(alpha=0.3)
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
+    axes[0][0].set_ylabel(ylabel)
+    if log_y:
+        axes[0][0].set_yscale("log")
+        if first and lowest:  # Diverging runs leave the plot instead of flattening the others.
+            axes[0][0].set_ylim(bottom=0.5 * min(lowest), top=2 * max(first))
+    handles = [plt.Line2D([], [], color=colors[label]) for label in labels]
+    per_row = max(1, min(len(labels), int(width / (0.7 + max(map(len, labels)) / 14))))
+    figure.legend(handles, labels, loc="lower center", ncol=per_row, fontsize=8, frameon=False)
+    legend_rows = (len(labels) + per_row - 1) // per_row
+    figure.tight_layout(rect=(0, (0.1 + 0.17 * legend_rows) / (3.2 * rows), 1, 1))
+    save(figure, path)
+
+
+def histogram_stats(counts):
+    total = sum(counts.values())
+    if total == 0:
+        return None
+    values = sorted(counts)
+    mean = sum(s * c for s, c in counts.items()) / total
+
+    def quantile(q):
+        seen = 0
+        for s in values:
+            seen += counts[s]
+            if seen >= q * total:
+                return s
+        return values[-1]
+
+    return mean, quantile(0.5), quantile(0.99), values[-1]
+
+
+def staleness_plot(path, groups):
+    """Grouped bars, one panel per consistency mode; returns the table's rows."""
+    modes = list(dict.fromkeys(run.mode for g in groups for run in g.runs))
+    figure, axes = plt.subplots(1, len(modes), figsize=(4.2 * len(modes), 3.4), squeeze=False)
+    rows = []
+    for mode, axis in zip(modes, axes.flat):
+        pooled = {}
+        for group in groups:
+            counts = defaultdict(int)
+            for run in group.runs:
+                if run.mode == mode:
+                    for s, c in run.staleness.items():
+                        counts[s] += c
+            if sum(counts.values()):
+                pooled[group.label(("consistency.mode",))] = counts
+        clip = max([histogram_stats(c)[2] for c in pooled.values()] + [1])
+        width = 0.8 / max(1, len(pooled))
+        for i, (label, counts) in enumerate(pooled.items()):
+            total = sum(counts.values())
+            x = np.arange(0, clip + 1)
+            axis.bar(x - 0.4 + width * (i + 0.5), [counts.get(int(s), 0) / total for s in x], width,
+                     label=label, color=f"C{i % 10}")
+            rows.append((mode, label) + histogram_stats(counts))
+        axis.set_title(mode, fontsize=9)
+        axis.set_xlabel("staleness (updates)")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.grid(alpha=0.3, axis="y")
+        if pooled:
+            axis.legend(fontsize=7)
+    axes[0][0].set_ylabel("fraction of applied gradients")
+    figure.tight_layout()
+    save(figure, path)
+    return rows
+
+
+def time_to_target_plot(path, groups):
+    figure, axis = plt.subplots(figsize=(6, 0.3 * len(groups) + 1.2))
+    for i, group in enumerate(groups):
+        times = [t for t in group.column("time_to_target_s") if t is not None]
+        if times:
+            mean = np.mean(times)
+            axis.barh(i, mean, xerr=[[mean - min(times)], [max(times) - mean]], color="C0",
+                      alpha=0.7, capsize=3)
+        else:
+            axis.text(0, i, " not reached", va="center", fontsize=8)
+    axis.set_yticks(range(len(groups)))
+    axis.set_yticklabels([g.label() for g in groups], fontsize=8)
+    axis.invert_yaxis()
+    axis.set_xlabel("seconds to the target test loss")
+    axis.grid(alpha=0.3, axis="x")
+    figure.tight_layout()
+    save(figure, path)
+
+
+def scaling_plot(path, groups):
+    lines = defaultdict(list)
+    for group in groups:
+        lines[group.label(("workers",))].append(group)
+    # Diverged runs' losses (1e70 and more) are drawn at the cap, 100 times the median.
+    losses = [v for g in groups for v in g.column("final_eval_loss")
+              if v is not None and np.isfinite(v)]
+    cap = 100 * float(np.median(losses)) if losses else 1.0
+    figure, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for i, (label, line) in enumerate(lines.items()):
+        line.sort(key=lambda group: group.workers())
+        for axis, column in zip(axes, ("examples_per_second", "final_eval_loss")):
+            points = []
+            for group in line:
+                values = [v for v in group.column(column) if v is not None and np.isfinite(v)]
+                if column == "final_eval_loss":
+                    values = [min(v, cap) for v in values]
+                if values:
+                    points.append((group.workers(), np.mean(values), min(values), max(values)))
+            if points:
+                x, mean, low, high = map(np.array, zip(*points))
+                axis.errorbar(x, mean, yerr=[mean - low, high - mean], label=label,
+                              color=f"C{i % 10}", marker="o", capsize=3)
+    axes[0].set_ylabel("examples/s (all workers)")
+    axes[1].set_ylabel("final test loss")
+    axes[1].set_yscale("log")
+    if max(losses, default=0) > cap:
+        axes[1].set_ylim(top=cap * 1.5)
+    axes[1].yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    axes[1].yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    axes[1].yaxis.set_minor_formatter(NullFormatter())
+    workers = sorted({g.workers() for g in groups})
+    for axis in axes:
+        axis.set_xlabel("workers")
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(workers, [str(w) for w in workers])
+        axis.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    figure.tight_layout()
+    save(figure, path)
