@@ -78,7 +78,10 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       }
       absl::StatusOr<Subprocess> daemon =
           Subprocess::Start(argv, absl::StrCat(options.dir, "/", name, ".log"));
-      if (!daemon.ok()) return daemon.status();
+      if (!daemon.ok()) {
+        return absl::Status(daemon.status().code(),
+                            absl::StrCat(job, ":", i, ": ", daemon.status().message()));
+      }
       local->daemons_.push_back(*std::move(daemon));
       // Until it listens, or exits (a bad flag, a port in use, no such device).
       const absl::Time deadline = absl::Now() + absl::Seconds(30);

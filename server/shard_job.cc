@@ -439,6 +439,12 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
                                                    " is out of range: the job has ",
                                                    spec_.num_workers(), " workers"));
   }
+  if (header.push_id() < 1) {
+    CountRejected("push_id");
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "push_id is ", header.push_id(),
+        ": number each worker's pushes from 1 up, so that retries can be recognized"));
+  }
   if (static_cast<int64_t>(gradient.size()) != num_elements_) {
     CountRejected("shape");
     return absl::InvalidArgumentError(absl::StrCat(prefix, "the gradient has ", gradient.size(),

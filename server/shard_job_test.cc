@@ -972,6 +972,21 @@ TEST(ShardJobBadInputTest, RepeatedPushIdIsDuplicateAndAppliesNothing) {
   EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
 }
 
+TEST(ShardJobBadInputTest, PushIdBelowOneIsRejected) {
+  std::unique_ptr<ShardJob> job = CreateJob(MakeSpec(ConsistencyConfig::ASYNC, 2));
+  ASSERT_NE(job, nullptr);
+  const JobState before = Observe(job.get());
+  for (int64_t push_id : {0, -3}) {
+    absl::StatusOr<PushResponse> response =
+        PushGradient(job.get(), MakeHeader(*job, 0, push_id, 0), DyadicGradient(1));
+    ASSERT_FALSE(response.ok()) << push_id;
+    EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(response.status().message().find("push_id"), absl::string_view::npos);
+  }
+  ExpectUnchanged(job.get(), before);
+  EXPECT_EQ(CountOf(job->Stats().rejected(), "push_id"), 2);
+}
+
 TEST(ShardJobBadInputTest, RetriedSyncPushIsCountedOnce) {
   std::unique_ptr<ShardJob> job = CreateJob(MakeSpec(ConsistencyConfig::SYNC, 2));
   ASSERT_NE(job, nullptr);

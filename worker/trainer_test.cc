@@ -1,0 +1,415 @@
+// RunTrainer against ps servers started in-process on loopback: one thread per worker, each
+// with its own PsClient and CPU backend, training small models for a few dozen steps. Checks
+// every consistency mode through the workers' progress reports and the shards' JobStats, the
+// stop conditions, Downpour's n_push and n_fetch, stragglers, bad data and the chief's
+// evaluations.
+#include "worker/trainer.h"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/ps_client.h"
+#include "proto/job.pb.h"
+#include "proto/ps_service.pb.h"
+#include "proto/worker_service.pb.h"
+#include "server/ps_server.h"
+#include "worker/compute/compute_backend.h"
+#include "worker/compute/cpu_threads.h"
+#include "worker/job_spec.h"
+
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+// What one worker's RunTrainer returned and reported.
+struct WorkerRun {
+  absl::Status status;
+  std::vector<JobProgress> reports;
+  absl::Duration wall_time;  // Of the RunTrainer call.
+
+  const JobProgress& last() const { return reports.back(); }
+  // The mean training loss of `count` reported steps from the first (or the last) one.
+  double MeanLoss(int count, bool from_end) const {
+    double sum = 0;
+    for (int i = 0; i < count; ++i) {
+      sum += reports[from_end ? reports.size() - 1 - i : i].loss();
+    }
+    return sum / count;
+  }
+};
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { SetCpuComputeThreads(1); }  // Workers share the cores.
+
+  void StartServers(int num_ps) {
+    for (int i = 0; i < num_ps; ++i) {
+      PsServerOptions options;
+      options.listen_address = "127.0.0.1:0";
+      options.service.ps_index = i;
+      options.service.num_ps = num_ps;
+      absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
+      ASSERT_TRUE(server.ok()) << server.status();
+      addresses_.push_back(absl::StrCat("127.0.0.1:", (*server)->bound_port()));
+      servers_.push_back(*std::move(server));
+    }
+  }
+
+  std::unique_ptr<PsClient> NewClient() {
+    PsClientOptions options;
+    options.ps_addresses = addresses_;
+    options.wait_timeout = absl::Seconds(20);  // A hang fails the test well before its timeout.
+    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  // Softmax regression on a 4-class Gaussian mixture of overlapping clusters: 400 examples,
+  // 40 of them held out.
+  static JobSpec SoftmaxJob(const std::string& id, ConsistencyConfig::Mode mode) {
+    JobSpec spec;
+    spec.set_job_id(id);
+    spec.mutable_model()->set_kind(ModelSpec::SOFTMAX_REGRESSION);
+    SyntheticData* data = spec.mutable_data()->mutable_synthetic();
+    data->set_kind(SyntheticData::GAUSSIAN_MIXTURE);
+    data->set_num_examples(400);
+    data->set_feature_dim(16);
+    data->set_num_classes(4);
+    data->set_separation(1.2f);
+    spec.mutable_learning_rate()->set_base(0.2f);
+    spec.mutable_consistency()->set_mode(mode);
+    spec.set_batch_size(16);
+    spec.set_steps(30);
+    spec.set_seed(7);
+    spec.set_min_slice_bytes(64);  // Slices of the small model on every ps.
+    return spec;
+  }
+
+  // Runs `spec` on `num_workers` threads until every one returns. `stop` is shared by all
+  // (a flag nobody sets when null); `on_report` sees every report, on the worker's thread.
+  std::vector<WorkerRun> RunWorkers(
+      const JobSpec& spec, int num_workers, const std::atomic<bool>* stop = nullptr,
+      std::function<void(const JobProgress&)> on_report = nullptr) {
+    absl::Status valid = ValidateJobSpec(spec, num_workers);
+    EXPECT_TRUE(valid.ok()) << valid;
+    static const std::atomic<bool> kNeverStop{false};
+    std::vector<WorkerRun> runs(num_workers);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < num_workers; ++w) {
+      threads.emplace_back([&, w] {
+        std::unique_ptr<PsClient> client = NewClient();
+        std::unique_ptr<ComputeBackend> backend = CreateCpuBackend();
+        if (client == nullptr) return;
+        TrainerContext context;
+        context.spec = spec;
+        context.worker = w;
+        context.num_workers = num_workers;
+        context.ps = client.get();
+        context.backend = backend.get();
+        context.stop = stop != nullptr ? stop : &kNeverStop;
+        context.report = [&runs, w, &on_report](const JobProgress& progress) {
+          runs[w].reports.push_back(progress);
+          if (on_report) on_report(progress);
+        };
+        absl::Time start = absl::Now();
+        runs[w].status = RunTrainer(context);
+        runs[w].wall_time = absl::Now() - start;
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    return runs;
+  }
+
+  std::vector<JobStats> Stats(const std::string& job_id) {
+    std::unique_ptr<PsClient> client = NewClient();
+    if (client == nullptr) return {};
+    absl::StatusOr<std::vector<JobStats>> stats = client->GetJobStats(job_id);
+    EXPECT_TRUE(stats.ok()) << stats.status();
+    return stats.ok() ? *std::move(stats) : std::vector<JobStats>{};
+  }
+
+  // Every run OK, with `steps` steps, and a training loss that went down.
+  static void ExpectTrainedFor(const std::vector<WorkerRun>& runs, int64_t steps) {
+    for (const WorkerRun& run : runs) {
+      ASSERT_TRUE(run.status.ok()) << run.status;
+      ASSERT_EQ(run.reports.size(), static_cast<size_t>(steps));
+      EXPECT_EQ(run.last().step(), steps);
+      EXPECT_LT(run.MeanLoss(5, /*from_end=*/true), 0.5 * run.MeanLoss(5, /*from_end=*/false))
+          << run.last().DebugString();
+    }
+  }
+
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<PsServer>> servers_;
+};
+
+TEST_F(TrainerTest, SyncAggregatesEveryWorkerEachStep) {
+  StartServers(2);
+  std::vector<WorkerRun> runs = RunWorkers(SoftmaxJob("sync", ConsistencyConfig::SYNC), 2);
+  ExpectTrainedFor(runs, 30);
+  for (const WorkerRun& run : runs) {
+    EXPECT_EQ(run.last().staleness(), 0.0);
+    EXPECT_EQ(run.last().global_step(), 29);  // The step of the last pull.
+  }
+  std::vector<JobStats> stats = Stats("sync");
+  ASSERT_EQ(stats.size(), 2u);
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.step(), 30);
+    EXPECT_EQ(shard.version(), 30);
+    EXPECT_EQ(shard.applied_gradients(), 60);
+    EXPECT_EQ(shard.staleness().max(), 0);
+    EXPECT_TRUE(shard.dropped().empty());
+    EXPECT_TRUE(shard.rejected().empty());
+  }
+}
+
+TEST_F(TrainerTest, AsyncAppliesEveryGradientAlone) {
+  StartServers(2);
+  std::vector<WorkerRun> runs = RunWorkers(SoftmaxJob("async", ConsistencyConfig::ASYNC), 2);
+  ExpectTrainedFor(runs, 30);
+  std::vector<JobStats> stats = Stats("async");
+  ASSERT_EQ(stats.size(), 2u);
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), 2 * 30);
+    EXPECT_EQ(shard.version(), 2 * 30);
+    EXPECT_TRUE(shard.dropped().empty());
+    ASSERT_EQ(shard.workers_size(), 2);
+    for (const WorkerStats& worker : shard.workers()) EXPECT_EQ(worker.applied(), 30);
+  }
+}
+
+TEST_F(TrainerTest, SspKeepsClocksAndStalenessBounded) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("ssp", ConsistencyConfig::SSP);
+  spec.mutable_consistency()->set_ssp_bound(1);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 30);
+  std::vector<JobStats> stats = Stats("ssp");
+  ASSERT_EQ(stats.size(), 2u);
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), 60);
+    // While a worker computes at clock c, the other pushes clocks c - s .. c + s at most.
+    EXPECT_LE(shard.staleness().max(), 2 * 1 + 1);
+    ASSERT_EQ(shard.workers_size(), 2);
+    for (const WorkerStats& worker : shard.workers()) EXPECT_EQ(worker.clock(), 30);
+  }
+}
+
+TEST_F(TrainerTest, SoftsyncAveragesEveryCGradients) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("softsync", ConsistencyConfig::SOFTSYNC);
+  spec.mutable_consistency()->set_softsync_n(1);  // c = N / n = 2 gradients per update.
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 30);
+  std::vector<JobStats> stats = Stats("softsync");
+  ASSERT_EQ(stats.size(), 2u);
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), 60);
+    EXPECT_EQ(shard.applied_updates(), 30);
+    EXPECT_EQ(shard.version(), 30);
+  }
+}
+
+TEST_F(TrainerTest, ChiefReportsEvaluations) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("chief", ConsistencyConfig::SYNC);
+  spec.set_eval_interval(10);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 30);
+  std::vector<int64_t> eval_steps;
+  for (const JobProgress& progress : runs[0].reports) {
+    if (progress.has_eval() &&
+        (eval_steps.empty() || eval_steps.back() != progress.eval().step())) {
+      eval_steps.push_back(progress.eval().step());
+    }
+  }
+  EXPECT_EQ(eval_steps, (std::vector<int64_t>{10, 20, 30}));
+  const EvalResult& eval = runs[0].last().eval();
+  EXPECT_EQ(eval.step(), 30);
+  EXPECT_EQ(eval.examples(), 40);  // The default test_fraction, 0.1 of 400.
+  EXPECT_GT(eval.loss(), 0);
+  EXPECT_GE(eval.accuracy(), 0.8) << eval.DebugString();
+  for (const JobProgress& progress : runs[1].reports) EXPECT_FALSE(progress.has_eval());
+}
+
+TEST_F(TrainerTest, EpochsGiveEveryWorkerTheSameStepCount) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("epochs", ConsistencyConfig::ASYNC);
+  spec.mutable_data()->mutable_synthetic()->set_num_examples(251);
+  spec.mutable_data()->set_test_fraction(0.2f);
+  spec.set_batch_size(10);
+  spec.set_steps(0);
+  spec.set_epochs(2);
+  // 201 training examples: shards of 101 and 100, 11 and 10 batches; both run 2 * 11 steps.
+  const int64_t train = 251 - 50, workers = 2, batch = 10, epochs = 2;
+  const int64_t largest_shard = (train + workers - 1) / workers;
+  const int64_t expected_steps = epochs * ((largest_shard + batch - 1) / batch);
+  ASSERT_EQ(expected_steps, 22);
+  std::vector<WorkerRun> runs = RunWorkers(spec, workers);
+  for (const WorkerRun& run : runs) {
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    EXPECT_EQ(run.last().step(), expected_steps);
+    EXPECT_EQ(run.last().epoch(), 2);
+  }
+  std::vector<JobStats> stats = Stats("epochs");
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].applied_gradients(), workers * expected_steps);
+}
+
+TEST_F(TrainerTest, TargetLossStopsEveryWorkerAtTheSameEarlyStep) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("target", ConsistencyConfig::SYNC);
+  spec.set_steps(500);
+  spec.set_eval_interval(5);
+  spec.set_target_loss(0.16f);  // Test loss: 0.40 at step 5, 0.23 at 10, 0.10 at 30.
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  for (const WorkerRun& run : runs) {
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    EXPECT_GE(run.last().step(), 10);
+    EXPECT_LT(run.last().step(), 500);
+    EXPECT_EQ(run.last().step() % 5, 0);
+    // Every worker evaluates when a target may stop the job, and stops at its first success.
+    EXPECT_EQ(run.last().eval().step(), run.last().step());
+    EXPECT_LT(run.last().eval().loss(), 0.16);
+  }
+  EXPECT_EQ(runs[0].last().step(), runs[1].last().step());
+  std::vector<JobStats> stats = Stats("target");
+  for (const JobStats& shard : stats) EXPECT_EQ(shard.step(), runs[0].last().step());
+}
+
+TEST_F(TrainerTest, TimeLimitEndsTheJob) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("time", ConsistencyConfig::ASYNC);
+  spec.set_steps(0);
+  spec.set_time_limit_s(0.5f);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  int64_t total_steps = 0;
+  for (const WorkerRun& run : runs) {
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    EXPECT_GE(run.wall_time, absl::Milliseconds(500));
+    EXPECT_LT(run.wall_time, absl::Seconds(5));
+    EXPECT_GT(run.last().step(), 0);
+    total_steps += run.last().step();
+  }
+  std::vector<JobStats> stats = Stats("time");
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].applied_gradients(), total_steps);
+}
+
+TEST_F(TrainerTest, StopFlagCancelsPromptly) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("stop", ConsistencyConfig::SYNC);
+  spec.set_steps(1000000);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> steps_reported{0};
+  std::atomic<bool> returned{false};
+  absl::Time stopped_at = absl::InfiniteFuture();
+  std::thread stopper([&] {
+    while (steps_reported.load() < 10 && !returned) absl::SleepFor(absl::Milliseconds(1));
+    stopped_at = absl::Now();
+    stop = true;
+  });
+  std::vector<WorkerRun> runs =
+      RunWorkers(spec, 2, &stop, [&](const JobProgress&) { ++steps_reported; });
+  absl::Time returned_at = absl::Now();
+  returned = true;
+  stopper.join();
+  for (const WorkerRun& run : runs) {
+    EXPECT_EQ(run.status.code(), absl::StatusCode::kCancelled) << run.status;
+    EXPECT_LT(run.last().step(), 1000000);
+  }
+  EXPECT_LT(returned_at - stopped_at, absl::Seconds(5));
+}
+
+TEST_F(TrainerTest, DownpourPushesEveryNPushSteps) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("n-push", ConsistencyConfig::ASYNC);
+  spec.set_steps(24);
+  spec.mutable_downpour()->set_n_push(4);
+  spec.mutable_downpour()->set_local_learning_rate(0.2f);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 24);
+  std::vector<JobStats> stats = Stats("n-push");
+  ASSERT_EQ(stats.size(), 2u);
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), 2 * 24 / 4);
+    for (const WorkerStats& worker : shard.workers()) EXPECT_EQ(worker.applied(), 24 / 4);
+  }
+}
+
+// One worker pushing every step but pulling every other one: each push after a step without a
+// pull was computed from weights one update old, so half the gradients have staleness 1.
+TEST_F(TrainerTest, DownpourPullsEveryNFetchSteps) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("n-fetch", ConsistencyConfig::ASYNC);
+  spec.set_steps(24);
+  spec.mutable_downpour()->set_n_fetch(2);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 1);
+  ExpectTrainedFor(runs, 24);
+  EXPECT_EQ(runs[0].last().staleness(), 0.5);
+  EXPECT_EQ(runs[0].last().global_step(), 22);  // The version read by the last pull (step 22).
+  std::vector<JobStats> stats = Stats("n-fetch");
+  ASSERT_EQ(stats.size(), 2u);
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), 24);
+    ASSERT_GE(shard.staleness().counts_size(), 2);
+    EXPECT_EQ(shard.staleness().counts(0), 12);
+    EXPECT_EQ(shard.staleness().counts(1), 12);
+    EXPECT_EQ(shard.staleness().max(), 1);
+  }
+}
+
+// A FIXED factor of 3 sleeps twice each step's compute time after it; measured on a model
+// whose steps take milliseconds to compute.
+TEST_F(TrainerTest, FixedStragglerIsSlowerByItsFactor) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("straggler", ConsistencyConfig::ASYNC);
+  spec.mutable_model()->set_kind(ModelSpec::MLP);
+  spec.mutable_model()->add_hidden_sizes(512);
+  spec.mutable_data()->mutable_synthetic()->set_num_examples(2400);
+  spec.mutable_data()->mutable_synthetic()->set_feature_dim(128);
+  spec.mutable_learning_rate()->set_base(0.05f);
+  spec.set_batch_size(1024);
+  spec.set_steps(20);
+  spec.mutable_stragglers()->set_distribution(StragglerSpec::FIXED);
+  spec.mutable_stragglers()->add_workers(1);
+  spec.mutable_stragglers()->set_factor(3);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  for (const WorkerRun& run : runs) ASSERT_TRUE(run.status.ok()) << run.status;
+  const JobProgress& fast = runs[0].last();
+  const JobProgress& slow = runs[1].last();
+  // The straggler's time outside compute and communication is its sleeps: 2x its compute.
+  EXPECT_GE(slow.elapsed_seconds() - slow.communication_seconds(),
+            0.95 * 3 * slow.compute_seconds())
+      << slow.DebugString();
+  EXPECT_GT(slow.elapsed_seconds(), fast.elapsed_seconds() + slow.compute_seconds())
+      << fast.DebugString() << slow.DebugString();
+  EXPECT_LT(slow.examples_per_second(), fast.examples_per_second());
+}
+
+TEST_F(TrainerTest, MissingCsvFileFailsNamingIt) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("bad-data", ConsistencyConfig::ASYNC);
+  const std::string path = absl::StrCat(::testing::TempDir(), "/no-such-dir/train.csv");
+  spec.mutable_data()->set_csv(path);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 1);
+  EXPECT_EQ(runs[0].status.code(), absl::StatusCode::kNotFound) << runs[0].status;
+  EXPECT_THAT(std::string(runs[0].status.message()), HasSubstr(path));
+  EXPECT_TRUE(runs[0].reports.empty());
+}
+
+}  // namespace
+}  // namespace ps
