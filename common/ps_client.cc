@@ -161,6 +161,19 @@ absl::Status PsClient::DeleteJob(const std::string& job_id) {
   return absl::OkStatus();
 }
 
+absl::Status PsClient::LeaveJob(const std::string& job_id, int worker) {
+  LeaveJobRequest request;
+  request.set_job_id(job_id);
+  request.set_worker(worker);
+  std::vector<Call> calls;
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    calls.push_back(Call{ps, "LeaveJob", [request] { return SerializeToByteBuffer(request); },
+                         [](const grpc::ByteBuffer&) { return absl::OkStatus(); },
+                         options_.call_timeout, 0});
+  }
+  return RunCalls(std::move(calls));
+}
+
 absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& job_id) {
   std::vector<JobStats> stats(num_ps());
   std::vector<Call> calls;

@@ -300,4 +300,14 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
   return reactor;
 }
 
+grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext* context,
+                                                     const LeaveJobRequest* request,
+                                                     LeaveJobResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
+  absl::Status status = job.ok() ? (*job)->Leave(request->worker()) : job.status();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 }  // namespace ps

@@ -30,7 +30,8 @@ struct ParameterServiceOptions {
 using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
     ParameterServer::WithCallbackMethod_DeleteJob<ParameterServer::WithRawCallbackMethod_Pull<
         ParameterServer::WithRawCallbackMethod_Push<ParameterServer::WithCallbackMethod_GetJobStats<
-            ParameterServer::WithCallbackMethod_ListJobs<ParameterServer::Service>>>>>>;
+            ParameterServer::WithCallbackMethod_ListJobs<
+                ParameterServer::WithCallbackMethod_LeaveJob<ParameterServer::Service>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -60,6 +61,9 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const ListJobsRequest* request,
                                      ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* LeaveJob(grpc::CallbackServerContext* context,
+                                     const LeaveJobRequest* request,
+                                     LeaveJobResponse* response) override;
 
  private:
   class PullReactor;

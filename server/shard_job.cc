@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -159,6 +160,7 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
               : 1) {
   absl::MutexLock lock(&mu_);
   clocks_.assign(spec.num_workers(), 0);
+  left_.assign(spec.num_workers(), false);
   last_push_id_.assign(spec.num_workers(), 0);
   applied_by_worker_.assign(spec.num_workers(), 0);
   staleness_by_worker_.resize(spec.num_workers());
@@ -219,7 +221,12 @@ absl::Status ShardJob::ValidatePull(const PullRequest& request,
 }
 
 int64_t ShardJob::MinClockLocked() const {
-  return clocks_.empty() ? 0 : *std::min_element(clocks_.begin(), clocks_.end());
+  // Workers that left no longer hold the others back; when all have left, nothing waits.
+  int64_t min_clock = std::numeric_limits<int64_t>::max() / 2;
+  for (size_t w = 0; w < clocks_.size(); ++w) {
+    if (!left_[w]) min_clock = std::min(min_clock, clocks_[w]);
+  }
+  return min_clock;
 }
 
 bool ShardJob::ReadyLocked(const PullRequest& request) const {
@@ -249,7 +256,7 @@ std::string ShardJob::WaitReasonLocked(const PullRequest& request) const {
   }
   int64_t needed = request.clock() - spec_.consistency().ssp_bound();
   for (int w = 0; w < spec_.num_workers(); ++w) {
-    if (clocks_[w] < needed) missing.push_back(w);
+    if (!left_[w] && clocks_[w] < needed) missing.push_back(w);
   }
   return absl::StrCat("pull at clock ", request.clock(), " with ssp_bound ",
                       spec_.consistency().ssp_bound(), " is waiting for workers ",
@@ -389,6 +396,22 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
     destinations->emplace_back(buffer->data() + slice->offset, slice->placement.num_elements());
   }
   return buffer;
+}
+
+absl::Status ShardJob::Leave(int worker) {
+  if (worker < 0 || worker >= spec_.num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat(JobPrefix(spec_.job_id()), "worker ", worker,
+                                                   " is out of range: the job has ",
+                                                   spec_.num_workers(), " workers"));
+  }
+  std::vector<Waiter> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    left_[worker] = true;
+    ready = TakeReadyWaitersLocked();
+  }
+  Complete(std::move(ready));
+  return absl::OkStatus();
 }
 
 void ShardJob::CountRejected(const std::string& reason) {
@@ -641,6 +664,7 @@ JobStats ShardJob::Stats() const {
     WorkerStats* worker = stats.add_workers();
     worker->set_worker(w);
     worker->set_clock(clocks_[w]);
+    worker->set_left(left_[w]);
     worker->set_last_push_id(last_push_id_[w]);
     worker->set_applied(applied_by_worker_[w]);
     staleness_by_worker_[w].ToProto(worker->mutable_staleness());

@@ -90,6 +90,10 @@ class ShardJob {
                                     absl::Span<const float> gradient)
       ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
+  // Marks `worker` as done with the job: SSP pulls no longer wait for its clock (parked ones
+  // that could only wait for it are answered). INVALID_ARGUMENT for a worker out of range.
+  absl::Status Leave(int worker) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Counts a push rejected before it reached Push (for example malformed bytes).
   void CountRejected(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -171,6 +175,7 @@ class ShardJob {
   int64_t updates_started_ ABSL_GUARDED_BY(mu_) = 0;  // Learning-rate schedule position.
   std::vector<Contribution> contributions_ ABSL_GUARDED_BY(mu_);  // Of the open aggregate.
   std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);              // SSP, per worker.
+  std::vector<bool> left_ ABSL_GUARDED_BY(mu_);                   // Per worker: LeaveJob.
   std::vector<int64_t> last_push_id_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> applied_by_worker_ ABSL_GUARDED_BY(mu_);
   std::vector<StalenessHistogram> staleness_by_worker_ ABSL_GUARDED_BY(mu_);

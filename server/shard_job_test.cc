@@ -972,6 +972,32 @@ TEST(ShardJobBadInputTest, RepeatedPushIdIsDuplicateAndAppliesNothing) {
   EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
 }
 
+TEST(ShardJobSspTest, AWorkerThatLeftNoLongerHoldsTheOthersBack) {
+  ParameterSpec spec = MakeSpec(ConsistencyConfig::SSP, 2);
+  spec.mutable_consistency()->set_ssp_bound(0);
+  std::unique_ptr<ShardJob> job = CreateJob(spec);
+  ASSERT_NE(job, nullptr);
+  absl::StatusOr<PushResponse> response =
+      PushGradient(job.get(), MakeHeader(*job, 0, 1, 0, 0, 0), DyadicGradient(1));
+  ASSERT_TRUE(response.ok()) << response.status();
+  // Worker 0 at clock 1 waits for worker 1, at clock 0, until worker 1 leaves.
+  PullRequest request;
+  request.set_job_id(spec.job_id());
+  request.set_worker(0);
+  request.set_clock(1);
+  bool answered = false;
+  int64_t waiter = job->Pull(request, [&](absl::StatusOr<ShardJob::PullSnapshot> result) {
+    EXPECT_TRUE(result.ok()) << result.status();
+    answered = true;
+  });
+  EXPECT_NE(waiter, 0);
+  EXPECT_FALSE(answered);
+  ASSERT_TRUE(job->Leave(1).ok());
+  EXPECT_TRUE(answered);
+  EXPECT_TRUE(job->Stats().workers(1).left());
+  EXPECT_EQ(job->Leave(2).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ShardJobBadInputTest, PushIdBelowOneIsRejected) {
   std::unique_ptr<ShardJob> job = CreateJob(MakeSpec(ConsistencyConfig::ASYNC, 2));
   ASSERT_NE(job, nullptr);

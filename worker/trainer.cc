@@ -5,6 +5,8 @@
 #include <random>
 #include <thread>
 
+#include <glog/logging.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "worker/data/dataset.h"
@@ -88,7 +90,8 @@ absl::Duration StragglerDelay(const StragglerSpec& stragglers, int worker, absl:
 
 }  // namespace
 
-absl::Status RunTrainer(const TrainerContext& context) {
+// The training loop proper; RunTrainer adds leaving the job.
+absl::Status Train(const TrainerContext& context) {
   const JobSpec& spec = context.spec;
   const ConsistencyConfig::Mode mode = spec.consistency().mode();
   const absl::Time start = absl::Now();
@@ -262,6 +265,18 @@ absl::Status RunTrainer(const TrainerContext& context) {
     context.report(progress);
   }
   return absl::OkStatus();
+}
+
+absl::Status RunTrainer(const TrainerContext& context) {
+  absl::Status status = Train(context);
+  // However this worker ends, the others must not wait for it at an SSP bound. Best effort: a
+  // ps that is down, or a job that was never created, has nothing to release.
+  absl::Status left = context.ps->LeaveJob(context.spec.job_id(), context.worker);
+  if (!left.ok() && status.ok() && !absl::IsNotFound(left)) {
+    LOG(WARNING) << "worker " << context.worker << " could not leave job "
+                 << context.spec.job_id() << ": " << left;
+  }
+  return status;
 }
 
 }  // namespace ps

@@ -34,7 +34,8 @@ struct TrainerContext {
 };
 
 // Runs the job: OK when it reached its stop condition, CANCELLED when asked to stop, else the
-// failure (bad data, a dead ps, a barrier that timed out) with its message.
+// failure (bad data, a dead ps, a barrier that timed out) with its message. However it ends,
+// the worker then leaves the job on the ps (LeaveJob), so that SSP peers stop waiting for it.
 absl::Status RunTrainer(const TrainerContext& context);
 
 }  // namespace ps
