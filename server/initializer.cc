@@ -5,23 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/random.h"
 
 namespace ps {
 namespace {
-
-// The generator is written out here, rather than taken from <random>, so that a variable
-// starts from the same values with any standard library: the standard fixes the engines'
-// output but not the distributions'.
-
-// SplitMix64's output function (Steele, Lea and Flood 2014): a bijective 64-bit mixer.
-uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  x ^= x >> 31;
-  return x;
-}
 
 // 64-bit FNV-1a.
 uint64_t HashName(absl::string_view name) {
@@ -33,23 +20,10 @@ uint64_t HashName(absl::string_view name) {
   return hash;
 }
 
-// SplitMix64, seeded per row from (seed, variable name, global row index).
-class RowGenerator {
- public:
-  RowGenerator(uint64_t variable_key, int64_t row)
-      : state_(Mix64(variable_key ^ Mix64(static_cast<uint64_t>(row)))) {}
-
-  uint64_t Next() {
-    state_ += 0x9e3779b97f4a7c15ULL;
-    return Mix64(state_);
-  }
-
-  // Uniform on [0, 1), 53 random bits.
-  double NextUniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-
- private:
-  uint64_t state_;
-};
+// Each row's generator, seeded from (seed, variable name, global row index).
+SplitMix64 RowGenerator(uint64_t variable_key, int64_t row) {
+  return SplitMix64(Mix64(variable_key ^ Mix64(static_cast<uint64_t>(row))));
+}
 
 // Fills each row of the slice from its own generator with `fill(generator, row_values)`.
 template <typename FillRow>
@@ -57,7 +31,7 @@ void ForEachRow(const VariableDef& variable, const SlicePlacement& slice, uint64
                 absl::Span<float> values, FillRow fill) {
   const uint64_t variable_key = Mix64(seed) ^ HashName(variable.name());
   for (int64_t i = 0; i < slice.row_count; ++i) {
-    RowGenerator generator(variable_key, slice.row_begin + i);
+    SplitMix64 generator = RowGenerator(variable_key, slice.row_begin + i);
     fill(generator, values.subspan(static_cast<size_t>(i * slice.row_size),
                                    static_cast<size_t>(slice.row_size)));
   }
@@ -66,21 +40,21 @@ void ForEachRow(const VariableDef& variable, const SlicePlacement& slice, uint64
 // U(-limit, limit).
 void FillUniform(const VariableDef& variable, const SlicePlacement& slice, uint64_t seed,
                  double limit, absl::Span<float> values) {
-  ForEachRow(variable, slice, seed, values, [limit](RowGenerator& generator,
+  ForEachRow(variable, slice, seed, values, [limit](SplitMix64& generator,
                                                     absl::Span<float> row) {
-    for (float& x : row) x = static_cast<float>(limit * (2 * generator.NextUniform() - 1));
+    for (float& x : row) x = static_cast<float>(limit * (2 * generator.Uniform() - 1));
   });
 }
 
 // N(0, stddev^2) by the Box-Muller transform, two values per pair of uniforms.
 void FillNormal(const VariableDef& variable, const SlicePlacement& slice, uint64_t seed,
                 double stddev, absl::Span<float> values) {
-  ForEachRow(variable, slice, seed, values, [stddev](RowGenerator& generator,
+  ForEachRow(variable, slice, seed, values, [stddev](SplitMix64& generator,
                                                      absl::Span<float> row) {
     constexpr double kTwoPi = 6.283185307179586476925286766559;
     for (size_t j = 0; j < row.size(); j += 2) {
-      const double u1 = 1 - generator.NextUniform();  // In (0, 1], so the log is finite.
-      const double u2 = generator.NextUniform();
+      const double u1 = 1 - generator.Uniform();  // In (0, 1], so the log is finite.
+      const double u2 = generator.Uniform();
       const double radius = stddev * std::sqrt(-2 * std::log(u1));
       row[j] = static_cast<float>(radius * std::cos(kTwoPi * u2));
       if (j + 1 < row.size()) row[j + 1] = static_cast<float>(radius * std::sin(kTwoPi * u2));

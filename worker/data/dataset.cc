@@ -8,13 +8,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "worker/data/random.h"
+#include "common/random.h"
 
 namespace ps {
 namespace {
 
-using data_internal::SplitMix64;
-using data_internal::StreamSeed;
 
 // The job seed's stream for shuffles; the index is the epoch.
 constexpr uint64_t kShuffleStream = 3;

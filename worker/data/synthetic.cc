@@ -10,13 +10,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "worker/data/dataset.h"
-#include "worker/data/random.h"
+#include "common/random.h"
 
 namespace ps {
 namespace {
 
-using data_internal::SplitMix64;
-using data_internal::StreamSeed;
 
 constexpr uint64_t kParameterStream = 1;
 constexpr uint64_t kExampleStream = 2;

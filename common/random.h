@@ -1,15 +1,13 @@
-// The data's random numbers: synthetic sets and per-epoch shuffles. Written out here rather than
-// taken from <random>, whose distributions differ between standard libraries, so that a job's
-// data and shard order are the same on every machine.
-#ifndef PS_WORKER_DATA_RANDOM_H_
-#define PS_WORKER_DATA_RANDOM_H_
+// The project's random numbers: initial values on the ps, synthetic data sets, per-epoch
+// shuffles. Written out here rather than taken from <random>, whose distributions differ between
+// standard libraries, so that a job starts from the same values and data on every machine.
+#ifndef PS_COMMON_RANDOM_H_
+#define PS_COMMON_RANDOM_H_
 
 #include <cmath>
 #include <cstdint>
 
 namespace ps {
-namespace data_internal {
-
 // SplitMix64's output function (Steele, Lea and Flood 2014): a bijective 64-bit mixer.
 inline uint64_t Mix64(uint64_t x) {
   x ^= x >> 30;
@@ -67,7 +65,6 @@ class SplitMix64 {
   double spare_ = 0;
 };
 
-}  // namespace data_internal
 }  // namespace ps
 
-#endif  // PS_WORKER_DATA_RANDOM_H_
+#endif  // PS_COMMON_RANDOM_H_
