@@ -11,13 +11,11 @@
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
+#include "common/grpc_server.h"
 #include "common/host_port.h"
 #include "worker/compute/cpu_threads.h"
 #include "worker/compute/device.h"
@@ -31,6 +29,7 @@ DEFINE_string(bind_host, "0.0.0.0", "interface to listen on");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
 DEFINE_int32(compute_threads, 0,
              "CPU backend threads (0: one per core); workers sharing a machine should split it");
+DEFINE_int32(max_message_mb, 1024, "largest request or response, in MiB");
 DEFINE_int32(ps_wait_timeout_s, 60, "how long a pull may wait at a barrier or SSP bound");
 
 namespace {
@@ -80,19 +79,14 @@ int Run() {
 
   ps::BlockStopSignals();  // Before any thread starts.
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int bound_port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    std::cerr << "ps_worker: cannot listen on " << listen
-              << ": the port is in use or the address is not on this host; pick another --port\n";
+  absl::StatusOr<ps::StartedServer> started =
+      ps::StartGrpcServer(listen, &service, FLAGS_max_message_mb << 20);
+  if (!started.ok()) {
+    std::cerr << "ps_worker: " << started.status().message() << "\n";
     return 1;
   }
+  std::unique_ptr<grpc::Server> server = std::move(started->server);
+  int bound_port = started->bound_port;
   LOG(INFO) << ps::TaskName(config->task) << " listening on port " << bound_port;
   if (!FLAGS_port_file.empty()) {
     absl::Status written = ps::WritePortFile(FLAGS_port_file, bound_port);
