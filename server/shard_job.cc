@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -13,9 +12,10 @@
 #include "server/learning_rate.h"
 
 namespace ps {
-namespace {
 
 std::string JobPrefix(const std::string& job_id) { return absl::StrCat("job \"", job_id, "\": "); }
+
+namespace {
 
 // The answer to a push whose push_id was already seen.
 PushResponse DuplicateResponse(int64_t version, int64_t step) {
@@ -182,192 +182,6 @@ std::vector<SliceRef> ShardJob::SliceRefs() const {
 
 int64_t ShardJob::num_parameters() const { return num_elements_; }
 
-absl::Status ShardJob::ValidatePull(const PullRequest& request,
-                                    std::vector<PullRange>* ranges) const {
-  std::string prefix = JobPrefix(spec_.job_id());
-  if (request.worker() < 0 || request.worker() >= spec_.num_workers()) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", request.worker(),
-                                                   " is out of range: the job has ",
-                                                   spec_.num_workers(), " workers"));
-  }
-  if (request.step() < 0 || request.clock() < 0) {
-    return absl::InvalidArgumentError(prefix + "step and clock must be >= 0");
-  }
-  if (request.slices().empty()) {
-    for (size_t i = 0; i < slices_.size(); ++i) {
-      ranges->push_back({static_cast<int>(i), slices_[i]->placement.row_begin,
-                         slices_[i]->placement.row_count});
-    }
-    return absl::OkStatus();
-  }
-  for (const SliceRef& ref : request.slices()) {
-    bool found = false;
-    for (size_t i = 0; i < slices_.size() && !found; ++i) {
-      const SlicePlacement& p = slices_[i]->placement;
-      if (p.variable == ref.variable() && ref.row_begin() >= p.row_begin && ref.row_count() > 0 &&
-          ref.row_begin() + ref.row_count() <= p.row_begin + p.row_count) {
-        ranges->push_back({static_cast<int>(i), ref.row_begin(), ref.row_count()});
-        found = true;
-      }
-    }
-    if (!found) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          prefix, "rows [", ref.row_begin(), ", ", ref.row_begin() + ref.row_count(),
-          ") of variable \"", ref.variable(), "\" are not inside one slice on ps:", ps_index_,
-          "; compute the placement with the same spec and number of ps tasks"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-int64_t ShardJob::MinClockLocked() const {
-  // Workers that left no longer hold the others back; when all have left, nothing waits.
-  int64_t min_clock = std::numeric_limits<int64_t>::max() / 2;
-  for (size_t w = 0; w < clocks_.size(); ++w) {
-    if (!left_[w]) min_clock = std::min(min_clock, clocks_[w]);
-  }
-  return min_clock;
-}
-
-bool ShardJob::ReadyLocked(const PullRequest& request) const {
-  switch (spec_.consistency().mode()) {
-    case ConsistencyConfig::SYNC:
-      return step_ >= request.step();
-    case ConsistencyConfig::SSP:
-      return request.clock() <= MinClockLocked() + spec_.consistency().ssp_bound();
-    default:
-      return true;
-  }
-}
-
-std::string ShardJob::WaitReasonLocked(const PullRequest& request) const {
-  std::vector<int> missing;
-  if (spec_.consistency().mode() == ConsistencyConfig::SYNC) {
-    std::vector<bool> arrived(spec_.num_workers(), false);
-    for (const Contribution& c : contributions_) arrived[c.worker] = true;
-    for (int w = 0; w < spec_.num_workers(); ++w) {
-      if (!arrived[w]) missing.push_back(w);
-    }
-    return absl::StrCat("pull for step ", request.step(), " is waiting for step ", step_,
-                        ", which has ", contributions_.size(), " of ", aggregate_size_,
-                        " gradients; still missing workers ", absl::StrJoin(missing, ", "),
-                        " (a worker that died or is a straggler; fewer replicas_to_aggregate "
-                        "than workers tolerates that)");
-  }
-  int64_t needed = request.clock() - spec_.consistency().ssp_bound();
-  for (int w = 0; w < spec_.num_workers(); ++w) {
-    if (!left_[w] && clocks_[w] < needed) missing.push_back(w);
-  }
-  return absl::StrCat("pull at clock ", request.clock(), " with ssp_bound ",
-                      spec_.consistency().ssp_bound(), " is waiting for workers ",
-                      absl::StrJoin(missing, ", "), " to reach clock ", needed);
-}
-
-int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
-  std::vector<PullRange> ranges;
-  absl::Status status = ValidatePull(request, &ranges);
-  if (!status.ok()) {
-    done(status);
-    return 0;
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    if (!ReadyLocked(request)) {
-      int64_t id = next_waiter_id_++;
-      waiters_.emplace(id, Waiter{request, std::move(done)});
-      return id;
-    }
-  }
-  done(Snapshot(request));
-  return 0;
-}
-
-ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
-  std::vector<PullRange> ranges;
-  ValidatePull(request, &ranges).IgnoreError();  // Validated before.
-  PullSnapshot snapshot;
-  {
-    absl::MutexLock lock(&mu_);
-    snapshot.header.set_version(version_);
-    snapshot.header.set_step(step_);
-  }
-  int64_t total = 0;
-  for (const PullRange& range : ranges) {
-    total += range.row_count * slices_[range.slice]->placement.row_size;
-  }
-  snapshot.data = pull_buffers_->Acquire(total);
-  float* out = snapshot.data->data();
-  for (const PullRange& range : ranges) {
-    const Slice& slice = *slices_[range.slice];
-    int64_t begin = (range.row_begin - slice.placement.row_begin) * slice.placement.row_size;
-    int64_t count = range.row_count * slice.placement.row_size;
-    {
-      absl::MutexLock lock(&slice.mu);
-      std::copy_n(slice.values.data() + begin, count, out);
-    }
-    SliceRef* ref = snapshot.header.add_slices();
-    ref->set_variable(slice.placement.variable);
-    ref->set_row_begin(range.row_begin);
-    ref->set_row_count(range.row_count);
-    snapshot.pieces.emplace_back(out, count);
-    out += count;
-  }
-  return snapshot;
-}
-
-std::vector<ShardJob::Waiter> ShardJob::TakeReadyWaitersLocked() {
-  std::vector<Waiter> ready;
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (ReadyLocked(it->second.request)) {
-      ready.push_back(std::move(it->second));
-      it = waiters_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return ready;
-}
-
-void ShardJob::Complete(std::vector<Waiter> waiters) {
-  for (Waiter& waiter : waiters) waiter.done(Snapshot(waiter.request));
-}
-
-void ShardJob::ExpireWaiter(int64_t id) {
-  Waiter waiter;
-  std::string reason;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = waiters_.find(id);
-    if (it == waiters_.end()) return;
-    waiter = std::move(it->second);
-    waiters_.erase(it);
-    reason = WaitReasonLocked(waiter.request);
-  }
-  waiter.done(absl::DeadlineExceededError(JobPrefix(spec_.job_id()) + reason));
-}
-
-bool ShardJob::CancelWaiter(int64_t id, const absl::Status& status) {
-  Waiter waiter;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = waiters_.find(id);
-    if (it == waiters_.end()) return false;
-    waiter = std::move(it->second);
-    waiters_.erase(it);
-  }
-  waiter.done(status);
-  return true;
-}
-
-void ShardJob::CancelAllWaiters(const absl::Status& status) {
-  std::map<int64_t, Waiter> waiters;
-  {
-    absl::MutexLock lock(&mu_);
-    waiters.swap(waiters_);
-  }
-  for (auto& [id, waiter] : waiters) waiter.done(status);
-}
-
 absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
     const PushRequestHeader& header, std::vector<absl::Span<float>>* destinations) {
   bool matches = header.slices_size() == static_cast<int>(slices_.size());
@@ -396,22 +210,6 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
     destinations->emplace_back(buffer->data() + slice->offset, slice->placement.num_elements());
   }
   return buffer;
-}
-
-absl::Status ShardJob::Leave(int worker) {
-  if (worker < 0 || worker >= spec_.num_workers()) {
-    return absl::InvalidArgumentError(absl::StrCat(JobPrefix(spec_.job_id()), "worker ", worker,
-                                                   " is out of range: the job has ",
-                                                   spec_.num_workers(), " workers"));
-  }
-  std::vector<Waiter> ready;
-  {
-    absl::MutexLock lock(&mu_);
-    left_[worker] = true;
-    ready = TakeReadyWaitersLocked();
-  }
-  Complete(std::move(ready));
-  return absl::OkStatus();
 }
 
 void ShardJob::CountRejected(const std::string& reason) {

@@ -1,4 +1,5 @@
-// One job's state on one ps shard: the slices placed here (values and optimizer slots), and
+// One job's state on one ps shard (shard_job.cc: creation and pushes; shard_job_pull.cc: pulls
+// and waiting): the slices placed here (values and optimizer slots), and
 // the consistency model that decides when gradients are applied and when pulls may proceed
 // (DESIGN.md section 5; the rules are written beside ConsistencyConfig in parameter.proto).
 //
@@ -33,6 +34,9 @@
 #include "server/staleness_histogram.h"
 
 namespace ps {
+
+// "job \"ID\": ", the start of every message about a job.
+std::string JobPrefix(const std::string& job_id);
 
 // Checks a spec a ps can serve: id, variables, optimizer, schedule, consistency settings
 // against num_workers. INVALID_ARGUMENT naming the field.
