@@ -4,6 +4,8 @@
 #include <limits>
 
 #include <grpcpp/create_channel.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
 #include <grpcpp/security/credentials.h>
 
 #include "absl/strings/str_cat.h"
@@ -35,15 +37,18 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
       return absl::InvalidArgumentError(
           absl::StrCat("ps:", ps, ": ", address.status().message()));
     }
-    client->stubs_.emplace_back();
+    client->connections_.emplace_back();
     for (int c = 0; c < std::max(1, options.connections_per_ps); ++c) {
       grpc::ChannelArguments arguments;
       arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
       arguments.SetMaxSendMessageSize(options.max_message_bytes);
       // A distinct argument per connection keeps gRPC from sharing one TCP connection.
       arguments.SetInt("ps.connection_index", c);
-      client->stubs_.back().push_back(std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(
-          address->ToString(), grpc::InsecureChannelCredentials(), arguments)));
+      Connection connection;
+      connection.channel = grpc::CreateCustomChannel(
+          address->ToString(), grpc::InsecureChannelCredentials(), arguments);
+      connection.stub = std::make_unique<grpc::GenericStub>(connection.channel);
+      client->connections_.back().push_back(std::move(connection));
     }
   }
   return client;
@@ -61,25 +66,33 @@ absl::Status PsClient::RunCalls(std::vector<Call> calls) {
     grpc::Status status;
     absl::Status handled;  // What on_response returned, for an OK status.
   };
+  if (calls.empty()) return absl::OkStatus();
   std::vector<size_t> pending(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) pending[i] = i;
   absl::Duration backoff = options_.initial_backoff;
   for (int attempt = 1;; ++attempt) {
     std::vector<std::unique_ptr<InFlight>> in_flight;
-    absl::Mutex mu;
-    size_t remaining = pending.size();
     for (size_t index : pending) {
       const Call& call = calls[index];
       auto state = std::make_unique<InFlight>();
       state->context.set_deadline(absl::ToChronoTime(absl::Now() + call.timeout));
       state->request = call.make_request();
-      const auto& connections = stubs_[call.ps];
-      InFlight* raw = state.get();
-      connections[call.connection % connections.size()]->UnaryCall(
+      in_flight.push_back(std::move(state));
+    }
+    // Every call but the last goes out through the callback API and is handled on a gRPC
+    // thread, so that decoding one response overlaps the transfer of the others; the last is
+    // made on this thread, which saves a thread switch on each side of the common single call.
+    absl::Mutex mu;
+    size_t remaining = pending.size() - 1;
+    for (size_t i = 0; i + 1 < pending.size(); ++i) {
+      const Call& call = calls[pending[i]];
+      InFlight* raw = in_flight[i].get();
+      const Connection& connection = connections_[call.ps][call.connection %
+                                                             connections_[call.ps].size()];
+      connection.stub->UnaryCall(
           &raw->context, kServicePrefix + call.method, grpc::StubOptions(), &raw->request,
           &raw->response, [raw, &call, &mu, &remaining](grpc::Status status) {
             raw->status = std::move(status);
-            // Handled here, so that decoding one response overlaps the transfer of the others.
             if (raw->status.ok()) {
               raw->handled = call.on_response(raw->response);
               raw->response.Clear();
@@ -87,7 +100,21 @@ absl::Status PsClient::RunCalls(std::vector<Call> calls) {
             absl::MutexLock lock(&mu);
             --remaining;
           });
-      in_flight.push_back(std::move(state));
+    }
+    {
+      const Call& call = calls[pending.back()];
+      InFlight* raw = in_flight.back().get();
+      const Connection& connection = connections_[call.ps][call.connection %
+                                                             connections_[call.ps].size()];
+      const std::string path = kServicePrefix + call.method;
+      raw->status = grpc::internal::BlockingUnaryCall(
+          connection.channel.get(),
+          grpc::internal::RpcMethod(path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC),
+          &raw->context, raw->request, &raw->response);
+      if (raw->status.ok()) {
+        raw->handled = call.on_response(raw->response);
+        raw->response.Clear();
+      }
     }
     {
       absl::MutexLock lock(&mu);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/channel.h>
 #include <grpcpp/generic/generic_stub.h>
 
 #include "absl/container/flat_hash_map.h"
@@ -87,8 +88,12 @@ class PsClient {
   std::string ShardName(int ps) const;
 
   const PsClientOptions options_;
-  // stubs_[ps][connection].
-  std::vector<std::vector<std::unique_ptr<grpc::GenericStub>>> stubs_;
+  struct Connection {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<grpc::GenericStub> stub;  // Over `channel`.
+  };
+  // connections_[ps][i].
+  std::vector<std::vector<Connection>> connections_;
 };
 
 // One worker's pulls and pushes for one job. Not thread-safe.

@@ -1,5 +1,6 @@
 #include "common/tensor_coding.h"
 
+#include <algorithm>
 #include <cassert>
 #include <climits>
 #include <cstdint>
@@ -16,6 +17,7 @@
 
 #include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
+#include "common/finite.h"
 
 // The wire carries IEEE-754 float32 in little-endian order, which is the tensors' memory layout
 // on the hosts we build for; a big-endian host would need a byte-swapping copy on both sides.
@@ -73,10 +75,10 @@ absl::Status Malformed(absl::string_view what) {
 }
 
 // Asks `destinations` where `data_bytes` of tensor data go and fills them in order with
-// `read_bytes(void* to, int bytes) -> bool` (false: the bytes are not there).
-template <typename ReadBytes>
+// `read_floats(absl::Span<float> to) -> bool` (false: the bytes are not there).
+template <typename ReadFloats>
 absl::Status FillDestinations(int data_bytes, const MessageLite& header,
-                              const TensorDestinations& destinations, ReadBytes read_bytes) {
+                              const TensorDestinations& destinations, ReadFloats read_floats) {
   absl::StatusOr<std::vector<absl::Span<float>>> spans = destinations(header);
   if (!spans.ok()) return spans.status();
   size_t floats = 0;
@@ -87,13 +89,33 @@ absl::Status FillDestinations(int data_bytes, const MessageLite& header,
                      " floats (", floats * sizeof(float), " bytes)"));
   }
   for (absl::Span<float> span : *spans) {
-    if (span.empty()) continue;
-    // Fits in an int: the span is part of data_bytes.
-    if (!read_bytes(span.data(), static_cast<int>(span.size() * sizeof(float)))) {
-      return Malformed("tensor data is truncated");
-    }
+    if (!span.empty() && !read_floats(span)) return Malformed("tensor data is truncated");
   }
   return absl::OkStatus();
+}
+
+// Copies `to.size()` floats from `input` into `to`, in the pieces gRPC received them in. With
+// `all_finite` non-null, clears it if a copied value is Inf or NaN, checking each piece as soon
+// as it is copied. The floats read as bytes: they need not be aligned in gRPC's buffers.
+bool ReadFloats(CodedInputStream* input, absl::Span<float> to, bool* all_finite) {
+  const int bytes = static_cast<int>(to.size() * sizeof(float));  // Within the message's size.
+  if (all_finite == nullptr) return input->ReadRaw(to.data(), bytes);
+  char* out = reinterpret_cast<char*>(to.data());
+  int copied = 0;
+  size_t checked = 0;  // Floats of `to` already checked.
+  while (copied < bytes) {
+    const void* piece;
+    int piece_bytes;
+    if (!input->GetDirectBufferPointer(&piece, &piece_bytes) || piece_bytes <= 0) return false;
+    const int n = std::min(piece_bytes, bytes - copied);
+    std::memcpy(out + copied, piece, n);
+    if (!input->Skip(n)) return false;
+    copied += n;
+    const size_t whole = static_cast<size_t>(copied) / sizeof(float);
+    if (*all_finite && !AllFinite(to.subspan(checked, whole - checked))) *all_finite = false;
+    checked = whole;
+  }
+  return true;
 }
 
 }  // namespace
@@ -126,7 +148,8 @@ grpc::ByteBuffer EncodeTensorMessage(const MessageLite& header,
 // header field after data that was already delivered is rejected, as is a second data field
 // (the generated parser would merge or replace, which cannot be undone here).
 absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer, MessageLite* header,
-                                 const TensorDestinations& destinations) {
+                                 const TensorDestinations& destinations, bool* all_finite) {
+  if (all_finite != nullptr) *all_finite = true;
   if (!buffer.Valid()) return Malformed("no payload");
   const size_t message_bytes = buffer.Length();
   if (message_bytes > static_cast<size_t>(INT_MAX)) {
@@ -170,9 +193,9 @@ absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer, MessageLite* he
             "tensor data is ", data_bytes, " bytes, not a whole number of float32 values"));
       }
       if (header_before_data) {
-        absl::Status filled =
-            FillDestinations(data_bytes, *header, destinations,
-                             [&input](void* to, int bytes) { return input.ReadRaw(to, bytes); });
+        absl::Status filled = FillDestinations(
+            data_bytes, *header, destinations,
+            [&](absl::Span<float> to) { return ReadFloats(&input, to, all_finite); });
         if (!filled.ok()) return filled;
         data_delivered = true;
       } else if (!input.ReadString(&staged_data, data_bytes)) {
@@ -186,9 +209,11 @@ absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer, MessageLite* he
   if (data_delivered) return absl::OkStatus();
   // The data came before the header, or there was none (zero floats).
   size_t staged_offset = 0;
-  return FillDestinations(data_bytes, *header, destinations, [&](void* to, int bytes) {
-    std::memcpy(to, staged_data.data() + staged_offset, bytes);
+  return FillDestinations(data_bytes, *header, destinations, [&](absl::Span<float> to) {
+    const size_t bytes = to.size() * sizeof(float);
+    std::memcpy(to.data(), staged_data.data() + staged_offset, bytes);
     staged_offset += bytes;
+    if (all_finite != nullptr && *all_finite && !AllFinite(to)) *all_finite = false;
     return true;
   });
 }

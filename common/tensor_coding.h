@@ -50,9 +50,14 @@ using TensorDestinations =
 // fields not on both sides of it. INVALID_ARGUMENT for malformed bytes, a data length that is not
 // a multiple of 4 or does not match the destinations; a destinations error is passed through as
 // is. On error, `header` and the destinations may have been partly written.
+//
+// With `all_finite` non-null, it is set to whether every float of the data is finite (no Inf
+// or NaN), checked piece by piece right after each is copied, while it is in cache: much
+// cheaper than a pass of its own over a large tensor.
 absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer,
                                  google::protobuf::MessageLite* header,
-                                 const TensorDestinations& destinations);
+                                 const TensorDestinations& destinations,
+                                 bool* all_finite = nullptr);
 
 }  // namespace ps
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -79,7 +80,7 @@ grpc::ByteBuffer ToByteBuffer(const std::string& bytes, size_t chunk = SIZE_MAX)
 
 // Decodes a push into `header` and one tensor per header slice, sized by its row_count.
 absl::Status DecodePush(const grpc::ByteBuffer& buffer, PushRequestHeader* header,
-                        std::vector<std::vector<float>>* tensors) {
+                        std::vector<std::vector<float>>* tensors, bool* all_finite = nullptr) {
   return DecodeTensorMessage(
       buffer, header,
       [tensors](const MessageLite& decoded) -> absl::StatusOr<std::vector<absl::Span<float>>> {
@@ -91,7 +92,8 @@ absl::Status DecodePush(const grpc::ByteBuffer& buffer, PushRequestHeader* heade
           spans.push_back(absl::MakeSpan((*tensors)[i]));
         }
         return spans;
-      });
+      },
+      all_finite);
 }
 
 // Destinations of fixed sizes that must never be asked for.
@@ -177,6 +179,53 @@ TEST(TensorCodingTest, DecodesDataBeforeHeaderAndSkipsUnknownFields) {
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(decoded.SerializeAsString(), header_only.header().SerializeAsString());
   EXPECT_EQ(received, tensors);
+}
+
+TEST(TensorCodingTest, ChecksFinitenessWhileCopying) {
+  const std::vector<size_t> sizes = {3, 0, 300, 7};
+  const PushRequestHeader header = MakeHeader(sizes);
+  const float kBad[] = {std::numeric_limits<float>::quiet_NaN(),
+                        -std::numeric_limits<float>::infinity()};
+  // Every position of a bad value, with the message cut into slices of 5 bytes (floats split
+  // across slices), 4096 bytes, or one slice; data after the header, and before it (staged).
+  for (size_t chunk : {size_t{5}, size_t{4096}, SIZE_MAX}) {
+    for (bool data_first : {false, true}) {
+      for (int bad_at = -1; bad_at < 310; ++bad_at) {
+        std::vector<std::vector<float>> tensors = MakeTensors(sizes);
+        if (bad_at >= 0) {
+          int at = bad_at;
+          for (std::vector<float>& tensor : tensors) {
+            if (at < static_cast<int>(tensor.size())) {
+              tensor[at] = kBad[bad_at % 2];
+              break;
+            }
+            at -= static_cast<int>(tensor.size());
+          }
+        }
+        std::string bytes;
+        if (data_first) {
+          PushRequest data_only;
+          data_only.set_data(Concatenate(tensors));
+          PushRequest header_only;
+          *header_only.mutable_header() = header;
+          bytes = data_only.SerializeAsString() + header_only.SerializeAsString();
+        } else {
+          bytes = ToString(EncodeTensorMessage(header, Spans(tensors), nullptr));
+        }
+        PushRequestHeader decoded;
+        std::vector<std::vector<float>> received;
+        bool all_finite = bad_at >= 0;  // The opposite of the answer expected.
+        absl::Status status = DecodePush(ToByteBuffer(bytes, chunk), &decoded, &received,
+                                         &all_finite);
+        ASSERT_TRUE(status.ok()) << status;
+        EXPECT_EQ(all_finite, bad_at < 0)
+            << "bad value at " << bad_at << ", slices of " << chunk << ", data first "
+            << data_first;
+        // The copy is the same whether or not it is checked (NaN != NaN: compare bits).
+        EXPECT_EQ(Concatenate(received), Concatenate(tensors));
+      }
+    }
+  }
 }
 
 TEST(TensorCodingTest, TensorSlicesPointAtTensorMemory) {

@@ -102,7 +102,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
       Finish(ToGrpcStatus(result.status()));
       return;
     }
-    *response_ = EncodeTensorMessage(result->header, result->pieces, result->data);
+    *response_ = EncodeTensorMessage(result->header, result->pieces, result->keep_alive);
     Finish(grpc::Status::OK);
   }
 
@@ -250,6 +250,7 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& re
   PushRequestHeader header;
   std::shared_ptr<ShardJob> job;
   std::shared_ptr<std::vector<float>> gradient;
+  bool all_finite = false;
   absl::Status status = DecodeTensorMessage(
       request, &header,
       [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
@@ -262,12 +263,13 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& re
         if (!buffer.ok()) return buffer.status();
         gradient = *std::move(buffer);
         return destinations;
-      });
+      },
+      &all_finite);
   if (!status.ok()) {
     if (job != nullptr && gradient != nullptr) job->CountRejected("malformed");
     return status;
   }
-  return job->Push(header, *gradient);
+  return job->Push(header, *gradient, all_finite);
 }
 
 grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* context,

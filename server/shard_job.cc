@@ -1,6 +1,7 @@
 #include "server/shard_job.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/finite.h"
 #include "server/initializer.h"
 #include "server/learning_rate.h"
 
@@ -24,27 +26,6 @@ PushResponse DuplicateResponse(int64_t version, int64_t step) {
   response.set_version(version);
   response.set_step(step);
   return response;
-}
-
-// Whether every value is finite, at about memory speed (this runs on every push). Inf and NaN
-// are the values whose exponent bits are all ones; GCC vectorizes that test on the bits in
-// fixed-size blocks at -O2, which it does not do for std::isfinite.
-bool AllFinite(absl::Span<const float> values) {
-  constexpr uint32_t kExponent = 0x7f800000;
-  constexpr size_t kBlock = 64;
-  const float* data = values.data();
-  auto non_finite = [data](size_t i) {
-    uint32_t bits;
-    std::memcpy(&bits, data + i, sizeof(bits));
-    return static_cast<uint32_t>((bits & kExponent) == kExponent);
-  };
-  uint32_t any = 0;
-  size_t i = 0;
-  for (; i + kBlock <= values.size(); i += kBlock) {
-    for (size_t j = 0; j < kBlock; ++j) any |= non_finite(i + j);
-  }
-  for (; i < values.size(); ++i) any |= non_finite(i);
-  return any == 0;
 }
 
 }  // namespace
@@ -123,19 +104,20 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
                                       std::string(placement.status().message()));
   }
   std::unique_ptr<ShardJob> job(new ShardJob(spec, num_ps, ps_index, *std::move(optimizer)));
+  job->value_buffers_ = BufferPool::Create(std::max<size_t>(1, placement->SlicesOn(ps_index).size()));
   for (int index : placement->SlicesOn(ps_index)) {
     auto slice = std::make_unique<Slice>();
     slice->placement = placement->slices[index];
     slice->offset = job->num_elements_;
     job->num_elements_ += slice->placement.num_elements();
     absl::MutexLock lock(&slice->mu);
-    slice->values.resize(slice->placement.num_elements());
+    slice->values = job->value_buffers_->Acquire(slice->placement.num_elements());
     InitializeSlice(spec.variables(slice->placement.variable_index), slice->placement,
-                    spec.seed(), absl::MakeSpan(slice->values));
+                    spec.seed(), absl::MakeSpan(*slice->values));
     slice->slots.resize(job->optimizer_->num_slots());
     std::vector<absl::Span<float>> slots;
     for (std::vector<float>& slot : slice->slots) {
-      slot.resize(slice->values.size());
+      slot.resize(slice->values->size());
       slots.push_back(absl::MakeSpan(slot));
     }
     job->optimizer_->InitializeSlots(slots);
@@ -251,7 +233,8 @@ absl::StatusOr<int64_t> ShardJob::AdmitLocked(const PushRequestHeader& header) {
 }
 
 absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
-                                            absl::Span<const float> gradient) {
+                                            absl::Span<const float> gradient,
+                                            bool known_finite) {
   std::string prefix = JobPrefix(spec_.job_id());
   int worker = header.worker();
   if (worker < 0 || worker >= spec_.num_workers()) {
@@ -277,7 +260,7 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
     absl::MutexLock lock(&mu_);
     if (header.push_id() <= last_push_id_[worker]) return DuplicateResponse(version_, step_);
   }
-  if (!spec_.allow_non_finite()) {
+  if (!spec_.allow_non_finite() && !known_finite) {
     std::string where = FindNonFinite(gradient);
     if (!where.empty()) {
       CountRejected("non_finite");
@@ -429,6 +412,19 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
   return response;
 }
 
+absl::Span<float> ShardJob::MutableValuesLocked(Slice& slice) {
+  if (slice.values.use_count() > 1) {
+    std::shared_ptr<std::vector<float>> fresh = value_buffers_->Acquire(slice.values->size());
+    std::copy(slice.values->begin(), slice.values->end(), fresh->begin());
+    slice.values = std::move(fresh);
+  } else {
+    // The pulls that held the buffer dropped their references (release) after their last
+    // read; this orders those reads before the writes to come. use_count() loads relaxed.
+    std::atomic_thread_fence(std::memory_order_acquire);
+  }
+  return absl::MakeSpan(*slice.values);
+}
+
 void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradient) {
   std::vector<absl::Span<float>> slots;
   for (const auto& slice : slices_) {
@@ -437,7 +433,7 @@ void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradie
     for (std::vector<float>& slot : slice->slots) slots.push_back(absl::MakeSpan(slot));
     optimizer_->Apply(learning_rate,
                       gradient.subspan(slice->offset, slice->placement.num_elements()),
-                      absl::MakeSpan(slice->values), slots, slice->update_count++);
+                      MutableValuesLocked(*slice), slots, slice->update_count++);
   }
 }
 

@@ -44,11 +44,12 @@ absl::Status ValidateParameterSpec(const ParameterSpec& spec);
 
 class ShardJob {
  public:
-  // Values read by a pull: `header` plus the values of header.slices() concatenated in `data`
-  // (pieces point into it, one per slice).
+  // Values read by a pull: `header`, and one piece per header.slices() entry. The pieces
+  // point into the slices' values themselves, not a copy: `keep_alive` holds those buffers,
+  // which stay unchanged for as long as it lives (a push then writes to a fresh copy).
   struct PullSnapshot {
     PullResponseHeader header;
-    std::shared_ptr<std::vector<float>> data;
+    std::shared_ptr<const void> keep_alive;
     std::vector<absl::Span<const float>> pieces;
   };
   using PullCallback = std::function<void(absl::StatusOr<PullSnapshot>)>;
@@ -88,10 +89,11 @@ class ShardJob {
 
   // Applies or aggregates a gradient laid out as PushBuffer returned it. Bad input (worker out
   // of range, NaN/Inf, a future step or version, a repeated step or clock) is rejected with
-  // its code, counted, and changes nothing. May apply an update and complete parked pulls on
-  // the calling thread.
+  // its code, counted, and changes nothing. `known_finite`: the caller has checked that no
+  // value is Inf or NaN (the decoder does as it copies), so Push need not. May apply an update
+  // and complete parked pulls on the calling thread.
   absl::StatusOr<PushResponse> Push(const PushRequestHeader& header,
-                                    absl::Span<const float> gradient)
+                                    absl::Span<const float> gradient, bool known_finite = false)
       ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
   // Marks `worker` as done with the job: SSP pulls no longer wait for its clock (parked ones
@@ -108,7 +110,9 @@ class ShardJob {
     SlicePlacement placement;
     int64_t offset = 0;  // Of this slice in a push's gradient buffer, in floats.
     mutable absl::Mutex mu;
-    std::vector<float> values ABSL_GUARDED_BY(mu);
+    // Copy-on-write: pulls share the buffer with gRPC until it is sent, and an update writes
+    // in place only while no pull holds it (see MutableValuesLocked).
+    std::shared_ptr<std::vector<float>> values ABSL_GUARDED_BY(mu);
     std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
     int64_t update_count ABSL_GUARDED_BY(mu) = 0;
   };
@@ -151,6 +155,9 @@ class ShardJob {
   absl::StatusOr<PushResponse> Aggregate(const PushRequestHeader& header,
                                          absl::Span<const float> gradient)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // The slice's values, ready to be written: the buffer itself when nothing else holds it,
+  // else a fresh copy that replaces it (pulls in flight keep the old one).
+  absl::Span<float> MutableValuesLocked(Slice& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slice.mu);
   // Applies `gradient` to every slice with `learning_rate`. REQUIRES: mu_ not held.
   void ApplyToSlices(float learning_rate, absl::Span<const float> gradient);
   // The first non-finite element, described, or "" when all are finite.
@@ -163,11 +170,10 @@ class ShardJob {
   const int aggregate_size_;  // SYNC: R; SOFTSYNC: c; else 1.
   std::vector<std::unique_ptr<Slice>> slices_;  // Fixed after construction.
   int64_t num_elements_ = 0;                    // Over slices_.
-  // Push buffers (the shard's size) and pull snapshots (a chunk's size, many in flight) come
-  // from separate pools: in one, the chunks would crowd out the push buffers, and every push
-  // would allocate and fault in its buffer afresh.
+  // Push buffers (the shard's size) and the slices' values (copied on write) come from
+  // separate pools, so that neither allocates and faults in fresh pages on every push.
   std::shared_ptr<BufferPool> push_buffers_ = BufferPool::Create();
-  std::shared_ptr<BufferPool> pull_buffers_ = BufferPool::Create();
+  std::shared_ptr<BufferPool> value_buffers_;  // Keeps one spare buffer per slice.
 
   // Serializes SYNC and SOFTSYNC aggregation: the sum buffer and the steps' contributions.
   absl::Mutex aggregate_mu_ ABSL_ACQUIRED_BEFORE(mu_);
