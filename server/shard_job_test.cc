@@ -588,6 +588,30 @@ TEST(ShardJobAsyncTest, RoundRobinGradientsHaveStalenessNumWorkersMinusOne) {
   }
 }
 
+TEST(ShardJobAsyncTest, APullsValuesStayAsReadWhilePushesUpdateTheSlices) {
+  std::unique_ptr<ShardJob> job = CreateJob(MakeSpec(ConsistencyConfig::ASYNC, 1));
+  ASSERT_NE(job, nullptr);
+  // A pull whose answer is still being sent (gRPC holds keep_alive) while two pushes apply.
+  absl::StatusOr<ShardJob::PullSnapshot> held = PullNow(job.get(), MakePull(0));
+  ASSERT_TRUE(held.ok()) << held.status();
+  const std::vector<float> read = Values(*held);
+  std::vector<float> expected = read;
+  for (int push_id = 1; push_id <= 2; ++push_id) {
+    std::vector<float> gradient = DyadicGradient(push_id);
+    PushRequestHeader header = MakeHeader(*job, 0, push_id, push_id - 1);
+    absl::StatusOr<PushResponse> response = PushGradient(job.get(), header, gradient);
+    ASSERT_TRUE(response.ok()) << response.status();
+    expected = SgdStep(expected, kLearningRate, gradient);
+  }
+  EXPECT_EQ(Values(*held), read);
+  EXPECT_EQ(Weights(job.get()), expected);
+  // Once the held pull is gone, updates go to the buffer that later pulls read.
+  held = absl::CancelledError("sent");
+  std::vector<float> gradient = DyadicGradient(3);
+  ASSERT_TRUE(PushGradient(job.get(), MakeHeader(*job, 0, 3, 2), gradient).ok());
+  EXPECT_EQ(Weights(job.get()), SgdStep(expected, kLearningRate, gradient));
+}
+
 TEST(ShardJobAsyncTest, InverseStalenessLearningRateDividesByTheStaleness) {
   constexpr int kWorkers = 3;
   ParameterSpec spec = MakeSpec(ConsistencyConfig::ASYNC, kWorkers);
