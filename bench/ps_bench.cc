@@ -44,6 +44,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/daemon.h"
 #include "common/ps_client.h"
 #include "proto/ps_service.pb.h"
 #include "server/ps_server.h"
@@ -401,6 +402,7 @@ int Run() {
 }  // namespace ps
 
 int main(int argc, char** argv) {
+  ps::TuneForTensorTraffic();  // As ps_server and ps_worker do.
   gflags::SetUsageMessage("ps_bench --ps=1 --clients=1 --size_mb=1,16,64");
   // Only warnings and errors by default: the servers' INFO lines would break up the table.
   gflags::SetCommandLineOptionWithMode("minloglevel", "1", gflags::SET_FLAGS_DEFAULT);

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/daemon.h"
 #include "common/ps_client.h"
 #include "server/ps_server.h"
 #include "worker/compute/compute_backend.h"
@@ -125,6 +126,7 @@ int Run() {
 }  // namespace ps
 
 int main(int argc, char** argv) {
+  ps::TuneForTensorTraffic();  // As ps_server and ps_worker do.
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = 1;

@@ -1,5 +1,6 @@
 #include "common/daemon.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ps {
 namespace {
@@ -31,6 +33,14 @@ void OnStopSignal(int signal) {
 }
 
 }  // namespace
+
+void TuneForTensorTraffic() {
+  // Blocks below 32 MiB (glibc's largest threshold) come from the heap, and up to 512 MiB of
+  // free memory at its top stays there.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
 
 void BlockStopSignals() {
   static const bool installed = [] {

@@ -16,6 +16,16 @@ void BlockStopSignals();
 // thread waits.
 int WaitForStopSignal();
 
+// Tunes the process for a hot path of large tensor messages; call first in main (ps_server,
+// ps_worker, the benchmarks). Two settings of Debian's libraries cost throughput there:
+//  - glibc's allocator hands freed memory at the heap's top back to the kernel once 128 KiB
+//    is free, and maps large blocks afresh, so every message gRPC received faulted its pages
+//    in again (about 10 times as many page faults in ps_bench). Freed memory is kept instead:
+//    the process keeps its peak heap.
+//  - Abseil is built with mutex deadlock detection on, a lock-graph update on every lock.
+//    It is turned off, as in Abseil's release builds (tests keep it).
+void TuneForTensorTraffic();
+
 // Writes `port` to `path` atomically (a temporary file, then rename), for scripts and tests
 // that start a daemon on port 0.
 absl::Status WritePortFile(const std::string& path, int port);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include <grpcpp/create_channel.h>
 #include <grpcpp/impl/client_unary_call.h>
@@ -22,6 +23,24 @@ constexpr char kServicePrefix[] = "/ps.ParameterServer/";
 
 absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+// The floats [offset, offset + size) of `spans` concatenated, as pieces of those spans.
+std::vector<absl::Span<const float>> Subspans(const std::vector<absl::Span<const float>>& spans,
+                                              int64_t offset, int64_t size) {
+  std::vector<absl::Span<const float>> pieces;
+  for (absl::Span<const float> span : spans) {
+    const int64_t length = static_cast<int64_t>(span.size());
+    if (size > 0 && offset < length) {
+      const int64_t take = std::min(size, length - offset);
+      pieces.push_back(span.subspan(offset, take));
+      size -= take;
+      offset = 0;
+    } else {
+      offset -= std::min(offset, length);
+    }
+  }
+  return pieces;
 }
 
 }  // namespace
@@ -362,43 +381,80 @@ absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions&
 
 absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(const PushOptions& options,
                                                               const ConstVariables& gradients) {
-  std::vector<PushResponse> responses(client_->num_ps());
+  const int64_t chunk_floats =
+      std::max<int64_t>(1, client_->options().chunk_bytes / static_cast<int64_t>(sizeof(float)));
+  std::vector<std::optional<PushResponse>> responses(client_->num_ps());
+  absl::Mutex mu;  // Guards `responses` across the parallel chunks' handlers.
   std::vector<PsClient::Call> calls;
   const int64_t push_id = next_push_id_++;
   for (int ps = 0; ps < client_->num_ps(); ++ps) {
     std::vector<int> slices = placement_.SlicesOn(ps);
     if (slices.empty()) continue;
-    auto header = std::make_shared<PushRequestHeader>();
-    header->set_job_id(spec_.job_id());
-    header->set_worker(worker_);
-    header->set_push_id(push_id);
-    header->set_read_version(read_versions_[ps]);
-    header->set_step(options.step);
-    header->set_clock(options.clock);
-    auto tensors = std::make_shared<std::vector<absl::Span<const float>>>();
+    PushRequestHeader header;
+    header.set_job_id(spec_.job_id());
+    header.set_worker(worker_);
+    header.set_push_id(push_id);
+    header.set_read_version(read_versions_[ps]);
+    header.set_step(options.step);
+    header.set_clock(options.clock);
+    std::vector<absl::Span<const float>> tensors;
+    int64_t total = 0;
     for (int index : slices) {
       const SlicePlacement& slice = placement_.slices[index];
-      SliceRef* ref = header->add_slices();
+      SliceRef* ref = header.add_slices();
       ref->set_variable(slice.variable);
       ref->set_row_begin(slice.row_begin);
       ref->set_row_count(slice.row_count);
       absl::StatusOr<absl::Span<const float>> span =
           SliceOf(gradients, slice.variable, slice.row_begin, slice.row_count);
       if (!span.ok()) return span.status();
-      tensors->push_back(*span);
+      tensors.push_back(*span);
+      total += static_cast<int64_t>(span->size());
     }
-    calls.push_back(PsClient::Call{
-        ps, "Push",
-        // The gradients stay alive and unchanged until Push returns (the contract above).
-        [header, tensors] { return EncodeTensorMessage(*header, *tensors, nullptr); },
-        [&responses, ps](const grpc::ByteBuffer& bytes) {
-          return ParseFromByteBuffer(bytes, &responses[ps]);
-        },
-        client_->options().call_timeout, 0});
+    // Large gradients go in chunks over the shard's connections, so that the server decodes
+    // one while the next is in transit (see PushRequestHeader.total_chunks).
+    const int64_t num_chunks = total > chunk_floats ? (total + chunk_floats - 1) / chunk_floats : 1;
+    for (int64_t chunk = 0; chunk < num_chunks; ++chunk) {
+      auto chunk_header = std::make_shared<PushRequestHeader>(header);
+      auto pieces = std::make_shared<std::vector<absl::Span<const float>>>(tensors);
+      if (num_chunks > 1) {
+        const int64_t offset = chunk * chunk_floats;
+        const int64_t size = std::min(chunk_floats, total - offset);
+        chunk_header->set_total_chunks(static_cast<int32_t>(num_chunks));
+        chunk_header->set_chunk_offset(offset);
+        chunk_header->set_chunk_size(size);
+        *pieces = Subspans(tensors, offset, size);
+      }
+      calls.push_back(PsClient::Call{
+          ps, "Push",
+          // The gradients stay alive and unchanged until Push returns (the contract above).
+          [chunk_header, pieces] { return EncodeTensorMessage(*chunk_header, *pieces, nullptr); },
+          [&responses, &mu, ps](const grpc::ByteBuffer& bytes) {
+            PushResponse response;
+            absl::Status status = ParseFromByteBuffer(bytes, &response);
+            if (!status.ok()) return status;
+            if (response.outcome() != PushResponse::RECEIVED) {
+              absl::MutexLock lock(&mu);
+              responses[ps] = std::move(response);
+            }
+            return absl::OkStatus();
+          },
+          client_->options().call_timeout, static_cast<int>(chunk)});
+    }
   }
   absl::Status status = client_->RunCalls(std::move(calls));
   if (!status.ok()) return status;
-  return responses;
+  std::vector<PushResponse> result(client_->num_ps());
+  for (int ps = 0; ps < client_->num_ps(); ++ps) {
+    if (placement_.SlicesOn(ps).empty()) continue;
+    if (!responses[ps].has_value()) {
+      return absl::InternalError(absl::StrCat(
+          "ps:", ps, ": Push: every chunk of push ", push_id,
+          " was answered RECEIVED, none with the push's outcome (a chunk was lost on a retry?)"));
+    }
+    result[ps] = *std::move(responses[ps]);
+  }
+  return result;
 }
 
 }  // namespace ps

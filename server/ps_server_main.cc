@@ -53,6 +53,7 @@ int Run() {
   options.service.default_wait_timeout = absl::Seconds(FLAGS_wait_timeout_s);
   options.max_message_bytes = FLAGS_max_message_mb << 20;
 
+  ps::TuneForTensorTraffic();
   ps::BlockStopSignals();  // Before any thread starts.
 
   absl::StatusOr<std::unique_ptr<ps::PsServer>> server = ps::PsServer::Start(options);

@@ -249,7 +249,8 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
 absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& request) {
   PushRequestHeader header;
   std::shared_ptr<ShardJob> job;
-  std::shared_ptr<std::vector<float>> gradient;
+  std::shared_ptr<std::vector<float>> gradient;  // Where the data goes, kept alive.
+  std::optional<PushResponse> answer;            // A chunk answered without decoding it.
   bool all_finite = false;
   absl::Status status = DecodeTensorMessage(
       request, &header,
@@ -258,6 +259,17 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& re
         if (!found.ok()) return found.status();
         job = *found;
         std::vector<absl::Span<float>> destinations;
+        if (header.total_chunks() >= 2) {
+          absl::StatusOr<ShardJob::ChunkTarget> target = job->PushChunkBuffer(header);
+          if (!target.ok()) return target.status();
+          if (target->answer.has_value()) {
+            answer = target->answer;
+            return absl::CancelledError("no decoding needed");  // Stops the decoder.
+          }
+          gradient = target->buffer;
+          destinations.push_back(target->destination);
+          return destinations;
+        }
         absl::StatusOr<std::shared_ptr<std::vector<float>>> buffer =
             job->PushBuffer(header, &destinations);
         if (!buffer.ok()) return buffer.status();
@@ -265,10 +277,18 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& re
         return destinations;
       },
       &all_finite);
+  if (answer.has_value()) return *answer;
   if (!status.ok()) {
-    if (job != nullptr && gradient != nullptr) job->CountRejected("malformed");
+    if (job != nullptr && gradient != nullptr) {
+      if (header.total_chunks() >= 2) {
+        job->AbandonChunk(header);
+      } else {
+        job->CountRejected("malformed");
+      }
+    }
     return status;
   }
+  if (header.total_chunks() >= 2) return job->PushChunkDone(header, all_finite);
   return job->Push(header, *gradient, all_finite);
 }
 

@@ -17,19 +17,6 @@ namespace ps {
 
 std::string JobPrefix(const std::string& job_id) { return absl::StrCat("job \"", job_id, "\": "); }
 
-namespace {
-
-// The answer to a push whose push_id was already seen.
-PushResponse DuplicateResponse(int64_t version, int64_t step) {
-  PushResponse response;
-  response.set_outcome(PushResponse::DUPLICATE);
-  response.set_version(version);
-  response.set_step(step);
-  return response;
-}
-
-}  // namespace
-
 absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
   if (spec.job_id().empty()) {
     return absl::InvalidArgumentError("job_id is empty: give the job an id");
@@ -140,6 +127,10 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
           : spec.consistency().mode() == ConsistencyConfig::SOFTSYNC
               ? std::max(1, spec.num_workers() / spec.consistency().softsync_n())
               : 1) {
+  {
+    absl::MutexLock lock(&chunks_mu_);
+    assemblies_.resize(spec.num_workers());
+  }
   absl::MutexLock lock(&mu_);
   clocks_.assign(spec.num_workers(), 0);
   left_.assign(spec.num_workers(), false);
@@ -164,8 +155,7 @@ std::vector<SliceRef> ShardJob::SliceRefs() const {
 
 int64_t ShardJob::num_parameters() const { return num_elements_; }
 
-absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
-    const PushRequestHeader& header, std::vector<absl::Span<float>>* destinations) {
+absl::Status ShardJob::CheckPushSlices(const PushRequestHeader& header) {
   bool matches = header.slices_size() == static_cast<int>(slices_.size());
   for (size_t i = 0; matches && i < slices_.size(); ++i) {
     const SliceRef& ref = header.slices(static_cast<int>(i));
@@ -173,25 +163,55 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
     matches = ref.variable() == p.variable && ref.row_begin() == p.row_begin &&
               ref.row_count() == p.row_count;
   }
-  if (!matches) {
-    std::vector<std::string> expected;
-    for (const auto& slice : slices_) {
-      expected.push_back(absl::StrCat(slice->placement.variable, "[", slice->placement.row_begin,
-                                      ":", slice->placement.row_begin + slice->placement.row_count,
-                                      "]"));
-    }
-    CountRejected("shape");
-    return absl::InvalidArgumentError(absl::StrCat(
-        JobPrefix(spec_.job_id()), "the push's slices do not match this shard's placement (ps:",
-        ps_index_, " holds ", absl::StrJoin(expected, ", "),
-        "); compute the placement from the same spec and number of ps tasks"));
+  if (matches) return absl::OkStatus();
+  std::vector<std::string> expected;
+  for (const auto& slice : slices_) {
+    expected.push_back(absl::StrCat(slice->placement.variable, "[", slice->placement.row_begin,
+                                    ":", slice->placement.row_begin + slice->placement.row_count,
+                                    "]"));
   }
+  CountRejected("shape");
+  return absl::InvalidArgumentError(absl::StrCat(
+      JobPrefix(spec_.job_id()), "the push's slices do not match this shard's placement (ps:",
+      ps_index_, " holds ", absl::StrJoin(expected, ", "),
+      "); compute the placement from the same spec and number of ps tasks"));
+}
+
+absl::Status ShardJob::CheckPushSender(const PushRequestHeader& header) {
+  std::string prefix = JobPrefix(spec_.job_id());
+  if (header.worker() < 0 || header.worker() >= spec_.num_workers()) {
+    CountRejected("worker");
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", header.worker(),
+                                                   " is out of range: the job has ",
+                                                   spec_.num_workers(), " workers"));
+  }
+  if (header.push_id() < 1) {
+    CountRejected("push_id");
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "push_id is ", header.push_id(),
+        ": number each worker's pushes from 1 up, so that retries can be recognized"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
+    const PushRequestHeader& header, std::vector<absl::Span<float>>* destinations) {
+  absl::Status status = CheckPushSlices(header);
+  if (!status.ok()) return status;
   std::shared_ptr<std::vector<float>> buffer = push_buffers_->Acquire(num_elements_);
   destinations->clear();
   for (const auto& slice : slices_) {
     destinations->emplace_back(buffer->data() + slice->offset, slice->placement.num_elements());
   }
   return buffer;
+}
+
+PushResponse ShardJob::DuplicateLocked() const {
+  PushResponse response;
+  response.set_outcome(PushResponse::DUPLICATE);
+  response.set_version(version_);
+  response.set_step(step_);
+  return response;
 }
 
 void ShardJob::CountRejected(const std::string& reason) {
@@ -236,19 +256,9 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
                                             absl::Span<const float> gradient,
                                             bool known_finite) {
   std::string prefix = JobPrefix(spec_.job_id());
-  int worker = header.worker();
-  if (worker < 0 || worker >= spec_.num_workers()) {
-    CountRejected("worker");
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", worker,
-                                                   " is out of range: the job has ",
-                                                   spec_.num_workers(), " workers"));
-  }
-  if (header.push_id() < 1) {
-    CountRejected("push_id");
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "push_id is ", header.push_id(),
-        ": number each worker's pushes from 1 up, so that retries can be recognized"));
-  }
+  absl::Status sender = CheckPushSender(header);
+  if (!sender.ok()) return sender;
+  const int worker = header.worker();
   if (static_cast<int64_t>(gradient.size()) != num_elements_) {
     CountRejected("shape");
     return absl::InvalidArgumentError(absl::StrCat(prefix, "the gradient has ", gradient.size(),
@@ -258,7 +268,7 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
     // Checked again where the push is admitted, since a retry may arrive while the first
     // attempt is still being handled; this early check skips the work for most retries.
     absl::MutexLock lock(&mu_);
-    if (header.push_id() <= last_push_id_[worker]) return DuplicateResponse(version_, step_);
+    if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
   }
   if (!spec_.allow_non_finite() && !known_finite) {
     std::string where = FindNonFinite(gradient);
@@ -285,7 +295,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   float learning_rate;
   {
     absl::MutexLock lock(&mu_);
-    if (header.push_id() <= last_push_id_[worker]) return DuplicateResponse(version_, step_);
+    if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<int64_t> admitted = AdmitLocked(header);
     if (!admitted.ok()) return admitted.status();
     staleness = *admitted;
@@ -340,7 +350,7 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (header.push_id() <= last_push_id_[worker]) return DuplicateResponse(version_, step_);
+    if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<int64_t> admitted = AdmitLocked(header);
     if (!admitted.ok()) return admitted.status();
     response.set_staleness(*admitted);

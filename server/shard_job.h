@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,26 @@ class ShardJob {
                                     absl::Span<const float> gradient, bool known_finite = false)
       ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
+  // Chunked pushes (PushRequestHeader.total_chunks >= 2): the service decodes each chunk into
+  // the destination PushChunkBuffer gives, then calls PushChunkDone, or AbandonChunk if the
+  // chunk could not be decoded. The chunk that completes a push applies it, as Push does, and
+  // returns its response; the others return outcome RECEIVED. Each worker has at most one
+  // push being assembled: a chunk of a newer push abandons an incomplete older one.
+  struct ChunkTarget {
+    // If set, the chunk needs no decoding and this is its answer (DUPLICATE: the push was
+    // applied already; RECEIVED: this chunk is already in, a retry).
+    std::optional<PushResponse> answer;
+    std::shared_ptr<std::vector<float>> buffer;  // Keeps `destination` alive.
+    absl::Span<float> destination;               // chunk_size floats.
+  };
+  // INVALID_ARGUMENT for a chunk outside the gradient, overlapping another chunk, or whose
+  // header differs from its push's other chunks; ABORTED for a chunk of an abandoned push.
+  absl::StatusOr<ChunkTarget> PushChunkBuffer(const PushRequestHeader& header)
+      ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
+  absl::StatusOr<PushResponse> PushChunkDone(const PushRequestHeader& header, bool finite)
+      ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_, aggregate_mu_);
+  void AbandonChunk(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
+
   // Marks `worker` as done with the job: SSP pulls no longer wait for its clock (parked ones
   // that could only wait for it are answered). INVALID_ARGUMENT for a worker out of range.
   absl::Status Leave(int worker) ABSL_LOCKS_EXCLUDED(mu_);
@@ -130,10 +151,23 @@ class ShardJob {
     int worker = 0;
     int64_t read_version = 0;
   };
+  // A chunked push being assembled.
+  struct Assembly {
+    PushRequestHeader header;  // Its first chunk's, without the chunk fields.
+    std::shared_ptr<std::vector<float>> buffer;
+    std::map<int64_t, int64_t> chunks;  // chunk_offset -> chunk_size, decoding or in.
+    int64_t floats_in = 0;              // Of the chunks decoded.
+    int chunks_in = 0;
+    bool all_finite = true;  // Of the chunks decoded.
+  };
 
   ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
            std::unique_ptr<Optimizer> optimizer);
 
+  // INVALID_ARGUMENT (counted) unless the push's slices are this shard's, in order.
+  absl::Status CheckPushSlices(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
+  // The checks of a push's worker and push_id; counted.
+  absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
   bool ReadyLocked(const PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string WaitReasonLocked(const PullRequest& request) const
@@ -144,6 +178,8 @@ class ShardJob {
   void Complete(std::vector<Waiter> waiters);
   PullSnapshot Snapshot(const PullRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The answer to a push whose push_id was already seen.
+  PushResponse DuplicateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Common admission checks of a push; returns the staleness. Records rejections.
   absl::StatusOr<int64_t> AdmitLocked(const PushRequestHeader& header)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -174,6 +210,10 @@ class ShardJob {
   // separate pools, so that neither allocates and faults in fresh pages on every push.
   std::shared_ptr<BufferPool> push_buffers_ = BufferPool::Create();
   std::shared_ptr<BufferPool> value_buffers_;  // Keeps one spare buffer per slice.
+
+  // Chunked pushes being assembled, by worker (null: none).
+  absl::Mutex chunks_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::vector<std::unique_ptr<Assembly>> assemblies_ ABSL_GUARDED_BY(chunks_mu_);
 
   // Serializes SYNC and SOFTSYNC aggregation: the sum buffer and the steps' contributions.
   absl::Mutex aggregate_mu_ ABSL_ACQUIRED_BEFORE(mu_);

@@ -972,24 +972,28 @@ TEST_F(BadInputTest, CreateJobForTheWrongTaskIsFailedPrecondition) {
   ExpectUnchanged();
 }
 
-TEST(MessageSizeTest, GradientOverTheServersLimitIsResourceExhausted) {
+TEST(MessageSizeTest, GradientOverTheServersLimitIsResourceExhaustedUnlessChunked) {
   constexpr int kLimit = 64 * 1024;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2, kLimit));
   PsClientOptions options = cluster->ClientOptions();
-  options.chunk_bytes = 16 * 1024;  // Pulls in pieces below the limit.
+  options.chunk_bytes = 16 * 1024;  // Pulls and pushes in pieces below the limit.
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, PsClient::Create(options));
+  options.chunk_bytes = 1 << 20;  // Pushes of a shard in one message, over the limit.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> unchunked, PsClient::Create(options));
   ParameterSpec spec = MakeSpec("oversized", ConsistencyConfig::ASYNC, 1);
   AddVariable(&spec, "w", {64, 1024}, InitializerConfig::CONSTANT, 2.0f);  // 128 KiB a shard.
   ASSERT_OK_AND_ASSIGN(Placement placement, client->CreateJob(spec));
   ASSERT_TRUE(SpansAllShards(placement, "w", 2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerSession> session,
                        WorkerSession::Create(client.get(), spec, 0));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerSession> oversized,
+                       WorkerSession::Create(unchunked.get(), spec, 0));
 
   Tensors before(spec);
   ASSERT_OK(session->Pull({}, before.Mutable()));
   EXPECT_THAT(before["w"], ::testing::Each(2.0f));
   Tensors gradient(spec, 1.0f);
-  absl::StatusOr<std::vector<PushResponse>> pushed = session->Push({}, gradient.Const());
+  absl::StatusOr<std::vector<PushResponse>> pushed = oversized->Push({}, gradient.Const());
   EXPECT_EQ(pushed.status().code(), absl::StatusCode::kResourceExhausted) << pushed.status();
   EXPECT_THAT(pushed.status().message(), HasSubstr("ps:"));
 
@@ -1002,6 +1006,22 @@ TEST(MessageSizeTest, GradientOverTheServersLimitIsResourceExhausted) {
     EXPECT_EQ(shard.applied_gradients(), 0);
     EXPECT_EQ(shard.workers(0).last_push_id(), 0);
   }
+
+  // The same gradient in chunks below the limit is applied once, as one update per shard.
+  ASSERT_OK_AND_ASSIGN(std::vector<PushResponse> responses, session->Push({}, gradient.Const()));
+  for (const PushResponse& response : responses) {
+    EXPECT_EQ(response.outcome(), PushResponse::APPLIED);
+    EXPECT_EQ(response.version(), 1);
+  }
+  ASSERT_OK_AND_ASSIGN(stats, client->GetJobStats(spec.job_id()));
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), 1);
+    EXPECT_EQ(shard.version(), 1);
+    EXPECT_EQ(shard.rejected().size(), 0);
+  }
+  ASSERT_OK(session->Pull({}, after.Mutable()));
+  EXPECT_THAT(after["w"], ::testing::Each(::testing::Lt(2.0f)));
+  EXPECT_THAT(after["w"], ::testing::Each(after["w"][0]));
 }
 
 // ---------------------------------------------------------------------------------------------

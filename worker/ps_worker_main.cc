@@ -77,6 +77,7 @@ int Run() {
       ps::HostPort{FLAGS_bind_host, port, FLAGS_bind_host.find(':') != std::string::npos}
           .ToString();
 
+  ps::TuneForTensorTraffic();
   ps::BlockStopSignals();  // Before any thread starts.
 
   absl::StatusOr<ps::StartedServer> started =

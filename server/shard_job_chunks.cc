@@ -1,0 +1,136 @@
+// ShardJob's chunked pushes: assembling a push that arrives in several calls, then applying it
+// whole through Push. The rules are written beside PushRequestHeader.total_chunks.
+#include <iterator>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/shard_job.h"
+
+namespace ps {
+namespace {
+
+PushResponse Received() {
+  PushResponse response;
+  response.set_outcome(PushResponse::RECEIVED);
+  return response;
+}
+
+// Whether two chunks' headers agree on everything but the chunk fields.
+bool SamePush(const PushRequestHeader& a, const PushRequestHeader& b) {
+  return a.job_id() == b.job_id() && a.worker() == b.worker() && a.push_id() == b.push_id() &&
+         a.read_version() == b.read_version() && a.step() == b.step() &&
+         a.clock() == b.clock() && a.total_chunks() == b.total_chunks();
+}
+
+std::string ChunkName(const PushRequestHeader& header) {
+  return absl::StrCat("chunk [", header.chunk_offset(), ", ",
+                      header.chunk_offset() + header.chunk_size(), ") of push ",
+                      header.push_id(), " from worker ", header.worker());
+}
+
+}  // namespace
+
+absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushRequestHeader& header) {
+  const std::string prefix = JobPrefix(spec_.job_id());
+  absl::Status status = CheckPushSender(header);
+  if (status.ok()) status = CheckPushSlices(header);
+  if (!status.ok()) return status;
+  const int64_t offset = header.chunk_offset();
+  const int64_t size = header.chunk_size();
+  if (size < 1 || offset < 0 || offset > num_elements_ - size ||
+      header.total_chunks() > num_elements_) {
+    CountRejected("chunk");
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, ChunkName(header), " (one of ", header.total_chunks(),
+        ") does not fit the shard's gradient of ", num_elements_,
+        " floats; split the gradient into non-empty chunks inside it"));
+  }
+  absl::MutexLock chunks_lock(&chunks_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    if (header.push_id() <= last_push_id_[header.worker()]) {
+      ChunkTarget target;
+      target.answer = DuplicateLocked();
+      return target;
+    }
+  }
+  std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
+  if (assembly != nullptr && assembly->header.push_id() > header.push_id()) {
+    CountRejected("chunk");
+    return absl::AbortedError(absl::StrCat(prefix, ChunkName(header),
+                                           " is too late: the worker has since started push ",
+                                           assembly->header.push_id()));
+  }
+  if (assembly == nullptr || assembly->header.push_id() < header.push_id()) {
+    assembly = std::make_unique<Assembly>();  // Abandons an older, incomplete push.
+    assembly->header = header;
+    assembly->header.clear_chunk_offset();
+    assembly->header.clear_chunk_size();
+    assembly->buffer = push_buffers_->Acquire(num_elements_);
+  } else if (!SamePush(assembly->header, header)) {
+    CountRejected("chunk");
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "the chunks of push ", header.push_id(), " from worker ", header.worker(),
+        " disagree on read_version, step, clock or total_chunks; send every chunk of a push "
+        "with the same header"));
+  }
+  auto [it, inserted] = assembly->chunks.emplace(offset, size);
+  if (!inserted && it->second == size) {
+    ChunkTarget target;  // A retry of a chunk that is in, or being decoded.
+    target.answer = Received();
+    return target;
+  }
+  const bool overlaps_before = it != assembly->chunks.begin() &&
+                               std::prev(it)->first + std::prev(it)->second > offset;
+  const bool overlaps_after =
+      std::next(it) != assembly->chunks.end() && std::next(it)->first < offset + size;
+  if (!inserted || overlaps_before || overlaps_after) {
+    if (inserted) assembly->chunks.erase(it);
+    CountRejected("chunk");
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, ChunkName(header), " overlaps another chunk of the push; chunks must cover the "
+        "gradient exactly once"));
+  }
+  ChunkTarget target;
+  target.buffer = assembly->buffer;
+  target.destination = absl::MakeSpan(assembly->buffer->data() + offset, size);
+  return target;
+}
+
+absl::StatusOr<PushResponse> ShardJob::PushChunkDone(const PushRequestHeader& header,
+                                                     bool finite) {
+  std::unique_ptr<Assembly> complete;
+  {
+    absl::MutexLock chunks_lock(&chunks_mu_);
+    std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
+    if (assembly == nullptr || assembly->header.push_id() != header.push_id()) {
+      return absl::AbortedError(absl::StrCat(
+          JobPrefix(spec_.job_id()), ChunkName(header),
+          " was abandoned while it was decoded: the worker has since started another push"));
+    }
+    assembly->floats_in += header.chunk_size();
+    ++assembly->chunks_in;
+    assembly->all_finite = assembly->all_finite && finite;
+    if (assembly->floats_in < num_elements_) return Received();
+    complete = std::move(assembly);
+  }
+  if (complete->chunks_in != complete->header.total_chunks()) {
+    CountRejected("chunk");
+    return absl::InvalidArgumentError(absl::StrCat(
+        JobPrefix(spec_.job_id()), "push ", header.push_id(), " from worker ", header.worker(),
+        " came in ", complete->chunks_in, " chunks but says total_chunks is ",
+        complete->header.total_chunks(), "; nothing was applied"));
+  }
+  return Push(complete->header, *complete->buffer, complete->all_finite);
+}
+
+void ShardJob::AbandonChunk(const PushRequestHeader& header) {
+  CountRejected("malformed");
+  absl::MutexLock chunks_lock(&chunks_mu_);
+  std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
+  if (assembly != nullptr && assembly->header.push_id() == header.push_id()) {
+    assembly->chunks.erase(header.chunk_offset());  // A retry may send it again.
+  }
+}
+
+}  // namespace ps
