@@ -339,6 +339,14 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   return response;
 }
 
+int ShardJob::AggregateSizeLocked() const {
+  if (spec_.consistency().mode() != ConsistencyConfig::SYNC) return aggregate_size_;
+  // A SYNC step needs R gradients, or as many as there are workers still in the job.
+  int staying = 0;
+  for (bool left : left_) staying += left ? 0 : 1;
+  return std::max(1, std::min(aggregate_size_, staying));
+}
+
 absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header,
                                                  absl::Span<const float> gradient) {
   const bool sync = spec_.consistency().mode() == ConsistencyConfig::SYNC;
@@ -382,11 +390,8 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
     last_push_id_[worker] = header.push_id();
     contributions_.push_back({worker, header.read_version()});
     first = contributions_.size() == 1;
-    last = static_cast<int>(contributions_.size()) == aggregate_size_;
-    if (last) {
-      learning_rate = LearningRateAt(spec_.learning_rate(), sync ? step_ : updates_started_);
-      ++updates_started_;
-    }
+    last = static_cast<int>(contributions_.size()) >= AggregateSizeLocked();
+    if (last) learning_rate = NextAggregateLearningRateLocked();
   }
   if (first) {
     sum_.assign(gradient.begin(), gradient.end());
@@ -397,7 +402,25 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
     response.set_outcome(PushResponse::ACCUMULATED);
     return response;
   }
-  const float scale = 1.0f / static_cast<float>(aggregate_size_);
+  ApplyAggregate(learning_rate, &response);
+  return response;
+}
+
+float ShardJob::NextAggregateLearningRateLocked() {
+  const bool sync = spec_.consistency().mode() == ConsistencyConfig::SYNC;
+  const float learning_rate =
+      LearningRateAt(spec_.learning_rate(), sync ? step_ : updates_started_);
+  ++updates_started_;
+  return learning_rate;
+}
+
+void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
+  size_t count;
+  {
+    absl::MutexLock lock(&mu_);
+    count = contributions_.size();
+  }
+  const float scale = 1.0f / static_cast<float>(count);
   for (float& value : sum_) value *= scale;
   ApplyToSlices(learning_rate, sum_);
   std::vector<Waiter> ready;
@@ -412,14 +435,15 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
     applied_gradients_ += static_cast<int64_t>(contributions_.size());
     contributions_.clear();
     ++version_;
-    if (sync) ++step_;
-    response.set_outcome(PushResponse::APPLIED);
-    response.set_version(version_);
-    response.set_step(step_);
+    if (spec_.consistency().mode() == ConsistencyConfig::SYNC) ++step_;
+    if (response != nullptr) {
+      response->set_outcome(PushResponse::APPLIED);
+      response->set_version(version_);
+      response->set_step(step_);
+    }
     ready = TakeReadyWaitersLocked();
   }
   Complete(std::move(ready));
-  return response;
 }
 
 absl::Span<float> ShardJob::MutableValuesLocked(Slice& slice) {
@@ -472,7 +496,7 @@ JobStats ShardJob::Stats() const {
     worker->set_last_push_id(last_push_id_[w]);
     worker->set_applied(applied_by_worker_[w]);
     staleness_by_worker_[w].ToProto(worker->mutable_staleness());
-    if (spec_.consistency().mode() == ConsistencyConfig::SYNC && !arrived[w]) {
+    if (spec_.consistency().mode() == ConsistencyConfig::SYNC && !arrived[w] && !left_[w]) {
       stats.add_waiting_for(w);
     }
   }

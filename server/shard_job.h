@@ -117,9 +117,11 @@ class ShardJob {
       ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_, aggregate_mu_);
   void AbandonChunk(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
 
-  // Marks `worker` as done with the job: SSP pulls no longer wait for its clock (parked ones
-  // that could only wait for it are answered). INVALID_ARGUMENT for a worker out of range.
-  absl::Status Leave(int worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks `worker` as done with the job: SSP pulls no longer wait for its clock, and SYNC
+  // steps need only the workers still in the job (an open step that already has their
+  // gradients is applied now); parked pulls that could only wait for it are answered.
+  // INVALID_ARGUMENT for a worker out of range.
+  absl::Status Leave(int worker) ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
   // Counts a push rejected before it reached Push (for example malformed bytes).
   void CountRejected(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
@@ -190,6 +192,15 @@ class ShardJob {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<PushResponse> Aggregate(const PushRequestHeader& header,
                                          absl::Span<const float> gradient)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // How many gradients complete an aggregate: SYNC's R, down to the workers that have not left
+  // the job (so that the others do not wait for one that stopped); SOFTSYNC's c.
+  int AggregateSizeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The learning rate of the aggregate about to be applied; advances the schedule.
+  float NextAggregateLearningRateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies the mean of the open aggregate (sum_ over contributions_), bumps the version (and
+  // SYNC's step), answers the pulls that waited for it, and fills `response` if non-null.
+  void ApplyAggregate(float learning_rate, PushResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // The slice's values, ready to be written: the buffer itself when nothing else holds it,
   // else a fresh copy that replaces it (pulls in flight keep the old one).

@@ -74,10 +74,10 @@ std::string ShardJob::WaitReasonLocked(const PullRequest& request) const {
     std::vector<bool> arrived(spec_.num_workers(), false);
     for (const Contribution& c : contributions_) arrived[c.worker] = true;
     for (int w = 0; w < spec_.num_workers(); ++w) {
-      if (!arrived[w]) missing.push_back(w);
+      if (!arrived[w] && !left_[w]) missing.push_back(w);
     }
     return absl::StrCat("pull for step ", request.step(), " is waiting for step ", step_,
-                        ", which has ", contributions_.size(), " of ", aggregate_size_,
+                        ", which has ", contributions_.size(), " of ", AggregateSizeLocked(),
                         " gradients; still missing workers ", absl::StrJoin(missing, ", "),
                         " (a worker that died or is a straggler; fewer replicas_to_aggregate "
                         "than workers tolerates that)");
@@ -202,13 +202,20 @@ absl::Status ShardJob::Leave(int worker) {
                                                    " is out of range: the job has ",
                                                    spec_.num_workers(), " workers"));
   }
+  absl::MutexLock aggregate_lock(&aggregate_mu_);
   std::vector<Waiter> ready;
+  bool apply = false;
+  float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
     left_[worker] = true;
     ready = TakeReadyWaitersLocked();
+    apply = spec_.consistency().mode() == ConsistencyConfig::SYNC && !contributions_.empty() &&
+            static_cast<int>(contributions_.size()) >= AggregateSizeLocked();
+    if (apply) learning_rate = NextAggregateLearningRateLocked();
   }
   Complete(std::move(ready));
+  if (apply) ApplyAggregate(learning_rate, nullptr);
   return absl::OkStatus();
 }
 

@@ -390,6 +390,46 @@ TEST(ShardJobSyncTest, PullForTheNextStepWaitsForTheStepsLastGradient) {
   EXPECT_EQ(now.calls, 1);
 }
 
+TEST(ShardJobSyncTest, AStepNeedsOnlyTheWorkersStillInTheJob) {
+  std::unique_ptr<ShardJob> job = CreateJob(MakeSpec(ConsistencyConfig::SYNC, 3));
+  ASSERT_NE(job, nullptr);
+  const std::vector<float> before = Weights(job.get());
+  const std::vector<float> g0 = DyadicGradient(1);
+  const std::vector<float> g1 = DyadicGradient(2);
+  for (int worker : {0, 1}) {
+    absl::StatusOr<PushResponse> response = PushGradient(
+        job.get(), MakeHeader(*job, worker, 1, 0, 0), worker == 0 ? g0 : g1);
+    ASSERT_TRUE(response.ok()) << response.status();
+    EXPECT_EQ(response->outcome(), PushResponse::ACCUMULATED);
+  }
+  PullOutcome next_step;
+  ASSERT_NE(StartPull(job.get(), MakePull(0, 1), &next_step), 0);
+  EXPECT_THAT(job->Stats().waiting_for(), ElementsAre(2));
+
+  // Worker 2 stops (its time limit, say): step 0 is complete without it.
+  ASSERT_TRUE(job->Leave(2).ok());
+  EXPECT_EQ(next_step.calls, 1);
+  ASSERT_TRUE(next_step.result.ok()) << next_step.result.status();
+  EXPECT_EQ(next_step.result->header.step(), 1);
+  const std::vector<float> after_step0 = SgdStep(before, kLearningRate, MeanOfPair(g0, g1));
+  EXPECT_EQ(Weights(job.get()), after_step0);
+  JobStats stats = job->Stats();
+  EXPECT_EQ(stats.step(), 1);
+  EXPECT_EQ(stats.applied_gradients(), 2);
+  EXPECT_THAT(stats.waiting_for(), ElementsAre(0, 1));
+
+  // Later steps need the two workers left.
+  absl::StatusOr<PushResponse> response =
+      PushGradient(job.get(), MakeHeader(*job, 0, 2, 1, 1), g1);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->outcome(), PushResponse::ACCUMULATED);
+  response = PushGradient(job.get(), MakeHeader(*job, 1, 2, 1, 1), g0);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
+  EXPECT_EQ(response->step(), 2);
+  EXPECT_EQ(Weights(job.get()), SgdStep(after_step0, kLearningRate, MeanOfPair(g1, g0)));
+}
+
 TEST(ShardJobSyncTest, CancelledPullsAreAnsweredOnceWithTheStatus) {
   std::unique_ptr<ShardJob> job = CreateJob(MakeSpec(ConsistencyConfig::SYNC, 2));
   ASSERT_NE(job, nullptr);

@@ -164,6 +164,21 @@ TEST_F(TrainEndToEndTest, SyncWithABackupWorkerStopsAtTheShardsStep) {
   EXPECT_GE(last[0].eval().accuracy(), 0.95) << last[0].DebugString();
 }
 
+// Workers that stop on a time limit stop at different steps, each on its own clock: the one
+// still running must not wait at the barrier for the one that has left the job (it used to,
+// and failed when the wait timed out).
+TEST_F(TrainEndToEndTest, SyncWorkersStoppingOnATimeLimitDoNotWaitForEachOther) {
+  JobSpec spec = SoftmaxJob("e2e-sync-time-limit", ConsistencyConfig::SYNC);
+  spec.set_steps(0);
+  spec.set_time_limit_s(1.0f);
+  spec.set_eval_interval(0);
+  std::vector<JobProgress> last = RunJob(spec);
+  for (const JobProgress& progress : last) {
+    EXPECT_EQ(progress.state(), JobProgress::DONE) << progress.error();
+    EXPECT_GT(progress.step(), 0);
+  }
+}
+
 TEST_F(TrainEndToEndTest, AsyncSoftmaxReaches95PercentTestAccuracy) {
   std::vector<JobProgress> last = RunJob(SoftmaxJob("e2e-async", ConsistencyConfig::ASYNC));
   for (const JobProgress& progress : last) {
