@@ -8,7 +8,8 @@
 // many MiB and measures, after a warm-up, pushes of the whole variable by every client at once
 // for --seconds, then pulls likewise. Throughput is the bytes of the variable times the
 // operations completed by all clients, divided by the wall time, in GB/s (GB = 1e9 bytes).
-// Then it times --latency_iterations push+pull round trips of a 4 KB variable from one client.
+// Then it times --latency_iterations push+pull round trips of a 4 KB variable from one client:
+// a Push call then a Pull call, and the two as one PushPull call.
 //
 // For scale, each row also shows raw TCP on loopback: the same bytes sent from buffer to buffer
 // over one connection, each message answered by one byte, with no gRPC or ps work: the kernel's
@@ -296,13 +297,28 @@ struct Latency {
   double p99_us = 0;
 };
 
-// Push+pull round trips of a 1024-float (4 KB) variable from one client.
-absl::StatusOr<Latency> MeasureLatency(const PsClientOptions& options, int iterations) {
-  ParameterSpec spec = BenchSpec("bench_latency", 1, 1);
+// The percentile `p` of `micros`, sorted in place (nearest rank).
+double Percentile(std::vector<double>& micros, double p) {
+  std::sort(micros.begin(), micros.end());
+  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(micros.size())));
+  return micros[std::min(micros.size(), std::max<size_t>(rank, 1)) - 1];
+}
+
+// Round trips of a 1024-float (4 KB) variable from one client, after a warm-up: a push then a
+// pull (two calls) if !combined, else one PushPull call.
+absl::StatusOr<Latency> MeasureLatency(const PsClientOptions& options, int iterations,
+                                       bool combined) {
+  ParameterSpec spec = BenchSpec(combined ? "bench_pushpull" : "bench_latency", 1, 1);
   absl::StatusOr<std::vector<Client>> clients = ConnectClients(options, spec, 1);
   if (!clients.ok()) return clients.status();
   Client& c = clients->front();
-  auto round_trip = [&c]() -> absl::Status {
+  auto round_trip = [&c, combined]() -> absl::Status {
+    if (combined) {
+      return c.session
+          ->PushPull({}, {{"w", absl::MakeConstSpan(c.gradient)}}, {},
+                     {{"w", absl::MakeSpan(c.values)}})
+          .status();
+    }
     absl::Status status = PushOnce(c);
     return status.ok() ? PullOnce(c) : status;
   };
@@ -317,14 +333,9 @@ absl::StatusOr<Latency> MeasureLatency(const PsClientOptions& options, int itera
     if (!status.ok()) return status;
     micros[i] = absl::ToDoubleMicroseconds(absl::Now() - begin);
   }
-  std::sort(micros.begin(), micros.end());
-  auto percentile = [&micros](double p) {
-    size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(micros.size())));
-    return micros[std::min(micros.size(), std::max<size_t>(rank, 1)) - 1];
-  };
   absl::Status deleted = c.client->DeleteJob(spec.job_id());
   if (!deleted.ok()) return deleted;
-  return Latency{percentile(0.50), percentile(0.99)};
+  return Latency{Percentile(micros, 0.50), Percentile(micros, 0.99)};
 }
 
 int Run() {
@@ -385,14 +396,18 @@ int Run() {
     std::fflush(stdout);
   }
   if (FLAGS_latency_iterations > 0) {
-    absl::StatusOr<Latency> latency = MeasureLatency(options, FLAGS_latency_iterations);
-    if (!latency.ok()) {
-      std::fprintf(stderr, "ps_bench: latency: %s\n", latency.status().ToString().c_str());
-      return 1;
+    for (bool combined : {false, true}) {
+      absl::StatusOr<Latency> latency =
+          MeasureLatency(options, FLAGS_latency_iterations, combined);
+      if (!latency.ok()) {
+        std::fprintf(stderr, "ps_bench: latency: %s\n", latency.status().ToString().c_str());
+        return 1;
+      }
+      std::printf("4 KB push+pull round trip, %-22s (%d ps, 1 client, %d iterations): "
+                  "p50 %.1f us, p99 %.1f us\n",
+                  combined ? "one PushPull call" : "Push then Pull calls", FLAGS_ps,
+                  FLAGS_latency_iterations, latency->p50_us, latency->p99_us);
     }
-    std::printf("4 KB push+pull round trip (%d ps, 1 client, %d iterations): p50 %.1f us, "
-                "p99 %.1f us\n",
-                FLAGS_ps, FLAGS_latency_iterations, latency->p50_us, latency->p99_us);
   }
   for (auto& server : servers) server->Shutdown();
   return 0;

@@ -285,19 +285,92 @@ absl::StatusOr<absl::Span<T>> WorkerSession::SliceOf(
   return it->second.subspan(row_begin * row_size, row_count * row_size);
 }
 
-absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions& options,
-                                                              const MutableVariables& out) {
+absl::Status WorkerSession::CheckVariables(const MutableVariables& out) const {
   for (const auto& [name, elements] : variable_elements_) {
     absl::StatusOr<absl::Span<float>> whole = SliceOf(out, name, 0, 0);
     if (!whole.ok()) return whole.status();
   }
-  const PsClientOptions& client_options = client_->options();
-  PullResult result;
-  result.versions.assign(client_->num_ps(), std::numeric_limits<int64_t>::max());
-  result.step = std::numeric_limits<int64_t>::max();
-  absl::Mutex mu;  // Guards `result` across the parallel responses.
+  return absl::OkStatus();
+}
 
-  std::vector<PsClient::Call> calls;
+PullRequest WorkerSession::MakePullRequest(const PullOptions& options) const {
+  PullRequest request;
+  request.set_job_id(spec_.job_id());
+  request.set_worker(worker_);
+  request.set_step(options.step);
+  request.set_clock(options.clock);
+  request.set_wait_timeout_ms(absl::ToInt64Milliseconds(client_->options().wait_timeout));
+  return request;
+}
+
+std::vector<SliceRef> WorkerSession::ShardSlices(int ps) const {
+  std::vector<SliceRef> refs;
+  for (int index : placement_.SlicesOn(ps)) {
+    const SlicePlacement& slice = placement_.slices[index];
+    SliceRef ref;
+    ref.set_variable(slice.variable);
+    ref.set_row_begin(slice.row_begin);
+    ref.set_row_count(slice.row_count);
+    refs.push_back(std::move(ref));
+  }
+  return refs;
+}
+
+int64_t WorkerSession::ShardFloats(int ps) const {
+  int64_t floats = 0;
+  for (int index : placement_.SlicesOn(ps)) floats += placement_.slices[index].num_elements();
+  return floats;
+}
+
+absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
+                                         const std::vector<SliceRef>& expected,
+                                         const MutableVariables& out,
+                                         PullResponseHeader* header) const {
+  return DecodeTensorMessage(
+      bytes, header,
+      [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
+        // The row ranges asked for: chunks decode in parallel into disjoint parts of `out`.
+        bool same = header->slices_size() == static_cast<int>(expected.size());
+        for (int i = 0; same && i < header->slices_size(); ++i) {
+          const SliceRef& got = header->slices(i);
+          same = got.variable() == expected[i].variable() &&
+                 got.row_begin() == expected[i].row_begin() &&
+                 got.row_count() == expected[i].row_count();
+        }
+        if (!same) return absl::InternalError("the response's slices differ from the request's");
+        std::vector<absl::Span<float>> destinations;
+        for (const SliceRef& ref : header->slices()) {
+          absl::StatusOr<absl::Span<float>> span =
+              SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
+          if (!span.ok()) return span.status();
+          destinations.push_back(*span);
+        }
+        return destinations;
+      });
+}
+
+void WorkerSession::PullState::Record(int ps, const PullResponseHeader& header) {
+  absl::MutexLock lock(&mu);
+  result.versions[ps] = std::min(result.versions[ps], header.version());
+  result.step = std::min(result.step, header.step());
+}
+
+WorkerSession::PullState::PullState(int num_ps) {
+  result.versions.assign(num_ps, std::numeric_limits<int64_t>::max());
+  result.step = std::numeric_limits<int64_t>::max();
+}
+
+WorkerSession::PullResult WorkerSession::PullState::Finish() {
+  for (int64_t& version : result.versions) {
+    if (version == std::numeric_limits<int64_t>::max()) version = 0;  // A shard holding nothing.
+  }
+  if (result.step == std::numeric_limits<int64_t>::max()) result.step = 0;
+  return result;
+}
+
+void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariables& out,
+                                 PullState* state, std::vector<PsClient::Call>* calls) const {
+  const PsClientOptions& client_options = client_->options();
   for (int ps = 0; ps < client_->num_ps(); ++ps) {
     // Row ranges of at most chunk_bytes (at least one row), packed into requests of up to
     // chunk_bytes each.
@@ -322,131 +395,48 @@ absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions&
       }
     }
     for (size_t chunk = 0; chunk < requests.size(); ++chunk) {
-      PullRequest& request = requests[chunk];
-      if (request.slices().empty()) continue;  // A shard holding nothing of this job.
-      request.set_job_id(spec_.job_id());
-      request.set_worker(worker_);
-      request.set_step(options.step);
-      request.set_clock(options.clock);
-      request.set_wait_timeout_ms(absl::ToInt64Milliseconds(client_options.wait_timeout));
-      calls.push_back(PsClient::Call{
+      if (requests[chunk].slices().empty()) continue;  // A shard holding nothing of this job.
+      PullRequest request = MakePullRequest(options);
+      request.mutable_slices()->Swap(requests[chunk].mutable_slices());
+      std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
+      calls->push_back(PsClient::Call{
           ps, "Pull", [request] { return SerializeToByteBuffer(request); },
-          [this, request, ps, &out, &result, &mu](const grpc::ByteBuffer& bytes) {
+          [this, expected, ps, &out, state](const grpc::ByteBuffer& bytes) {
             PullResponseHeader header;
-            absl::Status status = DecodeTensorMessage(
-                bytes, &header,
-                [&](const google::protobuf::MessageLite&)
-                    -> absl::StatusOr<std::vector<absl::Span<float>>> {
-                  // The same row ranges as requested: chunks decode in parallel into disjoint
-                  // parts of `out`.
-                  bool same = header.slices_size() == request.slices_size();
-                  for (int i = 0; same && i < header.slices_size(); ++i) {
-                    const SliceRef& got = header.slices(i);
-                    const SliceRef& asked = request.slices(i);
-                    same = got.variable() == asked.variable() &&
-                           got.row_begin() == asked.row_begin() &&
-                           got.row_count() == asked.row_count();
-                  }
-                  if (!same) {
-                    return absl::InternalError("the response's slices differ from the request's");
-                  }
-                  std::vector<absl::Span<float>> destinations;
-                  for (const SliceRef& ref : header.slices()) {
-                    absl::StatusOr<absl::Span<float>> span =
-                        SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
-                    if (!span.ok()) return span.status();
-                    destinations.push_back(*span);
-                  }
-                  return destinations;
-                });
-            if (!status.ok()) return status;
-            absl::MutexLock lock(&mu);
-            result.versions[ps] = std::min(result.versions[ps], header.version());
-            result.step = std::min(result.step, header.step());
-            return absl::OkStatus();
+            absl::Status status = DecodeValues(bytes, expected, out, &header);
+            if (status.ok()) state->Record(ps, header);
+            return status;
           },
           client_options.wait_timeout + client_options.call_timeout,
           static_cast<int>(chunk)});
     }
   }
-  absl::Status status = client_->RunCalls(std::move(calls));
-  if (!status.ok()) return status;
-  for (int ps = 0; ps < client_->num_ps(); ++ps) {
-    if (result.versions[ps] == std::numeric_limits<int64_t>::max()) result.versions[ps] = 0;
-  }
-  if (result.step == std::numeric_limits<int64_t>::max()) result.step = 0;
-  read_versions_ = result.versions;
-  return result;
 }
 
-absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(const PushOptions& options,
-                                                              const ConstVariables& gradients) {
-  const int64_t chunk_floats =
-      std::max<int64_t>(1, client_->options().chunk_bytes / static_cast<int64_t>(sizeof(float)));
-  std::vector<std::optional<PushResponse>> responses(client_->num_ps());
-  absl::Mutex mu;  // Guards `responses` across the parallel chunks' handlers.
-  std::vector<PsClient::Call> calls;
-  const int64_t push_id = next_push_id_++;
-  for (int ps = 0; ps < client_->num_ps(); ++ps) {
-    std::vector<int> slices = placement_.SlicesOn(ps);
-    if (slices.empty()) continue;
-    PushRequestHeader header;
-    header.set_job_id(spec_.job_id());
-    header.set_worker(worker_);
-    header.set_push_id(push_id);
-    header.set_read_version(read_versions_[ps]);
-    header.set_step(options.step);
-    header.set_clock(options.clock);
-    std::vector<absl::Span<const float>> tensors;
-    int64_t total = 0;
-    for (int index : slices) {
-      const SlicePlacement& slice = placement_.slices[index];
-      SliceRef* ref = header.add_slices();
-      ref->set_variable(slice.variable);
-      ref->set_row_begin(slice.row_begin);
-      ref->set_row_count(slice.row_count);
-      absl::StatusOr<absl::Span<const float>> span =
-          SliceOf(gradients, slice.variable, slice.row_begin, slice.row_count);
-      if (!span.ok()) return span.status();
-      tensors.push_back(*span);
-      total += static_cast<int64_t>(span->size());
-    }
-    // Large gradients go in chunks over the shard's connections, so that the server decodes
-    // one while the next is in transit (see PushRequestHeader.total_chunks).
-    const int64_t num_chunks = total > chunk_floats ? (total + chunk_floats - 1) / chunk_floats : 1;
-    for (int64_t chunk = 0; chunk < num_chunks; ++chunk) {
-      auto chunk_header = std::make_shared<PushRequestHeader>(header);
-      auto pieces = std::make_shared<std::vector<absl::Span<const float>>>(tensors);
-      if (num_chunks > 1) {
-        const int64_t offset = chunk * chunk_floats;
-        const int64_t size = std::min(chunk_floats, total - offset);
-        chunk_header->set_total_chunks(static_cast<int32_t>(num_chunks));
-        chunk_header->set_chunk_offset(offset);
-        chunk_header->set_chunk_size(size);
-        *pieces = Subspans(tensors, offset, size);
-      }
-      calls.push_back(PsClient::Call{
-          ps, "Push",
-          // The gradients stay alive and unchanged until Push returns (the contract above).
-          [chunk_header, pieces] { return EncodeTensorMessage(*chunk_header, *pieces, nullptr); },
-          [&responses, &mu, ps](const grpc::ByteBuffer& bytes) {
-            PushResponse response;
-            absl::Status status = ParseFromByteBuffer(bytes, &response);
-            if (!status.ok()) return status;
-            if (response.outcome() != PushResponse::RECEIVED) {
-              absl::MutexLock lock(&mu);
-              responses[ps] = std::move(response);
-            }
-            return absl::OkStatus();
-          },
-          client_->options().call_timeout, static_cast<int>(chunk)});
-    }
-  }
-  absl::Status status = client_->RunCalls(std::move(calls));
+absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions& options,
+                                                              const MutableVariables& out) {
+  absl::Status status = CheckVariables(out);
   if (!status.ok()) return status;
-  std::vector<PushResponse> result(client_->num_ps());
-  for (int ps = 0; ps < client_->num_ps(); ++ps) {
-    if (placement_.SlicesOn(ps).empty()) continue;
+  PullState state(client_->num_ps());
+  std::vector<PsClient::Call> calls;
+  AddPullCalls(options, out, &state, &calls);
+  status = client_->RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  read_versions_ = state.Finish().versions;
+  return state.result;
+}
+
+void WorkerSession::PushState::Record(int ps, PushResponse response) {
+  if (response.outcome() == PushResponse::RECEIVED) return;  // Not the push's outcome.
+  absl::MutexLock lock(&mu);
+  responses[ps] = std::move(response);
+}
+
+absl::StatusOr<std::vector<PushResponse>> WorkerSession::PushState::Finish(
+    const WorkerSession& session, int64_t push_id) {
+  std::vector<PushResponse> result(responses.size());
+  for (size_t ps = 0; ps < responses.size(); ++ps) {
+    if (session.placement_.SlicesOn(static_cast<int>(ps)).empty()) continue;
     if (!responses[ps].has_value()) {
       return absl::InternalError(absl::StrCat(
           "ps:", ps, ": Push: every chunk of push ", push_id,
@@ -454,6 +444,132 @@ absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(const PushOptions&
     }
     result[ps] = *std::move(responses[ps]);
   }
+  return result;
+}
+
+absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
+    int ps, const PushOptions& options, const ConstVariables& gradients, int64_t push_id) const {
+  ShardPush push;
+  push.header.set_job_id(spec_.job_id());
+  push.header.set_worker(worker_);
+  push.header.set_push_id(push_id);
+  push.header.set_read_version(read_versions_[ps]);
+  push.header.set_step(options.step);
+  push.header.set_clock(options.clock);
+  for (const SliceRef& ref : ShardSlices(ps)) {
+    *push.header.add_slices() = ref;
+    absl::StatusOr<absl::Span<const float>> span =
+        SliceOf(gradients, ref.variable(), ref.row_begin(), ref.row_count());
+    if (!span.ok()) return span.status();
+    push.tensors.push_back(*span);
+  }
+  return push;
+}
+
+absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
+                                         const ConstVariables& gradients, int64_t push_id,
+                                         PushState* state,
+                                         std::vector<PsClient::Call>* calls) const {
+  const int64_t chunk_floats =
+      std::max<int64_t>(1, client_->options().chunk_bytes / static_cast<int64_t>(sizeof(float)));
+  for (int ps = 0; ps < client_->num_ps(); ++ps) {
+    if (placement_.SlicesOn(ps).empty()) continue;
+    absl::StatusOr<ShardPush> push = MakeShardPush(ps, options, gradients, push_id);
+    if (!push.ok()) return push.status();
+    // Large gradients go in chunks over the shard's connections, so that the server decodes
+    // one while the next is in transit (see PushRequestHeader.total_chunks).
+    const int64_t total = ShardFloats(ps);
+    const int64_t num_chunks = total > chunk_floats ? (total + chunk_floats - 1) / chunk_floats : 1;
+    for (int64_t chunk = 0; chunk < num_chunks; ++chunk) {
+      auto header = std::make_shared<PushRequestHeader>(push->header);
+      auto pieces = std::make_shared<std::vector<absl::Span<const float>>>(push->tensors);
+      if (num_chunks > 1) {
+        const int64_t offset = chunk * chunk_floats;
+        const int64_t size = std::min(chunk_floats, total - offset);
+        header->set_total_chunks(static_cast<int32_t>(num_chunks));
+        header->set_chunk_offset(offset);
+        header->set_chunk_size(size);
+        *pieces = Subspans(push->tensors, offset, size);
+      }
+      calls->push_back(PsClient::Call{
+          ps, "Push",
+          // The gradients stay alive and unchanged until the call returns (Push's contract).
+          [header, pieces] { return EncodeTensorMessage(*header, *pieces, nullptr); },
+          [state, ps](const grpc::ByteBuffer& bytes) {
+            PushResponse response;
+            absl::Status status = ParseFromByteBuffer(bytes, &response);
+            if (status.ok()) state->Record(ps, std::move(response));
+            return status;
+          },
+          client_->options().call_timeout, static_cast<int>(chunk)});
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(const PushOptions& options,
+                                                              const ConstVariables& gradients) {
+  const int64_t push_id = next_push_id_++;
+  PushState state(client_->num_ps());
+  std::vector<PsClient::Call> calls;
+  absl::Status status = AddPushCalls(options, gradients, push_id, &state, &calls);
+  if (!status.ok()) return status;
+  status = client_->RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  return state.Finish(*this, push_id);
+}
+
+absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
+    const PushOptions& push_options, const ConstVariables& gradients,
+    const PullOptions& pull_options, const MutableVariables& out) {
+  absl::Status status = CheckVariables(out);
+  if (!status.ok()) return status;
+  bool small = true;
+  for (int ps = 0; ps < client_->num_ps(); ++ps) {
+    small = small && ShardFloats(ps) * static_cast<int64_t>(sizeof(float)) <=
+                         client_->options().chunk_bytes;
+  }
+  PushPullResult result;
+  if (!small) {  // Chunks, which PushPull does not take: two round trips.
+    absl::StatusOr<std::vector<PushResponse>> pushed = Push(push_options, gradients);
+    if (!pushed.ok()) return pushed.status();
+    absl::StatusOr<PullResult> pulled = Pull(pull_options, out);
+    if (!pulled.ok()) return pulled.status();
+    result.pushed = *std::move(pushed);
+    result.pulled = *std::move(pulled);
+    return result;
+  }
+  const int64_t push_id = next_push_id_++;
+  PushState push_state(client_->num_ps());
+  PullState pull_state(client_->num_ps());
+  std::vector<PsClient::Call> calls;
+  for (int ps = 0; ps < client_->num_ps(); ++ps) {
+    if (placement_.SlicesOn(ps).empty()) continue;
+    absl::StatusOr<ShardPush> push = MakeShardPush(ps, push_options, gradients, push_id);
+    if (!push.ok()) return push.status();
+    *push->header.mutable_then_pull() = MakePullRequest(pull_options);
+    auto shared = std::make_shared<ShardPush>(*std::move(push));
+    std::vector<SliceRef> expected = ShardSlices(ps);
+    calls.push_back(PsClient::Call{
+        ps, "PushPull",
+        [shared] { return EncodeTensorMessage(shared->header, shared->tensors, nullptr); },
+        [this, expected, ps, &out, &push_state, &pull_state](const grpc::ByteBuffer& bytes) {
+          PullResponseHeader header;
+          absl::Status status = DecodeValues(bytes, expected, out, &header);
+          if (!status.ok()) return status;
+          push_state.Record(ps, header.push());
+          pull_state.Record(ps, header);
+          return absl::OkStatus();
+        },
+        client_->options().wait_timeout + client_->options().call_timeout, 0});
+  }
+  status = client_->RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  absl::StatusOr<std::vector<PushResponse>> pushed = push_state.Finish(*this, push_id);
+  if (!pushed.ok()) return pushed.status();
+  result.pushed = *std::move(pushed);
+  result.pulled = pull_state.Finish();
+  read_versions_ = result.pulled.versions;
   return result;
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/partitioner.h"
@@ -128,7 +130,61 @@ class WorkerSession {
   absl::StatusOr<std::vector<PushResponse>> Push(const PushOptions& options,
                                                  const ConstVariables& gradients);
 
+  struct PushPullResult {
+    std::vector<PushResponse> pushed;  // As Push returns them.
+    PullResult pulled;                 // As Pull returns it.
+  };
+  // Push(push_options, gradients), then Pull(pull_options, out), in one round trip per shard
+  // (the PushPull call) where every shard's gradient fits in one chunk; else the two calls.
+  // `gradients` and `out` may not share memory.
+  absl::StatusOr<PushPullResult> PushPull(const PushOptions& push_options,
+                                          const ConstVariables& gradients,
+                                          const PullOptions& pull_options,
+                                          const MutableVariables& out);
+
  private:
+  // What the parallel pull responses of one Pull or PushPull gather. Thread-safe.
+  struct PullState {
+    explicit PullState(int num_ps);
+    void Record(int ps, const PullResponseHeader& header) ABSL_LOCKS_EXCLUDED(mu);
+    // The result once every response is in: shards that sent none count as version 0.
+    PullResult Finish();
+    absl::Mutex mu;
+    PullResult result;
+  };
+  // The outcome of a push on each shard. Thread-safe.
+  struct PushState {
+    explicit PushState(int num_ps) : responses(num_ps) {}
+    // Keeps the push's outcome (ignores RECEIVED chunks).
+    void Record(int ps, PushResponse response) ABSL_LOCKS_EXCLUDED(mu);
+    // Every shard's outcome, INTERNAL if one is missing.
+    absl::StatusOr<std::vector<PushResponse>> Finish(const WorkerSession& session,
+                                                     int64_t push_id);
+    absl::Mutex mu;
+    std::vector<std::optional<PushResponse>> responses;
+  };
+  // One shard's push: its header (no chunk fields) and its slices' gradients.
+  struct ShardPush {
+    PushRequestHeader header;
+    std::vector<absl::Span<const float>> tensors;
+  };
+
+  absl::Status CheckVariables(const MutableVariables& out) const;
+  PullRequest MakePullRequest(const PullOptions& options) const;
+  // The slices on shard `ps`, in placement order, and their number of floats.
+  std::vector<SliceRef> ShardSlices(int ps) const;
+  int64_t ShardFloats(int ps) const;
+  // Decodes a PullResponse for the row ranges `expected` into `out`.
+  absl::Status DecodeValues(const grpc::ByteBuffer& bytes, const std::vector<SliceRef>& expected,
+                            const MutableVariables& out, PullResponseHeader* header) const;
+  void AddPullCalls(const PullOptions& options, const MutableVariables& out, PullState* state,
+                    std::vector<PsClient::Call>* calls) const;
+  absl::StatusOr<ShardPush> MakeShardPush(int ps, const PushOptions& options,
+                                          const ConstVariables& gradients,
+                                          int64_t push_id) const;
+  absl::Status AddPushCalls(const PushOptions& options, const ConstVariables& gradients,
+                            int64_t push_id, PushState* state,
+                            std::vector<PsClient::Call>* calls) const;
   WorkerSession(PsClient* client, const ParameterSpec& spec, int worker, Placement placement);
   // The span of `slice`'s rows in a whole-variable span.
   template <typename T>

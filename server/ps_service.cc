@@ -29,11 +29,10 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
               grpc::ByteBuffer* response)
       : service_(service), context_(context), response_(response) {}
 
-  void Start(const grpc::ByteBuffer& request_bytes) {
-    PullRequest request;
-    absl::Status status = ParseFromByteBuffer(request_bytes, &request);
-    absl::StatusOr<std::shared_ptr<ShardJob>> job =
-        status.ok() ? service_->FindJob(request.job_id()) : status;
+  // Answers `request`, now or once it may proceed; `push` (PushPull) goes into the header.
+  void Start(const PullRequest& request, std::optional<PushResponse> push = std::nullopt) {
+    push_ = std::move(push);
+    absl::StatusOr<std::shared_ptr<ShardJob>> job = service_->FindJob(request.job_id());
     if (!job.ok()) {
       Finish(ToGrpcStatus(job.status()));
       return;
@@ -102,6 +101,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
       Finish(ToGrpcStatus(result.status()));
       return;
     }
+    if (push_.has_value()) *result->header.mutable_push() = *std::move(push_);
     *response_ = EncodeTensorMessage(result->header, result->pieces, result->keep_alive);
     Finish(grpc::Status::OK);
   }
@@ -110,6 +110,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   grpc::CallbackServerContext* const context_;
   grpc::ByteBuffer* const response_;
   std::shared_ptr<ShardJob> job_;
+  std::optional<PushResponse> push_;  // Written in Start, before the result can arrive.
   uint64_t timer_handle_ = 0;  // Written in Start before any path can reach OnDone.
 
   absl::Mutex mu_;
@@ -241,13 +242,40 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
+  PullRequest pull;
+  absl::Status status = ParseFromByteBuffer(*request, &pull);
+  if (!status.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
   auto* reactor = new PullReactor(this, context, response);
-  reactor->Start(*request);
+  reactor->Start(pull);
   return reactor;
 }
 
-absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& request) {
+grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
   PushRequestHeader header;
+  absl::StatusOr<PushResponse> pushed = DoPush(*request, /*allow_chunks=*/false, &header);
+  if (!pushed.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(pushed.status()));
+    return reactor;
+  }
+  PullRequest pull = header.then_pull();
+  pull.set_job_id(header.job_id());
+  pull.set_worker(header.worker());
+  auto* reactor = new PullReactor(this, context, response);
+  reactor->Start(pull, *std::move(pushed));
+  return reactor;
+}
+
+absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& request,
+                                                     bool allow_chunks,
+                                                     PushRequestHeader* header_out) {
+  PushRequestHeader& header = *header_out;
   std::shared_ptr<ShardJob> job;
   std::shared_ptr<std::vector<float>> gradient;  // Where the data goes, kept alive.
   std::optional<PushResponse> answer;            // A chunk answered without decoding it.
@@ -259,6 +287,10 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& re
         if (!found.ok()) return found.status();
         job = *found;
         std::vector<absl::Span<float>> destinations;
+        if (header.total_chunks() >= 2 && !allow_chunks) {
+          return absl::InvalidArgumentError(
+              "PushPull takes a whole push, not a chunk: push large gradients with Push");
+        }
         if (header.total_chunks() >= 2) {
           absl::StatusOr<ShardJob::ChunkTarget> target = job->PushChunkBuffer(header);
           if (!target.ok()) return target.status();
@@ -296,7 +328,8 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<PushResponse> result = DoPush(*request);
+  PushRequestHeader header;
+  absl::StatusOr<PushResponse> result = DoPush(*request, /*allow_chunks=*/true, &header);
   if (result.ok()) *response = SerializeToByteBuffer(*result);
   reactor->Finish(ToGrpcStatus(result.status()));
   return reactor;

@@ -1,5 +1,5 @@
-// The ParameterServer gRPC service of one ps task (callback API). Pull and Push are raw
-// methods: their tensors are decoded straight into the shard's buffers and encoded from
+// The ParameterServer gRPC service of one ps task (callback API). Pull, Push and PushPull are
+// raw methods: their tensors are decoded straight into the shard's buffers and encoded from
 // snapshots without copies (common/tensor_coding.h). A pull that must wait is parked in its
 // ShardJob and finished later by a push, the wait timeout, cancellation or Shutdown; no gRPC
 // thread ever blocks on it.
@@ -29,9 +29,12 @@ struct ParameterServiceOptions {
 
 using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
     ParameterServer::WithCallbackMethod_DeleteJob<ParameterServer::WithRawCallbackMethod_Pull<
-        ParameterServer::WithRawCallbackMethod_Push<ParameterServer::WithCallbackMethod_GetJobStats<
-            ParameterServer::WithCallbackMethod_ListJobs<
-                ParameterServer::WithCallbackMethod_LeaveJob<ParameterServer::Service>>>>>>>;
+        ParameterServer::WithRawCallbackMethod_Push<
+            ParameterServer::WithRawCallbackMethod_PushPull<
+                ParameterServer::WithCallbackMethod_GetJobStats<
+                    ParameterServer::WithCallbackMethod_ListJobs<
+                        ParameterServer::WithCallbackMethod_LeaveJob<
+                            ParameterServer::Service>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -55,6 +58,9 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* PushPull(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetJobStats(grpc::CallbackServerContext* context,
                                         const JobStatsRequest* request,
                                         JobStats* response) override;
@@ -73,7 +79,10 @@ class ParameterService final : public ParameterServerBase {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<CreateJobResponse> DoCreateJob(const CreateJobRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<PushResponse> DoPush(const grpc::ByteBuffer& request);
+  // Decodes and handles a push; `header` receives its header. Chunks (total_chunks >= 2) are
+  // INVALID_ARGUMENT unless `allow_chunks`.
+  absl::StatusOr<PushResponse> DoPush(const grpc::ByteBuffer& request, bool allow_chunks,
+                                      PushRequestHeader* header);
   std::string TaskName() const;
 
   const ParameterServiceOptions options_;

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/partitioner.h"
@@ -1135,6 +1136,126 @@ TEST(ChunkedPullTest, SmallChunksReadTheSameValuesAsOneBigPull) {
   for (size_t i = 0; i < gradient["tall"].size(); ++i) gradient["tall"][i] = 0.001f * i;
   ASSERT_OK(big->Push({}, gradient.Const()));
   expect_same_pulls(1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// PushPull: a push and the next pull in one round trip
+
+TEST(PushPullTest, AnswersWithTheValuesAfterThePush) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
+  ParameterSpec spec = MakeSpec("pushpull_async", ConsistencyConfig::ASYNC, 2);
+  AddVariable(&spec, "w", {64, 8}, InitializerConfig::CONSTANT, 3.0f);
+  AddVariable(&spec, "b", {8}, InitializerConfig::CONSTANT, 1.0f);
+  ASSERT_OK_AND_ASSIGN(Placement placement, client->CreateJob(spec));
+  ASSERT_TRUE(SpansAllShards(placement, "w", 2));
+  std::vector<std::unique_ptr<WorkerSession>> sessions = MakeSessions(client.get(), spec);
+  Tensors values(spec);
+  ASSERT_OK(sessions[0]->Pull({}, values.Mutable()));
+
+  // Worker 1 pushes in between: worker 0's next push has staleness 1, and its values show both.
+  Tensors quarter(spec, 0.25f);
+  ASSERT_OK(sessions[1]->Push({}, quarter.Const()));
+  Tensors gradient(spec, 0.5f);
+  ASSERT_OK_AND_ASSIGN(WorkerSession::PushPullResult result,
+                       sessions[0]->PushPull({}, gradient.Const(), {}, values.Mutable()));
+  for (const PushResponse& response : result.pushed) {
+    EXPECT_EQ(response.outcome(), PushResponse::APPLIED);
+    EXPECT_EQ(response.staleness(), 1);
+    EXPECT_EQ(response.version(), 2);
+  }
+  EXPECT_THAT(result.pulled.versions, ::testing::Each(2));
+  EXPECT_THAT(values["w"], ::testing::Each(3.0f - 0.25f - 0.5f));
+  EXPECT_THAT(values["b"], ::testing::Each(1.0f - 0.25f - 0.5f));
+
+  // The versions it read are those the next push carries: staleness 0 without other pushes.
+  ASSERT_OK_AND_ASSIGN(result, sessions[0]->PushPull({}, gradient.Const(), {}, values.Mutable()));
+  for (const PushResponse& response : result.pushed) EXPECT_EQ(response.staleness(), 0);
+  EXPECT_THAT(values["w"], ::testing::Each(3.0f - 0.25f - 1.0f));
+}
+
+TEST(PushPullTest, SyncPullWaitsForTheStepThePushJoined) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
+  ParameterSpec spec = MakeSpec("pushpull_sync", ConsistencyConfig::SYNC, 2);
+  AddVariable(&spec, "w", {64, 8}, InitializerConfig::ZEROS, 0.0f);
+  ASSERT_OK_AND_ASSIGN(Placement placement, client->CreateJob(spec));
+  std::vector<std::unique_ptr<WorkerSession>> sessions = MakeSessions(client.get(), spec);
+  Tensors values(spec, -1.0f);
+  absl::StatusOr<WorkerSession::PushPullResult> result;
+  absl::Notification done;
+  std::thread worker0([&] {
+    Tensors gradient(spec, 1.0f);
+    result = sessions[0]->PushPull(PushAt(0, 0), gradient.Const(), PullAt(1, 0), values.Mutable());
+    done.Notify();
+  });
+  // Its push is in and its pull parked, until worker 1's gradient completes step 0.
+  EXPECT_FALSE(done.WaitForNotificationWithTimeout(absl::Milliseconds(300)));
+  EXPECT_THAT(values["w"], ::testing::Each(-1.0f));
+  Tensors gradient(spec, 3.0f);
+  ASSERT_OK_AND_ASSIGN(std::vector<PushResponse> pushed,
+                       sessions[1]->Push(PushAt(0, 0), gradient.Const()));
+  worker0.join();
+  ASSERT_TRUE(result.ok()) << result.status();
+  for (const PushResponse& response : result->pushed) {
+    EXPECT_EQ(response.outcome(), PushResponse::ACCUMULATED);
+  }
+  EXPECT_EQ(result->pulled.step, 1);
+  EXPECT_THAT(values["w"], ::testing::Each(-2.0f));  // The mean of 1 and 3, at rate 1.
+}
+
+TEST(PushPullTest, ARejectedPushPullsNothingAndChangesNothing) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
+  ParameterSpec spec = MakeSpec("pushpull_bad", ConsistencyConfig::ASYNC, 1);
+  AddVariable(&spec, "w", {64, 8}, InitializerConfig::CONSTANT, 2.0f);
+  ASSERT_OK_AND_ASSIGN(Placement placement, client->CreateJob(spec));
+  ASSERT_TRUE(SpansAllShards(placement, "w", 2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerSession> session,
+                       WorkerSession::Create(client.get(), spec, 0));
+  Tensors gradient(spec, 1.0f);
+  // One in each shard's slice: each shard handles its own push.
+  gradient["w"][5] = std::numeric_limits<float>::infinity();
+  gradient["w"][gradient["w"].size() - 1] = -std::numeric_limits<float>::infinity();
+  Tensors values(spec, -1.0f);
+  absl::StatusOr<WorkerSession::PushPullResult> result =
+      session->PushPull({}, gradient.Const(), {}, values.Mutable());
+  EXPECT_EQ(StatusOf(result).code(), absl::StatusCode::kInvalidArgument) << StatusOf(result);
+  EXPECT_THAT(StatusOf(result).message(), HasSubstr("Inf in variable \"w\""));
+  EXPECT_THAT(StatusOf(result).message(), HasSubstr("PushPull"));
+  EXPECT_THAT(values["w"], ::testing::Each(-1.0f));
+  ASSERT_OK_AND_ASSIGN(std::vector<JobStats> stats, client->GetJobStats(spec.job_id()));
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.version(), 0);
+    EXPECT_EQ(MapValue(shard.rejected(), "non_finite"), 1);
+  }
+}
+
+TEST(PushPullTest, GradientsOverAChunkGoAsPushThenPull) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
+  PsClientOptions options = cluster->ClientOptions();
+  options.chunk_bytes = 512;  // Below a shard's 1 KiB of w.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, PsClient::Create(options));
+  ParameterSpec spec = MakeSpec("pushpull_chunked", ConsistencyConfig::ASYNC, 1);
+  AddVariable(&spec, "w", {64, 8}, InitializerConfig::CONSTANT, 2.0f);
+  ASSERT_OK_AND_ASSIGN(Placement placement, client->CreateJob(spec));
+  ASSERT_TRUE(SpansAllShards(placement, "w", 2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerSession> session,
+                       WorkerSession::Create(client.get(), spec, 0));
+  Tensors gradient(spec, 0.5f);
+  Tensors values(spec, -1.0f);
+  ASSERT_OK_AND_ASSIGN(WorkerSession::PushPullResult result,
+                       session->PushPull({}, gradient.Const(), {}, values.Mutable()));
+  for (const PushResponse& response : result.pushed) {
+    EXPECT_EQ(response.outcome(), PushResponse::APPLIED);
+  }
+  EXPECT_THAT(result.pulled.versions, ::testing::Each(1));
+  EXPECT_THAT(values["w"], ::testing::Each(1.5f));
+  ASSERT_OK_AND_ASSIGN(std::vector<JobStats> stats, client->GetJobStats(spec.job_id()));
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), 1);
+    EXPECT_TRUE(shard.rejected().empty());
+  }
 }
 
 }  // namespace

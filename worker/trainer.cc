@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -145,6 +146,8 @@ absl::Status Train(const TrainerContext& context) {
   int64_t sync_step = 0;  // SYNC: the step to pull for next.
   std::vector<float> batch_features, batch_labels;
   bool target_reached = false;
+  // The values of the next step's pull, when they came with this step's push (PushPull).
+  std::optional<absl::StatusOr<WorkerSession::PullResult>> prefetched;
 
   // The current weights on the test split (the training split when there is none).
   auto evaluate = [&](int64_t at_step) -> absl::Status {
@@ -172,7 +175,9 @@ absl::Status Train(const TrainerContext& context) {
       pull.step = sync_step;
       pull.clock = step;
       absl::StatusOr<WorkerSession::PullResult> pulled =
-          (*session)->Pull(pull, weights.mutable_view());
+          prefetched.has_value() ? *std::move(prefetched)
+                                 : (*session)->Pull(pull, weights.mutable_view());
+      prefetched.reset();
       if (!pulled.ok()) return pulled.status();
       step_tag = pulled->step;
       progress.set_global_step(
@@ -230,7 +235,23 @@ absl::Status Train(const TrainerContext& context) {
       WorkerSession::PushOptions push;
       push.step = step_tag;
       push.clock = step;
-      absl::StatusOr<std::vector<PushResponse>> pushed = (*session)->Push(push, *to_push);
+      // The next step's pull goes with this push, in one round trip (PushPull), when there is
+      // one: that step then starts from the values it brought.
+      const bool pull_next =
+          step + 1 < step_limit && (mode != ConsistencyConfig::ASYNC || (step + 1) % n_fetch == 0);
+      absl::StatusOr<std::vector<PushResponse>> pushed;
+      if (pull_next) {
+        WorkerSession::PullOptions next;
+        next.step = mode == ConsistencyConfig::SYNC ? step_tag + 1 : 0;
+        next.clock = step + 1;
+        absl::StatusOr<WorkerSession::PushPullResult> both =
+            (*session)->PushPull(push, *to_push, next, weights.mutable_view());
+        if (!both.ok()) return both.status();
+        pushed = std::move(both->pushed);
+        prefetched = std::move(both->pulled);
+      } else {
+        pushed = (*session)->Push(push, *to_push);
+      }
       if (!pushed.ok()) return pushed.status();
       for (const PushResponse& response : *pushed) {
         staleness_sum += response.staleness();
