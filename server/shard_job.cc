@@ -12,6 +12,7 @@
 #include "common/finite.h"
 #include "server/initializer.h"
 #include "server/learning_rate.h"
+#include "server/parallel_for.h"
 
 namespace ps {
 
@@ -460,14 +461,25 @@ absl::Span<float> ShardJob::MutableValuesLocked(Slice& slice) {
 }
 
 void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradient) {
-  std::vector<absl::Span<float>> slots;
+  // Below this many floats (1 MiB) an update stays on the calling thread.
+  constexpr int64_t kParallelGrain = 1 << 18;
   for (const auto& slice : slices_) {
     absl::MutexLock lock(&slice->mu);
-    slots.clear();
-    for (std::vector<float>& slot : slice->slots) slots.push_back(absl::MakeSpan(slot));
-    optimizer_->Apply(learning_rate,
-                      gradient.subspan(slice->offset, slice->placement.num_elements()),
-                      MutableValuesLocked(*slice), slots, slice->update_count++);
+    const absl::Span<const float> slice_gradient =
+        gradient.subspan(slice->offset, slice->placement.num_elements());
+    const absl::Span<float> values = MutableValuesLocked(*slice);
+    const int64_t update_count = slice->update_count++;
+    // The optimizers are elementwise: disjoint ranges update in parallel.
+    ParallelFor(static_cast<int64_t>(values.size()), kParallelGrain,
+                [&](int64_t begin, int64_t end) {
+                  const size_t length = static_cast<size_t>(end - begin);
+                  std::vector<absl::Span<float>> slots;
+                  for (std::vector<float>& slot : slice->slots) {
+                    slots.push_back(absl::MakeSpan(slot).subspan(begin, length));
+                  }
+                  optimizer_->Apply(learning_rate, slice_gradient.subspan(begin, length),
+                                    values.subspan(begin, length), slots, update_count);
+                });
   }
 }
 
