@@ -99,13 +99,14 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
     slice->offset = job->num_elements_;
     job->num_elements_ += slice->placement.num_elements();
     absl::MutexLock lock(&slice->mu);
-    slice->values = job->value_buffers_->Acquire(slice->placement.num_elements());
+    slice->values = std::make_shared<Values>();
+    slice->values->buffer = job->value_buffers_->Acquire(slice->placement.num_elements());
     InitializeSlice(spec.variables(slice->placement.variable_index), slice->placement,
-                    spec.seed(), absl::MakeSpan(*slice->values));
+                    spec.seed(), absl::MakeSpan(*slice->values->buffer));
     slice->slots.resize(job->optimizer_->num_slots());
     std::vector<absl::Span<float>> slots;
     for (std::vector<float>& slot : slice->slots) {
-      slot.resize(slice->values->size());
+      slot.resize(slice->values->buffer->size());
       slots.push_back(absl::MakeSpan(slot));
     }
     job->optimizer_->InitializeSlots(slots);
@@ -447,17 +448,24 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   Complete(std::move(ready));
 }
 
+ShardJob::ValuesReader::ValuesReader(std::shared_ptr<Values> values)
+    : values_(std::move(values)) {
+  values_->readers.fetch_add(1, std::memory_order_relaxed);  // Under the slice's lock.
+}
+
+ShardJob::ValuesReader::~ValuesReader() {
+  // Orders this reader's last read of the buffer before a later write in place.
+  values_->readers.fetch_sub(1, std::memory_order_release);
+}
+
 absl::Span<float> ShardJob::MutableValuesLocked(Slice& slice) {
-  if (slice.values.use_count() > 1) {
-    std::shared_ptr<std::vector<float>> fresh = value_buffers_->Acquire(slice.values->size());
-    std::copy(slice.values->begin(), slice.values->end(), fresh->begin());
-    slice.values = std::move(fresh);
-  } else {
-    // The pulls that held the buffer dropped their references (release) after their last
-    // read; this orders those reads before the writes to come. use_count() loads relaxed.
-    std::atomic_thread_fence(std::memory_order_acquire);
+  if (slice.values->readers.load(std::memory_order_acquire) > 0) {
+    auto fresh = std::make_shared<Values>();
+    fresh->buffer = value_buffers_->Acquire(slice.values->buffer->size());
+    std::copy(slice.values->buffer->begin(), slice.values->buffer->end(), fresh->buffer->begin());
+    slice.values = std::move(fresh);  // The readers keep the old one until they are done.
   }
-  return absl::MakeSpan(*slice.values);
+  return absl::MakeSpan(*slice.values->buffer);
 }
 
 void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradient) {

@@ -15,6 +15,7 @@
 #ifndef PS_SERVER_SHARD_JOB_H_
 #define PS_SERVER_SHARD_JOB_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -129,13 +130,32 @@ class ShardJob {
   JobStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // A slice's values, shared copy-on-write: pulls hand gRPC the buffer itself (counted in
+  // `readers` while it is being sent), and an update writes in place only while no pull
+  // reads it, else to a fresh copy that replaces it (MutableValuesLocked).
+  struct Values {
+    std::shared_ptr<std::vector<float>> buffer;  // From value_buffers_.
+    // Pulls still sending `buffer`: incremented under the slice's lock, decremented (release)
+    // when gRPC is done with it; read (acquire) under the lock before writing in place.
+    std::atomic<int> readers{0};
+  };
+  // What a pull's answer holds while gRPC sends a slice's values.
+  class ValuesReader {
+   public:
+    explicit ValuesReader(std::shared_ptr<Values> values);
+    ValuesReader(const ValuesReader&) = delete;
+    ValuesReader& operator=(const ValuesReader&) = delete;
+    ~ValuesReader();
+    const std::vector<float>& buffer() const { return *values_->buffer; }
+
+   private:
+    const std::shared_ptr<Values> values_;
+  };
   struct Slice {
     SlicePlacement placement;
     int64_t offset = 0;  // Of this slice in a push's gradient buffer, in floats.
     mutable absl::Mutex mu;
-    // Copy-on-write: pulls share the buffer with gRPC until it is sent, and an update writes
-    // in place only while no pull holds it (see MutableValuesLocked).
-    std::shared_ptr<std::vector<float>> values ABSL_GUARDED_BY(mu);
+    std::shared_ptr<Values> values ABSL_GUARDED_BY(mu);
     std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
     int64_t update_count ABSL_GUARDED_BY(mu) = 0;
   };

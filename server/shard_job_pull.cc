@@ -119,27 +119,23 @@ ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
     snapshot.header.set_version(version_);
     snapshot.header.set_step(step_);
   }
-  // References to the values, not copies: see Slice::values.
-  auto buffers = std::make_shared<std::vector<std::shared_ptr<const std::vector<float>>>>();
+  // References to the values, not copies: see Values.
+  auto readers = std::make_shared<std::vector<std::unique_ptr<ValuesReader>>>();
   for (const PullRange& range : ranges) {
     const Slice& slice = *slices_[range.slice];
     int64_t begin = (range.row_begin - slice.placement.row_begin) * slice.placement.row_size;
     int64_t count = range.row_count * slice.placement.row_size;
     {
       absl::MutexLock lock(&slice.mu);
-      buffers->push_back(slice.values);
+      readers->push_back(std::make_unique<ValuesReader>(slice.values));
     }
     SliceRef* ref = snapshot.header.add_slices();
     ref->set_variable(slice.placement.variable);
     ref->set_row_begin(range.row_begin);
     ref->set_row_count(range.row_count);
-    snapshot.pieces.emplace_back(buffers->back()->data() + begin, count);
+    snapshot.pieces.emplace_back(readers->back()->buffer().data() + begin, count);
   }
-  if (buffers->size() == 1) {
-    snapshot.keep_alive = buffers->front();  // The common case: no vector to keep.
-  } else {
-    snapshot.keep_alive = std::move(buffers);
-  }
+  snapshot.keep_alive = std::move(readers);
   return snapshot;
 }
 
