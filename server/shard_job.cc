@@ -343,10 +343,13 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
 
 int ShardJob::AggregateSizeLocked() const {
   if (spec_.consistency().mode() != ConsistencyConfig::SYNC) return aggregate_size_;
-  // A SYNC step needs R gradients, or as many as there are workers still in the job.
-  int staying = 0;
-  for (bool left : left_) staying += left ? 0 : 1;
-  return std::max(1, std::min(aggregate_size_, staying));
+  // A SYNC step needs R gradients, or as many as there are workers that can still give one:
+  // those in the job, and those that left after giving theirs to this step.
+  std::vector<bool> can_give(left_.size());
+  for (size_t w = 0; w < left_.size(); ++w) can_give[w] = !left_[w];
+  for (const Contribution& c : contributions_) can_give[c.worker] = true;
+  const int givers = static_cast<int>(std::count(can_give.begin(), can_give.end(), true));
+  return std::max(1, std::min(aggregate_size_, givers));
 }
 
 absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header,

@@ -213,8 +213,9 @@ class ShardJob {
   absl::StatusOr<PushResponse> Aggregate(const PushRequestHeader& header,
                                          absl::Span<const float> gradient)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
-  // How many gradients complete an aggregate: SYNC's R, down to the workers that have not left
-  // the job (so that the others do not wait for one that stopped); SOFTSYNC's c.
+  // How many gradients complete an aggregate: SYNC's R, down to the workers that can still give
+  // one to the open step (those in the job, and those that left after giving theirs), so that
+  // the others do not wait for one that stopped; SOFTSYNC's c.
   int AggregateSizeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The learning rate of the aggregate about to be applied; advances the schedule.
   float NextAggregateLearningRateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

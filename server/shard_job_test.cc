@@ -430,6 +430,30 @@ TEST(ShardJobSyncTest, AStepNeedsOnlyTheWorkersStillInTheJob) {
   EXPECT_EQ(Weights(job.get()), SgdStep(after_step0, kLearningRate, MeanOfPair(g1, g0)));
 }
 
+TEST(ShardJobSyncTest, AWorkerThatLeavesAfterGivingItsGradientStillWaitsForTheOthers) {
+  std::unique_ptr<ShardJob> job = CreateJob(MakeSpec(ConsistencyConfig::SYNC, 2));
+  ASSERT_NE(job, nullptr);
+  const std::vector<float> before = Weights(job.get());
+  const std::vector<float> g0 = DyadicGradient(3);
+  const std::vector<float> g1 = DyadicGradient(4);
+  // Worker 0's last step: its gradient, then it stops. The step still needs worker 1's.
+  ASSERT_TRUE(PushGradient(job.get(), MakeHeader(*job, 0, 1, 0, 0), g0).ok());
+  ASSERT_TRUE(job->Leave(0).ok());
+  EXPECT_EQ(job->Stats().step(), 0);
+  EXPECT_EQ(Weights(job.get()), before);
+  absl::StatusOr<PushResponse> response =
+      PushGradient(job.get(), MakeHeader(*job, 1, 1, 0, 0), g1);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
+  EXPECT_EQ(Weights(job.get()), SgdStep(before, kLearningRate, MeanOfPair(g0, g1)));
+  // Then worker 1 goes on alone.
+  response = PushGradient(job.get(), MakeHeader(*job, 1, 2, 1, 1), g1);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
+  EXPECT_EQ(job->Stats().step(), 2);
+  EXPECT_TRUE(job->Stats().dropped().empty());
+}
+
 TEST(ShardJobSyncTest, CancelledPullsAreAnsweredOnceWithTheStatus) {
   std::unique_ptr<ShardJob> job = CreateJob(MakeSpec(ConsistencyConfig::SYNC, 2));
   ASSERT_NE(job, nullptr);
