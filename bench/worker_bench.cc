@@ -1,5 +1,5 @@
-// Worker throughput: examples per second per worker for an MLP 784-256-256-10 at batch 128 on
-// the CPU, and the share of step time spent computing against pulling and pushing.
+// Worker throughput: examples per second per worker for an MLP 784-256-256-10 (--hidden) at
+// batch 128 on the CPU, and the share of step time spent computing against pulling and pushing.
 //
 //   bazel run -c opt //bench:worker_bench -- --ps=2 --workers=1 --steps=200 --mode=SYNC
 //
@@ -14,7 +14,11 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "common/daemon.h"
 #include "common/ps_client.h"
 #include "server/ps_server.h"
@@ -28,6 +32,7 @@ DEFINE_int32(steps, 200, "steps per worker");
 DEFINE_int32(batch_size, 128, "examples per step per worker");
 DEFINE_int32(compute_threads, 0, "BLAS threads (one pool per process); 0: cores / workers");
 DEFINE_string(mode, "SYNC", "consistency mode: SYNC, ASYNC, SSP or SOFTSYNC");
+DEFINE_string(hidden, "256,256", "the MLP's hidden layer sizes, comma-separated");
 
 namespace ps {
 namespace {
@@ -36,8 +41,13 @@ JobSpec BenchJob(ConsistencyConfig::Mode mode) {
   JobSpec spec;
   spec.set_job_id("worker-bench");
   spec.mutable_model()->set_kind(ModelSpec::MLP);
-  spec.mutable_model()->add_hidden_sizes(256);
-  spec.mutable_model()->add_hidden_sizes(256);
+  for (absl::string_view size : absl::StrSplit(FLAGS_hidden, ',', absl::SkipEmpty())) {
+    int hidden = 0;
+    if (!absl::SimpleAtoi(size, &hidden) || hidden < 1) {
+      LOG(FATAL) << "--hidden: \"" << size << "\" is not a positive layer size";
+    }
+    spec.mutable_model()->add_hidden_sizes(hidden);
+  }
   SyntheticData* data = spec.mutable_data()->mutable_synthetic();
   data->set_kind(SyntheticData::GAUSSIAN_MIXTURE);
   data->set_num_examples(20000);
@@ -102,9 +112,9 @@ int Run() {
   }
   for (std::thread& thread : threads) thread.join();
   std::cout << absl::StrFormat(
-      "MLP 784-256-256-10, batch %d, %s, %d ps + %d worker(s), %d steps, CPU backend with %d "
+      "MLP 784-%s-10, batch %d, %s, %d ps + %d worker(s), %d steps, CPU backend with %d "
       "BLAS thread(s)\n",
-      FLAGS_batch_size, FLAGS_mode, FLAGS_ps, FLAGS_workers, FLAGS_steps, blas_threads);
+      absl::StrReplaceAll(FLAGS_hidden, {{",", "-"}}), FLAGS_batch_size, FLAGS_mode, FLAGS_ps, FLAGS_workers, FLAGS_steps, blas_threads);
   std::cout << "worker  examples/s  compute%  pull+push%  other%\n";
   for (int w = 0; w < FLAGS_workers; ++w) {
     if (!results[w].ok()) {
