@@ -3,7 +3,8 @@
 //   bazel run -c opt //bench:ps_bench -- --ps=1 --clients=1 --size_mb=1,16,64
 //
 // Starts --ps PsServer instances in this process on 127.0.0.1 (so servers and clients share the
-// machine's cores, as a one-host cluster does) and --clients threads, each with its own PsClient
+// machine's cores, as a one-host cluster does), or uses running ps_server processes given by
+// --ps_addresses, and --clients threads, each with its own PsClient
 // and WorkerSession. For each size it creates an ASYNC SGD job with one float32 variable of that
 // many MiB and measures, after a warm-up, pushes of the whole variable by every client at once
 // for --seconds, then pulls likewise. Throughput is the bytes of the variable times the
@@ -59,6 +60,9 @@ DEFINE_int32(chunk_mb, 4, "PsClientOptions.chunk_bytes, in MiB");
 DEFINE_int32(connections, 2, "PsClientOptions.connections_per_ps");
 DEFINE_int32(latency_iterations, 2000, "timed 4 KB push+pull round trips (0: skip)");
 DEFINE_bool(tcp_baseline, true, "also measure raw loopback TCP for each size");
+DEFINE_string(ps_addresses, "",
+              "comma-separated host:port of running ps_server tasks (ps:0 first) to measure "
+              "instead of starting --ps servers in this process");
 
 namespace ps {
 namespace {
@@ -360,7 +364,13 @@ int Run() {
   PsClientOptions options;
   options.chunk_bytes = static_cast<int64_t>(FLAGS_chunk_mb) << 20;
   options.connections_per_ps = FLAGS_connections;
-  for (int i = 0; i < FLAGS_ps; ++i) {
+  for (absl::string_view address :
+       absl::StrSplit(FLAGS_ps_addresses, ',', absl::SkipWhitespace())) {
+    options.ps_addresses.emplace_back(address);
+  }
+  const int in_process = options.ps_addresses.empty() ? FLAGS_ps : 0;
+  if (!options.ps_addresses.empty()) FLAGS_ps = static_cast<int>(options.ps_addresses.size());
+  for (int i = 0; i < in_process; ++i) {
     PsServerOptions server_options;
     server_options.listen_address = "127.0.0.1:0";
     server_options.service.ps_index = i;
@@ -376,10 +386,11 @@ int Run() {
 
   const std::string config = absl::StrCat(FLAGS_ps, " ps + ", FLAGS_clients, " client",
                                           FLAGS_clients == 1 ? "" : "s");
-  std::printf("ps_bench: %s on loopback, %u cores; chunk %d MiB, %d connection(s) per ps, "
-              "%.1f s per measurement; GB = 1e9 bytes, MiB = 2^20 bytes\n",
-              config.c_str(), std::thread::hardware_concurrency(), FLAGS_chunk_mb,
-              FLAGS_connections, FLAGS_seconds);
+  std::printf("ps_bench: %s on loopback (%s), %u cores; chunk %d MiB, %d connection(s) per "
+              "ps, %.1f s per measurement; GB = 1e9 bytes, MiB = 2^20 bytes\n",
+              config.c_str(), in_process > 0 ? "ps in this process" : "ps_server processes",
+              std::thread::hardware_concurrency(), FLAGS_chunk_mb, FLAGS_connections,
+              FLAGS_seconds);
   std::printf("%-18s %10s %12s %12s %16s\n", "config", "size", "push GB/s", "pull GB/s",
               FLAGS_tcp_baseline ? "raw TCP GB/s" : "");
   for (int64_t size_mb : sizes) {
