@@ -98,24 +98,30 @@ absl::Status PsClient::RunCalls(std::vector<Call> calls) {
       state->request = call.make_request();
       in_flight.push_back(std::move(state));
     }
+    auto connection_for = [this](const Call& call) -> const Connection& {
+      const std::vector<Connection>& shard = connections_[call.ps];
+      return shard[call.connection % shard.size()];
+    };
+    // Handled as soon as the response is in, so that decoding one overlaps the others.
+    auto handle = [](const Call& call, InFlight* raw) {
+      if (raw->status.ok()) {
+        raw->handled = call.on_response(raw->response);
+        raw->response.Clear();
+      }
+    };
     // Every call but the last goes out through the callback API and is handled on a gRPC
-    // thread, so that decoding one response overlaps the transfer of the others; the last is
-    // made on this thread, which saves a thread switch on each side of the common single call.
+    // thread; the last is made on this thread, which saves a thread switch on each side of the
+    // common single call.
     absl::Mutex mu;
     size_t remaining = pending.size() - 1;
     for (size_t i = 0; i + 1 < pending.size(); ++i) {
       const Call& call = calls[pending[i]];
       InFlight* raw = in_flight[i].get();
-      const Connection& connection = connections_[call.ps][call.connection %
-                                                             connections_[call.ps].size()];
-      connection.stub->UnaryCall(
+      connection_for(call).stub->UnaryCall(
           &raw->context, kServicePrefix + call.method, grpc::StubOptions(), &raw->request,
-          &raw->response, [raw, &call, &mu, &remaining](grpc::Status status) {
+          &raw->response, [raw, &call, &mu, &remaining, &handle](grpc::Status status) {
             raw->status = std::move(status);
-            if (raw->status.ok()) {
-              raw->handled = call.on_response(raw->response);
-              raw->response.Clear();
-            }
+            handle(call, raw);
             absl::MutexLock lock(&mu);
             --remaining;
           });
@@ -123,17 +129,12 @@ absl::Status PsClient::RunCalls(std::vector<Call> calls) {
     {
       const Call& call = calls[pending.back()];
       InFlight* raw = in_flight.back().get();
-      const Connection& connection = connections_[call.ps][call.connection %
-                                                             connections_[call.ps].size()];
       const std::string path = kServicePrefix + call.method;
       raw->status = grpc::internal::BlockingUnaryCall(
-          connection.channel.get(),
+          connection_for(call).channel.get(),
           grpc::internal::RpcMethod(path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC),
           &raw->context, raw->request, &raw->response);
-      if (raw->status.ok()) {
-        raw->handled = call.on_response(raw->response);
-        raw->response.Clear();
-      }
+      handle(call, raw);
     }
     {
       absl::MutexLock lock(&mu);
@@ -422,8 +423,9 @@ absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions&
   AddPullCalls(options, out, &state, &calls);
   status = client_->RunCalls(std::move(calls));
   if (!status.ok()) return status;
-  read_versions_ = state.Finish().versions;
-  return state.result;
+  PullResult result = state.Finish();
+  read_versions_ = result.versions;
+  return result;
 }
 
 void WorkerSession::PushState::Record(int ps, PushResponse response) {
