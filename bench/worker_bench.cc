@@ -6,6 +6,7 @@
 // The ps tasks run in this process on 127.0.0.1 (so they share the machine's cores with the
 // workers, as on a one-machine cluster); each worker is a training thread with its own ps
 // client, running the real trainer (worker/trainer.h) on synthetic MNIST-shaped data.
+#include <algorithm>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -13,16 +14,19 @@
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/daemon.h"
 #include "common/ps_client.h"
 #include "server/ps_server.h"
 #include "worker/compute/compute_backend.h"
+#include "worker/compute/device.h"
 #include "worker/compute/cpu_threads.h"
 #include "worker/trainer.h"
 
@@ -33,9 +37,79 @@ DEFINE_int32(batch_size, 128, "examples per step per worker");
 DEFINE_int32(compute_threads, 0, "BLAS threads (one pool per process); 0: cores / workers");
 DEFINE_string(mode, "SYNC", "consistency mode: SYNC, ASYNC, SSP or SOFTSYNC");
 DEFINE_string(hidden, "256,256", "the MLP's hidden layer sizes, comma-separated");
+DEFINE_string(device, "cpu", "auto, cpu or cuda:N (as ps_worker's --device), for every worker");
 
 namespace ps {
 namespace {
+
+// Forwards to `inner` and times its host <-> device copies apart from the math: each copy waits
+// for the work queued before it, then for itself (so on a GPU the copies no longer overlap the
+// math while timed, and the split shows what each costs alone). On the CPU copies are memcpy.
+class CopyTimingBackend : public ComputeBackend {
+ public:
+  explicit CopyTimingBackend(std::unique_ptr<ComputeBackend> inner) : inner_(std::move(inner)) {}
+
+  absl::Duration copy_time() const { return copy_time_; }
+
+  std::string name() const override { return inner_->name(); }
+  float* Allocate(size_t count) override { return inner_->Allocate(count); }
+  void Free(float* array) override { inner_->Free(array); }
+  void CopyToDevice(const float* host, size_t count, float* device) override {
+    Timed([&] { inner_->CopyToDevice(host, count, device); });
+  }
+  void CopyToHost(const float* device, size_t count, float* host) override {
+    Timed([&] { inner_->CopyToHost(device, count, host); });
+  }
+  void Fill(size_t count, float value, float* array) override {
+    inner_->Fill(count, value, array);
+  }
+  void Gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
+            const float* b, float beta, float* c) override {
+    inner_->Gemm(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+  }
+  void AddBias(int rows, int cols, const float* bias, float* x) override {
+    inner_->AddBias(rows, cols, bias, x);
+  }
+  void ColumnSums(int rows, int cols, const float* x, float* out) override {
+    inner_->ColumnSums(rows, cols, x, out);
+  }
+  void ActivationForward(Activation f, size_t count, const float* x, float* y) override {
+    inner_->ActivationForward(f, count, x, y);
+  }
+  void ActivationBackward(Activation f, size_t count, const float* y, const float* dy,
+                          float* dx) override {
+    inner_->ActivationBackward(f, count, y, dy, dx);
+  }
+  LossSums SoftmaxCrossEntropy(int rows, int classes, const float* logits, const float* labels,
+                               float scale, float* dlogits) override {
+    return inner_->SoftmaxCrossEntropy(rows, classes, logits, labels, scale, dlogits);
+  }
+  LossSums SigmoidCrossEntropy(int rows, const float* logits, const float* labels, float scale,
+                               float* dlogits) override {
+    return inner_->SigmoidCrossEntropy(rows, logits, labels, scale, dlogits);
+  }
+  LossSums SquaredError(int rows, const float* predictions, const float* targets, float scale,
+                        float* dpredictions) override {
+    return inner_->SquaredError(rows, predictions, targets, scale, dpredictions);
+  }
+  void Axpy(size_t count, float alpha, const float* x, float* y) override {
+    inner_->Axpy(count, alpha, x, y);
+  }
+  void Synchronize() override { inner_->Synchronize(); }
+
+ private:
+  template <typename Copy>
+  void Timed(Copy copy) {
+    inner_->Synchronize();
+    const absl::Time start = absl::Now();
+    copy();
+    inner_->Synchronize();
+    copy_time_ += absl::Now() - start;
+  }
+
+  const std::unique_ptr<ComputeBackend> inner_;
+  absl::Duration copy_time_;
+};
 
 JobSpec BenchJob(ConsistencyConfig::Mode mode) {
   JobSpec spec;
@@ -90,7 +164,13 @@ int Run() {
     client_options.ps_addresses.push_back(absl::StrCat("127.0.0.1:", (*server)->bound_port()));
     servers.push_back(*std::move(server));
   }
+  absl::StatusOr<Device> device = SelectDevice(FLAGS_device, QueryUsableGpus());
+  if (!device.ok()) {
+    std::cerr << "--device: " << device.status() << "\n";
+    return 2;
+  }
   JobSpec spec = BenchJob(mode);
+  std::vector<absl::Duration> copy_times(FLAGS_workers);
   std::vector<JobProgress> last(FLAGS_workers);
   std::vector<absl::Status> results(FLAGS_workers);
   std::vector<std::thread> threads;
@@ -98,7 +178,12 @@ int Run() {
   for (int w = 0; w < FLAGS_workers; ++w) {
     threads.emplace_back([&, w] {
       std::unique_ptr<PsClient> client = *PsClient::Create(client_options);
-      std::unique_ptr<ComputeBackend> backend = CreateCpuBackend();
+      absl::StatusOr<std::unique_ptr<ComputeBackend>> created = CreateBackend(*device);
+      if (!created.ok()) {
+        results[w] = created.status();
+        return;
+      }
+      auto backend = std::make_unique<CopyTimingBackend>(*std::move(created));
       TrainerContext context;
       context.spec = spec;
       context.worker = w;
@@ -108,26 +193,36 @@ int Run() {
       context.stop = &stop;
       context.report = [&last, w](const JobProgress& progress) { last[w] = progress; };
       results[w] = RunTrainer(context);
+      copy_times[w] = backend->copy_time();
     });
   }
   for (std::thread& thread : threads) thread.join();
   std::cout << absl::StrFormat(
-      "MLP 784-%s-10, batch %d, %s, %d ps + %d worker(s), %d steps, CPU backend with %d "
-      "BLAS thread(s)\n",
-      absl::StrReplaceAll(FLAGS_hidden, {{",", "-"}}), FLAGS_batch_size, FLAGS_mode, FLAGS_ps, FLAGS_workers, FLAGS_steps, blas_threads);
-  std::cout << "worker  examples/s  compute%  pull+push%  other%\n";
+      "MLP 784-%s-10, batch %d, %s, %d ps + %d worker(s), %d steps, on %s%s\n",
+      absl::StrReplaceAll(FLAGS_hidden, {{",", "-"}}), FLAGS_batch_size, FLAGS_mode, FLAGS_ps,
+      FLAGS_workers, FLAGS_steps, device->description,
+      device->kind == Device::Kind::kCpu ? absl::StrCat(" with ", blas_threads, " BLAS thread(s)")
+                                         : "");
+  // compute: the model's forward and backward passes without the host <-> device copies
+  // (copies: weights in, gradients out, timed alone); pull+push: talking to the ps, waiting
+  // at barriers included.
+  std::cout << "worker  examples/s  step ms  compute%  copies%  pull+push%  other%\n";
   for (int w = 0; w < FLAGS_workers; ++w) {
     if (!results[w].ok()) {
       std::cerr << "worker " << w << ": " << results[w] << "\n";
       return 1;
     }
     const JobProgress& p = last[w];
-    double total = p.elapsed_seconds();
-    double compute = 100 * p.compute_seconds() / total;
-    double communication = 100 * p.communication_seconds() / total;
-    std::cout << absl::StrFormat("%6d  %10.0f  %8.1f  %10.1f  %6.1f\n", w,
-                                 p.examples_per_second(), compute, communication,
-                                 100 - compute - communication);
+    const double total = p.elapsed_seconds();
+    const double copy_seconds =
+        std::min(absl::ToDoubleSeconds(copy_times[w]), p.compute_seconds());
+    const double compute = 100 * (p.compute_seconds() - copy_seconds) / total;
+    const double copies = 100 * copy_seconds / total;
+    const double communication = 100 * p.communication_seconds() / total;
+    const double step_ms = 1000 * total / static_cast<double>(std::max<int64_t>(1, p.step()));
+    std::cout << absl::StrFormat("%6d  %10.0f  %7.2f  %8.1f  %7.1f  %10.1f  %6.1f\n", w,
+                                 p.examples_per_second(), step_ms, compute, copies,
+                                 communication, 100 - compute - copies - communication);
   }
   return 0;
 }

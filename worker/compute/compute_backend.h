@@ -64,6 +64,9 @@ class ComputeBackend {
                                 float scale, float* dpredictions) = 0;
   // y += alpha * x.
   virtual void Axpy(size_t count, float alpha, const float* x, float* y) = 0;
+
+  // Returns once every operation before it has finished (for timing phases apart).
+  virtual void Synchronize() = 0;
 };
 
 // The CPU backend (OpenBLAS through CBLAS).

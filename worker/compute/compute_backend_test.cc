@@ -290,6 +290,18 @@ TEST_P(ComputeBackendTest, Axpy) {
   }
 }
 
+TEST_P(ComputeBackendTest, SynchronizeWaitsForQueuedWork) {
+  for (int count : kSizes) {
+    DeviceArray x_device(backend_.get(), count);
+    DeviceArray y_device(backend_.get(), count);
+    backend_->Fill(count, 2.0f, x_device.data());
+    backend_->Fill(count, 1.0f, y_device.data());
+    backend_->Axpy(count, 0.5f, x_device.data(), y_device.data());
+    backend_->Synchronize();
+    EXPECT_EQ(Download(y_device), std::vector<float>(count, 2.0f)) << count;
+  }
+}
+
 TEST_P(ComputeBackendTest, SoftmaxCrossEntropyMatchesReference) {
   const float scale = 0.125f;
   for (int rows : kSizes) {

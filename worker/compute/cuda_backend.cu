@@ -539,6 +539,11 @@ class CudaBackend : public ComputeBackend {
     PS_LAUNCH_CHECK("AxpyKernel");
   }
 
+  void Synchronize() override {
+    MakeDeviceCurrent();
+    PS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
  private:
   static void Report(cudaError_t error, const char* call) {
     if (error != cudaSuccess) {
