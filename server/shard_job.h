@@ -119,8 +119,8 @@ class ShardJob {
   void AbandonChunk(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
 
   // Marks `worker` as done with the job: SSP pulls no longer wait for its clock, and SYNC
-  // steps need only the workers still in the job (an open step that already has their
-  // gradients is applied now); parked pulls that could only wait for it are answered.
+  // steps no longer wait for its gradient (see AggregateSizeLocked; an open step that now has
+  // enough is applied at once); parked pulls that could only wait for it are answered.
   // INVALID_ARGUMENT for a worker out of range.
   absl::Status Leave(int worker) ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
