@@ -317,6 +317,17 @@ std::vector<SliceRef> WorkerSession::ShardSlices(int ps) const {
   return refs;
 }
 
+int64_t WorkerSession::ChunkFloats() const {
+  return std::max<int64_t>(1,
+                           client_->options().chunk_bytes / static_cast<int64_t>(sizeof(float)));
+}
+
+int64_t WorkerSession::PushChunks(int ps) const {
+  const int64_t total = ShardFloats(ps);
+  const int64_t chunk_floats = ChunkFloats();
+  return total > chunk_floats ? (total + chunk_floats - 1) / chunk_floats : 1;
+}
+
 int64_t WorkerSession::ShardFloats(int ps) const {
   int64_t floats = 0;
   for (int index : placement_.SlicesOn(ps)) floats += placement_.slices[index].num_elements();
@@ -472,8 +483,7 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
                                          const ConstVariables& gradients, int64_t push_id,
                                          PushState* state,
                                          std::vector<PsClient::Call>* calls) const {
-  const int64_t chunk_floats =
-      std::max<int64_t>(1, client_->options().chunk_bytes / static_cast<int64_t>(sizeof(float)));
+  const int64_t chunk_floats = ChunkFloats();
   for (int ps = 0; ps < client_->num_ps(); ++ps) {
     if (placement_.SlicesOn(ps).empty()) continue;
     absl::StatusOr<ShardPush> push = MakeShardPush(ps, options, gradients, push_id);
@@ -481,7 +491,7 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
     // Large gradients go in chunks over the shard's connections, so that the server decodes
     // one while the next is in transit (see PushRequestHeader.total_chunks).
     const int64_t total = ShardFloats(ps);
-    const int64_t num_chunks = total > chunk_floats ? (total + chunk_floats - 1) / chunk_floats : 1;
+    const int64_t num_chunks = PushChunks(ps);
     for (int64_t chunk = 0; chunk < num_chunks; ++chunk) {
       auto header = std::make_shared<PushRequestHeader>(push->header);
       auto pieces = std::make_shared<std::vector<absl::Span<const float>>>(push->tensors);
@@ -527,10 +537,7 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
   absl::Status status = CheckVariables(out);
   if (!status.ok()) return status;
   bool small = true;
-  for (int ps = 0; ps < client_->num_ps(); ++ps) {
-    small = small && ShardFloats(ps) * static_cast<int64_t>(sizeof(float)) <=
-                         client_->options().chunk_bytes;
-  }
+  for (int ps = 0; ps < client_->num_ps(); ++ps) small = small && PushChunks(ps) == 1;
   PushPullResult result;
   if (!small) {  // Chunks, which PushPull does not take: two round trips.
     absl::StatusOr<std::vector<PushResponse>> pushed = Push(push_options, gradients);

@@ -174,6 +174,10 @@ class WorkerSession {
   // The slices on shard `ps`, in placement order, and their number of floats.
   std::vector<SliceRef> ShardSlices(int ps) const;
   int64_t ShardFloats(int ps) const;
+  // Floats per push chunk (chunk_bytes), and how many chunks shard `ps`'s push takes (1: one
+  // message, no chunk fields).
+  int64_t ChunkFloats() const;
+  int64_t PushChunks(int ps) const;
   // Decodes a PullResponse for the row ranges `expected` into `out`.
   absl::Status DecodeValues(const grpc::ByteBuffer& bytes, const std::vector<SliceRef>& expected,
                             const MutableVariables& out, PullResponseHeader* header) const;

@@ -287,11 +287,11 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& re
         if (!found.ok()) return found.status();
         job = *found;
         std::vector<absl::Span<float>> destinations;
-        if (header.total_chunks() >= 2 && !allow_chunks) {
+        if (ShardJob::IsChunk(header) && !allow_chunks) {
           return absl::InvalidArgumentError(
               "PushPull takes a whole push, not a chunk: push large gradients with Push");
         }
-        if (header.total_chunks() >= 2) {
+        if (ShardJob::IsChunk(header)) {
           absl::StatusOr<ShardJob::ChunkTarget> target = job->PushChunkBuffer(header);
           if (!target.ok()) return target.status();
           if (target->answer.has_value()) {
@@ -312,7 +312,7 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& re
   if (answer.has_value()) return *answer;
   if (!status.ok()) {
     if (job != nullptr && gradient != nullptr) {
-      if (header.total_chunks() >= 2) {
+      if (ShardJob::IsChunk(header)) {
         job->AbandonChunk(header);
       } else {
         job->CountRejected("malformed");
@@ -320,7 +320,7 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& re
     }
     return status;
   }
-  if (header.total_chunks() >= 2) return job->PushChunkDone(header, all_finite);
+  if (ShardJob::IsChunk(header)) return job->PushChunkDone(header, all_finite);
   return job->Push(header, *gradient, all_finite);
 }
 

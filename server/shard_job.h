@@ -103,6 +103,8 @@ class ShardJob {
   // chunk could not be decoded. The chunk that completes a push applies it, as Push does, and
   // returns its response; the others return outcome RECEIVED. Each worker has at most one
   // push being assembled: a chunk of a newer push abandons an incomplete older one.
+  // Whether a push request is one chunk of a chunked push (the rule in ps_service.proto).
+  static bool IsChunk(const PushRequestHeader& header) { return header.total_chunks() >= 2; }
   struct ChunkTarget {
     // If set, the chunk needs no decoding and this is its answer (DUPLICATE: the push was
     // applied already; RECEIVED: this chunk is already in, a retry).

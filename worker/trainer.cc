@@ -147,7 +147,7 @@ absl::Status Train(const TrainerContext& context) {
   std::vector<float> batch_features, batch_labels;
   bool target_reached = false;
   // The values of the next step's pull, when they came with this step's push (PushPull).
-  std::optional<absl::StatusOr<WorkerSession::PullResult>> prefetched;
+  std::optional<WorkerSession::PullResult> prefetched;
 
   // The current weights on the test split (the training split when there is none).
   auto evaluate = [&](int64_t at_step) -> absl::Status {
@@ -174,10 +174,13 @@ absl::Status Train(const TrainerContext& context) {
       WorkerSession::PullOptions pull;
       pull.step = sync_step;
       pull.clock = step;
-      absl::StatusOr<WorkerSession::PullResult> pulled =
-          prefetched.has_value() ? *std::move(prefetched)
-                                 : (*session)->Pull(pull, weights.mutable_view());
-      prefetched.reset();
+      absl::StatusOr<WorkerSession::PullResult> pulled;
+      if (prefetched.has_value()) {
+        pulled = *std::move(prefetched);
+        prefetched.reset();
+      } else {
+        pulled = (*session)->Pull(pull, weights.mutable_view());
+      }
       if (!pulled.ok()) return pulled.status();
       step_tag = pulled->step;
       progress.set_global_step(
