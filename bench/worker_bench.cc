@@ -38,6 +38,9 @@ DEFINE_int32(compute_threads, 0, "BLAS threads (one pool per process); 0: cores 
 DEFINE_string(mode, "SYNC", "consistency mode: SYNC, ASYNC, SSP or SOFTSYNC");
 DEFINE_string(hidden, "256,256", "the MLP's hidden layer sizes, comma-separated");
 DEFINE_string(device, "cpu", "auto, cpu or cuda:N (as ps_worker's --device), for every worker");
+DEFINE_bool(overlap, false,
+            "ASYNC: DownpourSpec.overlap_communication (push and pull while the next step "
+            "computes)");
 
 namespace ps {
 namespace {
@@ -134,6 +137,7 @@ JobSpec BenchJob(ConsistencyConfig::Mode mode) {
   spec.set_batch_size(FLAGS_batch_size);
   spec.set_steps(FLAGS_steps);
   spec.set_seed(1);
+  spec.mutable_downpour()->set_overlap_communication(FLAGS_overlap);
   return spec;
 }
 
@@ -142,6 +146,11 @@ int Run() {
   if (!ConsistencyConfig::Mode_Parse(FLAGS_mode, &mode) ||
       mode == ConsistencyConfig::MODE_UNSPECIFIED) {
     std::cerr << "--mode must be SYNC, ASYNC, SSP or SOFTSYNC\n";
+    return 2;
+  }
+  if (FLAGS_overlap && mode != ConsistencyConfig::ASYNC) {
+    std::cerr << "--overlap needs --mode=ASYNC (only ASYNC lets a step run before the previous "
+                 "one's update is in)\n";
     return 2;
   }
   int blas_threads = FLAGS_compute_threads > 0
@@ -198,15 +207,16 @@ int Run() {
   }
   for (std::thread& thread : threads) thread.join();
   std::cout << absl::StrFormat(
-      "MLP 784-%s-10, batch %d, %s, %d ps + %d worker(s), %d steps, on %s%s\n",
-      absl::StrReplaceAll(FLAGS_hidden, {{",", "-"}}), FLAGS_batch_size, FLAGS_mode, FLAGS_ps,
+      "MLP 784-%s-10, batch %d, %s%s, %d ps + %d worker(s), %d steps, on %s%s\n",
+      absl::StrReplaceAll(FLAGS_hidden, {{",", "-"}}), FLAGS_batch_size, FLAGS_mode,
+      FLAGS_overlap ? " with overlapped communication" : "", FLAGS_ps,
       FLAGS_workers, FLAGS_steps, device->description,
       device->kind == Device::Kind::kCpu ? absl::StrCat(" with ", blas_threads, " BLAS thread(s)")
                                          : "");
   // compute: the model's forward and backward passes without the host <-> device copies
   // (copies: weights in, gradients out, timed alone); pull+push: talking to the ps, waiting
-  // at barriers included.
-  std::cout << "worker  examples/s  step ms  compute%  copies%  pull+push%  other%\n";
+  // at barriers included (with --overlap: only the waiting for an exchange not yet done).
+  std::cout << "worker  examples/s  step ms  compute%  copies%  pull+push%  other%  staleness\n";
   for (int w = 0; w < FLAGS_workers; ++w) {
     if (!results[w].ok()) {
       std::cerr << "worker " << w << ": " << results[w] << "\n";
@@ -220,9 +230,10 @@ int Run() {
     const double copies = 100 * copy_seconds / total;
     const double communication = 100 * p.communication_seconds() / total;
     const double step_ms = 1000 * total / static_cast<double>(std::max<int64_t>(1, p.step()));
-    std::cout << absl::StrFormat("%6d  %10.0f  %7.2f  %8.1f  %7.1f  %10.1f  %6.1f\n", w,
+    std::cout << absl::StrFormat("%6d  %10.0f  %7.2f  %8.1f  %7.1f  %10.1f  %6.1f  %9.2f\n", w,
                                  p.examples_per_second(), step_ms, compute, copies,
-                                 communication, 100 - compute - copies - communication);
+                                 communication, 100 - compute - copies - communication,
+                                 p.staleness());
   }
   return 0;
 }

@@ -462,11 +462,19 @@ absl::StatusOr<std::vector<PushResponse>> WorkerSession::PushState::Finish(
 
 absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
     int ps, const PushOptions& options, const ConstVariables& gradients, int64_t push_id) const {
+  if (!options.read_versions.empty() &&
+      options.read_versions.size() != read_versions_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PushOptions.read_versions has ", options.read_versions.size(),
+        " versions but the job is on ", read_versions_.size(),
+        " ps shards: give one per shard, or none for the last pull's"));
+  }
   ShardPush push;
   push.header.set_job_id(spec_.job_id());
   push.header.set_worker(worker_);
   push.header.set_push_id(push_id);
-  push.header.set_read_version(read_versions_[ps]);
+  push.header.set_read_version(options.read_versions.empty() ? read_versions_[ps]
+                                                             : options.read_versions[ps]);
   push.header.set_step(options.step);
   push.header.set_clock(options.clock);
   for (const SliceRef& ref : ShardSlices(ps)) {

@@ -123,9 +123,12 @@ class WorkerSession {
   struct PushOptions {
     int64_t step = 0;   // SYNC: the step the gradient is for.
     int64_t clock = 0;  // SSP: the clock this push completes.
+    // Per shard, the versions of the values the gradient was computed from; empty: those of
+    // the last Pull (a worker that pulls again before pushing gives the earlier ones here).
+    std::vector<int64_t> read_versions;
   };
   // Sends `gradients` (every variable of the job) to all shards in parallel, tagged with the
-  // versions of the last Pull. The gradients' memory is sent without copying: it must stay
+  // read versions (above). The gradients' memory is sent without copying: it must stay
   // unchanged until Push returns. Returns each shard's response, in ps order.
   absl::StatusOr<std::vector<PushResponse>> Push(const PushOptions& options,
                                                  const ConstVariables& gradients);

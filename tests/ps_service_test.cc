@@ -522,6 +522,41 @@ TEST(AsyncTest, RoundRobinStalenessIsNumWorkersMinusOneAfterTheFirstRound) {
   }
 }
 
+// A worker that pulls again before pushing (the trainer's overlap_communication) tags its push
+// with the versions its gradient was computed from, not those of its last pull.
+TEST(AsyncTest, PushTaggedWithEarlierReadVersionsCountsTheirStaleness) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
+  ParameterSpec spec = MakeSpec("async_read_versions", ConsistencyConfig::ASYNC, 1);
+  AddVariable(&spec, "w", {64, 8}, InitializerConfig::ZEROS, 0.0f);
+  ASSERT_OK_AND_ASSIGN(Placement placement, client->CreateJob(spec));
+  ASSERT_TRUE(SpansAllShards(placement, "w", 2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerSession> session,
+                       WorkerSession::Create(client.get(), spec, 0));
+  Tensors values(spec);
+  Tensors gradient(spec, 1.0f);
+  ASSERT_OK_AND_ASSIGN(WorkerSession::PullResult first, session->Pull({}, values.Mutable()));
+  ASSERT_OK(session->Push({}, gradient.Const()));
+  ASSERT_OK(session->Push({}, gradient.Const()));
+  ASSERT_OK(session->Pull({}, values.Mutable()));  // At version 2 now.
+
+  WorkerSession::PushOptions computed_earlier;
+  computed_earlier.read_versions = first.versions;  // Version 0 on both shards.
+  ASSERT_OK_AND_ASSIGN(std::vector<PushResponse> responses,
+                       session->Push(computed_earlier, gradient.Const()));
+  for (const PushResponse& response : responses) EXPECT_EQ(response.staleness(), 2);
+  ASSERT_OK_AND_ASSIGN(responses, session->Push({}, gradient.Const()));
+  for (const PushResponse& response : responses) EXPECT_EQ(response.staleness(), 1);
+
+  computed_earlier.read_versions = {0};  // One version for a job on two shards.
+  absl::StatusOr<std::vector<PushResponse>> wrong = session->Push(computed_earlier,
+                                                                  gradient.Const());
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument) << wrong.status();
+  EXPECT_THAT(wrong.status().message(), HasSubstr("read_versions has 1 versions"));
+  ASSERT_OK_AND_ASSIGN(std::vector<JobStats> stats, client->GetJobStats(spec.job_id()));
+  for (const JobStats& shard : stats) EXPECT_EQ(shard.version(), 4);  // Nothing sent.
+}
+
 TEST(AsyncTest, MaxStalenessDropsAndCounts) {
   constexpr int kWorkers = 3;
   constexpr int kRounds = 4;

@@ -129,6 +129,12 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   if (downpour.n_fetch() < 0 || downpour.n_push() < 0 || downpour.local_learning_rate() < 0) {
     return FieldError("downpour.n_fetch, n_push and local_learning_rate", "must be >= 0");
   }
+  if (downpour.overlap_communication() &&
+      spec.consistency().mode() != ConsistencyConfig::ASYNC) {
+    return FieldError("downpour.overlap_communication",
+                      "needs consistency mode ASYNC: the other modes make a step wait for the "
+                      "previous one's update; unset it or use ASYNC");
+  }
   const StragglerSpec& stragglers = spec.stragglers();
   for (int worker : stragglers.workers()) {
     if (worker < 0 || worker >= num_workers) {

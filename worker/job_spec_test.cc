@@ -64,6 +64,11 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
                         s->mutable_optimizer()->set_momentum(2); },
        "optimizer.momentum"},
       {[](JobSpec* s) { s->set_target_loss(0.1f); }, "eval_interval"},
+      {[](JobSpec* s) {
+         s->mutable_consistency()->set_mode(ConsistencyConfig::SSP);
+         s->mutable_downpour()->set_overlap_communication(true);
+       },
+       "downpour.overlap_communication needs consistency mode ASYNC"},
   };
   for (const Case& c : kCases) {
     JobSpec spec = Valid();

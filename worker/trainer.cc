@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "worker/background_task.h"
 #include "worker/data/dataset.h"
 #include "worker/job_spec.h"
 #include "worker/model/model.h"
@@ -118,9 +119,24 @@ absl::Status Train(const TrainerContext& context) {
       WorkerSession::Create(context.ps, parameters, context.worker);
   if (!session.ok()) return session.status();
 
-  HostVariables weights((*model)->variables());
+  const bool overlap =
+      mode == ConsistencyConfig::ASYNC && spec.downpour().overlap_communication();
   HostVariables gradients((*model)->variables());
-  HostVariables accumulated((*model)->variables());
+  // What steps compute on and the chief evaluates; with overlap, a pull in the background
+  // lands in the spare, and the two trade places once it is in.
+  HostVariables weights_storage((*model)->variables());
+  HostVariables* weights = &weights_storage;
+  // ASYNC: where gradients add up between pushes; with overlap, a push in the background
+  // reads the spare, and the two trade places when the next push starts.
+  HostVariables accumulated_storage((*model)->variables());
+  HostVariables* accumulated = &accumulated_storage;
+  std::unique_ptr<HostVariables> spare_weights_storage, spare_accumulated_storage;
+  if (overlap) {
+    spare_weights_storage = std::make_unique<HostVariables>((*model)->variables());
+    spare_accumulated_storage = std::make_unique<HostVariables>((*model)->variables());
+  }
+  HostVariables* spare_weights = spare_weights_storage.get();
+  HostVariables* spare_accumulated = spare_accumulated_storage.get();
   ShardReader reader(&split.train, context.worker, context.num_workers, spec.seed(),
                      !spec.data().no_shuffle());
 
@@ -148,12 +164,19 @@ absl::Status Train(const TrainerContext& context) {
   bool target_reached = false;
   // The values of the next step's pull, when they came with this step's push (PushPull).
   std::optional<WorkerSession::PullResult> prefetched;
+  // Overlap: what the exchange (push, pull or both) running in the background returned. It
+  // runs while the next step computes, and is finished after that step's compute. Declared
+  // after everything it uses, so that its destructor waits for it first.
+  std::vector<int64_t> weights_versions;  // Per shard, the versions *weights holds.
+  std::vector<PushResponse> exchange_pushed;
+  std::optional<WorkerSession::PullResult> exchange_pulled;
+  BackgroundTask exchange;
 
   // The current weights on the test split (the training split when there is none).
   auto evaluate = [&](int64_t at_step) -> absl::Status {
     absl::StatusOr<EvalResult> eval =
         Evaluate(model->get(), split.test.num_examples > 0 ? split.test : split.train,
-                 spec.batch_size(), weights.const_view());
+                 spec.batch_size(), weights->const_view());
     if (!eval.ok()) return eval.status();
     eval->set_step(at_step);
     *progress.mutable_eval() = *eval;
@@ -162,6 +185,24 @@ absl::Status Train(const TrainerContext& context) {
 
   // Throughput and elapsed time count from here: after loading data and creating the job.
   const absl::Time loop_start = absl::Now();
+  // Overlap: waits for the exchange in flight (if any), takes the weights it pulled and counts
+  // the staleness of what it pushed.
+  auto finish_exchange = [&]() -> absl::Status {
+    if (!exchange.busy()) return absl::OkStatus();
+    absl::Status status = exchange.Wait();
+    if (!status.ok()) return status;
+    for (const PushResponse& response : exchange_pushed) {
+      staleness_sum += response.staleness();
+      ++staleness_count;
+    }
+    if (exchange_pulled.has_value()) {
+      std::swap(weights, spare_weights);
+      weights_versions = exchange_pulled->versions;
+      progress.set_global_step(*std::min_element(exchange_pulled->versions.begin(),
+                                                 exchange_pulled->versions.end()));
+    }
+    return absl::OkStatus();
+  };
   for (int64_t step = 0; step < step_limit && !target_reached; ++step) {
     if (context.stop->load()) return absl::CancelledError("stopped by request");
     if (spec.time_limit_s() > 0 && absl::Now() - start > absl::Seconds(spec.time_limit_s())) {
@@ -170,7 +211,8 @@ absl::Status Train(const TrainerContext& context) {
     // Pull.
     absl::Time phase = absl::Now();
     int64_t step_tag = 0;
-    if (mode != ConsistencyConfig::ASYNC || step % n_fetch == 0) {
+    // With overlap, every pull after the first comes in the background exchanges.
+    if ((mode != ConsistencyConfig::ASYNC || step % n_fetch == 0) && (!overlap || step == 0)) {
       WorkerSession::PullOptions pull;
       pull.step = sync_step;
       pull.clock = step;
@@ -179,10 +221,11 @@ absl::Status Train(const TrainerContext& context) {
         pulled = *std::move(prefetched);
         prefetched.reset();
       } else {
-        pulled = (*session)->Pull(pull, weights.mutable_view());
+        pulled = (*session)->Pull(pull, weights->mutable_view());
       }
       if (!pulled.ok()) return pulled.status();
       step_tag = pulled->step;
+      weights_versions = pulled->versions;
       progress.set_global_step(
           mode == ConsistencyConfig::SYNC
               ? pulled->step
@@ -209,7 +252,7 @@ absl::Status Train(const TrainerContext& context) {
     batch.features = batch_features.data();
     batch.labels = batch_labels.data();
     absl::StatusOr<BatchMetrics> metrics =
-        (*model)->ComputeGradients(batch, weights.const_view(), gradients.mutable_view());
+        (*model)->ComputeGradients(batch, weights->const_view(), gradients.mutable_view());
     if (!metrics.ok()) return metrics.status();
     absl::Duration compute = absl::Now() - phase;
     compute_time += compute;
@@ -224,31 +267,72 @@ absl::Status Train(const TrainerContext& context) {
       float local_rate = spec.downpour().local_learning_rate();
       for (size_t v = 0; v < gradients.arrays().size(); ++v) {
         std::vector<float>& g = gradients.arrays()[v];
-        std::vector<float>& a = accumulated.arrays()[v];
-        std::vector<float>& w = weights.arrays()[v];
+        std::vector<float>& a = accumulated->arrays()[v];
+        std::vector<float>& w = weights->arrays()[v];
         for (size_t i = 0; i < g.size(); ++i) {
           a[i] += g[i] / n_push;
           if (local_rate > 0) w[i] -= local_rate * g[i];
         }
       }
       push_now = (step + 1) % n_push == 0;
-      to_push = &accumulated.const_view();
+      to_push = &accumulated->const_view();
     }
-    if (push_now) {
+    // The next step's pull goes with this push, in one round trip (PushPull), when there is
+    // one: that step then starts from the values it brought (with overlap, the step after).
+    const bool pull_next =
+        step + 1 < step_limit && (mode != ConsistencyConfig::ASYNC || (step + 1) % n_fetch == 0);
+    if (overlap) {
+      WorkerSession::PushOptions push;
+      push.clock = step;
+      push.read_versions = weights_versions;  // What this step computed on.
+      absl::Status finished = finish_exchange();  // The previous step's, which this one hid.
+      if (!finished.ok()) return finished;
+      WorkerSession::PullOptions next;
+      next.clock = step + 1;
+      exchange_pushed.clear();
+      exchange_pulled.reset();
+      if (push_now) {
+        // The spare was pushed by the exchange just finished; gradients add up there next.
+        std::swap(accumulated, spare_accumulated);
+        for (std::vector<float>& a : accumulated->arrays()) std::fill(a.begin(), a.end(), 0.0f);
+      }
+      const ConstVariables* pushing = push_now ? &spare_accumulated->const_view() : nullptr;
+      const MutableVariables* pulling = pull_next ? &spare_weights->mutable_view() : nullptr;
+      if (pushing != nullptr || pulling != nullptr) {
+        exchange.Start([&, push, next, pushing, pulling]() -> absl::Status {
+          if (pushing != nullptr && pulling != nullptr) {
+            absl::StatusOr<WorkerSession::PushPullResult> both =
+                (*session)->PushPull(push, *pushing, next, *pulling);
+            if (!both.ok()) return both.status();
+            exchange_pushed = std::move(both->pushed);
+            exchange_pulled = std::move(both->pulled);
+          } else if (pushing != nullptr) {
+            absl::StatusOr<std::vector<PushResponse>> pushed = (*session)->Push(push, *pushing);
+            if (!pushed.ok()) return pushed.status();
+            exchange_pushed = *std::move(pushed);
+          } else {
+            absl::StatusOr<WorkerSession::PullResult> pulled = (*session)->Pull(next, *pulling);
+            if (!pulled.ok()) return pulled.status();
+            exchange_pulled = *std::move(pulled);
+          }
+          return absl::OkStatus();
+        });
+      }
+      if (step + 1 == step_limit) {
+        finished = finish_exchange();  // The last push is in before the job ends.
+        if (!finished.ok()) return finished;
+      }
+    } else if (push_now) {
       WorkerSession::PushOptions push;
       push.step = step_tag;
       push.clock = step;
-      // The next step's pull goes with this push, in one round trip (PushPull), when there is
-      // one: that step then starts from the values it brought.
-      const bool pull_next =
-          step + 1 < step_limit && (mode != ConsistencyConfig::ASYNC || (step + 1) % n_fetch == 0);
       absl::StatusOr<std::vector<PushResponse>> pushed;
       if (pull_next) {
         WorkerSession::PullOptions next;
         next.step = mode == ConsistencyConfig::SYNC ? step_tag + 1 : 0;
         next.clock = step + 1;
         absl::StatusOr<WorkerSession::PushPullResult> both =
-            (*session)->PushPull(push, *to_push, next, weights.mutable_view());
+            (*session)->PushPull(push, *to_push, next, weights->mutable_view());
         if (!both.ok()) return both.status();
         pushed = std::move(both->pushed);
         prefetched = std::move(both->pulled);
@@ -261,7 +345,7 @@ absl::Status Train(const TrainerContext& context) {
         ++staleness_count;
       }
       if (mode == ConsistencyConfig::ASYNC) {
-        for (std::vector<float>& a : accumulated.arrays()) std::fill(a.begin(), a.end(), 0.0f);
+        for (std::vector<float>& a : accumulated->arrays()) std::fill(a.begin(), a.end(), 0.0f);
       }
     }
     if (mode == ConsistencyConfig::SYNC) sync_step = step_tag + 1;
@@ -288,7 +372,8 @@ absl::Status Train(const TrainerContext& context) {
     progress.set_communication_seconds(absl::ToDoubleSeconds(communication_time));
     context.report(progress);
   }
-  return absl::OkStatus();
+  // A loop that ended early (time limit, target loss) may leave an exchange in flight.
+  return finish_exchange();
 }
 
 absl::Status RunTrainer(const TrainerContext& context) {

@@ -2,6 +2,9 @@
 //   SYNC      pull for step t (waits for the barrier), compute, push tagged with the step;
 //   ASYNC     Downpour: pull every n_fetch steps, apply each gradient to the local copy with
 //             local_learning_rate, push the mean of the accumulated gradients every n_push steps;
+//             with overlap_communication, a step's push and pull run in the background while
+//             the next step computes (on the weights the exchange before brought), and are
+//             finished after that step's compute;
 //   SSP       pull at clock c (waits while c is more than ssp_bound ahead), push completes c;
 //   SOFTSYNC  pull, compute, push (the ps averages every c gradients).
 // Stragglers from the JobSpec slow the listed workers down. The loop stops at the first of:

@@ -372,6 +372,71 @@ TEST_F(TrainerTest, DownpourPullsEveryNFetchSteps) {
   }
 }
 
+// With overlap_communication a step's push and pull run while the next step computes, on the
+// weights the exchange before brought: one worker's gradients after the first are computed one
+// update behind, so each has staleness exactly 1 (not 0, as in DownpourPullsEveryNFetchSteps'
+// pulling steps). The push says so: it carries the versions the gradient was computed from.
+TEST_F(TrainerTest, OverlappedCommunicationMakesEachGradientOneUpdateStaler) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("overlap", ConsistencyConfig::ASYNC);
+  spec.set_steps(24);
+  spec.mutable_downpour()->set_overlap_communication(true);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 1);
+  ExpectTrainedFor(runs, 24);
+  EXPECT_DOUBLE_EQ(runs[0].last().staleness(), 23.0 / 24);
+  // The worker ends holding what the exchange of step 22 pulled (after 23 updates): the last
+  // exchange only pushes.
+  EXPECT_EQ(runs[0].last().global_step(), 23);
+  std::vector<JobStats> stats = Stats("overlap");
+  ASSERT_EQ(stats.size(), 2u);
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), 24);  // The last push is in before the job ends.
+    ASSERT_GE(shard.staleness().counts_size(), 2);
+    EXPECT_EQ(shard.staleness().counts(0), 1);
+    EXPECT_EQ(shard.staleness().counts(1), 23);
+    EXPECT_EQ(shard.staleness().max(), 1);
+  }
+}
+
+// Overlap keeps Downpour's schedule: pushes every n_push steps, with the gradients of the steps
+// in between, from two workers.
+TEST_F(TrainerTest, OverlappedCommunicationKeepsNPushAndNFetch) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("overlap-n", ConsistencyConfig::ASYNC);
+  spec.set_steps(24);
+  spec.mutable_downpour()->set_n_push(4);
+  spec.mutable_downpour()->set_n_fetch(2);
+  spec.mutable_downpour()->set_overlap_communication(true);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 24);
+  std::vector<JobStats> stats = Stats("overlap-n");
+  ASSERT_EQ(stats.size(), 2u);
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), 2 * 24 / 4);
+    for (const WorkerStats& worker : shard.workers()) EXPECT_EQ(worker.applied(), 24 / 4);
+  }
+}
+
+// A ps that goes away while an exchange is in flight fails the worker with the shard's error;
+// the worker neither hangs nor goes on computing on its own.
+TEST_F(TrainerTest, OverlappedCommunicationReportsADeadPs) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("overlap-dead", ConsistencyConfig::ASYNC);
+  spec.set_steps(1000000);
+  spec.mutable_downpour()->set_overlap_communication(true);
+  std::atomic<int> reports{0};
+  std::thread killer([&] {
+    while (reports.load() < 5) absl::SleepFor(absl::Milliseconds(1));
+    servers_[1]->Shutdown(absl::ZeroDuration());
+  });
+  std::vector<WorkerRun> runs =
+      RunWorkers(spec, 1, nullptr, [&reports](const JobProgress&) { ++reports; });
+  killer.join();
+  ASSERT_FALSE(runs[0].status.ok());
+  EXPECT_THAT(runs[0].status.ToString(), HasSubstr("ps:1"));
+  EXPECT_LT(runs[0].last().step(), 1000000);
+}
+
 // A FIXED factor of 3 sleeps twice each step's compute time after it; measured on a model
 // whose steps take milliseconds to compute.
 TEST_F(TrainerTest, FixedStragglerIsSlowerByItsFactor) {
