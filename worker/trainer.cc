@@ -164,10 +164,10 @@ absl::Status Train(const TrainerContext& context) {
   bool target_reached = false;
   // The values of the next step's pull, when they came with this step's push (PushPull).
   std::optional<WorkerSession::PullResult> prefetched;
+  std::vector<int64_t> weights_versions;  // Per shard, the versions *weights holds.
   // Overlap: what the exchange (push, pull or both) running in the background returned. It
   // runs while the next step computes, and is finished after that step's compute. Declared
   // after everything it uses, so that its destructor waits for it first.
-  std::vector<int64_t> weights_versions;  // Per shard, the versions *weights holds.
   std::vector<PushResponse> exchange_pushed;
   std::optional<WorkerSession::PullResult> exchange_pulled;
   BackgroundTask exchange;
