@@ -35,12 +35,20 @@ class HostVariables {
   const MutableVariables& mutable_view() const { return mutable_; }
   const ConstVariables& const_view() const { return const_; }
   std::vector<std::vector<float>>& arrays() { return storage_; }
+  void SetToZero() {
+    for (std::vector<float>& array : storage_) std::fill(array.begin(), array.end(), 0.0f);
+  }
 
  private:
   std::vector<std::vector<float>> storage_;
   MutableVariables mutable_;
   ConstVariables const_;
 };
+
+// The oldest version among the shards' values: the job's progress as a pull saw it.
+int64_t OldestVersion(const WorkerSession::PullResult& pulled) {
+  return *std::min_element(pulled.versions.begin(), pulled.versions.end());
+}
 
 // Mean loss and accuracy of `model` on all of `data`, in batches of `batch_size`.
 absl::StatusOr<EvalResult> Evaluate(Model* model, const Dataset& data, int batch_size,
@@ -185,21 +193,23 @@ absl::Status Train(const TrainerContext& context) {
 
   // Throughput and elapsed time count from here: after loading data and creating the job.
   const absl::Time loop_start = absl::Now();
+  auto record_staleness = [&](const std::vector<PushResponse>& pushed) {
+    for (const PushResponse& response : pushed) {
+      staleness_sum += response.staleness();
+      ++staleness_count;
+    }
+  };
   // Overlap: waits for the exchange in flight (if any), takes the weights it pulled and counts
   // the staleness of what it pushed.
   auto finish_exchange = [&]() -> absl::Status {
     if (!exchange.busy()) return absl::OkStatus();
     absl::Status status = exchange.Wait();
     if (!status.ok()) return status;
-    for (const PushResponse& response : exchange_pushed) {
-      staleness_sum += response.staleness();
-      ++staleness_count;
-    }
+    record_staleness(exchange_pushed);
     if (exchange_pulled.has_value()) {
       std::swap(weights, spare_weights);
       weights_versions = exchange_pulled->versions;
-      progress.set_global_step(*std::min_element(exchange_pulled->versions.begin(),
-                                                 exchange_pulled->versions.end()));
+      progress.set_global_step(OldestVersion(*exchange_pulled));
     }
     return absl::OkStatus();
   };
@@ -226,10 +236,8 @@ absl::Status Train(const TrainerContext& context) {
       if (!pulled.ok()) return pulled.status();
       step_tag = pulled->step;
       weights_versions = pulled->versions;
-      progress.set_global_step(
-          mode == ConsistencyConfig::SYNC
-              ? pulled->step
-              : *std::min_element(pulled->versions.begin(), pulled->versions.end()));
+      progress.set_global_step(mode == ConsistencyConfig::SYNC ? pulled->step
+                                                               : OldestVersion(*pulled));
     }
     communication_time += absl::Now() - phase;
     // SYNC counts the job's steps on the shards, as TensorFlow's SyncReplicasOptimizer counts
@@ -294,7 +302,7 @@ absl::Status Train(const TrainerContext& context) {
       if (push_now) {
         // The spare was pushed by the exchange just finished; gradients add up there next.
         std::swap(accumulated, spare_accumulated);
-        for (std::vector<float>& a : accumulated->arrays()) std::fill(a.begin(), a.end(), 0.0f);
+        accumulated->SetToZero();
       }
       const ConstVariables* pushing = push_now ? &spare_accumulated->const_view() : nullptr;
       const MutableVariables* pulling = pull_next ? &spare_weights->mutable_view() : nullptr;
@@ -340,12 +348,9 @@ absl::Status Train(const TrainerContext& context) {
         pushed = (*session)->Push(push, *to_push);
       }
       if (!pushed.ok()) return pushed.status();
-      for (const PushResponse& response : *pushed) {
-        staleness_sum += response.staleness();
-        ++staleness_count;
-      }
+      record_staleness(*pushed);
       if (mode == ConsistencyConfig::ASYNC) {
-        for (std::vector<float>& a : accumulated->arrays()) std::fill(a.begin(), a.end(), 0.0f);
+        accumulated->SetToZero();
       }
     }
     if (mode == ConsistencyConfig::SYNC) sync_step = step_tag + 1;
