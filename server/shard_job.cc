@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/finite.h"
 #include "server/initializer.h"
+#include "server/consistency/rule_factory.h"
 #include "server/learning_rate.h"
 #include "server/parallel_for.h"
 
@@ -91,7 +92,13 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
     return absl::InvalidArgumentError(JobPrefix(spec.job_id()) +
                                       std::string(placement.status().message()));
   }
-  std::unique_ptr<ShardJob> job(new ShardJob(spec, num_ps, ps_index, *std::move(optimizer)));
+  std::unique_ptr<ConsistencyRule> rule = CreateConsistencyRule(spec);
+  if (rule == nullptr) {
+    return absl::InternalError(JobPrefix(spec.job_id()) + "no consistency rule for mode " +
+                               ConsistencyConfig::Mode_Name(spec.consistency().mode()));
+  }
+  std::unique_ptr<ShardJob> job(
+      new ShardJob(spec, num_ps, ps_index, *std::move(optimizer), std::move(rule)));
   job->value_buffers_ = BufferPool::Create(std::max<size_t>(1, placement->SlicesOn(ps_index).size()));
   for (int index : placement->SlicesOn(ps_index)) {
     auto slice = std::make_unique<Slice>();
@@ -116,26 +123,18 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
 }
 
 ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
-                   std::unique_ptr<Optimizer> optimizer)
+                   std::unique_ptr<Optimizer> optimizer, std::unique_ptr<ConsistencyRule> rule)
     : spec_(spec),
       num_ps_(num_ps),
       ps_index_(ps_index),
       optimizer_(std::move(optimizer)),
-      aggregate_size_(
-          spec.consistency().mode() == ConsistencyConfig::SYNC
-              ? (spec.consistency().replicas_to_aggregate() > 0
-                     ? spec.consistency().replicas_to_aggregate()
-                     : spec.num_workers())
-          : spec.consistency().mode() == ConsistencyConfig::SOFTSYNC
-              ? std::max(1, spec.num_workers() / spec.consistency().softsync_n())
-              : 1) {
+      aggregates_(rule->aggregates()),
+      rule_(std::move(rule)) {
   {
     absl::MutexLock lock(&chunks_mu_);
     assemblies_.resize(spec.num_workers());
   }
   absl::MutexLock lock(&mu_);
-  clocks_.assign(spec.num_workers(), 0);
-  left_.assign(spec.num_workers(), false);
   last_push_id_.assign(spec.num_workers(), 0);
   applied_by_worker_.assign(spec.num_workers(), 0);
   staleness_by_worker_.resize(spec.num_workers());
@@ -212,7 +211,7 @@ PushResponse ShardJob::DuplicateLocked() const {
   PushResponse response;
   response.set_outcome(PushResponse::DUPLICATE);
   response.set_version(version_);
-  response.set_step(step_);
+  response.set_step(rule_->step());
   return response;
 }
 
@@ -242,8 +241,9 @@ std::string ShardJob::FindNonFinite(absl::Span<const float> gradient) const {
   return "";
 }
 
-absl::StatusOr<int64_t> ShardJob::AdmitLocked(const PushRequestHeader& header) {
-  std::string prefix = JobPrefix(spec_.job_id());
+absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHeader& header,
+                                                             PushResponse* response) {
+  const std::string prefix = JobPrefix(spec_.job_id());
   if (header.read_version() < 0 || header.read_version() > version_) {
     return RejectLocked("future_version",
                         absl::InvalidArgumentError(absl::StrCat(
@@ -251,7 +251,23 @@ absl::StatusOr<int64_t> ShardJob::AdmitLocked(const PushRequestHeader& header) {
                             " is not a version this shard has had (it is at ", version_,
                             "); send the version the pull returned")));
   }
-  return version_ - header.read_version();
+  const int64_t staleness = version_ - header.read_version();
+  response->set_staleness(staleness);
+  response->set_version(version_);
+  response->set_step(rule_->step());
+  PushDecision decision = rule_->Admit(header, staleness);
+  if (decision.action == PushDecision::kReject) {
+    return RejectLocked(decision.reason,
+                        absl::Status(decision.status.code(),
+                                     prefix + std::string(decision.status.message())));
+  }
+  last_push_id_[header.worker()] = header.push_id();
+  if (decision.action == PushDecision::kDrop) {
+    ++dropped_[decision.reason];
+    response->set_outcome(PushResponse::DROPPED);
+    response->set_drop_reason(decision.reason);
+  }
+  return decision.action;
 }
 
 absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
@@ -281,7 +297,7 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
           "; nothing was applied (lower the learning rate, or set allow_non_finite)"));
     }
   }
-  if (aggregate_size_ > 1 || spec_.consistency().mode() == ConsistencyConfig::SYNC) {
+  if (aggregates_) {
     absl::MutexLock lock(&aggregate_mu_);
     return Aggregate(header, gradient);
   }
@@ -290,38 +306,18 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
 
 absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
                                                 absl::Span<const float> gradient) {
-  const ConsistencyConfig& consistency = spec_.consistency();
-  int worker = header.worker();
+  const int worker = header.worker();
   PushResponse response;
   int64_t staleness;
   float learning_rate;
   {
     absl::MutexLock lock(&mu_);
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
-    absl::StatusOr<int64_t> admitted = AdmitLocked(header);
-    if (!admitted.ok()) return admitted.status();
-    staleness = *admitted;
-    response.set_staleness(staleness);
-    if (consistency.mode() == ConsistencyConfig::SSP && header.clock() != clocks_[worker]) {
-      return RejectLocked("clock", absl::FailedPreconditionError(absl::StrCat(
-                                       JobPrefix(spec_.job_id()), "worker ", worker,
-                                       " pushed for clock ", header.clock(), " but its clock is ",
-                                       clocks_[worker], ": push once per clock, in order")));
-    }
-    last_push_id_[worker] = header.push_id();
-    if (consistency.mode() == ConsistencyConfig::ASYNC && consistency.max_staleness() > 0 &&
-        staleness > consistency.max_staleness()) {
-      ++dropped_["max_staleness"];
-      response.set_outcome(PushResponse::DROPPED);
-      response.set_drop_reason("max_staleness");
-      response.set_version(version_);
-      return response;
-    }
-    learning_rate = LearningRateAt(spec_.learning_rate(), updates_started_++);
-    if (consistency.mode() == ConsistencyConfig::ASYNC) {
-      learning_rate = StalenessAdjustedLearningRate(
-          learning_rate, consistency.staleness_learning_rate(), staleness);
-    }
+    absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
+    if (!action.ok()) return action.status();
+    if (*action == PushDecision::kDrop) return response;
+    staleness = response.staleness();
+    learning_rate = rule_->LearningRate(spec_.learning_rate(), updates_started_++, staleness);
   }
   ApplyToSlices(learning_rate, gradient);
   std::vector<Waiter> ready;
@@ -332,7 +328,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     ++applied_by_worker_[worker];
     staleness_.Record(staleness);
     staleness_by_worker_[worker].Record(staleness);
-    if (consistency.mode() == ConsistencyConfig::SSP) clocks_[worker] = header.clock() + 1;
+    rule_->Applied(header);
     response.set_outcome(PushResponse::APPLIED);
     response.set_version(version_);
     ready = TakeReadyWaitersLocked();
@@ -341,22 +337,9 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   return response;
 }
 
-int ShardJob::AggregateSizeLocked() const {
-  if (spec_.consistency().mode() != ConsistencyConfig::SYNC) return aggregate_size_;
-  // A SYNC step needs R gradients, or as many as there are workers that can still give one:
-  // those in the job, and those that left after giving theirs to this step.
-  std::vector<bool> can_give(left_.size());
-  for (size_t w = 0; w < left_.size(); ++w) can_give[w] = !left_[w];
-  for (const Contribution& c : contributions_) can_give[c.worker] = true;
-  const int givers = static_cast<int>(std::count(can_give.begin(), can_give.end(), true));
-  return std::max(1, std::min(aggregate_size_, givers));
-}
-
 absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header,
                                                  absl::Span<const float> gradient) {
-  const bool sync = spec_.consistency().mode() == ConsistencyConfig::SYNC;
   const int worker = header.worker();
-  std::string prefix = JobPrefix(spec_.job_id());
   PushResponse response;
   bool first;
   bool last;
@@ -364,38 +347,11 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
   {
     absl::MutexLock lock(&mu_);
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
-    absl::StatusOr<int64_t> admitted = AdmitLocked(header);
-    if (!admitted.ok()) return admitted.status();
-    response.set_staleness(*admitted);
-    response.set_version(version_);
-    response.set_step(step_);
-    if (sync && header.step() > step_) {
-      return RejectLocked("future_step", absl::FailedPreconditionError(absl::StrCat(
-                                             prefix, "worker ", worker, " pushed for step ",
-                                             header.step(), " but the shard is at step ", step_,
-                                             ": pull for a step before pushing for it")));
-    }
-    if (sync && header.step() < step_) {
-      last_push_id_[worker] = header.push_id();
-      ++dropped_["stale_step"];
-      response.set_outcome(PushResponse::DROPPED);
-      response.set_drop_reason("stale_step");
-      return response;
-    }
-    if (sync) {
-      for (const Contribution& c : contributions_) {
-        if (c.worker == worker) {
-          return RejectLocked("repeated_step",
-                              absl::FailedPreconditionError(absl::StrCat(
-                                  prefix, "worker ", worker, " already pushed for step ", step_,
-                                  ": push once per step")));
-        }
-      }
-    }
-    last_push_id_[worker] = header.push_id();
-    contributions_.push_back({worker, header.read_version()});
-    first = contributions_.size() == 1;
-    last = static_cast<int>(contributions_.size()) >= AggregateSizeLocked();
+    absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
+    if (!action.ok()) return action.status();
+    if (*action == PushDecision::kDrop) return response;
+    first = rule_->open_aggregate().size() == 1;
+    last = *action == PushDecision::kApplyAggregate;
     if (last) learning_rate = NextAggregateLearningRateLocked();
   }
   if (first) {
@@ -412,18 +368,14 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
 }
 
 float ShardJob::NextAggregateLearningRateLocked() {
-  const bool sync = spec_.consistency().mode() == ConsistencyConfig::SYNC;
-  const float learning_rate =
-      LearningRateAt(spec_.learning_rate(), sync ? step_ : updates_started_);
-  ++updates_started_;
-  return learning_rate;
+  return rule_->LearningRate(spec_.learning_rate(), updates_started_++, /*staleness=*/0);
 }
 
 void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   size_t count;
   {
     absl::MutexLock lock(&mu_);
-    count = contributions_.size();
+    count = rule_->open_aggregate().size();
   }
   const float scale = 1.0f / static_cast<float>(count);
   for (float& value : sum_) value *= scale;
@@ -431,20 +383,19 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   std::vector<Waiter> ready;
   {
     absl::MutexLock lock(&mu_);
-    for (const Contribution& c : contributions_) {
+    const std::vector<Contribution> applied = rule_->TakeAggregate();
+    for (const Contribution& c : applied) {
       int64_t staleness = version_ - c.read_version;
       staleness_.Record(staleness);
       staleness_by_worker_[c.worker].Record(staleness);
       ++applied_by_worker_[c.worker];
     }
-    applied_gradients_ += static_cast<int64_t>(contributions_.size());
-    contributions_.clear();
+    applied_gradients_ += static_cast<int64_t>(applied.size());
     ++version_;
-    if (spec_.consistency().mode() == ConsistencyConfig::SYNC) ++step_;
     if (response != nullptr) {
       response->set_outcome(PushResponse::APPLIED);
       response->set_version(version_);
-      response->set_step(step_);
+      response->set_step(rule_->step());
     }
     ready = TakeReadyWaitersLocked();
   }
@@ -503,26 +454,22 @@ JobStats ShardJob::Stats() const {
   for (const SliceRef& ref : SliceRefs()) *stats.add_slices() = ref;
   absl::MutexLock lock(&mu_);
   stats.set_version(version_);
-  stats.set_step(step_);
+  stats.set_step(rule_->step());
   stats.set_applied_updates(version_);
   stats.set_applied_gradients(applied_gradients_);
   for (const auto& [reason, count] : dropped_) (*stats.mutable_dropped())[reason] = count;
   for (const auto& [reason, count] : rejected_) (*stats.mutable_rejected())[reason] = count;
   staleness_.ToProto(stats.mutable_staleness());
-  std::vector<bool> arrived(spec_.num_workers(), false);
-  for (const Contribution& c : contributions_) arrived[c.worker] = true;
   for (int w = 0; w < spec_.num_workers(); ++w) {
     WorkerStats* worker = stats.add_workers();
     worker->set_worker(w);
-    worker->set_clock(clocks_[w]);
-    worker->set_left(left_[w]);
+    worker->set_clock(rule_->clock(w));
+    worker->set_left(rule_->left(w));
     worker->set_last_push_id(last_push_id_[w]);
     worker->set_applied(applied_by_worker_[w]);
     staleness_by_worker_[w].ToProto(worker->mutable_staleness());
-    if (spec_.consistency().mode() == ConsistencyConfig::SYNC && !arrived[w] && !left_[w]) {
-      stats.add_waiting_for(w);
-    }
   }
+  for (int w : rule_->WaitingFor()) stats.add_waiting_for(w);
   stats.set_parked_pulls(static_cast<int64_t>(waiters_.size()));
   return stats;
 }

@@ -1,7 +1,9 @@
 // One job's state on one ps shard (shard_job.cc: creation and pushes; shard_job_pull.cc: pulls
-// and waiting): the slices placed here (values and optimizer slots), and
-// the consistency model that decides when gradients are applied and when pulls may proceed
-// (DESIGN.md section 5; the rules are written beside ConsistencyConfig in parameter.proto).
+// and waiting; shard_job_chunks.cc: chunked pushes): the slices placed here (values and
+// optimizer slots), parked pulls and statistics. What the job's consistency mode decides (apply,
+// aggregate or drop a push; the learning rate; when a pull may proceed; the step and clocks) is
+// its ConsistencyRule's (server/consistency/), which ShardJob asks under mu_; a new mode changes
+// nothing here.
 //
 // Versions: every applied update bumps version(). A pull reads the version; a push carries it
 // back; staleness = version when the gradient is applied - version read. An update is applied
@@ -32,6 +34,7 @@
 #include "common/partitioner.h"
 #include "proto/ps_service.pb.h"
 #include "server/buffer_pool.h"
+#include "server/consistency/consistency_rule.h"
 #include "server/optimizer.h"
 #include "server/staleness_histogram.h"
 
@@ -121,8 +124,8 @@ class ShardJob {
   void AbandonChunk(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
 
   // Marks `worker` as done with the job: SSP pulls no longer wait for its clock, and SYNC
-  // steps no longer wait for its gradient (see AggregateSizeLocked; an open step that now has
-  // enough is applied at once); parked pulls that could only wait for it are answered.
+  // steps no longer wait for its gradient (see SyncRule::AggregateSize; an open step that now
+  // has enough is applied at once); parked pulls that could only wait for it are answered.
   // INVALID_ARGUMENT for a worker out of range.
   absl::Status Leave(int worker) ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
@@ -171,10 +174,6 @@ class ShardJob {
     int64_t row_begin = 0;
     int64_t row_count = 0;
   };
-  struct Contribution {
-    int worker = 0;
-    int64_t read_version = 0;
-  };
   // A chunked push being assembled.
   struct Assembly {
     PushRequestHeader header;  // Its first chunk's, without the chunk fields.
@@ -186,17 +185,13 @@ class ShardJob {
   };
 
   ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
-           std::unique_ptr<Optimizer> optimizer);
+           std::unique_ptr<Optimizer> optimizer, std::unique_ptr<ConsistencyRule> rule);
 
   // INVALID_ARGUMENT (counted) unless the push's slices are this shard's, in order.
   absl::Status CheckPushSlices(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   // The checks of a push's worker and push_id; counted.
   absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
-  bool ReadyLocked(const PullRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string WaitReasonLocked(const PullRequest& request) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int64_t MinClockLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Waiter> TakeReadyWaitersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers pulls whose condition holds. REQUIRES: mu_ not held.
   void Complete(std::vector<Waiter> waiters);
@@ -204,25 +199,25 @@ class ShardJob {
 
   // The answer to a push whose push_id was already seen.
   PushResponse DuplicateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Common admission checks of a push; returns the staleness. Records rejections.
-  absl::StatusOr<int64_t> AdmitLocked(const PushRequestHeader& header)
+  // Admits a push whose push_id is new: checks its read version and asks the rule. Returns the
+  // rule's action, with the push_id recorded and `response` holding the staleness, version and
+  // step; for kDrop `response` is the whole answer (DROPPED, counted). A rejection is returned
+  // as its status, counted.
+  absl::StatusOr<PushDecision::Action> AdmitLocked(const PushRequestHeader& header,
+                                                   PushResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RejectLocked(const std::string& reason, absl::Status status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<PushResponse> ApplyNow(const PushRequestHeader& header,
-                                        absl::Span<const float> gradient)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                                        absl::Span<const float> gradient) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<PushResponse> Aggregate(const PushRequestHeader& header,
                                          absl::Span<const float> gradient)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
-  // How many gradients complete an aggregate: SYNC's R, down to the workers that can still give
-  // one to the open step (those in the job, and those that left after giving theirs), so that
-  // the others do not wait for one that stopped; SOFTSYNC's c.
-  int AggregateSizeLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The learning rate of the aggregate about to be applied; advances the schedule.
   float NextAggregateLearningRateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies the mean of the open aggregate (sum_ over contributions_), bumps the version (and
-  // SYNC's step), answers the pulls that waited for it, and fills `response` if non-null.
+  // Applies the mean of the rule's open aggregate (sum_ over its contributions), bumps the
+  // version (the rule its step), answers the pulls that waited for it, and fills `response` if
+  // non-null.
   void ApplyAggregate(float learning_rate, PushResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // The slice's values, ready to be written: the buffer itself when nothing else holds it,
@@ -237,7 +232,7 @@ class ShardJob {
   const int num_ps_;
   const int ps_index_;
   const std::unique_ptr<Optimizer> optimizer_;
-  const int aggregate_size_;  // SYNC: R; SOFTSYNC: c; else 1.
+  const bool aggregates_;                       // rule_->aggregates(), fixed.
   std::vector<std::unique_ptr<Slice>> slices_;  // Fixed after construction.
   int64_t num_elements_ = 0;                    // Over slices_.
   // Push buffers (the shard's size) and the slices' values (copied on write) come from
@@ -249,17 +244,15 @@ class ShardJob {
   absl::Mutex chunks_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<std::unique_ptr<Assembly>> assemblies_ ABSL_GUARDED_BY(chunks_mu_);
 
-  // Serializes SYNC and SOFTSYNC aggregation: the sum buffer and the steps' contributions.
+  // Serializes aggregation (rules that aggregate: SYNC, SOFTSYNC): the sum buffer, and the
+  // rule's open aggregate from a push's admission to its apply.
   absl::Mutex aggregate_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<float> sum_ ABSL_GUARDED_BY(aggregate_mu_);
 
   mutable absl::Mutex mu_;
+  const std::unique_ptr<ConsistencyRule> rule_ ABSL_PT_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;             // SYNC: steps applied.
   int64_t updates_started_ ABSL_GUARDED_BY(mu_) = 0;  // Learning-rate schedule position.
-  std::vector<Contribution> contributions_ ABSL_GUARDED_BY(mu_);  // Of the open aggregate.
-  std::vector<int64_t> clocks_ ABSL_GUARDED_BY(mu_);              // SSP, per worker.
-  std::vector<bool> left_ ABSL_GUARDED_BY(mu_);                   // Per worker: LeaveJob.
   std::vector<int64_t> last_push_id_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> applied_by_worker_ ABSL_GUARDED_BY(mu_);
   std::vector<StalenessHistogram> staleness_by_worker_ ABSL_GUARDED_BY(mu_);

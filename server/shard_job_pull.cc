@@ -48,49 +48,6 @@ absl::Status ShardJob::ValidatePull(const PullRequest& request,
   return absl::OkStatus();
 }
 
-int64_t ShardJob::MinClockLocked() const {
-  // Workers that left no longer hold the others back; when all have left, nothing waits.
-  int64_t min_clock = std::numeric_limits<int64_t>::max() / 2;
-  for (size_t w = 0; w < clocks_.size(); ++w) {
-    if (!left_[w]) min_clock = std::min(min_clock, clocks_[w]);
-  }
-  return min_clock;
-}
-
-bool ShardJob::ReadyLocked(const PullRequest& request) const {
-  switch (spec_.consistency().mode()) {
-    case ConsistencyConfig::SYNC:
-      return step_ >= request.step();
-    case ConsistencyConfig::SSP:
-      return request.clock() <= MinClockLocked() + spec_.consistency().ssp_bound();
-    default:
-      return true;
-  }
-}
-
-std::string ShardJob::WaitReasonLocked(const PullRequest& request) const {
-  std::vector<int> missing;
-  if (spec_.consistency().mode() == ConsistencyConfig::SYNC) {
-    std::vector<bool> arrived(spec_.num_workers(), false);
-    for (const Contribution& c : contributions_) arrived[c.worker] = true;
-    for (int w = 0; w < spec_.num_workers(); ++w) {
-      if (!arrived[w] && !left_[w]) missing.push_back(w);
-    }
-    return absl::StrCat("pull for step ", request.step(), " is waiting for step ", step_,
-                        ", which has ", contributions_.size(), " of ", AggregateSizeLocked(),
-                        " gradients; still missing workers ", absl::StrJoin(missing, ", "),
-                        " (a worker that died or is a straggler; fewer replicas_to_aggregate "
-                        "than workers tolerates that)");
-  }
-  int64_t needed = request.clock() - spec_.consistency().ssp_bound();
-  for (int w = 0; w < spec_.num_workers(); ++w) {
-    if (!left_[w] && clocks_[w] < needed) missing.push_back(w);
-  }
-  return absl::StrCat("pull at clock ", request.clock(), " with ssp_bound ",
-                      spec_.consistency().ssp_bound(), " is waiting for workers ",
-                      absl::StrJoin(missing, ", "), " to reach clock ", needed);
-}
-
 int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
   std::vector<PullRange> ranges;
   absl::Status status = ValidatePull(request, &ranges);
@@ -100,7 +57,7 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
   }
   {
     absl::MutexLock lock(&mu_);
-    if (!ReadyLocked(request)) {
+    if (!rule_->PullReady(request)) {
       int64_t id = next_waiter_id_++;
       waiters_.emplace(id, Waiter{request, std::move(done)});
       return id;
@@ -117,7 +74,7 @@ ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
   {
     absl::MutexLock lock(&mu_);
     snapshot.header.set_version(version_);
-    snapshot.header.set_step(step_);
+    snapshot.header.set_step(rule_->step());
   }
   // References to the values, not copies: see Values.
   auto readers = std::make_shared<std::vector<std::unique_ptr<ValuesReader>>>();
@@ -142,7 +99,7 @@ ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
 std::vector<ShardJob::Waiter> ShardJob::TakeReadyWaitersLocked() {
   std::vector<Waiter> ready;
   for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (ReadyLocked(it->second.request)) {
+    if (rule_->PullReady(it->second.request)) {
       ready.push_back(std::move(it->second));
       it = waiters_.erase(it);
     } else {
@@ -165,7 +122,7 @@ void ShardJob::ExpireWaiter(int64_t id) {
     if (it == waiters_.end()) return;
     waiter = std::move(it->second);
     waiters_.erase(it);
-    reason = WaitReasonLocked(waiter.request);
+    reason = rule_->WaitReason(waiter.request);
   }
   waiter.done(absl::DeadlineExceededError(JobPrefix(spec_.job_id()) + reason));
 }
@@ -204,10 +161,8 @@ absl::Status ShardJob::Leave(int worker) {
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
-    left_[worker] = true;
+    apply = rule_->Leave(worker);
     ready = TakeReadyWaitersLocked();
-    apply = spec_.consistency().mode() == ConsistencyConfig::SYNC && !contributions_.empty() &&
-            static_cast<int>(contributions_.size()) >= AggregateSizeLocked();
     if (apply) learning_rate = NextAggregateLearningRateLocked();
   }
   Complete(std::move(ready));

@@ -1,0 +1,29 @@
+#include "server/consistency/rule_factory.h"
+
+#include <memory>
+
+#include "server/consistency/async_rule.h"
+#include "server/consistency/softsync_rule.h"
+#include "server/consistency/ssp_rule.h"
+#include "server/consistency/sync_rule.h"
+
+namespace ps {
+
+std::unique_ptr<ConsistencyRule> CreateConsistencyRule(const ParameterSpec& spec) {
+  const ConsistencyConfig& consistency = spec.consistency();
+  const int num_workers = spec.num_workers();
+  switch (consistency.mode()) {
+    case ConsistencyConfig::SYNC:
+      return std::make_unique<SyncRule>(consistency, num_workers);
+    case ConsistencyConfig::ASYNC:
+      return std::make_unique<AsyncRule>(consistency, num_workers);
+    case ConsistencyConfig::SSP:
+      return std::make_unique<SspRule>(consistency, num_workers);
+    case ConsistencyConfig::SOFTSYNC:
+      return std::make_unique<SoftsyncRule>(consistency, num_workers);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace ps

@@ -1,0 +1,39 @@
+#include "server/consistency/rule_factory.h"
+
+#include <gtest/gtest.h>
+
+#include "server/consistency/async_rule.h"
+#include "server/consistency/softsync_rule.h"
+#include "server/consistency/ssp_rule.h"
+#include "server/consistency/sync_rule.h"
+
+namespace ps {
+namespace {
+
+ParameterSpec SpecOf(ConsistencyConfig::Mode mode) {
+  ParameterSpec spec;
+  spec.set_num_workers(3);
+  spec.mutable_consistency()->set_mode(mode);
+  spec.mutable_consistency()->set_softsync_n(1);
+  return spec;
+}
+
+TEST(RuleFactoryTest, EachModeGetsItsOwnRule) {
+  EXPECT_NE(dynamic_cast<SyncRule*>(CreateConsistencyRule(SpecOf(ConsistencyConfig::SYNC)).get()),
+            nullptr);
+  EXPECT_NE(dynamic_cast<AsyncRule*>(CreateConsistencyRule(SpecOf(ConsistencyConfig::ASYNC)).get()),
+            nullptr);
+  EXPECT_NE(dynamic_cast<SspRule*>(CreateConsistencyRule(SpecOf(ConsistencyConfig::SSP)).get()),
+            nullptr);
+  EXPECT_NE(
+      dynamic_cast<SoftsyncRule*>(CreateConsistencyRule(SpecOf(ConsistencyConfig::SOFTSYNC)).get()),
+      nullptr);
+  EXPECT_EQ(CreateConsistencyRule(SpecOf(ConsistencyConfig::SYNC))->num_workers(), 3);
+}
+
+TEST(RuleFactoryTest, AnUnsetModeHasNoRule) {
+  EXPECT_EQ(CreateConsistencyRule(SpecOf(ConsistencyConfig::MODE_UNSPECIFIED)), nullptr);
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,87 @@
+#include "server/consistency/sync_rule.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/learning_rate.h"
+
+namespace ps {
+
+SyncRule::SyncRule(const ConsistencyConfig& consistency, int num_workers)
+    : ConsistencyRule(num_workers),
+      replicas_to_aggregate_(consistency.replicas_to_aggregate() > 0
+                                 ? consistency.replicas_to_aggregate()
+                                 : num_workers) {}
+
+PushDecision SyncRule::Admit(const PushRequestHeader& header, int64_t staleness) {
+  (void)staleness;
+  const int worker = header.worker();
+  if (header.step() > step_) {
+    return PushDecision::Reject(
+        "future_step",
+        absl::FailedPreconditionError(absl::StrCat(
+            "worker ", worker, " pushed for step ", header.step(), " but the shard is at step ",
+            step_, ": pull for a step before pushing for it")));
+  }
+  if (header.step() < step_) return PushDecision::Drop("stale_step");
+  for (const Contribution& c : open_aggregate_) {
+    if (c.worker == worker) {
+      return PushDecision::Reject(
+          "repeated_step",
+          absl::FailedPreconditionError(absl::StrCat("worker ", worker, " already pushed for step ",
+                                                     step_, ": push once per step")));
+    }
+  }
+  open_aggregate_.push_back({worker, header.read_version()});
+  return PushDecision::Of(static_cast<int>(open_aggregate_.size()) >= AggregateSize()
+                              ? PushDecision::kApplyAggregate
+                              : PushDecision::kAccumulate);
+}
+
+float SyncRule::LearningRate(const LearningRateSchedule& schedule, int64_t updates_started,
+                             int64_t staleness) const {
+  (void)updates_started;
+  (void)staleness;
+  return LearningRateAt(schedule, step_);
+}
+
+std::vector<Contribution> SyncRule::TakeAggregate() {
+  ++step_;
+  return ConsistencyRule::TakeAggregate();
+}
+
+int SyncRule::AggregateSize() const {
+  std::vector<bool> can_give(left_.size());
+  for (size_t w = 0; w < left_.size(); ++w) can_give[w] = !left_[w];
+  for (const Contribution& c : open_aggregate_) can_give[c.worker] = true;
+  const int givers = static_cast<int>(std::count(can_give.begin(), can_give.end(), true));
+  return std::max(1, std::min(replicas_to_aggregate_, givers));
+}
+
+bool SyncRule::Leave(int worker) {
+  left_[worker] = true;
+  return !open_aggregate_.empty() && static_cast<int>(open_aggregate_.size()) >= AggregateSize();
+}
+
+bool SyncRule::PullReady(const PullRequest& request) const { return step_ >= request.step(); }
+
+std::vector<int> SyncRule::WaitingFor() const {
+  std::vector<bool> arrived(left_.size(), false);
+  for (const Contribution& c : open_aggregate_) arrived[c.worker] = true;
+  std::vector<int> missing;
+  for (size_t w = 0; w < left_.size(); ++w) {
+    if (!arrived[w] && !left_[w]) missing.push_back(static_cast<int>(w));
+  }
+  return missing;
+}
+
+std::string SyncRule::WaitReason(const PullRequest& request) const {
+  return absl::StrCat("pull for step ", request.step(), " is waiting for step ", step_,
+                      ", which has ", open_aggregate_.size(), " of ", AggregateSize(),
+                      " gradients; still missing workers ", absl::StrJoin(WaitingFor(), ", "),
+                      " (a worker that died or is a straggler; fewer replicas_to_aggregate "
+                      "than workers tolerates that)");
+}
+
+}  // namespace ps
