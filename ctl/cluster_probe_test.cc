@@ -5,23 +5,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/subprocess.h"
-#include "server/ps_server.h"
+#include "tests/in_process_ps_cluster.h"
 
 namespace ps {
 namespace {
 
 TEST(ClusterProbeTest, NamesUnreachableTasksAndWrongRoles) {
-  PsServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> server = InProcessPsCluster::Start(1);
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<int> unused = PickUnusedPort();
   ASSERT_TRUE(unused.ok());
-  std::string ps = absl::StrCat("127.0.0.1:", (*server)->bound_port());
+  const int port = (*server)->server(0).bound_port();
+  std::string ps = absl::StrCat("127.0.0.1:", port);
   std::string nothing = absl::StrCat("127.0.0.1:", *unused);
   // The ps server stands where the spec says a worker is, and nothing listens at worker:1.
   absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Parse(
-      absl::StrCat(R"({"ps": [")", ps, R"("], "worker": ["localhost:)", (*server)->bound_port(),
+      absl::StrCat(R"({"ps": [")", ps, R"("], "worker": ["localhost:)", port,
                    R"(", ")", nothing, R"("]})"),
       "test");
   ASSERT_TRUE(cluster.ok()) << cluster.status();

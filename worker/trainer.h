@@ -1,16 +1,14 @@
-// One worker's training loop for one job, for every consistency mode (DESIGN.md sections 5-6):
-//   SYNC      pull for step t (waits for the barrier), compute, push tagged with the step;
-//   ASYNC     Downpour: pull every n_fetch steps, apply each gradient to the local copy with
-//             local_learning_rate, push the mean of the accumulated gradients every n_push steps;
-//             with overlap_communication, a step's push and pull run in the background while
-//             the next step computes (on the weights the exchange before brought), and are
-//             finished after that step's compute;
-//   SSP       pull at clock c (waits while c is more than ssp_bound ahead), push completes c;
-//   SOFTSYNC  pull, compute, push (the ps averages every c gradients).
-// Stragglers from the JobSpec slow the listed workers down. The loop stops at the first of:
-// `steps`, `epochs` (converted to the same step count on every worker), `time_limit_s`,
-// evaluation loss below `target_loss` (every worker evaluates, so in SYNC all stop at the
-// same step), or a stop request. Worker 0, the chief, reports evaluation results.
+// One worker's training for one job (DESIGN.md sections 5-6): the loop in trainer.cc reads its
+// data shard, computes gradients, injects the JobSpec's straggler delays, evaluates and reports;
+// how a step gets its weights and where its gradient goes is the job's exchange, chosen once
+// from the JobSpec (worker/exchange/exchange.h lists them: the ps modes, SYNC's barrier steps,
+// SSP's clocks, SOFTSYNC, ASYNC with Downpour's n_fetch, n_push and local accumulation, and
+// ASYNC with overlapped communication). A new mode or family (all-reduce, averaging) is a new
+// exchange in worker/exchange/ and a line in exchange_factory.cc, not a change to the loop.
+// The loop stops at the first of: `steps`, `epochs` (converted to the same step count on every
+// worker), `time_limit_s`, evaluation loss below `target_loss` (every worker evaluates, so in
+// SYNC all stop at the same step), the job's step count as the exchange sees it (SYNC: the
+// shards'), or a stop request. Worker 0, the chief, reports evaluation results.
 #ifndef PS_WORKER_TRAINER_H_
 #define PS_WORKER_TRAINER_H_
 

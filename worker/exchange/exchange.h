@@ -1,0 +1,54 @@
+// How a worker's training step gets its weights and where its gradient goes: the part of the
+// training loop that a consistency mode decides (DESIGN.md sections 5-6). The loop
+// (worker/trainer.cc) reads data, computes, evaluates and reports; each step it calls
+//   BeforeCompute(step)  -> weights() hold the values the step computes on;
+//   AfterCompute(step, gradients)
+// and once at the end Finish(). One implementation per family, each in a file of its own:
+//   PsExchange            the ps modes (SYNC, SSP, SOFTSYNC, and ASYNC with Downpour's n_fetch,
+//                         n_push and local accumulation), pulls and pushes in the step;
+//   OverlappedPsExchange  ASYNC with overlap_communication: a step's push and pull run in the
+//                         background while the next step computes.
+// A new family (all-reduce, parameter averaging) is a new class in a file of its own and a line
+// in exchange_factory.cc; the loop does not change.
+//
+// Not thread-safe: the training thread makes every call.
+#ifndef PS_WORKER_EXCHANGE_EXCHANGE_H_
+#define PS_WORKER_EXCHANGE_EXCHANGE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "worker/host_variables.h"
+
+namespace ps {
+
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+
+  // Makes weights() hold the values step `step` (this worker's count, from 0) computes on; may
+  // wait (a barrier, a staleness bound). Errors end the job: a dead ps, a barrier that timed out.
+  virtual absl::Status BeforeCompute(int64_t step) = 0;
+  // Takes step `step`'s gradient (every variable): sends it, adds it up, or both. `gradients`
+  // may be changed by the next step's compute once this returns.
+  virtual absl::Status AfterCompute(int64_t step, const HostVariables& gradients) = 0;
+  // Ends what is still in flight (the last push is in). Called once, after the last step.
+  virtual absl::Status Finish() = 0;
+
+  // The values the current step computes on and the chief evaluates.
+  virtual const HostVariables& weights() const = 0;
+  // The step of the job that weights() begin, where the job counts steps apart from the worker
+  // (SYNC counts the shards' steps, as SyncReplicasOptimizer its global step: with backup
+  // workers a worker's own count lags behind); else -1. The loop ends when it reaches the
+  // job's step limit.
+  virtual int64_t job_step() const { return -1; }
+  // The job's progress as the last values brought saw it (SYNC: the step; else the oldest
+  // shard version), for progress reports.
+  virtual int64_t global_step() const = 0;
+  // The mean staleness of the gradients sent so far, as the ps reported it (0 before any).
+  virtual double mean_staleness() const = 0;
+};
+
+}  // namespace ps
+
+#endif  // PS_WORKER_EXCHANGE_EXCHANGE_H_

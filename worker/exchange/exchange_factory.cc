@@ -1,0 +1,29 @@
+#include "worker/exchange/exchange_factory.h"
+
+#include <utility>
+
+#include "worker/exchange/downpour.h"
+#include "worker/exchange/overlapped_ps_exchange.h"
+#include "worker/exchange/ps_exchange.h"
+
+namespace ps {
+
+absl::StatusOr<std::unique_ptr<Exchange>> CreateExchange(const ExchangeContext& context) {
+  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+      WorkerSession::Create(context.ps, context.parameters, context.worker);
+  if (!session.ok()) return session.status();
+  const JobSpec& spec = context.spec;
+  const DownpourSchedule downpour = DownpourSchedule::FromJobSpec(spec);
+  if (spec.consistency().mode() == ConsistencyConfig::ASYNC &&
+      spec.downpour().overlap_communication()) {
+    return std::make_unique<OverlappedPsExchange>(*std::move(session), context.variables,
+                                                  downpour, context.step_limit);
+  }
+  PsExchangeOptions options;
+  options.downpour = downpour;
+  options.counts_steps = spec.consistency().mode() == ConsistencyConfig::SYNC;
+  options.step_limit = context.step_limit;
+  return std::make_unique<PsExchange>(*std::move(session), context.variables, options);
+}
+
+}  // namespace ps

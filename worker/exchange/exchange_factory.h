@@ -1,0 +1,32 @@
+// Where a job's exchange is chosen: once, from its JobSpec (see exchange.h).
+#ifndef PS_WORKER_EXCHANGE_EXCHANGE_FACTORY_H_
+#define PS_WORKER_EXCHANGE_EXCHANGE_FACTORY_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/ps_client.h"
+#include "proto/job.pb.h"
+#include "proto/parameter.pb.h"
+#include "worker/exchange/exchange.h"
+
+namespace ps {
+
+struct ExchangeContext {
+  JobSpec spec;             // REQUIRES: valid (ValidateJobSpec).
+  ParameterSpec parameters;  // The ps side of the job, created on every shard.
+  std::vector<VariableDef> variables;  // The model's.
+  int worker = 0;
+  PsClient* ps = nullptr;  // Not owned; outlives the exchange.
+  int64_t step_limit = 0;  // The loop runs steps [0, step_limit).
+};
+
+// The exchange of the job's mode and options. INVALID_ARGUMENT when the worker's session
+// cannot be made (see WorkerSession::Create).
+absl::StatusOr<std::unique_ptr<Exchange>> CreateExchange(const ExchangeContext& context);
+
+}  // namespace ps
+
+#endif  // PS_WORKER_EXCHANGE_EXCHANGE_FACTORY_H_

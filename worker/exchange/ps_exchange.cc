@@ -1,0 +1,73 @@
+#include "worker/exchange/ps_exchange.h"
+
+#include <utility>
+
+namespace ps {
+namespace {
+
+std::vector<VariableDef> NoVariables() { return {}; }
+
+}  // namespace
+
+PsExchange::PsExchange(std::unique_ptr<WorkerSession> session,
+                       const std::vector<VariableDef>& variables,
+                       const PsExchangeOptions& options)
+    : session_(std::move(session)),
+      options_(options),
+      weights_(variables),
+      accumulated_(options.downpour.accumulate ? variables : NoVariables()),
+      progress_(options.counts_steps) {}
+
+absl::Status PsExchange::BeforeCompute(int64_t step) {
+  step_tag_ = 0;
+  if (!options_.downpour.PullsBefore(step)) return absl::OkStatus();
+  absl::StatusOr<WorkerSession::PullResult> pulled;
+  if (prefetched_.has_value()) {
+    pulled = *std::move(prefetched_);
+    prefetched_.reset();
+  } else {
+    WorkerSession::PullOptions pull;
+    pull.step = next_step_;
+    pull.clock = step;
+    pulled = session_->Pull(pull, weights_.mutable_view());
+  }
+  if (!pulled.ok()) return pulled.status();
+  step_tag_ = pulled->step;
+  progress_.Pulled(*pulled);
+  return absl::OkStatus();
+}
+
+absl::Status PsExchange::AfterCompute(int64_t step, const HostVariables& gradients) {
+  const DownpourSchedule& downpour = options_.downpour;
+  const HostVariables* to_push = &gradients;
+  if (downpour.accumulate) {
+    Accrue(downpour, gradients, &accumulated_, &weights_);
+    to_push = &accumulated_;
+  }
+  if (downpour.PushesAfter(step)) {
+    WorkerSession::PushOptions push;
+    push.step = step_tag_;
+    push.clock = step;
+    absl::StatusOr<std::vector<PushResponse>> pushed;
+    // The next step's pull goes with this push when there is one.
+    if (step + 1 < options_.step_limit && downpour.PullsBefore(step + 1)) {
+      WorkerSession::PullOptions next;
+      next.step = options_.counts_steps ? step_tag_ + 1 : 0;
+      next.clock = step + 1;
+      absl::StatusOr<WorkerSession::PushPullResult> both =
+          session_->PushPull(push, to_push->const_view(), next, weights_.mutable_view());
+      if (!both.ok()) return both.status();
+      pushed = std::move(both->pushed);
+      prefetched_ = std::move(both->pulled);
+    } else {
+      pushed = session_->Push(push, to_push->const_view());
+    }
+    if (!pushed.ok()) return pushed.status();
+    progress_.Pushed(*pushed);
+    if (downpour.accumulate) accumulated_.SetToZero();
+  }
+  if (options_.counts_steps) next_step_ = step_tag_ + 1;
+  return absl::OkStatus();
+}
+
+}  // namespace ps

@@ -1,0 +1,59 @@
+// The ps modes' exchange, every step on the training thread: SYNC, SSP, SOFTSYNC and ASYNC
+// (Downpour without overlap). Before a step it pulls (ASYNC: every n_fetch steps), for the
+// job's next step (SYNC: waits at the barrier) and at the worker's clock (SSP); after it pushes
+// (ASYNC: every n_push steps, the mean of the gradients accumulated since the last push),
+// tagged with the step and clock. When the next step begins with a pull, the pull goes with
+// the push in one round trip (PushPull) and that step starts from the values it brought.
+#ifndef PS_WORKER_EXCHANGE_PS_EXCHANGE_H_
+#define PS_WORKER_EXCHANGE_PS_EXCHANGE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/ps_client.h"
+#include "worker/exchange/downpour.h"
+#include "worker/exchange/exchange.h"
+#include "worker/exchange/ps_progress.h"
+#include "worker/host_variables.h"
+
+namespace ps {
+
+struct PsExchangeOptions {
+  DownpourSchedule downpour;
+  // SYNC: pushes are tagged with the step their values began, and pulls ask for the next step.
+  bool counts_steps = false;
+  // The loop's last step is step_limit - 1: no pull goes with its push.
+  int64_t step_limit = 0;
+};
+
+class PsExchange : public Exchange {
+ public:
+  // `session`: the worker's pulls and pushes for the job; `variables`: the model's.
+  PsExchange(std::unique_ptr<WorkerSession> session, const std::vector<VariableDef>& variables,
+             const PsExchangeOptions& options);
+
+  absl::Status BeforeCompute(int64_t step) override;
+  absl::Status AfterCompute(int64_t step, const HostVariables& gradients) override;
+  absl::Status Finish() override { return absl::OkStatus(); }
+  const HostVariables& weights() const override { return weights_; }
+  int64_t job_step() const override { return options_.counts_steps ? step_tag_ : -1; }
+  int64_t global_step() const override { return progress_.global_step(); }
+  double mean_staleness() const override { return progress_.mean_staleness(); }
+
+ private:
+  const std::unique_ptr<WorkerSession> session_;
+  const PsExchangeOptions options_;
+  HostVariables weights_;
+  HostVariables accumulated_;  // Sized only when the schedule accumulates.
+  PsProgress progress_;
+  int64_t step_tag_ = 0;   // The step of the job the last pull's values began (SYNC).
+  int64_t next_step_ = 0;  // SYNC: the step to pull for next.
+  // The values of the next step's pull, when they came with this step's push (PushPull).
+  std::optional<WorkerSession::PullResult> prefetched_;
+};
+
+}  // namespace ps
+
+#endif  // PS_WORKER_EXCHANGE_PS_EXCHANGE_H_
