@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/job_spec.h"
 #include "worker/background_task.h"
 #include "worker/data/dataset.h"
-#include "worker/job_spec.h"
 #include "worker/model/model.h"
 
 namespace ps {
