@@ -13,9 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/job_spec.h"
 #include "ctl/job_runner.h"
 #include "ctl/sweep_table.h"
-#include "worker/job_spec.h"
 
 namespace ps {
 namespace {

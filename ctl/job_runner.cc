@@ -11,12 +11,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "common/job_schema.h"
 #include "common/ps_client.h"
 #include "ctl/cluster_probe.h"
 #include "ctl/results_writer.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "proto/worker_service.grpc.pb.h"
-#include "worker/job_spec.h"
 
 namespace ps {
 namespace {

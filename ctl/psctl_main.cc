@@ -26,6 +26,8 @@
 #include "absl/time/time.h"
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
+#include "common/job_schema.h"
+#include "common/job_spec.h"
 #include "ctl/cluster_probe.h"
 #include "ctl/experiment.h"
 #include "ctl/job_runner.h"
@@ -33,7 +35,6 @@
 #include "ctl/report_runner.h"
 #include "ctl/sweep.h"
 #include "worker/compute/device.h"
-#include "worker/job_spec.h"
 
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file; TF_CONFIG is used when empty");
 DEFINE_string(task, "", "check: a task to check against the cluster, as TYPE:INDEX (ps:0)");

@@ -12,7 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "worker/job_spec.h"
+#include "common/job_schema.h"
+#include "common/job_spec.h"
 
 namespace ps {
 namespace {

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstddef>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/random.h"
 
@@ -74,33 +73,6 @@ double GlorotLimit(const VariableDef& variable) {
 }
 
 }  // namespace
-
-absl::Status ValidateInitializer(const VariableDef& variable) {
-  const InitializerConfig& initializer = variable.initializer();
-  switch (initializer.kind()) {
-    case InitializerConfig::ZEROS:
-    case InitializerConfig::GLOROT_UNIFORM:
-      return absl::OkStatus();
-    case InitializerConfig::CONSTANT:
-      if (std::isfinite(initializer.scale())) return absl::OkStatus();
-      return absl::InvalidArgumentError(
-          absl::StrCat("variable \"", variable.name(),
-                       "\": initializer.scale must be finite for CONSTANT, got ",
-                       initializer.scale()));
-    case InitializerConfig::UNIFORM:
-    case InitializerConfig::NORMAL:
-      if (initializer.scale() >= 0 && std::isfinite(initializer.scale())) {
-        return absl::OkStatus();
-      }
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable \"", variable.name(), "\": initializer.scale must be finite and >= 0 for ",
-          InitializerConfig::Kind_Name(initializer.kind()), ", got ", initializer.scale()));
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("variable \"", variable.name(), "\": initializer.kind ",
-                       static_cast<int>(initializer.kind()), " is unknown"));
-  }
-}
 
 void InitializeSlice(const VariableDef& variable, const SlicePlacement& slice, uint64_t seed,
                      absl::Span<float> values) {

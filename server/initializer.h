@@ -6,19 +6,16 @@
 
 #include <cstdint>
 
-#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "common/partitioner.h"
 #include "proto/parameter.pb.h"
 
 namespace ps {
 
-// INVALID_ARGUMENT naming the variable: a negative or non-finite scale for UNIFORM or NORMAL.
-absl::Status ValidateInitializer(const VariableDef& variable);
-
 // Fills `values` (the slice's row_count * row_size elements) for `slice` of `variable`.
 // GLOROT_UNIFORM uses fan_in = shape[0] and fan_out = the product of the other dimensions
-// (shape[0] for a vector). REQUIRES: values.size() == slice.num_elements().
+// (shape[0] for a vector). REQUIRES: values.size() == slice.num_elements(), and
+// ValidateInitializer(variable).ok() (common/job_schema.h).
 void InitializeSlice(const VariableDef& variable, const SlicePlacement& slice, uint64_t seed,
                      absl::Span<float> values);
 

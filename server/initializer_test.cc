@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -157,39 +156,6 @@ TEST(InitializerTest, GlorotUniformUsesFanInAndFanOut) {
     EXPECT_LE(*max, c.limit) << variable.ShortDebugString();
     EXPECT_LT(*min, -0.99 * c.limit) << variable.ShortDebugString();
     EXPECT_GT(*max, 0.99 * c.limit) << variable.ShortDebugString();
-  }
-}
-
-TEST(InitializerTest, ValidateAcceptsGoodInitializers) {
-  const VariableDef kGood[] = {
-      MakeVariable("a", {2}, InitializerConfig::ZEROS, -1.0f),
-      MakeVariable("b", {2}, InitializerConfig::CONSTANT, -1.0f),
-      MakeVariable("c", {2}, InitializerConfig::UNIFORM, 0.0f),
-      MakeVariable("d", {2}, InitializerConfig::NORMAL, 0.1f),
-      MakeVariable("e", {2}, InitializerConfig::GLOROT_UNIFORM, 0.0f),
-  };
-  for (const VariableDef& variable : kGood) {
-    EXPECT_TRUE(ValidateInitializer(variable).ok()) << variable.ShortDebugString();
-  }
-}
-
-TEST(InitializerTest, ValidateRejectsBadScalesNamingTheVariable) {
-  const float kNaN = std::numeric_limits<float>::quiet_NaN();
-  const float kInfinity = std::numeric_limits<float>::infinity();
-  const VariableDef kBad[] = {
-      MakeVariable("uniform_negative", {2}, InitializerConfig::UNIFORM, -0.1f),
-      MakeVariable("uniform_infinite", {2}, InitializerConfig::UNIFORM, kInfinity),
-      MakeVariable("normal_negative", {2}, InitializerConfig::NORMAL, -1.0f),
-      MakeVariable("normal_nan", {2}, InitializerConfig::NORMAL, kNaN),
-      MakeVariable("constant_nan", {2}, InitializerConfig::CONSTANT, kNaN),
-      MakeVariable("unknown_kind", {2}, static_cast<InitializerConfig::Kind>(77), 1.0f),
-  };
-  for (const VariableDef& variable : kBad) {
-    const absl::Status status = ValidateInitializer(variable);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << variable.ShortDebugString();
-    EXPECT_NE(status.message().find("\"" + variable.name() + "\""), absl::string_view::npos)
-        << status;
-    EXPECT_NE(status.message().find("initializer."), absl::string_view::npos) << status;
   }
 }
 

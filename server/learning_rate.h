@@ -1,21 +1,17 @@
 // Learning-rate schedules (proto/parameter.proto's LearningRateSchedule) and the staleness
-// rule for asynchronous updates.
+// rule for asynchronous updates. Their settings are checked in common/job_schema.h.
 #ifndef PS_SERVER_LEARNING_RATE_H_
 #define PS_SERVER_LEARNING_RATE_H_
 
 #include <cstdint>
 
-#include "absl/status/status.h"
 #include "proto/parameter.pb.h"
 
 namespace ps {
 
-// INVALID_ARGUMENT naming the field: base <= 0 or not finite; STEP_DECAY without decay_steps
-// > 0 or with decay_factor outside (0, 1]; LINEAR_WARMUP without warmup_steps > 0.
-absl::Status ValidateLearningRateSchedule(const LearningRateSchedule& schedule);
-
 // The learning rate for the update numbered `step` (0 for the first update of the job on this
-// shard). REQUIRES: ValidateLearningRateSchedule(schedule).ok(), step >= 0.
+// shard). REQUIRES: ValidateLearningRateSchedule(schedule).ok() (common/job_schema.h),
+// step >= 0.
 float LearningRateAt(const LearningRateSchedule& schedule, int64_t step);
 
 // The learning rate for a gradient of staleness `staleness` under `rule`: unchanged for NONE

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
+#include "common/job_schema.h"
 
 namespace ps {
 namespace {
@@ -87,37 +87,6 @@ TEST(LearningRateTest, StalenessRuleInverseDividesByPositiveStaleness) {
   EXPECT_FLOAT_EQ(StalenessAdjustedLearningRate(0.3f, ConsistencyConfig::INVERSE, 1), 0.3f);
   EXPECT_FLOAT_EQ(StalenessAdjustedLearningRate(0.3f, ConsistencyConfig::INVERSE, 3), 0.1f);
   EXPECT_FLOAT_EQ(StalenessAdjustedLearningRate(0.3f, ConsistencyConfig::INVERSE, 10), 0.03f);
-}
-
-TEST(LearningRateTest, RejectsInvalidSchedulesNamingTheField) {
-  const float kNaN = std::numeric_limits<float>::quiet_NaN();
-  const float kInfinity = std::numeric_limits<float>::infinity();
-  LearningRateSchedule unknown_kind = Constant(0.1f);
-  unknown_kind.set_kind(static_cast<LearningRateSchedule::Kind>(42));
-  struct Case {
-    LearningRateSchedule schedule;
-    const char* message_part;
-  };
-  const Case kCases[] = {
-      {Constant(0), "learning_rate.base must be finite and > 0"},
-      {Constant(-0.1f), "learning_rate.base must be finite and > 0"},
-      {Constant(kNaN), "learning_rate.base must be finite and > 0"},
-      {Constant(kInfinity), "learning_rate.base must be finite and > 0"},
-      {StepDecay(0.1f, 0, 0.5f), "learning_rate.decay_steps must be > 0 for STEP_DECAY"},
-      {StepDecay(0.1f, -5, 0.5f), "learning_rate.decay_steps must be > 0 for STEP_DECAY"},
-      {StepDecay(0.1f, 10, 0), "learning_rate.decay_factor must be in (0, 1] for STEP_DECAY"},
-      {StepDecay(0.1f, 10, 1.5f), "learning_rate.decay_factor must be in (0, 1] for STEP_DECAY"},
-      {StepDecay(0.1f, 10, kNaN), "learning_rate.decay_factor must be in (0, 1] for STEP_DECAY"},
-      {LinearWarmup(0.1f, 0), "learning_rate.warmup_steps must be > 0 for LINEAR_WARMUP"},
-      {LinearWarmup(0.1f, -1), "learning_rate.warmup_steps must be > 0 for LINEAR_WARMUP"},
-      {unknown_kind, "learning_rate.kind"},
-  };
-  for (const Case& c : kCases) {
-    absl::Status status = ValidateLearningRateSchedule(c.schedule);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument)
-        << c.schedule.ShortDebugString();
-    EXPECT_NE(status.message().find(c.message_part), absl::string_view::npos) << status;
-  }
 }
 
 }  // namespace

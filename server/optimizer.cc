@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "absl/strings/str_cat.h"
+#include "common/job_schema.h"
 
 namespace ps {
 namespace {
@@ -18,19 +18,6 @@ constexpr float kDefaultBeta2 = 0.999f;
 constexpr float kDefaultAdamEpsilon = 1e-8f;
 
 float OrDefault(float value, float default_value) { return value == 0 ? default_value : value; }
-
-// `value` must lie in [0, 1). NaN fails every comparison and so is rejected too.
-absl::Status CheckFraction(const char* field, float value) {
-  if (value >= 0 && value < 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("optimizer.", field, " must be in [0, 1), got ", value));
-}
-
-absl::Status CheckNonNegative(const char* field, float value) {
-  if (value >= 0 && std::isfinite(value)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("optimizer.", field, " must be finite and >= 0, got ", value));
-}
 
 // The loops below read settings into locals before looping: a store through a float* could
 // otherwise alias a float member, and the compiler would reload it every iteration and give
@@ -162,37 +149,21 @@ class AdamOptimizer : public Optimizer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Optimizer>> Optimizer::Create(const OptimizerConfig& config) {
+  if (absl::Status status = ValidateOptimizerConfig(config); !status.ok()) return status;
   switch (config.kind()) {
-    case OptimizerConfig::SGD:
+    case OptimizerConfig::MOMENTUM:
+      return std::make_unique<MomentumOptimizer>(OrDefault(config.momentum(), kDefaultMomentum),
+                                                 config.nesterov());
+    case OptimizerConfig::ADAGRAD:
+      return std::make_unique<AdagradOptimizer>(
+          OrDefault(config.epsilon(), kDefaultAdagradEpsilon),
+          OrDefault(config.initial_accumulator(), kDefaultInitialAccumulator));
+    case OptimizerConfig::ADAM:
+      return std::make_unique<AdamOptimizer>(OrDefault(config.beta1(), kDefaultBeta1),
+                                             OrDefault(config.beta2(), kDefaultBeta2),
+                                             OrDefault(config.epsilon(), kDefaultAdamEpsilon));
+    default:  // SGD: ValidateOptimizerConfig refused the kinds it does not know.
       return std::make_unique<SgdOptimizer>();
-    case OptimizerConfig::MOMENTUM: {
-      const float momentum = OrDefault(config.momentum(), kDefaultMomentum);
-      if (absl::Status s = CheckFraction("momentum", momentum); !s.ok()) return s;
-      return std::make_unique<MomentumOptimizer>(momentum, config.nesterov());
-    }
-    case OptimizerConfig::ADAGRAD: {
-      const float epsilon = OrDefault(config.epsilon(), kDefaultAdagradEpsilon);
-      const float initial_accumulator =
-          OrDefault(config.initial_accumulator(), kDefaultInitialAccumulator);
-      if (absl::Status s = CheckNonNegative("epsilon", epsilon); !s.ok()) return s;
-      if (absl::Status s = CheckNonNegative("initial_accumulator", initial_accumulator);
-          !s.ok()) {
-        return s;
-      }
-      return std::make_unique<AdagradOptimizer>(epsilon, initial_accumulator);
-    }
-    case OptimizerConfig::ADAM: {
-      const float beta1 = OrDefault(config.beta1(), kDefaultBeta1);
-      const float beta2 = OrDefault(config.beta2(), kDefaultBeta2);
-      const float epsilon = OrDefault(config.epsilon(), kDefaultAdamEpsilon);
-      if (absl::Status s = CheckFraction("beta1", beta1); !s.ok()) return s;
-      if (absl::Status s = CheckFraction("beta2", beta2); !s.ok()) return s;
-      if (absl::Status s = CheckNonNegative("epsilon", epsilon); !s.ok()) return s;
-      return std::make_unique<AdamOptimizer>(beta1, beta2, epsilon);
-    }
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("optimizer.kind ", static_cast<int>(config.kind()), " is unknown"));
   }
 }
 

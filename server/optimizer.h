@@ -17,9 +17,8 @@ namespace ps {
 // Immutable once created; thread-safe (Apply keeps no state of its own).
 class Optimizer {
  public:
-  // INVALID_ARGUMENT naming the field for out-of-range settings (momentum outside [0, 1),
-  // beta outside [0, 1), epsilon or initial_accumulator < 0). Unset fields take the defaults
-  // given in parameter.proto.
+  // INVALID_ARGUMENT naming the field for what ValidateOptimizerConfig (common/job_schema.h)
+  // refuses. Unset fields take the defaults given in parameter.proto.
   static absl::StatusOr<std::unique_ptr<Optimizer>> Create(const OptimizerConfig& config);
 
   virtual ~Optimizer() = default;

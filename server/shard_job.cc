@@ -10,69 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/finite.h"
+#include "common/job_schema.h"
 #include "server/initializer.h"
 #include "server/consistency/rule_factory.h"
 #include "server/learning_rate.h"
 #include "server/parallel_for.h"
 
 namespace ps {
-
-std::string JobPrefix(const std::string& job_id) { return absl::StrCat("job \"", job_id, "\": "); }
-
-absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
-  if (spec.job_id().empty()) {
-    return absl::InvalidArgumentError("job_id is empty: give the job an id");
-  }
-  std::string prefix = JobPrefix(spec.job_id());
-  if (spec.variables().empty()) {
-    return absl::InvalidArgumentError(prefix + "variables is empty: a job needs variables");
-  }
-  if (spec.num_workers() < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(prefix, "num_workers is ", spec.num_workers(), ": it must be at least 1"));
-  }
-  for (const VariableDef& variable : spec.variables()) {
-    absl::Status status = ValidateInitializer(variable);
-    if (!status.ok()) return absl::InvalidArgumentError(prefix + std::string(status.message()));
-  }
-  absl::Status status = ValidateLearningRateSchedule(spec.learning_rate());
-  if (!status.ok()) return absl::InvalidArgumentError(prefix + std::string(status.message()));
-
-  const ConsistencyConfig& consistency = spec.consistency();
-  switch (consistency.mode()) {
-    case ConsistencyConfig::SYNC:
-      if (consistency.replicas_to_aggregate() < 0 ||
-          consistency.replicas_to_aggregate() > spec.num_workers()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            prefix, "consistency.replicas_to_aggregate is ", consistency.replicas_to_aggregate(),
-            ": it must be from 1 to num_workers (", spec.num_workers(), "), or 0 for all"));
-      }
-      break;
-    case ConsistencyConfig::ASYNC:
-      if (consistency.max_staleness() < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            prefix, "consistency.max_staleness is ", consistency.max_staleness(),
-            ": it must be >= 0 (0: no bound)"));
-      }
-      break;
-    case ConsistencyConfig::SSP:
-      if (consistency.ssp_bound() < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            prefix, "consistency.ssp_bound is ", consistency.ssp_bound(), ": it must be >= 0"));
-      }
-      break;
-    case ConsistencyConfig::SOFTSYNC:
-      if (consistency.softsync_n() < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            prefix, "consistency.softsync_n is ", consistency.softsync_n(), ": it must be >= 1"));
-      }
-      break;
-    default:
-      return absl::InvalidArgumentError(
-          prefix + "consistency.mode is not set: use SYNC, ASYNC, SSP or SOFTSYNC");
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& spec, int num_ps,
                                                            int ps_index) {

@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/job_schema.h"  // JobPrefix, for every message about a job.
 #include "common/partitioner.h"
 #include "proto/ps_service.pb.h"
 #include "server/buffer_pool.h"
@@ -39,13 +40,6 @@
 #include "server/staleness_histogram.h"
 
 namespace ps {
-
-// "job \"ID\": ", the start of every message about a job.
-std::string JobPrefix(const std::string& job_id);
-
-// Checks a spec a ps can serve: id, variables, optimizer, schedule, consistency settings
-// against num_workers. INVALID_ARGUMENT naming the field.
-absl::Status ValidateParameterSpec(const ParameterSpec& spec);
 
 class ShardJob {
  public:

@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/job_spec.h"
 #include "worker/data/dataset.h"
 #include "worker/exchange/exchange.h"
 #include "worker/exchange/exchange_factory.h"
 #include "worker/host_variables.h"
-#include "worker/job_spec.h"
 #include "worker/model/model.h"
 
 namespace ps {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/job_schema.h"
 #include "common/ps_client.h"
 #include "proto/job.pb.h"
 #include "proto/ps_service.pb.h"
@@ -27,7 +28,6 @@
 #include "tests/in_process_ps_cluster.h"
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/cpu_threads.h"
-#include "worker/job_spec.h"
 
 namespace ps {
 namespace {

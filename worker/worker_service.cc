@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
-#include "worker/job_spec.h"
+#include "common/job_schema.h"
 #include "worker/trainer.h"
 
 namespace ps {

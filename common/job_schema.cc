@@ -1,0 +1,284 @@
+#include "common/job_schema.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace ps {
+namespace {
+
+absl::Status FieldError(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " ", problem));
+}
+
+// `status` with `prefix` in front of its message; OK stays OK.
+absl::Status Prefixed(const std::string& prefix, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+// `value` must lie in [0, 1). NaN fails every comparison and so is rejected too.
+absl::Status CheckFraction(const char* field, float value) {
+  if (value >= 0 && value < 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer.", field, " must be in [0, 1), got ", value));
+}
+
+absl::Status CheckNonNegative(const char* field, float value) {
+  if (value >= 0 && std::isfinite(value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer.", field, " must be finite and >= 0, got ", value));
+}
+
+absl::Status ValidateModel(const ModelSpec& model) {
+  if (model.kind() == ModelSpec::KIND_UNSPECIFIED) {
+    return FieldError("model.kind",
+                      "is not set: use LINEAR_REGRESSION, LOGISTIC_REGRESSION, "
+                      "SOFTMAX_REGRESSION or MLP");
+  }
+  if (model.kind() == ModelSpec::MLP && model.hidden_sizes().empty()) {
+    return FieldError("model.hidden_sizes", "is empty: an MLP needs at least one hidden layer");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateData(const DataSpec& data) {
+  switch (data.source_case()) {
+    case DataSpec::kSynthetic:
+      break;
+    case DataSpec::kMnistImages:
+      if (data.mnist_labels().empty()) {
+        return FieldError("data.mnist_labels", "is empty: MNIST needs the labels file too");
+      }
+      break;
+    case DataSpec::kLibsvm:
+      if (data.feature_dim() < 1) {
+        return FieldError("data.feature_dim", "must be >= 1 for LIBSVM data");
+      }
+      break;
+    case DataSpec::kCsv:
+      if (data.label_column() < 0) return FieldError("data.label_column", "must be >= 0");
+      break;
+    default:
+      return FieldError("data", "has no source: set synthetic, mnist_images, libsvm or csv");
+  }
+  if (data.test_fraction() < 0 || data.test_fraction() >= 1) {
+    return FieldError("data.test_fraction", "must be in [0, 1)");
+  }
+  return absl::OkStatus();
+}
+
+// Batch size, when to stop and when to evaluate.
+absl::Status ValidateStopRules(const JobSpec& spec) {
+  if (spec.batch_size() < 1) return FieldError("batch_size", "must be >= 1");
+  if (spec.steps() < 0 || spec.epochs() < 0 || spec.time_limit_s() < 0 ||
+      spec.target_loss() < 0) {
+    return FieldError("steps, epochs, time_limit_s and target_loss", "must be >= 0");
+  }
+  if (spec.steps() == 0 && spec.epochs() == 0 && spec.time_limit_s() == 0 &&
+      spec.target_loss() == 0) {
+    return FieldError("steps", "is 0 and so are epochs, target_loss and time_limit_s: "
+                               "give the job a stop condition");
+  }
+  if (spec.target_loss() > 0 && spec.eval_interval() < 1) {
+    return FieldError("eval_interval", "must be >= 1 when target_loss is set");
+  }
+  if (spec.eval_interval() < 0) return FieldError("eval_interval", "must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDownpour(const DownpourSpec& downpour, ConsistencyConfig::Mode mode) {
+  if (downpour.n_fetch() < 0 || downpour.n_push() < 0 || downpour.local_learning_rate() < 0) {
+    return FieldError("downpour.n_fetch, n_push and local_learning_rate", "must be >= 0");
+  }
+  if (downpour.overlap_communication() && mode != ConsistencyConfig::ASYNC) {
+    return FieldError("downpour.overlap_communication",
+                      "needs consistency mode ASYNC: the other modes make a step wait for the "
+                      "previous one's update; unset it or use ASYNC");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateStragglers(const StragglerSpec& stragglers, int num_workers) {
+  for (int worker : stragglers.workers()) {
+    if (worker < 0 || worker >= num_workers) {
+      return FieldError("stragglers.workers", absl::StrCat("names worker ", worker,
+                                                           " but the cluster has ",
+                                                           num_workers, " workers"));
+    }
+  }
+  if (stragglers.distribution() == StragglerSpec::FIXED && stragglers.factor() < 1) {
+    return FieldError("stragglers.factor", "must be >= 1 for FIXED (a slowdown factor)");
+  }
+  if (stragglers.mean_delay_ms() < 0) return FieldError("stragglers.mean_delay_ms", "must be >= 0");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string JobPrefix(const std::string& job_id) { return absl::StrCat("job \"", job_id, "\": "); }
+
+absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
+  if (spec.job_id().empty()) return FieldError("job_id", "is empty: give the job an id");
+  const std::string prefix = JobPrefix(spec.job_id());
+  if (spec.variables().empty()) {
+    return absl::InvalidArgumentError(prefix + "variables is empty: a job needs variables");
+  }
+  if (spec.num_workers() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "num_workers is ", spec.num_workers(), ": it must be at least 1"));
+  }
+  for (const VariableDef& variable : spec.variables()) {
+    absl::Status status = ValidateInitializer(variable);
+    if (!status.ok()) return Prefixed(prefix, status);
+  }
+  absl::Status status = ValidateLearningRateSchedule(spec.learning_rate());
+  if (!status.ok()) return Prefixed(prefix, status);
+  status = ValidateConsistencyConfig(spec.consistency(), spec.num_workers());
+  if (!status.ok()) return Prefixed(prefix, status);
+  return Prefixed(prefix, ValidateOptimizerConfig(spec.optimizer()));
+}
+
+absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
+  if (spec.job_id().empty()) return FieldError("job_id", "is empty: give the job an id");
+  absl::Status status = ValidateModel(spec.model());
+  if (!status.ok()) return status;
+  status = ValidateData(spec.data());
+  if (!status.ok()) return status;
+  status = ValidateStopRules(spec);
+  if (!status.ok()) return status;
+  status = ValidateConsistencyConfig(spec.consistency(), num_workers);
+  if (!status.ok()) return status;
+  status = ValidateDownpour(spec.downpour(), spec.consistency().mode());
+  if (!status.ok()) return status;
+  status = ValidateStragglers(spec.stragglers(), num_workers);
+  if (!status.ok()) return status;
+  status = ValidateLearningRateSchedule(spec.learning_rate());
+  if (!status.ok()) return status;
+  return ValidateOptimizerConfig(spec.optimizer());
+}
+
+absl::Status ValidateConsistencyConfig(const ConsistencyConfig& consistency, int num_workers) {
+  switch (consistency.mode()) {
+    case ConsistencyConfig::SYNC:
+      if (consistency.replicas_to_aggregate() < 0 ||
+          consistency.replicas_to_aggregate() > num_workers) {
+        return FieldError("consistency.replicas_to_aggregate",
+                          absl::StrCat("is ", consistency.replicas_to_aggregate(),
+                                       " but the cluster has ", num_workers,
+                                       " workers: use 1 to ", num_workers, ", or 0 for all"));
+      }
+      return absl::OkStatus();
+    case ConsistencyConfig::ASYNC:
+      if (consistency.max_staleness() < 0) {
+        return FieldError("consistency.max_staleness",
+                          absl::StrCat("is ", consistency.max_staleness(),
+                                       ": it must be >= 0 (0: no bound)"));
+      }
+      return absl::OkStatus();
+    case ConsistencyConfig::SSP:
+      if (consistency.ssp_bound() < 0) {
+        return FieldError("consistency.ssp_bound",
+                          absl::StrCat("is ", consistency.ssp_bound(), ": it must be >= 0"));
+      }
+      return absl::OkStatus();
+    case ConsistencyConfig::SOFTSYNC:
+      if (consistency.softsync_n() < 1) {
+        return FieldError("consistency.softsync_n",
+                          absl::StrCat("is ", consistency.softsync_n(), ": it must be >= 1"));
+      }
+      return absl::OkStatus();
+    default:
+      return FieldError("consistency.mode", "is not set: use SYNC, ASYNC, SSP or SOFTSYNC");
+  }
+}
+
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {
+  switch (config.kind()) {
+    case OptimizerConfig::SGD:
+      return absl::OkStatus();
+    case OptimizerConfig::MOMENTUM:
+      return CheckFraction("momentum", config.momentum());
+    case OptimizerConfig::ADAGRAD: {
+      absl::Status status = CheckNonNegative("epsilon", config.epsilon());
+      if (!status.ok()) return status;
+      return CheckNonNegative("initial_accumulator", config.initial_accumulator());
+    }
+    case OptimizerConfig::ADAM: {
+      absl::Status status = CheckFraction("beta1", config.beta1());
+      if (!status.ok()) return status;
+      status = CheckFraction("beta2", config.beta2());
+      if (!status.ok()) return status;
+      return CheckNonNegative("epsilon", config.epsilon());
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer.kind ", static_cast<int>(config.kind()),
+                       " is unknown: use SGD, MOMENTUM, ADAGRAD or ADAM"));
+  }
+}
+
+absl::Status ValidateLearningRateSchedule(const LearningRateSchedule& schedule) {
+  if (!(schedule.base() > 0) || !std::isfinite(schedule.base())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("learning_rate.base must be finite and > 0, got ", schedule.base()));
+  }
+  switch (schedule.kind()) {
+    case LearningRateSchedule::CONSTANT:
+      return absl::OkStatus();
+    case LearningRateSchedule::STEP_DECAY:
+      if (schedule.decay_steps() <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("learning_rate.decay_steps must be > 0 for STEP_DECAY, got ",
+                         schedule.decay_steps()));
+      }
+      if (!(schedule.decay_factor() > 0 && schedule.decay_factor() <= 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("learning_rate.decay_factor must be in (0, 1] for STEP_DECAY, got ",
+                         schedule.decay_factor()));
+      }
+      return absl::OkStatus();
+    case LearningRateSchedule::LINEAR_WARMUP:
+      if (schedule.warmup_steps() <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("learning_rate.warmup_steps must be > 0 for LINEAR_WARMUP, got ",
+                         schedule.warmup_steps()));
+      }
+      return absl::OkStatus();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("learning_rate.kind ", static_cast<int>(schedule.kind()),
+                       " is unknown: use CONSTANT, STEP_DECAY or LINEAR_WARMUP"));
+  }
+}
+
+absl::Status ValidateInitializer(const VariableDef& variable) {
+  const InitializerConfig& initializer = variable.initializer();
+  switch (initializer.kind()) {
+    case InitializerConfig::ZEROS:
+    case InitializerConfig::GLOROT_UNIFORM:
+      return absl::OkStatus();
+    case InitializerConfig::CONSTANT:
+      if (std::isfinite(initializer.scale())) return absl::OkStatus();
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable \"", variable.name(),
+                       "\": initializer.scale must be finite for CONSTANT, got ",
+                       initializer.scale()));
+    case InitializerConfig::UNIFORM:
+    case InitializerConfig::NORMAL:
+      if (initializer.scale() >= 0 && std::isfinite(initializer.scale())) {
+        return absl::OkStatus();
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", variable.name(), "\": initializer.scale must be finite and >= 0 for ",
+          InitializerConfig::Kind_Name(initializer.kind()), ", got ", initializer.scale()));
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "variable \"", variable.name(), "\": initializer.kind ",
+          static_cast<int>(initializer.kind()),
+          " is unknown: use ZEROS, UNIFORM, NORMAL, GLOROT_UNIFORM or CONSTANT"));
+  }
+}
+
+}  // namespace ps

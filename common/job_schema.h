@@ -1,0 +1,54 @@
+// The rules a job must satisfy, in one place: the JobSpec a user submits (checked by psctl and
+// by every worker daemon) and the ParameterSpec a ps shard is created with (checked by
+// ShardJob::Create). The parts they share (consistency, optimizer, learning-rate schedule)
+// share their code, so each rule has one message. Every check is pure: no I/O, no state.
+//
+// Every failure is INVALID_ARGUMENT and its message names the field and the fix. Messages
+// about a ParameterSpec start with JobPrefix(job_id); those about a JobSpec do not (the
+// caller names the file or the sweep point).
+#ifndef PS_COMMON_JOB_SCHEMA_H_
+#define PS_COMMON_JOB_SCHEMA_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "proto/job.pb.h"
+#include "proto/parameter.pb.h"
+
+namespace ps {
+
+// "job \"ID\": ", the start of every message about a job on a ps.
+std::string JobPrefix(const std::string& job_id);
+
+// A job the ps can serve: job_id, variables (each initializer), num_workers >= 1, optimizer,
+// learning-rate schedule and consistency settings against num_workers. Placement (shapes,
+// slice sizes) is checked by PlaceVariables.
+absl::Status ValidateParameterSpec(const ParameterSpec& spec);
+
+// A job a cluster of `num_workers` workers can run: job_id, model, data, batch size, stop
+// rules, evaluation, consistency against `num_workers`, Downpour settings, stragglers,
+// learning-rate schedule and optimizer. E.g. "consistency.replicas_to_aggregate is 5 but the
+// cluster has 4 workers: use 1 to 4, or 0 for all".
+absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers);
+
+// The settings of `consistency.mode` for `num_workers` workers: replicas_to_aggregate from 0
+// (all) to num_workers for SYNC, max_staleness >= 0 for ASYNC, ssp_bound >= 0 for SSP,
+// softsync_n >= 1 for SOFTSYNC; the mode must be set.
+absl::Status ValidateConsistencyConfig(const ConsistencyConfig& consistency, int num_workers);
+
+// The settings `config.kind` uses, as given (a 0 stands for the default in parameter.proto,
+// which is in range): momentum, beta1 and beta2 in [0, 1); epsilon and initial_accumulator
+// finite and >= 0; a known kind.
+absl::Status ValidateOptimizerConfig(const OptimizerConfig& config);
+
+// base finite and > 0; STEP_DECAY with decay_steps > 0 and decay_factor in (0, 1];
+// LINEAR_WARMUP with warmup_steps > 0; a known kind.
+absl::Status ValidateLearningRateSchedule(const LearningRateSchedule& schedule);
+
+// Names the variable: a known kind; a finite scale for CONSTANT; a finite scale >= 0 for
+// UNIFORM and NORMAL.
+absl::Status ValidateInitializer(const VariableDef& variable);
+
+}  // namespace ps
+
+#endif  // PS_COMMON_JOB_SCHEMA_H_

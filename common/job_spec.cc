@@ -1,0 +1,51 @@
+#include "common/job_spec.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace ps {
+
+absl::StatusOr<JobSpec> ParseJobSpecJson(absl::string_view json, absl::string_view source) {
+  JobSpec spec;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  auto status = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), &spec, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": not a valid job: ", status.message().as_string(),
+        " (fields are those of JobSpec in proto/job.proto; see config/jobs/ for examples)"));
+  }
+  return spec;
+}
+
+absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot read the job file; check the path"));
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  return ParseJobSpecJson(text.str(), path);
+}
+
+ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef>& variables,
+                              int num_workers) {
+  ParameterSpec parameters;
+  parameters.set_job_id(spec.job_id());
+  for (const VariableDef& variable : variables) *parameters.add_variables() = variable;
+  *parameters.mutable_optimizer() = spec.optimizer();
+  *parameters.mutable_learning_rate() = spec.learning_rate();
+  *parameters.mutable_consistency() = spec.consistency();
+  parameters.set_num_workers(num_workers);
+  parameters.set_seed(spec.seed());
+  parameters.set_min_slice_bytes(spec.min_slice_bytes());
+  parameters.set_allow_non_finite(spec.allow_non_finite());
+  return parameters;
+}
+
+}  // namespace ps
