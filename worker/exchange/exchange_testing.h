@@ -22,8 +22,10 @@ constexpr float kInitial = 1.0f;
 
 class ExchangeTest : public ::testing::Test {
  protected:
-  // Starts one ps and creates the job "exchange-test" of `mode` for `num_workers`.
-  void StartJob(ConsistencyConfig::Mode mode, int num_workers = 1) {
+  // Starts one ps and creates the job "exchange-test" of `mode` for `num_workers` (SYNC: with
+  // `replicas_to_aggregate`, 0 for all).
+  void StartJob(ConsistencyConfig::Mode mode, int num_workers = 1,
+                int replicas_to_aggregate = 0) {
     absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster = InProcessPsCluster::Start(1);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
@@ -39,6 +41,7 @@ class ExchangeTest : public ::testing::Test {
     parameters_.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
     parameters_.mutable_learning_rate()->set_base(kLearningRate);
     parameters_.mutable_consistency()->set_mode(mode);
+    parameters_.mutable_consistency()->set_replicas_to_aggregate(replicas_to_aggregate);
     parameters_.set_num_workers(num_workers);
     variables_.assign(parameters_.variables().begin(), parameters_.variables().end());
     absl::StatusOr<Placement> placement = client_->CreateJob(parameters_);

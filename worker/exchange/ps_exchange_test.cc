@@ -44,6 +44,25 @@ TEST_F(PsExchangeTest, SyncStepsFollowTheShardsStepAndEachStartsFromTheLastUpdat
   EXPECT_EQ(exchange->mean_staleness(), 0);
 }
 
+// With a backup worker (R < N) the job's steps go on without the slow one, which then follows
+// the shards' step rather than its own count, and whose push counts for that step.
+TEST_F(PsExchangeTest, ALateSyncWorkerFollowsTheShardsStepPastItsOwn) {
+  StartJob(ConsistencyConfig::SYNC, /*num_workers=*/2, /*replicas_to_aggregate=*/1);
+  std::unique_ptr<PsExchange> fast = NewExchange(DownpourSchedule(), true, 10, /*worker=*/0);
+  std::unique_ptr<PsExchange> late = NewExchange(DownpourSchedule(), true, 10, /*worker=*/1);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE(fast->BeforeCompute(step).ok());
+    ASSERT_TRUE(fast->AfterCompute(step, *Gradient(1.0f)).ok());
+  }
+  ASSERT_TRUE(late->BeforeCompute(0).ok());
+  EXPECT_EQ(late->job_step(), 3);
+  EXPECT_EQ(late->global_step(), 3);
+  ASSERT_TRUE(late->AfterCompute(0, *Gradient(1.0f)).ok());
+  JobStats stats = Stats();
+  EXPECT_EQ(stats.step(), 4);
+  EXPECT_TRUE(stats.dropped().empty());
+}
+
 TEST_F(PsExchangeTest, DownpourPushesTheMeanOfNPushGradientsAndPullsEveryNFetchSteps) {
   StartJob(ConsistencyConfig::ASYNC);
   DownpourSchedule downpour;
