@@ -1,0 +1,38 @@
+// The seam between the code and the disk, as LevelDB's Env: whole-file reads, atomic writes
+// and directories go through a FileSystem, so tests inject a failed write, a full disk or a
+// missing file (common/testing/fault_injecting_file_system.h) without making one.
+#ifndef PS_COMMON_FILE_SYSTEM_H_
+#define PS_COMMON_FILE_SYSTEM_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ps {
+
+// Implementations are thread-safe. Every error message names the path and the system's reason;
+// the code follows the errno (absl::ErrnoToStatus): NOT_FOUND for a missing file,
+// PERMISSION_DENIED, RESOURCE_EXHAUSTED for a full disk (ENOSPC) or quota.
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // The machine's own file system. Never null; never deleted.
+  static FileSystem* Default();
+
+  // The bytes of the file at `path`.
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  // Replaces the file at `path` with `contents` all at once: written to a temporary file beside
+  // it, flushed to the disk (fsync), then renamed over `path`. On failure `path` keeps what it
+  // held and the temporary file is removed.
+  virtual absl::Status WriteFileAtomically(const std::string& path,
+                                           absl::string_view contents) = 0;
+  // Creates the directory `path` and its missing parents; OK when it exists.
+  virtual absl::Status CreateDirectories(const std::string& path) = 0;
+};
+
+}  // namespace ps
+
+#endif  // PS_COMMON_FILE_SYSTEM_H_
