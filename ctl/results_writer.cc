@@ -16,11 +16,11 @@
 namespace ps {
 namespace {
 
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::trunc);
-  file << text;
-  if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+// `status` of writing a results file, with the fix for a full disk.
+absl::Status WithFix(absl::Status status) {
+  if (!absl::IsResourceExhausted(status)) return status;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      status.message(), ": free space on that disk, or choose another --results"));
 }
 
 nlohmann::json ProtoToJson(const google::protobuf::Message& message) {
@@ -34,8 +34,8 @@ nlohmann::json ProtoToJson(const google::protobuf::Message& message) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(const std::string& dir,
-                                                                     bool overwrite) {
+absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(
+    const std::string& dir, bool overwrite, const ResultsWriterOptions& options) {
   std::error_code error;
   if (std::filesystem::exists(dir, error) && !std::filesystem::is_empty(dir, error)) {
     if (!overwrite) {
@@ -45,12 +45,12 @@ absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(const std::
     }
     std::filesystem::remove_all(dir, error);
   }
-  std::filesystem::create_directories(std::filesystem::path(dir) / "params", error);
-  if (error) {
+  absl::Status created = options.fs->CreateDirectories(dir + "/params");
+  if (!created.ok()) {
     return absl::PermissionDeniedError(
-        absl::StrCat("cannot create the results directory ", dir, ": ", error.message()));
+        absl::StrCat("cannot create the results directory ", dir, ": ", created.message()));
   }
-  std::unique_ptr<ResultsWriter> writer(new ResultsWriter(dir));
+  std::unique_ptr<ResultsWriter> writer(new ResultsWriter(dir, options.fs));
   absl::MutexLock lock(&writer->mu_);
   writer->metrics_.open(dir + "/metrics.csv");
   writer->metrics_ << "time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness\n";
@@ -67,7 +67,11 @@ absl::Status ResultsWriter::WriteJob(const JobSpec& spec, const ClusterSpec& clu
   job["spec"] = ProtoToJson(spec);
   job["cluster"] = nlohmann::json::parse(cluster.ToJson());
   job["version"] = kVersion;
-  return WriteFile(dir_ + "/job.json", job.dump(2) + "\n");
+  return WriteFile("job.json", job.dump(2) + "\n");
+}
+
+absl::Status ResultsWriter::WriteFile(const std::string& name, const std::string& text) {
+  return WithFix(fs_->WriteFileAtomically(absl::StrCat(dir_, "/", name), text));
 }
 
 void ResultsWriter::RecordProgress(const JobProgress& progress) {
@@ -98,7 +102,7 @@ absl::Status ResultsWriter::WriteStaleness(const std::vector<JobStats>& shards) 
       }
     }
   }
-  return WriteFile(dir_ + "/staleness.csv", text);
+  return WriteFile("staleness.csv", text);
 }
 
 absl::Status ResultsWriter::WriteParameters(const ParameterSpec& spec,
@@ -106,9 +110,9 @@ absl::Status ResultsWriter::WriteParameters(const ParameterSpec& spec,
   for (const VariableDef& variable : spec.variables()) {
     std::vector<int64_t> shape(variable.shape().begin(), variable.shape().end());
     std::string name = absl::StrReplaceAll(variable.name(), {{"/", "_"}});
-    absl::Status status =
-        WriteNpy(absl::StrCat(dir_, "/params/", name, ".npy"), shape, values.at(variable.name()));
-    if (!status.ok()) return status;
+    absl::Status status = WriteNpy(absl::StrCat(dir_, "/params/", name, ".npy"), shape,
+                                   values.at(variable.name()), fs_);
+    if (!status.ok()) return WithFix(status);
   }
   return absl::OkStatus();
 }
@@ -161,7 +165,7 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   summary["dropped_gradients"] = dropped_total;
   summary["dropped_by_reason"] = dropped;
   summary["rejected_by_reason"] = rejected;
-  return WriteFile(dir_ + "/summary.json", summary.dump(2) + "\n");
+  return WriteFile("summary.json", summary.dump(2) + "\n");
 }
 
 }  // namespace ps

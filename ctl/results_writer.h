@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/cluster_spec.h"
+#include "common/file_system.h"
 #include "common/variables.h"
 #include "proto/job.pb.h"
 #include "proto/ps_service.pb.h"
@@ -26,13 +27,20 @@
 
 namespace ps {
 
-// Thread-safe.
+struct ResultsWriterOptions {
+  // Where job.json, staleness.csv, summary.json and params/*.npy are written (atomically); a
+  // test passes one that injects faults.
+  FileSystem* fs = FileSystem::Default();
+};
+
+// Thread-safe. A file that cannot be written fails its Write* call naming the file;
+// RESOURCE_EXHAUSTED when the disk is full.
 class ResultsWriter {
  public:
   // Creates `dir` and its parents. FAILED_PRECONDITION if it exists and is not empty, unless
   // `overwrite`.
-  static absl::StatusOr<std::unique_ptr<ResultsWriter>> Create(const std::string& dir,
-                                                               bool overwrite);
+  static absl::StatusOr<std::unique_ptr<ResultsWriter>> Create(
+      const std::string& dir, bool overwrite, const ResultsWriterOptions& options = {});
 
   const std::string& dir() const { return dir_; }
 
@@ -46,9 +54,13 @@ class ResultsWriter {
                             const std::vector<JobStats>& shards, absl::Duration wall_time);
 
  private:
-  explicit ResultsWriter(std::string dir) : dir_(std::move(dir)) {}
+  ResultsWriter(std::string dir, FileSystem* fs) : dir_(std::move(dir)), fs_(fs) {}
+
+  // Writes `name` in dir_ atomically.
+  absl::Status WriteFile(const std::string& name, const std::string& text);
 
   const std::string dir_;
+  FileSystem* const fs_;
   const absl::Time start_ = absl::Now();
   absl::Mutex mu_;
   std::ofstream metrics_ ABSL_GUARDED_BY(mu_);
