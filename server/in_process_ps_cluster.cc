@@ -1,0 +1,36 @@
+#include "server/in_process_ps_cluster.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ps {
+
+absl::StatusOr<std::unique_ptr<InProcessPsCluster>> InProcessPsCluster::Start(
+    const InProcessPsClusterOptions& options) {
+  if (options.num_ps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "InProcessPsClusterOptions.num_ps is ", options.num_ps, "; give at least 1"));
+  }
+  std::unique_ptr<InProcessPsCluster> cluster(new InProcessPsCluster());
+  for (int ps = 0; ps < options.num_ps; ++ps) {
+    PsServerOptions server_options = options.server;
+    server_options.listen_address = absl::StrCat(options.host, ":0");
+    server_options.service.ps_index = ps;
+    server_options.service.num_ps = options.num_ps;
+    absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(server_options);
+    if (!server.ok()) {
+      return absl::Status(server.status().code(),
+                          absl::StrCat("ps:", ps, ": ", server.status().message()));
+    }
+    cluster->addresses_.push_back(absl::StrCat(options.host, ":", (*server)->bound_port()));
+    cluster->servers_.push_back(*std::move(server));
+  }
+  return cluster;
+}
+
+void InProcessPsCluster::Shutdown(absl::Duration grace) {
+  for (std::unique_ptr<PsServer>& server : servers_) server->Shutdown(grace);
+}
+
+}  // namespace ps
