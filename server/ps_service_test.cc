@@ -28,6 +28,7 @@
 #include "common/partitioner.h"
 #include "common/ps_client.h"
 #include "proto/ps_service.pb.h"
+#include "server/in_process_ps_cluster.h"
 #include "server/ps_server.h"
 
 namespace ps {
@@ -98,33 +99,28 @@ class Tensors {
   std::map<std::string, std::vector<float>> values_;
 };
 
-// `count` ps servers on free ports of 127.0.0.1, task i being ps:i of `count`.
+// `count` ps servers on free ports of 127.0.0.1, task i being ps:i of `count`, and clients
+// for them.
 class LocalCluster {
  public:
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(
       int count, int max_message_bytes = PsServerOptions().max_message_bytes) {
-    std::unique_ptr<LocalCluster> cluster(new LocalCluster());
-    for (int ps = 0; ps < count; ++ps) {
-      PsServerOptions options;
-      options.listen_address = "127.0.0.1:0";
-      options.service.ps_index = ps;
-      options.service.num_ps = count;
-      options.max_message_bytes = max_message_bytes;
-      absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
-      if (!server.ok()) return server.status();
-      cluster->addresses_.push_back(absl::StrCat("127.0.0.1:", (*server)->bound_port()));
-      cluster->servers_.push_back(*std::move(server));
-    }
-    return cluster;
+    InProcessPsClusterOptions options;
+    options.num_ps = count;
+    options.server.max_message_bytes = max_message_bytes;
+    absl::StatusOr<std::unique_ptr<InProcessPsCluster>> servers =
+        InProcessPsCluster::Start(options);
+    if (!servers.ok()) return servers.status();
+    return std::unique_ptr<LocalCluster>(new LocalCluster(*std::move(servers)));
   }
 
-  const std::vector<std::string>& addresses() const { return addresses_; }
-  PsServer& server(int ps) { return *servers_[ps]; }
+  const std::vector<std::string>& addresses() const { return servers_->addresses(); }
+  PsServer& server(int ps) { return servers_->server(ps); }
 
   // Short timeouts and backoff, so that a failure shows in seconds.
   PsClientOptions ClientOptions() const {
     PsClientOptions options;
-    options.ps_addresses = addresses_;
+    options.ps_addresses = addresses();
     options.call_timeout = absl::Seconds(10);
     options.wait_timeout = absl::Seconds(10);
     options.max_attempts = 3;
@@ -137,10 +133,10 @@ class LocalCluster {
   }
 
  private:
-  LocalCluster() = default;
+  explicit LocalCluster(std::unique_ptr<InProcessPsCluster> servers)
+      : servers_(std::move(servers)) {}
 
-  std::vector<std::string> addresses_;
-  std::vector<std::unique_ptr<PsServer>> servers_;
+  std::unique_ptr<InProcessPsCluster> servers_;
 };
 
 // A job with SGD at learning rate 1 and small slices (so variables of a few hundred bytes
