@@ -49,7 +49,7 @@
 #include "common/daemon.h"
 #include "common/ps_client.h"
 #include "proto/ps_service.pb.h"
-#include "server/ps_server.h"
+#include "server/in_process_ps_cluster.h"
 
 DEFINE_int32(ps, 1, "ps servers to start in this process");
 DEFINE_int32(clients, 1, "client threads, each with its own PsClient (worker i of the job)");
@@ -360,7 +360,7 @@ int Run() {
     return 2;
   }
 
-  std::vector<std::unique_ptr<PsServer>> servers;
+  std::unique_ptr<InProcessPsCluster> servers;
   PsClientOptions options;
   options.chunk_bytes = static_cast<int64_t>(FLAGS_chunk_mb) << 20;
   options.connections_per_ps = FLAGS_connections;
@@ -370,18 +370,17 @@ int Run() {
   }
   const int in_process = options.ps_addresses.empty() ? FLAGS_ps : 0;
   if (!options.ps_addresses.empty()) FLAGS_ps = static_cast<int>(options.ps_addresses.size());
-  for (int i = 0; i < in_process; ++i) {
-    PsServerOptions server_options;
-    server_options.listen_address = "127.0.0.1:0";
-    server_options.service.ps_index = i;
-    server_options.service.num_ps = FLAGS_ps;
-    absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(server_options);
-    if (!server.ok()) {
-      std::fprintf(stderr, "ps_bench: ps:%d: %s\n", i, server.status().ToString().c_str());
+  if (in_process > 0) {
+    InProcessPsClusterOptions cluster_options;
+    cluster_options.num_ps = in_process;
+    absl::StatusOr<std::unique_ptr<InProcessPsCluster>> started =
+        InProcessPsCluster::Start(cluster_options);
+    if (!started.ok()) {
+      std::fprintf(stderr, "ps_bench: %s\n", started.status().ToString().c_str());
       return 1;
     }
-    options.ps_addresses.push_back(absl::StrCat("127.0.0.1:", (*server)->bound_port()));
-    servers.push_back(*std::move(server));
+    servers = *std::move(started);
+    options.ps_addresses = servers->addresses();
   }
 
   const std::string config = absl::StrCat(FLAGS_ps, " ps + ", FLAGS_clients, " client",
@@ -420,7 +419,7 @@ int Run() {
                   FLAGS_latency_iterations, latency->p50_us, latency->p99_us);
     }
   }
-  for (auto& server : servers) server->Shutdown();
+  if (servers != nullptr) servers->Shutdown();
   return 0;
 }
 

@@ -24,7 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "common/daemon.h"
 #include "common/ps_client.h"
-#include "server/ps_server.h"
+#include "server/in_process_ps_cluster.h"
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/device.h"
 #include "worker/compute/cpu_threads.h"
@@ -158,21 +158,16 @@ int Run() {
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                       FLAGS_workers);
   SetCpuComputeThreads(blas_threads);
-  std::vector<std::unique_ptr<PsServer>> servers;
-  PsClientOptions client_options;
-  for (int i = 0; i < FLAGS_ps; ++i) {
-    PsServerOptions options;
-    options.listen_address = "127.0.0.1:0";
-    options.service.ps_index = i;
-    options.service.num_ps = FLAGS_ps;
-    absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
-    if (!server.ok()) {
-      std::cerr << server.status() << "\n";
-      return 1;
-    }
-    client_options.ps_addresses.push_back(absl::StrCat("127.0.0.1:", (*server)->bound_port()));
-    servers.push_back(*std::move(server));
+  InProcessPsClusterOptions cluster_options;
+  cluster_options.num_ps = FLAGS_ps;
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> servers =
+      InProcessPsCluster::Start(cluster_options);
+  if (!servers.ok()) {
+    std::cerr << servers.status() << "\n";
+    return 1;
   }
+  PsClientOptions client_options;
+  client_options.ps_addresses = (*servers)->addresses();
   absl::StatusOr<Device> device = SelectDevice(FLAGS_device, QueryUsableGpus());
   if (!device.ok()) {
     std::cerr << "--device: " << device.status() << "\n";

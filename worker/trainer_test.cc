@@ -24,7 +24,7 @@
 #include "proto/job.pb.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
-#include "server/ps_server.h"
+#include "server/in_process_ps_cluster.h"
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/cpu_threads.h"
 #include "worker/job_spec.h"
@@ -56,16 +56,13 @@ class TrainerTest : public ::testing::Test {
   static void SetUpTestSuite() { SetCpuComputeThreads(1); }  // Workers share the cores.
 
   void StartServers(int num_ps) {
-    for (int i = 0; i < num_ps; ++i) {
-      PsServerOptions options;
-      options.listen_address = "127.0.0.1:0";
-      options.service.ps_index = i;
-      options.service.num_ps = num_ps;
-      absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
-      ASSERT_TRUE(server.ok()) << server.status();
-      addresses_.push_back(absl::StrCat("127.0.0.1:", (*server)->bound_port()));
-      servers_.push_back(*std::move(server));
-    }
+    InProcessPsClusterOptions options;
+    options.num_ps = num_ps;
+    absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster =
+        InProcessPsCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    servers_ = *std::move(cluster);
+    addresses_ = servers_->addresses();
   }
 
   std::unique_ptr<PsClient> NewClient() {
@@ -153,7 +150,7 @@ class TrainerTest : public ::testing::Test {
   }
 
   std::vector<std::string> addresses_;
-  std::vector<std::unique_ptr<PsServer>> servers_;
+  std::unique_ptr<InProcessPsCluster> servers_;
 };
 
 TEST_F(TrainerTest, SyncAggregatesEveryWorkerEachStep) {
@@ -427,7 +424,7 @@ TEST_F(TrainerTest, OverlappedCommunicationReportsADeadPs) {
   std::atomic<int> reports{0};
   std::thread killer([&] {
     while (reports.load() < 5) absl::SleepFor(absl::Milliseconds(1));
-    servers_[1]->Shutdown(absl::ZeroDuration());
+    servers_->server(1).Shutdown(absl::ZeroDuration());
   });
   std::vector<WorkerRun> runs =
       RunWorkers(spec, 1, nullptr, [&reports](const JobProgress&) { ++reports; });
