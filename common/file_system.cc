@@ -30,6 +30,18 @@ absl::Status WriteAll(int fd, absl::string_view contents, const std::string& pat
   return absl::OkStatus();
 }
 
+// Makes a rename into the directory holding `path` survive a crash.
+absl::Status SyncDirectoryOf(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "sync the directory of", path);
+  absl::Status status;
+  if (::fsync(fd) != 0) status = ErrnoError(errno, "sync the directory of", path);
+  ::close(fd);
+  return status;
+}
+
 class PosixFileSystem : public FileSystem {
  public:
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
@@ -62,8 +74,11 @@ class PosixFileSystem : public FileSystem {
     if (status.ok() && std::rename(temporary.c_str(), path.c_str()) != 0) {
       status = ErrnoError(errno, "write", path);
     }
-    if (!status.ok()) std::remove(temporary.c_str());
-    return status;
+    if (!status.ok()) {
+      std::remove(temporary.c_str());
+      return status;
+    }
+    return SyncDirectoryOf(path);
   }
 
   absl::Status CreateDirectories(const std::string& path) override {

@@ -25,8 +25,9 @@ class FileSystem {
   // The bytes of the file at `path`.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   // Replaces the file at `path` with `contents` all at once: written to a temporary file beside
-  // it, flushed to the disk (fsync), then renamed over `path`. On failure `path` keeps what it
-  // held and the temporary file is removed.
+  // it ("<path>.tmp"), flushed to the disk (fsync), renamed over `path`, and the directory
+  // synced. On failure `path` keeps what it held and the temporary file is removed.
+  // REQUIRES: no other writer of `path` at the same time (they would share the temporary file).
   virtual absl::Status WriteFileAtomically(const std::string& path,
                                            absl::string_view contents) = 0;
   // Creates the directory `path` and its missing parents; OK when it exists.
