@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -41,6 +42,27 @@ absl::Status SyncDirectoryOf(const std::string& path) {
   ::close(fd);
   return status;
 }
+
+class PosixAppendableFile : public AppendableFile {
+ public:
+  PosixAppendableFile(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
+  ~PosixAppendableFile() override { std::fclose(file_); }
+
+  absl::Status Append(absl::string_view data) override {
+    if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
+      return ErrnoError(errno, "write", path_);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Flush() override {
+    if (std::fflush(file_) != 0) return ErrnoError(errno, "write", path_);
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string path_;
+  std::FILE* const file_;
+};
 
 class PosixFileSystem : public FileSystem {
  public:
@@ -79,6 +101,13 @@ class PosixFileSystem : public FileSystem {
       return status;
     }
     return SyncDirectoryOf(path);
+  }
+
+  absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(
+      const std::string& path) override {
+    std::FILE* file = std::fopen(path.c_str(), "we");
+    if (file == nullptr) return ErrnoError(errno, "write", path);
+    return std::make_unique<PosixAppendableFile>(path, file);
   }
 
   absl::Status CreateDirectories(const std::string& path) override {

@@ -4,6 +4,7 @@
 #ifndef PS_COMMON_FILE_SYSTEM_H_
 #define PS_COMMON_FILE_SYSTEM_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -11,6 +12,18 @@
 #include "absl/strings/string_view.h"
 
 namespace ps {
+
+// A file written in pieces, for files that grow while a job runs (metrics.csv). Not
+// thread-safe. Errors name the path, as FileSystem's do.
+class AppendableFile {
+ public:
+  // Closes the file.
+  virtual ~AppendableFile() = default;
+
+  virtual absl::Status Append(absl::string_view data) = 0;
+  // Hands what was appended to the operating system, so that readers see it (no fsync).
+  virtual absl::Status Flush() = 0;
+};
 
 // Implementations are thread-safe. Every error message names the path and the system's reason;
 // the code follows the errno (absl::ErrnoToStatus): NOT_FOUND for a missing file,
@@ -30,6 +43,9 @@ class FileSystem {
   // REQUIRES: no other writer of `path` at the same time (they would share the temporary file).
   virtual absl::Status WriteFileAtomically(const std::string& path,
                                            absl::string_view contents) = 0;
+  // Creates the file at `path`, or empties it, for appending.
+  virtual absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(
+      const std::string& path) = 0;
   // Creates the directory `path` and its missing parents; OK when it exists.
   virtual absl::Status CreateDirectories(const std::string& path) = 0;
 };

@@ -46,5 +46,24 @@ TEST(FileSystemTest, CreatesDirectoriesWithTheirParentsAndAcceptsExistingOnes) {
   EXPECT_NE(status.message().find(TestPath("a/file/d")), std::string::npos) << status;
 }
 
+TEST(FileSystemTest, AnAppendableFileGrowsWithEachAppendAndStartsEmpty) {
+  FileSystem* fs = FileSystem::Default();
+  const std::string path = TestPath("growing.csv");
+  ASSERT_TRUE(fs->WriteFileAtomically(path, "old contents\n").ok());
+  absl::StatusOr<std::unique_ptr<AppendableFile>> file = fs->NewAppendableFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE((*file)->Append("a,b\n").ok());
+  ASSERT_TRUE((*file)->Flush().ok());
+  EXPECT_EQ(*fs->ReadFile(path), "a,b\n");
+  ASSERT_TRUE((*file)->Append("1,2\n").ok());
+  file->reset();  // Closing flushes.
+  EXPECT_EQ(*fs->ReadFile(path), "a,b\n1,2\n");
+
+  const std::string missing = TestPath("no_such_dir/growing.csv");
+  file = fs->NewAppendableFile(missing);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(file.status().message().find(missing), std::string::npos) << file.status();
+}
+
 }  // namespace
 }  // namespace ps

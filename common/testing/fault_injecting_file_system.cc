@@ -1,9 +1,37 @@
 #include "common/testing/fault_injecting_file_system.h"
 
+#include <memory>
+#include <utility>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace ps {
+namespace {
+
+// Meets its file system's write faults before reaching the real file.
+class FaultInjectingAppendableFile : public AppendableFile {
+ public:
+  FaultInjectingAppendableFile(FaultInjectingFileSystem* fs, std::string path,
+                               std::unique_ptr<AppendableFile> file)
+      : fs_(fs), path_(std::move(path)), file_(std::move(file)) {}
+
+  absl::Status Append(absl::string_view data) override {
+    absl::Status injected = fs_->InjectedWriteError(path_);
+    return injected.ok() ? file_->Append(data) : injected;
+  }
+  absl::Status Flush() override {
+    absl::Status injected = fs_->InjectedWriteError(path_);
+    return injected.ok() ? file_->Flush() : injected;
+  }
+
+ private:
+  FaultInjectingFileSystem* const fs_;
+  const std::string path_;
+  const std::unique_ptr<AppendableFile> file_;
+};
+
+}  // namespace
 
 void FaultInjectingFileSystem::FailWrites(const std::string& suffix, int error_number) {
   absl::MutexLock lock(&mu_);
@@ -45,16 +73,26 @@ absl::StatusOr<std::string> FaultInjectingFileSystem::ReadFile(const std::string
   return FileSystem::Default()->ReadFile(path);
 }
 
+absl::Status FaultInjectingFileSystem::InjectedWriteError(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  if (!Matches(failing_write_suffixes_, path)) return absl::OkStatus();
+  ++failed_writes_;
+  return absl::ErrnoToStatus(write_error_number_, absl::StrCat("cannot write ", path));
+}
+
 absl::Status FaultInjectingFileSystem::WriteFileAtomically(const std::string& path,
                                                            absl::string_view contents) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (Matches(failing_write_suffixes_, path)) {
-      ++failed_writes_;
-      return absl::ErrnoToStatus(write_error_number_, absl::StrCat("cannot write ", path));
-    }
-  }
+  absl::Status injected = InjectedWriteError(path);
+  if (!injected.ok()) return injected;
   return FileSystem::Default()->WriteFileAtomically(path, contents);
+}
+
+absl::StatusOr<std::unique_ptr<AppendableFile>> FaultInjectingFileSystem::NewAppendableFile(
+    const std::string& path) {
+  absl::StatusOr<std::unique_ptr<AppendableFile>> file =
+      FileSystem::Default()->NewAppendableFile(path);
+  if (!file.ok()) return file.status();
+  return std::make_unique<FaultInjectingAppendableFile>(this, path, *std::move(file));
 }
 
 absl::Status FaultInjectingFileSystem::CreateDirectories(const std::string& path) {

@@ -14,7 +14,8 @@
 namespace ps {
 
 // Thread-safe. Faults match a path when it ends with the given suffix ("" matches every path),
-// and stay until cleared.
+// and stay until cleared. They reach appendable files already open too, at their next Append
+// or Flush; such files must not outlive the file system.
 class FaultInjectingFileSystem : public FileSystem {
  public:
   // Writes to paths ending in `suffix` fail with `error_number`, as the disk would report it,
@@ -25,9 +26,13 @@ class FaultInjectingFileSystem : public FileSystem {
   void ClearFaults() ABSL_LOCKS_EXCLUDED(mu_);
   // Writes refused so far.
   int failed_writes() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The error a write of `path` meets now (counted as refused), or OK.
+  absl::Status InjectedWriteError(const std::string& path) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<std::string> ReadFile(const std::string& path) override;
   absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) override;
+  absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(
+      const std::string& path) override;
   absl::Status CreateDirectories(const std::string& path) override;
 
  private:

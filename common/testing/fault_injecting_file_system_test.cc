@@ -42,5 +42,21 @@ TEST(FaultInjectingFileSystemTest, AHiddenFileReadsAsMissing) {
   EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status();
 }
 
+TEST(FaultInjectingFileSystemTest, AFaultReachesAnAppendableFileAlreadyOpen) {
+  FaultInjectingFileSystem fs;
+  const std::string path = TestPath("appended.csv");
+  absl::StatusOr<std::unique_ptr<AppendableFile>> file = fs.NewAppendableFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE((*file)->Append("header\n").ok());
+  fs.FailWrites("appended.csv");
+  absl::Status status = (*file)->Append("row\n");
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(status.message().find(path), std::string::npos) << status;
+  EXPECT_EQ((*file)->Flush().code(), absl::StatusCode::kResourceExhausted);
+  fs.ClearFaults();
+  ASSERT_TRUE((*file)->Flush().ok());
+  EXPECT_EQ(*fs.ReadFile(path), "header\n");
+}
+
 }  // namespace
 }  // namespace ps
