@@ -151,5 +151,46 @@ TEST(ResultsWriterTest, AFullDiskFailsTheWriteNamingTheFileAndTheFix) {
   EXPECT_TRUE((*writer)->WriteSummary(spec, {}, {}, absl::Seconds(1)).ok());
 }
 
+TEST(ResultsWriterTest, AMetricsRowThatCannotBeWrittenIsReportedBySummary) {
+  FaultInjectingFileSystem fs;
+  ResultsWriterOptions options;
+  options.fs = &fs;
+  std::string dir = Dir("full_disk_metrics");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer =
+      ResultsWriter::Create(dir, false, options);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  JobProgress progress;
+  progress.set_worker(0);
+  progress.set_step(1);
+  (*writer)->RecordProgress(progress);
+  fs.FailWrites("metrics.csv");
+  progress.set_step(2);
+  (*writer)->RecordProgress(progress);
+  fs.ClearFaults();
+  progress.set_step(3);
+  (*writer)->RecordProgress(progress);
+
+  JobSpec spec;
+  absl::Status status = (*writer)->WriteSummary(spec, {progress}, {}, absl::Seconds(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(status.message().find(dir + "/metrics.csv"), absl::string_view::npos) << status;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/summary.json"));  // Written all the same.
+  std::string metrics = Read(dir + "/metrics.csv");
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 3) << metrics;  // Header, 1, 3.
+}
+
+TEST(ResultsWriterTest, CreateNamesAFileItCannotStart) {
+  FaultInjectingFileSystem fs;
+  fs.FailWrites("eval.csv");
+  ResultsWriterOptions options;
+  options.fs = &fs;
+  std::string dir = Dir("full_disk_eval");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer =
+      ResultsWriter::Create(dir, false, options);
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(writer.status().message().find(dir + "/eval.csv"), absl::string_view::npos)
+      << writer.status();
+}
+
 }  // namespace
 }  // namespace ps
