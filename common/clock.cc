@@ -10,7 +10,7 @@ class RealClock : public Clock {
   absl::Time Now() override { return absl::Now(); }
   void SleepFor(absl::Duration duration) override { absl::SleepFor(duration); }
   bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& condition,
-                         absl::Time deadline) override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+                         absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) override {
     return mu->AwaitWithDeadline(condition, deadline);
   }
 };

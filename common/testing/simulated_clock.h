@@ -27,7 +27,7 @@ class SimulatedClock : public Clock {
   // Advances the clock by `duration` itself: a sleeper on a simulated clock never blocks.
   void SleepFor(absl::Duration duration) override;
   bool AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& condition, absl::Time deadline)
-      override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_LOCKS_EXCLUDED(waiters_mu_);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) ABSL_LOCKS_EXCLUDED(waiters_mu_) override;
 
  private:
   std::atomic<int64_t> now_ns_;  // Nanoseconds since the Unix epoch.
