@@ -371,8 +371,10 @@ int Run() {
   const int in_process = options.ps_addresses.empty() ? FLAGS_ps : 0;
   if (!options.ps_addresses.empty()) FLAGS_ps = static_cast<int>(options.ps_addresses.size());
   if (in_process > 0) {
+    InProcessPsClusterOptions cluster_options;
+    cluster_options.num_ps = in_process;
     absl::StatusOr<std::unique_ptr<InProcessPsCluster>> started =
-        InProcessPsCluster::Start(in_process);
+        InProcessPsCluster::Start(cluster_options);
     if (!started.ok()) {
       std::fprintf(stderr, "ps_bench: %s\n", started.status().ToString().c_str());
       return 1;
@@ -417,7 +419,7 @@ int Run() {
                   FLAGS_latency_iterations, latency->p50_us, latency->p99_us);
     }
   }
-  servers.reset();  // Shuts the in-process servers down.
+  if (servers != nullptr) servers->Shutdown();
   return 0;
 }
 

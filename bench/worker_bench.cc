@@ -158,8 +158,10 @@ int Run() {
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                       FLAGS_workers);
   SetCpuComputeThreads(blas_threads);
+  InProcessPsClusterOptions cluster_options;
+  cluster_options.num_ps = FLAGS_ps;
   absl::StatusOr<std::unique_ptr<InProcessPsCluster>> servers =
-      InProcessPsCluster::Start(FLAGS_ps);
+      InProcessPsCluster::Start(cluster_options);
   if (!servers.ok()) {
     std::cerr << servers.status() << "\n";
     return 1;

@@ -1,7 +1,5 @@
 #include "common/cluster_spec.h"
 
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -178,15 +176,15 @@ absl::StatusOr<ClusterSpec> ClusterSpec::Parse(absl::string_view json_text,
   return validated;
 }
 
-absl::StatusOr<ClusterSpec> ClusterSpec::FromFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat(
-        path, ": cannot read the cluster spec file; check the path given to --cluster_spec"));
+absl::StatusOr<ClusterSpec> ClusterSpec::FromFile(const std::string& path, FileSystem* fs) {
+  absl::StatusOr<std::string> text = fs->ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(path, ": cannot read the cluster spec file (",
+                                     text.status().message(),
+                                     "); check the path given to --cluster_spec"));
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  return Parse(text.str(), path);
+  return Parse(*text, path);
 }
 
 absl::StatusOr<ClusterSpec> ClusterSpec::FromProto(const ClusterDef& cluster) {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/file_system.h"
 #include "proto/cluster.pb.h"
 
 namespace ps {
@@ -38,8 +39,9 @@ class ClusterSpec {
   // "TF_CONFIG") and starts every error message. Errors are INVALID_ARGUMENT.
   static absl::StatusOr<ClusterSpec> Parse(absl::string_view json_text, absl::string_view source);
 
-  // Reads and parses a file; a missing file is NOT_FOUND, naming the path.
-  static absl::StatusOr<ClusterSpec> FromFile(const std::string& path);
+  // Reads and parses a file through `fs`; a missing file is NOT_FOUND, naming the path.
+  static absl::StatusOr<ClusterSpec> FromFile(const std::string& path,
+                                              FileSystem* fs = FileSystem::Default());
 
   // Validates a cluster received over the wire, by the same rules as Parse.
   static absl::StatusOr<ClusterSpec> FromProto(const ClusterDef& cluster);

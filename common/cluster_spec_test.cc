@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/testing/fault_injecting_file_system.h"
 
 namespace ps {
 namespace {
@@ -230,6 +231,19 @@ TEST_F(ResolveClusterConfigTest, ErrorsSayWhatIsMissing) {
   EXPECT_NE(config.status().message().find("--task=worker:1: task index 1 is out of range"),
             absl::string_view::npos)
       << config.status();
+}
+
+TEST(ClusterSpecFromFileTest, AnUnreadableFileNamesThePathAndTheFlag) {
+  FaultInjectingFileSystem fs;
+  const std::string path = ::testing::TempDir() + "/hidden_cluster.json";
+  ASSERT_TRUE(fs.WriteFileAtomically(path, R"({"ps": ["h1:1"], "worker": ["h2:1"]})").ok());
+  ASSERT_TRUE(ClusterSpec::FromFile(path, &fs).ok());
+  fs.HideFiles("hidden_cluster.json");
+  absl::StatusOr<ClusterSpec> spec = ClusterSpec::FromFile(path, &fs);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(spec.status().message().find(path), absl::string_view::npos) << spec.status();
+  EXPECT_NE(spec.status().message().find("--cluster_spec"), absl::string_view::npos)
+      << spec.status();
 }
 
 TEST(ClusterSpecExamplesTest, EveryExampleInConfigLoads) {

@@ -9,13 +9,15 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "common/file_system.h"
 
 namespace ps {
 
-// Writes little-endian float32 `values` of `shape` (C order) to `path`.
+// Writes little-endian float32 `values` of `shape` (C order) to `path`, atomically, through
+// `fs`. Errors name the path.
 // REQUIRES: the product of `shape` equals values.size().
 absl::Status WriteNpy(const std::string& path, const std::vector<int64_t>& shape,
-                      absl::Span<const float> values);
+                      absl::Span<const float> values, FileSystem* fs = FileSystem::Default());
 
 }  // namespace ps
 

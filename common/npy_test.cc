@@ -2,19 +2,18 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "common/testing/fault_injecting_file_system.h"
 
 namespace ps {
 namespace {
 
 std::string ReadAll(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> bytes = FileSystem::Default()->ReadFile(path);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *bytes : "";
 }
 
 TEST(NpyTest, WritesVersion1WithAlignedHeader) {
@@ -41,6 +40,16 @@ TEST(NpyTest, VectorShapeHasTrailingComma) {
   ASSERT_TRUE(WriteNpy(path, {3}, std::vector<float>{1, 2, 3}).ok());
   EXPECT_NE(ReadAll(path).find("'shape': (3,)"), std::string::npos);
   EXPECT_FALSE(WriteNpy("/nonexistent/dir/x.npy", {1}, std::vector<float>{1}).ok());
+}
+
+TEST(NpyTest, AFullDiskIsResourceExhaustedNamingTheFile) {
+  FaultInjectingFileSystem fs;
+  fs.FailWrites(".npy");
+  std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/full.npy";
+  absl::Status status = WriteNpy(path, {1}, std::vector<float>{1}, &fs);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(status.message().find(path), std::string::npos) << status;
+  EXPECT_EQ(fs.failed_writes(), 1);
 }
 
 }  // namespace

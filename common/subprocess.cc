@@ -10,12 +10,11 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/file_system.h"
 
 extern char** environ;
 
@@ -93,10 +92,8 @@ std::optional<int> Subprocess::Wait(absl::Duration timeout) {
 }
 
 std::string Subprocess::Output() const {
-  std::ifstream file(output_path_);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = FileSystem::Default()->ReadFile(output_path_);
+  return text.ok() ? *std::move(text) : "";
 }
 
 absl::StatusOr<int> PickUnusedPort() {
@@ -120,11 +117,11 @@ absl::StatusOr<int> PickUnusedPort() {
 absl::StatusOr<int> WaitForPortFile(const std::string& path, absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
-    std::ifstream file(path);
-    std::string text;
+    absl::StatusOr<std::string> text = FileSystem::Default()->ReadFile(path);
     int port = 0;
-    if (file && std::getline(file, text) &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &port) && port > 0) {
+    if (text.ok() &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(text->substr(0, text->find('\n'))), &port) &&
+        port > 0) {
       return port;
     }
     absl::SleepFor(absl::Milliseconds(20));

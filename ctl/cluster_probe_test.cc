@@ -11,17 +11,17 @@ namespace ps {
 namespace {
 
 TEST(ClusterProbeTest, NamesUnreachableTasksAndWrongRoles) {
-  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> server = InProcessPsCluster::Start(1);
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> server =
+      InProcessPsCluster::Start(InProcessPsClusterOptions());
   ASSERT_TRUE(server.ok()) << server.status();
   absl::StatusOr<int> unused = PickUnusedPort();
   ASSERT_TRUE(unused.ok());
-  const int port = (*server)->server(0).bound_port();
-  std::string ps = absl::StrCat("127.0.0.1:", port);
+  std::string ps = (*server)->addresses()[0];
   std::string nothing = absl::StrCat("127.0.0.1:", *unused);
   // The ps server stands where the spec says a worker is, and nothing listens at worker:1.
   absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Parse(
-      absl::StrCat(R"({"ps": [")", ps, R"("], "worker": ["localhost:)", port,
-                   R"(", ")", nothing, R"("]})"),
+      absl::StrCat(R"({"ps": [")", ps, R"("], "worker": ["localhost:)",
+                   (*server)->server(0).bound_port(), R"(", ")", nothing, R"("]})"),
       "test");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   std::vector<std::string> problems = ProbeCluster(*cluster, absl::Seconds(1));

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <google/protobuf/util/message_differencer.h>
@@ -135,13 +135,13 @@ class SweepProgress {
 
 // Whether `dir` holds a finished run of `point`: summary.json says DONE, and job.json holds
 // the point's spec (but for the job id, unique to each run) on as many workers.
-absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir) {
-  nlohmann::json summary = ReadSummary(dir);
+absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir,
+                                 FileSystem* fs) {
+  nlohmann::json summary = ReadSummary(dir, fs);
   if (summary.is_null() || summary.value("state", "") != "DONE") return false;
-  std::ifstream file(dir + "/job.json");
-  std::stringstream text;
-  text << file.rdbuf();
-  nlohmann::json job = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<std::string> text = fs->ReadFile(dir + "/job.json");
+  nlohmann::json job = nlohmann::json::parse(text.ok() ? *text : "", nullptr,
+                                             /*allow_exceptions=*/false);
   bool same = false;
   if (job.is_object() && job.contains("spec")) {
     absl::StatusOr<JobSpec> earlier = ParseJobSpecJson(job["spec"].dump(), dir + "/job.json");
@@ -161,7 +161,7 @@ absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir
   return true;
 }
 
-absl::Status WriteSweepJson(const Sweep& sweep, const std::string& path) {
+absl::Status WriteSweepJson(const Sweep& sweep, const std::string& path, FileSystem* fs) {
   nlohmann::json json;
   json["name"] = sweep.name;
   json["description"] = sweep.description;
@@ -169,10 +169,7 @@ absl::Status WriteSweepJson(const Sweep& sweep, const std::string& path) {
   json["target_loss"] = sweep.target_loss;
   json["repeats"] = sweep.repeats;
   json["settings"] = SettingPaths(sweep);
-  std::ofstream file(path, std::ios::trunc);
-  file << json.dump(2) << "\n";
-  if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+  return fs->WriteFileAtomically(path, json.dump(2) + "\n");
 }
 
 // Runs one point to its end; its output goes to `log`.
@@ -222,23 +219,23 @@ absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& po
       }
     }
   }
-  std::error_code error;
-  std::filesystem::create_directories(options.results_dir + "/logs", error);
-  if (error) {
+  absl::Status created = options.fs->CreateDirectories(options.results_dir + "/logs");
+  if (!created.ok()) {
     return absl::PermissionDeniedError(absl::StrCat("cannot create the results directory ",
-                                                    options.results_dir, ": ", error.message()));
+                                                    options.results_dir, ": ", created.message()));
   }
   std::vector<bool> done(points.size(), false);
   for (size_t i = 0; i < points.size() && !options.overwrite; ++i) {
     absl::StatusOr<bool> earlier =
-        DoneEarlier(points[i], absl::StrCat(options.results_dir, "/", points[i].dir_name));
+        DoneEarlier(points[i], absl::StrCat(options.results_dir, "/", points[i].dir_name),
+                    options.fs);
     if (!earlier.ok()) return earlier.status();
     done[i] = *earlier;
   }
-  absl::Status status = WriteSweepJson(sweep, options.results_dir + "/sweep.json");
+  absl::Status status = WriteSweepJson(sweep, options.results_dir + "/sweep.json", options.fs);
   if (!status.ok()) return status;
   const std::string table = options.results_dir + "/sweep.csv";
-  status = WriteSweepTable(table, sweep, points, options.results_dir);
+  status = WriteSweepTable(table, sweep, points, options.results_dir, options.fs);
   if (!status.ok()) return status;
 
   // Job ids are unique to this run: a long-lived cluster may have seen the sweep before.
@@ -262,12 +259,14 @@ absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& po
       JobSpec spec = point.spec;
       spec.set_job_id(absl::StrCat(spec.job_id(), "-", run_tag));
       // What an earlier, unfinished run left says nothing about this one.
-      std::filesystem::remove(results + "/summary.json", error);
+      std::error_code ignored;
+      std::filesystem::remove(results + "/summary.json", ignored);
       progress.Started(point, results);
       status = RunPoint(sweep, point, spec, options, results, &log);
-      absl::Status written = WriteSweepTable(table, sweep, points, options.results_dir);
+      absl::Status written =
+          WriteSweepTable(table, sweep, points, options.results_dir, options.fs);
       if (absl::IsCancelled(status)) return interrupted;
-      nlohmann::json summary = ReadSummary(results);
+      nlohmann::json summary = ReadSummary(results, options.fs);
       if (summary.is_null()) {
         return absl::Status(status.code(), absl::StrCat("point ", point.id, ": ", status.message(),
                                                         " (psctl's output: ", log_path, ")"));
@@ -279,7 +278,8 @@ absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& po
   }
   int failed = 0;
   for (const SweepPoint& point : points) {
-    nlohmann::json summary = ReadSummary(absl::StrCat(options.results_dir, "/", point.dir_name));
+    nlohmann::json summary =
+        ReadSummary(absl::StrCat(options.results_dir, "/", point.dir_name), options.fs);
     if (summary.is_null() || summary.value("state", "") != "DONE") ++failed;
   }
   *options.out << "sweep " << sweep.name << ": " << points.size() << " points, "

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "common/cluster_spec.h"
+#include "common/file_system.h"
 #include "ctl/local_cluster.h"
 #include "ctl/sweep.h"
 
@@ -34,6 +35,9 @@ struct ExperimentOptions {
   const std::atomic<bool>* interrupted = nullptr;
   std::ostream* out = nullptr;  // Progress: a live bar when `live_line`, else log lines.
   bool live_line = false;
+  // Where sweep.json, sweep.csv and the points' summaries are read and written; a test passes
+  // one that injects faults.
+  FileSystem* fs = FileSystem::Default();
 };
 
 // Runs the points that are not done yet, in order. OK once every point has a result, DONE or

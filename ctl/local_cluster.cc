@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_system.h"
 
 namespace ps {
 namespace {
@@ -57,7 +57,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   absl::StatusOr<ClusterSpec> cluster = ClusterSpec::FromProto(def);
   if (!cluster.ok()) return cluster.status();
   std::unique_ptr<LocalCluster> local(new LocalCluster(options, *cluster));
-  std::ofstream(local->spec_path()) << cluster->ToJson() << "\n";
+  absl::Status written =
+      FileSystem::Default()->WriteFileAtomically(local->spec_path(), cluster->ToJson() + "\n");
+  if (!written.ok()) return written;
 
   for (const auto& [job, binary] : {std::make_pair(std::string(kPsJob), options.ps_server_path),
                                     std::make_pair(std::string(kWorkerJob), options.ps_worker_path)}) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
@@ -16,11 +17,22 @@
 namespace ps {
 namespace {
 
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream file(path, std::ios::trunc);
-  file << text;
-  if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+// `status` of writing a results file, with the fix for a full disk.
+absl::Status WithFix(absl::Status status) {
+  if (!absl::IsResourceExhausted(status)) return status;
+  return absl::ResourceExhaustedError(absl::StrCat(
+      status.message(), ": free space on that disk, or choose another --results"));
+}
+
+// A new file at `path` holding `header`, for rows to be appended.
+absl::StatusOr<std::unique_ptr<AppendableFile>> NewCsv(FileSystem* fs, const std::string& path,
+                                                       absl::string_view header) {
+  absl::StatusOr<std::unique_ptr<AppendableFile>> file = fs->NewAppendableFile(path);
+  if (!file.ok()) return WithFix(file.status());
+  absl::Status status = (*file)->Append(header);
+  if (status.ok()) status = (*file)->Flush();
+  if (!status.ok()) return WithFix(status);
+  return file;
 }
 
 nlohmann::json ProtoToJson(const google::protobuf::Message& message) {
@@ -34,8 +46,8 @@ nlohmann::json ProtoToJson(const google::protobuf::Message& message) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(const std::string& dir,
-                                                                     bool overwrite) {
+absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(
+    const std::string& dir, bool overwrite, const ResultsWriterOptions& options) {
   std::error_code error;
   if (std::filesystem::exists(dir, error) && !std::filesystem::is_empty(dir, error)) {
     if (!overwrite) {
@@ -45,20 +57,22 @@ absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(const std::
     }
     std::filesystem::remove_all(dir, error);
   }
-  std::filesystem::create_directories(std::filesystem::path(dir) / "params", error);
-  if (error) {
+  absl::Status created = options.fs->CreateDirectories(dir + "/params");
+  if (!created.ok()) {
     return absl::PermissionDeniedError(
-        absl::StrCat("cannot create the results directory ", dir, ": ", error.message()));
+        absl::StrCat("cannot create the results directory ", dir, ": ", created.message()));
   }
-  std::unique_ptr<ResultsWriter> writer(new ResultsWriter(dir));
+  std::unique_ptr<ResultsWriter> writer(new ResultsWriter(dir, options.fs));
   absl::MutexLock lock(&writer->mu_);
-  writer->metrics_.open(dir + "/metrics.csv");
-  writer->metrics_ << "time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness\n";
-  writer->eval_.open(dir + "/eval.csv");
-  writer->eval_ << "time_s,step,loss,accuracy,examples\n";
-  if (!writer->metrics_ || !writer->eval_) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot write into ", dir));
-  }
+  absl::StatusOr<std::unique_ptr<AppendableFile>> metrics = NewCsv(
+      options.fs, dir + "/metrics.csv",
+      "time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness\n");
+  if (!metrics.ok()) return metrics.status();
+  writer->metrics_ = *std::move(metrics);
+  absl::StatusOr<std::unique_ptr<AppendableFile>> eval =
+      NewCsv(options.fs, dir + "/eval.csv", "time_s,step,loss,accuracy,examples\n");
+  if (!eval.ok()) return eval.status();
+  writer->eval_ = *std::move(eval);
   return writer;
 }
 
@@ -67,24 +81,37 @@ absl::Status ResultsWriter::WriteJob(const JobSpec& spec, const ClusterSpec& clu
   job["spec"] = ProtoToJson(spec);
   job["cluster"] = nlohmann::json::parse(cluster.ToJson());
   job["version"] = kVersion;
-  return WriteFile(dir_ + "/job.json", job.dump(2) + "\n");
+  return WriteFile("job.json", job.dump(2) + "\n");
+}
+
+absl::Status ResultsWriter::WriteFile(const std::string& name, const std::string& text) {
+  return WithFix(fs_->WriteFileAtomically(absl::StrCat(dir_, "/", name), text));
 }
 
 void ResultsWriter::RecordProgress(const JobProgress& progress) {
   double time_s = absl::ToDoubleSeconds(absl::Now() - start_);
   absl::MutexLock lock(&mu_);
+  // Numbers as an ostream prints them (6 significant digits), as the files always held them.
   if (progress.step() > 0) {
-    metrics_ << time_s << "," << progress.worker() << "," << progress.step() << ","
-             << progress.global_step() << "," << progress.epoch() << "," << progress.loss()
-             << "," << progress.examples_per_second() << "," << progress.staleness() << "\n";
+    std::ostringstream row;
+    row << time_s << "," << progress.worker() << "," << progress.step() << ","
+        << progress.global_step() << "," << progress.epoch() << "," << progress.loss() << ","
+        << progress.examples_per_second() << "," << progress.staleness() << "\n";
+    AppendRow(metrics_.get(), row.str());
   }
   if (progress.worker() == 0 && progress.has_eval() && progress.eval().step() > last_eval_step_) {
     last_eval_step_ = progress.eval().step();
-    eval_ << time_s << "," << progress.eval().step() << "," << progress.eval().loss() << ","
-          << progress.eval().accuracy() << "," << progress.eval().examples() << "\n";
+    std::ostringstream row;
+    row << time_s << "," << progress.eval().step() << "," << progress.eval().loss() << ","
+        << progress.eval().accuracy() << "," << progress.eval().examples() << "\n";
+    AppendRow(eval_.get(), row.str());
   }
-  metrics_.flush();
-  eval_.flush();
+}
+
+void ResultsWriter::AppendRow(AppendableFile* file, const std::string& row) {
+  absl::Status status = file->Append(row);
+  if (status.ok()) status = file->Flush();
+  if (!status.ok() && progress_error_.ok()) progress_error_ = WithFix(status);
 }
 
 absl::Status ResultsWriter::WriteStaleness(const std::vector<JobStats>& shards) {
@@ -98,7 +125,7 @@ absl::Status ResultsWriter::WriteStaleness(const std::vector<JobStats>& shards) 
       }
     }
   }
-  return WriteFile(dir_ + "/staleness.csv", text);
+  return WriteFile("staleness.csv", text);
 }
 
 absl::Status ResultsWriter::WriteParameters(const ParameterSpec& spec,
@@ -106,9 +133,9 @@ absl::Status ResultsWriter::WriteParameters(const ParameterSpec& spec,
   for (const VariableDef& variable : spec.variables()) {
     std::vector<int64_t> shape(variable.shape().begin(), variable.shape().end());
     std::string name = absl::StrReplaceAll(variable.name(), {{"/", "_"}});
-    absl::Status status =
-        WriteNpy(absl::StrCat(dir_, "/params/", name, ".npy"), shape, values.at(variable.name()));
-    if (!status.ok()) return status;
+    absl::Status status = WriteNpy(absl::StrCat(dir_, "/params/", name, ".npy"), shape,
+                                   values.at(variable.name()), fs_);
+    if (!status.ok()) return WithFix(status);
   }
   return absl::OkStatus();
 }
@@ -161,7 +188,10 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   summary["dropped_gradients"] = dropped_total;
   summary["dropped_by_reason"] = dropped;
   summary["rejected_by_reason"] = rejected;
-  return WriteFile(dir_ + "/summary.json", summary.dump(2) + "\n");
+  absl::Status written = WriteFile("summary.json", summary.dump(2) + "\n");
+  if (!written.ok()) return written;
+  absl::MutexLock lock(&mu_);
+  return progress_error_;
 }
 
 }  // namespace ps

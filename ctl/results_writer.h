@@ -8,7 +8,6 @@
 #ifndef PS_CTL_RESULTS_WRITER_H_
 #define PS_CTL_RESULTS_WRITER_H_
 
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/cluster_spec.h"
+#include "common/file_system.h"
 #include "common/variables.h"
 #include "proto/job.pb.h"
 #include "proto/ps_service.pb.h"
@@ -26,34 +26,51 @@
 
 namespace ps {
 
-// Thread-safe.
+struct ResultsWriterOptions {
+  // Where every file is written (job.json, staleness.csv, summary.json and params/*.npy
+  // atomically); a test passes one that injects faults.
+  FileSystem* fs = FileSystem::Default();
+};
+
+// Thread-safe. A file that cannot be written fails its Write* call naming the file;
+// RESOURCE_EXHAUSTED when the disk is full. metrics.csv and eval.csv grow with each
+// RecordProgress; the first failure to write them is returned by WriteSummary.
 class ResultsWriter {
  public:
   // Creates `dir` and its parents. FAILED_PRECONDITION if it exists and is not empty, unless
   // `overwrite`.
-  static absl::StatusOr<std::unique_ptr<ResultsWriter>> Create(const std::string& dir,
-                                                               bool overwrite);
+  static absl::StatusOr<std::unique_ptr<ResultsWriter>> Create(
+      const std::string& dir, bool overwrite, const ResultsWriterOptions& options = {});
 
   const std::string& dir() const { return dir_; }
 
   absl::Status WriteJob(const JobSpec& spec, const ClusterSpec& cluster);
-  // One metrics.csv row; an eval.csv row when the chief reports a new evaluation.
+  // One metrics.csv row; an eval.csv row when the chief reports a new evaluation. A row that
+  // cannot be written is dropped, and the error kept for WriteSummary.
   void RecordProgress(const JobProgress& progress) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteStaleness(const std::vector<JobStats>& shards);
   absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values);
-  // summary.json from the workers' last updates and the shards' statistics.
+  // summary.json from the workers' last updates and the shards' statistics. Then the first
+  // error writing metrics.csv or eval.csv, if any.
   absl::Status WriteSummary(const JobSpec& spec, const std::vector<JobProgress>& last,
                             const std::vector<JobStats>& shards, absl::Duration wall_time);
 
  private:
-  explicit ResultsWriter(std::string dir) : dir_(std::move(dir)) {}
+  ResultsWriter(std::string dir, FileSystem* fs) : dir_(std::move(dir)), fs_(fs) {}
+
+  // Writes `name` in dir_ atomically.
+  absl::Status WriteFile(const std::string& name, const std::string& text);
+  // Appends and flushes `row`; keeps the first error in progress_error_.
+  void AppendRow(AppendableFile* file, const std::string& row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string dir_;
+  FileSystem* const fs_;
   const absl::Time start_ = absl::Now();
   absl::Mutex mu_;
-  std::ofstream metrics_ ABSL_GUARDED_BY(mu_);
-  std::ofstream eval_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<AppendableFile> metrics_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<AppendableFile> eval_ ABSL_GUARDED_BY(mu_);
   int64_t last_eval_step_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status progress_error_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ps

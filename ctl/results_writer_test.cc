@@ -1,6 +1,7 @@
 #include "ctl/results_writer.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "common/testing/fault_injecting_file_system.h"
 
 namespace ps {
 namespace {
@@ -111,6 +114,82 @@ TEST(ResultsWriterTest, SummaryOfAFailedJobSaysFailed) {
   EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
   ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {stopped, failed}, {}, absl::Seconds(1)).ok());
   EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
+}
+
+TEST(ResultsWriterTest, AFullDiskFailsTheWriteNamingTheFileAndTheFix) {
+  FaultInjectingFileSystem fs;
+  ResultsWriterOptions options;
+  options.fs = &fs;
+  std::string dir = Dir("full_disk");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer =
+      ResultsWriter::Create(dir, false, options);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  JobSpec spec;
+  spec.set_job_id("j");
+
+  fs.FailWrites("summary.json");
+  absl::Status status = (*writer)->WriteSummary(spec, {}, {}, absl::Seconds(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(status.message().find(dir + "/summary.json"), absl::string_view::npos) << status;
+  EXPECT_NE(status.message().find("No space left on device"), absl::string_view::npos) << status;
+  EXPECT_NE(status.message().find("--results"), absl::string_view::npos) << status;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/summary.json"));
+
+  fs.FailWrites(".npy", EIO);
+  ParameterSpec parameters;
+  VariableDef* w = parameters.add_variables();
+  w->set_name("layer0/weights");
+  w->add_shape(2);
+  std::vector<float> values = {1, 2};
+  status = (*writer)->WriteParameters(parameters, {{"layer0/weights", absl::MakeSpan(values)}});
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find(dir + "/params/layer0_weights.npy"), absl::string_view::npos)
+      << status;
+  EXPECT_EQ(fs.failed_writes(), 2);
+
+  fs.ClearFaults();
+  EXPECT_TRUE((*writer)->WriteSummary(spec, {}, {}, absl::Seconds(1)).ok());
+}
+
+TEST(ResultsWriterTest, AMetricsRowThatCannotBeWrittenIsReportedBySummary) {
+  FaultInjectingFileSystem fs;
+  ResultsWriterOptions options;
+  options.fs = &fs;
+  std::string dir = Dir("full_disk_metrics");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer =
+      ResultsWriter::Create(dir, false, options);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  JobProgress progress;
+  progress.set_worker(0);
+  progress.set_step(1);
+  (*writer)->RecordProgress(progress);
+  fs.FailWrites("metrics.csv");
+  progress.set_step(2);
+  (*writer)->RecordProgress(progress);
+  fs.ClearFaults();
+  progress.set_step(3);
+  (*writer)->RecordProgress(progress);
+
+  JobSpec spec;
+  absl::Status status = (*writer)->WriteSummary(spec, {progress}, {}, absl::Seconds(1));
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(status.message().find(dir + "/metrics.csv"), absl::string_view::npos) << status;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/summary.json"));  // Written all the same.
+  std::string metrics = Read(dir + "/metrics.csv");
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 3) << metrics;  // Header, 1, 3.
+}
+
+TEST(ResultsWriterTest, CreateNamesAFileItCannotStart) {
+  FaultInjectingFileSystem fs;
+  fs.FailWrites("eval.csv");
+  ResultsWriterOptions options;
+  options.fs = &fs;
+  std::string dir = Dir("full_disk_eval");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer =
+      ResultsWriter::Create(dir, false, options);
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(writer.status().message().find(dir + "/eval.csv"), absl::string_view::npos)
+      << writer.status();
 }
 
 }  // namespace

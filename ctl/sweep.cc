@@ -1,9 +1,7 @@
 #include "ctl/sweep.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/json_util.h>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/file_system.h"
 #include "common/job_schema.h"
 #include "common/job_spec.h"
 
@@ -246,13 +245,13 @@ absl::StatusOr<Sweep> ParseSweep(absl::string_view json, absl::string_view sourc
 }
 
 absl::StatusOr<Sweep> ReadSweepFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot read the sweep file; check the path"));
+  absl::StatusOr<std::string> text = FileSystem::Default()->ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(path, ": cannot read the sweep file (",
+                                     text.status().message(), "); check the path"));
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  return ParseSweep(text.str(), path);
+  return ParseSweep(*text, path);
 }
 
 std::vector<std::string> SettingPaths(const Sweep& sweep) {

@@ -1,9 +1,6 @@
 #include "ctl/sweep_table.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,21 +40,21 @@ std::string Cell(const nlohmann::json& value) {
 
 }  // namespace
 
-nlohmann::json ReadSummary(const std::string& point_dir) {
-  std::ifstream file(point_dir + "/summary.json");
-  if (!file) return nullptr;
-  std::stringstream text;
-  text << file.rdbuf();
-  nlohmann::json summary = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+nlohmann::json ReadSummary(const std::string& point_dir, FileSystem* fs) {
+  absl::StatusOr<std::string> text = fs->ReadFile(point_dir + "/summary.json");
+  if (!text.ok()) return nullptr;
+  nlohmann::json summary = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   return summary.is_object() ? summary : nullptr;
 }
 
-std::optional<double> TimeToTarget(const std::string& eval_csv_path, double target_loss) {
-  std::ifstream file(eval_csv_path);
-  std::string line;
-  if (!std::getline(file, line)) return std::nullopt;  // The header: time_s,step,loss,...
-  while (std::getline(file, line)) {
-    std::vector<std::string> cells = absl::StrSplit(line, ',');
+std::optional<double> TimeToTarget(const std::string& eval_csv_path, double target_loss,
+                                   FileSystem* fs) {
+  absl::StatusOr<std::string> text = fs->ReadFile(eval_csv_path);
+  if (!text.ok()) return std::nullopt;
+  std::vector<absl::string_view> lines = absl::StrSplit(*text, '\n', absl::SkipEmpty());
+  // lines[0] is the header: time_s,step,loss,...
+  for (size_t i = 1; i < lines.size(); ++i) {
+    std::vector<std::string> cells = absl::StrSplit(lines[i], ',');
     double time_s = 0, loss = 0;
     if (cells.size() >= 3 && absl::SimpleAtod(cells[0], &time_s) &&
         absl::SimpleAtod(cells[2], &loss) && loss <= target_loss) {
@@ -69,7 +66,7 @@ std::optional<double> TimeToTarget(const std::string& eval_csv_path, double targ
 
 absl::Status WriteSweepTable(const std::string& path, const Sweep& sweep,
                              const std::vector<SweepPoint>& points,
-                             const std::string& results_dir) {
+                             const std::string& results_dir, FileSystem* fs) {
   const std::vector<std::string> settings = SettingPaths(sweep);
   auto is_setting = [&settings](const std::string& name) {
     return std::find(settings.begin(), settings.end(), name) != settings.end();
@@ -97,29 +94,20 @@ absl::Status WriteSweepTable(const std::string& path, const Sweep& sweep,
     row.push_back(absl::StrCat(point.repeat));
     if (!is_setting("seed")) row.push_back(absl::StrCat(point.spec.seed()));
     std::string dir = absl::StrCat(results_dir, "/", point.dir_name);
-    nlohmann::json summary = ReadSummary(dir);
+    nlohmann::json summary = ReadSummary(dir, fs);
     row.push_back(summary.is_null() ? "PENDING" : Cell(summary.value("state", nlohmann::json())));
     for (const char* column : kSummaryColumns) {
       row.push_back(summary.is_null() ? "" : Cell(summary.value(column, nlohmann::json())));
     }
     std::optional<double> time_to_target;
     if (!summary.is_null() && sweep.target_loss > 0) {
-      time_to_target = TimeToTarget(dir + "/eval.csv", sweep.target_loss);
+      time_to_target = TimeToTarget(dir + "/eval.csv", sweep.target_loss, fs);
     }
     row.push_back(time_to_target.has_value() ? absl::StrCat(*time_to_target) : "");
     for (std::string& cell : row) cell = CsvField(cell);
     absl::StrAppend(&text, absl::StrJoin(row, ","), "\n");
   }
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::trunc);
-    file << text;
-    if (!file) return absl::PermissionDeniedError(absl::StrCat("cannot write ", temporary));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
+  return fs->WriteFileAtomically(path, text);
 }
 
 }  // namespace ps

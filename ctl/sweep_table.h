@@ -15,20 +15,23 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
+#include "common/file_system.h"
 #include "ctl/sweep.h"
 
 namespace ps {
 
 // A point's summary.json, or a null JSON value when it has none (or not a readable one).
-nlohmann::json ReadSummary(const std::string& point_dir);
+nlohmann::json ReadSummary(const std::string& point_dir, FileSystem* fs = FileSystem::Default());
 
 // The `time_s` of the first eval.csv row whose loss is <= `target_loss`; nullopt when none
 // is (or the file is missing).
-std::optional<double> TimeToTarget(const std::string& eval_csv_path, double target_loss);
+std::optional<double> TimeToTarget(const std::string& eval_csv_path, double target_loss,
+                                   FileSystem* fs = FileSystem::Default());
 
-// Writes `path` (replacing it) from the points' directories under `results_dir`.
+// Writes `path` (replacing it atomically) from the points' directories under `results_dir`.
 absl::Status WriteSweepTable(const std::string& path, const Sweep& sweep,
-                             const std::vector<SweepPoint>& points, const std::string& results_dir);
+                             const std::vector<SweepPoint>& points, const std::string& results_dir,
+                             FileSystem* fs = FileSystem::Default());
 
 }  // namespace ps
 

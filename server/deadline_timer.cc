@@ -2,7 +2,8 @@
 
 namespace ps {
 
-DeadlineTimer::DeadlineTimer() : thread_([this] { Run(); }) {}
+DeadlineTimer::DeadlineTimer(const DeadlineTimerOptions& options)
+    : clock_(options.clock), thread_([this] { Run(); }) {}
 
 DeadlineTimer::~DeadlineTimer() {
   {
@@ -37,11 +38,11 @@ void DeadlineTimer::Run() {
       if (stopping_) return true;
       if (pending_.empty()) return false;
       absl::Time first = pending_.begin()->first.first;
-      return first < wake || first <= absl::Now();
+      return first < wake || first <= clock_->Now();
     };
-    mu_.AwaitWithDeadline(absl::Condition(&due_earlier_or_stopping), wake);
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(&due_earlier_or_stopping), wake);
     if (stopping_) return;
-    if (pending_.empty() || pending_.begin()->first.first > absl::Now()) continue;
+    if (pending_.empty() || pending_.begin()->first.first > clock_->Now()) continue;
     auto due = pending_.begin();
     std::function<void()> callback = std::move(due->second);
     deadline_by_handle_.erase(due->first.second);

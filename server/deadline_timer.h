@@ -12,17 +12,24 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace ps {
+
+struct DeadlineTimerOptions {
+  // Whose time the deadlines are on; a test passes a SimulatedClock and expires them by hand.
+  Clock* clock = Clock::Real();
+};
 
 // Thread-safe. Callbacks run on the timer's thread, one at a time, and must not block.
 class DeadlineTimer {
  public:
-  DeadlineTimer();
+  explicit DeadlineTimer(const DeadlineTimerOptions& options = {});
   // Drops callbacks that have not run yet; waits for a running one.
   ~DeadlineTimer();
 
-  // Runs `callback` at `deadline` (at once if it has passed). Returns a handle for Cancel.
+  // Runs `callback` when the clock reaches `deadline` (at once if it has passed). Returns a
+  // handle for Cancel.
   uint64_t Schedule(absl::Time deadline, std::function<void()> callback);
   // Forgets a callback that has not started; no-op otherwise.
   void Cancel(uint64_t handle);
@@ -30,6 +37,7 @@ class DeadlineTimer {
  private:
   void Run();
 
+  Clock* const clock_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;

@@ -6,6 +6,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/testing/simulated_clock.h"
 
 namespace ps {
 namespace {
@@ -68,6 +69,29 @@ TEST(DeadlineTimerTest, CancelledCallbacksDoNotRun) {
     timer.Schedule(absl::Now() + absl::Hours(1), [&] { ++runs; });  // Dropped by the destructor.
   }
   EXPECT_EQ(runs.load(), 0);
+}
+
+TEST(DeadlineTimerTest, CallbacksExpireWhenTheSimulatedClockReachesTheirDeadlines) {
+  SimulatedClock clock;
+  DeadlineTimerOptions options;
+  options.clock = &clock;
+  absl::Notification soon, later;
+  DeadlineTimer timer(options);
+  timer.Schedule(clock.Now() + absl::Hours(1), [&] { later.Notify(); });
+  timer.Schedule(clock.Now() + absl::Seconds(10), [&] { soon.Notify(); });
+
+  clock.Advance(absl::Seconds(9));
+  EXPECT_FALSE(soon.WaitForNotificationWithTimeout(absl::Milliseconds(20)));
+  clock.Advance(absl::Seconds(1));
+  ASSERT_TRUE(soon.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_FALSE(later.HasBeenNotified());
+
+  clock.Advance(absl::Hours(1));
+  ASSERT_TRUE(later.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  // A deadline the clock has passed already runs at once.
+  absl::Notification past;
+  timer.Schedule(clock.Now() - absl::Seconds(1), [&] { past.Notify(); });
+  EXPECT_TRUE(past.WaitForNotificationWithTimeout(absl::Seconds(30)));
 }
 
 }  // namespace

@@ -2,13 +2,12 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/file_system.h"
 #include "common/subprocess.h"
 
 namespace ps {
@@ -64,14 +63,13 @@ std::string TestDir() {
 }
 
 std::string ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
+  absl::StatusOr<std::string> text = FileSystem::Default()->ReadFile(path);
+  return text.ok() ? *std::move(text) : "";
 }
 
 void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::trunc) << text;
+  absl::Status written = FileSystem::Default()->WriteFileAtomically(path, text);
+  EXPECT_TRUE(written.ok()) << written;
 }
 
 nlohmann::json ReadSummary(const std::string& point_dir) {

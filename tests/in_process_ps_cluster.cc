@@ -7,35 +7,30 @@
 namespace ps {
 
 absl::StatusOr<std::unique_ptr<InProcessPsCluster>> InProcessPsCluster::Start(
-    int count, int max_message_bytes) {
+    const InProcessPsClusterOptions& options) {
+  if (options.num_ps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "InProcessPsClusterOptions.num_ps is ", options.num_ps, "; give at least 1"));
+  }
   std::unique_ptr<InProcessPsCluster> cluster(new InProcessPsCluster());
-  for (int ps = 0; ps < count; ++ps) {
-    PsServerOptions options;
-    options.listen_address = "127.0.0.1:0";
-    options.service.ps_index = ps;
-    options.service.num_ps = count;
-    options.max_message_bytes = max_message_bytes;
-    absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
-    if (!server.ok()) return server.status();
-    cluster->addresses_.push_back(absl::StrCat("127.0.0.1:", (*server)->bound_port()));
+  for (int ps = 0; ps < options.num_ps; ++ps) {
+    PsServerOptions server_options = options.server;
+    server_options.listen_address = absl::StrCat(options.host, ":0");
+    server_options.service.ps_index = ps;
+    server_options.service.num_ps = options.num_ps;
+    absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(server_options);
+    if (!server.ok()) {
+      return absl::Status(server.status().code(),
+                          absl::StrCat("ps:", ps, ": ", server.status().message()));
+    }
+    cluster->addresses_.push_back(absl::StrCat(options.host, ":", (*server)->bound_port()));
     cluster->servers_.push_back(*std::move(server));
   }
   return cluster;
 }
 
-PsClientOptions InProcessPsCluster::ClientOptions() const {
-  PsClientOptions options;
-  options.ps_addresses = addresses_;
-  options.call_timeout = absl::Seconds(10);
-  options.wait_timeout = absl::Seconds(10);
-  options.max_attempts = 3;
-  options.initial_backoff = absl::Milliseconds(10);
-  options.max_backoff = absl::Milliseconds(100);
-  return options;
-}
-
-absl::StatusOr<std::unique_ptr<PsClient>> InProcessPsCluster::NewClient() const {
-  return PsClient::Create(ClientOptions());
+void InProcessPsCluster::Shutdown(absl::Duration grace) {
+  for (std::unique_ptr<PsServer>& server : servers_) server->Shutdown(grace);
 }
 
 }  // namespace ps

@@ -1,5 +1,6 @@
-// ps servers started in this process on free ports of 127.0.0.1, for tests and benchmarks that
-// need a real ps service without separate processes: the one way to start them in-process.
+// N ps servers in the calling process, on free ports of one host: the cluster that unit tests,
+// in-process integration tests and benchmarks talk to over real gRPC. Multi-process clusters
+// are ctl/local_cluster's.
 #ifndef PS_TESTS_IN_PROCESS_PS_CLUSTER_H_
 #define PS_TESTS_IN_PROCESS_PS_CLUSTER_H_
 
@@ -8,28 +9,38 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/ps_client.h"
+#include "absl/time/time.h"
 #include "server/ps_server.h"
 
 namespace ps {
 
-// Task i is ps:i of `count`. The servers shut down when the cluster is destroyed. Thread-safe
-// after Start (its accessors are const but for server()).
+struct InProcessPsClusterOptions {
+  int num_ps = 1;
+  // The interface every server listens on; the addresses name it.
+  std::string host = "127.0.0.1";
+  // Every server's options but listen_address, service.ps_index and service.num_ps, which
+  // Start sets for task ps:i of num_ps.
+  PsServerOptions server;
+};
+
+// Not thread-safe: one thread starts, uses and shuts down a cluster. The servers themselves
+// serve calls from any thread.
 class InProcessPsCluster {
  public:
-  // UNAVAILABLE if a server cannot start.
+  // Starts ps:0 .. ps:num_ps-1 on port 0 each. INVALID_ARGUMENT when num_ps < 1; otherwise the
+  // error of the first server that does not start, naming its task; those started are stopped.
   static absl::StatusOr<std::unique_ptr<InProcessPsCluster>> Start(
-      int count, int max_message_bytes = PsServerOptions().max_message_bytes);
+      const InProcessPsClusterOptions& options);
+  // Shuts down the servers still running.
+  ~InProcessPsCluster() = default;
 
-  int size() const { return static_cast<int>(servers_.size()); }
-  // "127.0.0.1:PORT" of each task, in ps order.
+  int num_ps() const { return static_cast<int>(servers_.size()); }
+  // "host:port" of each task, ps:0 first.
   const std::vector<std::string>& addresses() const { return addresses_; }
+  // REQUIRES: 0 <= ps < num_ps().
   PsServer& server(int ps) { return *servers_[ps]; }
-
-  // Client options for these servers with short timeouts and backoff, so that a failure in a
-  // test shows in seconds.
-  PsClientOptions ClientOptions() const;
-  absl::StatusOr<std::unique_ptr<PsClient>> NewClient() const;
+  // Shuts every server down (PsServer::Shutdown); idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
 
  private:
   InProcessPsCluster() = default;

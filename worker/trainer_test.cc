@@ -56,15 +56,18 @@ class TrainerTest : public ::testing::Test {
   static void SetUpTestSuite() { SetCpuComputeThreads(1); }  // Workers share the cores.
 
   void StartServers(int num_ps) {
+    InProcessPsClusterOptions options;
+    options.num_ps = num_ps;
     absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster =
-        InProcessPsCluster::Start(num_ps);
+        InProcessPsCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = *std::move(cluster);
+    servers_ = *std::move(cluster);
+    addresses_ = servers_->addresses();
   }
 
   std::unique_ptr<PsClient> NewClient() {
     PsClientOptions options;
-    options.ps_addresses = cluster_->addresses();
+    options.ps_addresses = addresses_;
     options.wait_timeout = absl::Seconds(20);  // A hang fails the test well before its timeout.
     absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
     EXPECT_TRUE(client.ok()) << client.status();
@@ -146,7 +149,8 @@ class TrainerTest : public ::testing::Test {
     }
   }
 
-  std::unique_ptr<InProcessPsCluster> cluster_;
+  std::vector<std::string> addresses_;
+  std::unique_ptr<InProcessPsCluster> servers_;
 };
 
 TEST_F(TrainerTest, SyncAggregatesEveryWorkerEachStep) {
@@ -420,7 +424,7 @@ TEST_F(TrainerTest, OverlappedCommunicationReportsADeadPs) {
   std::atomic<int> reports{0};
   std::thread killer([&] {
     while (reports.load() < 5) absl::SleepFor(absl::Milliseconds(1));
-    cluster_->server(1).Shutdown(absl::ZeroDuration());
+    servers_->server(1).Shutdown(absl::ZeroDuration());
   });
   std::vector<WorkerRun> runs =
       RunWorkers(spec, 1, nullptr, [&reports](const JobProgress&) { ++reports; });

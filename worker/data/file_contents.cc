@@ -3,12 +3,12 @@
 #include <zlib.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_system.h"
 
 namespace ps {
 namespace data_internal {
@@ -16,9 +16,6 @@ namespace {
 
 constexpr size_t kChunkBytes = size_t{1} << 20;
 
-struct FileCloser {
-  void operator()(std::FILE* file) const { std::fclose(file); }
-};
 struct GzCloser {
   void operator()(gzFile_s* file) const { gzclose(file); }
 };
@@ -27,16 +24,6 @@ absl::Status OpenError(const std::string& path, int error) {
   std::string message = absl::StrCat(path, ": cannot open: ", std::strerror(error));
   if (error == ENOENT) return absl::NotFoundError(message);
   return absl::InvalidArgumentError(message);
-}
-
-absl::Status ReadPlain(const std::string& path, std::FILE* file, std::string* bytes) {
-  std::string chunk(kChunkBytes, '\0');
-  size_t got;
-  while ((got = std::fread(chunk.data(), 1, chunk.size(), file)) > 0) bytes->append(chunk, 0, got);
-  if (std::ferror(file)) {
-    return absl::DataLossError(absl::StrCat(path, ": read failed at byte ", bytes->size()));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status ReadGzip(const std::string& path, std::string* bytes) {
@@ -62,23 +49,20 @@ absl::Status ReadGzip(const std::string& path, std::string* bytes) {
 
 }  // namespace
 
-absl::StatusOr<FileContents> ReadFileContents(const std::string& path) {
-  errno = 0;
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (file == nullptr) return OpenError(path, errno);
+absl::StatusOr<FileContents> ReadFileContents(const std::string& path, FileSystem* fs) {
+  absl::StatusOr<std::string> bytes = fs->ReadFile(path);
+  if (!bytes.ok()) {
+    if (absl::IsNotFound(bytes.status())) return bytes.status();
+    return absl::InvalidArgumentError(bytes.status().message());
+  }
   FileContents contents;
-  unsigned char magic[2] = {0, 0};
-  const size_t magic_bytes = std::fread(magic, 1, sizeof(magic), file.get());
-  if (magic_bytes == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
-    file.reset();
+  if (bytes->size() >= 2 && static_cast<unsigned char>((*bytes)[0]) == 0x1f &&
+      static_cast<unsigned char>((*bytes)[1]) == 0x8b) {
     contents.gzipped = true;
     if (absl::Status status = ReadGzip(path, &contents.bytes); !status.ok()) return status;
     return contents;
   }
-  contents.bytes.assign(reinterpret_cast<const char*>(magic), magic_bytes);
-  if (absl::Status status = ReadPlain(path, file.get(), &contents.bytes); !status.ok()) {
-    return status;
-  }
+  contents.bytes = *std::move(bytes);
   return contents;
 }
 

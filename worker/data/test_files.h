@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include <cstdio>
 #include <string>
+#include <utility>
+
+#include "common/file_system.h"
 
 namespace ps {
 namespace testing_files {
@@ -14,11 +16,8 @@ namespace testing_files {
 // Writes `contents` to the file `name` in TEST_TMPDIR and returns its path.
 inline std::string WriteTestFile(const std::string& name, const std::string& contents) {
   const std::string path = ::testing::TempDir() + name;
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  EXPECT_NE(file, nullptr) << path;
-  if (file == nullptr) return path;
-  EXPECT_EQ(std::fwrite(contents.data(), 1, contents.size(), file), contents.size()) << path;
-  EXPECT_EQ(std::fclose(file), 0) << path;
+  absl::Status written = FileSystem::Default()->WriteFileAtomically(path, contents);
+  EXPECT_TRUE(written.ok()) << written;
   return path;
 }
 
@@ -37,15 +36,9 @@ inline std::string WriteGzipTestFile(const std::string& name, const std::string&
 
 // The bytes of the file at `path` (empty when it cannot be read).
 inline std::string ReadTestFile(const std::string& path) {
-  std::string contents;
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  EXPECT_NE(file, nullptr) << path;
-  if (file == nullptr) return contents;
-  char buffer[4096];
-  size_t got;
-  while ((got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) contents.append(buffer, got);
-  std::fclose(file);
-  return contents;
+  absl::StatusOr<std::string> contents = FileSystem::Default()->ReadFile(path);
+  EXPECT_TRUE(contents.ok()) << contents.status();
+  return contents.ok() ? *std::move(contents) : "";
 }
 
 }  // namespace testing_files

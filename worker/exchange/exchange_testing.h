@@ -26,10 +26,15 @@ class ExchangeTest : public ::testing::Test {
   // `replicas_to_aggregate`, 0 for all).
   void StartJob(ConsistencyConfig::Mode mode, int num_workers = 1,
                 int replicas_to_aggregate = 0) {
-    absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster = InProcessPsCluster::Start(1);
+    absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster =
+        InProcessPsCluster::Start(InProcessPsClusterOptions());
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+    PsClientOptions options;
+    options.ps_addresses = cluster_->addresses();
+    options.call_timeout = absl::Seconds(10);  // A failure shows in seconds.
+    options.wait_timeout = absl::Seconds(10);
+    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
     parameters_.set_job_id("exchange-test");

@@ -28,8 +28,8 @@
 #include "common/partitioner.h"
 #include "common/ps_client.h"
 #include "proto/ps_service.pb.h"
-#include "server/ps_server.h"
 #include "tests/in_process_ps_cluster.h"
+#include "server/ps_server.h"
 
 namespace ps {
 namespace {
@@ -97,6 +97,46 @@ class Tensors {
 
  private:
   std::map<std::string, std::vector<float>> values_;
+};
+
+// `count` ps servers on free ports of 127.0.0.1, task i being ps:i of `count`, and clients
+// for them.
+class LocalCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(
+      int count, int max_message_bytes = PsServerOptions().max_message_bytes) {
+    InProcessPsClusterOptions options;
+    options.num_ps = count;
+    options.server.max_message_bytes = max_message_bytes;
+    absl::StatusOr<std::unique_ptr<InProcessPsCluster>> servers =
+        InProcessPsCluster::Start(options);
+    if (!servers.ok()) return servers.status();
+    return std::unique_ptr<LocalCluster>(new LocalCluster(*std::move(servers)));
+  }
+
+  const std::vector<std::string>& addresses() const { return servers_->addresses(); }
+  PsServer& server(int ps) { return servers_->server(ps); }
+
+  // Short timeouts and backoff, so that a failure shows in seconds.
+  PsClientOptions ClientOptions() const {
+    PsClientOptions options;
+    options.ps_addresses = addresses();
+    options.call_timeout = absl::Seconds(10);
+    options.wait_timeout = absl::Seconds(10);
+    options.max_attempts = 3;
+    options.initial_backoff = absl::Milliseconds(10);
+    options.max_backoff = absl::Milliseconds(100);
+    return options;
+  }
+  absl::StatusOr<std::unique_ptr<PsClient>> NewClient() const {
+    return PsClient::Create(ClientOptions());
+  }
+
+ private:
+  explicit LocalCluster(std::unique_ptr<InProcessPsCluster> servers)
+      : servers_(std::move(servers)) {}
+
+  std::unique_ptr<InProcessPsCluster> servers_;
 };
 
 // A job with SGD at learning rate 1 and small slices (so variables of a few hundred bytes
@@ -196,7 +236,7 @@ TEST(SyncTest, FourWorkersEqualSingleProcessSgdOnTheUnionOfTheirBatches) {
   constexpr int kFeatures = 16;
   constexpr int kBatch = 8;
   constexpr int kSteps = 20;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
 
   ParameterSpec spec = MakeSpec("sync_exact", ConsistencyConfig::SYNC, kWorkers);
@@ -306,7 +346,7 @@ TEST(SyncTest, FourWorkersEqualSingleProcessSgdOnTheUnionOfTheirBatches) {
 TEST(SyncTest, BackupWorkersApplyTwoOfThreeAndDropTheLateOne) {
   constexpr int kSteps = 6;
   constexpr int kMoreSteps = 5;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("backup", ConsistencyConfig::SYNC, 3);
   spec.mutable_consistency()->set_replicas_to_aggregate(2);
@@ -379,7 +419,7 @@ TEST(SyncTest, BackupWorkersApplyTwoOfThreeAndDropTheLateOne) {
 }
 
 TEST(SyncTest, BarrierThatCannotCompleteNamesTheMissingWorker) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   PsClientOptions options = cluster->ClientOptions();
   options.wait_timeout = absl::Milliseconds(500);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, PsClient::Create(options));
@@ -439,7 +479,7 @@ void RoundRobin(
 TEST(AsyncTest, RoundRobinStalenessIsNumWorkersMinusOneAfterTheFirstRound) {
   constexpr int kWorkers = 3;
   constexpr int kRounds = 5;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("async_round_robin", ConsistencyConfig::ASYNC, kWorkers);
   AddVariable(&spec, "w", {64, 8}, InitializerConfig::ZEROS, 0.0f);
@@ -481,7 +521,7 @@ TEST(AsyncTest, RoundRobinStalenessIsNumWorkersMinusOneAfterTheFirstRound) {
 // A worker that pulls again before pushing (the trainer's overlap_communication) tags its push
 // with the versions its gradient was computed from, not those of its last pull.
 TEST(AsyncTest, PushTaggedWithEarlierReadVersionsCountsTheirStaleness) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("async_read_versions", ConsistencyConfig::ASYNC, 1);
   AddVariable(&spec, "w", {64, 8}, InitializerConfig::ZEROS, 0.0f);
@@ -516,7 +556,7 @@ TEST(AsyncTest, PushTaggedWithEarlierReadVersionsCountsTheirStaleness) {
 TEST(AsyncTest, MaxStalenessDropsAndCounts) {
   constexpr int kWorkers = 3;
   constexpr int kRounds = 4;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("async_max_staleness", ConsistencyConfig::ASYNC, kWorkers);
   spec.mutable_consistency()->set_max_staleness(1);
@@ -569,7 +609,7 @@ TEST(AsyncTest, InverseLearningRateDividesByStaleness) {
   constexpr int kWorkers = 3;
   constexpr int kRounds = 4;
   constexpr float kInitial = 100.0f;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("async_inverse", ConsistencyConfig::ASYNC, kWorkers);
   spec.mutable_consistency()->set_staleness_learning_rate(ConsistencyConfig::INVERSE);
@@ -606,7 +646,7 @@ TEST(AsyncTest, InverseLearningRateDividesByStaleness) {
 // SSP and SOFTSYNC
 
 TEST(SspTest, WorkerTooFarAheadWaitsForTheSlowestWorker) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("ssp_bound_2", ConsistencyConfig::SSP, 2);
   spec.mutable_consistency()->set_ssp_bound(2);
@@ -645,7 +685,7 @@ TEST(SspTest, WorkerTooFarAheadWaitsForTheSlowestWorker) {
 
 TEST(SspTest, BoundZeroIsLockstep) {
   constexpr int kClocks = 6;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   // Lockstep waits are short here: one worker's push; a wait of a second means a lost wake-up.
   PsClientOptions options = cluster->ClientOptions();
   options.wait_timeout = absl::Seconds(1);
@@ -702,7 +742,7 @@ TEST(SspTest, BoundZeroIsLockstep) {
 TEST(SoftsyncTest, AppliesTheMeanOfEveryTwoGradients) {
   constexpr int kWorkers = 4;
   constexpr int kRounds = 2;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("softsync", ConsistencyConfig::SOFTSYNC, kWorkers);
   spec.mutable_consistency()->set_softsync_n(2);
@@ -751,7 +791,7 @@ TEST(SoftsyncTest, AppliesTheMeanOfEveryTwoGradients) {
 TEST(ConcurrencyTest, ManyWorkersPushingAtOnceLoseNoUpdate) {
   constexpr int kThreads = 8;
   constexpr int kPushes = 1000;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("concurrent", ConsistencyConfig::ASYNC, kThreads);
   AddVariable(&spec, "w", {64, 4}, InitializerConfig::CONSTANT, 3.0f);
@@ -802,7 +842,7 @@ TEST(ConcurrencyTest, ManyWorkersPushingAtOnceLoseNoUpdate) {
 class BadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(cluster_, InProcessPsCluster::Start(2));
+    ASSERT_OK_AND_ASSIGN(cluster_, LocalCluster::Start(2));
     ASSERT_OK_AND_ASSIGN(client_, cluster_->NewClient());
     spec_ = MakeSpec("bad_input", ConsistencyConfig::ASYNC, 2);
     AddVariable(&spec_, "w", {64, 8}, InitializerConfig::UNIFORM, 1.0f);
@@ -828,7 +868,7 @@ class BadInputTest : public ::testing::Test {
     return stats.ok() ? *std::move(stats) : std::vector<JobStats>();
   }
 
-  std::unique_ptr<InProcessPsCluster> cluster_;
+  std::unique_ptr<LocalCluster> cluster_;
   std::unique_ptr<PsClient> client_;
   ParameterSpec spec_;
   std::unique_ptr<WorkerSession> session_;
@@ -966,7 +1006,7 @@ TEST_F(BadInputTest, CreateJobForTheWrongTaskIsFailedPrecondition) {
 
 TEST(MessageSizeTest, GradientOverTheServersLimitIsResourceExhaustedUnlessChunked) {
   constexpr int kLimit = 64 * 1024;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2, kLimit));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2, kLimit));
   PsClientOptions options = cluster->ClientOptions();
   options.chunk_bytes = 16 * 1024;  // Pulls and pushes in pieces below the limit.
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, PsClient::Create(options));
@@ -1020,7 +1060,7 @@ TEST(MessageSizeTest, GradientOverTheServersLimitIsResourceExhaustedUnlessChunke
 // Lifecycle and transport
 
 TEST(ShutdownTest, ParkedPullEndsUnavailableAndShutdownIsPrompt) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   PsClientOptions options = cluster->ClientOptions();
   options.wait_timeout = absl::Seconds(30);
   options.max_attempts = 2;
@@ -1067,7 +1107,7 @@ TEST(RetryTest, NothingListeningIsUnavailableAfterMaxAttemptsNamingTheShard) {
   int port;
   {
     // A port that was free a moment ago and has nothing listening now.
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> gone, InProcessPsCluster::Start(1));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> gone, LocalCluster::Start(1));
     port = gone->server(0).bound_port();
   }
   PsClientOptions options;
@@ -1089,7 +1129,7 @@ TEST(RetryTest, NothingListeningIsUnavailableAfterMaxAttemptsNamingTheShard) {
 }
 
 TEST(ChunkedPullTest, SmallChunksReadTheSameValuesAsOneBigPull) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   PsClientOptions big_options = cluster->ClientOptions();
   big_options.chunk_bytes = 64 << 20;
   PsClientOptions small_options = cluster->ClientOptions();
@@ -1133,7 +1173,7 @@ TEST(ChunkedPullTest, SmallChunksReadTheSameValuesAsOneBigPull) {
 // PushPull: a push and the next pull in one round trip
 
 TEST(PushPullTest, AnswersWithTheValuesAfterThePush) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("pushpull_async", ConsistencyConfig::ASYNC, 2);
   AddVariable(&spec, "w", {64, 8}, InitializerConfig::CONSTANT, 3.0f);
@@ -1166,7 +1206,7 @@ TEST(PushPullTest, AnswersWithTheValuesAfterThePush) {
 }
 
 TEST(PushPullTest, SyncPullWaitsForTheStepThePushJoined) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("pushpull_sync", ConsistencyConfig::SYNC, 2);
   AddVariable(&spec, "w", {64, 8}, InitializerConfig::ZEROS, 0.0f);
@@ -1196,7 +1236,7 @@ TEST(PushPullTest, SyncPullWaitsForTheStepThePushJoined) {
 }
 
 TEST(PushPullTest, ARejectedPushPullsNothingAndChangesNothing) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, cluster->NewClient());
   ParameterSpec spec = MakeSpec("pushpull_bad", ConsistencyConfig::ASYNC, 1);
   AddVariable(&spec, "w", {64, 8}, InitializerConfig::CONSTANT, 2.0f);
@@ -1223,7 +1263,7 @@ TEST(PushPullTest, ARejectedPushPullsNothingAndChangesNothing) {
 }
 
 TEST(PushPullTest, GradientsOverAChunkGoAsPushThenPull) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> cluster, InProcessPsCluster::Start(2));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2));
   PsClientOptions options = cluster->ClientOptions();
   options.chunk_bytes = 512;  // Below a shard's 1 KiB of w.
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, PsClient::Create(options));

@@ -1,0 +1,128 @@
+#include "common/file_system.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ps {
+namespace {
+
+absl::Status ErrnoError(int error_number, absl::string_view action, const std::string& path) {
+  return absl::ErrnoToStatus(error_number, absl::StrCat("cannot ", action, " ", path));
+}
+
+// Writes all of `contents` to `fd`, retrying short writes and interruptions.
+absl::Status WriteAll(int fd, absl::string_view contents, const std::string& path) {
+  while (!contents.empty()) {
+    ssize_t written = ::write(fd, contents.data(), contents.size());
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError(errno, "write", path);
+    }
+    contents.remove_prefix(static_cast<size_t>(written));
+  }
+  return absl::OkStatus();
+}
+
+// Makes a rename into the directory holding `path` survive a crash.
+absl::Status SyncDirectoryOf(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "sync the directory of", path);
+  absl::Status status;
+  if (::fsync(fd) != 0) status = ErrnoError(errno, "sync the directory of", path);
+  ::close(fd);
+  return status;
+}
+
+class PosixAppendableFile : public AppendableFile {
+ public:
+  PosixAppendableFile(std::string path, std::FILE* file) : path_(std::move(path)), file_(file) {}
+  ~PosixAppendableFile() override { std::fclose(file_); }
+
+  absl::Status Append(absl::string_view data) override {
+    if (std::fwrite(data.data(), 1, data.size(), file_) != data.size()) {
+      return ErrnoError(errno, "write", path_);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Flush() override {
+    if (std::fflush(file_) != 0) return ErrnoError(errno, "write", path_);
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string path_;
+  std::FILE* const file_;
+};
+
+class PosixFileSystem : public FileSystem {
+ public:
+  absl::StatusOr<std::string> ReadFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoError(errno, "read", path);
+    std::string contents;
+    char buffer[1 << 16];
+    while (true) {
+      ssize_t got = ::read(fd, buffer, sizeof(buffer));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        absl::Status status = ErrnoError(errno, "read", path);
+        ::close(fd);
+        return status;
+      }
+      if (got == 0) break;
+      contents.append(buffer, static_cast<size_t>(got));
+    }
+    ::close(fd);
+    return contents;
+  }
+
+  absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) override {
+    const std::string temporary = path + ".tmp";
+    int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoError(errno, "write", path);
+    absl::Status status = WriteAll(fd, contents, path);
+    if (status.ok() && ::fsync(fd) != 0) status = ErrnoError(errno, "write", path);
+    if (::close(fd) != 0 && status.ok()) status = ErrnoError(errno, "write", path);
+    if (status.ok() && std::rename(temporary.c_str(), path.c_str()) != 0) {
+      status = ErrnoError(errno, "write", path);
+    }
+    if (!status.ok()) {
+      std::remove(temporary.c_str());
+      return status;
+    }
+    return SyncDirectoryOf(path);
+  }
+
+  absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(
+      const std::string& path) override {
+    std::FILE* file = std::fopen(path.c_str(), "we");
+    if (file == nullptr) return ErrnoError(errno, "write", path);
+    return std::make_unique<PosixAppendableFile>(path, file);
+  }
+
+  absl::Status CreateDirectories(const std::string& path) override {
+    std::error_code error;
+    std::filesystem::create_directories(path, error);
+    if (error) return ErrnoError(error.value(), "create the directory", path);
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+FileSystem* FileSystem::Default() {
+  static FileSystem* const file_system = new PosixFileSystem();
+  return file_system;
+}
+
+}  // namespace ps

@@ -1,0 +1,55 @@
+// The seam between the code and the disk, as LevelDB's Env: whole-file reads, atomic writes
+// and directories go through a FileSystem, so tests inject a failed write, a full disk or a
+// missing file (common/testing/fault_injecting_file_system.h) without making one.
+#ifndef PS_COMMON_FILE_SYSTEM_H_
+#define PS_COMMON_FILE_SYSTEM_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ps {
+
+// A file written in pieces, for files that grow while a job runs (metrics.csv). Not
+// thread-safe. Errors name the path, as FileSystem's do.
+class AppendableFile {
+ public:
+  // Closes the file.
+  virtual ~AppendableFile() = default;
+
+  virtual absl::Status Append(absl::string_view data) = 0;
+  // Hands what was appended to the operating system, so that readers see it (no fsync).
+  virtual absl::Status Flush() = 0;
+};
+
+// Implementations are thread-safe. Every error message names the path and the system's reason;
+// the code follows the errno (absl::ErrnoToStatus): NOT_FOUND for a missing file,
+// PERMISSION_DENIED, RESOURCE_EXHAUSTED for a full disk (ENOSPC) or quota.
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // The machine's own file system. Never null; never deleted.
+  static FileSystem* Default();
+
+  // The bytes of the file at `path`.
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
+  // Replaces the file at `path` with `contents` all at once: written to a temporary file beside
+  // it ("<path>.tmp"), flushed to the disk (fsync), renamed over `path`, and the directory
+  // synced. On failure `path` keeps what it held and the temporary file is removed.
+  // REQUIRES: no other writer of `path` at the same time (they would share the temporary file).
+  virtual absl::Status WriteFileAtomically(const std::string& path,
+                                           absl::string_view contents) = 0;
+  // Creates the file at `path`, or empties it, for appending.
+  virtual absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(
+      const std::string& path) = 0;
+  // Creates the directory `path` and its missing parents; OK when it exists.
+  virtual absl::Status CreateDirectories(const std::string& path) = 0;
+};
+
+}  // namespace ps
+
+#endif  // PS_COMMON_FILE_SYSTEM_H_

@@ -1,0 +1,69 @@
+#include "common/file_system.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+namespace ps {
+namespace {
+
+std::string TestPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+
+TEST(FileSystemTest, AnAtomicWriteReplacesTheFileAndLeavesNoTemporaryFile) {
+  FileSystem* fs = FileSystem::Default();
+  const std::string path = TestPath("replaced.txt");
+  ASSERT_TRUE(fs->WriteFileAtomically(path, "first version, longer").ok());
+  ASSERT_TRUE(fs->WriteFileAtomically(path, std::string("second\0bytes", 12)).ok());
+  absl::StatusOr<std::string> read = fs->ReadFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(*read, std::string("second\0bytes", 12));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(FileSystemTest, ReadingAMissingFileIsNotFoundNamingThePath) {
+  const std::string path = TestPath("no_such_file.txt");
+  absl::StatusOr<std::string> read = FileSystem::Default()->ReadFile(path);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(read.status().message().find(path), std::string::npos) << read.status();
+}
+
+TEST(FileSystemTest, AWriteIntoAMissingDirectoryFailsNamingThePath) {
+  const std::string path = TestPath("no_such_dir/file.txt");
+  absl::Status status = FileSystem::Default()->WriteFileAtomically(path, "x");
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(status.message().find(path), std::string::npos) << status;
+}
+
+TEST(FileSystemTest, CreatesDirectoriesWithTheirParentsAndAcceptsExistingOnes) {
+  FileSystem* fs = FileSystem::Default();
+  const std::string dir = TestPath("a/b/c");
+  ASSERT_TRUE(fs->CreateDirectories(dir).ok());
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  EXPECT_TRUE(fs->CreateDirectories(dir).ok());
+  ASSERT_TRUE(fs->WriteFileAtomically(TestPath("a/file"), "x").ok());
+  absl::Status status = fs->CreateDirectories(TestPath("a/file/d"));
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(status.message().find(TestPath("a/file/d")), std::string::npos) << status;
+}
+
+TEST(FileSystemTest, AnAppendableFileGrowsWithEachAppendAndStartsEmpty) {
+  FileSystem* fs = FileSystem::Default();
+  const std::string path = TestPath("growing.csv");
+  ASSERT_TRUE(fs->WriteFileAtomically(path, "old contents\n").ok());
+  absl::StatusOr<std::unique_ptr<AppendableFile>> file = fs->NewAppendableFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE((*file)->Append("a,b\n").ok());
+  ASSERT_TRUE((*file)->Flush().ok());
+  EXPECT_EQ(*fs->ReadFile(path), "a,b\n");
+  ASSERT_TRUE((*file)->Append("1,2\n").ok());
+  file->reset();  // Closing flushes.
+  EXPECT_EQ(*fs->ReadFile(path), "a,b\n1,2\n");
+
+  const std::string missing = TestPath("no_such_dir/growing.csv");
+  file = fs->NewAppendableFile(missing);
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(file.status().message().find(missing), std::string::npos) << file.status();
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,102 @@
+#include "common/testing/fault_injecting_file_system.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace ps {
+namespace {
+
+// Meets its file system's write faults before reaching the real file.
+class FaultInjectingAppendableFile : public AppendableFile {
+ public:
+  FaultInjectingAppendableFile(FaultInjectingFileSystem* fs, std::string path,
+                               std::unique_ptr<AppendableFile> file)
+      : fs_(fs), path_(std::move(path)), file_(std::move(file)) {}
+
+  absl::Status Append(absl::string_view data) override {
+    absl::Status injected = fs_->InjectedWriteError(path_);
+    return injected.ok() ? file_->Append(data) : injected;
+  }
+  absl::Status Flush() override {
+    absl::Status injected = fs_->InjectedWriteError(path_);
+    return injected.ok() ? file_->Flush() : injected;
+  }
+
+ private:
+  FaultInjectingFileSystem* const fs_;
+  const std::string path_;
+  const std::unique_ptr<AppendableFile> file_;
+};
+
+}  // namespace
+
+void FaultInjectingFileSystem::FailWrites(const std::string& suffix, int error_number) {
+  absl::MutexLock lock(&mu_);
+  failing_write_suffixes_.insert(suffix);
+  write_error_number_ = error_number;
+}
+
+void FaultInjectingFileSystem::HideFiles(const std::string& suffix) {
+  absl::MutexLock lock(&mu_);
+  hidden_suffixes_.insert(suffix);
+}
+
+void FaultInjectingFileSystem::ClearFaults() {
+  absl::MutexLock lock(&mu_);
+  failing_write_suffixes_.clear();
+  hidden_suffixes_.clear();
+}
+
+int FaultInjectingFileSystem::failed_writes() const {
+  absl::MutexLock lock(&mu_);
+  return failed_writes_;
+}
+
+bool FaultInjectingFileSystem::Matches(const std::set<std::string>& suffixes,
+                                       const std::string& path) {
+  for (const std::string& suffix : suffixes) {
+    if (absl::EndsWith(path, suffix)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::string> FaultInjectingFileSystem::ReadFile(const std::string& path) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (Matches(hidden_suffixes_, path)) {
+      return absl::ErrnoToStatus(ENOENT, absl::StrCat("cannot read ", path));
+    }
+  }
+  return FileSystem::Default()->ReadFile(path);
+}
+
+absl::Status FaultInjectingFileSystem::InjectedWriteError(const std::string& path) {
+  absl::MutexLock lock(&mu_);
+  if (!Matches(failing_write_suffixes_, path)) return absl::OkStatus();
+  ++failed_writes_;
+  return absl::ErrnoToStatus(write_error_number_, absl::StrCat("cannot write ", path));
+}
+
+absl::Status FaultInjectingFileSystem::WriteFileAtomically(const std::string& path,
+                                                           absl::string_view contents) {
+  absl::Status injected = InjectedWriteError(path);
+  if (!injected.ok()) return injected;
+  return FileSystem::Default()->WriteFileAtomically(path, contents);
+}
+
+absl::StatusOr<std::unique_ptr<AppendableFile>> FaultInjectingFileSystem::NewAppendableFile(
+    const std::string& path) {
+  absl::StatusOr<std::unique_ptr<AppendableFile>> file =
+      FileSystem::Default()->NewAppendableFile(path);
+  if (!file.ok()) return file.status();
+  return std::make_unique<FaultInjectingAppendableFile>(this, path, *std::move(file));
+}
+
+absl::Status FaultInjectingFileSystem::CreateDirectories(const std::string& path) {
+  return FileSystem::Default()->CreateDirectories(path);
+}
+
+}  // namespace ps
