@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "common/ps_client.h"
+#include "common/worker_session.h"
 #include "ctl/cluster_probe.h"
 #include "ctl/results_writer.h"
 #include "proto/ps_service.grpc.pb.h"
