@@ -28,7 +28,7 @@ class Follower {
   Follower(const ClusterClient& client, const std::string& job_id, ResultsWriter* results)
       : client_(client), last_(client.num_workers()), results_(results) {
     for (int w = 0; w < client.num_workers(); ++w) {
-      last_[w].set_worker(static_cast<int>(w));
+      last_[w].set_worker(w);
       threads_.emplace_back([this, w, job_id] { Follow(w, job_id); });
     }
   }
