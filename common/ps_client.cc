@@ -1,5 +1,10 @@
 #include "common/ps_client.h"
 
+#include <functional>
+#include <memory>
+
+#include <google/protobuf/message.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/proto_byte_buffer.h"
 
