@@ -48,6 +48,7 @@
 #include "absl/time/time.h"
 #include "common/daemon.h"
 #include "common/ps_client.h"
+#include "common/worker_session.h"
 #include "proto/ps_service.pb.h"
 #include "tests/in_process_ps_cluster.h"
 

@@ -1,200 +1,61 @@
 #include "common/ps_client.h"
 
-#include <algorithm>
-#include <limits>
-#include <optional>
+#include <functional>
+#include <memory>
 
-#include <grpcpp/create_channel.h>
-#include <grpcpp/impl/client_unary_call.h>
-#include <grpcpp/impl/rpc_method.h>
-#include <grpcpp/security/credentials.h>
+#include <google/protobuf/message.h>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "common/grpc_status.h"
-#include "common/host_port.h"
 #include "common/proto_byte_buffer.h"
-#include "common/tensor_coding.h"
 
 namespace ps {
 namespace {
 
-constexpr char kServicePrefix[] = "/ps.ParameterServer/";
+absl::Status IgnoreResponse(const grpc::ByteBuffer&) { return absl::OkStatus(); }
 
-absl::Status Annotate(const absl::Status& status, const std::string& prefix) {
-  return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
-}
-
-// The floats [offset, offset + size) of `spans` concatenated, as pieces of those spans.
-std::vector<absl::Span<const float>> Subspans(const std::vector<absl::Span<const float>>& spans,
-                                              int64_t offset, int64_t size) {
-  std::vector<absl::Span<const float>> pieces;
-  for (absl::Span<const float> span : spans) {
-    const int64_t length = static_cast<int64_t>(span.size());
-    if (size > 0 && offset < length) {
-      const int64_t take = std::min(size, length - offset);
-      pieces.push_back(span.subspan(offset, take));
-      size -= take;
-      offset = 0;
-    } else {
-      offset -= std::min(offset, length);
-    }
-  }
-  return pieces;
+// A job-management call of `method` to shard `ps`, sending `request` (copied).
+PsConnections::Call AdminCall(
+    const PsConnections& connections, int ps, const std::string& method,
+    const google::protobuf::Message& request,
+    std::function<absl::Status(const grpc::ByteBuffer&)> on_response = IgnoreResponse) {
+  std::shared_ptr<google::protobuf::Message> copy(request.New());
+  copy->CopyFrom(request);
+  return PsConnections::Call{ps, method, [copy] { return SerializeToByteBuffer(*copy); },
+                             std::move(on_response), connections.options().call_timeout, 0};
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options) {
-  if (options.ps_addresses.empty()) {
-    return absl::InvalidArgumentError("no ps addresses: the cluster needs at least one ps task");
-  }
-  std::unique_ptr<PsClient> client(new PsClient(options));
-  for (size_t ps = 0; ps < options.ps_addresses.size(); ++ps) {
-    absl::StatusOr<HostPort> address = ParseHostPort(options.ps_addresses[ps]);
-    if (!address.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("ps:", ps, ": ", address.status().message()));
-    }
-    client->connections_.emplace_back();
-    for (int c = 0; c < std::max(1, options.connections_per_ps); ++c) {
-      grpc::ChannelArguments arguments;
-      arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
-      arguments.SetMaxSendMessageSize(options.max_message_bytes);
-      // A distinct argument per connection keeps gRPC from sharing one TCP connection.
-      arguments.SetInt("ps.connection_index", c);
-      Connection connection;
-      connection.channel = grpc::CreateCustomChannel(
-          address->ToString(), grpc::InsecureChannelCredentials(), arguments);
-      connection.stub = std::make_unique<grpc::GenericStub>(connection.channel);
-      client->connections_.back().push_back(std::move(connection));
-    }
-  }
-  return client;
-}
-
-std::string PsClient::ShardName(int ps) const {
-  return absl::StrCat("ps:", ps, " (", options_.ps_addresses[ps], ")");
-}
-
-absl::Status PsClient::RunCalls(std::vector<Call> calls) {
-  struct InFlight {
-    grpc::ClientContext context;
-    grpc::ByteBuffer request;
-    grpc::ByteBuffer response;
-    grpc::Status status;
-    absl::Status handled;  // What on_response returned, for an OK status.
-  };
-  if (calls.empty()) return absl::OkStatus();
-  std::vector<size_t> pending(calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) pending[i] = i;
-  absl::Duration backoff = options_.initial_backoff;
-  for (int attempt = 1;; ++attempt) {
-    std::vector<std::unique_ptr<InFlight>> in_flight;
-    for (size_t index : pending) {
-      const Call& call = calls[index];
-      auto state = std::make_unique<InFlight>();
-      state->context.set_deadline(absl::ToChronoTime(absl::Now() + call.timeout));
-      state->request = call.make_request();
-      in_flight.push_back(std::move(state));
-    }
-    auto connection_for = [this](const Call& call) -> const Connection& {
-      const std::vector<Connection>& shard = connections_[call.ps];
-      return shard[call.connection % shard.size()];
-    };
-    // Handled as soon as the response is in, so that decoding one overlaps the others.
-    auto handle = [](const Call& call, InFlight* raw) {
-      if (raw->status.ok()) {
-        raw->handled = call.on_response(raw->response);
-        raw->response.Clear();
-      }
-    };
-    // Every call but the last goes out through the callback API and is handled on a gRPC
-    // thread; the last is made on this thread, which saves a thread switch on each side of the
-    // common single call.
-    absl::Mutex mu;
-    size_t remaining = pending.size() - 1;
-    for (size_t i = 0; i + 1 < pending.size(); ++i) {
-      const Call& call = calls[pending[i]];
-      InFlight* raw = in_flight[i].get();
-      connection_for(call).stub->UnaryCall(
-          &raw->context, kServicePrefix + call.method, grpc::StubOptions(), &raw->request,
-          &raw->response, [raw, &call, &mu, &remaining, &handle](grpc::Status status) {
-            raw->status = std::move(status);
-            handle(call, raw);
-            absl::MutexLock lock(&mu);
-            --remaining;
-          });
-    }
-    {
-      const Call& call = calls[pending.back()];
-      InFlight* raw = in_flight.back().get();
-      const std::string path = kServicePrefix + call.method;
-      raw->status = grpc::internal::BlockingUnaryCall(
-          connection_for(call).channel.get(),
-          grpc::internal::RpcMethod(path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC),
-          &raw->context, raw->request, &raw->response);
-      handle(call, raw);
-    }
-    {
-      absl::MutexLock lock(&mu);
-      mu.Await(absl::Condition(
-          +[](size_t* left) { return *left == 0; }, &remaining));
-    }
-    absl::Status first_error;
-    std::vector<size_t> retry;
-    for (size_t i = 0; i < pending.size(); ++i) {
-      const Call& call = calls[pending[i]];
-      InFlight& state = *in_flight[i];
-      std::string prefix = absl::StrCat(ShardName(call.ps), ": ", call.method, ": ");
-      absl::Status status = FromGrpcStatus(state.status);
-      if (status.ok()) {
-        status = state.handled;
-      } else if (absl::IsUnavailable(status) && attempt < options_.max_attempts) {
-        retry.push_back(pending[i]);
-        continue;
-      } else if (absl::IsUnavailable(status)) {
-        status = absl::UnavailableError(absl::StrCat(
-            status.message(), " (after ", attempt, " attempts; is the ps task running there?)"));
-      }
-      if (!status.ok() && first_error.ok()) first_error = Annotate(status, prefix);
-    }
-    if (!first_error.ok()) return first_error;
-    if (retry.empty()) return absl::OkStatus();
-    absl::SleepFor(backoff);
-    backoff = std::min(2 * backoff, options_.max_backoff);
-    pending = std::move(retry);
-  }
+  absl::StatusOr<std::unique_ptr<PsConnections>> connections = PsConnections::Create(options);
+  if (!connections.ok()) return connections.status();
+  return std::unique_ptr<PsClient>(new PsClient(*std::move(connections)));
 }
 
 absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec) {
   absl::StatusOr<Placement> placement = PlaceVariables(spec, num_ps());
   if (!placement.ok()) return placement.status();
-  std::vector<Call> calls;
+  std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
     CreateJobRequest request;
     *request.mutable_spec() = spec;
     request.set_num_ps(num_ps());
     request.set_ps_index(ps);
-    calls.push_back(Call{ps, "CreateJob", [request] { return SerializeToByteBuffer(request); },
-                         [](const grpc::ByteBuffer&) { return absl::OkStatus(); },
-                         options_.call_timeout, 0});
+    calls.push_back(AdminCall(*connections_, ps, "CreateJob", request));
   }
-  absl::Status status = RunCalls(std::move(calls));
+  absl::Status status = connections_->RunCalls(std::move(calls));
   if (!status.ok()) return status;
   return placement;
 }
 
 absl::Status PsClient::DeleteJob(const std::string& job_id) {
+  DeleteJobRequest request;
+  request.set_job_id(job_id);
   int not_found = 0;
   absl::Status first_error;
   for (int ps = 0; ps < num_ps(); ++ps) {
-    DeleteJobRequest request;
-    request.set_job_id(job_id);
-    absl::Status status = RunCalls({Call{ps, "DeleteJob",
-                                         [request] { return SerializeToByteBuffer(request); },
-                                         [](const grpc::ByteBuffer&) { return absl::OkStatus(); },
-                                         options_.call_timeout, 0}});
+    absl::Status status =
+        connections_->RunCalls({AdminCall(*connections_, ps, "DeleteJob", request)});
     if (absl::IsNotFound(status)) {
       ++not_found;
     } else if (!status.ok() && first_error.ok()) {
@@ -212,382 +73,27 @@ absl::Status PsClient::LeaveJob(const std::string& job_id, int worker) {
   LeaveJobRequest request;
   request.set_job_id(job_id);
   request.set_worker(worker);
-  std::vector<Call> calls;
+  std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
-    calls.push_back(Call{ps, "LeaveJob", [request] { return SerializeToByteBuffer(request); },
-                         [](const grpc::ByteBuffer&) { return absl::OkStatus(); },
-                         options_.call_timeout, 0});
+    calls.push_back(AdminCall(*connections_, ps, "LeaveJob", request));
   }
-  return RunCalls(std::move(calls));
+  return connections_->RunCalls(std::move(calls));
 }
 
 absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& job_id) {
-  std::vector<JobStats> stats(num_ps());
-  std::vector<Call> calls;
   JobStatsRequest request;
   request.set_job_id(job_id);
+  std::vector<JobStats> stats(num_ps());
+  std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
-    calls.push_back(Call{ps, "GetJobStats", [request] { return SerializeToByteBuffer(request); },
-                         [&stats, ps](const grpc::ByteBuffer& response) {
-                           return ParseFromByteBuffer(response, &stats[ps]);
-                         },
-                         options_.call_timeout, 0});
+    calls.push_back(AdminCall(*connections_, ps, "GetJobStats", request,
+                              [&stats, ps](const grpc::ByteBuffer& response) {
+                                return ParseFromByteBuffer(response, &stats[ps]);
+                              }));
   }
-  absl::Status status = RunCalls(std::move(calls));
+  absl::Status status = connections_->RunCalls(std::move(calls));
   if (!status.ok()) return status;
   return stats;
-}
-
-absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(PsClient* client,
-                                                                     const ParameterSpec& spec,
-                                                                     int worker) {
-  if (worker < 0 || worker >= spec.num_workers()) {
-    return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " is out of range: job \"",
-                                                   spec.job_id(), "\" has ", spec.num_workers(),
-                                                   " workers"));
-  }
-  absl::StatusOr<Placement> placement = PlaceVariables(spec, client->num_ps());
-  if (!placement.ok()) return placement.status();
-  return std::unique_ptr<WorkerSession>(
-      new WorkerSession(client, spec, worker, *std::move(placement)));
-}
-
-WorkerSession::WorkerSession(PsClient* client, const ParameterSpec& spec, int worker,
-                             Placement placement)
-    : client_(client),
-      spec_(spec),
-      worker_(worker),
-      placement_(std::move(placement)),
-      read_versions_(client->num_ps(), 0) {
-  for (const VariableDef& variable : spec_.variables()) {
-    int64_t row_size = 1;
-    for (int i = 1; i < variable.shape_size(); ++i) row_size *= variable.shape(i);
-    variable_row_size_[variable.name()] = row_size;
-    variable_elements_[variable.name()] = row_size * variable.shape(0);
-  }
-}
-
-template <typename T>
-absl::StatusOr<absl::Span<T>> WorkerSession::SliceOf(
-    const absl::flat_hash_map<std::string, absl::Span<T>>& variables, const std::string& variable,
-    int64_t row_begin, int64_t row_count) const {
-  auto it = variables.find(variable);
-  if (it == variables.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("variable \"", variable, "\" of job \"", spec_.job_id(), "\" is missing"));
-  }
-  int64_t expected = variable_elements_.at(variable);
-  if (static_cast<int64_t>(it->second.size()) != expected) {
-    return absl::InvalidArgumentError(absl::StrCat("variable \"", variable, "\" has ",
-                                                   it->second.size(), " values; its shape has ",
-                                                   expected));
-  }
-  int64_t row_size = variable_row_size_.at(variable);
-  return it->second.subspan(row_begin * row_size, row_count * row_size);
-}
-
-absl::Status WorkerSession::CheckVariables(const MutableVariables& out) const {
-  for (const auto& [name, elements] : variable_elements_) {
-    absl::StatusOr<absl::Span<float>> whole = SliceOf(out, name, 0, 0);
-    if (!whole.ok()) return whole.status();
-  }
-  return absl::OkStatus();
-}
-
-PullRequest WorkerSession::MakePullRequest(const PullOptions& options) const {
-  PullRequest request;
-  request.set_job_id(spec_.job_id());
-  request.set_worker(worker_);
-  request.set_step(options.step);
-  request.set_clock(options.clock);
-  request.set_wait_timeout_ms(absl::ToInt64Milliseconds(client_->options().wait_timeout));
-  return request;
-}
-
-std::vector<SliceRef> WorkerSession::ShardSlices(int ps) const {
-  std::vector<SliceRef> refs;
-  for (int index : placement_.SlicesOn(ps)) {
-    const SlicePlacement& slice = placement_.slices[index];
-    SliceRef ref;
-    ref.set_variable(slice.variable);
-    ref.set_row_begin(slice.row_begin);
-    ref.set_row_count(slice.row_count);
-    refs.push_back(std::move(ref));
-  }
-  return refs;
-}
-
-int64_t WorkerSession::ChunkFloats() const {
-  return std::max<int64_t>(1,
-                           client_->options().chunk_bytes / static_cast<int64_t>(sizeof(float)));
-}
-
-int64_t WorkerSession::PushChunks(int ps) const {
-  const int64_t total = ShardFloats(ps);
-  const int64_t chunk_floats = ChunkFloats();
-  return total > chunk_floats ? (total + chunk_floats - 1) / chunk_floats : 1;
-}
-
-int64_t WorkerSession::ShardFloats(int ps) const {
-  int64_t floats = 0;
-  for (int index : placement_.SlicesOn(ps)) floats += placement_.slices[index].num_elements();
-  return floats;
-}
-
-absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
-                                         const std::vector<SliceRef>& expected,
-                                         const MutableVariables& out,
-                                         PullResponseHeader* header) const {
-  return DecodeTensorMessage(
-      bytes, header,
-      [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
-        // The row ranges asked for: chunks decode in parallel into disjoint parts of `out`.
-        bool same = header->slices_size() == static_cast<int>(expected.size());
-        for (int i = 0; same && i < header->slices_size(); ++i) {
-          const SliceRef& got = header->slices(i);
-          same = got.variable() == expected[i].variable() &&
-                 got.row_begin() == expected[i].row_begin() &&
-                 got.row_count() == expected[i].row_count();
-        }
-        if (!same) return absl::InternalError("the response's slices differ from the request's");
-        std::vector<absl::Span<float>> destinations;
-        for (const SliceRef& ref : header->slices()) {
-          absl::StatusOr<absl::Span<float>> span =
-              SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
-          if (!span.ok()) return span.status();
-          destinations.push_back(*span);
-        }
-        return destinations;
-      });
-}
-
-void WorkerSession::PullState::Record(int ps, const PullResponseHeader& header) {
-  absl::MutexLock lock(&mu);
-  result.versions[ps] = std::min(result.versions[ps], header.version());
-  result.step = std::min(result.step, header.step());
-}
-
-WorkerSession::PullState::PullState(int num_ps) {
-  result.versions.assign(num_ps, std::numeric_limits<int64_t>::max());
-  result.step = std::numeric_limits<int64_t>::max();
-}
-
-WorkerSession::PullResult WorkerSession::PullState::Finish() {
-  for (int64_t& version : result.versions) {
-    if (version == std::numeric_limits<int64_t>::max()) version = 0;  // A shard holding nothing.
-  }
-  if (result.step == std::numeric_limits<int64_t>::max()) result.step = 0;
-  return result;
-}
-
-void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariables& out,
-                                 PullState* state, std::vector<PsClient::Call>* calls) const {
-  const PsClientOptions& client_options = client_->options();
-  for (int ps = 0; ps < client_->num_ps(); ++ps) {
-    // Row ranges of at most chunk_bytes (at least one row), packed into requests of up to
-    // chunk_bytes each.
-    std::vector<PullRequest> requests(1);
-    int64_t request_bytes = 0;
-    for (int index : placement_.SlicesOn(ps)) {
-      const SlicePlacement& slice = placement_.slices[index];
-      int64_t row_bytes = slice.row_size * static_cast<int64_t>(sizeof(float));
-      int64_t rows_per_chunk = std::max<int64_t>(1, client_options.chunk_bytes / row_bytes);
-      for (int64_t row = slice.row_begin; row < slice.row_begin + slice.row_count;
-           row += rows_per_chunk) {
-        int64_t rows = std::min(rows_per_chunk, slice.row_begin + slice.row_count - row);
-        if (request_bytes > 0 && request_bytes + rows * row_bytes > client_options.chunk_bytes) {
-          requests.emplace_back();
-          request_bytes = 0;
-        }
-        SliceRef* ref = requests.back().add_slices();
-        ref->set_variable(slice.variable);
-        ref->set_row_begin(row);
-        ref->set_row_count(rows);
-        request_bytes += rows * row_bytes;
-      }
-    }
-    for (size_t chunk = 0; chunk < requests.size(); ++chunk) {
-      if (requests[chunk].slices().empty()) continue;  // A shard holding nothing of this job.
-      PullRequest request = MakePullRequest(options);
-      request.mutable_slices()->Swap(requests[chunk].mutable_slices());
-      std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
-      calls->push_back(PsClient::Call{
-          ps, "Pull", [request] { return SerializeToByteBuffer(request); },
-          [this, expected, ps, &out, state](const grpc::ByteBuffer& bytes) {
-            PullResponseHeader header;
-            absl::Status status = DecodeValues(bytes, expected, out, &header);
-            if (status.ok()) state->Record(ps, header);
-            return status;
-          },
-          client_options.wait_timeout + client_options.call_timeout,
-          static_cast<int>(chunk)});
-    }
-  }
-}
-
-absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions& options,
-                                                              const MutableVariables& out) {
-  absl::Status status = CheckVariables(out);
-  if (!status.ok()) return status;
-  PullState state(client_->num_ps());
-  std::vector<PsClient::Call> calls;
-  AddPullCalls(options, out, &state, &calls);
-  status = client_->RunCalls(std::move(calls));
-  if (!status.ok()) return status;
-  PullResult result = state.Finish();
-  read_versions_ = result.versions;
-  return result;
-}
-
-void WorkerSession::PushState::Record(int ps, PushResponse response) {
-  if (response.outcome() == PushResponse::RECEIVED) return;  // Not the push's outcome.
-  absl::MutexLock lock(&mu);
-  responses[ps] = std::move(response);
-}
-
-absl::StatusOr<std::vector<PushResponse>> WorkerSession::PushState::Finish(
-    const WorkerSession& session, int64_t push_id) {
-  std::vector<PushResponse> result(responses.size());
-  for (size_t ps = 0; ps < responses.size(); ++ps) {
-    if (session.placement_.SlicesOn(static_cast<int>(ps)).empty()) continue;
-    if (!responses[ps].has_value()) {
-      return absl::InternalError(absl::StrCat(
-          "ps:", ps, ": Push: every chunk of push ", push_id,
-          " was answered RECEIVED, none with the push's outcome (a chunk was lost on a retry?)"));
-    }
-    result[ps] = *std::move(responses[ps]);
-  }
-  return result;
-}
-
-absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
-    int ps, const PushOptions& options, const ConstVariables& gradients, int64_t push_id) const {
-  if (!options.read_versions.empty() &&
-      options.read_versions.size() != read_versions_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "PushOptions.read_versions has ", options.read_versions.size(),
-        " versions but the job is on ", read_versions_.size(),
-        " ps shards: give one per shard, or none for the last pull's"));
-  }
-  ShardPush push;
-  push.header.set_job_id(spec_.job_id());
-  push.header.set_worker(worker_);
-  push.header.set_push_id(push_id);
-  push.header.set_read_version(options.read_versions.empty() ? read_versions_[ps]
-                                                             : options.read_versions[ps]);
-  push.header.set_step(options.step);
-  push.header.set_clock(options.clock);
-  for (const SliceRef& ref : ShardSlices(ps)) {
-    *push.header.add_slices() = ref;
-    absl::StatusOr<absl::Span<const float>> span =
-        SliceOf(gradients, ref.variable(), ref.row_begin(), ref.row_count());
-    if (!span.ok()) return span.status();
-    push.tensors.push_back(*span);
-  }
-  return push;
-}
-
-absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
-                                         const ConstVariables& gradients, int64_t push_id,
-                                         PushState* state,
-                                         std::vector<PsClient::Call>* calls) const {
-  const int64_t chunk_floats = ChunkFloats();
-  for (int ps = 0; ps < client_->num_ps(); ++ps) {
-    if (placement_.SlicesOn(ps).empty()) continue;
-    absl::StatusOr<ShardPush> push = MakeShardPush(ps, options, gradients, push_id);
-    if (!push.ok()) return push.status();
-    // Large gradients go in chunks over the shard's connections, so that the server decodes
-    // one while the next is in transit (see PushRequestHeader.total_chunks).
-    const int64_t total = ShardFloats(ps);
-    const int64_t num_chunks = PushChunks(ps);
-    for (int64_t chunk = 0; chunk < num_chunks; ++chunk) {
-      auto header = std::make_shared<PushRequestHeader>(push->header);
-      auto pieces = std::make_shared<std::vector<absl::Span<const float>>>(push->tensors);
-      if (num_chunks > 1) {
-        const int64_t offset = chunk * chunk_floats;
-        const int64_t size = std::min(chunk_floats, total - offset);
-        header->set_total_chunks(static_cast<int32_t>(num_chunks));
-        header->set_chunk_offset(offset);
-        header->set_chunk_size(size);
-        *pieces = Subspans(push->tensors, offset, size);
-      }
-      calls->push_back(PsClient::Call{
-          ps, "Push",
-          // The gradients stay alive and unchanged until the call returns (Push's contract).
-          [header, pieces] { return EncodeTensorMessage(*header, *pieces, nullptr); },
-          [state, ps](const grpc::ByteBuffer& bytes) {
-            PushResponse response;
-            absl::Status status = ParseFromByteBuffer(bytes, &response);
-            if (status.ok()) state->Record(ps, std::move(response));
-            return status;
-          },
-          client_->options().call_timeout, static_cast<int>(chunk)});
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(const PushOptions& options,
-                                                              const ConstVariables& gradients) {
-  const int64_t push_id = next_push_id_++;
-  PushState state(client_->num_ps());
-  std::vector<PsClient::Call> calls;
-  absl::Status status = AddPushCalls(options, gradients, push_id, &state, &calls);
-  if (!status.ok()) return status;
-  status = client_->RunCalls(std::move(calls));
-  if (!status.ok()) return status;
-  return state.Finish(*this, push_id);
-}
-
-absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
-    const PushOptions& push_options, const ConstVariables& gradients,
-    const PullOptions& pull_options, const MutableVariables& out) {
-  absl::Status status = CheckVariables(out);
-  if (!status.ok()) return status;
-  bool small = true;
-  for (int ps = 0; ps < client_->num_ps(); ++ps) small = small && PushChunks(ps) == 1;
-  PushPullResult result;
-  if (!small) {  // Chunks, which PushPull does not take: two round trips.
-    absl::StatusOr<std::vector<PushResponse>> pushed = Push(push_options, gradients);
-    if (!pushed.ok()) return pushed.status();
-    absl::StatusOr<PullResult> pulled = Pull(pull_options, out);
-    if (!pulled.ok()) return pulled.status();
-    result.pushed = *std::move(pushed);
-    result.pulled = *std::move(pulled);
-    return result;
-  }
-  const int64_t push_id = next_push_id_++;
-  PushState push_state(client_->num_ps());
-  PullState pull_state(client_->num_ps());
-  std::vector<PsClient::Call> calls;
-  for (int ps = 0; ps < client_->num_ps(); ++ps) {
-    if (placement_.SlicesOn(ps).empty()) continue;
-    absl::StatusOr<ShardPush> push = MakeShardPush(ps, push_options, gradients, push_id);
-    if (!push.ok()) return push.status();
-    *push->header.mutable_then_pull() = MakePullRequest(pull_options);
-    auto shared = std::make_shared<ShardPush>(*std::move(push));
-    std::vector<SliceRef> expected = ShardSlices(ps);
-    calls.push_back(PsClient::Call{
-        ps, "PushPull",
-        [shared] { return EncodeTensorMessage(shared->header, shared->tensors, nullptr); },
-        [this, expected, ps, &out, &push_state, &pull_state](const grpc::ByteBuffer& bytes) {
-          PullResponseHeader header;
-          absl::Status status = DecodeValues(bytes, expected, out, &header);
-          if (!status.ok()) return status;
-          push_state.Record(ps, header.push());
-          pull_state.Record(ps, header);
-          return absl::OkStatus();
-        },
-        client_->options().wait_timeout + client_->options().call_timeout, 0});
-  }
-  status = client_->RunCalls(std::move(calls));
-  if (!status.ok()) return status;
-  absl::StatusOr<std::vector<PushResponse>> pushed = push_state.Finish(*this, push_id);
-  if (!pushed.ok()) return pushed.status();
-  result.pushed = *std::move(pushed);
-  result.pulled = pull_state.Finish();
-  read_versions_ = result.pulled.versions;
-  return result;
 }
 
 }  // namespace ps

@@ -1,93 +1,72 @@
 #include "ctl/cluster_probe.h"
 
+#include <memory>
 #include <thread>
 
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
-
 #include "absl/strings/str_cat.h"
-#include "proto/health.grpc.pb.h"
-#include "proto/ps_service.grpc.pb.h"
-#include "proto/worker_service.grpc.pb.h"
+#include "ctl/cluster_client.h"
 
 namespace ps {
 namespace {
 
-void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
+using ::grpc::health::v1::HealthCheckResponse;
 
 // "" when the task is up, healthy and of its role; else the problem.
-std::string ProbeTask(const std::string& job, int index, const std::string& address,
-                      absl::Duration timeout) {
-  std::string task = absl::StrCat(job, ":", index, " (", address, ")");
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout))) {
-    return absl::StrCat(task, ": unreachable within ", absl::FormatDuration(timeout),
+std::string ProbeTask(const ClusterClient& client, absl::string_view job, int index) {
+  const std::string task = client.TaskName(job, index);
+  if (!client.WaitForConnected(job, index)) {
+    return absl::StrCat(task, ": unreachable within ",
+                        absl::FormatDuration(client.options().status_timeout),
                         "; is the daemon running there, and is the port open?");
   }
-  {
-    grpc::ClientContext context;
-    SetDeadline(&context, timeout);
-    grpc::health::v1::HealthCheckRequest request;
-    grpc::health::v1::HealthCheckResponse response;
-    grpc::Status status =
-        grpc::health::v1::Health::NewStub(channel)->Check(&context, request, &response);
-    if (!status.ok() ||
-        response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
-      return absl::StrCat(task, ": not healthy (",
-                          status.ok() ? grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
-                                            response.status())
-                                      : status.error_message(),
-                          "); restart the daemon");
-    }
+  absl::StatusOr<HealthCheckResponse::ServingStatus> health = client.CheckHealth(job, index);
+  if (!health.ok()) {
+    return absl::StrCat(health.status().message(), "; not healthy: restart the daemon");
   }
-  grpc::ClientContext context;
-  SetDeadline(&context, timeout);
-  grpc::Status status;
+  if (*health != HealthCheckResponse::SERVING) {
+    return absl::StrCat(task, ": not healthy (", HealthCheckResponse::ServingStatus_Name(*health),
+                        "); restart the daemon");
+  }
+  absl::Status status;
   if (job == kPsJob) {
-    ListJobsRequest request;
-    ListJobsResponse response;
-    status = ParameterServer::NewStub(channel)->ListJobs(&context, request, &response);
+    status = client.ListJobs(index).status();
   } else {
-    WorkerStatusRequest request;
-    WorkerStatus response;
-    status = Worker::NewStub(channel)->GetStatus(&context, request, &response);
-    if (status.ok() && response.worker() != index) {
-      return absl::StrCat(task, ": this is worker:", response.worker(),
-                          ", not worker:", index, "; the daemons use a different ClusterSpec");
+    absl::StatusOr<WorkerStatus> worker = client.GetWorkerStatus(index);
+    if (worker.ok() && worker->worker() != index) {
+      return absl::StrCat(task, ": this is worker:", worker->worker(), ", not worker:", index,
+                          "; the daemons use a different ClusterSpec");
     }
+    status = worker.status();
   }
-  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+  if (absl::IsUnimplemented(status)) {
     return absl::StrCat(task, ": not a ", job == kPsJob ? "ps_server" : "ps_worker",
                         " (it does not serve the ", job, " service); start ",
                         job == kPsJob ? "ps_server --task=ps:" : "ps_worker --task=worker:",
                         index, " there");
   }
-  if (!status.ok()) return absl::StrCat(task, ": ", status.error_message());
-  return "";
+  return std::string(status.message());
 }
 
 }  // namespace
 
 std::vector<std::string> ProbeCluster(const ClusterSpec& cluster, absl::Duration timeout) {
+  ClusterClientOptions options;
+  options.status_timeout = timeout;
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster, options);
+  if (!client.ok()) return {std::string(client.status().message())};
   struct Probe {
-    std::string job;
+    absl::string_view job;
     int index;
-    std::string address;
     std::string problem;
   };
   std::vector<Probe> probes;
   for (absl::string_view job : {kPsJob, kWorkerJob}) {
-    const std::vector<std::string>& tasks = cluster.Tasks(job);
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      probes.push_back({std::string(job), static_cast<int>(i), tasks[i], ""});
-    }
+    for (int i = 0; i < cluster.NumTasks(job); ++i) probes.push_back({job, i, ""});
   }
   std::vector<std::thread> threads;
   for (Probe& probe : probes) {
     threads.emplace_back(
-        [&probe, timeout] { probe.problem = ProbeTask(probe.job, probe.index, probe.address, timeout); });
+        [&probe, &client] { probe.problem = ProbeTask(**client, probe.job, probe.index); });
   }
   for (std::thread& thread : threads) thread.join();
   std::vector<std::string> problems;

@@ -3,53 +3,32 @@
 #include <thread>
 #include <vector>
 
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
+#include <grpcpp/client_context.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "common/grpc_status.h"
 #include "common/job_schema.h"
 #include "common/ps_client.h"
+#include "common/worker_session.h"
+#include "ctl/cluster_client.h"
 #include "ctl/cluster_probe.h"
 #include "ctl/results_writer.h"
-#include "proto/ps_service.grpc.pb.h"
-#include "proto/worker_service.grpc.pb.h"
+#include "proto/ps_service.pb.h"
+#include "proto/worker_service.pb.h"
 
 namespace ps {
 namespace {
 
-constexpr absl::Duration kCallTimeout = absl::Seconds(30);
-
-std::vector<std::unique_ptr<Worker::Stub>> WorkerStubs(const ClusterSpec& cluster) {
-  std::vector<std::unique_ptr<Worker::Stub>> stubs;
-  for (const std::string& address : cluster.Tasks(kWorkerJob)) {
-    stubs.push_back(
-        Worker::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())));
-  }
-  return stubs;
-}
-
-void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
-
-absl::StatusOr<std::unique_ptr<PsClient>> ConnectPs(const ClusterSpec& cluster) {
-  PsClientOptions options;
-  options.ps_addresses = cluster.Tasks(kPsJob);
-  options.max_attempts = 2;
-  return PsClient::Create(options);
-}
-
 // Follows every worker's progress stream until each reports a final state.
 class Follower {
  public:
-  Follower(const ClusterSpec& cluster, const std::string& job_id, ResultsWriter* results)
-      : stubs_(WorkerStubs(cluster)), last_(stubs_.size()), results_(results) {
-    for (size_t w = 0; w < stubs_.size(); ++w) {
-      last_[w].set_worker(static_cast<int>(w));
+  // `client` must outlive the follower.
+  Follower(const ClusterClient& client, const std::string& job_id, ResultsWriter* results)
+      : client_(client), last_(client.num_workers()), results_(results) {
+    for (int w = 0; w < client.num_workers(); ++w) {
+      last_[w].set_worker(w);
       threads_.emplace_back([this, w, job_id] { Follow(w, job_id); });
     }
   }
@@ -60,12 +39,12 @@ class Follower {
 
   bool AllFinal() {
     absl::MutexLock lock(&mu_);
-    return finished_ == static_cast<int>(stubs_.size());
+    return finished_ == client_.num_workers();
   }
   bool WaitAllFinal(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     auto all = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return finished_ == static_cast<int>(stubs_.size());
+      return finished_ == client_.num_workers();
     };
     return mu_.AwaitWithTimeout(absl::Condition(&all), timeout);
   }
@@ -75,36 +54,32 @@ class Follower {
   }
 
  private:
-  void Follow(size_t worker, const std::string& job_id) {
+  void Follow(int worker, const std::string& job_id) {
     auto context = std::make_unique<grpc::ClientContext>();
     grpc::ClientContext* raw = context.get();
     {
       absl::MutexLock lock(&mu_);
       contexts_.push_back(std::move(context));
     }
-    WatchJobRequest request;
-    request.set_job_id(job_id);
-    auto reader = stubs_[worker]->WatchJob(raw, request);
-    JobProgress progress;
-    while (reader->Read(&progress)) {
-      if (results_ != nullptr) results_->RecordProgress(progress);
-      absl::MutexLock lock(&mu_);
-      last_[worker] = progress;
-    }
-    grpc::Status status = reader->Finish();
+    absl::Status status =
+        client_.WatchJob(worker, job_id, raw, [this, worker](const JobProgress& progress) {
+          if (results_ != nullptr) results_->RecordProgress(progress);
+          absl::MutexLock lock(&mu_);
+          last_[worker] = progress;
+        });
     absl::MutexLock lock(&mu_);
     if (last_[worker].state() == JobProgress::RUNNING) {
       // The stream broke before a final state: the worker died or went away.
       last_[worker].set_state(JobProgress::FAILED);
-      last_[worker].set_error_code(status.ok() ? static_cast<int>(grpc::StatusCode::UNAVAILABLE)
-                                               : status.error_code());
+      last_[worker].set_error_code(status.ok() ? static_cast<int>(absl::StatusCode::kUnavailable)
+                                               : static_cast<int>(status.code()));
       last_[worker].set_error(absl::StrCat("lost the progress stream: ",
-                                           status.ok() ? "it ended early" : status.error_message()));
+                                           status.ok() ? "it ended early" : status.message()));
     }
     ++finished_;
   }
 
-  std::vector<std::unique_ptr<Worker::Stub>> stubs_;
+  const ClusterClient& client_;
   std::vector<std::thread> threads_;
   absl::Mutex mu_;
   std::vector<JobProgress> last_ ABSL_GUARDED_BY(mu_);
@@ -138,6 +113,63 @@ std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& la
                          staleness, elapsed, eta, eval);
 }
 
+// The shards' final statistics and parameters into `results` (unless the job was stopped
+// there, when they are gone).
+std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSpec& spec,
+                                        ResultsWriter* results) {
+  absl::StatusOr<std::vector<JobStats>> stats = client.ps()->GetJobStats(spec.job_id());
+  if (!stats.ok()) return {};
+  results->WriteStaleness(*stats).IgnoreError();
+  const ParameterSpec& parameters = (*stats)[0].spec();
+  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+      WorkerSession::Create(client.ps(), parameters, 0);
+  if (!session.ok()) return *std::move(stats);
+  std::vector<std::vector<float>> storage;
+  MutableVariables values;
+  for (const VariableDef& variable : parameters.variables()) {
+    int64_t count = 1;
+    for (int64_t dimension : variable.shape()) count *= dimension;
+    storage.emplace_back(count);
+    values[variable.name()] = absl::MakeSpan(storage.back());
+  }
+  WorkerSession::PullOptions pull;
+  pull.step = 0;  // Never waits: every mode answers at once for step and clock 0.
+  if ((*session)->Pull(pull, values).ok()) {
+    results->WriteParameters(parameters, values).IgnoreError();
+  }
+  return *std::move(stats);
+}
+
+// The one-line status of a task: "ps:0 (h:2222): up, ..." or why it is down.
+std::string TaskLine(const ClusterClient& client, absl::string_view job, int index,
+                     const absl::Status& status, const std::string& up) {
+  if (!status.ok()) return absl::StrCat(status.message(), " [DOWN]\n");
+  return absl::StrCat(client.TaskName(job, index), ": ", up, "\n");
+}
+
+// The report lines of `job_id` on ps task `ps`.
+std::string ShardReport(const ClusterClient& client, int ps, const std::string& job_id) {
+  absl::StatusOr<JobStats> stats = client.GetJobStats(ps, job_id);
+  if (!stats.ok()) return absl::StrCat("  ", job_id, ": ", stats.status().message(), "\n");
+  std::vector<std::string> clocks, dropped;
+  for (const WorkerStats& worker : stats->workers()) clocks.push_back(absl::StrCat(worker.clock()));
+  for (const auto& [reason, count] : stats->dropped()) {
+    dropped.push_back(absl::StrCat(reason, "=", count));
+  }
+  std::string report = absl::StrCat(
+      "  ", job_id, ": ", ConsistencyConfig::Mode_Name(stats->mode()), " version ",
+      stats->version(), ", step ", stats->step(), ", gradients applied ",
+      stats->applied_gradients(), ", staleness mean ",
+      absl::StrFormat("%.2f", stats->staleness().mean()), " max ", stats->staleness().max(),
+      ", worker clocks [", absl::StrJoin(clocks, ", "), "], dropped [",
+      absl::StrJoin(dropped, ", "), "]");
+  if (stats->mode() == ConsistencyConfig::SYNC && stats->parked_pulls() > 0) {
+    absl::StrAppend(&report, ", barrier waiting for workers [",
+                    absl::StrJoin(stats->waiting_for(), ", "), "]");
+  }
+  return absl::StrCat(report, "\n");
+}
+
 }  // namespace
 
 absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
@@ -150,6 +182,8 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
     return absl::UnavailableError(
         absl::StrCat("the cluster is not ready:\n  ", absl::StrJoin(problems, "\n  ")));
   }
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
+  if (!client.ok()) return client.status();
   std::unique_ptr<ResultsWriter> results;
   if (!options.detach) {
     absl::StatusOr<std::unique_ptr<ResultsWriter>> created =
@@ -161,22 +195,17 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
   }
 
   const absl::Time start = absl::Now();
-  std::vector<std::unique_ptr<Worker::Stub>> stubs = WorkerStubs(cluster);
   StartJobRequest request;
   *request.mutable_spec() = spec;
   *request.mutable_cluster() = cluster.ToProto();
-  for (size_t w = 0; w < stubs.size(); ++w) {
-    grpc::ClientContext context;
-    SetDeadline(&context, kCallTimeout);
-    StartJobResponse response;
-    grpc::Status started = stubs[w]->StartJob(&context, request, &response);
+  for (int w = 0; w < (*client)->num_workers(); ++w) {
+    absl::StatusOr<StartJobResponse> started = (*client)->StartJob(w, request);
     if (!started.ok()) {
       if (w > 0) StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
-      return absl::Status(FromGrpcStatus(started).code(),
-                          absl::StrCat("worker:", w, " (", cluster.Tasks(kWorkerJob)[w],
-                                       ") did not start the job: ", started.error_message()));
+      return absl::Status(started.status().code(),
+                          absl::StrCat(started.status().message(), "; the job was not started"));
     }
-    out << "worker:" << w << " started job " << spec.job_id() << " on " << response.device()
+    out << "worker:" << w << " started job " << spec.job_id() << " on " << started->device()
         << "\n";
   }
   if (options.detach) {
@@ -186,7 +215,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
 
   bool interrupted = false;
   {
-    Follower follower(cluster, spec.job_id(), results.get());
+    Follower follower(**client, spec.job_id(), results.get());
     absl::Time last_line = absl::InfinitePast();
     bool stopped = false;
     while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
@@ -222,34 +251,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
     std::vector<JobProgress> last = follower.Last();
     out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
 
-    // Final statistics and parameters from the ps shards (unless the job was stopped there).
-    std::vector<JobStats> shards;
-    absl::StatusOr<std::unique_ptr<PsClient>> ps = ConnectPs(cluster);
-    if (ps.ok()) {
-      absl::StatusOr<std::vector<JobStats>> stats = (*ps)->GetJobStats(spec.job_id());
-      if (stats.ok()) {
-        shards = *std::move(stats);
-        results->WriteStaleness(shards).IgnoreError();
-        const ParameterSpec& parameters = shards[0].spec();
-        absl::StatusOr<std::unique_ptr<WorkerSession>> session =
-            WorkerSession::Create(ps->get(), parameters, 0);
-        if (session.ok()) {
-          std::vector<std::vector<float>> storage;
-          MutableVariables values;
-          for (const VariableDef& variable : parameters.variables()) {
-            int64_t count = 1;
-            for (int64_t dimension : variable.shape()) count *= dimension;
-            storage.emplace_back(count);
-            values[variable.name()] = absl::MakeSpan(storage.back());
-          }
-          WorkerSession::PullOptions pull;
-          pull.step = 0;  // Never waits: every mode answers at once for step and clock 0.
-          if ((*session)->Pull(pull, values).ok()) {
-            results->WriteParameters(parameters, values).IgnoreError();
-          }
-        }
-      }
-    }
+    std::vector<JobStats> shards = WriteShardResults(**client, spec, results.get());
     results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();
     out << "results in " << results->dir() << "\n";
 
@@ -268,30 +270,23 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
 }
 
 absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& job_id) {
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
+  if (!client.ok()) return client.status();
   int found = 0;
   std::vector<std::string> errors;
-  std::vector<std::unique_ptr<Worker::Stub>> stubs = WorkerStubs(cluster);
-  for (size_t w = 0; w < stubs.size(); ++w) {
-    grpc::ClientContext context;
-    SetDeadline(&context, absl::Seconds(5));
-    StopJobRequest request;
-    request.set_job_id(job_id);
-    StopJobResponse response;
-    grpc::Status status = stubs[w]->StopJob(&context, request, &response);
+  for (int w = 0; w < (*client)->num_workers(); ++w) {
+    absl::Status status = (*client)->StopJob(w, job_id);
     if (status.ok()) {
       ++found;
-    } else if (status.error_code() != grpc::StatusCode::NOT_FOUND) {
-      errors.push_back(absl::StrCat("worker:", w, ": ", status.error_message()));
+    } else if (!absl::IsNotFound(status)) {
+      errors.push_back(std::string(status.message()));
     }
   }
-  absl::StatusOr<std::unique_ptr<PsClient>> ps = ConnectPs(cluster);
-  if (ps.ok()) {
-    absl::Status deleted = (*ps)->DeleteJob(job_id);
-    if (deleted.ok()) {
-      ++found;
-    } else if (!absl::IsNotFound(deleted)) {
-      errors.push_back(std::string(deleted.message()));
-    }
+  absl::Status deleted = (*client)->ps()->DeleteJob(job_id);
+  if (deleted.ok()) {
+    ++found;
+  } else if (!absl::IsNotFound(deleted)) {
+    errors.push_back(std::string(deleted.message()));
   }
   if (!errors.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
   if (found == 0) {
@@ -302,58 +297,25 @@ absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& jo
 }
 
 std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id) {
+  absl::StatusOr<std::unique_ptr<ClusterClient>> created = ClusterClient::Create(cluster);
+  if (!created.ok()) return absl::StrCat(created.status().message(), "\n");
+  const ClusterClient& client = **created;
   std::string report;
-  const std::vector<std::string>& ps_addresses = cluster.Tasks(kPsJob);
-  for (size_t i = 0; i < ps_addresses.size(); ++i) {
-    auto stub = ParameterServer::NewStub(
-        grpc::CreateChannel(ps_addresses[i], grpc::InsecureChannelCredentials()));
-    grpc::ClientContext context;
-    SetDeadline(&context, absl::Seconds(3));
-    ListJobsRequest request;
-    ListJobsResponse response;
-    grpc::Status status = stub->ListJobs(&context, request, &response);
-    absl::StrAppend(&report, "ps:", i, " (", ps_addresses[i], "): ",
-                    status.ok() ? absl::StrCat("up, jobs: [", absl::StrJoin(response.job_ids(), ", "), "]")
-                                : absl::StrCat("DOWN (", status.error_message(), ")"),
-                    "\n");
-    if (!status.ok() || job_id.empty()) continue;
-    grpc::ClientContext stats_context;
-    SetDeadline(&stats_context, absl::Seconds(3));
-    JobStatsRequest stats_request;
-    stats_request.set_job_id(job_id);
-    JobStats stats;
-    status = stub->GetJobStats(&stats_context, stats_request, &stats);
-    if (!status.ok()) {
-      absl::StrAppend(&report, "  ", job_id, ": ", status.error_message(), "\n");
-      continue;
-    }
-    std::vector<std::string> clocks, dropped;
-    for (const WorkerStats& worker : stats.workers()) clocks.push_back(absl::StrCat(worker.clock()));
-    for (const auto& [reason, count] : stats.dropped()) dropped.push_back(absl::StrCat(reason, "=", count));
-    absl::StrAppend(&report, "  ", job_id, ": ", ConsistencyConfig::Mode_Name(stats.mode()),
-                    " version ", stats.version(), ", step ", stats.step(), ", gradients applied ",
-                    stats.applied_gradients(), ", staleness mean ",
-                    absl::StrFormat("%.2f", stats.staleness().mean()), " max ",
-                    stats.staleness().max(), ", worker clocks [", absl::StrJoin(clocks, ", "),
-                    "], dropped [", absl::StrJoin(dropped, ", "), "]");
-    if (stats.mode() == ConsistencyConfig::SYNC && stats.parked_pulls() > 0) {
-      absl::StrAppend(&report, ", barrier waiting for workers [",
-                      absl::StrJoin(stats.waiting_for(), ", "), "]");
-    }
-    absl::StrAppend(&report, "\n");
+  for (int ps = 0; ps < client.num_ps(); ++ps) {
+    absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
+    absl::StrAppend(&report,
+                    TaskLine(client, kPsJob, ps, jobs.status(),
+                             jobs.ok() ? absl::StrCat("up, jobs: [",
+                                                      absl::StrJoin(jobs->job_ids(), ", "), "]")
+                                       : ""));
+    if (jobs.ok() && !job_id.empty()) absl::StrAppend(&report, ShardReport(client, ps, job_id));
   }
-  std::vector<std::unique_ptr<Worker::Stub>> stubs = WorkerStubs(cluster);
-  for (size_t w = 0; w < stubs.size(); ++w) {
-    grpc::ClientContext context;
-    SetDeadline(&context, absl::Seconds(3));
-    WorkerStatusRequest request;
-    WorkerStatus response;
-    grpc::Status status = stubs[w]->GetStatus(&context, request, &response);
-    absl::StrAppend(&report, "worker:", w, " (", cluster.Tasks(kWorkerJob)[w], "): ",
-                    status.ok() ? absl::StrCat("up on ", response.device())
-                                : absl::StrCat("DOWN (", status.error_message(), ")"),
-                    "\n");
-    for (const JobProgress& job : response.jobs()) {
+  for (int w = 0; w < client.num_workers(); ++w) {
+    absl::StatusOr<WorkerStatus> status = client.GetWorkerStatus(w);
+    absl::StrAppend(&report, TaskLine(client, kWorkerJob, w, status.status(),
+                                      status.ok() ? absl::StrCat("up on ", status->device()) : ""));
+    if (!status.ok()) continue;
+    for (const JobProgress& job : status->jobs()) {
       if (!job_id.empty() && job.job_id() != job_id) continue;
       absl::StrAppend(&report, "  ", job.job_id(), ": ", JobProgress::State_Name(job.state()),
                       " step ", job.step(), ", loss ", absl::StrFormat("%.4f", job.loss()),

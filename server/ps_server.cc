@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_deadline.h"
 #include "common/grpc_server.h"
 #include "common/host_port.h"
 
@@ -32,7 +33,7 @@ void PsServer::Shutdown(absl::Duration grace) {
   if (stopped_ || server_ == nullptr) return;  // Stopped, or never started.
   stopped_ = true;
   service_->Shutdown();
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  server_->Shutdown(GrpcDeadline(grace));
 }
 
 void PsServer::Wait() { server_->Wait(); }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/ps_client.h"
+#include "common/worker_session.h"
 #include "common/subprocess.h"
 
 namespace ps {

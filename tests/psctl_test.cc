@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/substitute.h"
+#include "common/grpc_deadline.h"
 #include "common/subprocess.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "proto/worker_service.grpc.pb.h"
@@ -470,7 +471,7 @@ class PsctlClusterTest : public ::testing::Test {
     std::vector<std::string> jobs;
     for (size_t i = 0; i < ps_.size(); ++i) {
       grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      context.set_deadline(GrpcDeadline(absl::Seconds(5)));
       ListJobsResponse response;
       grpc::Status status = ps_[i]->ListJobs(&context, ListJobsRequest(), &response);
       EXPECT_TRUE(status.ok()) << status.error_message();
@@ -480,7 +481,7 @@ class PsctlClusterTest : public ::testing::Test {
     }
     for (size_t w = 0; w < workers_.size(); ++w) {
       grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      context.set_deadline(GrpcDeadline(absl::Seconds(5)));
       WorkerStatus response;
       grpc::Status status = workers_[w]->GetStatus(&context, WorkerStatusRequest(), &response);
       EXPECT_TRUE(status.ok()) << status.error_message();

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cluster_spec.h"
+#include "common/grpc_deadline.h"
 #include "common/subprocess.h"
 #include "proto/worker_service.grpc.pb.h"
 
@@ -100,7 +101,7 @@ class TrainEndToEndTest : public ::testing::Test {
   std::vector<JobProgress> RunJob(const JobSpec& spec) {
     for (auto& worker : workers_) {
       grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      context.set_deadline(GrpcDeadline(absl::Seconds(30)));
       StartJobRequest request;
       *request.mutable_spec() = spec;
       *request.mutable_cluster() = cluster_;
@@ -112,7 +113,7 @@ class TrainEndToEndTest : public ::testing::Test {
     std::vector<JobProgress> last(workers_.size());
     for (size_t w = 0; w < workers_.size(); ++w) {
       grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(240));
+      context.set_deadline(GrpcDeadline(absl::Seconds(240)));
       WatchJobRequest request;
       request.set_job_id(spec.job_id());
       auto reader = workers_[w]->WatchJob(&context, request);

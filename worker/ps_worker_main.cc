@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
+#include "common/grpc_deadline.h"
 #include "common/grpc_server.h"
 #include "common/host_port.h"
 #include "worker/compute/cpu_threads.h"
@@ -99,7 +100,7 @@ int Run() {
   int signal = ps::WaitForStopSignal();
   LOG(INFO) << "signal " << signal << ": stopping jobs";
   service.StopAll();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Shutdown(ps::GrpcDeadline(absl::Seconds(5)));
   LOG(INFO) << "stopped";
   return 0;
 }

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "common/ps_client.h"
+#include "common/worker_session.h"
 #include "proto/job.pb.h"
 #include "proto/worker_service.pb.h"
 #include "worker/compute/compute_backend.h"

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/ps_client.h"
+#include "common/worker_session.h"
 #include "proto/job.pb.h"
 #include "proto/parameter.pb.h"
 #include "worker/exchange/exchange.h"

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "common/ps_client.h"
+#include "common/worker_session.h"
 #include "proto/parameter.pb.h"
 #include "tests/in_process_ps_cluster.h"
 #include "worker/host_variables.h"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/ps_client.h"
+#include "common/worker_session.h"
 #include "proto/ps_service.pb.h"
 
 namespace ps {

@@ -1,0 +1,98 @@
+// Connections to every ps task of a cluster, and the engine that makes a batch of calls over
+// them in parallel. PsClient (job management) and WorkerSession (pulls and pushes) are built
+// on it.
+//
+// Every call carries a deadline. A call that fails with UNAVAILABLE is made again with
+// exponential backoff (the callers only hand in calls that are safe to repeat: the server drops
+// a repeated push_id). Errors name the shard ("ps:1 (10.0.0.2:2222): Push: ...") and keep the
+// server's status code.
+#ifndef PS_COMMON_PS_CONNECTIONS_H_
+#define PS_COMMON_PS_CONNECTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ps {
+
+struct PsClientOptions {
+  // Task i of the "ps" job listens on ps_addresses[i].
+  std::vector<std::string> ps_addresses;
+  // Deadline of every call that does not wait (and the transfer part of those that do).
+  absl::Duration call_timeout = absl::Seconds(30);
+  // How long a pull may wait at a barrier or SSP bound before the server says who it waits for.
+  absl::Duration wait_timeout = absl::Seconds(60);
+  // Attempts per call on UNAVAILABLE, with backoff doubling from initial_backoff up to
+  // max_backoff.
+  int max_attempts = 5;
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
+  // Pulls of more than this many bytes from one shard are split into row ranges of about this
+  // size, fetched in parallel: larger chunks mean fewer calls, smaller ones more parallelism.
+  int64_t chunk_bytes = 4 << 20;
+  // TCP connections per ps task; chunks are spread over them.
+  int connections_per_ps = 2;
+  // Must match the servers' --max_message_mb.
+  int max_message_bytes = 1 << 30;
+};
+
+// Thread-safe.
+class PsConnections {
+ public:
+  // INVALID_ARGUMENT for no address or a malformed one. Connections are made lazily.
+  static absl::StatusOr<std::unique_ptr<PsConnections>> Create(const PsClientOptions& options);
+
+  int num_ps() const { return static_cast<int>(options_.ps_addresses.size()); }
+  const PsClientOptions& options() const { return options_; }
+  // "ps:1 (10.0.0.2:2222)": how errors name shard `ps`.
+  std::string ShardName(int ps) const;
+
+  // One call to be made to one shard's ParameterServer service.
+  struct Call {
+    int ps = 0;
+    std::string method;  // "Pull", "Push", ...
+    // Builds the request; called once per attempt.
+    std::function<grpc::ByteBuffer()> make_request;
+    // Handles an OK response; an error fails the call (not retried). Runs as soon as this
+    // call's response is in, possibly at the same time as other calls' handlers.
+    std::function<absl::Status(const grpc::ByteBuffer&)> on_response;
+    absl::Duration timeout;
+    int connection = 0;  // Which of the shard's connections to use.
+  };
+  // Makes `calls` in parallel, retrying those that fail with UNAVAILABLE, and returns the first
+  // error (annotated with the shard and method) or OK when all succeeded. The last call of each
+  // attempt is made and handled on the calling thread (no thread switch for a single call); the
+  // others' handlers run on gRPC threads.
+  absl::Status RunCalls(std::vector<Call> calls);
+
+ private:
+  struct Connection {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<grpc::GenericStub> stub;  // Over `channel`.
+  };
+  struct InFlight;
+
+  explicit PsConnections(const PsClientOptions& options) : options_(options) {}
+  const Connection& ConnectionFor(const Call& call) const;
+  // Makes calls[i] for every i in `pending` once, in parallel; returns when all are done.
+  std::vector<std::unique_ptr<InFlight>> Attempt(const std::vector<Call>& calls,
+                                                 const std::vector<size_t>& pending) const;
+
+  const PsClientOptions options_;
+  // connections_[ps][i].
+  std::vector<std::vector<Connection>> connections_;
+};
+
+}  // namespace ps
+
+#endif  // PS_COMMON_PS_CONNECTIONS_H_

@@ -1,0 +1,143 @@
+// One worker's pulls and pushes for one job, to every ps shard in parallel: the data path of
+// the service. Large tensors go in chunks; gradients are sent and values received without
+// copies (see tensor_coding.h). Calls go through PsConnections (deadlines, retries, errors
+// naming the shard).
+#ifndef PS_COMMON_WORKER_SESSION_H_
+#define PS_COMMON_WORKER_SESSION_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/partitioner.h"
+#include "common/ps_client.h"
+#include "common/ps_connections.h"
+#include "common/variables.h"
+#include "proto/ps_service.pb.h"
+
+namespace ps {
+
+// One worker's pulls and pushes for one job. Not thread-safe.
+class WorkerSession {
+ public:
+  // INVALID_ARGUMENT if the spec does not place or `worker` is out of range. `client` must
+  // outlive the session.
+  static absl::StatusOr<std::unique_ptr<WorkerSession>> Create(PsClient* client,
+                                                               const ParameterSpec& spec,
+                                                               int worker);
+
+  const Placement& placement() const { return placement_; }
+
+  struct PullOptions {
+    int64_t step = 0;   // SYNC: the step to pull for (waits until it begins).
+    int64_t clock = 0;  // SSP: this worker's clock.
+  };
+  struct PullResult {
+    std::vector<int64_t> versions;  // Per shard.
+    int64_t step = 0;               // SYNC: the step the values begin (the smallest over shards).
+  };
+  // Fills every variable of the job in `out` from all shards in parallel; remembers the
+  // versions for the next Push. INVALID_ARGUMENT if a variable is missing or of the wrong size.
+  absl::StatusOr<PullResult> Pull(const PullOptions& options, const MutableVariables& out);
+
+  struct PushOptions {
+    int64_t step = 0;   // SYNC: the step the gradient is for.
+    int64_t clock = 0;  // SSP: the clock this push completes.
+    // Per shard, the versions of the values the gradient was computed from; empty: those of
+    // the last Pull (a worker that pulls again before pushing gives the earlier ones here).
+    std::vector<int64_t> read_versions;
+  };
+  // Sends `gradients` (every variable of the job) to all shards in parallel, tagged with the
+  // read versions (above). The gradients' memory is sent without copying: it must stay
+  // unchanged until Push returns. Returns each shard's response, in ps order.
+  absl::StatusOr<std::vector<PushResponse>> Push(const PushOptions& options,
+                                                 const ConstVariables& gradients);
+
+  struct PushPullResult {
+    std::vector<PushResponse> pushed;  // As Push returns them.
+    PullResult pulled;                 // As Pull returns it.
+  };
+  // Push(push_options, gradients), then Pull(pull_options, out), in one round trip per shard
+  // (the PushPull call) where every shard's gradient fits in one chunk; else the two calls.
+  // `gradients` and `out` may not share memory.
+  absl::StatusOr<PushPullResult> PushPull(const PushOptions& push_options,
+                                          const ConstVariables& gradients,
+                                          const PullOptions& pull_options,
+                                          const MutableVariables& out);
+
+ private:
+  // What the parallel pull responses of one Pull or PushPull gather. Thread-safe.
+  struct PullState {
+    explicit PullState(int num_ps);
+    void Record(int ps, const PullResponseHeader& header) ABSL_LOCKS_EXCLUDED(mu);
+    // The result once every response is in: shards that sent none count as version 0.
+    PullResult Finish();
+    absl::Mutex mu;
+    PullResult result;
+  };
+  // The outcome of a push on each shard. Thread-safe.
+  struct PushState {
+    explicit PushState(int num_ps) : responses(num_ps) {}
+    // Keeps the push's outcome (ignores RECEIVED chunks).
+    void Record(int ps, PushResponse response) ABSL_LOCKS_EXCLUDED(mu);
+    // Every shard's outcome, INTERNAL if one is missing.
+    absl::StatusOr<std::vector<PushResponse>> Finish(const WorkerSession& session,
+                                                     int64_t push_id);
+    absl::Mutex mu;
+    std::vector<std::optional<PushResponse>> responses;
+  };
+  // One shard's push: its header (no chunk fields) and its slices' gradients.
+  struct ShardPush {
+    PushRequestHeader header;
+    std::vector<absl::Span<const float>> tensors;
+  };
+
+  absl::Status CheckVariables(const MutableVariables& out) const;
+  PullRequest MakePullRequest(const PullOptions& options) const;
+  // The slices on shard `ps`, in placement order, and their number of floats.
+  std::vector<SliceRef> ShardSlices(int ps) const;
+  int64_t ShardFloats(int ps) const;
+  // Floats per push chunk (chunk_bytes), and how many chunks shard `ps`'s push takes (1: one
+  // message, no chunk fields).
+  int64_t ChunkFloats() const;
+  int64_t PushChunks(int ps) const;
+  // Decodes a PullResponse for the row ranges `expected` into `out`.
+  absl::Status DecodeValues(const grpc::ByteBuffer& bytes, const std::vector<SliceRef>& expected,
+                            const MutableVariables& out, PullResponseHeader* header) const;
+  void AddPullCalls(const PullOptions& options, const MutableVariables& out, PullState* state,
+                    std::vector<PsConnections::Call>* calls) const;
+  absl::StatusOr<ShardPush> MakeShardPush(int ps, const PushOptions& options,
+                                          const ConstVariables& gradients,
+                                          int64_t push_id) const;
+  absl::Status AddPushCalls(const PushOptions& options, const ConstVariables& gradients,
+                            int64_t push_id, PushState* state,
+                            std::vector<PsConnections::Call>* calls) const;
+  WorkerSession(PsConnections* connections, const ParameterSpec& spec, int worker,
+                Placement placement);
+  // The span of `slice`'s rows in a whole-variable span.
+  template <typename T>
+  absl::StatusOr<absl::Span<T>> SliceOf(
+      const absl::flat_hash_map<std::string, absl::Span<T>>& variables,
+      const std::string& variable, int64_t row_begin, int64_t row_count) const;
+
+  PsConnections* const connections_;
+  const ParameterSpec spec_;
+  const int worker_;
+  const Placement placement_;
+  absl::flat_hash_map<std::string, int64_t> variable_elements_;
+  absl::flat_hash_map<std::string, int64_t> variable_row_size_;
+  std::vector<int64_t> read_versions_;
+  int64_t next_push_id_ = 1;
+};
+
+}  // namespace ps
+
+#endif  // PS_COMMON_WORKER_SESSION_H_

@@ -1,0 +1,147 @@
+#include "ctl/cluster_client.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_deadline.h"
+#include "common/grpc_status.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "proto/worker_service.grpc.pb.h"
+
+namespace ps {
+namespace {
+
+std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::string>& addresses) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& address : addresses) {
+    channels.push_back(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+  return channels;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Create(
+    const ClusterSpec& cluster, const ClusterClientOptions& options) {
+  PsClientOptions ps_options;
+  ps_options.ps_addresses = cluster.Tasks(kPsJob);
+  ps_options.max_attempts = options.ps_max_attempts;
+  absl::StatusOr<std::unique_ptr<PsClient>> ps = PsClient::Create(ps_options);
+  if (!ps.ok()) return ps.status();
+  return std::unique_ptr<ClusterClient>(new ClusterClient(cluster, options, *std::move(ps)));
+}
+
+ClusterClient::ClusterClient(const ClusterSpec& cluster, const ClusterClientOptions& options,
+                             std::unique_ptr<PsClient> ps)
+    : cluster_(cluster),
+      options_(options),
+      ps_(std::move(ps)),
+      ps_channels_(Channels(cluster.Tasks(kPsJob))),
+      worker_channels_(Channels(cluster.Tasks(kWorkerJob))) {}
+
+std::string ClusterClient::TaskName(absl::string_view job, int index) const {
+  return absl::StrCat(job, ":", index, " (", cluster_.Tasks(job)[index], ")");
+}
+
+const std::shared_ptr<grpc::Channel>& ClusterClient::Channel(absl::string_view job,
+                                                             int index) const {
+  return job == kPsJob ? ps_channels_[index] : worker_channels_[index];
+}
+
+absl::Status ClusterClient::Named(absl::string_view job, int index, absl::string_view method,
+                                  const grpc::Status& status) const {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(FromGrpcStatus(status).code(),
+                      absl::StrCat(TaskName(job, index), ": ", method, ": ",
+                                   status.error_message()));
+}
+
+absl::StatusOr<StartJobResponse> ClusterClient::StartJob(int worker,
+                                                         const StartJobRequest& request) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.start_timeout));
+  StartJobResponse response;
+  absl::Status status = Named(
+      kWorkerJob, worker, "StartJob",
+      Worker::NewStub(worker_channels_[worker])->StartJob(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status ClusterClient::StopJob(int worker, const std::string& job_id) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.stop_timeout));
+  StopJobRequest request;
+  request.set_job_id(job_id);
+  StopJobResponse response;
+  return Named(kWorkerJob, worker, "StopJob",
+               Worker::NewStub(worker_channels_[worker])->StopJob(&context, request, &response));
+}
+
+absl::StatusOr<WorkerStatus> ClusterClient::GetWorkerStatus(int worker) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  WorkerStatus response;
+  absl::Status status = Named(kWorkerJob, worker, "GetStatus",
+                              Worker::NewStub(worker_channels_[worker])
+                                  ->GetStatus(&context, WorkerStatusRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status ClusterClient::WatchJob(
+    int worker, const std::string& job_id, grpc::ClientContext* context,
+    const std::function<void(const JobProgress&)>& on_progress) const {
+  WatchJobRequest request;
+  request.set_job_id(job_id);
+  std::unique_ptr<grpc::ClientReader<JobProgress>> reader =
+      Worker::NewStub(worker_channels_[worker])->WatchJob(context, request);
+  JobProgress progress;
+  while (reader->Read(&progress)) on_progress(progress);
+  return Named(kWorkerJob, worker, "WatchJob", reader->Finish());
+}
+
+absl::StatusOr<ListJobsResponse> ClusterClient::ListJobs(int ps) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  ListJobsResponse response;
+  absl::Status status = Named(kPsJob, ps, "ListJobs",
+                              ParameterServer::NewStub(ps_channels_[ps])
+                                  ->ListJobs(&context, ListJobsRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<JobStats> ClusterClient::GetJobStats(int ps, const std::string& job_id) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  JobStatsRequest request;
+  request.set_job_id(job_id);
+  JobStats response;
+  absl::Status status = Named(
+      kPsJob, ps, "GetJobStats",
+      ParameterServer::NewStub(ps_channels_[ps])->GetJobStats(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+bool ClusterClient::WaitForConnected(absl::string_view job, int index) const {
+  return Channel(job, index)->WaitForConnected(GrpcDeadline(options_.status_timeout));
+}
+
+absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> ClusterClient::CheckHealth(
+    absl::string_view job, int index) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  grpc::health::v1::HealthCheckResponse response;
+  absl::Status status =
+      Named(job, index, "Check",
+            grpc::health::v1::Health::NewStub(Channel(job, index))
+                ->Check(&context, grpc::health::v1::HealthCheckRequest(), &response));
+  if (!status.ok()) return status;
+  return response.status();
+}
+
+}  // namespace ps
