@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
+#include "common/testing/schedules.h"
 
 namespace ps {
 namespace {
@@ -42,29 +43,9 @@ std::vector<VariableDef> Variables() {
 // A ParameterSpec as ToParameterSpec makes it from Valid() for two workers.
 ParameterSpec ValidParameters() { return ToParameterSpec(Valid(), Variables(), 2); }
 
-LearningRateSchedule Constant(float base) {
-  LearningRateSchedule schedule;
-  schedule.set_kind(LearningRateSchedule::CONSTANT);
-  schedule.set_base(base);
-  return schedule;
-}
-
-LearningRateSchedule StepDecay(float base, int64_t decay_steps, float decay_factor) {
-  LearningRateSchedule schedule;
-  schedule.set_kind(LearningRateSchedule::STEP_DECAY);
-  schedule.set_base(base);
-  schedule.set_decay_steps(decay_steps);
-  schedule.set_decay_factor(decay_factor);
-  return schedule;
-}
-
-LearningRateSchedule LinearWarmup(float base, int64_t warmup_steps) {
-  LearningRateSchedule schedule;
-  schedule.set_kind(LearningRateSchedule::LINEAR_WARMUP);
-  schedule.set_base(base);
-  schedule.set_warmup_steps(warmup_steps);
-  return schedule;
-}
+using testing_schedules::Constant;
+using testing_schedules::LinearWarmup;
+using testing_schedules::StepDecay;
 
 // ----- JobSpec -----
 

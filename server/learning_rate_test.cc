@@ -3,33 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "common/job_schema.h"
+#include "common/testing/schedules.h"
 
 namespace ps {
 namespace {
 
-LearningRateSchedule Constant(float base) {
-  LearningRateSchedule schedule;
-  schedule.set_kind(LearningRateSchedule::CONSTANT);
-  schedule.set_base(base);
-  return schedule;
-}
-
-LearningRateSchedule StepDecay(float base, int64_t decay_steps, float decay_factor) {
-  LearningRateSchedule schedule;
-  schedule.set_kind(LearningRateSchedule::STEP_DECAY);
-  schedule.set_base(base);
-  schedule.set_decay_steps(decay_steps);
-  schedule.set_decay_factor(decay_factor);
-  return schedule;
-}
-
-LearningRateSchedule LinearWarmup(float base, int64_t warmup_steps) {
-  LearningRateSchedule schedule;
-  schedule.set_kind(LearningRateSchedule::LINEAR_WARMUP);
-  schedule.set_base(base);
-  schedule.set_warmup_steps(warmup_steps);
-  return schedule;
-}
+using testing_schedules::Constant;
+using testing_schedules::LinearWarmup;
+using testing_schedules::StepDecay;
 
 TEST(LearningRateTest, ConstantIgnoresTheStep) {
   const LearningRateSchedule schedule = Constant(0.25f);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/testing/schedules.h"
 #include "server/consistency/rule_testing.h"
 
 namespace ps {
@@ -40,7 +41,7 @@ TEST(AsyncRuleTest, MaxStalenessDropsOnlyStalerGradients) {
 TEST(AsyncRuleTest, InverseRuleDividesTheScheduledRateByTheStaleness) {
   AsyncRule plain(Async(), 1);
   AsyncRule inverse(Async(0, ConsistencyConfig::INVERSE), 1);
-  const LearningRateSchedule schedule = rule_testing::StepDecay(1.0f, 2, 0.5f);
+  const LearningRateSchedule schedule = testing_schedules::StepDecay(1.0f, 2, 0.5f);
   EXPECT_FLOAT_EQ(plain.LearningRate(schedule, 0, 4), 1.0f);
   EXPECT_FLOAT_EQ(inverse.LearningRate(schedule, 0, 4), 0.25f);
   EXPECT_FLOAT_EQ(inverse.LearningRate(schedule, 0, 0), 1.0f);

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 
-#include "proto/parameter.pb.h"
 #include "proto/ps_service.pb.h"
 
 namespace ps {
@@ -27,15 +26,6 @@ inline PullRequest PullFor(int worker, int64_t step = 0, int64_t clock = 0) {
   request.set_step(step);
   request.set_clock(clock);
   return request;
-}
-
-inline LearningRateSchedule StepDecay(float base, int64_t decay_steps, float factor) {
-  LearningRateSchedule schedule;
-  schedule.set_kind(LearningRateSchedule::STEP_DECAY);
-  schedule.set_base(base);
-  schedule.set_decay_steps(decay_steps);
-  schedule.set_decay_factor(factor);
-  return schedule;
 }
 
 }  // namespace rule_testing

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/testing/schedules.h"
 #include "server/consistency/rule_testing.h"
 
 namespace ps {
@@ -107,7 +108,7 @@ TEST(SyncRuleTest, LeavingWithNoOpenStepAppliesNothing) {
 
 TEST(SyncRuleTest, TheScheduleCountsStepsNotUpdates) {
   SyncRule rule(Sync(), 1);
-  const LearningRateSchedule schedule = rule_testing::StepDecay(1.0f, 1, 0.5f);
+  const LearningRateSchedule schedule = testing_schedules::StepDecay(1.0f, 1, 0.5f);
   EXPECT_FLOAT_EQ(rule.LearningRate(schedule, /*updates_started=*/7, 0), 1.0f);
   rule.Admit(PushFrom(0), 0);
   rule.TakeAggregate();
