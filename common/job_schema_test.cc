@@ -9,22 +9,12 @@
 
 #include "common/job_spec.h"
 #include "common/testing/schedules.h"
+#include "common/testing/valid_job.h"
 
 namespace ps {
 namespace {
 
-constexpr char kValid[] = R"({
-  "job_id": "j", "model": {"kind": "SOFTMAX_REGRESSION"},
-  "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 100, "feature_dim": 4,
-                         "num_classes": 3}},
-  "learning_rate": {"base": 0.1}, "consistency": {"mode": "SYNC"},
-  "batch_size": 8, "steps": 10})";
-
-JobSpec Valid() {
-  absl::StatusOr<JobSpec> spec = ParseJobSpecJson(kValid, "valid.json");
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return *spec;
-}
+JobSpec Valid() { return testing_jobs::ValidJob(); }
 
 VariableDef MakeVariable(const std::string& name, const std::vector<int64_t>& shape,
                          InitializerConfig::Kind kind, float scale) {
