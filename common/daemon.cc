@@ -67,13 +67,11 @@ int WaitForStopSignal() {
   return stop_signal;
 }
 
-absl::Status WritePortFile(const std::string& path, int port) {
-  std::string tmp = path + ".tmp";
-  FILE* file = std::fopen(tmp.c_str(), "w");
-  bool ok = file != nullptr && std::fprintf(file, "%d\n", port) > 0;
-  if (file != nullptr) ok = std::fclose(file) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot write the port file ", path));
+absl::Status WritePortFile(const std::string& path, int port, FileSystem* fs) {
+  absl::Status status = fs->WriteFileAtomically(path, absl::StrCat(port, "\n"));
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("cannot write the port file: ", status.message()));
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/file_system.h"
 
 namespace ps {
 
@@ -28,7 +29,8 @@ void TuneForTensorTraffic();
 
 // Writes `port` to `path` atomically (a temporary file, then rename), for scripts and tests
 // that start a daemon on port 0.
-absl::Status WritePortFile(const std::string& path, int port);
+absl::Status WritePortFile(const std::string& path, int port,
+                          FileSystem* fs = FileSystem::Default());
 
 }  // namespace ps
 

@@ -1,7 +1,5 @@
 #include "common/job_spec.h"
 
-#include <fstream>
-#include <sstream>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -23,14 +21,14 @@ absl::StatusOr<JobSpec> ParseJobSpecJson(absl::string_view json, absl::string_vi
   return spec;
 }
 
-absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path) {
-  std::ifstream file(path);
-  if (!file) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot read the job file; check the path"));
+absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path, FileSystem* fs) {
+  absl::StatusOr<std::string> text = fs->ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(text.status().message(),
+                                     ": cannot read the job file; check the path"));
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  return ParseJobSpecJson(text.str(), path);
+  return ParseJobSpecJson(*text, path);
 }
 
 ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef>& variables,

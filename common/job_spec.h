@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/file_system.h"
 #include "proto/job.pb.h"
 #include "proto/parameter.pb.h"
 
@@ -18,7 +19,8 @@ namespace ps {
 // INVALID_ARGUMENT naming `source` and the problem.
 absl::StatusOr<JobSpec> ParseJobSpecJson(absl::string_view json, absl::string_view source);
 // Reads and parses a file; NOT_FOUND naming a missing one.
-absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path);
+absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path,
+                                       FileSystem* fs = FileSystem::Default());
 
 // The ps side of the job: what every ps shard is created with.
 ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef>& variables,

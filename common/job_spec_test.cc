@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "common/job_schema.h"
+#include "common/testing/fault_injecting_file_system.h"
 #include "common/testing/valid_job.h"
 
 namespace ps {
@@ -26,6 +27,18 @@ TEST(JobSpecTest, JsonErrorsNameTheFile) {
   }
   EXPECT_EQ(ReadJobSpecFile("/nonexistent/job.json").status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(JobSpecTest, AJobFileThatCannotBeReadIsNamedWithTheFix) {
+  FaultInjectingFileSystem fs;
+  fs.HideFiles("job.json");
+  absl::StatusOr<JobSpec> spec = ReadJobSpecFile("config/jobs/job.json", &fs);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(spec.status().message().find("config/jobs/job.json"), std::string::npos)
+      << spec.status();
+  EXPECT_NE(spec.status().message().find("cannot read the job file; check the path"),
+            std::string::npos)
+      << spec.status();
 }
 
 TEST(JobSpecTest, ParameterSpecCarriesThePsSide) {
