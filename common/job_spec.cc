@@ -25,8 +25,8 @@ absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path, FileSystem* fs)
   absl::StatusOr<std::string> text = fs->ReadFile(path);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
-                        absl::StrCat(text.status().message(),
-                                     ": cannot read the job file; check the path"));
+                        absl::StrCat(path, ": cannot read the job file; check the path (",
+                                     text.status().message(), ")"));
   }
   return ParseJobSpecJson(*text, path);
 }
