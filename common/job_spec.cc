@@ -43,6 +43,7 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
   parameters.set_seed(spec.seed());
   parameters.set_min_slice_bytes(spec.min_slice_bytes());
   parameters.set_allow_non_finite(spec.allow_non_finite());
+  parameters.set_run_id(spec.run_id());
   return parameters;
 }
 

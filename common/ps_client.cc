@@ -69,9 +69,11 @@ absl::Status PsClient::DeleteJob(const std::string& job_id) {
   return absl::OkStatus();
 }
 
-absl::Status PsClient::LeaveJob(const std::string& job_id, int worker) {
+absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& run_id,
+                                int worker) {
   LeaveJobRequest request;
   request.set_job_id(job_id);
+  request.set_run_id(run_id);
   request.set_worker(worker);
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {

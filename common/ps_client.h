@@ -34,8 +34,8 @@ class PsClient {
   absl::StatusOr<Placement> CreateJob(const ParameterSpec& spec);
   // Deletes the job on every shard; NOT_FOUND only if no shard had it.
   absl::Status DeleteJob(const std::string& job_id);
-  // Tells every shard that `worker` is done with the job (see LeaveJobRequest).
-  absl::Status LeaveJob(const std::string& job_id, int worker);
+  // Tells every shard that `worker` is done with run `run_id` of the job (see LeaveJobRequest).
+  absl::Status LeaveJob(const std::string& job_id, const std::string& run_id, int worker);
   // Each shard's statistics, in ps order.
   absl::StatusOr<std::vector<JobStats>> GetJobStats(const std::string& job_id);
 

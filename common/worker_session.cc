@@ -91,6 +91,7 @@ absl::Status WorkerSession::CheckVariables(const MutableVariables& out) const {
 PullRequest WorkerSession::MakePullRequest(const PullOptions& options) const {
   PullRequest request;
   request.set_job_id(spec_.job_id());
+  request.set_run_id(spec_.run_id());
   request.set_worker(worker_);
   request.set_step(options.step);
   request.set_clock(options.clock);
@@ -265,6 +266,7 @@ absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
   }
   ShardPush push;
   push.header.set_job_id(spec_.job_id());
+  push.header.set_run_id(spec_.run_id());
   push.header.set_worker(worker_);
   push.header.set_push_id(push_id);
   push.header.set_read_version(options.read_versions.empty() ? read_versions_[ps]

@@ -134,7 +134,7 @@ class SweepProgress {
 };
 
 // Whether `dir` holds a finished run of `point`: summary.json says DONE, and job.json holds
-// the point's spec (but for the job id, unique to each run) on as many workers.
+// the point's spec (but for the job id and the run id, unique to each run) on as many workers.
 absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir,
                                  FileSystem* fs) {
   nlohmann::json summary = ReadSummary(dir, fs);
@@ -149,6 +149,7 @@ absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir
     if (earlier.ok() && workers.is_array() &&
         static_cast<int>(workers.size()) == point.num_workers) {
       earlier->set_job_id(point.spec.job_id());
+      earlier->set_run_id(point.spec.run_id());
       same = google::protobuf::util::MessageDifferencer::Equals(*earlier, point.spec);
     }
   }

@@ -1,5 +1,6 @@
 #include "ctl/job_runner.h"
 
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -170,11 +171,62 @@ std::string ShardReport(const ClusterClient& client, int ps, const std::string& 
   return absl::StrCat(report, "\n");
 }
 
+// A fresh run id: the submission's time and 48 random bits, e.g. "20261123-111500-3f9a2c4b1d0e".
+std::string NewRunId() {
+  std::random_device device;
+  const uint64_t bits = (uint64_t{device()} << 16) ^ device();
+  return absl::StrCat(absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone()), "-",
+                      absl::Hex(bits & ((uint64_t{1} << 48) - 1), absl::kZeroPad12));
+}
+
+// Makes `job_id` free for a new run: refuses it (FAILED_PRECONDITION) if a ps holds it, unless
+// `replace`, which stops that run on every worker and deletes it on every ps.
+absl::Status ClaimJobId(const ClusterSpec& cluster, const ClusterClient& client,
+                        const std::string& job_id, bool replace, std::ostream& out) {
+  std::vector<std::string> holders;
+  for (int ps = 0; ps < client.num_ps(); ++ps) {
+    absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
+    if (!jobs.ok()) return jobs.status();
+    for (const std::string& id : jobs->job_ids()) {
+      if (id == job_id) holders.push_back(absl::StrCat("ps:", ps));
+    }
+  }
+  if (holders.empty()) return absl::OkStatus();
+  if (!replace) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job \"", job_id, "\" already exists on ", absl::StrJoin(holders, ", "),
+        " from an earlier run; the runs of a job id never share state: submit under another "
+        "job_id, or pass --replace to stop that run and delete its state on every task first"));
+  }
+  out << "replacing the earlier run of job " << job_id << ": stopping it everywhere\n";
+  absl::Status stopped = StopJobEverywhere(cluster, job_id);
+  if (!stopped.ok() && !absl::IsNotFound(stopped)) return stopped;
+  return absl::OkStatus();
+}
+
+// Starts the job on worker `w`. With `replace`, a worker still ending the earlier run (it stops
+// at its next step) is asked again for up to `wait`.
+absl::StatusOr<StartJobResponse> StartOnWorker(const ClusterClient& client, int w,
+                                               const StartJobRequest& request, bool replace,
+                                               absl::Duration wait) {
+  const absl::Time deadline = absl::Now() + wait;
+  while (true) {
+    absl::StatusOr<StartJobResponse> started = client.StartJob(w, request);
+    if (started.ok() || !replace || !absl::IsAlreadyExists(started.status()) ||
+        absl::Now() >= deadline) {
+      return started;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
 }  // namespace
 
-absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
+absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
                        const SubmitOptions& options) {
   std::ostream& out = *options.out;
+  JobSpec spec = submitted;
+  if (spec.run_id().empty()) spec.set_run_id(NewRunId());
   absl::Status status = ValidateJobSpec(spec, cluster.NumTasks(kWorkerJob));
   if (!status.ok()) return absl::InvalidArgumentError(absl::StrCat("job: ", status.message()));
   std::vector<std::string> problems = ProbeCluster(cluster);
@@ -184,6 +236,8 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
   }
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
   if (!client.ok()) return client.status();
+  status = ClaimJobId(cluster, **client, spec.job_id(), options.replace, out);
+  if (!status.ok()) return status;
   std::unique_ptr<ResultsWriter> results;
   if (!options.detach) {
     absl::StatusOr<std::unique_ptr<ResultsWriter>> created =
@@ -199,7 +253,8 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
   *request.mutable_spec() = spec;
   *request.mutable_cluster() = cluster.ToProto();
   for (int w = 0; w < (*client)->num_workers(); ++w) {
-    absl::StatusOr<StartJobResponse> started = (*client)->StartJob(w, request);
+    absl::StatusOr<StartJobResponse> started =
+        StartOnWorker(**client, w, request, options.replace, absl::Seconds(10));
     if (!started.ok()) {
       if (w > 0) StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
       return absl::Status(started.status().code(),

@@ -15,6 +15,9 @@ namespace ps {
 struct SubmitOptions {
   std::string results_dir;       // Required unless detach.
   bool overwrite = false;        // Replace a non-empty results directory.
+  // A job id the cluster already holds (an earlier run, finished, failed or running) is
+  // refused; with `replace` that run is stopped on every worker and deleted on every ps first.
+  bool replace = false;
   bool detach = false;           // Start the job and return at once.
   // Set (from a signal handler thread) to stop the job everywhere and return CANCELLED.
   const std::atomic<bool>* interrupted = nullptr;
@@ -22,9 +25,11 @@ struct SubmitOptions {
   bool live_line = false;
 };
 
-// Checks the cluster (one line per problem), starts `spec` on every worker, follows it to the
-// end writing the results directory, and returns OK when every worker finished; else the
-// first failure, naming the worker. Bad input (job, results directory) changes nothing.
+// Checks the cluster (one line per problem), starts `spec` on every worker as a new run (a fresh
+// run_id unless the spec has one), follows it to the end writing the results directory, and
+// returns OK when every worker finished; else the first failure, naming the worker. Bad input
+// (job, results directory) changes nothing. A job id some ps already holds is refused with
+// FAILED_PRECONDITION unless options.replace (see SubmitOptions).
 absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
                        const SubmitOptions& options);
 

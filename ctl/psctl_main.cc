@@ -1,7 +1,7 @@
 // psctl: the user's tool for a parameter-server cluster.
 //
 //   psctl local  [--job=config/jobs/default.json] [--ps=2] [--workers=2] [--results=DIR]
-//   psctl submit --cluster_spec=FILE --job=FILE [--results=DIR] [--detach]
+//   psctl submit --cluster_spec=FILE --job=FILE [--results=DIR] [--detach] [--replace]
 //   psctl status --cluster_spec=FILE [--job=ID]
 //   psctl stop   --cluster_spec=FILE --job=ID
 //   psctl check  --cluster_spec=FILE [--task=ps:0]
@@ -45,6 +45,8 @@ DEFINE_string(results, "", "where results go (default results/<job id>; experime
 DEFINE_bool(overwrite, false, "replace a results directory that is not empty (experiment: run "
                               "every point again)");
 DEFINE_bool(detach, false, "submit: start the job and print its id without following it");
+DEFINE_bool(replace, false, "submit: when the cluster already holds the job id (an earlier run), "
+                            "stop that run and delete its state everywhere, then start afresh");
 DEFINE_int32(ps, 2, "local: ps tasks to start");
 DEFINE_int32(workers, 2, "local: worker tasks to start (experiment --local: where the sweep "
                          "does not set \"workers\")");
@@ -65,6 +67,7 @@ constexpr char kUsage[] =
     "  local    start a cluster on this machine, run a job on it, write results, stop it\n"
     "           psctl local [--job=config/jobs/default.json] [--ps=2] [--workers=2]\n"
     "  submit   run a job on a running cluster: psctl submit --cluster_spec=F --job=F\n"
+    "           [--replace: the job id exists from an earlier run; delete that run first]\n"
     "  status   tasks, jobs, versions, staleness: psctl status --cluster_spec=F [--job=ID]\n"
     "  stop     stop a job everywhere: psctl stop --cluster_spec=F --job=ID\n"
     "  check    validate a ClusterSpec: psctl check --cluster_spec=F [--task=ps:0]\n"
@@ -95,6 +98,7 @@ int Submit(const ClusterSpec& cluster, const JobSpec& spec, const std::string& r
   options.results_dir = results;
   options.overwrite = FLAGS_overwrite;
   options.detach = FLAGS_detach;
+  options.replace = FLAGS_replace;
   options.interrupted = &interrupted;
   options.out = &std::cout;
   options.live_line = isatty(STDOUT_FILENO);

@@ -267,6 +267,7 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
   PullRequest pull = header.then_pull();
   pull.set_job_id(header.job_id());
   pull.set_worker(header.worker());
+  pull.set_run_id(header.run_id());
   auto* reactor = new PullReactor(this, context, response);
   reactor->Start(pull, *std::move(pushed));
   return reactor;
@@ -360,7 +361,7 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
                                                      LeaveJobResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
-  absl::Status status = job.ok() ? (*job)->Leave(request->worker()) : job.status();
+  absl::Status status = job.ok() ? (*job)->Leave(request->worker(), request->run_id()) : job.status();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }

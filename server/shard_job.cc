@@ -122,8 +122,22 @@ absl::Status ShardJob::CheckPushSlices(const PushRequestHeader& header) {
       "); compute the placement from the same spec and number of ps tasks"));
 }
 
+absl::Status ShardJob::CheckRun(const std::string& run_id, absl::string_view what) const {
+  if (run_id == spec_.run_id()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      JobPrefix(spec_.job_id()), "a ", what, " of run \"", run_id, "\" reached run \"",
+      spec_.run_id(),
+      "\" of this job id; a worker of another submission is still running: stop it (psctl stop) "
+      "before the job id is submitted again"));
+}
+
 absl::Status ShardJob::CheckPushSender(const PushRequestHeader& header) {
   std::string prefix = JobPrefix(spec_.job_id());
+  absl::Status run = CheckRun(header.run_id(), "push");
+  if (!run.ok()) {
+    CountRejected("run");
+    return run;
+  }
   if (header.worker() < 0 || header.worker() >= spec_.num_workers()) {
     CountRejected("worker");
     return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", header.worker(),

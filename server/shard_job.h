@@ -117,11 +117,13 @@ class ShardJob {
       ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_, aggregate_mu_);
   void AbandonChunk(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
 
-  // Marks `worker` as done with the job: SSP pulls no longer wait for its clock, and SYNC
-  // steps no longer wait for its gradient (see SyncRule::AggregateSize; an open step that now
-  // has enough is applied at once); parked pulls that could only wait for it are answered.
-  // INVALID_ARGUMENT for a worker out of range.
-  absl::Status Leave(int worker) ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
+  // Marks `worker` of run `run_id` as done with the job: SSP pulls no longer wait for its clock,
+  // and SYNC steps no longer wait for its gradient (see SyncRule::AggregateSize; an open step
+  // that now has enough is applied at once); parked pulls that could only wait for it are
+  // answered.
+  // INVALID_ARGUMENT for a worker out of range; FAILED_PRECONDITION for another run.
+  absl::Status Leave(int worker, const std::string& run_id = "")
+      ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
   // Counts a push rejected before it reached Push (for example malformed bytes).
   void CountRejected(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
@@ -183,7 +185,10 @@ class ShardJob {
 
   // INVALID_ARGUMENT (counted) unless the push's slices are this shard's, in order.
   absl::Status CheckPushSlices(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
-  // The checks of a push's worker and push_id; counted.
+  // FAILED_PRECONDITION unless `run_id` is this job's run: a request of another run of the same
+  // job id (an earlier submission's worker still running) must not touch this one's state.
+  absl::Status CheckRun(const std::string& run_id, absl::string_view what) const;
+  // The checks of a push's run, worker and push_id; counted.
   absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
   std::vector<Waiter> TakeReadyWaitersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

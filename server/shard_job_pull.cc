@@ -13,6 +13,8 @@ namespace ps {
 absl::Status ShardJob::ValidatePull(const PullRequest& request,
                                     std::vector<PullRange>* ranges) const {
   std::string prefix = JobPrefix(spec_.job_id());
+  absl::Status run = CheckRun(request.run_id(), "pull");
+  if (!run.ok()) return run;
   if (request.worker() < 0 || request.worker() >= spec_.num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", request.worker(),
                                                    " is out of range: the job has ",
@@ -149,7 +151,9 @@ void ShardJob::CancelAllWaiters(const absl::Status& status) {
   for (auto& [id, waiter] : waiters) waiter.done(status);
 }
 
-absl::Status ShardJob::Leave(int worker) {
+absl::Status ShardJob::Leave(int worker, const std::string& run_id) {
+  absl::Status run = CheckRun(run_id, "leave request");
+  if (!run.ok()) return run;
   if (worker < 0 || worker >= spec_.num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat(JobPrefix(spec_.job_id()), "worker ", worker,
                                                    " is out of range: the job has ",

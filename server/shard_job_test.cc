@@ -142,9 +142,12 @@ std::vector<float> Values(const ShardJob::PullSnapshot& snapshot) {
   return values;
 }
 
-// Every value on the shard, read by a pull that never waits (worker 0, step 0, clock 0).
+// Every value on the shard, read by a pull of its run that never waits (worker 0, step 0,
+// clock 0).
 std::vector<float> Weights(ShardJob* job) {
-  absl::StatusOr<ShardJob::PullSnapshot> snapshot = PullNow(job, MakePull(0));
+  PullRequest pull = MakePull(0);
+  pull.set_run_id(job->spec().run_id());
+  absl::StatusOr<ShardJob::PullSnapshot> snapshot = PullNow(job, pull);
   EXPECT_TRUE(snapshot.ok()) << snapshot.status();
   return snapshot.ok() ? Values(*snapshot) : std::vector<float>();
 }
@@ -1058,6 +1061,40 @@ TEST(ShardJobBadInputTest, RepeatedPushIdIsDuplicateAndAppliesNothing) {
   response = PushGradient(job.get(), MakeHeader(*job, 1, 5, 1), DyadicGradient(3));
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
+}
+
+// The runs of a job id never mix: a push, pull or leave of another run (an earlier
+// submission's worker still running) is refused, counted, and changes nothing.
+TEST(ShardJobBadInputTest, RequestsOfAnotherRunAreRefusedAndChangeNothing) {
+  ParameterSpec spec = MakeSpec(ConsistencyConfig::SYNC, 2);
+  spec.set_run_id("run-2");
+  std::unique_ptr<ShardJob> job = CreateJob(spec);
+  ASSERT_NE(job, nullptr);
+  const JobState before = Observe(job.get());
+
+  PushRequestHeader push = MakeHeader(*job, 0, 1, 0, 0);
+  push.set_run_id("run-1");
+  absl::StatusOr<PushResponse> pushed = PushGradient(job.get(), push, DyadicGradient(1));
+  EXPECT_EQ(pushed.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(pushed.status().message(),
+              HasSubstr("a push of run \"run-1\" reached run \"run-2\" of this job id"));
+  PullRequest pull = MakePull(0);
+  pull.set_run_id("run-1");
+  EXPECT_EQ(PullNow(job.get(), pull).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(job->Leave(1, "run-1").code(), absl::StatusCode::kFailedPrecondition);
+
+  ExpectUnchanged(job.get(), before);
+  JobStats stats = job->Stats();
+  EXPECT_EQ(stats.rejected().at("run"), 1);
+  EXPECT_FALSE(stats.workers(1).left());
+  EXPECT_EQ(stats.workers(0).last_push_id(), 0);
+
+  // The run's own requests go through.
+  push.set_run_id("run-2");
+  pushed = PushGradient(job.get(), push, DyadicGradient(1));
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->outcome(), PushResponse::ACCUMULATED);
+  EXPECT_TRUE(job->Leave(1, "run-2").ok());
 }
 
 TEST(ShardJobSspTest, AWorkerThatLeftNoLongerHoldsTheOthersBack) {

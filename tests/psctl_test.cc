@@ -564,6 +564,39 @@ TEST_F(PsctlClusterTest, SubmitRunsAJobAndStatusShowsTheShardsVersions) {
   EXPECT_EQ(ReadJson(results_ + "/summary.json")["job_id"], "psctl-again");
 }
 
+// A job id names one job and its runs never share state: once the cluster holds it, a second
+// submission is refused before anything starts, and --replace starts it afresh (its shards at
+// version 0 again, not on top of the first run's 100 steps).
+TEST_F(PsctlClusterTest, ASecondRunOfAJobIdIsRefusedUnlessItReplacesTheFirst) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-rerun", 100));
+  Psctl first({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+              dir_);
+  ASSERT_EQ(first.Wait(), 0) << first.Output();
+
+  Psctl again({"submit", "--cluster_spec=" + spec_path_, "--job=" + job,
+               "--results=" + results_ + "-again"},
+              dir_);
+  EXPECT_EQ(again.Wait(), 2) << again.Output();
+  EXPECT_THAT(again.Stderr(), HasSubstr("job \"psctl-rerun\" already exists on ps:0, ps:1 from an "
+                                        "earlier run"));
+  EXPECT_THAT(again.Stderr(), HasSubstr("--replace"));
+  EXPECT_FALSE(std::filesystem::exists(results_ + "-again"));
+
+  Psctl replaced({"submit", "--cluster_spec=" + spec_path_, "--job=" + job,
+                  "--results=" + results_ + "-replaced", "--replace"},
+                 dir_);
+  ASSERT_EQ(replaced.Wait(), 0) << replaced.Output();
+  EXPECT_THAT(replaced.Stdout(), HasSubstr("replacing the earlier run of job psctl-rerun"));
+  EXPECT_EQ(ReadJson(results_ + "-replaced/summary.json")["state"], "DONE");
+  Psctl status({"status", "--cluster_spec=" + spec_path_, "--job=psctl-rerun"}, dir_);
+  ASSERT_EQ(status.Wait(), 0) << status.Output();
+  std::vector<std::string> lines = Lines(status.Stdout());
+  ASSERT_EQ(lines.size(), 8u) << status.Output();
+  for (int i : {0, 1}) {
+    EXPECT_THAT(lines[2 * i + 1], StartsWith("  psctl-rerun: SYNC version 100, step 100, "));
+  }
+}
+
 TEST_F(PsctlClusterTest, DetachedJobCanBeFollowedWithStatusAndStopped) {
   std::string job = WriteJob(dir_, "job", JobJson("psctl-detached", 1000000));
   absl::Time start = absl::Now();

@@ -276,7 +276,7 @@ absl::Status RunTrainer(const TrainerContext& context) {
   absl::Status status = Train(context);
   // However this worker ends, the others must not wait for it at an SSP bound. Best effort: a
   // ps that is down, or a job that was never created, has nothing to release.
-  absl::Status left = context.ps->LeaveJob(context.spec.job_id(), context.worker);
+  absl::Status left = context.ps->LeaveJob(context.spec.job_id(), context.spec.run_id(), context.worker);
   if (!left.ok() && status.ok() && !absl::IsNotFound(left)) {
     LOG(WARNING) << "worker " << context.worker << " could not leave job "
                  << context.spec.job_id() << ": " << left;
