@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <grpc/grpc.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/completion_queue.h>
 #include <grpcpp/create_channel.h>
@@ -55,6 +56,11 @@ absl::StatusOr<std::unique_ptr<PsConnections>> PsConnections::Create(
       arguments.SetMaxSendMessageSize(options.max_message_bytes);
       // A distinct argument per connection keeps gRPC from sharing one TCP connection.
       arguments.SetInt("ps.connection_index", c);
+      const int reconnect_ms = static_cast<int>(
+          absl::ToInt64Milliseconds(std::max(options.max_reconnect_backoff, absl::Milliseconds(1))));
+      arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, reconnect_ms));
+      arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, reconnect_ms));
+      arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, reconnect_ms);
       Connection connection;
       connection.channel = grpc::CreateCustomChannel(
           address->ToString(), grpc::InsecureChannelCredentials(), arguments);

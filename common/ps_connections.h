@@ -37,6 +37,10 @@ struct PsClientOptions {
   int max_attempts = 5;
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(2);
+  // The longest a connection waits between attempts to reach a ps that went away, so that a ps
+  // restarted on its address is reached within about this long of listening (gRPC's own
+  // default grows to two minutes).
+  absl::Duration max_reconnect_backoff = absl::Milliseconds(500);
   // Pulls of more than this many bytes from one shard are split into row ranges of about this
   // size, fetched in parallel: larger chunks mean fewer calls, smaller ones more parallelism.
   int64_t chunk_bytes = 4 << 20;

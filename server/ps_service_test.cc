@@ -1104,6 +1104,40 @@ TEST(ShutdownTest, ParkedPullEndsUnavailableAndShutdownIsPrompt) {
   EXPECT_LT(parked_returned - shutdown_start, absl::Seconds(5));
 }
 
+// A ps restarted on its address is reached within a second of listening, however long it was
+// away (gRPC's default reconnect backoff would have grown to several seconds by then).
+TEST(RetryTest, APsRestartedOnItsAddressIsReachedWithinASecondOfListening) {
+  PsServerOptions server_options;
+  server_options.listen_address = "127.0.0.1:0";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsServer> server, PsServer::Start(server_options));
+  const std::string address = absl::StrCat("127.0.0.1:", server->bound_port());
+  PsClientOptions options;
+  options.ps_addresses = {address};
+  options.call_timeout = absl::Seconds(2);
+  options.max_attempts = 1;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, PsClient::Create(options));
+  EXPECT_TRUE(absl::IsNotFound(client->GetJobStats("none").status()));
+
+  server->Shutdown(absl::ZeroDuration());
+  server.reset();
+  // Away for 4 s while the client keeps trying: the connection backs off between attempts.
+  const absl::Time away_until = absl::Now() + absl::Seconds(4);
+  while (absl::Now() < away_until) {
+    EXPECT_TRUE(absl::IsUnavailable(client->GetJobStats("none").status()));
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  server_options.listen_address = address;
+  ASSERT_OK_AND_ASSIGN(server, PsServer::Start(server_options));
+  const absl::Time listening = absl::Now();
+  absl::Status status;
+  do {
+    status = client->GetJobStats("none").status();
+    if (absl::IsUnavailable(status)) absl::SleepFor(absl::Milliseconds(20));
+  } while (absl::IsUnavailable(status) && absl::Now() - listening < absl::Seconds(10));
+  EXPECT_TRUE(absl::IsNotFound(status)) << status;
+  EXPECT_LT(absl::Now() - listening, absl::Seconds(1));
+}
+
 TEST(RetryTest, NothingListeningIsUnavailableAfterMaxAttemptsNamingTheShard) {
   int port;
   {
