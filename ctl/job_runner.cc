@@ -164,6 +164,9 @@ std::string ShardReport(const ClusterClient& client, int ps, const std::string& 
       absl::StrFormat("%.2f", stats->staleness().mean()), " max ", stats->staleness().max(),
       ", worker clocks [", absl::StrJoin(clocks, ", "), "], dropped [",
       absl::StrJoin(dropped, ", "), "]");
+  if (stats->duplicate_pushes() > 0) {
+    absl::StrAppend(&report, ", duplicate pushes ", stats->duplicate_pushes());
+  }
   if (stats->mode() == ConsistencyConfig::SYNC && stats->parked_pulls() > 0) {
     absl::StrAppend(&report, ", barrier waiting for workers [",
                     absl::StrJoin(stats->waiting_for(), ", "), "]");

@@ -165,7 +165,8 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
   return buffer;
 }
 
-PushResponse ShardJob::DuplicateLocked() const {
+PushResponse ShardJob::DuplicateLocked(bool count) {
+  if (count) ++duplicate_pushes_;
   PushResponse response;
   response.set_outcome(PushResponse::DUPLICATE);
   response.set_version(version_);
@@ -415,6 +416,7 @@ JobStats ShardJob::Stats() const {
   stats.set_step(rule_->step());
   stats.set_applied_updates(version_);
   stats.set_applied_gradients(applied_gradients_);
+  stats.set_duplicate_pushes(duplicate_pushes_);
   for (const auto& [reason, count] : dropped_) (*stats.mutable_dropped())[reason] = count;
   for (const auto& [reason, count] : rejected_) (*stats.mutable_rejected())[reason] = count;
   staleness_.ToProto(stats.mutable_staleness());

@@ -196,8 +196,9 @@ class ShardJob {
   void Complete(std::vector<Waiter> waiters);
   PullSnapshot Snapshot(const PullRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The answer to a push whose push_id was already seen.
-  PushResponse DuplicateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The answer to a push whose push_id was already seen, counted (`count`: false for the
+  // chunks of a push after its first, so that a push counts once).
+  PushResponse DuplicateLocked(bool count = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Admits a push whose push_id is new: checks its read version and asks the rule. Returns the
   // rule's action, with the push_id recorded and `response` holding the staleness, version and
   // step; for kDrop `response` is the whole answer (DROPPED, counted). A rejection is returned
@@ -257,6 +258,7 @@ class ShardJob {
   std::vector<StalenessHistogram> staleness_by_worker_ ABSL_GUARDED_BY(mu_);
   StalenessHistogram staleness_ ABSL_GUARDED_BY(mu_);
   int64_t applied_gradients_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t duplicate_pushes_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int64_t> dropped_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> rejected_ ABSL_GUARDED_BY(mu_);
   int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;

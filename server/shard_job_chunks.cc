@@ -50,7 +50,7 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
     absl::MutexLock lock(&mu_);
     if (header.push_id() <= last_push_id_[header.worker()]) {
       ChunkTarget target;
-      target.answer = DuplicateLocked();
+      target.answer = DuplicateLocked(/*count=*/header.chunk_offset() == 0);
       return target;
     }
   }

@@ -145,6 +145,7 @@ TEST(ShardJobChunksTest, RetriedChunksAreNotCountedTwice) {
   }
   EXPECT_EQ(Weights(job.get()), SgdStep(before, gradient));
   EXPECT_EQ(job->Stats().applied_gradients(), 1);
+  EXPECT_EQ(job->Stats().duplicate_pushes(), 1);  // One push retried, counted once.
 }
 
 TEST(ShardJobChunksTest, BadChunksAreRejectedAndChangeNothing) {

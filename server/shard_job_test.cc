@@ -1056,6 +1056,7 @@ TEST(ShardJobBadInputTest, RepeatedPushIdIsDuplicateAndAppliesNothing) {
   }
   ExpectUnchanged(job.get(), before);
   EXPECT_EQ(job->Stats().workers(0).applied(), 1);
+  EXPECT_EQ(job->Stats().duplicate_pushes(), 2);  // Changed nothing, and counted.
 
   // Ids are per worker.
   response = PushGradient(job.get(), MakeHeader(*job, 1, 5, 1), DyadicGradient(3));
