@@ -223,6 +223,22 @@ absl::StatusOr<StartJobResponse> StartOnWorker(const ClusterClient& client, int 
   }
 }
 
+// Asks every worker to stop `job_id` (each stops at its next step). Adds the workers that knew
+// it to `*found` when non-null; UNAVAILABLE naming those that could not be asked.
+absl::Status StopOnWorkers(const ClusterClient& client, const std::string& job_id, int* found) {
+  std::vector<std::string> errors;
+  for (int w = 0; w < client.num_workers(); ++w) {
+    absl::Status status = client.StopJob(w, job_id);
+    if (status.ok()) {
+      if (found != nullptr) ++*found;
+    } else if (!absl::IsNotFound(status)) {
+      errors.push_back(std::string(status.message()));
+    }
+  }
+  if (!errors.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
@@ -293,7 +309,8 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
         stopped = true;
         out << (options.live_line ? "\n" : "") << reason << ": stopping job " << spec.job_id()
             << " everywhere\n";
-        StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
+        // The shards keep the job until its results (parameters included) are written.
+        StopOnWorkers(**client, spec.job_id(), nullptr).IgnoreError();
       }
       absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
       if (absl::Now() - last_line >= every) {
@@ -312,6 +329,13 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     std::vector<JobStats> shards = WriteShardResults(**client, spec, results.get());
     results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();
     out << "results in " << results->dir() << "\n";
+    // A run that failed or was stopped leaves the shards once its results are written; a
+    // finished one stays for `psctl status` (a new run of its id then needs --replace).
+    bool ended_early = stopped;
+    for (const JobProgress& progress : last) {
+      ended_early = ended_early || progress.state() != JobProgress::DONE;
+    }
+    if (ended_early) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
 
     // Ctrl-C on a terminal reaches psctl local's daemons too: the job may end (failing, its
     // ps gone) before the loop above sees the flag, and those failures are not the reason.
@@ -332,14 +356,8 @@ absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& jo
   if (!client.ok()) return client.status();
   int found = 0;
   std::vector<std::string> errors;
-  for (int w = 0; w < (*client)->num_workers(); ++w) {
-    absl::Status status = (*client)->StopJob(w, job_id);
-    if (status.ok()) {
-      ++found;
-    } else if (!absl::IsNotFound(status)) {
-      errors.push_back(std::string(status.message()));
-    }
-  }
+  absl::Status stopped = StopOnWorkers(**client, job_id, &found);
+  if (!stopped.ok()) errors.push_back(std::string(stopped.message()));
   absl::Status deleted = (*client)->ps()->DeleteJob(job_id);
   if (deleted.ok()) {
     ++found;

@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/substitute.h"
@@ -594,6 +595,26 @@ TEST_F(PsctlClusterTest, ASecondRunOfAJobIdIsRefusedUnlessItReplacesTheFirst) {
   ASSERT_EQ(lines.size(), 8u) << status.Output();
   for (int i : {0, 1}) {
     EXPECT_THAT(lines[2 * i + 1], StartsWith("  psctl-rerun: SYNC version 100, step 100, "));
+  }
+}
+
+// A run that fails still writes its results, the shards' parameters as they were when it
+// stopped included, and then leaves the shards (so that its id may be submitted again).
+TEST_F(PsctlClusterTest, AFailedRunWritesItsParametersBeforeItLeavesTheShards) {
+  // A learning rate this large overflows within a few steps; the shards refuse the non-finite
+  // gradients and the workers fail.
+  std::string json = absl::StrReplaceAll(JobJson("psctl-diverges", 300),
+                                         {{R"("learning_rate": {"base": 0.2})",
+                                           R"("learning_rate": {"base": 3e38})"}});
+  std::string job = WriteJob(dir_, "job", json);
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  EXPECT_NE(submit.Wait(), 0) << submit.Output();
+  EXPECT_THAT(submit.Stderr(), HasSubstr("has NaN in variable"));
+  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
+  EXPECT_EQ(NpyShape(results_ + "/params/layer0_weights.npy"), std::vector<int64_t>({16, 4}));
+  for (const std::string& job_on_task : JobsOnCluster()) {
+    EXPECT_THAT(job_on_task, Not(StartsWith("ps:"))) << "the failed run is still on a shard";
   }
 }
 
