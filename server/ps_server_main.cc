@@ -24,6 +24,9 @@ DEFINE_string(task, "", "this task, TYPE:INDEX (ps:0); the spec's \"task\" field
 DEFINE_int32(port, -1, "listen on this port instead of the spec's (0: any free port)");
 DEFINE_string(bind_host, "0.0.0.0", "interface to listen on");
 DEFINE_int32(wait_timeout_s, 60, "how long a pull may wait (barrier, SSP) unless it says");
+DEFINE_int32(finished_job_retention_s, 3600,
+             "how long a job whose every worker has left stays (for psctl status and its "
+             "results) before this ps forgets it; -1: never");
 DEFINE_int32(max_message_mb, 1024, "largest request or response, in MiB");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
 
@@ -51,6 +54,9 @@ int Run() {
   options.service.ps_index = config->task.index();
   options.service.num_ps = config->cluster.NumTasks(ps::kPsJob);
   options.service.default_wait_timeout = absl::Seconds(FLAGS_wait_timeout_s);
+  options.service.finished_job_retention = FLAGS_finished_job_retention_s < 0
+                                               ? absl::InfiniteDuration()
+                                               : absl::Seconds(FLAGS_finished_job_retention_s);
   options.max_message_bytes = FLAGS_max_message_mb << 20;
 
   ps::TuneForTensorTraffic();

@@ -361,9 +361,32 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
                                                      LeaveJobResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
-  absl::Status status = job.ok() ? (*job)->Leave(request->worker(), request->run_id()) : job.status();
+  absl::Status status =
+      job.ok() ? (*job)->Leave(request->worker(), request->run_id()) : job.status();
+  if (status.ok() && (*job)->AllWorkersLeft() &&
+      options_.finished_job_retention != absl::InfiniteDuration()) {
+    timer_.Schedule(absl::Now() + options_.finished_job_retention,
+                    [this, id = request->job_id(), weak = std::weak_ptr<ShardJob>(*job)] {
+                      ForgetFinishedJob(id, weak);
+                    });
+  }
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+void ParameterService::ForgetFinishedJob(const std::string& id,
+                                         const std::weak_ptr<ShardJob>& job) {
+  const std::shared_ptr<ShardJob> finished = job.lock();
+  if (finished == nullptr) return;  // Deleted already.
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second != finished) return;
+    jobs_.erase(it);
+  }
+  LOG(INFO) << "job " << id << ": forgotten on " << TaskName() << ", "
+            << options_.finished_job_retention
+            << " after its last worker left (ps_server --finished_job_retention_s)";
 }
 
 }  // namespace ps

@@ -25,6 +25,10 @@ struct ParameterServiceOptions {
   int num_ps = 1;
   // How long a pull may wait when its request does not say (wait_timeout_ms = 0).
   absl::Duration default_wait_timeout = absl::Seconds(60);
+  // How long a job whose every worker has left stays on the shard (its statistics for
+  // `psctl status`, its values for the results) before the shard forgets it and frees its
+  // memory. InfiniteDuration(): never.
+  absl::Duration finished_job_retention = absl::Hours(1);
 };
 
 using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
@@ -84,13 +88,18 @@ class ParameterService final : public ParameterServerBase {
   absl::StatusOr<PushResponse> DoPush(const grpc::ByteBuffer& request, bool allow_chunks,
                                       PushRequestHeader* header);
   std::string TaskName() const;
+  // Forgets job `id` if it is still `job` (not a newer job of the same id). Timer thread.
+  void ForgetFinishedJob(const std::string& id, const std::weak_ptr<ShardJob>& job)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const ParameterServiceOptions options_;
-  DeadlineTimer timer_;
 
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<ShardJob>> jobs_ ABSL_GUARDED_BY(mu_);
+
+  // Declared last, so destroyed first: its callbacks use the members above.
+  DeadlineTimer timer_;
 };
 
 }  // namespace ps

@@ -1104,6 +1104,33 @@ TEST(ShutdownTest, ParkedPullEndsUnavailableAndShutdownIsPrompt) {
   EXPECT_LT(parked_returned - shutdown_start, absl::Seconds(5));
 }
 
+// Finished jobs leave the shard's memory: once every worker has left, after the retention.
+TEST(RetentionTest, AJobIsForgottenAfterTheRetentionOnceEveryWorkerHasLeft) {
+  InProcessPsClusterOptions cluster_options;
+  cluster_options.server.service.finished_job_retention = absl::Milliseconds(300);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<InProcessPsCluster> servers,
+                       InProcessPsCluster::Start(cluster_options));
+  PsClientOptions options;
+  options.ps_addresses = servers->addresses();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, PsClient::Create(options));
+  for (const char* id : {"finished", "half-finished"}) {
+    ParameterSpec spec = MakeSpec(id, ConsistencyConfig::ASYNC, 2);
+    AddVariable(&spec, "w", {8}, InitializerConfig::ZEROS, 0.0f);
+    ASSERT_TRUE(client->CreateJob(spec).ok());
+  }
+  ASSERT_TRUE(client->LeaveJob("finished", "", 0).ok());
+  ASSERT_TRUE(client->LeaveJob("finished", "", 1).ok());
+  ASSERT_TRUE(client->LeaveJob("half-finished", "", 0).ok());
+  EXPECT_TRUE(client->GetJobStats("finished").ok());  // Kept for its status and results.
+
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (client->GetJobStats("finished").ok() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(absl::IsNotFound(client->GetJobStats("finished").status()));
+  EXPECT_TRUE(client->GetJobStats("half-finished").ok());  // A worker is still in it.
+}
+
 // A ps restarted on its address is reached within a second of listening, however long it was
 // away (gRPC's default reconnect backoff would have grown to several seconds by then).
 TEST(RetryTest, APsRestartedOnItsAddressIsReachedWithinASecondOfListening) {

@@ -125,6 +125,9 @@ class ShardJob {
   absl::Status Leave(int worker, const std::string& run_id = "")
       ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
+  // Whether every worker has left the job (Leave): it is finished on this shard.
+  bool AllWorkersLeft() const ABSL_LOCKS_EXCLUDED(mu_);
+
   // Counts a push rejected before it reached Push (for example malformed bytes).
   void CountRejected(const std::string& reason) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -151,6 +151,14 @@ void ShardJob::CancelAllWaiters(const absl::Status& status) {
   for (auto& [id, waiter] : waiters) waiter.done(status);
 }
 
+bool ShardJob::AllWorkersLeft() const {
+  absl::MutexLock lock(&mu_);
+  for (int w = 0; w < rule_->num_workers(); ++w) {
+    if (!rule_->left(w)) return false;
+  }
+  return true;
+}
+
 absl::Status ShardJob::Leave(int worker, const std::string& run_id) {
   absl::Status run = CheckRun(run_id, "leave request");
   if (!run.ok()) return run;
