@@ -15,6 +15,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgoogle-glog-dev libgflags-dev libgtest-dev libgmock-dev
   libopenblas-dev nlohmann-json3-dev libssl-dev libc-ares-dev libre2-dev zlib1g-dev
+  libxxhash-dev
   # Multi-host tests (network namespaces) and process control in tests.
   iproute2 procps
   # psctl report's plots (tools/report.py).
