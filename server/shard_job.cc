@@ -271,12 +271,14 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   float learning_rate;
   {
     absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &ShardJob::NotCheckpointingLocked));
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
     if (!action.ok()) return action.status();
     if (*action == PushDecision::kDrop) return response;
     staleness = response.staleness();
     learning_rate = rule_->LearningRate(spec_.learning_rate(), updates_started_++, staleness);
+    ++applying_;
   }
   ApplyToSlices(learning_rate, gradient);
   std::vector<Waiter> ready;
@@ -288,6 +290,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     staleness_.Record(staleness);
     staleness_by_worker_[worker].Record(staleness);
     rule_->Applied(header);
+    --applying_;
     response.set_outcome(PushResponse::APPLIED);
     response.set_version(version_);
     ready = TakeReadyWaitersLocked();

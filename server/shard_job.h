@@ -35,6 +35,7 @@
 #include "common/partitioner.h"
 #include "proto/ps_service.pb.h"
 #include "server/buffer_pool.h"
+#include "server/checkpoint_file.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/optimizer.h"
 #include "server/staleness_histogram.h"
@@ -124,6 +125,19 @@ class ShardJob {
   // INVALID_ARGUMENT for a worker out of range; FAILED_PRECONDITION for another run.
   absl::Status Leave(int worker, const std::string& run_id = "")
       ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
+
+  // A consistent copy of everything the shard holds for the job, as the blocks of a checkpoint
+  // file (shard_job_checkpoint.cc lists them): values, optimizer slots and update counts,
+  // version, schedule position, the rule's state (step, clocks, workers that left, the open
+  // aggregate and its sum), push ids and statistics. Taken between updates: a push being
+  // applied finishes first, and new ones wait while the copy is made (the write to disk is the
+  // caller's, after this returns).
+  std::vector<CheckpointBlock> Checkpoint() ABSL_LOCKS_EXCLUDED(aggregate_mu_, mu_);
+  // The job as Checkpoint's `blocks` hold it, on task `ps_index` of `num_ps` (as it was taken).
+  // DATA_LOSS for blocks that are not a whole checkpoint of the job's placement;
+  // FAILED_PRECONDITION for one taken on another task or number of tasks.
+  static absl::StatusOr<std::unique_ptr<ShardJob>> Restore(
+      const std::vector<CheckpointBlock>& blocks, int num_ps, int ps_index);
 
   // Whether every worker has left the job (Leave): it is finished on this shard.
   bool AllWorkersLeft() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -223,6 +237,16 @@ class ShardJob {
   // non-null.
   void ApplyAggregate(float learning_rate, PushResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Checkpoint waits for these: no update between its admission and its version bump, and no
+  // checkpoint being taken.
+  bool NothingApplyingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return applying_ == 0; }
+  bool NotCheckpointingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !checkpointing_;
+  }
+  // Sets the counters and the rule from a checkpoint's state. REQUIRES: a fresh job.
+  absl::Status RestoreStateLocked(const ShardCheckpointState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // The slice's values, ready to be written: the buffer itself when nothing else holds it,
   // else a fresh copy that replaces it (pulls in flight keep the old one).
   absl::Span<float> MutableValuesLocked(Slice& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slice.mu);
@@ -262,6 +286,8 @@ class ShardJob {
   StalenessHistogram staleness_ ABSL_GUARDED_BY(mu_);
   int64_t applied_gradients_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t duplicate_pushes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t applying_ ABSL_GUARDED_BY(mu_) = 0;  // Updates admitted, not yet applied (ApplyNow).
+  bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, int64_t> dropped_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> rejected_ ABSL_GUARDED_BY(mu_);
   int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -25,6 +25,29 @@ void StalenessHistogram::ToProto(StalenessHistogramData* out) const {
   out->set_total(total_);
   out->set_mean(mean());
   out->set_max(max_);
+  out->set_sum(sum_);
+}
+
+absl::StatusOr<StalenessHistogram> StalenessHistogram::FromProto(
+    const StalenessHistogramData& data) {
+  if (data.counts_size() > kNumBuckets || data.total() < 0 || data.sum() < 0 || data.max() < 0) {
+    return absl::DataLossError("a staleness histogram with more buckets than this ps keeps or "
+                               "negative counts");
+  }
+  StalenessHistogram histogram;
+  int64_t total = 0;
+  for (int i = 0; i < data.counts_size(); ++i) {
+    if (data.counts(i) < 0) return absl::DataLossError("a staleness bucket below zero");
+    histogram.counts_[i] = data.counts(i);
+    total += data.counts(i);
+  }
+  if (total != data.total()) {
+    return absl::DataLossError("a staleness histogram whose buckets do not add up to its total");
+  }
+  histogram.total_ = data.total();
+  histogram.sum_ = data.sum();
+  histogram.max_ = data.max();
+  return histogram;
 }
 
 }  // namespace ps

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "proto/ps_service.pb.h"
 
 namespace ps {
@@ -26,6 +27,8 @@ class StalenessHistogram {
 
   // Fills `out`, trimming trailing empty buckets.
   void ToProto(StalenessHistogramData* out) const;
+  // The histogram ToProto wrote (a checkpoint's); DATA_LOSS for one that cannot be.
+  static absl::StatusOr<StalenessHistogram> FromProto(const StalenessHistogramData& data);
 
  private:
   std::vector<int64_t> counts_ = std::vector<int64_t>(kNumBuckets, 0);

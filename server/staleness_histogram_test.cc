@@ -36,5 +36,22 @@ TEST(StalenessHistogramTest, ProtoTrimsEmptyTail) {
   EXPECT_EQ(proto.mean(), 0.0);
 }
 
+TEST(StalenessHistogramTest, FromProtoGivesBackTheHistogramExactly) {
+  StalenessHistogram histogram;
+  for (int64_t staleness : {0, 3, 3, 7, 1000}) histogram.Record(staleness);
+  StalenessHistogramData data;
+  histogram.ToProto(&data);
+  absl::StatusOr<StalenessHistogram> restored = StalenessHistogram::FromProto(data);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  StalenessHistogramData again;
+  restored->ToProto(&again);
+  EXPECT_EQ(again.SerializeAsString(), data.SerializeAsString());
+  EXPECT_EQ(restored->count(3), 2);
+  EXPECT_EQ(restored->max(), 1000);
+
+  data.set_total(4);  // The buckets hold 5.
+  EXPECT_EQ(StalenessHistogram::FromProto(data).status().code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace ps

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 #include "server/learning_rate.h"
 
 namespace ps {
@@ -42,6 +44,31 @@ std::vector<Contribution> ConsistencyRule::TakeAggregate() {
 bool ConsistencyRule::Leave(int worker) {
   left_[worker] = true;
   return false;
+}
+
+void ConsistencyRule::SaveState(ShardCheckpointState* state) const {
+  for (bool left : left_) state->add_left(left);
+  for (const Contribution& c : open_aggregate_) {
+    OpenContribution* open = state->add_open_aggregate();
+    open->set_worker(c.worker);
+    open->set_read_version(c.read_version);
+  }
+}
+
+absl::Status ConsistencyRule::RestoreState(const ShardCheckpointState& state) {
+  if (state.left_size() != num_workers()) {
+    return absl::DataLossError(absl::StrCat("the checkpoint has ", state.left_size(),
+                                            " workers; the job has ", num_workers()));
+  }
+  for (int w = 0; w < num_workers(); ++w) left_[w] = state.left(w);
+  open_aggregate_.clear();
+  for (const OpenContribution& open : state.open_aggregate()) {
+    if (open.worker() < 0 || open.worker() >= num_workers()) {
+      return absl::DataLossError(absl::StrCat("the open aggregate names worker ", open.worker()));
+    }
+    open_aggregate_.push_back({open.worker(), open.read_version()});
+  }
+  return absl::OkStatus();
 }
 
 std::string ConsistencyRule::WaitReason(const PullRequest& request) const {

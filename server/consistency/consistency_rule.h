@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "proto/checkpoint.pb.h"
 #include "proto/parameter.pb.h"
 #include "proto/ps_service.pb.h"
 
@@ -97,6 +98,12 @@ class ConsistencyRule {
   }
   // The workers the open step waits for (SYNC); empty in the other modes.
   virtual std::vector<int> WaitingFor() const { return {}; }
+
+  // A checkpoint's part of the rule: the workers that left and the open aggregate, and the
+  // mode's own state (SYNC's step, SSP's clocks). RestoreState takes back what SaveState wrote;
+  // DATA_LOSS for a state that does not fit this rule (another number of workers, say).
+  virtual void SaveState(ShardCheckpointState* state) const;
+  virtual absl::Status RestoreState(const ShardCheckpointState& state);
 
   int num_workers() const { return static_cast<int>(left_.size()); }
   bool left(int worker) const { return left_[worker]; }

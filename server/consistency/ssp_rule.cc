@@ -27,6 +27,20 @@ void SspRule::Applied(const PushRequestHeader& header) {
   clocks_[header.worker()] = header.clock() + 1;
 }
 
+void SspRule::SaveState(ShardCheckpointState* state) const {
+  ConsistencyRule::SaveState(state);
+  for (int64_t clock : clocks_) state->add_clocks(clock);
+}
+
+absl::Status SspRule::RestoreState(const ShardCheckpointState& state) {
+  if (state.clocks_size() != num_workers()) {
+    return absl::DataLossError(absl::StrCat("the checkpoint has ", state.clocks_size(),
+                                            " SSP clocks; the job has ", num_workers(), " workers"));
+  }
+  clocks_.assign(state.clocks().begin(), state.clocks().end());
+  return ConsistencyRule::RestoreState(state);
+}
+
 int64_t SspRule::MinClock() const {
   // Workers that left no longer hold the others back; when all have left, nothing waits.
   int64_t min_clock = std::numeric_limits<int64_t>::max() / 2;

@@ -23,6 +23,8 @@ class SspRule : public ConsistencyRule {
   bool PullReady(const PullRequest& request) const override;
   std::string WaitReason(const PullRequest& request) const override;
   int64_t clock(int worker) const override { return clocks_[worker]; }
+  void SaveState(ShardCheckpointState* state) const override;
+  absl::Status RestoreState(const ShardCheckpointState& state) override;
 
  private:
   // The slowest clock among the workers in the job; very large when all have left.

@@ -64,6 +64,17 @@ bool SyncRule::Leave(int worker) {
   return !open_aggregate_.empty() && static_cast<int>(open_aggregate_.size()) >= AggregateSize();
 }
 
+void SyncRule::SaveState(ShardCheckpointState* state) const {
+  ConsistencyRule::SaveState(state);
+  state->set_step(step_);
+}
+
+absl::Status SyncRule::RestoreState(const ShardCheckpointState& state) {
+  if (state.step() < 0) return absl::DataLossError("the checkpoint's step is below zero");
+  step_ = state.step();
+  return ConsistencyRule::RestoreState(state);
+}
+
 bool SyncRule::PullReady(const PullRequest& request) const { return step_ >= request.step(); }
 
 std::vector<int> SyncRule::WaitingFor() const {

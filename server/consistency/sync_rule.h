@@ -31,6 +31,8 @@ class SyncRule : public ConsistencyRule {
   std::string WaitReason(const PullRequest& request) const override;
   int64_t step() const override { return step_; }
   std::vector<int> WaitingFor() const override;
+  void SaveState(ShardCheckpointState* state) const override;
+  absl::Status RestoreState(const ShardCheckpointState& state) override;
 
   // How many gradients complete the open step: R, down to the number of workers that can still
   // give one to it (those in the job, and those that left after giving theirs), so that the

@@ -1,0 +1,150 @@
+// A shard's checkpoint, restored, is the shard it was: the same statistics and values bit for
+// bit, and the same updates from then on, for every optimizer and consistency mode, with a
+// SYNC step or SOFTSYNC aggregate half gathered when it was taken.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/checkpoint_file.h"
+#include "server/shard_job.h"
+
+namespace ps {
+namespace {
+
+constexpr int kWorkers = 4;
+
+ParameterSpec Spec(ConsistencyConfig::Mode mode, OptimizerConfig::Kind optimizer) {
+  ParameterSpec spec;
+  spec.set_job_id("checkpointed");
+  spec.set_run_id("run-1");
+  for (const char* name : {"w", "b"}) {
+    VariableDef* variable = spec.add_variables();
+    variable->set_name(name);
+    variable->add_shape(name[0] == 'w' ? 8 : 4);
+    if (name[0] == 'w') variable->add_shape(4);
+    variable->mutable_initializer()->set_kind(InitializerConfig::UNIFORM);
+    variable->mutable_initializer()->set_scale(0.5f);
+  }
+  spec.mutable_optimizer()->set_kind(optimizer);
+  spec.mutable_learning_rate()->set_kind(LearningRateSchedule::STEP_DECAY);
+  spec.mutable_learning_rate()->set_base(0.1f);
+  spec.mutable_learning_rate()->set_decay_steps(3);
+  spec.mutable_learning_rate()->set_decay_factor(0.5f);
+  spec.mutable_consistency()->set_mode(mode);
+  spec.mutable_consistency()->set_ssp_bound(8);
+  spec.mutable_consistency()->set_softsync_n(2);  // c = 2.
+  spec.mutable_consistency()->set_staleness_learning_rate(ConsistencyConfig::INVERSE);
+  spec.set_num_workers(kWorkers);
+  spec.set_seed(11);
+  spec.set_min_slice_bytes(16);
+  return spec;
+}
+
+// Sends push `n` (0, 1, ...) of a fixed sequence: workers in turn, SYNC tagged with the step
+// the pushes so far make, SSP with each worker's clock, random gradients of `seed` and `n`.
+absl::Status PushNumber(ShardJob* job, int n, uint32_t seed) {
+  const int worker = n % kWorkers;
+  PushRequestHeader header;
+  header.set_job_id(job->spec().job_id());
+  header.set_run_id(job->spec().run_id());
+  header.set_worker(worker);
+  header.set_push_id(n / kWorkers + 1);
+  header.set_step(n / kWorkers);
+  header.set_clock(n / kWorkers);
+  const JobStats stats = job->Stats();
+  header.set_read_version(std::max<int64_t>(0, stats.version() - worker % 2));
+  for (const SliceRef& ref : job->SliceRefs()) *header.add_slices() = ref;
+  std::vector<absl::Span<float>> destinations;
+  absl::StatusOr<std::shared_ptr<std::vector<float>>> buffer =
+      job->PushBuffer(header, &destinations);
+  if (!buffer.ok()) return buffer.status();
+  std::mt19937 random(seed * 1000 + n);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (absl::Span<float> destination : destinations) {
+    for (float& g : destination) g = uniform(random);
+  }
+  return job->Push(header, **buffer).status();
+}
+
+std::vector<float> Values(ShardJob* job) {
+  PullRequest pull;
+  pull.set_job_id(job->spec().job_id());
+  pull.set_run_id(job->spec().run_id());
+  std::vector<float> values;
+  job->Pull(pull, [&values](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
+    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+    for (absl::Span<const float> piece : snapshot->pieces) {
+      values.insert(values.end(), piece.begin(), piece.end());
+    }
+  });
+  return values;
+}
+
+std::string StatsBytes(ShardJob* job) { return job->Stats().SerializeAsString(); }
+
+class ShardJobCheckpointTest
+    : public ::testing::TestWithParam<std::tuple<ConsistencyConfig::Mode, OptimizerConfig::Kind>> {
+};
+
+TEST_P(ShardJobCheckpointTest, ARestoredShardIsTheShardItWasAndGoesOnTheSame) {
+  const auto [mode, optimizer] = GetParam();
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(Spec(mode, optimizer), 1, 0);
+  ASSERT_TRUE(job.ok()) << job.status();
+  // 11 pushes: SYNC's third step has 3 of its 4 gradients, SOFTSYNC's sixth aggregate 1 of 2.
+  for (int n = 0; n < 11; ++n) ASSERT_TRUE(PushNumber(job->get(), n, 1).ok()) << n;
+
+  const std::string file = EncodeCheckpointFile((*job)->Checkpoint());
+  absl::StatusOr<std::vector<CheckpointBlock>> blocks = DecodeCheckpointFile(file, "test");
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  absl::StatusOr<std::unique_ptr<ShardJob>> restored = ShardJob::Restore(*blocks, 1, 0);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(Values(restored->get()), Values(job->get()));
+  EXPECT_EQ(StatsBytes(restored->get()), StatsBytes(job->get()));
+
+  // Worker 3 leaves (which completes SYNC's open step), and the others go on.
+  EXPECT_EQ((*restored)->Leave(3, "run-1"), (*job)->Leave(3, "run-1"));
+  for (int n = 12; n < 20; ++n) {
+    if (n % kWorkers == 3) continue;
+    absl::Status original = PushNumber(job->get(), n, 1);
+    absl::Status again = PushNumber(restored->get(), n, 1);
+    EXPECT_EQ(again, original) << n;
+  }
+  EXPECT_EQ(Values(restored->get()), Values(job->get()));
+  EXPECT_EQ(StatsBytes(restored->get()), StatsBytes(job->get()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryModeAndOptimizer, ShardJobCheckpointTest,
+    ::testing::Combine(::testing::Values(ConsistencyConfig::SYNC, ConsistencyConfig::ASYNC,
+                                         ConsistencyConfig::SSP, ConsistencyConfig::SOFTSYNC),
+                       ::testing::Values(OptimizerConfig::SGD, OptimizerConfig::MOMENTUM,
+                                         OptimizerConfig::ADAGRAD, OptimizerConfig::ADAM)),
+    [](const auto& info) {
+      return absl::StrCat(ConsistencyConfig::Mode_Name(std::get<0>(info.param)), "_",
+                          OptimizerConfig::Kind_Name(std::get<1>(info.param)));
+    });
+
+TEST(ShardJobCheckpointRefusalTest, ACheckpointOfAnotherTaskOrAPartOfOneIsRefused) {
+  absl::StatusOr<std::unique_ptr<ShardJob>> job =
+      ShardJob::Create(Spec(ConsistencyConfig::ASYNC, OptimizerConfig::ADAM), 2, 1);
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::vector<CheckpointBlock> blocks = (*job)->Checkpoint();
+  EXPECT_EQ(ShardJob::Restore(blocks, 2, 0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ShardJob::Restore(blocks, 3, 1).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(ShardJob::Restore(blocks, 2, 1).ok());
+  std::vector<CheckpointBlock> missing_slots(blocks.begin(), blocks.end() - 2);
+  missing_slots.push_back(blocks.back());
+  EXPECT_EQ(ShardJob::Restore(missing_slots, 2, 1).status().code(), absl::StatusCode::kDataLoss);
+  std::vector<CheckpointBlock> short_values = blocks;
+  short_values[1].payload.resize(short_values[1].payload.size() - 4);
+  EXPECT_EQ(ShardJob::Restore(short_values, 2, 1).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ShardJob::Restore({}, 2, 1).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace ps
