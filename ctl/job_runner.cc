@@ -114,8 +114,8 @@ std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& la
                          staleness, elapsed, eta, eval);
 }
 
-// The shards' final statistics and parameters into `results` (unless the job was stopped
-// there, when they are gone).
+// The shards' statistics and parameters into `results`. REQUIRES: the job is still on the
+// shards (SubmitJob deletes a stopped job only after this).
 std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSpec& spec,
                                         ResultsWriter* results) {
   absl::StatusOr<std::vector<JobStats>> stats = client.ps()->GetJobStats(spec.job_id());
@@ -292,6 +292,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     Follower follower(**client, spec.job_id(), results.get());
     absl::Time last_line = absl::InfinitePast();
     bool stopped = false;
+    std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
     while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
       // On an interrupt, or once a worker failed (the job has failed: the others would only
       // wait, at a SYNC barrier or SSP bound, for the worker that is gone), stop it everywhere.
@@ -309,8 +310,11 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
         stopped = true;
         out << (options.live_line ? "\n" : "") << reason << ": stopping job " << spec.job_id()
             << " everywhere\n";
-        // The shards keep the job until its results (parameters included) are written.
-        StopOnWorkers(**client, spec.job_id(), nullptr).IgnoreError();
+        // The shards' statistics and parameters go into the results first; then the job
+        // leaves the shards, which ends the pulls still parked there (a SYNC barrier, an SSP
+        // bound), so that the workers that are left stop at once.
+        shards = WriteShardResults(**client, spec, results.get());
+        StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
       }
       absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
       if (absl::Now() - last_line >= every) {
@@ -326,16 +330,17 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     std::vector<JobProgress> last = follower.Last();
     out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
 
-    std::vector<JobStats> shards = WriteShardResults(**client, spec, results.get());
+    if (!stopped) shards = WriteShardResults(**client, spec, results.get());
     results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();
     out << "results in " << results->dir() << "\n";
-    // A run that failed or was stopped leaves the shards once its results are written; a
-    // finished one stays for `psctl status` (a new run of its id then needs --replace).
-    bool ended_early = stopped;
+    // A run that failed or was stopped leaves the shards once its results are written (above,
+    // when stopped here); a finished one stays for `psctl status` (a new run of its id then
+    // needs --replace).
+    bool ended_early = false;
     for (const JobProgress& progress : last) {
       ended_early = ended_early || progress.state() != JobProgress::DONE;
     }
-    if (ended_early) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
+    if (ended_early && !stopped) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
 
     // Ctrl-C on a terminal reaches psctl local's daemons too: the job may end (failing, its
     // ps gone) before the loop above sees the flag, and those failures are not the reason.

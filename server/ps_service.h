@@ -88,7 +88,8 @@ class ParameterService final : public ParameterServerBase {
   absl::StatusOr<PushResponse> DoPush(const grpc::ByteBuffer& request, bool allow_chunks,
                                       PushRequestHeader* header);
   std::string TaskName() const;
-  // Forgets job `id` if it is still `job` (not a newer job of the same id). Timer thread.
+  // Forgets job `id` if it is still `job` (not a newer job of the same id). Runs on the timer
+  // thread, where the job is then destroyed if no call holds it.
   void ForgetFinishedJob(const std::string& id, const std::weak_ptr<ShardJob>& job)
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -123,7 +123,7 @@ class ShardJob {
   // that now has enough is applied at once); parked pulls that could only wait for it are
   // answered.
   // INVALID_ARGUMENT for a worker out of range; FAILED_PRECONDITION for another run.
-  absl::Status Leave(int worker, const std::string& run_id = "")
+  absl::Status Leave(int worker, const std::string& run_id)
       ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
   // A consistent copy of everything the shard holds for the job, as the blocks of a checkpoint

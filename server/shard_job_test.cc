@@ -410,7 +410,7 @@ TEST(ShardJobSyncTest, AStepNeedsOnlyTheWorkersStillInTheJob) {
   EXPECT_THAT(job->Stats().waiting_for(), ElementsAre(2));
 
   // Worker 2 stops (its time limit, say): step 0 is complete without it.
-  ASSERT_TRUE(job->Leave(2).ok());
+  ASSERT_TRUE(job->Leave(2, job->spec().run_id()).ok());
   EXPECT_EQ(next_step.calls, 1);
   ASSERT_TRUE(next_step.result.ok()) << next_step.result.status();
   EXPECT_EQ(next_step.result->header.step(), 1);
@@ -441,7 +441,7 @@ TEST(ShardJobSyncTest, AWorkerThatLeavesAfterGivingItsGradientStillWaitsForTheOt
   const std::vector<float> g1 = DyadicGradient(4);
   // Worker 0's last step: its gradient, then it stops. The step still needs worker 1's.
   ASSERT_TRUE(PushGradient(job.get(), MakeHeader(*job, 0, 1, 0, 0), g0).ok());
-  ASSERT_TRUE(job->Leave(0).ok());
+  ASSERT_TRUE(job->Leave(0, job->spec().run_id()).ok());
   EXPECT_EQ(job->Stats().step(), 0);
   EXPECT_EQ(Weights(job.get()), before);
   absl::StatusOr<PushResponse> response =
@@ -1118,10 +1118,10 @@ TEST(ShardJobSspTest, AWorkerThatLeftNoLongerHoldsTheOthersBack) {
   });
   EXPECT_NE(waiter, 0);
   EXPECT_FALSE(answered);
-  ASSERT_TRUE(job->Leave(1).ok());
+  ASSERT_TRUE(job->Leave(1, job->spec().run_id()).ok());
   EXPECT_TRUE(answered);
   EXPECT_TRUE(job->Stats().workers(1).left());
-  EXPECT_EQ(job->Leave(2).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(job->Leave(2, job->spec().run_id()).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ShardJobBadInputTest, PushIdBelowOneIsRejected) {

@@ -618,6 +618,24 @@ TEST_F(PsctlClusterTest, AFailedRunWritesItsParametersBeforeItLeavesTheShards) {
   }
 }
 
+// A worker that dies mid-run: psctl stops the job at once (the survivor is not left waiting at
+// the SYNC barrier for the dead one until its pull times out), and the results still hold the
+// shards' parameters.
+TEST_F(PsctlClusterTest, AWorkerThatDiesStopsTheRunAtOnceWithItsParametersSaved) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-worker-dies", 1000000));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << submit.Output();
+  daemons_[2].Signal(SIGKILL);  // worker:0.
+  const absl::Time killed = absl::Now();
+  EXPECT_EQ(daemons_[2].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  daemons_.erase(daemons_.begin() + 2);  // Reaped: TearDown stops the others.
+  EXPECT_EQ(submit.Wait(absl::Seconds(40)), 1) << submit.Output();
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(30)) << "not after a barrier's 60 s wait";
+  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
+  EXPECT_EQ(NpyShape(results_ + "/params/layer0_weights.npy"), std::vector<int64_t>({16, 4}));
+}
+
 TEST_F(PsctlClusterTest, DetachedJobCanBeFollowedWithStatusAndStopped) {
   std::string job = WriteJob(dir_, "job", JobJson("psctl-detached", 1000000));
   absl::Time start = absl::Now();
