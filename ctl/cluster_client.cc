@@ -58,6 +58,16 @@ absl::Status ClusterClient::Named(absl::string_view job, int index, absl::string
                                    status.error_message()));
 }
 
+absl::string_view ClusterClient::Detail(const absl::Status& status) {
+  absl::string_view message = status.message();
+  // Named's form: "job:index (address): Method: detail".
+  const size_t task_end = message.find("): ");
+  if (task_end == absl::string_view::npos) return message;
+  const size_t method_end = message.find(": ", task_end + 3);
+  if (method_end == absl::string_view::npos) return message;
+  return message.substr(method_end + 2);
+}
+
 absl::StatusOr<StartJobResponse> ClusterClient::StartJob(int worker,
                                                          const StartJobRequest& request) const {
   grpc::ClientContext context;

@@ -127,6 +127,10 @@ TEST_F(ClusterClientTest, ErrorsKeepTheCodeAndNameTheTaskAndCall) {
   absl::Status stats = client->GetJobStats(0, "a").status();
   EXPECT_EQ(stats.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(stats.message(), absl::StrCat("ps:0 (", ps_.address(), "): GetJobStats: no such job"));
+  // What reports that name the task themselves show.
+  EXPECT_EQ(ClusterClient::Detail(status), "no such job");
+  EXPECT_EQ(ClusterClient::Detail(absl::NotFoundError("a message of another kind")),
+            "a message of another kind");
 }
 
 TEST_F(ClusterClientTest, ReachesThePsTasksOneByOneAndAllAtOnce) {

@@ -21,7 +21,8 @@ std::string ProbeTask(const ClusterClient& client, absl::string_view job, int in
   }
   absl::StatusOr<HealthCheckResponse::ServingStatus> health = client.CheckHealth(job, index);
   if (!health.ok()) {
-    return absl::StrCat(health.status().message(), "; not healthy: restart the daemon");
+    return absl::StrCat(task, ": not healthy (", ClusterClient::Detail(health.status()),
+                        "); restart the daemon");
   }
   if (*health != HealthCheckResponse::SERVING) {
     return absl::StrCat(task, ": not healthy (", HealthCheckResponse::ServingStatus_Name(*health),
@@ -44,7 +45,8 @@ std::string ProbeTask(const ClusterClient& client, absl::string_view job, int in
                         job == kPsJob ? "ps_server --task=ps:" : "ps_worker --task=worker:",
                         index, " there");
   }
-  return std::string(status.message());
+  if (!status.ok()) return absl::StrCat(task, ": ", ClusterClient::Detail(status));
+  return "";
 }
 
 }  // namespace

@@ -144,7 +144,10 @@ std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSp
 // The one-line status of a task: "ps:0 (h:2222): up, ..." or why it is down.
 std::string TaskLine(const ClusterClient& client, absl::string_view job, int index,
                      const absl::Status& status, const std::string& up) {
-  if (!status.ok()) return absl::StrCat(status.message(), " [DOWN]\n");
+  if (!status.ok()) {
+    return absl::StrCat(client.TaskName(job, index), ": DOWN (", ClusterClient::Detail(status),
+                        ")\n");
+  }
   return absl::StrCat(client.TaskName(job, index), ": ", up, "\n");
 }
 

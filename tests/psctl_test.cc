@@ -528,6 +528,21 @@ TEST_F(PsctlClusterTest, StatusListsEveryTaskAsUp) {
                           absl::StrCat("worker:1 (", addresses_[3], "): up on cpu")));
 }
 
+TEST_F(PsctlClusterTest, StatusSaysWhichTaskIsDownAndWhy) {
+  daemons_[1].Signal(SIGTERM);  // ps:1.
+  ASSERT_EQ(daemons_[1].Wait(absl::Seconds(20)), std::optional<int>(0));
+  daemons_.erase(daemons_.begin() + 1);
+  ps_.pop_back();
+  Psctl psctl({"status", "--cluster_spec=" + spec_path_}, dir_);
+  psctl.Wait();
+  std::vector<std::string> lines = Lines(psctl.Stdout());
+  ASSERT_EQ(lines.size(), 4u) << psctl.Output();
+  EXPECT_EQ(lines[0], absl::StrCat("ps:0 (", addresses_[0], "): up, jobs: []"));
+  EXPECT_THAT(lines[1], StartsWith(absl::StrCat("ps:1 (", addresses_[1], "): DOWN (")));
+  EXPECT_THAT(lines[1], Not(HasSubstr("ListJobs")));  // The call is psctl's business.
+  EXPECT_EQ(lines[2], absl::StrCat("worker:0 (", addresses_[2], "): up on cpu"));
+}
+
 TEST_F(PsctlClusterTest, SubmitRunsAJobAndStatusShowsTheShardsVersions) {
   std::string job = WriteJob(dir_, "job", JobJson("psctl-submit", 300));
   Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
