@@ -5,6 +5,7 @@
 
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -126,6 +127,58 @@ INSTANTIATE_TEST_SUITE_P(
       return absl::StrCat(ConsistencyConfig::Mode_Name(std::get<0>(info.param)), "_",
                           OptimizerConfig::Kind_Name(std::get<1>(info.param)));
     });
+
+// Checkpoints taken while two workers push (ASYNC) fall between updates: the values are exactly
+// `version` updates from the start and the statistics say as many, never an update half on.
+TEST(ShardJobCheckpointConcurrencyTest, ACheckpointTakenWhilePushesApplyFallsBetweenUpdates) {
+  ParameterSpec spec = Spec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
+  spec.mutable_learning_rate()->Clear();
+  spec.mutable_learning_rate()->set_base(0.5f);
+  spec.mutable_consistency()->set_staleness_learning_rate(ConsistencyConfig::NONE);
+  for (VariableDef& variable : *spec.mutable_variables()) {
+    variable.mutable_initializer()->set_kind(InitializerConfig::CONSTANT);
+    variable.mutable_initializer()->set_scale(1.0f);
+  }
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0);
+  ASSERT_TRUE(job.ok()) << job.status();
+  constexpr int kPushesPerWorker = 60;  // 1 - 120 * 0.5 / 64 stays exact in float.
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.emplace_back([&job, &spec, w] {
+      for (int n = 1; n <= kPushesPerWorker; ++n) {
+        PushRequestHeader header;
+        header.set_job_id(spec.job_id());
+        header.set_run_id(spec.run_id());
+        header.set_worker(w);
+        header.set_push_id(n);
+        for (const SliceRef& ref : (*job)->SliceRefs()) *header.add_slices() = ref;
+        std::vector<absl::Span<float>> destinations;
+        absl::StatusOr<std::shared_ptr<std::vector<float>>> buffer =
+            (*job)->PushBuffer(header, &destinations);
+        ASSERT_TRUE(buffer.ok()) << buffer.status();
+        for (absl::Span<float> destination : destinations) {
+          for (float& g : destination) g = 1.0f / 64;
+        }
+        ASSERT_TRUE((*job)->Push(header, **buffer).ok());
+      }
+    });
+  }
+  int checkpoints = 0;
+  int64_t last_version = -1;
+  while (last_version < 2 * kPushesPerWorker) {
+    absl::StatusOr<std::unique_ptr<ShardJob>> restored =
+        ShardJob::Restore((*job)->Checkpoint(), 1, 0);
+    ASSERT_TRUE(restored.ok()) << restored.status();
+    const JobStats stats = (*restored)->Stats();
+    ASSERT_EQ(stats.applied_gradients(), stats.version());
+    const float expected = 1.0f - static_cast<float>(stats.version()) * 0.5f / 64;
+    for (float value : Values(restored->get())) ASSERT_EQ(value, expected) << stats.version();
+    last_version = stats.version();
+    ++checkpoints;
+  }
+  for (std::thread& worker : workers) worker.join();
+  EXPECT_GT(checkpoints, 1);
+}
 
 TEST(ShardJobCheckpointRefusalTest, ACheckpointOfAnotherTaskOrAPartOfOneIsRefused) {
   absl::StatusOr<std::unique_ptr<ShardJob>> job =
