@@ -32,6 +32,9 @@ DEFINE_int32(compute_threads, 0,
              "CPU backend threads (0: one per core); workers sharing a machine should split it");
 DEFINE_int32(max_message_mb, 1024, "largest request or response, in MiB");
 DEFINE_int32(ps_wait_timeout_s, 60, "how long a pull may wait at a barrier or SSP bound");
+DEFINE_int32(finished_job_retention_s, 3600,
+             "how long a job that ended stays (for psctl status) before this worker forgets it; "
+             "-1: never");
 
 namespace {
 
@@ -70,6 +73,9 @@ int Run() {
 
   ps::WorkerServiceOptions options{config->cluster, config->task.index(), *device, {}};
   options.ps_client.wait_timeout = absl::Seconds(FLAGS_ps_wait_timeout_s);
+  options.finished_job_retention = FLAGS_finished_job_retention_s < 0
+                                       ? absl::InfiniteDuration()
+                                       : absl::Seconds(FLAGS_finished_job_retention_s);
   ps::WorkerService service(options);
 
   absl::StatusOr<ps::HostPort> own = ps::ParseHostPort(config->cluster.Address(config->task));

@@ -159,6 +159,7 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   if (!status.ok()) return status;
 
   absl::MutexLock lock(&mu_);
+  ForgetFinishedJobsLocked();
   auto it = jobs_.find(spec.job_id());
   if (it != jobs_.end()) {
     if (!it->second->finished) {
@@ -187,6 +188,7 @@ void WorkerService::RunJob(JobSpec spec, RunningJob* job) {
     failed.set_state(JobProgress::FAILED);
     failed.set_error_code(static_cast<int>(backend.status().code()));
     failed.set_error(std::string(backend.status().message()));
+    job->finished_at = absl::Now();
     job->finished = true;
     job->progress->Publish(failed);
     return;
@@ -218,8 +220,24 @@ void WorkerService::RunJob(JobSpec spec, RunningJob* job) {
   }
   LOG(INFO) << "job " << spec.job_id() << ": " << JobProgress::State_Name(last.state())
             << (status.ok() ? "" : absl::StrCat(": ", status.ToString()));
+  job->finished_at = absl::Now();
   job->finished = true;
   job->progress->Publish(last);
+}
+
+void WorkerService::ForgetFinishedJobsLocked() {
+  const absl::Time now = absl::Now();
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    RunningJob& job = *it->second;
+    if (job.finished && now - job.finished_at > options_.finished_job_retention) {
+      job.thread.join();
+      LOG(INFO) << "job " << it->first << ": forgotten, " << options_.finished_job_retention
+                << " after it ended (ps_worker --finished_job_retention_s)";
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 grpc::ServerUnaryReactor* WorkerService::StartJob(grpc::CallbackServerContext* context,
@@ -255,6 +273,7 @@ grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* 
   response->set_worker(options_.worker_index);
   response->set_device(options_.device.description);
   absl::MutexLock lock(&mu_);
+  ForgetFinishedJobsLocked();
   for (const auto& [id, job] : jobs_) {
     auto [sequence, latest] = job->progress->Latest();
     if (sequence == 0) latest.set_job_id(id);

@@ -12,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/cluster_spec.h"
 #include "common/ps_client.h"
 #include "proto/worker_service.grpc.pb.h"
@@ -26,6 +27,9 @@ struct WorkerServiceOptions {
   int worker_index = 0;
   Device device;
   PsClientOptions ps_client;  // ps_addresses are filled from the cluster.
+  // How long a job that ended stays (its last progress for `psctl status` and late watchers)
+  // before the worker forgets it; checked whenever a job starts or the status is asked.
+  absl::Duration finished_job_retention = absl::Hours(1);
 };
 
 // Thread-safe.
@@ -54,11 +58,15 @@ class WorkerService final : public Worker::CallbackService {
   struct RunningJob {
     std::atomic<bool> stop{false};
     std::atomic<bool> finished{false};
+    absl::Time finished_at;  // Written before `finished` is set.
     std::shared_ptr<ProgressLog> progress;
     std::thread thread;
   };
 
   absl::Status DoStartJob(const StartJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets the jobs that ended longer than finished_job_retention ago (joining their threads,
+  // which have returned or are about to).
+  void ForgetFinishedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunJob(JobSpec spec, RunningJob* job);
 
   const WorkerServiceOptions options_;

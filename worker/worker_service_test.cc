@@ -1,0 +1,96 @@
+// WorkerService in this process, reached over gRPC, against an in-process ps.
+#include "worker/worker_service.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/cluster_spec.h"
+#include "common/grpc_deadline.h"
+#include "common/grpc_server.h"
+#include "proto/worker_service.grpc.pb.h"
+#include "tests/in_process_ps_cluster.h"
+#include "worker/compute/cpu_threads.h"
+
+namespace ps {
+namespace {
+
+JobSpec SmallJob(const std::string& id) {
+  JobSpec spec;
+  spec.set_job_id(id);
+  spec.set_run_id("run-1");
+  spec.mutable_model()->set_kind(ModelSpec::SOFTMAX_REGRESSION);
+  SyntheticData* data = spec.mutable_data()->mutable_synthetic();
+  data->set_kind(SyntheticData::GAUSSIAN_MIXTURE);
+  data->set_num_examples(200);
+  data->set_feature_dim(8);
+  data->set_num_classes(3);
+  spec.mutable_learning_rate()->set_base(0.1f);
+  spec.mutable_consistency()->set_mode(ConsistencyConfig::SYNC);
+  spec.set_batch_size(8);
+  spec.set_steps(5);
+  return spec;
+}
+
+// The worker's jobs as its status lists them: "id STATE".
+std::vector<std::string> Jobs(Worker::Stub& stub) {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(absl::Seconds(5)));
+  WorkerStatus status;
+  EXPECT_TRUE(stub.GetStatus(&context, WorkerStatusRequest(), &status).ok());
+  std::vector<std::string> jobs;
+  for (const JobProgress& job : status.jobs()) {
+    jobs.push_back(absl::StrCat(job.job_id(), " ", JobProgress::State_Name(job.state())));
+  }
+  return jobs;
+}
+
+TEST(WorkerServiceTest, AJobThatEndedIsForgottenAfterTheRetention) {
+  SetCpuComputeThreads(1);
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> ps =
+      InProcessPsCluster::Start(InProcessPsClusterOptions());
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Parse(
+      absl::StrCat(R"({"ps": [")", (*ps)->addresses()[0], R"("], "worker": ["127.0.0.1:1"]})"),
+      "test");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  WorkerServiceOptions options{*cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}};
+  options.finished_job_retention = absl::Milliseconds(300);
+  WorkerService service(options);
+  absl::StatusOr<StartedServer> server = StartGrpcServer("127.0.0.1:0", &service, 64 << 20);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Worker::Stub> stub = Worker::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", server->bound_port), grpc::InsecureChannelCredentials()));
+
+  StartJobRequest request;
+  *request.mutable_spec() = SmallJob("short");
+  *request.mutable_cluster() = cluster->ToProto();
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(absl::Seconds(5)));
+  StartJobResponse response;
+  grpc::Status started = stub->StartJob(&context, request, &response);
+  ASSERT_TRUE(started.ok()) << started.error_message();
+
+  // DONE, listed for a while, then forgotten.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  std::vector<std::string> jobs;
+  while ((jobs = Jobs(*stub)) != std::vector<std::string>{"short DONE"} &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(jobs, std::vector<std::string>{"short DONE"});
+  while (!(jobs = Jobs(*stub)).empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(jobs.empty());
+  server->server->Shutdown();
+}
+
+}  // namespace
+}  // namespace ps
