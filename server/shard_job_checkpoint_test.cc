@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/checkpoint_file.h"
 #include "server/shard_job.h"
 
@@ -160,6 +161,7 @@ TEST(ShardJobCheckpointConcurrencyTest, ACheckpointTakenWhilePushesApplyFallsBet
           for (float& g : destination) g = 1.0f / 64;
         }
         ASSERT_TRUE((*job)->Push(header, **buffer).ok());
+        absl::SleepFor(absl::Microseconds(200));  // The checkpoints fall among the pushes.
       }
     });
   }
