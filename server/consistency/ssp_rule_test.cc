@@ -70,5 +70,24 @@ TEST(SspRuleTest, AWorkerThatLeftNoLongerHoldsTheOthersBack) {
   EXPECT_TRUE(rule.PullReady(PullFor(0, 0, 1000)));  // All left: nothing waits.
 }
 
+TEST(SspRuleTest, ItsStateComesBackFromACheckpoint) {
+  SspRule rule(Ssp(1), 3);
+  Tick(rule, 0);
+  Tick(rule, 0);
+  Tick(rule, 2);
+  rule.Leave(1);
+  ShardCheckpointState state;
+  rule.SaveState(&state);
+  SspRule restored(Ssp(1), 3);
+  ASSERT_TRUE(restored.RestoreState(state).ok());
+  for (int w = 0; w < 3; ++w) {
+    EXPECT_EQ(restored.clock(w), rule.clock(w)) << w;
+    EXPECT_EQ(restored.left(w), rule.left(w)) << w;
+  }
+  EXPECT_EQ(restored.PullReady(PullFor(0, 0, 3)), rule.PullReady(PullFor(0, 0, 3)));
+  SspRule other(Ssp(1), 2);  // Another number of workers.
+  EXPECT_EQ(other.RestoreState(state).code(), absl::StatusCode::kDataLoss);
+}
+
 }  // namespace
 }  // namespace ps

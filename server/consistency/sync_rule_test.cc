@@ -115,5 +115,27 @@ TEST(SyncRuleTest, TheScheduleCountsStepsNotUpdates) {
   EXPECT_FLOAT_EQ(rule.LearningRate(schedule, 0, 0), 0.5f);
 }
 
+TEST(SyncRuleTest, ItsStateComesBackFromACheckpointWithTheOpenStep) {
+  SyncRule rule(Sync(), 3);
+  rule.Admit(PushFrom(0), 0);
+  rule.Admit(PushFrom(1), 0);
+  rule.Admit(PushFrom(2), 0);
+  rule.TakeAggregate();
+  rule.Admit(PushFrom(2, /*read_version=*/1, /*step=*/1), 0);
+  rule.Leave(0);
+  ShardCheckpointState state;
+  rule.SaveState(&state);
+  SyncRule restored(Sync(), 3);
+  ASSERT_TRUE(restored.RestoreState(state).ok());
+  EXPECT_EQ(restored.step(), 1);
+  ASSERT_EQ(restored.open_aggregate().size(), 1u);
+  EXPECT_EQ(restored.open_aggregate()[0].worker, 2);
+  EXPECT_EQ(restored.open_aggregate()[0].read_version, 1);
+  EXPECT_TRUE(restored.left(0));
+  EXPECT_THAT(restored.WaitingFor(), ElementsAre(1));
+  // It goes on as the original would: worker 1's gradient completes the step.
+  EXPECT_EQ(restored.Admit(PushFrom(1, 1, 1), 0).action, PushDecision::kApplyAggregate);
+}
+
 }  // namespace
 }  // namespace ps
