@@ -64,6 +64,37 @@ class PosixAppendableFile : public AppendableFile {
   std::FILE* const file_;
 };
 
+class PosixAtomicFile : public AtomicFile {
+ public:
+  PosixAtomicFile(std::string path, std::string temporary, int fd)
+      : path_(std::move(path)), temporary_(std::move(temporary)), fd_(fd) {}
+  ~PosixAtomicFile() override {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) std::remove(temporary_.c_str());
+  }
+
+  absl::Status Append(absl::string_view data) override { return WriteAll(fd_, data, path_); }
+
+  absl::Status Commit() override {
+    absl::Status status;
+    if (::fsync(fd_) != 0) status = ErrnoError(errno, "write", path_);
+    if (::close(fd_) != 0 && status.ok()) status = ErrnoError(errno, "write", path_);
+    fd_ = -1;
+    if (status.ok() && std::rename(temporary_.c_str(), path_.c_str()) != 0) {
+      status = ErrnoError(errno, "write", path_);
+    }
+    if (!status.ok()) return status;
+    committed_ = true;
+    return SyncDirectoryOf(path_);
+  }
+
+ private:
+  const std::string path_;
+  const std::string temporary_;
+  int fd_;
+  bool committed_ = false;
+};
+
 class PosixFileSystem : public FileSystem {
  public:
   absl::StatusOr<std::string> ReadFile(const std::string& path) override {
@@ -87,20 +118,17 @@ class PosixFileSystem : public FileSystem {
   }
 
   absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) override {
+    absl::StatusOr<std::unique_ptr<AtomicFile>> file = NewAtomicFile(path);
+    if (!file.ok()) return file.status();
+    absl::Status status = (*file)->Append(contents);
+    return status.ok() ? (*file)->Commit() : status;
+  }
+
+  absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(const std::string& path) override {
     const std::string temporary = path + ".tmp";
     int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoError(errno, "write", path);
-    absl::Status status = WriteAll(fd, contents, path);
-    if (status.ok() && ::fsync(fd) != 0) status = ErrnoError(errno, "write", path);
-    if (::close(fd) != 0 && status.ok()) status = ErrnoError(errno, "write", path);
-    if (status.ok() && std::rename(temporary.c_str(), path.c_str()) != 0) {
-      status = ErrnoError(errno, "write", path);
-    }
-    if (!status.ok()) {
-      std::remove(temporary.c_str());
-      return status;
-    }
-    return SyncDirectoryOf(path);
+    return std::make_unique<PosixAtomicFile>(path, temporary, fd);
   }
 
   absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(

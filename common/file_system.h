@@ -25,6 +25,20 @@ class AppendableFile {
   virtual absl::Status Flush() = 0;
 };
 
+// A file written in pieces that replaces `path` all at once when committed: written to a
+// temporary file beside it ("<path>.tmp"), flushed to the disk (fsync), renamed over `path`,
+// and the directory synced; for files too large to build whole in memory first (checkpoints).
+// Destroyed without a successful Commit, the temporary file is removed and `path` keeps what it
+// held. Not thread-safe. Errors name the path, as FileSystem's do.
+class AtomicFile {
+ public:
+  virtual ~AtomicFile() = default;
+
+  virtual absl::Status Append(absl::string_view data) = 0;
+  // REQUIRES: called once, after every Append.
+  virtual absl::Status Commit() = 0;
+};
+
 // Implementations are thread-safe. Every error message names the path and the system's reason;
 // the code follows the errno (absl::ErrnoToStatus): NOT_FOUND for a missing file,
 // PERMISSION_DENIED, RESOURCE_EXHAUSTED for a full disk (ENOSPC) or quota.
@@ -43,6 +57,9 @@ class FileSystem {
   // REQUIRES: no other writer of `path` at the same time (they would share the temporary file).
   virtual absl::Status WriteFileAtomically(const std::string& path,
                                            absl::string_view contents) = 0;
+  // A new file to replace `path` atomically (see AtomicFile). REQUIRES: no other writer of
+  // `path` at the same time.
+  virtual absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(const std::string& path) = 0;
   // Creates the file at `path`, or empties it, for appending.
   virtual absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(
       const std::string& path) = 0;

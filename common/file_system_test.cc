@@ -1,6 +1,7 @@
 #include "common/file_system.h"
 
 #include <filesystem>
+#include <memory>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +18,28 @@ TEST(FileSystemTest, AnAtomicWriteReplacesTheFileAndLeavesNoTemporaryFile) {
   absl::StatusOr<std::string> read = fs->ReadFile(path);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(*read, std::string("second\0bytes", 12));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST(FileSystemTest, AnAtomicFileReplacesThePathOnlyWhenCommitted) {
+  FileSystem* fs = FileSystem::Default();
+  const std::string path = TestPath("pieces.bin");
+  ASSERT_TRUE(fs->WriteFileAtomically(path, "old").ok());
+  {
+    absl::StatusOr<std::unique_ptr<AtomicFile>> file = fs->NewAtomicFile(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_TRUE((*file)->Append("abandoned").ok());
+  }  // Never committed.
+  EXPECT_EQ(*fs->ReadFile(path), "old");
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+
+  absl::StatusOr<std::unique_ptr<AtomicFile>> file = fs->NewAtomicFile(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_TRUE((*file)->Append("new ").ok());
+  ASSERT_TRUE((*file)->Append("in pieces").ok());
+  EXPECT_EQ(*fs->ReadFile(path), "old");  // Not before the commit.
+  ASSERT_TRUE((*file)->Commit().ok());
+  EXPECT_EQ(*fs->ReadFile(path), "new in pieces");
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
 }
 

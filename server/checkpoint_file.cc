@@ -43,6 +43,29 @@ absl::Status Corrupt(absl::string_view name, const std::string& what) {
       "; the file was truncated or changed after it was written (use an earlier checkpoint)"));
 }
 
+// Hands the file's bytes for `blocks` to `sink` in order, a header or a block at a time; stops
+// at the first error it returns.
+template <typename Sink>
+absl::Status EncodeInto(const std::vector<CheckpointBlock>& blocks, Sink sink) {
+  std::string header(kMagic, sizeof(kMagic));
+  AppendLittleEndian(kCheckpointFormatVersion, 4, &header);
+  AppendLittleEndian(blocks.size(), 4, &header);
+  absl::Status status = sink(header);
+  for (size_t i = 0; status.ok() && i < blocks.size(); ++i) {
+    const CheckpointBlock& block = blocks[i];
+    std::string block_header;
+    AppendLittleEndian(block.tag, 4, &block_header);
+    AppendLittleEndian(0, 4, &block_header);
+    AppendLittleEndian(block.payload.size(), 8, &block_header);
+    std::string checksum;
+    AppendLittleEndian(BlockChecksum(block_header, block.payload), 8, &checksum);
+    status = sink(block_header);
+    if (status.ok()) status = sink(block.payload);
+    if (status.ok()) status = sink(checksum);
+  }
+  return status;
+}
+
 }  // namespace
 
 std::string EncodeCheckpointFile(const std::vector<CheckpointBlock>& blocks) {
@@ -52,19 +75,10 @@ std::string EncodeCheckpointFile(const std::vector<CheckpointBlock>& blocks) {
   }
   std::string out;
   out.reserve(total);
-  out.append(kMagic, sizeof(kMagic));
-  AppendLittleEndian(kCheckpointFormatVersion, 4, &out);
-  AppendLittleEndian(blocks.size(), 4, &out);
-  for (const CheckpointBlock& block : blocks) {
-    const size_t header_begin = out.size();
-    AppendLittleEndian(block.tag, 4, &out);
-    AppendLittleEndian(0, 4, &out);
-    AppendLittleEndian(block.payload.size(), 8, &out);
-    const uint64_t checksum =
-        BlockChecksum(absl::string_view(out).substr(header_begin), block.payload);
-    out.append(block.payload);
-    AppendLittleEndian(checksum, 8, &out);
-  }
+  EncodeInto(blocks, [&out](absl::string_view bytes) {
+    out.append(bytes.data(), bytes.size());
+    return absl::OkStatus();
+  }).IgnoreError();
   return out;
 }
 
@@ -113,7 +127,12 @@ absl::StatusOr<std::vector<CheckpointBlock>> DecodeCheckpointFile(absl::string_v
 
 absl::Status WriteCheckpointFile(FileSystem* fs, const std::string& path,
                                  const std::vector<CheckpointBlock>& blocks) {
-  return fs->WriteFileAtomically(path, EncodeCheckpointFile(blocks));
+  // Block by block into the file: no copy of the whole file in memory.
+  absl::StatusOr<std::unique_ptr<AtomicFile>> file = fs->NewAtomicFile(path);
+  if (!file.ok()) return file.status();
+  absl::Status status =
+      EncodeInto(blocks, [&file](absl::string_view bytes) { return (*file)->Append(bytes); });
+  return status.ok() ? (*file)->Commit() : status;
 }
 
 absl::StatusOr<std::vector<CheckpointBlock>> ReadCheckpointFile(FileSystem* fs,

@@ -31,6 +31,29 @@ class FaultInjectingAppendableFile : public AppendableFile {
   const std::unique_ptr<AppendableFile> file_;
 };
 
+// Meets its file system's write faults before reaching the real file; an injected fault leaves
+// the real file uncommitted, so that `path` keeps what it held.
+class FaultInjectingAtomicFile : public AtomicFile {
+ public:
+  FaultInjectingAtomicFile(FaultInjectingFileSystem* fs, std::string path,
+                           std::unique_ptr<AtomicFile> file)
+      : fs_(fs), path_(std::move(path)), file_(std::move(file)) {}
+
+  absl::Status Append(absl::string_view data) override {
+    absl::Status injected = fs_->InjectedWriteError(path_);
+    return injected.ok() ? file_->Append(data) : injected;
+  }
+  absl::Status Commit() override {
+    absl::Status injected = fs_->InjectedWriteError(path_);
+    return injected.ok() ? file_->Commit() : injected;
+  }
+
+ private:
+  FaultInjectingFileSystem* const fs_;
+  const std::string path_;
+  const std::unique_ptr<AtomicFile> file_;
+};
+
 }  // namespace
 
 void FaultInjectingFileSystem::FailWrites(const std::string& suffix, int error_number) {
@@ -85,6 +108,13 @@ absl::Status FaultInjectingFileSystem::WriteFileAtomically(const std::string& pa
   absl::Status injected = InjectedWriteError(path);
   if (!injected.ok()) return injected;
   return FileSystem::Default()->WriteFileAtomically(path, contents);
+}
+
+absl::StatusOr<std::unique_ptr<AtomicFile>> FaultInjectingFileSystem::NewAtomicFile(
+    const std::string& path) {
+  absl::StatusOr<std::unique_ptr<AtomicFile>> file = FileSystem::Default()->NewAtomicFile(path);
+  if (!file.ok()) return file.status();
+  return std::make_unique<FaultInjectingAtomicFile>(this, path, *std::move(file));
 }
 
 absl::StatusOr<std::unique_ptr<AppendableFile>> FaultInjectingFileSystem::NewAppendableFile(

@@ -31,6 +31,7 @@ class FaultInjectingFileSystem : public FileSystem {
 
   absl::StatusOr<std::string> ReadFile(const std::string& path) override;
   absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) override;
+  absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(const std::string& path) override;
   absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(
       const std::string& path) override;
   absl::Status CreateDirectories(const std::string& path) override;
