@@ -130,8 +130,8 @@ class ShardJob {
   // file (shard_job_checkpoint.cc lists them): values, optimizer slots and update counts,
   // version, schedule position, the rule's state (step, clocks, workers that left, the open
   // aggregate and its sum), push ids and statistics. Taken between updates: a push being
-  // applied finishes first, and new ones wait while the copy is made (the write to disk is the
-  // caller's, after this returns).
+  // applied finishes first, and new ones wait while the copy is made; pulls go on (the write
+  // to disk is the caller's, after this returns).
   std::vector<CheckpointBlock> Checkpoint() ABSL_LOCKS_EXCLUDED(aggregate_mu_, mu_);
   // The job as Checkpoint's `blocks` hold it, on task `ps_index` of `num_ps` (as it was taken).
   // DATA_LOSS for blocks that are not a whole checkpoint of the job's placement;
