@@ -130,8 +130,9 @@ class ShardJob {
   // file (shard_job_checkpoint.cc lists them): values, optimizer slots and update counts,
   // version, schedule position, the rule's state (step, clocks, workers that left, the open
   // aggregate and its sum), push ids and statistics. Taken between updates: a push being
-  // applied finishes first, and new ones wait while the copy is made; pulls go on (the write
-  // to disk is the caller's, after this returns).
+  // applied finishes first, and new ones wait while the optimizer slots are copied and the
+  // values taken (by reference: they are copied after the updates resume, which write to
+  // fresh buffers meanwhile); pulls go on throughout. The write to disk is the caller's.
   std::vector<CheckpointBlock> Checkpoint() ABSL_LOCKS_EXCLUDED(aggregate_mu_, mu_);
   // The job as Checkpoint's `blocks` hold it, on task `ps_index` of `num_ps` (as it was taken).
   // DATA_LOSS for blocks that are not a whole checkpoint of the job's placement;
@@ -243,6 +244,8 @@ class ShardJob {
   bool NotCheckpointingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !checkpointing_;
   }
+  // Writes the counters and the rule's state into a checkpoint's state (not the slices').
+  void SaveStateLocked(ShardCheckpointState* state) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the counters and the rule from a checkpoint's state. REQUIRES: a fresh job.
   absl::Status RestoreStateLocked(const ShardCheckpointState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -38,55 +38,67 @@ bool CopyFloats(const std::string& bytes, absl::Span<float> out) {
 }  // namespace
 
 std::vector<CheckpointBlock> ShardJob::Checkpoint() {
-  absl::MutexLock aggregate_lock(&aggregate_mu_);  // No aggregate being summed or applied.
   ShardCheckpointState state;
-  bool open_aggregate;
+  std::vector<std::unique_ptr<ValuesReader>> values;  // Held, not copied, while updates wait.
+  std::vector<CheckpointBlock> slots;
+  std::string sum;
   {
+    absl::MutexLock aggregate_lock(&aggregate_mu_);  // No aggregate being summed or applied.
+    bool open_aggregate;
+    {
+      absl::MutexLock lock(&mu_);
+      checkpointing_ = true;  // New updates wait at admission...
+      mu_.Await(absl::Condition(this, &ShardJob::NothingApplyingLocked));  // ...these finish.
+      SaveStateLocked(&state);
+      open_aggregate = !rule_->open_aggregate().empty();
+    }
+    // No update starts or is in flight until checkpointing_ is cleared, so the slices hold the
+    // state above; pulls go on meanwhile.
+    for (const auto& slice : slices_) {
+      absl::MutexLock slice_lock(&slice->mu);
+      state.add_slice_update_counts(slice->update_count);
+      values.push_back(std::make_unique<ValuesReader>(slice->values));
+      CheckpointBlock slot_block{kSlotsBlock, ""};
+      slot_block.payload.reserve(slice->slots.size() * slice->placement.num_elements() *
+                                 sizeof(float));
+      for (const std::vector<float>& slot : slice->slots) {
+        slot_block.payload.append(reinterpret_cast<const char*>(slot.data()),
+                                  slot.size() * sizeof(float));
+      }
+      slots.push_back(std::move(slot_block));
+    }
+    if (open_aggregate) sum = FloatBytes(sum_.data(), sum_.size());
     absl::MutexLock lock(&mu_);
-    checkpointing_ = true;  // New updates wait at admission...
-    mu_.Await(absl::Condition(this, &ShardJob::NothingApplyingLocked));  // ...these finish.
-    *state.mutable_spec() = spec_;
-    state.set_num_ps(num_ps_);
-    state.set_ps_index(ps_index_);
-    state.set_version(version_);
-    state.set_updates_started(updates_started_);
-    rule_->SaveState(&state);
-    for (int w = 0; w < spec_.num_workers(); ++w) {
-      state.add_last_push_id(last_push_id_[w]);
-      state.add_applied_by_worker(applied_by_worker_[w]);
-      staleness_by_worker_[w].ToProto(state.add_staleness_by_worker());
-    }
-    staleness_.ToProto(state.mutable_staleness());
-    state.set_applied_gradients(applied_gradients_);
-    for (const auto& [reason, count] : dropped_) (*state.mutable_dropped())[reason] = count;
-    for (const auto& [reason, count] : rejected_) (*state.mutable_rejected())[reason] = count;
-    state.set_duplicate_pushes(duplicate_pushes_);
-    open_aggregate = !rule_->open_aggregate().empty();
+    checkpointing_ = false;
   }
-  // No update starts or is in flight until checkpointing_ is cleared, so the slices hold the
-  // state above; pulls go on while they are copied.
-  std::vector<CheckpointBlock> values, slots;
-  for (const auto& slice : slices_) {
-    absl::MutexLock slice_lock(&slice->mu);
-    state.add_slice_update_counts(slice->update_count);
-    const std::vector<float>& buffer = *slice->values->buffer;
-    values.push_back({kValuesBlock, FloatBytes(buffer.data(), buffer.size())});
-    CheckpointBlock slot_block{kSlotsBlock, ""};
-    slot_block.payload.reserve(slice->slots.size() * buffer.size() * sizeof(float));
-    for (const std::vector<float>& slot : slice->slots) {
-      slot_block.payload.append(reinterpret_cast<const char*>(slot.data()),
-                                slot.size() * sizeof(float));
-    }
-    slots.push_back(std::move(slot_block));
-  }
+  // Updates go on; the values held stay as they were read (a push writes to a fresh copy).
   std::vector<CheckpointBlock> blocks;
   blocks.push_back({kStateBlock, state.SerializeAsString()});
-  for (CheckpointBlock& block : values) blocks.push_back(std::move(block));
+  for (const std::unique_ptr<ValuesReader>& reader : values) {
+    blocks.push_back({kValuesBlock, FloatBytes(reader->buffer().data(), reader->buffer().size())});
+  }
   for (CheckpointBlock& block : slots) blocks.push_back(std::move(block));
-  blocks.push_back({kSumBlock, open_aggregate ? FloatBytes(sum_.data(), sum_.size()) : ""});
-  absl::MutexLock lock(&mu_);
-  checkpointing_ = false;
+  blocks.push_back({kSumBlock, std::move(sum)});
   return blocks;
+}
+
+void ShardJob::SaveStateLocked(ShardCheckpointState* state) const {
+  *state->mutable_spec() = spec_;
+  state->set_num_ps(num_ps_);
+  state->set_ps_index(ps_index_);
+  state->set_version(version_);
+  state->set_updates_started(updates_started_);
+  rule_->SaveState(state);
+  for (int w = 0; w < spec_.num_workers(); ++w) {
+    state->add_last_push_id(last_push_id_[w]);
+    state->add_applied_by_worker(applied_by_worker_[w]);
+    staleness_by_worker_[w].ToProto(state->add_staleness_by_worker());
+  }
+  staleness_.ToProto(state->mutable_staleness());
+  state->set_applied_gradients(applied_gradients_);
+  for (const auto& [reason, count] : dropped_) (*state->mutable_dropped())[reason] = count;
+  for (const auto& [reason, count] : rejected_) (*state->mutable_rejected())[reason] = count;
+  state->set_duplicate_pushes(duplicate_pushes_);
 }
 
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
