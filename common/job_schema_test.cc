@@ -10,21 +10,14 @@
 #include "common/job_spec.h"
 #include "common/testing/schedules.h"
 #include "common/testing/valid_job.h"
+#include "common/testing/variable_defs.h"
 
 namespace ps {
 namespace {
 
 JobSpec Valid() { return testing_jobs::ValidJob(); }
 
-VariableDef MakeVariable(const std::string& name, const std::vector<int64_t>& shape,
-                         InitializerConfig::Kind kind, float scale) {
-  VariableDef variable;
-  variable.set_name(name);
-  for (int64_t d : shape) variable.add_shape(d);
-  variable.mutable_initializer()->set_kind(kind);
-  variable.mutable_initializer()->set_scale(scale);
-  return variable;
-}
+using testing_variables::MakeVariable;
 
 std::vector<VariableDef> Variables() {
   return {MakeVariable("w", {4, 3}, InitializerConfig::ZEROS, 0)};

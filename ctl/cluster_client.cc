@@ -3,7 +3,9 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/optional.h"
 #include "common/grpc_deadline.h"
 #include "common/grpc_status.h"
 #include "proto/health.grpc.pb.h"
@@ -12,6 +14,9 @@
 
 namespace ps {
 namespace {
+
+// Where Named keeps the call's own message, for Detail.
+constexpr char kDetailPayload[] = "ps.cluster_client.detail";
 
 std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::string>& addresses) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
@@ -53,19 +58,16 @@ const std::shared_ptr<grpc::Channel>& ClusterClient::Channel(absl::string_view j
 absl::Status ClusterClient::Named(absl::string_view job, int index, absl::string_view method,
                                   const grpc::Status& status) const {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(FromGrpcStatus(status).code(),
-                      absl::StrCat(TaskName(job, index), ": ", method, ": ",
-                                   status.error_message()));
+  absl::Status named(FromGrpcStatus(status).code(),
+                     absl::StrCat(TaskName(job, index), ": ", method, ": ",
+                                  status.error_message()));
+  named.SetPayload(kDetailPayload, absl::Cord(status.error_message()));
+  return named;
 }
 
-absl::string_view ClusterClient::Detail(const absl::Status& status) {
-  absl::string_view message = status.message();
-  // Named's form: "job:index (address): Method: detail".
-  const size_t task_end = message.find("): ");
-  if (task_end == absl::string_view::npos) return message;
-  const size_t method_end = message.find(": ", task_end + 3);
-  if (method_end == absl::string_view::npos) return message;
-  return message.substr(method_end + 2);
+std::string ClusterClient::Detail(const absl::Status& status) {
+  absl::optional<absl::Cord> detail = status.GetPayload(kDetailPayload);
+  return detail.has_value() ? std::string(*detail) : std::string(status.message());
 }
 
 absl::StatusOr<StartJobResponse> ClusterClient::StartJob(int worker,

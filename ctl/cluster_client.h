@@ -59,8 +59,9 @@ class ClusterClient {
   // kWorkerJob).
   std::string TaskName(absl::string_view job, int index) const;
   // What a failed call of this client's says without the "<task>: <call>: " it puts in front
-  // (the server's or the transport's own message), for reports that name the task themselves.
-  static absl::string_view Detail(const absl::Status& status);
+  // (the server's or the transport's own message), for reports that name the task themselves;
+  // any other status's message.
+  static std::string Detail(const absl::Status& status);
 
   // The ps admin client over every shard of the cluster.
   PsClient* ps() const { return ps_.get(); }

@@ -226,22 +226,6 @@ absl::StatusOr<StartJobResponse> StartOnWorker(const ClusterClient& client, int 
   }
 }
 
-// Asks every worker to stop `job_id` (each stops at its next step). Adds the workers that knew
-// it to `*found` when non-null; UNAVAILABLE naming those that could not be asked.
-absl::Status StopOnWorkers(const ClusterClient& client, const std::string& job_id, int* found) {
-  std::vector<std::string> errors;
-  for (int w = 0; w < client.num_workers(); ++w) {
-    absl::Status status = client.StopJob(w, job_id);
-    if (status.ok()) {
-      if (found != nullptr) ++*found;
-    } else if (!absl::IsNotFound(status)) {
-      errors.push_back(std::string(status.message()));
-    }
-  }
-  if (!errors.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
@@ -364,8 +348,14 @@ absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& jo
   if (!client.ok()) return client.status();
   int found = 0;
   std::vector<std::string> errors;
-  absl::Status stopped = StopOnWorkers(**client, job_id, &found);
-  if (!stopped.ok()) errors.push_back(std::string(stopped.message()));
+  for (int w = 0; w < (*client)->num_workers(); ++w) {
+    absl::Status status = (*client)->StopJob(w, job_id);
+    if (status.ok()) {
+      ++found;
+    } else if (!absl::IsNotFound(status)) {
+      errors.push_back(std::string(status.message()));
+    }
+  }
   absl::Status deleted = (*client)->ps()->DeleteJob(job_id);
   if (deleted.ok()) {
     ++found;

@@ -7,18 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/variable_defs.h"
+
 namespace ps {
 namespace {
 
-VariableDef MakeVariable(const std::string& name, const std::vector<int64_t>& shape,
-                         InitializerConfig::Kind kind, float scale) {
-  VariableDef variable;
-  variable.set_name(name);
-  for (int64_t d : shape) variable.add_shape(d);
-  variable.mutable_initializer()->set_kind(kind);
-  variable.mutable_initializer()->set_scale(scale);
-  return variable;
-}
+using testing_variables::MakeVariable;
 
 // Rows [row_begin, row_begin + row_count) of `variable`, as the partitioner would place them.
 SlicePlacement MakeSlice(const VariableDef& variable, int64_t row_begin, int64_t row_count) {

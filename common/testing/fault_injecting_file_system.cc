@@ -9,49 +9,48 @@
 namespace ps {
 namespace {
 
-// Meets its file system's write faults before reaching the real file.
-class FaultInjectingAppendableFile : public AppendableFile {
+// A file of `File`'s kind that meets its file system's write faults before reaching the real
+// one. An injected fault leaves an atomic file uncommitted, so its path keeps what it held.
+template <typename File>
+class FaultInjecting : public File {
  public:
-  FaultInjectingAppendableFile(FaultInjectingFileSystem* fs, std::string path,
-                               std::unique_ptr<AppendableFile> file)
+  FaultInjecting(FaultInjectingFileSystem* fs, std::string path, std::unique_ptr<File> file)
       : fs_(fs), path_(std::move(path)), file_(std::move(file)) {}
 
-  absl::Status Append(absl::string_view data) override {
+ protected:
+  // `call` on the real file, unless a write fault is injected for the path.
+  template <typename Call>
+  absl::Status Checked(Call call) {
     absl::Status injected = fs_->InjectedWriteError(path_);
-    return injected.ok() ? file_->Append(data) : injected;
-  }
-  absl::Status Flush() override {
-    absl::Status injected = fs_->InjectedWriteError(path_);
-    return injected.ok() ? file_->Flush() : injected;
+    return injected.ok() ? call(*file_) : injected;
   }
 
  private:
   FaultInjectingFileSystem* const fs_;
   const std::string path_;
-  const std::unique_ptr<AppendableFile> file_;
+  const std::unique_ptr<File> file_;
 };
 
-// Meets its file system's write faults before reaching the real file; an injected fault leaves
-// the real file uncommitted, so that `path` keeps what it held.
-class FaultInjectingAtomicFile : public AtomicFile {
+class FaultInjectingAppendableFile : public FaultInjecting<AppendableFile> {
  public:
-  FaultInjectingAtomicFile(FaultInjectingFileSystem* fs, std::string path,
-                           std::unique_ptr<AtomicFile> file)
-      : fs_(fs), path_(std::move(path)), file_(std::move(file)) {}
-
+  using FaultInjecting::FaultInjecting;
   absl::Status Append(absl::string_view data) override {
-    absl::Status injected = fs_->InjectedWriteError(path_);
-    return injected.ok() ? file_->Append(data) : injected;
+    return Checked([data](AppendableFile& file) { return file.Append(data); });
+  }
+  absl::Status Flush() override {
+    return Checked([](AppendableFile& file) { return file.Flush(); });
+  }
+};
+
+class FaultInjectingAtomicFile : public FaultInjecting<AtomicFile> {
+ public:
+  using FaultInjecting::FaultInjecting;
+  absl::Status Append(absl::string_view data) override {
+    return Checked([data](AtomicFile& file) { return file.Append(data); });
   }
   absl::Status Commit() override {
-    absl::Status injected = fs_->InjectedWriteError(path_);
-    return injected.ok() ? file_->Commit() : injected;
+    return Checked([](AtomicFile& file) { return file.Commit(); });
   }
-
- private:
-  FaultInjectingFileSystem* const fs_;
-  const std::string path_;
-  const std::unique_ptr<AtomicFile> file_;
 };
 
 }  // namespace
