@@ -80,7 +80,7 @@ int Run() {
       absl::Time start = absl::Now();
       std::vector<CheckpointBlock> blocks = (*job)->Checkpoint();
       absl::Time snapshotted = absl::Now();
-      absl::Status written = WriteCheckpointFile(fs, path, blocks);  // Encoded as it goes.
+      absl::Status written = WriteCheckpointFile(fs, path, blocks).status();  // Encoded as it goes.
       absl::Time done = absl::Now();
       if (!written.ok()) {
         std::fprintf(stderr, "checkpoint_bench: %s\n", written.ToString().c_str());

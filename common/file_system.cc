@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -142,6 +143,25 @@ class PosixFileSystem : public FileSystem {
     std::error_code error;
     std::filesystem::create_directories(path, error);
     if (error) return ErrnoError(error.value(), "create the directory", path);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) override {
+    std::error_code error;
+    std::vector<std::string> names;
+    for (std::filesystem::directory_iterator it(path, error), end; !error && it != end;
+         it.increment(error)) {
+      names.push_back(it->path().filename().string());
+    }
+    if (error) return ErrnoError(error.value(), "list the directory", path);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  absl::Status DeleteRecursively(const std::string& path) override {
+    std::error_code error;
+    std::filesystem::remove_all(path, error);
+    if (error) return ErrnoError(error.value(), "delete", path);
     return absl::OkStatus();
   }
 };

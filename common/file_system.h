@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -65,6 +66,10 @@ class FileSystem {
       const std::string& path) = 0;
   // Creates the directory `path` and its missing parents; OK when it exists.
   virtual absl::Status CreateDirectories(const std::string& path) = 0;
+  // The names of the entries of directory `path` (files and directories), sorted.
+  virtual absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) = 0;
+  // Removes `path` and, if it is a directory, everything under it; OK when it does not exist.
+  virtual absl::Status DeleteRecursively(const std::string& path) = 0;
 };
 
 }  // namespace ps

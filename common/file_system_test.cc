@@ -69,6 +69,21 @@ TEST(FileSystemTest, CreatesDirectoriesWithTheirParentsAndAcceptsExistingOnes) {
   EXPECT_NE(status.message().find(TestPath("a/file/d")), std::string::npos) << status;
 }
 
+TEST(FileSystemTest, ListsADirectorySortedAndDeletesATreeOnce) {
+  FileSystem* fs = FileSystem::Default();
+  const std::string dir = TestPath("tree");
+  ASSERT_TRUE(fs->CreateDirectories(dir + "/sub").ok());
+  ASSERT_TRUE(fs->WriteFileAtomically(dir + "/b", "x").ok());
+  ASSERT_TRUE(fs->WriteFileAtomically(dir + "/sub/a", "y").ok());
+  absl::StatusOr<std::vector<std::string>> names = fs->ListDirectory(dir);
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, (std::vector<std::string>{"b", "sub"}));
+  ASSERT_TRUE(fs->DeleteRecursively(dir).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  EXPECT_TRUE(fs->DeleteRecursively(dir).ok());  // Gone already: nothing to do.
+  EXPECT_TRUE(absl::IsNotFound(fs->ListDirectory(dir).status()));
+}
+
 TEST(FileSystemTest, AnAppendableFileGrowsWithEachAppendAndStartsEmpty) {
   FileSystem* fs = FileSystem::Default();
   const std::string path = TestPath("growing.csv");

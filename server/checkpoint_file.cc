@@ -56,11 +56,12 @@ absl::Status EncodeInto(const std::vector<CheckpointBlock>& blocks, Sink sink) {
     std::string block_header;
     AppendLittleEndian(block.tag, 4, &block_header);
     AppendLittleEndian(0, 4, &block_header);
-    AppendLittleEndian(block.payload.size(), 8, &block_header);
+    const absl::string_view payload = block.bytes();
+    AppendLittleEndian(payload.size(), 8, &block_header);
     std::string checksum;
-    AppendLittleEndian(BlockChecksum(block_header, block.payload), 8, &checksum);
+    AppendLittleEndian(BlockChecksum(block_header, payload), 8, &checksum);
     status = sink(block_header);
-    if (status.ok()) status = sink(block.payload);
+    if (status.ok()) status = sink(payload);
     if (status.ok()) status = sink(checksum);
   }
   return status;
@@ -71,7 +72,7 @@ absl::Status EncodeInto(const std::vector<CheckpointBlock>& blocks, Sink sink) {
 std::string EncodeCheckpointFile(const std::vector<CheckpointBlock>& blocks) {
   size_t total = kHeaderBytes;
   for (const CheckpointBlock& block : blocks) {
-    total += kBlockHeaderBytes + block.payload.size() + kChecksumBytes;
+    total += kBlockHeaderBytes + block.bytes().size() + kChecksumBytes;
   }
   std::string out;
   out.reserve(total);
@@ -125,14 +126,28 @@ absl::StatusOr<std::vector<CheckpointBlock>> DecodeCheckpointFile(absl::string_v
   return blocks;
 }
 
-absl::Status WriteCheckpointFile(FileSystem* fs, const std::string& path,
-                                 const std::vector<CheckpointBlock>& blocks) {
+uint64_t CheckpointFileChecksum(absl::string_view bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+absl::StatusOr<CheckpointFileInfo> WriteCheckpointFile(FileSystem* fs, const std::string& path,
+                                                       const std::vector<CheckpointBlock>& blocks) {
   // Block by block into the file: no copy of the whole file in memory.
   absl::StatusOr<std::unique_ptr<AtomicFile>> file = fs->NewAtomicFile(path);
   if (!file.ok()) return file.status();
-  absl::Status status =
-      EncodeInto(blocks, [&file](absl::string_view bytes) { return (*file)->Append(bytes); });
-  return status.ok() ? (*file)->Commit() : status;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),
+                                                                 &XXH3_freeState);
+  XXH3_64bits_reset(state.get());
+  CheckpointFileInfo info;
+  absl::Status status = EncodeInto(blocks, [&](absl::string_view bytes) {
+    XXH3_64bits_update(state.get(), bytes.data(), bytes.size());
+    info.bytes += static_cast<int64_t>(bytes.size());
+    return (*file)->Append(bytes);
+  });
+  if (status.ok()) status = (*file)->Commit();
+  if (!status.ok()) return status;
+  info.checksum = XXH3_64bits_digest(state.get());
+  return info;
 }
 
 absl::StatusOr<std::vector<CheckpointBlock>> ReadCheckpointFile(FileSystem* fs,

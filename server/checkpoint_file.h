@@ -18,7 +18,9 @@
 #define PS_SERVER_CHECKPOINT_FILE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,9 +33,34 @@ namespace ps {
 inline constexpr uint32_t kCheckpointFormatVersion = 1;
 
 struct CheckpointBlock {
+  CheckpointBlock() = default;
+  CheckpointBlock(uint32_t tag, std::string payload) : tag(tag), payload(std::move(payload)) {}
+  // A block of bytes held elsewhere (see `external`).
+  static CheckpointBlock External(uint32_t tag, absl::string_view bytes,
+                                  std::shared_ptr<const void> keep_alive) {
+    CheckpointBlock block(tag, "");
+    block.external = bytes;
+    block.keep_alive = std::move(keep_alive);
+    return block;
+  }
+
   uint32_t tag = 0;     // What the payload is; the checkpointing code assigns tags.
   std::string payload;  // Any bytes.
+  // Instead of `payload` when that is empty: bytes held elsewhere (a slice's values, which a
+  // snapshot holds rather than copies), valid for as long as `keep_alive` lives.
+  absl::string_view external;
+  std::shared_ptr<const void> keep_alive;
+
+  absl::string_view bytes() const { return payload.empty() ? external : payload; }
 };
+
+// What was written: the file's size and XXH3-64 of all its bytes (a manifest names both).
+struct CheckpointFileInfo {
+  int64_t bytes = 0;
+  uint64_t checksum = 0;
+};
+// XXH3-64 of a whole file's bytes, as CheckpointFileInfo.checksum.
+uint64_t CheckpointFileChecksum(absl::string_view bytes);
 
 // The file's bytes for `blocks`, in order.
 std::string EncodeCheckpointFile(const std::vector<CheckpointBlock>& blocks);
@@ -42,7 +69,7 @@ absl::StatusOr<std::vector<CheckpointBlock>> DecodeCheckpointFile(absl::string_v
                                                                   absl::string_view name);
 
 // Writes `blocks` to `path` atomically. On failure `path` keeps what it held.
-absl::Status WriteCheckpointFile(FileSystem* fs, const std::string& path,
+absl::StatusOr<CheckpointFileInfo> WriteCheckpointFile(FileSystem* fs, const std::string& path,
                                  const std::vector<CheckpointBlock>& blocks);
 absl::StatusOr<std::vector<CheckpointBlock>> ReadCheckpointFile(FileSystem* fs,
                                                                 const std::string& path);

@@ -74,12 +74,31 @@ TEST(CheckpointFileTest, ANewerFormatIsRefusedNamingBothVersions) {
               HasSubstr("not a checkpoint file"));
 }
 
+TEST(CheckpointFileTest, AWriteReportsTheFilesSizeAndChecksumAndTakesExternalBytes) {
+  FileSystem* fs = FileSystem::Default();
+  const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/external.ckpt";
+  auto held = std::make_shared<std::string>("held elsewhere");
+  CheckpointBlock external = CheckpointBlock::External(7, *held, held);
+  std::vector<CheckpointBlock> blocks = SomeBlocks();
+  blocks.push_back(external);
+  absl::StatusOr<CheckpointFileInfo> info = WriteCheckpointFile(fs, path, blocks);
+  ASSERT_TRUE(info.ok()) << info.status();
+  absl::StatusOr<std::string> bytes = fs->ReadFile(path);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(info->bytes, static_cast<int64_t>(bytes->size()));
+  EXPECT_EQ(info->checksum, CheckpointFileChecksum(*bytes));
+  EXPECT_EQ(*bytes, EncodeCheckpointFile(blocks));
+  absl::StatusOr<std::vector<CheckpointBlock>> read = DecodeCheckpointFile(*bytes, path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->back().payload, "held elsewhere");
+}
+
 TEST(CheckpointFileTest, AFailedWriteLeavesThePreviousFile) {
   FaultInjectingFileSystem fs;
   const std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/shard-0.ckpt";
   ASSERT_TRUE(WriteCheckpointFile(&fs, path, SomeBlocks()).ok());
   fs.FailWrites("shard-0.ckpt");
-  absl::Status failed = WriteCheckpointFile(&fs, path, {{9, "newer"}});
+  absl::Status failed = WriteCheckpointFile(&fs, path, {{9, "newer"}}).status();
   EXPECT_EQ(failed.code(), absl::StatusCode::kResourceExhausted);
   fs.ClearFaults();
   absl::StatusOr<std::vector<CheckpointBlock>> read = ReadCheckpointFile(&fs, path);

@@ -128,4 +128,13 @@ absl::Status FaultInjectingFileSystem::CreateDirectories(const std::string& path
   return FileSystem::Default()->CreateDirectories(path);
 }
 
+absl::StatusOr<std::vector<std::string>> FaultInjectingFileSystem::ListDirectory(
+    const std::string& path) {
+  return FileSystem::Default()->ListDirectory(path);
+}
+
+absl::Status FaultInjectingFileSystem::DeleteRecursively(const std::string& path) {
+  return FileSystem::Default()->DeleteRecursively(path);
+}
+
 }  // namespace ps

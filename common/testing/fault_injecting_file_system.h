@@ -35,6 +35,8 @@ class FaultInjectingFileSystem : public FileSystem {
   absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(
       const std::string& path) override;
   absl::Status CreateDirectories(const std::string& path) override;
+  absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& path) override;
+  absl::Status DeleteRecursively(const std::string& path) override;
 
  private:
   static bool Matches(const std::set<std::string>& suffixes, const std::string& path);

@@ -1,0 +1,70 @@
+// Where a ps keeps its checkpoints, and the manifests that make them complete (DESIGN.md
+// section 8; docs/checkpoints.md). A job's checkpoints live in one directory per job:
+//   <root>/<job_id>/<run_id>-<seq, 6 digits>/shard-<i>-of-<n>.ckpt   each shard's file
+//   <root>/<job_id>/<run_id>-<seq, 6 digits>/MANIFEST                 written last
+// `root` is the job's checkpoint.dir when it names one (a file system every ps reaches), else
+// the ps's --checkpoint_dir (each ps its own disk; every ps then holds a copy of the manifest).
+// The manifest is a checkpoint file (server/checkpoint_file.h) of one block, the serialized
+// CheckpointManifest, naming every shard's file with its size and XXH3-64: a checkpoint whose
+// directory has no manifest that verifies is not complete, and a shard file that does not match
+// its manifest is never loaded.
+#ifndef PS_SERVER_CHECKPOINT_STORE_H_
+#define PS_SERVER_CHECKPOINT_STORE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/file_system.h"
+#include "proto/ps_service.pb.h"
+#include "server/checkpoint_file.h"
+
+namespace ps {
+
+// Complete checkpoints kept when the job does not say (CheckpointSpec.keep = 0).
+inline constexpr int kDefaultCheckpointsKept = 3;
+
+// Thread-safe (it holds no state beyond its arguments).
+class CheckpointStore {
+ public:
+  // `default_root`: the ps's --checkpoint_dir ("" when it has none). `fs` is not owned.
+  CheckpointStore(FileSystem* fs, std::string default_root)
+      : fs_(fs), default_root_(std::move(default_root)) {}
+
+  FileSystem* fs() const { return fs_; }
+
+  // The directory of `job_id`'s checkpoints under `dir`, or under the default root when `dir`
+  // is empty. FAILED_PRECONDITION, saying how to give one, when there is neither.
+  absl::StatusOr<std::string> JobDirectory(const std::string& dir,
+                                           const std::string& job_id) const;
+  // "<run_id>-<seq, 6 digits>".
+  static std::string CheckpointName(const std::string& run_id, int64_t seq);
+
+  // Writes shard `ps_index` of `num_ps`'s file of checkpoint `name`; fills the entry's file
+  // (relative to `job_dir`), size and checksum. On failure nothing of it is left.
+  absl::Status WriteShard(const std::string& job_dir, const std::string& name, int ps_index,
+                          int num_ps, const std::vector<CheckpointBlock>& blocks,
+                          ShardCheckpoint* entry) const;
+  // Writes `manifest` (the checkpoint is then complete), then deletes the checkpoints of the
+  // job older than it beyond the newest `keep` complete ones (kDefaultCheckpointsKept when 0),
+  // and the incomplete ones older than it.
+  absl::Status Commit(const std::string& job_dir, const CheckpointManifest& manifest,
+                      int keep) const;
+  // The job's complete checkpoints, oldest first, and what is wrong with the manifests that
+  // do not verify. An empty list when the directory does not exist.
+  absl::StatusOr<ListCheckpointsResponse> List(const std::string& job_dir) const;
+  // Shard `ps_index`'s blocks of the checkpoint `manifest` names: NOT_FOUND when its file is
+  // missing, DATA_LOSS when it is not the file the manifest names (size, checksum) or does
+  // not decode.
+  absl::StatusOr<std::vector<CheckpointBlock>> ReadShard(const std::string& job_dir,
+                                                         const CheckpointManifest& manifest,
+                                                         int ps_index) const;
+
+ private:
+  FileSystem* const fs_;
+  const std::string default_root_;
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_CHECKPOINT_STORE_H_
