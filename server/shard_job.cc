@@ -282,6 +282,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   }
   ApplyToSlices(learning_rate, gradient);
   std::vector<Waiter> ready;
+  std::vector<ArmedCheckpoint> due;
   {
     absl::MutexLock lock(&mu_);
     ++version_;
@@ -294,8 +295,10 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     response.set_outcome(PushResponse::APPLIED);
     response.set_version(version_);
     ready = TakeReadyWaitersLocked();
+    due = TakeDueLocked();
   }
   Complete(std::move(ready));
+  for (ArmedCheckpoint& armed : due) TakeCheckpoint(std::move(armed));
   return response;
 }
 
@@ -343,6 +346,7 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   for (float& value : sum_) value *= scale;
   ApplyToSlices(learning_rate, sum_);
   std::vector<Waiter> ready;
+  std::vector<ArmedCheckpoint> due;
   {
     absl::MutexLock lock(&mu_);
     const std::vector<Contribution> applied = rule_->TakeAggregate();
@@ -360,8 +364,11 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
       response->set_step(rule_->step());
     }
     ready = TakeReadyWaitersLocked();
+    due = TakeDueLocked();
   }
   Complete(std::move(ready));
+  // The next aggregate waits for aggregate_mu_, held here: the checkpoint is of this step.
+  for (ArmedCheckpoint& armed : due) TakeCheckpoint(std::move(armed));
 }
 
 ShardJob::ValuesReader::ValuesReader(std::shared_ptr<Values> values)
@@ -434,6 +441,8 @@ JobStats ShardJob::Stats() const {
   }
   for (int w : rule_->WaitingFor()) stats.add_waiting_for(w);
   stats.set_parked_pulls(static_cast<int64_t>(waiters_.size()));
+  for (const ShardCheckpoint& checkpoint : checkpoints_) *stats.add_checkpoints() = checkpoint;
+  stats.set_failed_checkpoints(failed_checkpoints_);
   return stats;
 }
 

@@ -140,6 +140,35 @@ class ShardJob {
   static absl::StatusOr<std::unique_ptr<ShardJob>> Restore(
       const std::vector<CheckpointBlock>& blocks, int num_ps, int ps_index);
 
+  // Periodic checkpoints (docs/checkpoints.md). A checkpoint taken at an agreed point: its
+  // blocks (values held by reference, as pulls hold them: a push meanwhile writes to a fresh
+  // copy), and its entry with seq, version, clock and min_pushes filled (the file's fields are
+  // the writer's). It is a resume point: it holds no open aggregate (the workers resuming from
+  // it push that step again).
+  struct TakenCheckpoint {
+    std::vector<CheckpointBlock> blocks;
+    ShardCheckpoint entry;
+  };
+  using CheckpointSink = std::function<void(TakenCheckpoint)>;
+  // Arms checkpoint `seq` of run `run_id`: it is taken when the shard's clock (the rule's
+  // checkpoint_clock: SYNC step, SSP slowest clock, else version) reaches `at_clock`, right
+  // after the update that gets it there and before the next one, or at once when `at_clock` is
+  // -1 or the clock is there already; `sink` gets it on the thread that took it and must not
+  // block (queue the write). FAILED_PRECONDITION for another run, or (SYNC, SSP) a clock
+  // already passed: the shards could not all take it at that point.
+  absl::Status ArmCheckpoint(const std::string& run_id, int64_t seq, int64_t at_clock,
+                             CheckpointSink sink) ABSL_LOCKS_EXCLUDED(aggregate_mu_, mu_);
+  // Records how writing a checkpoint ended (entry.error set when it failed), for Stats.
+  void CheckpointWritten(const ShardCheckpoint& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // A new run of the job from a checkpoint's blocks (as ArmCheckpoint took them): `spec` is the
+  // new run's (its run_id and number of workers; the rest must be the checkpoint's, else
+  // FAILED_PRECONDITION saying what differs). Values, optimizer state, version, schedule
+  // position and statistics are the checkpoint's; every worker starts afresh at `resume_step`
+  // (SYNC's step, SSP's clocks), with no push seen yet.
+  static absl::StatusOr<std::unique_ptr<ShardJob>> Resume(
+      const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
+      int ps_index, int64_t resume_step);
+
   // Whether every worker has left the job (Leave): it is finished on this shard.
   bool AllWorkersLeft() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -244,6 +273,26 @@ class ShardJob {
   bool NotCheckpointingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !checkpointing_;
   }
+  struct CapturedState;
+  // Waits for updates in flight, holds new ones back while it reads the state and each slice
+  // (values held, slots copied), and lets them go on. REQUIRES: for aggregating rules,
+  // aggregate_mu_ held.
+  CapturedState CaptureBetweenUpdates() ABSL_LOCKS_EXCLUDED(mu_);
+  struct ArmedCheckpoint {
+    int64_t seq = 0;
+    int64_t at_clock = 0;
+    CheckpointSink sink;
+  };
+  // The armed checkpoints whose clock the shard has reached, taken out of armed_.
+  std::vector<ArmedCheckpoint> TakeDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes checkpoint `seq` for `armed` (between updates: new ones wait while the optimizer
+  // slots are copied) and hands it to its sink. REQUIRES: for aggregating rules, aggregate_mu_
+  // held (no aggregate summed or applied meanwhile).
+  void TakeCheckpoint(ArmedCheckpoint armed) ABSL_LOCKS_EXCLUDED(mu_);
+  // Copies the values and slots of checkpoint `blocks` into the slices; DATA_LOSS when they do
+  // not fit. REQUIRES: a fresh job.
+  absl::Status RestoreSlices(const std::vector<CheckpointBlock>& blocks,
+                             const ShardCheckpointState& state);
   // Writes the counters and the rule's state into a checkpoint's state (not the slices').
   void SaveStateLocked(ShardCheckpointState* state) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the counters and the rule from a checkpoint's state. REQUIRES: a fresh job.
@@ -293,6 +342,9 @@ class ShardJob {
   bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, int64_t> dropped_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> rejected_ ABSL_GUARDED_BY(mu_);
+  std::vector<ArmedCheckpoint> armed_ ABSL_GUARDED_BY(mu_);
+  std::vector<ShardCheckpoint> checkpoints_ ABSL_GUARDED_BY(mu_);  // Written, the latest few.
+  int64_t failed_checkpoints_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
 };

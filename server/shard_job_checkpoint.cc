@@ -8,8 +8,11 @@
 //   kSlotsBlock    one per slice: its optimizer slots one after another (momentum, AdaGrad's
 //                  accumulator, Adam's two moments), float32;
 //   kSumBlock      the open aggregate's sum (SYNC, SOFTSYNC), empty when none is open.
+#include <algorithm>
 #include <cstring>
 #include <utility>
+
+#include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/shard_job.h"
@@ -29,7 +32,7 @@ std::string FloatBytes(const float* data, size_t count) {
 }
 
 // Copies `bytes` into `out`; false unless they are exactly out.size() floats.
-bool CopyFloats(const std::string& bytes, absl::Span<float> out) {
+bool CopyFloats(absl::string_view bytes, absl::Span<float> out) {
   if (bytes.size() != out.size() * sizeof(float)) return false;
   std::memcpy(out.data(), bytes.data(), bytes.size());
   return true;
@@ -37,49 +40,140 @@ bool CopyFloats(const std::string& bytes, absl::Span<float> out) {
 
 }  // namespace
 
-std::vector<CheckpointBlock> ShardJob::Checkpoint() {
+// What a checkpoint takes between updates: the state, each slice's values (held) and slots
+// (copied).
+struct ShardJob::CapturedState {
   ShardCheckpointState state;
-  std::vector<std::unique_ptr<ValuesReader>> values;  // Held, not copied, while updates wait.
+  std::vector<std::shared_ptr<ValuesReader>> values;
   std::vector<CheckpointBlock> slots;
+};
+
+ShardJob::CapturedState ShardJob::CaptureBetweenUpdates() {
+  CapturedState captured;
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &ShardJob::NotCheckpointingLocked));
+    checkpointing_ = true;  // New updates wait at admission...
+    mu_.Await(absl::Condition(this, &ShardJob::NothingApplyingLocked));  // ...these finish.
+    SaveStateLocked(&captured.state);
+  }
+  // No update starts or is in flight until checkpointing_ is cleared, so the slices hold the
+  // state above; pulls go on meanwhile.
+  for (const auto& slice : slices_) {
+    absl::MutexLock slice_lock(&slice->mu);
+    captured.state.add_slice_update_counts(slice->update_count);
+    captured.values.push_back(std::make_shared<ValuesReader>(slice->values));
+    CheckpointBlock slot_block(kSlotsBlock, "");
+    slot_block.payload.reserve(slice->slots.size() * slice->placement.num_elements() *
+                               sizeof(float));
+    for (const std::vector<float>& slot : slice->slots) {
+      slot_block.payload.append(reinterpret_cast<const char*>(slot.data()),
+                                slot.size() * sizeof(float));
+    }
+    captured.slots.push_back(std::move(slot_block));
+  }
+  absl::MutexLock lock(&mu_);
+  checkpointing_ = false;
+  return captured;
+}
+
+std::vector<CheckpointBlock> ShardJob::Checkpoint() {
+  CapturedState captured;
   std::string sum;
   {
     absl::MutexLock aggregate_lock(&aggregate_mu_);  // No aggregate being summed or applied.
-    bool open_aggregate;
-    {
-      absl::MutexLock lock(&mu_);
-      checkpointing_ = true;  // New updates wait at admission...
-      mu_.Await(absl::Condition(this, &ShardJob::NothingApplyingLocked));  // ...these finish.
-      SaveStateLocked(&state);
-      open_aggregate = !rule_->open_aggregate().empty();
-    }
-    // No update starts or is in flight until checkpointing_ is cleared, so the slices hold the
-    // state above; pulls go on meanwhile.
-    for (const auto& slice : slices_) {
-      absl::MutexLock slice_lock(&slice->mu);
-      state.add_slice_update_counts(slice->update_count);
-      values.push_back(std::make_unique<ValuesReader>(slice->values));
-      CheckpointBlock slot_block{kSlotsBlock, ""};
-      slot_block.payload.reserve(slice->slots.size() * slice->placement.num_elements() *
-                                 sizeof(float));
-      for (const std::vector<float>& slot : slice->slots) {
-        slot_block.payload.append(reinterpret_cast<const char*>(slot.data()),
-                                  slot.size() * sizeof(float));
-      }
-      slots.push_back(std::move(slot_block));
-    }
-    if (open_aggregate) sum = FloatBytes(sum_.data(), sum_.size());
-    absl::MutexLock lock(&mu_);
-    checkpointing_ = false;
+    captured = CaptureBetweenUpdates();
+    if (captured.state.open_aggregate_size() > 0) sum = FloatBytes(sum_.data(), sum_.size());
   }
   // Updates go on; the values held stay as they were read (a push writes to a fresh copy).
   std::vector<CheckpointBlock> blocks;
-  blocks.push_back({kStateBlock, state.SerializeAsString()});
-  for (const std::unique_ptr<ValuesReader>& reader : values) {
-    blocks.push_back({kValuesBlock, FloatBytes(reader->buffer().data(), reader->buffer().size())});
+  blocks.emplace_back(kStateBlock, captured.state.SerializeAsString());
+  for (const std::shared_ptr<ValuesReader>& reader : captured.values) {
+    blocks.emplace_back(kValuesBlock,
+                        FloatBytes(reader->buffer().data(), reader->buffer().size()));
   }
-  for (CheckpointBlock& block : slots) blocks.push_back(std::move(block));
-  blocks.push_back({kSumBlock, std::move(sum)});
+  for (CheckpointBlock& block : captured.slots) blocks.push_back(std::move(block));
+  blocks.emplace_back(kSumBlock, std::move(sum));
   return blocks;
+}
+
+absl::Status ShardJob::ArmCheckpoint(const std::string& run_id, int64_t seq, int64_t at_clock,
+                                     CheckpointSink sink) {
+  absl::Status status = CheckRun(run_id, "checkpoint");
+  if (!status.ok()) return status;
+  ArmedCheckpoint armed{seq, at_clock, std::move(sink)};
+  {
+    absl::MutexLock lock(&mu_);
+    const int64_t clock = rule_->checkpoint_clock(version_);
+    const ConsistencyConfig::Mode mode = spec_.consistency().mode();
+    const bool agreed = mode == ConsistencyConfig::SYNC || mode == ConsistencyConfig::SSP;
+    if (agreed && at_clock >= 0 && clock > at_clock) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          JobPrefix(spec_.job_id()), "checkpoint ", seq, " was armed for clock ", at_clock,
+          " but ps:", ps_index_, " is at ", clock, " already; arm it further ahead"));
+    }
+    if (at_clock >= 0 && clock < at_clock) {
+      armed_.push_back(std::move(armed));
+      return absl::OkStatus();
+    }
+  }
+  // Due now. SYNC's values change only when a step is applied, under aggregate_mu_.
+  if (aggregates_) {
+    absl::MutexLock aggregate_lock(&aggregate_mu_);
+    TakeCheckpoint(std::move(armed));
+  } else {
+    TakeCheckpoint(std::move(armed));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<ShardJob::ArmedCheckpoint> ShardJob::TakeDueLocked() {
+  std::vector<ArmedCheckpoint> due;
+  if (armed_.empty()) return due;
+  const int64_t clock = rule_->checkpoint_clock(version_);
+  for (auto it = armed_.begin(); it != armed_.end();) {
+    if (it->at_clock <= clock) {
+      due.push_back(std::move(*it));
+      it = armed_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return due;
+}
+
+void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
+  CapturedState captured = CaptureBetweenUpdates();
+  ShardCheckpointState& state = captured.state;
+  state.clear_open_aggregate();  // A resume point: the workers push that step again.
+  TakenCheckpoint taken;
+  taken.entry.set_seq(armed.seq);
+  taken.entry.set_ps_index(ps_index_);
+  taken.entry.set_version(state.version());
+  taken.entry.set_clock(rule_->checkpoint_clock(state.version()));
+  int64_t min_pushes = state.last_push_id_size() > 0 ? state.last_push_id(0) : 0;
+  for (int64_t pushes : state.last_push_id()) min_pushes = std::min(min_pushes, pushes);
+  taken.entry.set_min_pushes(min_pushes);
+  taken.blocks.emplace_back(kStateBlock, state.SerializeAsString());
+  for (const std::shared_ptr<ValuesReader>& reader : captured.values) {
+    const std::vector<float>& values = reader->buffer();
+    taken.blocks.push_back(CheckpointBlock::External(
+        kValuesBlock,
+        absl::string_view(reinterpret_cast<const char*>(values.data()),
+                          values.size() * sizeof(float)),
+        reader));
+  }
+  for (CheckpointBlock& block : captured.slots) taken.blocks.push_back(std::move(block));
+  taken.blocks.emplace_back(kSumBlock, "");
+  armed.sink(std::move(taken));
+}
+
+void ShardJob::CheckpointWritten(const ShardCheckpoint& entry) {
+  constexpr size_t kRemembered = 8;
+  absl::MutexLock lock(&mu_);
+  if (!entry.error().empty()) ++failed_checkpoints_;
+  checkpoints_.push_back(entry);
+  if (checkpoints_.size() > kRemembered) checkpoints_.erase(checkpoints_.begin());
 }
 
 void ShardJob::SaveStateLocked(ShardCheckpointState* state) const {
@@ -101,23 +195,31 @@ void ShardJob::SaveStateLocked(ShardCheckpointState* state) const {
   state->set_duplicate_pushes(duplicate_pushes_);
 }
 
-absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
-    const std::vector<CheckpointBlock>& blocks, int num_ps, int ps_index) {
+namespace {
+
+// The shard state at the head of checkpoint `blocks`, taken on task `ps_index` of `num_ps`.
+absl::StatusOr<ShardCheckpointState> ReadShardState(const std::vector<CheckpointBlock>& blocks,
+                                                    int num_ps, int ps_index) {
   ShardCheckpointState state;
   if (blocks.empty() || blocks[0].tag != kStateBlock ||
-      !state.ParseFromString(blocks[0].payload)) {
+      !state.ParseFromString(std::string(blocks[0].bytes()))) {
     return absl::DataLossError("the checkpoint does not begin with a shard's state");
   }
-  const std::string prefix = JobPrefix(state.spec().job_id());
   if (state.num_ps() != num_ps || state.ps_index() != ps_index) {
     return absl::FailedPreconditionError(absl::StrCat(
-        prefix, "the checkpoint was taken on ps:", state.ps_index(), " of ", state.num_ps(),
-        " tasks; this is ps:", ps_index, " of ", num_ps,
+        JobPrefix(state.spec().job_id()), "the checkpoint was taken on ps:", state.ps_index(),
+        " of ", state.num_ps(), " tasks; this is ps:", ps_index, " of ", num_ps,
         ": restore each shard's checkpoint on its own task of a cluster of as many ps"));
   }
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = Create(state.spec(), num_ps, ps_index);
-  if (!job.ok()) return job.status();
-  const size_t num_slices = (*job)->slices_.size();
+  return state;
+}
+
+}  // namespace
+
+absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
+                                     const ShardCheckpointState& state) {
+  const std::string prefix = JobPrefix(spec_.job_id());
+  const size_t num_slices = slices_.size();
   if (blocks.size() != 2 + 2 * num_slices ||
       state.slice_update_counts_size() != static_cast<int>(num_slices)) {
     return absl::DataLossError(absl::StrCat(prefix, "the checkpoint has ", blocks.size(),
@@ -125,16 +227,16 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
                                             " slices take ", 2 + 2 * num_slices));
   }
   for (size_t i = 0; i < num_slices; ++i) {
-    Slice& slice = *(*job)->slices_[i];
+    Slice& slice = *slices_[i];
     const CheckpointBlock& values = blocks[1 + i];
-    const CheckpointBlock& slots = blocks[1 + num_slices + i];
+    const absl::string_view slots = blocks[1 + num_slices + i].bytes();
     absl::MutexLock lock(&slice.mu);
     const size_t elements = slice.values->buffer->size();
-    bool fits = values.tag == kValuesBlock && slots.tag == kSlotsBlock &&
-                CopyFloats(values.payload, absl::MakeSpan(*slice.values->buffer)) &&
-                slots.payload.size() == slice.slots.size() * elements * sizeof(float);
+    bool fits = values.tag == kValuesBlock && blocks[1 + num_slices + i].tag == kSlotsBlock &&
+                CopyFloats(values.bytes(), absl::MakeSpan(*slice.values->buffer)) &&
+                slots.size() == slice.slots.size() * elements * sizeof(float);
     for (size_t s = 0; fits && s < slice.slots.size(); ++s) {
-      std::memcpy(slice.slots[s].data(), slots.payload.data() + s * elements * sizeof(float),
+      std::memcpy(slice.slots[s].data(), slots.data() + s * elements * sizeof(float),
                   elements * sizeof(float));
     }
     if (!fits) {
@@ -143,18 +245,70 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
     }
     slice.update_count = state.slice_update_counts(static_cast<int>(i));
   }
-  const CheckpointBlock& sum = blocks.back();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
+    const std::vector<CheckpointBlock>& blocks, int num_ps, int ps_index) {
+  absl::StatusOr<ShardCheckpointState> state = ReadShardState(blocks, num_ps, ps_index);
+  if (!state.ok()) return state.status();
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = Create(state->spec(), num_ps, ps_index);
+  if (!job.ok()) return job.status();
+  absl::Status status = (*job)->RestoreSlices(blocks, *state);
+  if (!status.ok()) return status;
+  const std::string prefix = JobPrefix(state->spec().job_id());
   absl::MutexLock aggregate_lock(&(*job)->aggregate_mu_);
   absl::MutexLock lock(&(*job)->mu_);
-  absl::Status restored = (*job)->RestoreStateLocked(state);
+  absl::Status restored = (*job)->RestoreStateLocked(*state);
   if (!restored.ok()) {
     return absl::Status(restored.code(), prefix + std::string(restored.message()));
   }
   const bool open = !(*job)->rule_->open_aggregate().empty();
   (*job)->sum_.assign(open ? (*job)->num_elements_ : 0, 0.0f);
-  if (sum.tag != kSumBlock || !CopyFloats(sum.payload, absl::MakeSpan((*job)->sum_))) {
+  if (blocks.back().tag != kSumBlock ||
+      !CopyFloats(blocks.back().bytes(), absl::MakeSpan((*job)->sum_))) {
     return absl::DataLossError(prefix + "the checkpoint's open aggregate is not the shard's size");
   }
+  return job;
+}
+
+absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
+    const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
+    int ps_index, int64_t resume_step) {
+  absl::StatusOr<ShardCheckpointState> state = ReadShardState(blocks, num_ps, ps_index);
+  if (!state.ok()) return state.status();
+  ParameterSpec saved = state->spec();
+  saved.set_run_id(spec.run_id());
+  saved.set_num_workers(spec.num_workers());
+  if (!google::protobuf::util::MessageDifferencer::Equivalent(saved, spec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        JobPrefix(spec.job_id()),
+        "the job differs from the one the checkpoint was taken of (its variables, optimizer, "
+        "learning rate, consistency or seed); resume it as it was submitted"));
+  }
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = Create(spec, num_ps, ps_index);
+  if (!job.ok()) return job.status();
+  absl::Status status = (*job)->RestoreSlices(blocks, *state);
+  if (!status.ok()) return status;
+  ShardJob& resumed = **job;
+  absl::MutexLock lock(&resumed.mu_);
+  resumed.version_ = state->version();
+  resumed.updates_started_ = state->updates_started();
+  absl::StatusOr<StalenessHistogram> histogram = StalenessHistogram::FromProto(state->staleness());
+  if (!histogram.ok()) return histogram.status();
+  resumed.staleness_ = *std::move(histogram);
+  resumed.applied_gradients_ = state->applied_gradients();
+  resumed.dropped_ = {state->dropped().begin(), state->dropped().end()};
+  resumed.rejected_ = {state->rejected().begin(), state->rejected().end()};
+  // Every worker of the new run at resume_step, none gone, nothing open.
+  ShardCheckpointState fresh;
+  fresh.set_step(resume_step);
+  for (int w = 0; w < spec.num_workers(); ++w) {
+    fresh.add_clocks(resume_step);
+    fresh.add_left(false);
+  }
+  status = resumed.rule_->RestoreState(fresh);
+  if (!status.ok()) return status;
   return job;
 }
 

@@ -96,6 +96,9 @@ class ConsistencyRule {
     (void)worker;
     return 0;
   }
+  // The clock checkpoints are agreed in (ShardJob::ArmCheckpoint), on a shard at `version`:
+  // SYNC the steps applied, SSP the slowest worker's clock, else the version itself.
+  virtual int64_t checkpoint_clock(int64_t version) const { return version; }
   // The workers the open step waits for (SYNC); empty in the other modes.
   virtual std::vector<int> WaitingFor() const { return {}; }
 

@@ -30,6 +30,10 @@ class SyncRule : public ConsistencyRule {
   bool PullReady(const PullRequest& request) const override;
   std::string WaitReason(const PullRequest& request) const override;
   int64_t step() const override { return step_; }
+  int64_t checkpoint_clock(int64_t version) const override {
+    (void)version;
+    return step_;
+  }
   std::vector<int> WaitingFor() const override;
   void SaveState(ShardCheckpointState* state) const override;
   absl::Status RestoreState(const ShardCheckpointState& state) override;
