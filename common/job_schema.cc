@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -115,12 +116,40 @@ absl::Status ValidateStragglers(const StragglerSpec& stragglers, int num_workers
   return absl::OkStatus();
 }
 
+absl::Status ValidateCheckpointSpec(const CheckpointSpec& checkpoint) {
+  if (checkpoint.every_steps() < 0) return FieldError("checkpoint.every_steps", "must be >= 0");
+  if (!(checkpoint.every_seconds() >= 0) || std::isinf(checkpoint.every_seconds())) {
+    return FieldError("checkpoint.every_seconds", "must be a number >= 0");
+  }
+  if (checkpoint.keep() < 0) return FieldError("checkpoint.keep", "must be >= 0 (0: keep 3)");
+  if (!checkpoint.dir().empty() && checkpoint.dir()[0] != '/') {
+    return FieldError("checkpoint.dir", "must be an absolute path every ps can reach");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status ValidateId(const std::string& id, const std::string& field) {
+  if (id.empty()) return FieldError(field, "is empty: give the job an id");
+  bool ok = id.size() <= 128 && id[0] != '.';
+  for (char c : id) ok = ok && (absl::ascii_isalnum(c) || c == '.' || c == '_' || c == '-');
+  if (!ok) {
+    return FieldError(field, absl::StrCat("\"", id, "\" is not an id: use letters, digits, '.', "
+                                          "'_' and '-' (not first '.'), at most 128"));
+  }
+  return absl::OkStatus();
+}
 
 std::string JobPrefix(const std::string& job_id) { return absl::StrCat("job \"", job_id, "\": "); }
 
 absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
-  if (spec.job_id().empty()) return FieldError("job_id", "is empty: give the job an id");
+  absl::Status id = ValidateId(spec.job_id(), "job_id");
+  if (!id.ok()) return id;
+  if (!spec.run_id().empty()) {
+    id = ValidateId(spec.run_id(), "run_id");
+    if (!id.ok()) return id;
+  }
   const std::string prefix = JobPrefix(spec.job_id());
   if (spec.variables().empty()) {
     return absl::InvalidArgumentError(prefix + "variables is empty: a job needs variables");
@@ -141,8 +170,15 @@ absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
 }
 
 absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
-  if (spec.job_id().empty()) return FieldError("job_id", "is empty: give the job an id");
-  absl::Status status = ValidateModel(spec.model());
+  absl::Status status = ValidateId(spec.job_id(), "job_id");
+  if (!status.ok()) return status;
+  if (!spec.run_id().empty()) {
+    status = ValidateId(spec.run_id(), "run_id");
+    if (!status.ok()) return status;
+  }
+  status = ValidateCheckpointSpec(spec.checkpoint());
+  if (!status.ok()) return status;
+  status = ValidateModel(spec.model());
   if (!status.ok()) return status;
   status = ValidateData(spec.data());
   if (!status.ok()) return status;

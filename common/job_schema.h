@@ -20,13 +20,17 @@ namespace ps {
 // "job \"ID\": ", the start of every message about a job on a ps.
 std::string JobPrefix(const std::string& job_id);
 
+// A job id (or run id): letters, digits, '.', '_' and '-', not starting with '.', at most 128
+// characters, since it names directories (checkpoints, results). `field` names it in the error.
+absl::Status ValidateId(const std::string& id, const std::string& field);
+
 // A job the ps can serve: job_id, variables (each initializer), num_workers >= 1, optimizer,
 // learning-rate schedule and consistency settings against num_workers. Placement (shapes,
 // slice sizes) is checked by PlaceVariables.
 absl::Status ValidateParameterSpec(const ParameterSpec& spec);
 
 // A job a cluster of `num_workers` workers can run: job_id, model, data, batch size, stop
-// rules, evaluation, consistency against `num_workers`, Downpour settings, stragglers,
+// rules, checkpoints, evaluation, consistency against `num_workers`, Downpour settings, stragglers,
 // learning-rate schedule and optimizer. E.g. "consistency.replicas_to_aggregate is 5 but the
 // cluster has 4 workers: use 1 to 4, or 0 for all".
 absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers);

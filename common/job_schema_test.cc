@@ -39,6 +39,15 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
   };
   const Case kCases[] = {
       {[](JobSpec* s) { s->clear_job_id(); }, "job_id"},
+      {[](JobSpec* s) { s->set_job_id("../etc"); }, "job_id \"../etc\" is not an id"},
+      {[](JobSpec* s) { s->set_job_id("a b"); }, "job_id"},
+      {[](JobSpec* s) { s->set_run_id("r/1"); }, "run_id"},
+      {[](JobSpec* s) { s->mutable_checkpoint()->set_every_steps(-1); },
+       "checkpoint.every_steps"},
+      {[](JobSpec* s) { s->mutable_checkpoint()->set_every_seconds(-2); },
+       "checkpoint.every_seconds"},
+      {[](JobSpec* s) { s->mutable_checkpoint()->set_keep(-1); }, "checkpoint.keep"},
+      {[](JobSpec* s) { s->mutable_checkpoint()->set_dir("relative"); }, "checkpoint.dir"},
       {[](JobSpec* s) { s->mutable_model()->clear_kind(); }, "model.kind"},
       {[](JobSpec* s) { s->mutable_model()->set_kind(ModelSpec::MLP); }, "model.hidden_sizes"},
       {[](JobSpec* s) { s->mutable_data()->clear_synthetic(); }, "data"},

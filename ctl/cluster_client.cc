@@ -139,6 +139,47 @@ absl::StatusOr<JobStats> ClusterClient::GetJobStats(int ps, const std::string& j
   return response;
 }
 
+template <typename Request, typename Response>
+absl::StatusOr<Response> ClusterClient::CallPs(
+    int ps, absl::string_view name, const Request& request,
+    grpc::Status (ParameterServer::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                  Response*),
+    absl::Duration timeout) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(timeout));
+  Response response;
+  std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(ps_channels_[ps]);
+  absl::Status status =
+      Named(kPsJob, ps, name, ((*stub).*method)(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status ClusterClient::ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const {
+  return CallPs(ps, "ArmCheckpoint", request, &ParameterServer::Stub::ArmCheckpoint,
+                options_.status_timeout)
+      .status();
+}
+
+absl::Status ClusterClient::CommitCheckpoint(int ps,
+                                             const CommitCheckpointRequest& request) const {
+  return CallPs(ps, "CommitCheckpoint", request, &ParameterServer::Stub::CommitCheckpoint,
+                options_.checkpoint_timeout)
+      .status();
+}
+
+absl::StatusOr<ListCheckpointsResponse> ClusterClient::ListCheckpoints(
+    int ps, const ListCheckpointsRequest& request) const {
+  return CallPs(ps, "ListCheckpoints", request, &ParameterServer::Stub::ListCheckpoints,
+                options_.checkpoint_timeout);
+}
+
+absl::Status ClusterClient::RestoreJob(int ps, const RestoreJobRequest& request) const {
+  return CallPs(ps, "RestoreJob", request, &ParameterServer::Stub::RestoreJob,
+                options_.checkpoint_timeout)
+      .status();
+}
+
 bool ClusterClient::WaitForConnected(absl::string_view job, int index) const {
   return Channel(job, index)->WaitForConnected(GrpcDeadline(options_.status_timeout));
 }

@@ -26,7 +26,7 @@
 #include "common/cluster_spec.h"
 #include "common/ps_client.h"
 #include "proto/health.pb.h"
-#include "proto/ps_service.pb.h"
+#include "proto/ps_service.grpc.pb.h"
 #include "proto/worker_service.pb.h"
 
 namespace ps {
@@ -42,6 +42,8 @@ struct ClusterClientOptions {
   // Attempts of the PsClient's calls on UNAVAILABLE: few, since psctl reports a dead ps rather
   // than waiting for it.
   int ps_max_attempts = 2;
+  // The checkpoint calls that touch the disk (commit, list, restore).
+  absl::Duration checkpoint_timeout = absl::Minutes(5);
 };
 
 // Thread-safe.
@@ -79,6 +81,12 @@ class ClusterClient {
   // Ps daemons, one task at a time. REQUIRES: 0 <= ps < num_ps().
   absl::StatusOr<ListJobsResponse> ListJobs(int ps) const;
   absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;
+  // Checkpoints (ps_service.proto). RestoreJob reads the shard's file: checkpoint_timeout.
+  absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const;
+  absl::Status CommitCheckpoint(int ps, const CommitCheckpointRequest& request) const;
+  absl::StatusOr<ListCheckpointsResponse> ListCheckpoints(
+      int ps, const ListCheckpointsRequest& request) const;
+  absl::Status RestoreJob(int ps, const RestoreJobRequest& request) const;
 
   // Any task. False when no connection came up within status_timeout.
   bool WaitForConnected(absl::string_view job, int index) const;
@@ -90,6 +98,12 @@ class ClusterClient {
   ClusterClient(const ClusterSpec& cluster, const ClusterClientOptions& options,
                 std::unique_ptr<PsClient> ps);
   const std::shared_ptr<grpc::Channel>& Channel(absl::string_view job, int index) const;
+  // Calls `method` of ps task `ps` with a deadline `timeout` from now.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> CallPs(int ps, absl::string_view name, const Request& request,
+                                  grpc::Status (ParameterServer::Stub::*method)(
+                                      grpc::ClientContext*, const Request&, Response*),
+                                  absl::Duration timeout) const;
   // `status` as an absl::Status whose message names the task and `method`.
   absl::Status Named(absl::string_view job, int index, absl::string_view method,
                      const grpc::Status& status) const;

@@ -27,6 +27,10 @@ DEFINE_int32(wait_timeout_s, 60, "how long a pull may wait (barrier, SSP) unless
 DEFINE_int32(finished_job_retention_s, 3600,
              "how long a job whose every worker has left stays (for psctl status and its "
              "results) before this ps forgets it; -1: never");
+DEFINE_string(checkpoint_dir, "",
+              "where this ps writes the checkpoints of jobs that name no checkpoint.dir: a "
+              "directory on this host's disk (docs/checkpoints.md); empty: such jobs cannot "
+              "checkpoint");
 DEFINE_int32(max_message_mb, 1024, "largest request or response, in MiB");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
 
@@ -58,6 +62,7 @@ int Run() {
                                                ? absl::InfiniteDuration()
                                                : absl::Seconds(FLAGS_finished_job_retention_s);
   options.max_message_bytes = FLAGS_max_message_mb << 20;
+  options.service.checkpoint_dir = FLAGS_checkpoint_dir;
 
   ps::TuneForTensorTraffic();
   ps::BlockStopSignals();  // Before any thread starts.

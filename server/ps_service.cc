@@ -121,7 +121,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
 };
 
 ParameterService::ParameterService(const ParameterServiceOptions& options)
-    : options_(options) {}
+    : options_(options), checkpoints_(options.file_system, options.checkpoint_dir) {}
 
 ParameterService::~ParameterService() { Shutdown(); }
 

@@ -15,7 +15,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/ps_service.grpc.pb.h"
+#include "common/file_system.h"
+#include "server/checkpoint_store.h"
 #include "server/deadline_timer.h"
+#include "server/io_thread.h"
 #include "server/shard_job.h"
 
 namespace ps {
@@ -29,6 +32,11 @@ struct ParameterServiceOptions {
   // `psctl status`, its values for the results) before the shard forgets it and frees its
   // memory. InfiniteDuration(): never.
   absl::Duration finished_job_retention = absl::Hours(1);
+  // Where this ps writes checkpoints of jobs that do not name a directory (--checkpoint_dir);
+  // "": none (such jobs' checkpoints are refused, saying so).
+  std::string checkpoint_dir;
+  // Checkpoint files go through it (a test injects disk faults). Not owned.
+  FileSystem* file_system = FileSystem::Default();
 };
 
 using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
@@ -38,7 +46,11 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
                 ParameterServer::WithCallbackMethod_GetJobStats<
                     ParameterServer::WithCallbackMethod_ListJobs<
                         ParameterServer::WithCallbackMethod_LeaveJob<
-                            ParameterServer::Service>>>>>>>>;
+                            ParameterServer::WithCallbackMethod_ArmCheckpoint<
+                                ParameterServer::WithCallbackMethod_CommitCheckpoint<
+                                    ParameterServer::WithCallbackMethod_ListCheckpoints<
+                                        ParameterServer::WithCallbackMethod_RestoreJob<
+                                            ParameterServer::Service>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -74,6 +86,20 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* LeaveJob(grpc::CallbackServerContext* context,
                                      const LeaveJobRequest* request,
                                      LeaveJobResponse* response) override;
+  // Checkpoints (ps_service_checkpoint.cc): shard files are written, and restores read, on
+  // io_thread_, never on a gRPC thread.
+  grpc::ServerUnaryReactor* ArmCheckpoint(grpc::CallbackServerContext* context,
+                                          const ArmCheckpointRequest* request,
+                                          ArmCheckpointResponse* response) override;
+  grpc::ServerUnaryReactor* CommitCheckpoint(grpc::CallbackServerContext* context,
+                                             const CommitCheckpointRequest* request,
+                                             CommitCheckpointResponse* response) override;
+  grpc::ServerUnaryReactor* ListCheckpoints(grpc::CallbackServerContext* context,
+                                            const ListCheckpointsRequest* request,
+                                            ListCheckpointsResponse* response) override;
+  grpc::ServerUnaryReactor* RestoreJob(grpc::CallbackServerContext* context,
+                                       const RestoreJobRequest* request,
+                                       RestoreJobResponse* response) override;
 
  private:
   class PullReactor;
@@ -93,14 +119,22 @@ class ParameterService final : public ParameterServerBase {
   void ForgetFinishedJob(const std::string& id, const std::weak_ptr<ShardJob>& job)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Writes a taken checkpoint's shard file (on io_thread_) and tells the job how it went.
+  void WriteCheckpoint(const std::weak_ptr<ShardJob>& job, const std::string& job_dir,
+                       const std::string& name,
+                       const std::shared_ptr<ShardJob::TakenCheckpoint>& taken);
+  absl::Status DoRestoreJob(const RestoreJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+
   const ParameterServiceOptions options_;
+  const CheckpointStore checkpoints_;
 
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<ShardJob>> jobs_ ABSL_GUARDED_BY(mu_);
 
-  // Declared last, so destroyed first: its callbacks use the members above.
+  // Declared last, so destroyed first: their work uses the members above.
   DeadlineTimer timer_;
+  IoThread io_thread_;
 };
 
 }  // namespace ps

@@ -443,6 +443,7 @@ JobStats ShardJob::Stats() const {
   stats.set_parked_pulls(static_cast<int64_t>(waiters_.size()));
   for (const ShardCheckpoint& checkpoint : checkpoints_) *stats.add_checkpoints() = checkpoint;
   stats.set_failed_checkpoints(failed_checkpoints_);
+  stats.set_checkpoint_clock(rule_->checkpoint_clock(version_));
   return stats;
 }
 

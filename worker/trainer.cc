@@ -141,6 +141,7 @@ class TrainingLoop {
         straggler_random_(spec_.seed() * 1000003 + context.worker) {
     progress_.set_job_id(spec_.job_id());
     progress_.set_worker(context.worker);
+    reader_.SkipBatches(context.first_step, spec_.batch_size());
   }
 
   absl::Status Run();
@@ -174,7 +175,7 @@ class TrainingLoop {
 absl::Status TrainingLoop::Run() {
   // Throughput and elapsed time count from here: after loading data and creating the job.
   loop_start_ = absl::Now();
-  for (int64_t step = 0; step < job_.step_limit && !target_reached_; ++step) {
+  for (int64_t step = context_.first_step; step < job_.step_limit && !target_reached_; ++step) {
     if (context_.stop->load()) return absl::CancelledError("stopped by request");
     if (spec_.time_limit_s() > 0 && absl::Now() - start_ > absl::Seconds(spec_.time_limit_s())) {
       break;

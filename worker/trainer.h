@@ -28,6 +28,8 @@ struct TrainerContext {
   JobSpec spec;            // REQUIRES: ValidateJobSpec(spec, num_workers).ok().
   int worker = 0;
   int num_workers = 1;
+  // The step the worker starts at (StartJobRequest.first_step): a resumed job's.
+  int64_t first_step = 0;
   PsClient* ps = nullptr;                  // Not owned.
   ComputeBackend* backend = nullptr;       // Not owned; used by this thread only.
   const std::atomic<bool>* stop = nullptr;  // Set to ask the loop to stop.

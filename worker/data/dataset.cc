@@ -136,6 +136,17 @@ void ShardReader::StartEpoch() {
   position_ = 0;
 }
 
+void ShardReader::SkipBatches(int64_t count, int batch_size) {
+  if (indices_.empty() || count <= 0) return;
+  const auto size = static_cast<int64_t>(indices_.size());
+  const int64_t per_epoch = (size + batch_size - 1) / batch_size;
+  if (count >= per_epoch) {
+    epoch_ += count / per_epoch;
+    StartEpoch();
+  }
+  position_ = static_cast<size_t>((count % per_epoch) * batch_size);
+}
+
 int ShardReader::NextBatch(int batch_size, std::vector<float>* features,
                            std::vector<float>* labels) {
   const size_t count =

@@ -60,6 +60,11 @@ class ShardReader {
   // starts the next epoch. Returns 0 only if the shard is empty. REQUIRES: batch_size >= 1.
   int NextBatch(int batch_size, std::vector<float>* features, std::vector<float>* labels);
 
+  // Moves past the next `count` batches of `batch_size` as if NextBatch had returned them (a
+  // resumed job's worker starts where its reader was at the checkpoint's step).
+  // REQUIRES: at the start of an epoch (no batch read yet), batch_size >= 1.
+  void SkipBatches(int64_t count, int batch_size);
+
   // Epochs completed so far; counts an epoch as soon as its last batch is returned.
   int64_t epochs_completed() const { return epoch_; }
   // The dataset indices of this worker's shard in the current epoch, in reading order.

@@ -121,6 +121,23 @@ TEST(ShardReaderTest, BatchesEndWithASmallerOneThenMoveToTheNextEpoch) {
   EXPECT_EQ(reader.epochs_completed(), 2);
 }
 
+TEST(ShardReaderTest, SkippingBatchesLandsWhereReadingThemWould) {
+  const Dataset data = Indexed(47);
+  for (int64_t skip : {0, 1, 3, 4, 5, 11, 17}) {  // 24 examples in batches of 5: 5 a epoch.
+    ShardReader read(&data, 1, 2, 9, /*shuffle=*/true);
+    ShardReader skipped(&data, 1, 2, 9, /*shuffle=*/true);
+    std::vector<float> features, labels, skipped_features, skipped_labels;
+    for (int64_t i = 0; i < skip; ++i) read.NextBatch(5, &features, &labels);
+    skipped.SkipBatches(skip, 5);
+    EXPECT_EQ(skipped.epochs_completed(), read.epochs_completed()) << skip;
+    for (int i = 0; i < 7; ++i) {
+      read.NextBatch(5, &features, &labels);
+      skipped.NextBatch(5, &skipped_features, &skipped_labels);
+      EXPECT_EQ(skipped_labels, labels) << skip << " " << i;
+    }
+  }
+}
+
 TEST(ShardReaderTest, EmptyShardReturnsNothing) {
   const Dataset data = Indexed(2);
   ShardReader reader(&data, 2, 3, 1, /*shuffle=*/true);

@@ -1,0 +1,150 @@
+// ParameterService's checkpoint RPCs (ps_service.proto; docs/checkpoints.md): arming a shard's
+// checkpoint and writing its file in the background, committing a manifest, listing a job's
+// complete checkpoints, and restoring a job from one.
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/job_schema.h"
+#include "server/ps_service.h"
+
+namespace ps {
+
+grpc::ServerUnaryReactor* ParameterService::ArmCheckpoint(grpc::CallbackServerContext* context,
+                                                          const ArmCheckpointRequest* request,
+                                                          ArmCheckpointResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
+  absl::StatusOr<std::string> job_dir =
+      job.ok() ? checkpoints_.JobDirectory(request->dir(), request->job_id()) : job.status();
+  if (!job_dir.ok()) {
+    reactor->Finish(ToGrpcStatus(job_dir.status()));
+    return reactor;
+  }
+  const std::string name = CheckpointStore::CheckpointName(request->run_id(), request->seq());
+  absl::Status armed = (*job)->ArmCheckpoint(
+      request->run_id(), request->seq(), request->at_clock(),
+      [this, weak = std::weak_ptr<ShardJob>(*job), job_dir = *job_dir,
+       name](ShardJob::TakenCheckpoint taken) {
+        auto held = std::make_shared<ShardJob::TakenCheckpoint>(std::move(taken));
+        io_thread_.Schedule([this, weak, job_dir, name, held] {
+          WriteCheckpoint(weak, job_dir, name, held);
+        });
+      });
+  reactor->Finish(ToGrpcStatus(armed));
+  return reactor;
+}
+
+void ParameterService::WriteCheckpoint(const std::weak_ptr<ShardJob>& job,
+                                       const std::string& job_dir, const std::string& name,
+                                       const std::shared_ptr<ShardJob::TakenCheckpoint>& taken) {
+  ShardCheckpoint entry = taken->entry;
+  const absl::Time start = absl::Now();
+  absl::Status status = checkpoints_.WriteShard(job_dir, name, options_.ps_index,
+                                                options_.num_ps, taken->blocks, &entry);
+  taken->blocks.clear();  // Lets go of the values it held.
+  entry.set_written_at_ms(absl::ToUnixMillis(absl::Now()));
+  if (status.ok()) {
+    LOG(INFO) << "checkpoint " << name << ": wrote " << entry.file() << " (" << entry.bytes()
+              << " bytes) in " << absl::Now() - start << " on " << TaskName();
+  } else {
+    entry.set_error(absl::StrCat(TaskName(), " could not write checkpoint ", name, ": ",
+                                 status.message(), "; it is abandoned, training goes on"));
+    LOG(WARNING) << entry.error();
+  }
+  if (std::shared_ptr<ShardJob> still = job.lock()) still->CheckpointWritten(entry);
+}
+
+grpc::ServerUnaryReactor* ParameterService::CommitCheckpoint(
+    grpc::CallbackServerContext* context, const CommitCheckpointRequest* request,
+    CommitCheckpointResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  io_thread_.Schedule([this, reactor, request] {
+    const CheckpointManifest& manifest = request->manifest();
+    absl::Status status = ValidateId(manifest.job_id(), "manifest.job_id");
+    if (status.ok()) status = ValidateId(manifest.run_id(), "manifest.run_id");
+    absl::StatusOr<std::string> job_dir =
+        status.ok() ? checkpoints_.JobDirectory(request->dir(), manifest.job_id()) : status;
+    if (job_dir.ok()) status = checkpoints_.Commit(*job_dir, manifest, request->keep());
+    if (!job_dir.ok()) status = job_dir.status();
+    if (status.ok()) {
+      LOG(INFO) << "checkpoint " << manifest.name() << " of job " << manifest.job_id()
+                << " is complete (resume step " << manifest.resume_step() << ")";
+    } else {
+      LOG(WARNING) << "checkpoint " << manifest.name() << " of job " << manifest.job_id()
+                   << ": its manifest was not written on " << TaskName() << ": " << status;
+    }
+    reactor->Finish(ToGrpcStatus(status));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterService::ListCheckpoints(
+    grpc::CallbackServerContext* context, const ListCheckpointsRequest* request,
+    ListCheckpointsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  io_thread_.Schedule([this, reactor, request, response] {
+    absl::Status status = ValidateId(request->job_id(), "job_id");
+    absl::StatusOr<std::string> job_dir =
+        status.ok() ? checkpoints_.JobDirectory(request->dir(), request->job_id()) : status;
+    absl::StatusOr<ListCheckpointsResponse> listed =
+        job_dir.ok() ? checkpoints_.List(*job_dir) : job_dir.status();
+    if (listed.ok()) *response = *std::move(listed);
+    reactor->Finish(ToGrpcStatus(listed.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ParameterService::RestoreJob(grpc::CallbackServerContext* context,
+                                                       const RestoreJobRequest* request,
+                                                       RestoreJobResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  io_thread_.Schedule(
+      [this, reactor, request] { reactor->Finish(ToGrpcStatus(DoRestoreJob(*request))); });
+  return reactor;
+}
+
+absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request) {
+  if (request.num_ps() != options_.num_ps || request.ps_index() != options_.ps_index) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this server is ps:", options_.ps_index, " of ", options_.num_ps,
+        " but the request is for ps:", request.ps_index(), " of ", request.num_ps(),
+        "; the client and the servers must use the same ClusterSpec"));
+  }
+  const std::string& id = request.spec().job_id();
+  absl::Status status = ValidateParameterSpec(request.spec());
+  if (!status.ok()) return status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
+    if (jobs_.count(id) > 0) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "job \"", id, "\" already exists on ", TaskName(), "; delete it before restoring it"));
+    }
+  }
+  const CheckpointManifest& manifest = request.manifest();
+  if (manifest.job_id() != id) {
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", manifest.name(), " is of job \"",
+                                                   manifest.job_id(), "\", not \"", id, "\""));
+  }
+  absl::StatusOr<std::string> job_dir = checkpoints_.JobDirectory(request.dir(), id);
+  if (!job_dir.ok()) return job_dir.status();
+  absl::StatusOr<std::vector<CheckpointBlock>> blocks =
+      checkpoints_.ReadShard(*job_dir, manifest, options_.ps_index);
+  if (!blocks.ok()) return blocks.status();
+  absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
+      ShardJob::Resume(*blocks, request.spec(), options_.num_ps, options_.ps_index,
+                       manifest.resume_step());
+  if (!resumed.ok()) return resumed.status();
+  absl::MutexLock lock(&mu_);
+  if (!jobs_.emplace(id, *std::move(resumed)).second) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("job \"", id, "\" was created on ", TaskName(), " while it was restored"));
+  }
+  LOG(INFO) << "job " << id << ": run " << request.spec().run_id() << " restored from checkpoint "
+            << manifest.name() << " at step " << manifest.resume_step() << " on " << TaskName();
+  return absl::OkStatus();
+}
+
+}  // namespace ps
