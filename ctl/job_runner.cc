@@ -13,6 +13,8 @@
 #include "common/job_schema.h"
 #include "common/ps_client.h"
 #include "common/worker_session.h"
+#include "ctl/checkpoint_coordinator.h"
+#include "ctl/checkpoint_restore.h"
 #include "ctl/cluster_client.h"
 #include "ctl/cluster_probe.h"
 #include "ctl/results_writer.h"
@@ -170,6 +172,18 @@ std::string ShardReport(const ClusterClient& client, int ps, const std::string& 
   if (stats->duplicate_pushes() > 0) {
     absl::StrAppend(&report, ", duplicate pushes ", stats->duplicate_pushes());
   }
+  if (stats->checkpoints_size() > 0) {
+    const ShardCheckpoint& latest = stats->checkpoints(stats->checkpoints_size() - 1);
+    absl::StrAppend(&report, ", checkpoint ", latest.seq(),
+                    latest.error().empty() ? absl::StrCat(" written at clock ", latest.clock())
+                                           : " FAILED");
+  }
+  if (stats->failed_checkpoints() > 0) {
+    absl::StrAppend(&report, ", failed checkpoints ", stats->failed_checkpoints());
+    for (const ShardCheckpoint& checkpoint : stats->checkpoints()) {
+      if (!checkpoint.error().empty()) absl::StrAppend(&report, " (last: ", checkpoint.error(), ")");
+    }
+  }
   if (stats->mode() == ConsistencyConfig::SYNC && stats->parked_pulls() > 0) {
     absl::StrAppend(&report, ", barrier waiting for workers [",
                     absl::StrJoin(stats->waiting_for(), ", "), "]");
@@ -242,8 +256,26 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   }
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
   if (!client.ok()) return client.status();
-  status = ClaimJobId(cluster, **client, spec.job_id(), options.replace, out);
+  CheckpointCoordinator checkpoints(**client, spec, &out);
+  if (checkpoints.enabled()) {
+    if (options.detach) {
+      return absl::InvalidArgumentError(
+          "job: checkpoints are taken by psctl while it follows the job; submit it without "
+          "--detach (or drop its checkpoint settings)");
+    }
+    status = checkpoints.CheckDirectories();
+    if (!status.ok()) return status;
+  }
+  status = ClaimJobId(cluster, **client, spec.job_id(), options.replace || options.resume, out);
   if (!status.ok()) return status;
+  int64_t first_step = 0;
+  if (options.resume) {
+    absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(**client, spec, out);
+    if (!restored.ok()) return restored.status();
+    first_step = restored->resume_step();
+    out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name()
+        << " at step " << first_step << " as run " << spec.run_id() << "\n";
+  }
   std::unique_ptr<ResultsWriter> results;
   if (!options.detach) {
     absl::StatusOr<std::unique_ptr<ResultsWriter>> created =
@@ -258,9 +290,10 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   StartJobRequest request;
   *request.mutable_spec() = spec;
   *request.mutable_cluster() = cluster.ToProto();
+  request.set_first_step(first_step);
   for (int w = 0; w < (*client)->num_workers(); ++w) {
-    absl::StatusOr<StartJobResponse> started =
-        StartOnWorker(**client, w, request, options.replace, absl::Seconds(10));
+    absl::StatusOr<StartJobResponse> started = StartOnWorker(
+        **client, w, request, options.replace || options.resume, absl::Seconds(10));
     if (!started.ok()) {
       if (w > 0) StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
       return absl::Status(started.status().code(),
@@ -303,6 +336,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
         shards = WriteShardResults(**client, spec, results.get());
         StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
       }
+      if (!stopped) checkpoints.Poll(absl::Now());
       absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
       if (absl::Now() - last_line >= every) {
         last_line = absl::Now();
@@ -316,6 +350,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     }
     std::vector<JobProgress> last = follower.Last();
     out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
+    if (!stopped) checkpoints.Finish(absl::Seconds(30));
 
     if (!stopped) shards = WriteShardResults(**client, spec, results.get());
     results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();

@@ -18,6 +18,9 @@ struct SubmitOptions {
   // A job id the cluster already holds (an earlier run, finished, failed or running) is
   // refused; with `replace` that run is stopped on every worker and deleted on every ps first.
   bool replace = false;
+  // Continue the job from its latest complete checkpoint as a new run (its earlier run, if a
+  // task still holds it, is stopped and deleted first); see ctl/checkpoint_restore.h.
+  bool resume = false;
   bool detach = false;           // Start the job and return at once.
   // Set (from a signal handler thread) to stop the job everywhere and return CANCELLED.
   const std::atomic<bool>* interrupted = nullptr;
@@ -29,7 +32,9 @@ struct SubmitOptions {
 // run_id unless the spec has one), follows it to the end writing the results directory, and
 // returns OK when every worker finished; else the first failure, naming the worker. Bad input
 // (job, results directory) changes nothing. A job id some ps already holds is refused with
-// FAILED_PRECONDITION unless options.replace (see SubmitOptions).
+// FAILED_PRECONDITION unless options.replace or options.resume (see SubmitOptions). A job that
+// asks for checkpoints has them taken while it is followed (ctl/checkpoint_coordinator.h), so
+// it cannot be detached.
 absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
                        const SubmitOptions& options);
 

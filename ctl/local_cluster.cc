@@ -70,6 +70,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       std::vector<std::string> argv = {binary, "--cluster_spec=" + local->spec_path(),
                                        absl::StrCat("--task=", job, ":", i),
                                        "--bind_host=127.0.0.1", "--port_file=" + port_file};
+      if (job == kPsJob && !options.checkpoint_dir.empty()) {
+        argv.push_back(absl::StrCat("--checkpoint_dir=", options.checkpoint_dir, "/ps-", i));
+      }
       if (job == kWorkerJob) {
         int threads = options.compute_threads > 0
                           ? options.compute_threads

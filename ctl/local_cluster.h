@@ -23,6 +23,9 @@ struct LocalClusterOptions {
   std::string device = "auto";  // Each worker's --device.
   // Each worker's --compute_threads; 0: the machine's cores split evenly between the workers.
   int compute_threads = 0;
+  // Each ps's --checkpoint_dir is "<checkpoint_dir>/ps-<i>" (a disk of its own, as on
+  // separate hosts); "": none.
+  std::string checkpoint_dir;
 };
 
 class LocalCluster {

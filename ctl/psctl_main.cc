@@ -1,7 +1,8 @@
 // psctl: the user's tool for a parameter-server cluster.
 //
 //   psctl local  [--job=config/jobs/default.json] [--ps=2] [--workers=2] [--results=DIR]
-//   psctl submit --cluster_spec=FILE --job=FILE [--results=DIR] [--detach] [--replace]
+//                [--checkpoint_dir=checkpoints] [--resume]
+//   psctl submit --cluster_spec=FILE --job=FILE [--results=DIR] [--detach] [--replace|--resume]
 //   psctl status --cluster_spec=FILE [--job=ID]
 //   psctl stop   --cluster_spec=FILE --job=ID
 //   psctl check  --cluster_spec=FILE [--task=ps:0]
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -44,6 +46,12 @@ DEFINE_string(results, "", "where results go (default results/<job id>; experime
                            "results/<sweep name>)");
 DEFINE_bool(overwrite, false, "replace a results directory that is not empty (experiment: run "
                               "every point again)");
+DEFINE_string(checkpoint_dir, "checkpoints",
+              "local: where the ps daemons write checkpoints (ps:i in DIR/ps-i); give the same "
+              "one to --resume a job on a fresh local cluster");
+DEFINE_bool(resume, false,
+            "submit: continue the job from its latest complete checkpoint as a new run (the "
+            "same job file; a damaged checkpoint falls back to the one before)");
 DEFINE_bool(detach, false, "submit: start the job and print its id without following it");
 DEFINE_bool(replace, false, "submit: when the cluster already holds the job id (an earlier run), "
                             "stop that run and delete its state everywhere, then start afresh");
@@ -66,8 +74,10 @@ constexpr char kUsage[] =
     "usage: psctl COMMAND [flags]\n"
     "  local    start a cluster on this machine, run a job on it, write results, stop it\n"
     "           psctl local [--job=config/jobs/default.json] [--ps=2] [--workers=2]\n"
+    "           [--checkpoint_dir=checkpoints] [--resume]\n"
     "  submit   run a job on a running cluster: psctl submit --cluster_spec=F --job=F\n"
     "           [--replace: the job id exists from an earlier run; delete that run first]\n"
+    "           [--resume: continue the job from its latest complete checkpoint]\n"
     "  status   tasks, jobs, versions, staleness: psctl status --cluster_spec=F [--job=ID]\n"
     "  stop     stop a job everywhere: psctl stop --cluster_spec=F --job=ID\n"
     "  check    validate a ClusterSpec: psctl check --cluster_spec=F [--task=ps:0]\n"
@@ -99,6 +109,7 @@ int Submit(const ClusterSpec& cluster, const JobSpec& spec, const std::string& r
   options.overwrite = FLAGS_overwrite;
   options.detach = FLAGS_detach;
   options.replace = FLAGS_replace;
+  options.resume = FLAGS_resume;
   options.interrupted = &interrupted;
   options.out = &std::cout;
   options.live_line = isatty(STDOUT_FILENO);
@@ -128,6 +139,7 @@ int Local() {
   options.num_workers = FLAGS_workers;
   options.dir = results + ".cluster";
   options.device = FLAGS_device;
+  options.checkpoint_dir = std::filesystem::absolute(FLAGS_checkpoint_dir).string();
   options.ps_server_path =
       FLAGS_ps_server_binary.empty() ? SiblingBinary("server/ps_server") : FLAGS_ps_server_binary;
   options.ps_worker_path =

@@ -28,6 +28,7 @@
 #include "absl/strings/substitute.h"
 #include "common/grpc_deadline.h"
 #include "common/subprocess.h"
+#include "tests/psctl_testing.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "proto/worker_service.grpc.pb.h"
 
@@ -40,90 +41,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
-
-constexpr char kPsctl[] = "ctl/psctl";
-constexpr char kPsServer[] = "server/ps_server";
-constexpr char kPsWorker[] = "worker/ps_worker";
-constexpr absl::Duration kPsctlTimeout = absl::Seconds(60);
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
-std::vector<std::string> Lines(const std::string& text) {
-  return absl::StrSplit(text, '\n', absl::SkipEmpty());
-}
-
-// The running test's own directory under TEST_TMPDIR: every path a test hands psctl or a
-// daemon lies in it, so that a process mentioning it was started for this test.
-std::string TestDir() {
-  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
-                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
-// Processes other than this one whose command line mentions `text`, as "PID: command line".
-std::vector<std::string> ProcessesMentioning(const std::string& text,
-                                             std::vector<pid_t>* pids = nullptr) {
-  std::vector<std::string> found;
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return {"cannot read /proc"};
-  while (dirent* entry = readdir(proc)) {
-    pid_t pid = 0;
-    if (!absl::SimpleAtoi(entry->d_name, &pid) || pid == getpid()) continue;
-    std::string command = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
-    std::replace(command.begin(), command.end(), '\0', ' ');
-    if (!absl::StrContains(command, text)) continue;
-    found.push_back(absl::StrCat(pid, ": ", command));
-    if (pids != nullptr) pids->push_back(pid);
-  }
-  closedir(proc);
-  return found;
-}
-
-// One psctl run; stdout and stderr go to separate files.
-class Psctl {
- public:
-  Psctl(const std::vector<std::string>& args, const std::string& dir) {
-    static int runs = 0;
-    std::string name = absl::StrCat(dir, "/psctl-", ++runs);
-    stdout_path_ = name + ".out";
-    stderr_path_ = name + ".err";
-    std::vector<std::string> argv = {"/bin/sh", "-c", R"(exec "$@" 2>"$PSCTL_STDERR")", "sh",
-                                     kPsctl};
-    argv.insert(argv.end(), args.begin(), args.end());
-    absl::StatusOr<Subprocess> process =
-        Subprocess::Start(argv, stdout_path_, {"PSCTL_STDERR=" + stderr_path_});
-    EXPECT_TRUE(process.ok()) << process.status();
-    if (process.ok()) process_ = *std::move(process);
-  }
-
-  pid_t pid() const { return process_.has_value() ? process_->pid() : -1; }
-  // The exit code, or -1 after killing a psctl still running at `timeout`.
-  int Wait(absl::Duration timeout = kPsctlTimeout) {
-    if (!process_.has_value()) return -1;
-    std::optional<int> code = process_->Wait(timeout);
-    if (!code.has_value()) {
-      ADD_FAILURE() << "psctl still running after " << timeout << "; stdout:\n"
-                    << Stdout() << "stderr:\n"
-                    << Stderr();
-      process_.reset();  // Kills it.
-      return -1;
-    }
-    return *code;
-  }
-  std::string Stdout() const { return ReadFile(stdout_path_); }
-  std::string Stderr() const { return ReadFile(stderr_path_); }
-  std::string Output() const { return absl::StrCat("stdout:\n", Stdout(), "stderr:\n", Stderr()); }
-
- private:
-  std::string stdout_path_, stderr_path_;
-  std::optional<Subprocess> process_;
-};
 
 // A small job: softmax regression on a 4-class Gaussian mixture, a fraction of a second.
 std::string JobJson(const std::string& id, int64_t steps,

@@ -1,0 +1,87 @@
+#include "tests/psctl_testing.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace ps {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+std::string TestDir() {
+  std::string dir = absl::StrCat(std::getenv("TEST_TMPDIR"), "/",
+                                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::vector<std::string> ProcessesMentioning(const std::string& text, std::vector<pid_t>* pids) {
+  std::vector<std::string> found;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return {"cannot read /proc"};
+  while (dirent* entry = readdir(proc)) {
+    pid_t pid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &pid) || pid == getpid()) continue;
+    std::string command = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+    std::replace(command.begin(), command.end(), '\0', ' ');
+    if (!absl::StrContains(command, text)) continue;
+    found.push_back(absl::StrCat(pid, ": ", command));
+    if (pids != nullptr) pids->push_back(pid);
+  }
+  closedir(proc);
+  return found;
+}
+
+Psctl::Psctl(const std::vector<std::string>& args, const std::string& dir) {
+  static int runs = 0;
+  std::string name = absl::StrCat(dir, "/psctl-", ++runs);
+  stdout_path_ = name + ".out";
+  stderr_path_ = name + ".err";
+  std::vector<std::string> argv = {"/bin/sh", "-c", R"(exec "$@" 2>"$PSCTL_STDERR")", "sh",
+                                   kPsctl};
+  argv.insert(argv.end(), args.begin(), args.end());
+  absl::StatusOr<Subprocess> process =
+      Subprocess::Start(argv, stdout_path_, {"PSCTL_STDERR=" + stderr_path_});
+  EXPECT_TRUE(process.ok()) << process.status();
+  if (process.ok()) process_ = *std::move(process);
+}
+
+int Psctl::Wait(absl::Duration timeout) {
+  if (!process_.has_value()) return -1;
+  std::optional<int> code = process_->Wait(timeout);
+  if (!code.has_value()) {
+    ADD_FAILURE() << "psctl still running after " << timeout << "; stdout:\n"
+                  << Stdout() << "stderr:\n"
+                  << Stderr();
+    process_.reset();  // Kills it.
+    return -1;
+  }
+  return *code;
+}
+
+std::string Psctl::Output() const {
+  return absl::StrCat("stdout:\n", Stdout(), "stderr:\n", Stderr());
+}
+
+}  // namespace ps
