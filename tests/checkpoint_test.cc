@@ -1,0 +1,167 @@
+// Checkpoints as a user meets them, with psctl and the daemons as processes: a SYNC job resumed
+// from a checkpoint on a fresh local cluster ends with the weights of the run that was never
+// stopped; a damaged checkpoint is skipped, loudly, for the one before; a job with no
+// checkpoint is refused with what to do.
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tests/psctl_testing.h"
+
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// A SYNC job of 2 workers whose steps take a couple of milliseconds (straggler delays, which
+// change no value), with a checkpoint every 60 steps.
+std::string JobJson(const std::string& id) {
+  return absl::StrCat(R"({
+    "job_id": ")", id, R"(",
+    "model": {"kind": "MLP", "hidden_sizes": [16]},
+    "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 1200, "feature_dim": 8,
+                           "num_classes": 3}},
+    "optimizer": {"kind": "ADAM"},
+    "learning_rate": {"base": 0.01},
+    "consistency": {"mode": "SYNC"},
+    "batch_size": 16,
+    "steps": 600,
+    "seed": 7,
+    "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 1.5},
+    "checkpoint": {"every_steps": 60, "keep": 20}
+  })");
+}
+
+// The float32 values of a .npy file written by common/npy.cc (version 1.0).
+std::vector<float> ReadNpy(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
+  const size_t header = static_cast<unsigned char>(bytes[8]) |
+                        (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+  std::vector<float> values((bytes.size() - 10 - header) / sizeof(float));
+  std::memcpy(values.data(), bytes.data() + 10 + header, values.size() * sizeof(float));
+  return values;
+}
+
+// Every parameter file of a results directory, by name.
+std::map<std::string, std::vector<float>> Parameters(const std::string& results) {
+  std::map<std::string, std::vector<float>> parameters;
+  for (const auto& entry : std::filesystem::directory_iterator(results + "/params")) {
+    parameters[entry.path().filename().string()] = ReadNpy(entry.path().string());
+  }
+  return parameters;
+}
+
+struct Completed {
+  std::string name;
+  int64_t step = 0;
+};
+
+// The checkpoints psctl reported complete, in order.
+std::vector<Completed> CompletedCheckpoints(const std::string& stdout_text) {
+  std::vector<Completed> completed;
+  const std::regex line(R"(checkpoint \d+ complete: (\S+), resumes at step (\d+))");
+  for (std::sregex_iterator it(stdout_text.begin(), stdout_text.end(), line), end; it != end;
+       ++it) {
+    Completed c;
+    c.name = (*it)[1];
+    EXPECT_TRUE(absl::SimpleAtoi((*it)[2].str(), &c.step));
+    completed.push_back(c);
+  }
+  return completed;
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestDir();
+    checkpoints_ = dir_ + "/checkpoints";
+    job_ = dir_ + "/job.json";
+    std::ofstream(job_) << JobJson("resumable");
+  }
+  void TearDown() override {
+    std::vector<pid_t> pids;
+    ProcessesMentioning(dir_, &pids);
+    for (pid_t pid : pids) kill(pid, SIGKILL);  // Left behind: already a failure; clean up.
+  }
+
+  // psctl local on a fresh 2-ps, 2-worker cluster; `extra` flags after the common ones.
+  Psctl Local(const std::string& results, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"local", "--job=" + job_, "--results=" + results,
+                                     "--checkpoint_dir=" + checkpoints_, "--device=cpu"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Psctl(args, dir_);
+  }
+
+  // Deletes checkpoint `name` on every ps's disk.
+  void Delete(const std::string& name) {
+    for (int ps = 0; ps < 2; ++ps) {
+      std::filesystem::remove_all(absl::StrCat(checkpoints_, "/ps-", ps, "/resumable/", name));
+    }
+  }
+
+  std::string dir_, checkpoints_, job_;
+};
+
+TEST_F(CheckpointTest, AResumedSyncJobEndsWithTheWeightsOfOneNeverStoppedPastADamagedCheckpoint) {
+  Psctl whole = Local(dir_ + "/whole");
+  ASSERT_EQ(whole.Wait(), 0) << whole.Output();
+  std::vector<Completed> completed = CompletedCheckpoints(whole.Stdout());
+  // The run is taken apart at its first checkpoint C; the second is damaged.
+  ASSERT_GE(completed.size(), 2u) << whole.Output();
+  const Completed& c = completed[0];
+  const Completed& damaged = completed[1];
+  ASSERT_GT(c.step, 0);
+  ASSERT_LT(damaged.step, 600);
+  for (size_t i = 2; i < completed.size(); ++i) Delete(completed[i].name);
+  {
+    const std::string file =
+        absl::StrCat(checkpoints_, "/ps-1/resumable/", damaged.name, "/shard-1-of-2.ckpt");
+    std::fstream out(file, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(out.good()) << file;
+    out.seekp(100);
+    out.put('\x55');
+  }
+
+  Psctl resumed = Local(dir_ + "/resumed", {"--resume"});
+  ASSERT_EQ(resumed.Wait(), 0) << resumed.Output();
+  EXPECT_THAT(resumed.Stdout(),
+              HasSubstr(absl::StrCat("checkpoint ", damaged.name, " cannot be restored: ")));
+  EXPECT_THAT(resumed.Stdout(), HasSubstr("falling back to the previous complete checkpoint"));
+  EXPECT_THAT(resumed.Stdout(), HasSubstr(absl::StrCat("from checkpoint ", c.name, " at step ",
+                                                       c.step)));
+
+  const auto expected = Parameters(dir_ + "/whole");
+  const auto actual = Parameters(dir_ + "/resumed");
+  ASSERT_FALSE(expected.empty());
+  ASSERT_EQ(actual.size(), expected.size());
+  for (const auto& [name, values] : expected) {
+    const std::vector<float>& got = actual.at(name);
+    ASSERT_EQ(got.size(), values.size()) << name;
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_NEAR(got[i], values[i], 1e-6) << name << "[" << i << "]";
+    }
+  }
+  EXPECT_THAT(ProcessesMentioning(dir_), IsEmpty());
+}
+
+TEST_F(CheckpointTest, ResumingAJobWithoutACheckpointIsRefusedSayingWhatToDo) {
+  Psctl psctl = Local(dir_ + "/results", {"--resume"});
+  EXPECT_EQ(psctl.Wait(), 2) << psctl.Output();  // NOT_FOUND: bad input.
+  EXPECT_THAT(psctl.Stderr(), HasSubstr("has no complete checkpoint to resume from"));
+  EXPECT_THAT(psctl.Stderr(), HasSubstr("submit it without --resume"));
+  EXPECT_THAT(ProcessesMentioning(dir_), IsEmpty());
+}
+
+}  // namespace
+}  // namespace ps
