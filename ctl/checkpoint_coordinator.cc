@@ -54,7 +54,9 @@ int64_t CheckpointCoordinator::SettleArmed(const std::vector<JobStats>& shards) 
   return furthest;
 }
 
-void CheckpointCoordinator::Finish(absl::Duration timeout) {
+void CheckpointCoordinator::Finish(bool final, absl::Duration timeout) {
+  if (!enabled()) return;
+  if (final) Arm(-1);
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<JobStats> shards;
   while (!armed_.empty() && ReadShards(&shards)) {
@@ -64,7 +66,7 @@ void CheckpointCoordinator::Finish(absl::Duration timeout) {
     // Armed at a clock some shard never reached: never taken everywhere.
     armed_.erase(std::remove_if(armed_.begin(), armed_.end(),
                                 [nearest](const Armed& armed) {
-                                  return armed.at_clock > nearest;
+                                  return armed.at_clock >= 0 && armed.at_clock > nearest;
                                 }),
                  armed_.end());
     if (armed_.empty() || absl::Now() >= deadline) break;

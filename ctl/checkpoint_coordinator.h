@@ -40,9 +40,10 @@ class CheckpointCoordinator {
   // Arms the next checkpoint when one is due, completes one every shard has written, and says
   // when one is abandoned. Call every few hundred milliseconds; `now` is the caller's clock.
   void Poll(absl::Time now);
-  // Once the job has ended: completes the checkpoints its shards took (waiting up to `timeout`
-  // for their files) and forgets those armed at a clock the shards never reached.
-  void Finish(absl::Duration timeout);
+  // Once the job has ended: with `final` (it finished), takes a last checkpoint of its final
+  // state; completes the checkpoints its shards took (waiting up to `timeout` for their
+  // files), and forgets those armed at a clock the shards never reached.
+  void Finish(bool final, absl::Duration timeout);
   // Checkpoints armed and not yet complete or abandoned.
   int pending() const { return static_cast<int>(armed_.size()); }
   // The latest complete checkpoint of this run, if any.

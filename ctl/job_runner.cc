@@ -334,6 +334,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
         // leaves the shards, which ends the pulls still parked there (a SYNC barrier, an SSP
         // bound), so that the workers that are left stop at once.
         shards = WriteShardResults(**client, spec, results.get());
+        checkpoints.Finish(/*final=*/false, absl::Seconds(5));  // Completes those written.
         StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
       }
       if (!stopped) checkpoints.Poll(absl::Now());
@@ -350,7 +351,11 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     }
     std::vector<JobProgress> last = follower.Last();
     out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
-    if (!stopped) checkpoints.Finish(absl::Seconds(30));
+    bool all_done = true;
+    for (const JobProgress& progress : last) {
+      all_done = all_done && progress.state() == JobProgress::DONE;
+    }
+    if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
 
     if (!stopped) shards = WriteShardResults(**client, spec, results.get());
     results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();
@@ -358,11 +363,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     // A run that failed or was stopped leaves the shards once its results are written (above,
     // when stopped here); a finished one stays for `psctl status` (a new run of its id then
     // needs --replace).
-    bool ended_early = false;
-    for (const JobProgress& progress : last) {
-      ended_early = ended_early || progress.state() != JobProgress::DONE;
-    }
-    if (ended_early && !stopped) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
+    if (!all_done && !stopped) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
 
     // Ctrl-C on a terminal reaches psctl local's daemons too: the job may end (failing, its
     // ps gone) before the loop above sees the flag, and those failures are not the reason.

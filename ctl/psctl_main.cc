@@ -7,6 +7,7 @@
 //   psctl stop   --cluster_spec=FILE --job=ID
 //   psctl check  --cluster_spec=FILE [--task=ps:0]
 //   psctl experiment --sweep=FILE (--local | --cluster_spec=FILE) [--results=DIR]
+//   psctl export --checkpoint_dir=DIR[,DIR] --job=ID --out=DIR [--checkpoint=NAME]
 //   psctl report DIR
 //
 // Exit status: 0 on success; 1 when the job or the cluster failed (the message says why);
@@ -24,12 +25,14 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
 #include "common/job_schema.h"
 #include "common/job_spec.h"
+#include "ctl/checkpoint_export.h"
 #include "ctl/cluster_probe.h"
 #include "ctl/experiment.h"
 #include "ctl/job_runner.h"
@@ -41,14 +44,17 @@
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file; TF_CONFIG is used when empty");
 DEFINE_string(task, "", "check: a task to check against the cluster, as TYPE:INDEX (ps:0)");
 DEFINE_string(job, "", "local, submit: the job file (local: config/jobs/default.json when "
-                       "empty); status, stop: the job id");
+                       "empty); status, stop, export: the job id");
 DEFINE_string(results, "", "where results go (default results/<job id>; experiment: "
                            "results/<sweep name>)");
 DEFINE_bool(overwrite, false, "replace a results directory that is not empty (experiment: run "
                               "every point again)");
 DEFINE_string(checkpoint_dir, "checkpoints",
               "local: where the ps daemons write checkpoints (ps:i in DIR/ps-i); give the same "
-              "one to --resume a job on a fresh local cluster");
+              "one to --resume a job on a fresh local cluster. export: the directories (comma-"
+              "separated) holding the shards' checkpoint files");
+DEFINE_string(checkpoint, "", "export: the checkpoint's name (default: the newest complete one)");
+DEFINE_string(out, "", "export: the directory to write the model to");
 DEFINE_bool(resume, false,
             "submit: continue the job from its latest complete checkpoint as a new run (the "
             "same job file; a damaged checkpoint falls back to the one before)");
@@ -79,6 +85,8 @@ constexpr char kUsage[] =
     "           [--replace: the job id exists from an earlier run; delete that run first]\n"
     "           [--resume: continue the job from its latest complete checkpoint]\n"
     "  status   tasks, jobs, versions, staleness: psctl status --cluster_spec=F [--job=ID]\n"
+    "  export   a checkpoint's model as .npy files and model.safetensors:\n"
+    "           psctl export --checkpoint_dir=DIR[,DIR] --job=ID --out=DIR [--checkpoint=NAME]\n"
     "  stop     stop a job everywhere: psctl stop --cluster_spec=F --job=ID\n"
     "  check    validate a ClusterSpec: psctl check --cluster_spec=F [--task=ps:0]\n"
     "  experiment  run every point of a sweep, resumably, and write the sweep table\n"
@@ -237,6 +245,23 @@ int Experiment() {
   return status.ok() ? 0 : Fail(status);
 }
 
+int Export() {
+  if (FLAGS_job.empty() || FLAGS_out.empty()) {
+    return Fail(absl::InvalidArgumentError("--job=ID and --out=DIR are required"));
+  }
+  ExportOptions options;
+  options.checkpoint_dirs = absl::StrSplit(FLAGS_checkpoint_dir, ',', absl::SkipEmpty());
+  options.job_id = FLAGS_job;
+  options.checkpoint = FLAGS_checkpoint;
+  options.out_dir = FLAGS_out;
+  absl::StatusOr<CheckpointManifest> exported = ExportCheckpoint(options);
+  if (!exported.ok()) return Fail(exported.status());
+  std::cout << "exported checkpoint " << exported->name() << " of job " << FLAGS_job
+            << " (step " << exported->resume_step() << ") to " << FLAGS_out
+            << ": one .npy per variable and model.safetensors\n";
+  return 0;
+}
+
 int Report(const std::string& dir) {
   ReportOptions options;
   options.script = FLAGS_report_script;
@@ -276,6 +301,7 @@ int main(int argc, char** argv) {
   if (command == "check") return ps::Check();
   if (command == "experiment") return ps::Experiment();
   if (command == "report") return ps::Report(argv[2]);
+  if (command == "export") return ps::Export();
   std::cerr << "psctl: unknown command \"" << command << "\"\n" << ps::kUsage << "\n";
   return 2;
 }

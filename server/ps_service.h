@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "common/file_system.h"
-#include "server/checkpoint_store.h"
+#include "common/checkpoint_store.h"
 #include "server/deadline_timer.h"
 #include "server/io_thread.h"
 #include "server/shard_job.h"

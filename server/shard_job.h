@@ -35,7 +35,7 @@
 #include "common/partitioner.h"
 #include "proto/ps_service.pb.h"
 #include "server/buffer_pool.h"
-#include "server/checkpoint_file.h"
+#include "common/checkpoint_file.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/optimizer.h"
 #include "server/staleness_histogram.h"

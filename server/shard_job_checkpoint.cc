@@ -1,13 +1,5 @@
-// ShardJob's checkpoints: what a shard's checkpoint holds, as blocks of a checkpoint file
-// (server/checkpoint_file.h), and the job restored from them. The blocks, in order:
-//   kStateBlock    ShardCheckpointState (proto/checkpoint.proto), serialized: the spec, the
-//                  task, version, schedule position, the rule's state, push ids, statistics,
-//                  and each slice's update count;
-//   kValuesBlock   one per slice, in placement order: its values, float32 in host order
-//                  (little-endian on every platform this builds for);
-//   kSlotsBlock    one per slice: its optimizer slots one after another (momentum, AdaGrad's
-//                  accumulator, Adam's two moments), float32;
-//   kSumBlock      the open aggregate's sum (SYNC, SOFTSYNC), empty when none is open.
+// ShardJob's checkpoints: what a shard's checkpoint holds, as the blocks common/shard_checkpoint.h
+// lists, and the job restored or resumed from them.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -15,17 +7,11 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/shard_checkpoint.h"
 #include "server/shard_job.h"
 
 namespace ps {
 namespace {
-
-enum BlockTag : uint32_t {
-  kStateBlock = 1,
-  kValuesBlock = 2,
-  kSlotsBlock = 3,
-  kSumBlock = 4,
-};
 
 std::string FloatBytes(const float* data, size_t count) {
   return std::string(reinterpret_cast<const char*>(data), count * sizeof(float));
@@ -200,11 +186,9 @@ namespace {
 // The shard state at the head of checkpoint `blocks`, taken on task `ps_index` of `num_ps`.
 absl::StatusOr<ShardCheckpointState> ReadShardState(const std::vector<CheckpointBlock>& blocks,
                                                     int num_ps, int ps_index) {
-  ShardCheckpointState state;
-  if (blocks.empty() || blocks[0].tag != kStateBlock ||
-      !state.ParseFromString(std::string(blocks[0].bytes()))) {
-    return absl::DataLossError("the checkpoint does not begin with a shard's state");
-  }
+  absl::StatusOr<ShardCheckpointState> read = ReadShardCheckpointState(blocks);
+  if (!read.ok()) return read.status();
+  const ShardCheckpointState& state = *read;
   if (state.num_ps() != num_ps || state.ps_index() != ps_index) {
     return absl::FailedPreconditionError(absl::StrCat(
         JobPrefix(state.spec().job_id()), "the checkpoint was taken on ps:", state.ps_index(),

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/checkpoint_file.h"
+#include "common/checkpoint_file.h"
 #include "server/shard_job.h"
 
 namespace ps {

@@ -3,9 +3,12 @@
 // stopped; a damaged checkpoint is skipped, loudly, for the one before; a job with no
 // checkpoint is refused with what to do.
 #include <cstdint>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
 #include <vector>
@@ -60,6 +63,42 @@ std::map<std::string, std::vector<float>> Parameters(const std::string& results)
     parameters[entry.path().filename().string()] = ReadNpy(entry.path().string());
   }
   return parameters;
+}
+
+// Loads `path` with numpy (the header parsed with json, each tensor with numpy.frombuffer) and
+// checks each tensor's sum against `expected` (by .npy file name). Skips where numpy is missing.
+void ExpectNumpyReads(const std::string& path,
+                      const std::map<std::string, std::vector<float>>& expected) {
+  if (std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "python3-numpy is not installed (tools/setup.sh installs it)";
+  }
+  const std::string script = absl::StrCat(
+      "import json, struct, numpy\n"
+      "data = open('", path, "', 'rb').read()\n"
+      "n = struct.unpack('<Q', data[:8])[0]\n"
+      "header = json.loads(data[8:8 + n])\n"
+      "for name, t in sorted(header.items()):\n"
+      "  if name == '__metadata__': continue\n"
+      "  b, e = t['data_offsets']\n"
+      "  a = numpy.frombuffer(data[8 + n + b:8 + n + e], dtype='<f4').reshape(t['shape'])\n"
+      "  print(name.replace('/', '_') + '.npy', repr(float(a.astype(numpy.float64).sum())))\n");
+  const std::string script_path = path + ".py";
+  std::ofstream(script_path) << script;
+  const std::string out_path = path + ".out";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + script_path + " > " + out_path).c_str()), 0);
+  std::map<std::string, double> sums;
+  for (const std::string& line : Lines(ReadFile(out_path))) {
+    const size_t space = line.find(' ');
+    double sum = 0;
+    ASSERT_TRUE(absl::SimpleAtod(line.substr(space + 1), &sum)) << line;
+    sums[line.substr(0, space)] = sum;
+  }
+  ASSERT_EQ(sums.size(), expected.size()) << ReadFile(out_path);
+  for (const auto& [name, values] : expected) {
+    double sum = 0;
+    for (float value : values) sum += value;
+    EXPECT_NEAR(sums.at(name), sum, 1e-9 * (1 + std::abs(sum))) << name;
+  }
 }
 
 struct Completed {
@@ -153,6 +192,21 @@ TEST_F(CheckpointTest, AResumedSyncJobEndsWithTheWeightsOfOneNeverStoppedPastADa
     }
   }
   EXPECT_THAT(ProcessesMentioning(dir_), IsEmpty());
+
+  // The resumed run's last checkpoint is its final state: exported, it is those weights, as
+  // .npy files and one safetensors file numpy reads.
+  const std::vector<Completed> resumed_checkpoints = CompletedCheckpoints(resumed.Stdout());
+  ASSERT_FALSE(resumed_checkpoints.empty());
+  EXPECT_EQ(resumed_checkpoints.back().step, 600);
+  Psctl exported({"export", "--checkpoint_dir=" + checkpoints_, "--job=resumable",
+                  "--out=" + dir_ + "/exported"},
+                 dir_);
+  ASSERT_EQ(exported.Wait(), 0) << exported.Output();
+  EXPECT_THAT(exported.Stdout(), HasSubstr(resumed_checkpoints.back().name));
+  for (const auto& [name, values] : actual) {
+    EXPECT_EQ(ReadNpy(dir_ + "/exported/" + name), values) << name;
+  }
+  ExpectNumpyReads(dir_ + "/exported/model.safetensors", actual);
 }
 
 TEST_F(CheckpointTest, ResumingAJobWithoutACheckpointIsRefusedSayingWhatToDo) {

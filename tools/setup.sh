@@ -18,8 +18,8 @@ PACKAGES=(
   libxxhash-dev
   # Multi-host tests (network namespaces) and process control in tests.
   iproute2 procps
-  # psctl report's plots (tools/report.py).
-  python3 python3-matplotlib
+  # psctl report's plots (tools/report.py); numpy reads exported checkpoints in tests.
+  python3 python3-matplotlib python3-numpy
 )
 
 missing=()

@@ -41,6 +41,11 @@ absl::Status SspRule::RestoreState(const ShardCheckpointState& state) {
   return ConsistencyRule::RestoreState(state);
 }
 
+int64_t SspRule::checkpoint_clock(int64_t version) const {
+  (void)version;
+  return *std::min_element(clocks_.begin(), clocks_.end());
+}
+
 int64_t SspRule::MinClock() const {
   // Workers that left no longer hold the others back; when all have left, nothing waits.
   int64_t min_clock = std::numeric_limits<int64_t>::max() / 2;

@@ -23,10 +23,8 @@ class SspRule : public ConsistencyRule {
   bool PullReady(const PullRequest& request) const override;
   std::string WaitReason(const PullRequest& request) const override;
   int64_t clock(int worker) const override { return clocks_[worker]; }
-  int64_t checkpoint_clock(int64_t version) const override {
-    (void)version;
-    return MinClock();
-  }
+  // The slowest clock of all workers, those that left included (their last clock counts).
+  int64_t checkpoint_clock(int64_t version) const override;
   void SaveState(ShardCheckpointState* state) const override;
   absl::Status RestoreState(const ShardCheckpointState& state) override;
 

@@ -1,4 +1,4 @@
-#include "server/checkpoint_file.h"
+#include "common/checkpoint_file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

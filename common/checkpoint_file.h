@@ -14,8 +14,8 @@
 //
 // Written atomically through a FileSystem (temporary file, fsync, rename, fsync of the
 // directory), so a reader sees the previous file or the whole new one.
-#ifndef PS_SERVER_CHECKPOINT_FILE_H_
-#define PS_SERVER_CHECKPOINT_FILE_H_
+#ifndef PS_COMMON_CHECKPOINT_FILE_H_
+#define PS_COMMON_CHECKPOINT_FILE_H_
 
 #include <cstdint>
 #include <memory>
@@ -76,4 +76,4 @@ absl::StatusOr<std::vector<CheckpointBlock>> ReadCheckpointFile(FileSystem* fs,
 
 }  // namespace ps
 
-#endif  // PS_SERVER_CHECKPOINT_FILE_H_
+#endif  // PS_COMMON_CHECKPOINT_FILE_H_

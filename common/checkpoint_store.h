@@ -4,12 +4,12 @@
 //   <root>/<job_id>/<run_id>-<seq, 6 digits>/MANIFEST                 written last
 // `root` is the job's checkpoint.dir when it names one (a file system every ps reaches), else
 // the ps's --checkpoint_dir (each ps its own disk; every ps then holds a copy of the manifest).
-// The manifest is a checkpoint file (server/checkpoint_file.h) of one block, the serialized
+// The manifest is a checkpoint file (common/checkpoint_file.h) of one block, the serialized
 // CheckpointManifest, naming every shard's file with its size and XXH3-64: a checkpoint whose
 // directory has no manifest that verifies is not complete, and a shard file that does not match
 // its manifest is never loaded.
-#ifndef PS_SERVER_CHECKPOINT_STORE_H_
-#define PS_SERVER_CHECKPOINT_STORE_H_
+#ifndef PS_COMMON_CHECKPOINT_STORE_H_
+#define PS_COMMON_CHECKPOINT_STORE_H_
 
 #include <string>
 #include <vector>
@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/file_system.h"
 #include "proto/ps_service.pb.h"
-#include "server/checkpoint_file.h"
+#include "common/checkpoint_file.h"
 
 namespace ps {
 
@@ -67,4 +67,4 @@ class CheckpointStore {
 
 }  // namespace ps
 
-#endif  // PS_SERVER_CHECKPOINT_STORE_H_
+#endif  // PS_COMMON_CHECKPOINT_STORE_H_

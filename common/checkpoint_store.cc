@@ -1,4 +1,4 @@
-#include "server/checkpoint_store.h"
+#include "common/checkpoint_store.h"
 
 #include <algorithm>
 #include <utility>

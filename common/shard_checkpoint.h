@@ -1,0 +1,36 @@
+// What a ps shard's checkpoint file holds (the ps writes it, psctl export reads it): blocks of
+// a checkpoint file (common/checkpoint_file.h), in order:
+//   kStateBlock    ShardCheckpointState (proto/checkpoint.proto), serialized: the spec, the
+//                  task, version, schedule position, the rule's state, push ids, statistics,
+//                  and each slice's update count;
+//   kValuesBlock   one per slice of the shard, in placement order (common/partitioner.h): its
+//                  values, float32 little-endian, rows in order;
+//   kSlotsBlock    one per slice: its optimizer slots one after another (momentum, AdaGrad's
+//                  accumulator, Adam's two moments), float32;
+//   kSumBlock      the open aggregate's sum (SYNC, SOFTSYNC), empty when none is open.
+#ifndef PS_COMMON_SHARD_CHECKPOINT_H_
+#define PS_COMMON_SHARD_CHECKPOINT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/checkpoint_file.h"
+#include "proto/checkpoint.pb.h"
+
+namespace ps {
+
+enum ShardCheckpointBlock : uint32_t {
+  kStateBlock = 1,
+  kValuesBlock = 2,
+  kSlotsBlock = 3,
+  kSumBlock = 4,
+};
+
+// The state at the head of a shard checkpoint's blocks; DATA_LOSS when there is none.
+absl::StatusOr<ShardCheckpointState> ReadShardCheckpointState(
+    const std::vector<CheckpointBlock>& blocks);
+
+}  // namespace ps
+
+#endif  // PS_COMMON_SHARD_CHECKPOINT_H_
