@@ -7,12 +7,16 @@
 // workers, as on a one-machine cluster); each worker is a training thread with its own ps
 // client, running the real trainer (worker/trainer.h) on synthetic MNIST-shaped data.
 #include <algorithm>
+#include <atomic>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 #include <vector>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +28,7 @@
 #include "absl/strings/string_view.h"
 #include "common/daemon.h"
 #include "common/ps_client.h"
+#include "proto/ps_service.grpc.pb.h"
 #include "tests/in_process_ps_cluster.h"
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/device.h"
@@ -36,8 +41,14 @@ DEFINE_int32(steps, 200, "steps per worker");
 DEFINE_int32(batch_size, 128, "examples per step per worker");
 DEFINE_int32(compute_threads, 0, "BLAS threads (one pool per process); 0: cores / workers");
 DEFINE_string(mode, "SYNC", "consistency mode: SYNC, ASYNC, SSP or SOFTSYNC");
+DEFINE_string(optimizer, "SGD", "the job's optimizer: SGD, MOMENTUM, ADAGRAD or ADAM");
 DEFINE_string(hidden, "256,256", "the MLP's hidden layer sizes, comma-separated");
 DEFINE_string(device, "cpu", "auto, cpu or cuda:N (as ps_worker's --device), for every worker");
+DEFINE_double(checkpoint_every_s, 0,
+              "take a checkpoint of the job on every ps this often while it trains, as psctl "
+              "arms them (the snapshot and the background write are the ps's); 0: none");
+DEFINE_string(checkpoint_dir, "/var/tmp/worker_bench_checkpoints",
+              "the ps's --checkpoint_dir for --checkpoint_every_s (removed at the end)");
 DEFINE_bool(overlap, false,
             "ASYNC: DownpourSpec.overlap_communication (push and pull while the next step "
             "computes)");
@@ -117,6 +128,7 @@ class CopyTimingBackend : public ComputeBackend {
 JobSpec BenchJob(ConsistencyConfig::Mode mode) {
   JobSpec spec;
   spec.set_job_id("worker-bench");
+  spec.set_run_id("bench");
   spec.mutable_model()->set_kind(ModelSpec::MLP);
   for (absl::string_view size : absl::StrSplit(FLAGS_hidden, ',', absl::SkipEmpty())) {
     int hidden = 0;
@@ -131,6 +143,11 @@ JobSpec BenchJob(ConsistencyConfig::Mode mode) {
   data->set_feature_dim(784);
   data->set_num_classes(10);
   spec.mutable_learning_rate()->set_base(0.01f);
+  OptimizerConfig::Kind optimizer;
+  if (!OptimizerConfig::Kind_Parse(FLAGS_optimizer, &optimizer)) {
+    LOG(FATAL) << "--optimizer: \"" << FLAGS_optimizer << "\" is not SGD, MOMENTUM, ADAGRAD or ADAM";
+  }
+  spec.mutable_optimizer()->set_kind(optimizer);
   spec.mutable_consistency()->set_mode(mode);
   spec.mutable_consistency()->set_ssp_bound(2);
   spec.mutable_consistency()->set_softsync_n(1);
@@ -160,6 +177,7 @@ int Run() {
   SetCpuComputeThreads(blas_threads);
   InProcessPsClusterOptions cluster_options;
   cluster_options.num_ps = FLAGS_ps;
+  cluster_options.server.service.checkpoint_dir = FLAGS_checkpoint_dir;
   absl::StatusOr<std::unique_ptr<InProcessPsCluster>> servers =
       InProcessPsCluster::Start(cluster_options);
   if (!servers.ok()) {
@@ -200,10 +218,59 @@ int Run() {
       copy_times[w] = backend->copy_time();
     });
   }
+  std::atomic<bool> trained{false};
+  std::thread checkpointer([&] {
+    if (FLAGS_checkpoint_every_s <= 0) return;
+    std::vector<std::unique_ptr<ParameterServer::Stub>> stubs;
+    for (const std::string& address : (*servers)->addresses()) {
+      stubs.push_back(ParameterServer::NewStub(
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials())));
+    }
+    int64_t seq = 0;
+    absl::Time next = absl::Now() + absl::Seconds(FLAGS_checkpoint_every_s);
+    while (!trained.load()) {
+      if (absl::Now() < next) {
+        absl::SleepFor(absl::Milliseconds(20));
+        continue;
+      }
+      next += absl::Seconds(FLAGS_checkpoint_every_s);
+      ++seq;
+      for (auto& stub : stubs) {
+        grpc::ClientContext context;
+        ArmCheckpointRequest request;
+        request.set_job_id(spec.job_id());
+        request.set_run_id(spec.run_id());
+        request.set_seq(seq);
+        request.set_at_clock(-1);
+        ArmCheckpointResponse response;
+        grpc::Status status = stub->ArmCheckpoint(&context, request, &response);
+        if (!status.ok()) LOG(WARNING) << "checkpoint " << seq << ": " << status.error_message();
+      }
+    }
+  });
   for (std::thread& thread : threads) thread.join();
+  trained = true;
+  checkpointer.join();
+  if (FLAGS_checkpoint_every_s > 0) {
+    std::unique_ptr<PsClient> client = *PsClient::Create(client_options);
+    absl::StatusOr<std::vector<JobStats>> stats = client->GetJobStats(spec.job_id());
+    int64_t written = 0, failed = 0, bytes = 0;
+    for (const JobStats& shard : stats.ok() ? *stats : std::vector<JobStats>()) {
+      failed += shard.failed_checkpoints();
+      for (const ShardCheckpoint& checkpoint : shard.checkpoints()) {
+        written += checkpoint.error().empty() ? 1 : 0;
+        bytes += checkpoint.bytes();
+      }
+    }
+    std::cout << absl::StrFormat("checkpoints: %d shard files written (%.0f MB in all), %d failed, "
+                                 "every %.1f s\n",
+                                 written, bytes / 1e6, failed, FLAGS_checkpoint_every_s);
+    std::filesystem::remove_all(FLAGS_checkpoint_dir);
+  }
   std::cout << absl::StrFormat(
-      "MLP 784-%s-10, batch %d, %s%s, %d ps + %d worker(s), %d steps, on %s%s\n",
-      absl::StrReplaceAll(FLAGS_hidden, {{",", "-"}}), FLAGS_batch_size, FLAGS_mode,
+      "MLP 784-%s-10, batch %d, %s, %s%s, %d ps + %d worker(s), %d steps, on %s%s\n",
+      absl::StrReplaceAll(FLAGS_hidden, {{",", "-"}}), FLAGS_batch_size, FLAGS_optimizer,
+      FLAGS_mode,
       FLAGS_overlap ? " with overlapped communication" : "", FLAGS_ps,
       FLAGS_workers, FLAGS_steps, device->description,
       device->kind == Device::Kind::kCpu ? absl::StrCat(" with ", blas_threads, " BLAS thread(s)")

@@ -5,8 +5,9 @@
 //                  and each slice's update count;
 //   kValuesBlock   one per slice of the shard, in placement order (common/partitioner.h): its
 //                  values, float32 little-endian, rows in order;
-//   kSlotsBlock    one per slice: its optimizer slots one after another (momentum, AdaGrad's
-//                  accumulator, Adam's two moments), float32;
+//   kSlotsBlock    one per optimizer slot of each slice, slice by slice (momentum;
+//                  AdaGrad's accumulator; Adam's first then second moment), float32; none
+//                  under SGD;
 //   kSumBlock      the open aggregate's sum (SYNC, SOFTSYNC), empty when none is open.
 #ifndef PS_COMMON_SHARD_CHECKPOINT_H_
 #define PS_COMMON_SHARD_CHECKPOINT_H_

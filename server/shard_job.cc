@@ -43,7 +43,9 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
   }
   std::unique_ptr<ShardJob> job(
       new ShardJob(spec, num_ps, ps_index, *std::move(optimizer), std::move(rule)));
-  job->value_buffers_ = BufferPool::Create(std::max<size_t>(1, placement->SlicesOn(ps_index).size()));
+  // A spare buffer for the values and each slot of every slice (copied on write).
+  job->value_buffers_ = BufferPool::Create(std::max<size_t>(
+      1, placement->SlicesOn(ps_index).size() * (1 + job->optimizer_->num_slots())));
   for (int index : placement->SlicesOn(ps_index)) {
     auto slice = std::make_unique<Slice>();
     slice->placement = placement->slices[index];
@@ -54,11 +56,12 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
     slice->values->buffer = job->value_buffers_->Acquire(slice->placement.num_elements());
     InitializeSlice(spec.variables(slice->placement.variable_index), slice->placement,
                     spec.seed(), absl::MakeSpan(*slice->values->buffer));
-    slice->slots.resize(job->optimizer_->num_slots());
     std::vector<absl::Span<float>> slots;
-    for (std::vector<float>& slot : slice->slots) {
-      slot.resize(slice->values->buffer->size());
-      slots.push_back(absl::MakeSpan(slot));
+    for (int s = 0; s < job->optimizer_->num_slots(); ++s) {
+      auto slot = std::make_shared<Values>();
+      slot->buffer = job->value_buffers_->Acquire(slice->placement.num_elements());
+      slots.push_back(absl::MakeSpan(*slot->buffer));
+      slice->slots.push_back(std::move(slot));
     }
     job->optimizer_->InitializeSlots(slots);
     job->slices_.push_back(std::move(slice));
@@ -381,14 +384,14 @@ ShardJob::ValuesReader::~ValuesReader() {
   values_->readers.fetch_sub(1, std::memory_order_release);
 }
 
-absl::Span<float> ShardJob::MutableValuesLocked(Slice& slice) {
-  if (slice.values->readers.load(std::memory_order_acquire) > 0) {
+absl::Span<float> ShardJob::WritableLocked(std::shared_ptr<Values>& values) {
+  if (values->readers.load(std::memory_order_acquire) > 0) {
     auto fresh = std::make_shared<Values>();
-    fresh->buffer = value_buffers_->Acquire(slice.values->buffer->size());
-    std::copy(slice.values->buffer->begin(), slice.values->buffer->end(), fresh->buffer->begin());
-    slice.values = std::move(fresh);  // The readers keep the old one until they are done.
+    fresh->buffer = value_buffers_->Acquire(values->buffer->size());
+    std::copy(values->buffer->begin(), values->buffer->end(), fresh->buffer->begin());
+    values = std::move(fresh);  // The readers keep the old one until they are done.
   }
-  return absl::MakeSpan(*slice.values->buffer);
+  return absl::MakeSpan(*values->buffer);
 }
 
 void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradient) {
@@ -398,15 +401,17 @@ void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradie
     absl::MutexLock lock(&slice->mu);
     const absl::Span<const float> slice_gradient =
         gradient.subspan(slice->offset, slice->placement.num_elements());
-    const absl::Span<float> values = MutableValuesLocked(*slice);
+    const absl::Span<float> values = WritableLocked(slice->values);
+    std::vector<absl::Span<float>> slot_values;
+    for (std::shared_ptr<Values>& slot : slice->slots) slot_values.push_back(WritableLocked(slot));
     const int64_t update_count = slice->update_count++;
     // The optimizers are elementwise: disjoint ranges update in parallel.
     ParallelFor(static_cast<int64_t>(values.size()), kParallelGrain,
                 [&](int64_t begin, int64_t end) {
                   const size_t length = static_cast<size_t>(end - begin);
                   std::vector<absl::Span<float>> slots;
-                  for (std::vector<float>& slot : slice->slots) {
-                    slots.push_back(absl::MakeSpan(slot).subspan(begin, length));
+                  for (absl::Span<float> slot : slot_values) {
+                    slots.push_back(slot.subspan(begin, length));
                   }
                   optimizer_->Apply(learning_rate, slice_gradient.subspan(begin, length),
                                     values.subspan(begin, length), slots, update_count);

@@ -178,9 +178,10 @@ class ShardJob {
   JobStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // A slice's values, shared copy-on-write: pulls hand gRPC the buffer itself (counted in
-  // `readers` while it is being sent), and an update writes in place only while no pull
-  // reads it, else to a fresh copy that replaces it (MutableValuesLocked).
+  // A slice's values (or one of its optimizer slots), shared copy-on-write: pulls hand gRPC
+  // the values' buffer itself, and a checkpoint holds the values and slots while it writes
+  // them (each counted in `readers` meanwhile); an update writes in place only while nothing
+  // reads the buffer, else to a fresh copy that replaces it (WritableLocked).
   struct Values {
     std::shared_ptr<std::vector<float>> buffer;  // From value_buffers_.
     // Pulls still sending `buffer`: incremented under the slice's lock, decremented (release)
@@ -204,7 +205,7 @@ class ShardJob {
     int64_t offset = 0;  // Of this slice in a push's gradient buffer, in floats.
     mutable absl::Mutex mu;
     std::shared_ptr<Values> values ABSL_GUARDED_BY(mu);
-    std::vector<std::vector<float>> slots ABSL_GUARDED_BY(mu);
+    std::vector<std::shared_ptr<Values>> slots ABSL_GUARDED_BY(mu);  // The optimizer's.
     int64_t update_count ABSL_GUARDED_BY(mu) = 0;
   };
   struct Waiter {
@@ -299,9 +300,10 @@ class ShardJob {
   absl::Status RestoreStateLocked(const ShardCheckpointState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The slice's values, ready to be written: the buffer itself when nothing else holds it,
-  // else a fresh copy that replaces it (pulls in flight keep the old one).
-  absl::Span<float> MutableValuesLocked(Slice& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slice.mu);
+  // A slice's values or slot, ready to be written: the buffer itself when nothing else reads
+  // it, else a fresh copy that replaces it (the readers keep the old one).
+  // REQUIRES: the slice's mu held.
+  absl::Span<float> WritableLocked(std::shared_ptr<Values>& values);
   // Applies `gradient` to every slice with `learning_rate`. REQUIRES: mu_ not held.
   void ApplyToSlices(float learning_rate, absl::Span<const float> gradient);
   // The first non-finite element, described, or "" when all are finite.

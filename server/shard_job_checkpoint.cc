@@ -26,12 +26,29 @@ bool CopyFloats(absl::string_view bytes, absl::Span<float> out) {
 
 }  // namespace
 
-// What a checkpoint takes between updates: the state, each slice's values (held) and slots
-// (copied).
+// What a checkpoint takes between updates: the state, and each slice's values and slots, held
+// (not copied: an update meanwhile writes to a fresh copy).
 struct ShardJob::CapturedState {
   ShardCheckpointState state;
-  std::vector<std::shared_ptr<ValuesReader>> values;
-  std::vector<CheckpointBlock> slots;
+  std::vector<std::shared_ptr<ValuesReader>> values;  // Per slice.
+  std::vector<std::shared_ptr<ValuesReader>> slots;   // Per slice, per slot.
+
+  // The blocks of the file (common/shard_checkpoint.h), the tensors held (`copy`: false) or
+  // copied, with `sum` last.
+  std::vector<CheckpointBlock> Blocks(bool copy, std::string sum) const {
+    std::vector<CheckpointBlock> blocks;
+    blocks.emplace_back(kStateBlock, state.SerializeAsString());
+    auto add = [&blocks, copy](uint32_t tag, const std::shared_ptr<ValuesReader>& reader) {
+      const absl::string_view bytes(reinterpret_cast<const char*>(reader->buffer().data()),
+                                    reader->buffer().size() * sizeof(float));
+      blocks.push_back(copy ? CheckpointBlock(tag, std::string(bytes))
+                            : CheckpointBlock::External(tag, bytes, reader));
+    };
+    for (const std::shared_ptr<ValuesReader>& reader : values) add(kValuesBlock, reader);
+    for (const std::shared_ptr<ValuesReader>& reader : slots) add(kSlotsBlock, reader);
+    blocks.emplace_back(kSumBlock, std::move(sum));
+    return blocks;
+  }
 };
 
 ShardJob::CapturedState ShardJob::CaptureBetweenUpdates() {
@@ -49,14 +66,9 @@ ShardJob::CapturedState ShardJob::CaptureBetweenUpdates() {
     absl::MutexLock slice_lock(&slice->mu);
     captured.state.add_slice_update_counts(slice->update_count);
     captured.values.push_back(std::make_shared<ValuesReader>(slice->values));
-    CheckpointBlock slot_block(kSlotsBlock, "");
-    slot_block.payload.reserve(slice->slots.size() * slice->placement.num_elements() *
-                               sizeof(float));
-    for (const std::vector<float>& slot : slice->slots) {
-      slot_block.payload.append(reinterpret_cast<const char*>(slot.data()),
-                                slot.size() * sizeof(float));
+    for (const std::shared_ptr<Values>& slot : slice->slots) {
+      captured.slots.push_back(std::make_shared<ValuesReader>(slot));
     }
-    captured.slots.push_back(std::move(slot_block));
   }
   absl::MutexLock lock(&mu_);
   checkpointing_ = false;
@@ -71,16 +83,8 @@ std::vector<CheckpointBlock> ShardJob::Checkpoint() {
     captured = CaptureBetweenUpdates();
     if (captured.state.open_aggregate_size() > 0) sum = FloatBytes(sum_.data(), sum_.size());
   }
-  // Updates go on; the values held stay as they were read (a push writes to a fresh copy).
-  std::vector<CheckpointBlock> blocks;
-  blocks.emplace_back(kStateBlock, captured.state.SerializeAsString());
-  for (const std::shared_ptr<ValuesReader>& reader : captured.values) {
-    blocks.emplace_back(kValuesBlock,
-                        FloatBytes(reader->buffer().data(), reader->buffer().size()));
-  }
-  for (CheckpointBlock& block : captured.slots) blocks.push_back(std::move(block));
-  blocks.emplace_back(kSumBlock, std::move(sum));
-  return blocks;
+  // Updates go on; the tensors held stay as they were read.
+  return captured.Blocks(/*copy=*/true, std::move(sum));
 }
 
 absl::Status ShardJob::ArmCheckpoint(const std::string& run_id, int64_t seq, int64_t at_clock,
@@ -140,17 +144,7 @@ void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
   int64_t min_pushes = state.last_push_id_size() > 0 ? state.last_push_id(0) : 0;
   for (int64_t pushes : state.last_push_id()) min_pushes = std::min(min_pushes, pushes);
   taken.entry.set_min_pushes(min_pushes);
-  taken.blocks.emplace_back(kStateBlock, state.SerializeAsString());
-  for (const std::shared_ptr<ValuesReader>& reader : captured.values) {
-    const std::vector<float>& values = reader->buffer();
-    taken.blocks.push_back(CheckpointBlock::External(
-        kValuesBlock,
-        absl::string_view(reinterpret_cast<const char*>(values.data()),
-                          values.size() * sizeof(float)),
-        reader));
-  }
-  for (CheckpointBlock& block : captured.slots) taken.blocks.push_back(std::move(block));
-  taken.blocks.emplace_back(kSumBlock, "");
+  taken.blocks = captured.Blocks(/*copy=*/false, "");
   armed.sink(std::move(taken));
 }
 
@@ -204,24 +198,24 @@ absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
                                      const ShardCheckpointState& state) {
   const std::string prefix = JobPrefix(spec_.job_id());
   const size_t num_slices = slices_.size();
-  if (blocks.size() != 2 + 2 * num_slices ||
+  const size_t num_slots = static_cast<size_t>(optimizer_->num_slots());
+  const size_t expected = 2 + num_slices * (1 + num_slots);
+  if (blocks.size() != expected ||
       state.slice_update_counts_size() != static_cast<int>(num_slices)) {
     return absl::DataLossError(absl::StrCat(prefix, "the checkpoint has ", blocks.size(),
                                             " blocks; this shard's ", num_slices,
-                                            " slices take ", 2 + 2 * num_slices));
+                                            " slices under its optimizer take ", expected));
   }
   for (size_t i = 0; i < num_slices; ++i) {
     Slice& slice = *slices_[i];
-    const CheckpointBlock& values = blocks[1 + i];
-    const absl::string_view slots = blocks[1 + num_slices + i].bytes();
     absl::MutexLock lock(&slice.mu);
-    const size_t elements = slice.values->buffer->size();
-    bool fits = values.tag == kValuesBlock && blocks[1 + num_slices + i].tag == kSlotsBlock &&
-                CopyFloats(values.bytes(), absl::MakeSpan(*slice.values->buffer)) &&
-                slots.size() == slice.slots.size() * elements * sizeof(float);
-    for (size_t s = 0; fits && s < slice.slots.size(); ++s) {
-      std::memcpy(slice.slots[s].data(), slots.data() + s * elements * sizeof(float),
-                  elements * sizeof(float));
+    const CheckpointBlock& values = blocks[1 + i];
+    bool fits = values.tag == kValuesBlock &&
+                CopyFloats(values.bytes(), absl::MakeSpan(*slice.values->buffer));
+    for (size_t s = 0; fits && s < num_slots; ++s) {
+      const CheckpointBlock& slot = blocks[1 + num_slices + i * num_slots + s];
+      fits = slot.tag == kSlotsBlock &&
+             CopyFloats(slot.bytes(), absl::MakeSpan(*slice.slots[s]->buffer));
     }
     if (!fits) {
       return absl::DataLossError(absl::StrCat(prefix, "the checkpoint's values or slots of ",

@@ -166,7 +166,7 @@ TEST(ShardJobArmTest, AClockAlreadyPassedOrAnotherRunIsRefused) {
   EXPECT_NE(passed.message().find("is at 2 already"), std::string::npos) << passed;
   EXPECT_EQ((*job)->ArmCheckpoint("run-0", 1, 5, ignore).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(TakeNow(job->get()).size(), 4u);  // State, values, slots, (empty) sum.
+  EXPECT_EQ(TakeNow(job->get()).size(), 3u);  // State, values, (empty) sum: SGD has no slots.
 }
 
 TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNot) {
