@@ -56,27 +56,45 @@ int64_t CheckpointCoordinator::SettleArmed(const std::vector<JobStats>& shards) 
 
 void CheckpointCoordinator::Finish(bool final, absl::Duration timeout) {
   if (!enabled()) return;
-  if (final) Arm(-1);
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<JobStats> shards;
-  while (!armed_.empty() && ReadShards(&shards)) {
-    int64_t nearest = std::numeric_limits<int64_t>::max();  // The shards' least clock.
-    for (const JobStats& shard : shards) nearest = std::min(nearest, shard.checkpoint_clock());
-    SettleArmed(shards);
-    // Armed at a clock some shard never reached: never taken everywhere.
-    armed_.erase(std::remove_if(armed_.begin(), armed_.end(),
-                                [nearest](const Armed& armed) {
-                                  return armed.at_clock >= 0 && armed.at_clock > nearest;
-                                }),
-                 armed_.end());
-    if (armed_.empty() || absl::Now() >= deadline) break;
-    absl::SleepFor(absl::Milliseconds(50));
+  SettleBy(deadline, &shards);
+  if (final && !shards.empty() && !LatestIsOf(shards)) {
+    Arm(-1);
+    SettleBy(deadline, &shards);
   }
   for (const Armed& armed : armed_) {
     Abandon(armed, absl::StrCat("not written by every shard within ",
                                 absl::FormatDuration(timeout), " of the job's end"));
   }
   armed_.clear();
+}
+
+void CheckpointCoordinator::SettleBy(absl::Time deadline, std::vector<JobStats>* shards) {
+  while (ReadShards(shards)) {
+    int64_t nearest = std::numeric_limits<int64_t>::max();  // The shards' least clock.
+    for (const JobStats& shard : *shards) nearest = std::min(nearest, shard.checkpoint_clock());
+    SettleArmed(*shards);
+    // Armed at a clock some shard never reached: never taken everywhere.
+    armed_.erase(std::remove_if(armed_.begin(), armed_.end(),
+                                [nearest](const Armed& armed) {
+                                  return armed.at_clock >= 0 && armed.at_clock > nearest;
+                                }),
+                 armed_.end());
+    if (armed_.empty() || absl::Now() >= deadline) return;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  shards->clear();
+}
+
+bool CheckpointCoordinator::LatestIsOf(const std::vector<JobStats>& shards) const {
+  if (!last_complete_ || last_complete_->shards_size() != static_cast<int>(shards.size())) {
+    return false;
+  }
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (last_complete_->shards(static_cast<int>(i)).version() != shards[i].version()) return false;
+  }
+  return true;
 }
 
 void CheckpointCoordinator::Poll(absl::Time now) {

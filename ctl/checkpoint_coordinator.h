@@ -41,7 +41,7 @@ class CheckpointCoordinator {
   // when one is abandoned. Call every few hundred milliseconds; `now` is the caller's clock.
   void Poll(absl::Time now);
   // Once the job has ended: with `final` (it finished), takes a last checkpoint of its final
-  // state; completes the checkpoints its shards took (waiting up to `timeout` for their
+  // state unless the latest is of it; completes the checkpoints its shards took (waiting up to `timeout` for their
   // files), and forgets those armed at a clock the shards never reached.
   void Finish(bool final, absl::Duration timeout);
   // Checkpoints armed and not yet complete or abandoned.
@@ -60,6 +60,12 @@ class CheckpointCoordinator {
   bool ReadShards(std::vector<JobStats>* shards) const;
   // Settles what it can of armed_; returns the shards' furthest clock.
   int64_t SettleArmed(const std::vector<JobStats>& shards);
+  // Once the job has ended: settles armed_ until it is empty or `deadline`, dropping those
+  // armed at a clock some shard never reached; `shards` ends as the shards' last statistics
+  // (empty when one did not answer).
+  void SettleBy(absl::Time deadline, std::vector<JobStats>* shards);
+  // Whether the latest complete checkpoint is of the shards' state now (no update since).
+  bool LatestIsOf(const std::vector<JobStats>& shards) const;
   void Arm(int64_t at_clock);
   // Completes or abandons each armed checkpoint every shard has reported; true for those
   // settled, which leave armed_.
