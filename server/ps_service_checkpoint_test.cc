@@ -147,6 +147,8 @@ class PsServiceCheckpointTest : public ::testing::Test {
     return manifest;
   }
 
+  void ExpectAbandonedAndTrainingGoesOn(const std::string& reason);
+
   FaultInjectingFileSystem fs_;
   std::string root_;
   std::unique_ptr<InProcessPsCluster> cluster_;
@@ -201,15 +203,16 @@ TEST_F(PsServiceCheckpointTest, ACommittedCheckpointRestoresTheShardsInANewRun) 
   EXPECT_EQ(Weights(), after_six);
 }
 
-TEST_F(PsServiceCheckpointTest, AFullDiskAbandonsTheCheckpointSaysWhyAndTrainingGoesOn) {
+// A full disk (the write fails) and a lost sync (fsync fails: EIO) alike.
+void PsServiceCheckpointTest::ExpectAbandonedAndTrainingGoesOn(const std::string& reason) {
   Start("run-1");
-  fs_.FailWrites("shard-1-of-2.ckpt");
   ASSERT_TRUE(Arm("run-1", 1, 2).ok());
   Steps(0, 4);
   std::vector<ShardCheckpoint> reports = Reports(1);
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[0].error(), "");
   EXPECT_THAT(reports[1].error(), HasSubstr("could not write checkpoint"));
+  EXPECT_THAT(reports[1].error(), HasSubstr(reason));
   EXPECT_THAT(reports[1].error(), HasSubstr("training goes on"));
   absl::StatusOr<std::vector<JobStats>> stats = client_->GetJobStats("ckpt");
   ASSERT_TRUE(stats.ok());
@@ -226,6 +229,35 @@ TEST_F(PsServiceCheckpointTest, AFullDiskAbandonsTheCheckpointSaysWhyAndTraining
   ASSERT_EQ(reports.size(), 2u);
   EXPECT_EQ(reports[1].error(), "");
   EXPECT_EQ(reports[1].clock(), 4);
+}
+
+TEST_F(PsServiceCheckpointTest, AFullDiskAbandonsTheCheckpointSaysWhyAndTrainingGoesOn) {
+  fs_.FailWrites("shard-1-of-2.ckpt");  // ENOSPC.
+  ExpectAbandonedAndTrainingGoesOn("cannot write");
+}
+
+TEST_F(PsServiceCheckpointTest, AFailedSyncAbandonsTheCheckpointSaysWhyAndTrainingGoesOn) {
+  fs_.FailSyncs("shard-1-of-2.ckpt");  // EIO from fsync.
+  ExpectAbandonedAndTrainingGoesOn("cannot sync");
+}
+
+TEST_F(PsServiceCheckpointTest, AManifestThatCannotBeWrittenLeavesTheCheckpointIncomplete) {
+  Start("run-1");
+  ASSERT_TRUE(Arm("run-1", 1, -1).ok());
+  const CheckpointManifest manifest = Manifest(Reports(1), "run-1");
+  fs_.FailWrites("MANIFEST");
+  grpc::ClientContext context;
+  CommitCheckpointRequest request;
+  *request.mutable_manifest() = manifest;
+  CommitCheckpointResponse response;
+  grpc::Status status = stubs_[0]->CommitCheckpoint(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  grpc::ClientContext list_context;
+  ListCheckpointsRequest list;
+  list.set_job_id("ckpt");
+  ListCheckpointsResponse listed;
+  ASSERT_TRUE(stubs_[0]->ListCheckpoints(&list_context, list, &listed).ok());
+  EXPECT_EQ(listed.manifests_size(), 0);
 }
 
 TEST_F(PsServiceCheckpointTest, ARestoreOfADamagedOrForeignCheckpointChangesNothing) {

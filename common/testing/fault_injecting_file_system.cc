@@ -18,10 +18,12 @@ class FaultInjecting : public File {
       : fs_(fs), path_(std::move(path)), file_(std::move(file)) {}
 
  protected:
-  // `call` on the real file, unless a write fault is injected for the path.
+  // `call` on the real file, unless a write (or, for a sync, a sync) fault is injected for
+  // the path.
   template <typename Call>
-  absl::Status Checked(Call call) {
-    absl::Status injected = fs_->InjectedWriteError(path_);
+  absl::Status Checked(Call call, bool sync = false) {
+    absl::Status injected =
+        sync ? fs_->InjectedSyncError(path_) : fs_->InjectedWriteError(path_);
     return injected.ok() ? call(*file_) : injected;
   }
 
@@ -38,7 +40,7 @@ class FaultInjectingAppendableFile : public FaultInjecting<AppendableFile> {
     return Checked([data](AppendableFile& file) { return file.Append(data); });
   }
   absl::Status Flush() override {
-    return Checked([](AppendableFile& file) { return file.Flush(); });
+    return Checked([](AppendableFile& file) { return file.Flush(); }, /*sync=*/true);
   }
 };
 
@@ -49,7 +51,7 @@ class FaultInjectingAtomicFile : public FaultInjecting<AtomicFile> {
     return Checked([data](AtomicFile& file) { return file.Append(data); });
   }
   absl::Status Commit() override {
-    return Checked([](AtomicFile& file) { return file.Commit(); });
+    return Checked([](AtomicFile& file) { return file.Commit(); }, /*sync=*/true);
   }
 };
 
@@ -61,6 +63,12 @@ void FaultInjectingFileSystem::FailWrites(const std::string& suffix, int error_n
   write_error_number_ = error_number;
 }
 
+void FaultInjectingFileSystem::FailSyncs(const std::string& suffix, int error_number) {
+  absl::MutexLock lock(&mu_);
+  failing_sync_suffixes_.insert(suffix);
+  sync_error_number_ = error_number;
+}
+
 void FaultInjectingFileSystem::HideFiles(const std::string& suffix) {
   absl::MutexLock lock(&mu_);
   hidden_suffixes_.insert(suffix);
@@ -69,6 +77,7 @@ void FaultInjectingFileSystem::HideFiles(const std::string& suffix) {
 void FaultInjectingFileSystem::ClearFaults() {
   absl::MutexLock lock(&mu_);
   failing_write_suffixes_.clear();
+  failing_sync_suffixes_.clear();
   hidden_suffixes_.clear();
 }
 
@@ -100,6 +109,15 @@ absl::Status FaultInjectingFileSystem::InjectedWriteError(const std::string& pat
   if (!Matches(failing_write_suffixes_, path)) return absl::OkStatus();
   ++failed_writes_;
   return absl::ErrnoToStatus(write_error_number_, absl::StrCat("cannot write ", path));
+}
+
+absl::Status FaultInjectingFileSystem::InjectedSyncError(const std::string& path) {
+  absl::Status write = InjectedWriteError(path);
+  if (!write.ok()) return write;
+  absl::MutexLock lock(&mu_);
+  if (!Matches(failing_sync_suffixes_, path)) return absl::OkStatus();
+  ++failed_writes_;
+  return absl::ErrnoToStatus(sync_error_number_, absl::StrCat("cannot sync ", path));
 }
 
 absl::Status FaultInjectingFileSystem::WriteFileAtomically(const std::string& path,

@@ -21,6 +21,9 @@ class FaultInjectingFileSystem : public FileSystem {
   // Writes to paths ending in `suffix` fail with `error_number`, as the disk would report it,
   // and leave the file as it was.
   void FailWrites(const std::string& suffix, int error_number = ENOSPC) ABSL_LOCKS_EXCLUDED(mu_);
+  // Syncs (an atomic file's Commit, a flush) of paths ending in `suffix` fail with
+  // `error_number` (EIO: the disk lost the data), after the writes before them went through.
+  void FailSyncs(const std::string& suffix, int error_number = EIO) ABSL_LOCKS_EXCLUDED(mu_);
   // Reads of paths ending in `suffix` fail as for a missing file (ENOENT).
   void HideFiles(const std::string& suffix) ABSL_LOCKS_EXCLUDED(mu_);
   void ClearFaults() ABSL_LOCKS_EXCLUDED(mu_);
@@ -28,6 +31,8 @@ class FaultInjectingFileSystem : public FileSystem {
   int failed_writes() const ABSL_LOCKS_EXCLUDED(mu_);
   // The error a write of `path` meets now (counted as refused), or OK.
   absl::Status InjectedWriteError(const std::string& path) ABSL_LOCKS_EXCLUDED(mu_);
+  // The error a sync of `path` meets now (a write fault, or a sync fault; counted), or OK.
+  absl::Status InjectedSyncError(const std::string& path) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::StatusOr<std::string> ReadFile(const std::string& path) override;
   absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) override;
@@ -44,6 +49,8 @@ class FaultInjectingFileSystem : public FileSystem {
   mutable absl::Mutex mu_;
   std::set<std::string> failing_write_suffixes_ ABSL_GUARDED_BY(mu_);
   int write_error_number_ ABSL_GUARDED_BY(mu_) = ENOSPC;
+  std::set<std::string> failing_sync_suffixes_ ABSL_GUARDED_BY(mu_);
+  int sync_error_number_ ABSL_GUARDED_BY(mu_) = EIO;
   std::set<std::string> hidden_suffixes_ ABSL_GUARDED_BY(mu_);
   int failed_writes_ ABSL_GUARDED_BY(mu_) = 0;
 };
