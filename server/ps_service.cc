@@ -155,13 +155,17 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJob(const std::s
   return it->second;
 }
 
+absl::Status ParameterService::CheckTask(int num_ps, int ps_index) const {
+  if (num_ps == options_.num_ps && ps_index == options_.ps_index) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this server is ps:", options_.ps_index, " of ", options_.num_ps,
+      " but the request is for ps:", ps_index, " of ", num_ps,
+      "; the client and the servers must use the same ClusterSpec"));
+}
+
 absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobRequest& request) {
-  if (request.num_ps() != options_.num_ps || request.ps_index() != options_.ps_index) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this server is ps:", options_.ps_index, " of ", options_.num_ps,
-        " but the request is for ps:", request.ps_index(), " of ", request.num_ps(),
-        "; the client and the servers must use the same ClusterSpec"));
-  }
+  absl::Status task = CheckTask(request.num_ps(), request.ps_index());
+  if (!task.ok()) return task;
   const std::string& id = request.spec().job_id();
   {
     absl::MutexLock lock(&mu_);

@@ -107,6 +107,8 @@ class ParameterService final : public ParameterServerBase {
   // The job, NOT_FOUND naming it, or UNAVAILABLE while shutting down.
   absl::StatusOr<std::shared_ptr<ShardJob>> FindJob(const std::string& job_id)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // FAILED_PRECONDITION unless a request for task `ps_index` of `num_ps` is for this server.
+  absl::Status CheckTask(int num_ps, int ps_index) const;
   absl::StatusOr<CreateJobResponse> DoCreateJob(const CreateJobRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Decodes and handles a push; `header` receives its header. Chunks (total_chunks >= 2) are

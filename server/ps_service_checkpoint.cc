@@ -106,14 +106,10 @@ grpc::ServerUnaryReactor* ParameterService::RestoreJob(grpc::CallbackServerConte
 }
 
 absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request) {
-  if (request.num_ps() != options_.num_ps || request.ps_index() != options_.ps_index) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this server is ps:", options_.ps_index, " of ", options_.num_ps,
-        " but the request is for ps:", request.ps_index(), " of ", request.num_ps(),
-        "; the client and the servers must use the same ClusterSpec"));
-  }
+  absl::Status status = CheckTask(request.num_ps(), request.ps_index());
+  if (!status.ok()) return status;
   const std::string& id = request.spec().job_id();
-  absl::Status status = ValidateParameterSpec(request.spec());
+  status = ValidateParameterSpec(request.spec());
   if (!status.ok()) return status;
   {
     absl::MutexLock lock(&mu_);

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/checkpoint_file.h"
 #include "server/shard_job.h"
+#include "server/shard_job_testing.h"
 
 namespace ps {
 namespace {
@@ -71,20 +72,6 @@ absl::Status PushNumber(ShardJob* job, int n, uint32_t seed) {
   return job->Push(header, **buffer).status();
 }
 
-std::vector<float> Values(ShardJob* job) {
-  PullRequest pull;
-  pull.set_job_id(job->spec().job_id());
-  pull.set_run_id(job->spec().run_id());
-  std::vector<float> values;
-  job->Pull(pull, [&values](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
-    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-    for (absl::Span<const float> piece : snapshot->pieces) {
-      values.insert(values.end(), piece.begin(), piece.end());
-    }
-  });
-  return values;
-}
-
 std::string StatsBytes(ShardJob* job) { return job->Stats().SerializeAsString(); }
 
 class ShardJobCheckpointTest
@@ -103,7 +90,7 @@ TEST_P(ShardJobCheckpointTest, ARestoredShardIsTheShardItWasAndGoesOnTheSame) {
   ASSERT_TRUE(blocks.ok()) << blocks.status();
   absl::StatusOr<std::unique_ptr<ShardJob>> restored = ShardJob::Restore(*blocks, 1, 0);
   ASSERT_TRUE(restored.ok()) << restored.status();
-  EXPECT_EQ(Values(restored->get()), Values(job->get()));
+  EXPECT_EQ(AllValues(restored->get()), AllValues(job->get()));
   EXPECT_EQ(StatsBytes(restored->get()), StatsBytes(job->get()));
 
   // Worker 3 leaves (which completes SYNC's open step), and the others go on.
@@ -114,7 +101,7 @@ TEST_P(ShardJobCheckpointTest, ARestoredShardIsTheShardItWasAndGoesOnTheSame) {
     absl::Status again = PushNumber(restored->get(), n, 1);
     EXPECT_EQ(again, original) << n;
   }
-  EXPECT_EQ(Values(restored->get()), Values(job->get()));
+  EXPECT_EQ(AllValues(restored->get()), AllValues(job->get()));
   EXPECT_EQ(StatsBytes(restored->get()), StatsBytes(job->get()));
 }
 
@@ -174,7 +161,7 @@ TEST(ShardJobCheckpointConcurrencyTest, ACheckpointTakenWhilePushesApplyFallsBet
     const JobStats stats = (*restored)->Stats();
     ASSERT_EQ(stats.applied_gradients(), stats.version());
     const float expected = 1.0f - static_cast<float>(stats.version()) * 0.5f / 64;
-    for (float value : Values(restored->get())) ASSERT_EQ(value, expected) << stats.version();
+    for (float value : AllValues(restored->get())) ASSERT_EQ(value, expected) << stats.version();
     last_version = stats.version();
     ++checkpoints;
   }

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "common/finite.h"
 #include "server/shard_job.h"
+#include "server/shard_job_testing.h"
 
 namespace ps {
 namespace {
@@ -40,19 +41,6 @@ std::unique_ptr<ShardJob> CreateJob(int num_workers = 1) {
   absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0);
   EXPECT_TRUE(job.ok()) << job.status();
   return job.ok() ? std::move(*job) : nullptr;
-}
-
-std::vector<float> Weights(ShardJob* job) {
-  PullRequest request;
-  request.set_job_id("chunks");
-  std::vector<float> values;
-  job->Pull(request, [&values](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
-    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-    for (absl::Span<const float> piece : snapshot->pieces) {
-      values.insert(values.end(), piece.begin(), piece.end());
-    }
-  });
-  return values;
 }
 
 // Multiples of 1/8: SGD with kLearningRate is exact in float.
@@ -101,7 +89,7 @@ int64_t Rejected(ShardJob* job, const std::string& reason) {
 TEST(ShardJobChunksTest, ChunksInAnyOrderApplyOnceWhenTheLastIsIn) {
   std::unique_ptr<ShardJob> job = CreateJob();
   ASSERT_NE(job, nullptr);
-  const std::vector<float> before = Weights(job.get());
+  const std::vector<float> before = AllValues(job.get());
   ASSERT_EQ(before.size(), static_cast<size_t>(kFloats));
   const std::vector<float> gradient = Gradient(1);
   // Three chunks that straddle the slices' boundary (24), sent last first.
@@ -112,28 +100,28 @@ TEST(ShardJobChunksTest, ChunksInAnyOrderApplyOnceWhenTheLastIsIn) {
     ASSERT_TRUE(response.ok()) << response.status();
     if (i + 1 < chunks.size()) {
       EXPECT_EQ(response->outcome(), PushResponse::RECEIVED);
-      EXPECT_EQ(Weights(job.get()), before) << "applied before the last chunk";
+      EXPECT_EQ(AllValues(job.get()), before) << "applied before the last chunk";
       EXPECT_EQ(job->Stats().version(), 0);
     } else {
       EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
       EXPECT_EQ(response->version(), 1);
     }
   }
-  EXPECT_EQ(Weights(job.get()), SgdStep(before, gradient));
+  EXPECT_EQ(AllValues(job.get()), SgdStep(before, gradient));
   EXPECT_EQ(job->Stats().applied_gradients(), 1);
 }
 
 TEST(ShardJobChunksTest, RetriedChunksAreNotCountedTwice) {
   std::unique_ptr<ShardJob> job = CreateJob();
   ASSERT_NE(job, nullptr);
-  const std::vector<float> before = Weights(job.get());
+  const std::vector<float> before = AllValues(job.get());
   const std::vector<float> gradient = Gradient(2);
   absl::StatusOr<PushResponse> response = SendChunk(job.get(), Chunk(*job, 1, 2, 0, 20), gradient);
   ASSERT_TRUE(response.ok()) << response.status();
   response = SendChunk(job.get(), Chunk(*job, 1, 2, 0, 20), gradient);  // Its retry.
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->outcome(), PushResponse::RECEIVED);
-  EXPECT_EQ(Weights(job.get()), before);
+  EXPECT_EQ(AllValues(job.get()), before);
   response = SendChunk(job.get(), Chunk(*job, 1, 2, 20, 20), gradient);
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
@@ -143,7 +131,7 @@ TEST(ShardJobChunksTest, RetriedChunksAreNotCountedTwice) {
     ASSERT_TRUE(response.ok()) << response.status();
     EXPECT_EQ(response->outcome(), PushResponse::DUPLICATE);
   }
-  EXPECT_EQ(Weights(job.get()), SgdStep(before, gradient));
+  EXPECT_EQ(AllValues(job.get()), SgdStep(before, gradient));
   EXPECT_EQ(job->Stats().applied_gradients(), 1);
   EXPECT_EQ(job->Stats().duplicate_pushes(), 1);  // One push retried, counted once.
 }
@@ -151,7 +139,7 @@ TEST(ShardJobChunksTest, RetriedChunksAreNotCountedTwice) {
 TEST(ShardJobChunksTest, BadChunksAreRejectedAndChangeNothing) {
   std::unique_ptr<ShardJob> job = CreateJob();
   ASSERT_NE(job, nullptr);
-  const std::vector<float> before = Weights(job.get());
+  const std::vector<float> before = AllValues(job.get());
   const std::vector<float> gradient = Gradient(3);
   ASSERT_TRUE(SendChunk(job.get(), Chunk(*job, 1, 2, 0, 20), gradient).ok());
 
@@ -184,7 +172,7 @@ TEST(ShardJobChunksTest, BadChunksAreRejectedAndChangeNothing) {
     absl::StatusOr<PushResponse> response = SendChunk(job.get(), c.header, gradient);
     EXPECT_EQ(response.status().code(), c.code) << c.name << ": " << response.status();
     EXPECT_THAT(response.status().message(), HasSubstr(c.message)) << c.name;
-    EXPECT_EQ(Weights(job.get()), before) << c.name;
+    EXPECT_EQ(AllValues(job.get()), before) << c.name;
   }
   EXPECT_EQ(Rejected(job.get(), "chunk"), 7);
   EXPECT_EQ(Rejected(job.get(), "shape"), 1);
@@ -193,40 +181,40 @@ TEST(ShardJobChunksTest, BadChunksAreRejectedAndChangeNothing) {
   absl::StatusOr<PushResponse> response = SendChunk(job.get(), Chunk(*job, 1, 2, 20, 20), gradient);
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
-  EXPECT_EQ(Weights(job.get()), SgdStep(before, gradient));
+  EXPECT_EQ(AllValues(job.get()), SgdStep(before, gradient));
 }
 
 TEST(ShardJobChunksTest, ChunksThatDoNotAddUpToTotalChunksAreNotApplied) {
   std::unique_ptr<ShardJob> job = CreateJob();
   ASSERT_NE(job, nullptr);
-  const std::vector<float> before = Weights(job.get());
+  const std::vector<float> before = AllValues(job.get());
   const std::vector<float> gradient = Gradient(4);
   ASSERT_TRUE(SendChunk(job.get(), Chunk(*job, 1, 3, 0, 20), gradient).ok());
   absl::StatusOr<PushResponse> response = SendChunk(job.get(), Chunk(*job, 1, 3, 20, 20), gradient);
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
   EXPECT_THAT(response.status().message(), HasSubstr("total_chunks is 3"));
-  EXPECT_EQ(Weights(job.get()), before);
+  EXPECT_EQ(AllValues(job.get()), before);
   EXPECT_EQ(job->Stats().version(), 0);
 }
 
 TEST(ShardJobChunksTest, NonFiniteValueInAnyChunkRejectsTheWholePush) {
   std::unique_ptr<ShardJob> job = CreateJob();
   ASSERT_NE(job, nullptr);
-  const std::vector<float> before = Weights(job.get());
+  const std::vector<float> before = AllValues(job.get());
   std::vector<float> gradient = Gradient(5);
   gradient[3] = std::numeric_limits<float>::quiet_NaN();  // In the first chunk, sent first.
   ASSERT_TRUE(SendChunk(job.get(), Chunk(*job, 1, 2, 0, 20), gradient).ok());
   absl::StatusOr<PushResponse> response = SendChunk(job.get(), Chunk(*job, 1, 2, 20, 20), gradient);
   EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
   EXPECT_THAT(response.status().message(), HasSubstr("NaN in variable \"a\" at row 0, column 3"));
-  EXPECT_EQ(Weights(job.get()), before);
+  EXPECT_EQ(AllValues(job.get()), before);
   EXPECT_EQ(Rejected(job.get(), "non_finite"), 1);
 }
 
 TEST(ShardJobChunksTest, ANewerPushAbandonsAnIncompleteOne) {
   std::unique_ptr<ShardJob> job = CreateJob();
   ASSERT_NE(job, nullptr);
-  const std::vector<float> before = Weights(job.get());
+  const std::vector<float> before = AllValues(job.get());
   const std::vector<float> first = Gradient(6);
   const std::vector<float> second = Gradient(7);
   ASSERT_TRUE(SendChunk(job.get(), Chunk(*job, 1, 2, 0, 20), first).ok());
@@ -237,13 +225,13 @@ TEST(ShardJobChunksTest, ANewerPushAbandonsAnIncompleteOne) {
   absl::StatusOr<PushResponse> response = SendChunk(job.get(), Chunk(*job, 2, 2, 20, 20), second);
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
-  EXPECT_EQ(Weights(job.get()), SgdStep(before, second));
+  EXPECT_EQ(AllValues(job.get()), SgdStep(before, second));
 }
 
 TEST(ShardJobChunksTest, AnAbandonedChunkCanBeSentAgain) {
   std::unique_ptr<ShardJob> job = CreateJob();
   ASSERT_NE(job, nullptr);
-  const std::vector<float> before = Weights(job.get());
+  const std::vector<float> before = AllValues(job.get());
   const std::vector<float> gradient = Gradient(8);
   const PushRequestHeader header = Chunk(*job, 1, 2, 0, 20);
   absl::StatusOr<ShardJob::ChunkTarget> target = job->PushChunkBuffer(header);
@@ -254,7 +242,7 @@ TEST(ShardJobChunksTest, AnAbandonedChunkCanBeSentAgain) {
   absl::StatusOr<PushResponse> response = SendChunk(job.get(), Chunk(*job, 1, 2, 20, 20), gradient);
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
-  EXPECT_EQ(Weights(job.get()), SgdStep(before, gradient));
+  EXPECT_EQ(AllValues(job.get()), SgdStep(before, gradient));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint_file.h"
 #include "server/shard_job.h"
+#include "server/shard_job_testing.h"
 
 namespace ps {
 namespace {
@@ -66,20 +67,6 @@ absl::Status PushNumber(ShardJob* job, int n, int first = 0) {
   return job->Push(header, **buffer).status();
 }
 
-std::vector<float> Values(ShardJob* job) {
-  PullRequest pull;
-  pull.set_job_id(job->spec().job_id());
-  pull.set_run_id(job->spec().run_id());
-  std::vector<float> values;
-  job->Pull(pull, [&values](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
-    ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-    for (absl::Span<const float> piece : snapshot->pieces) {
-      values.insert(values.end(), piece.begin(), piece.end());
-    }
-  });
-  return values;
-}
-
 // Where each mode's clock is once pushes 0-7 are in: SYNC 2 steps, SSP every clock at 2,
 // ASYNC 8 updates, SOFTSYNC 4 aggregates of 2.
 int64_t ClockAfterEightPushes(ConsistencyConfig::Mode mode) {
@@ -107,7 +94,7 @@ TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDi
                   ->ArmCheckpoint("run-1", 1, ClockAfterEightPushes(mode),
                                   [&](ShardJob::TakenCheckpoint checkpoint) {
                                     taken = std::move(checkpoint);
-                                    at_checkpoint = Values(job->get());
+                                    at_checkpoint = AllValues(job->get());
                                   })
                   .ok());
   for (int n = 0; n < 16; ++n) {
@@ -127,9 +114,9 @@ TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDi
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
       ShardJob::Resume(*blocks, spec, 1, 0, /*resume_step=*/2);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  EXPECT_EQ(Values(resumed->get()), at_checkpoint);
+  EXPECT_EQ(AllValues(resumed->get()), at_checkpoint);
   for (int n = 8; n < 16; ++n) ASSERT_TRUE(PushNumber(resumed->get(), n, 8).ok()) << n;
-  EXPECT_EQ(Values(resumed->get()), Values(job->get()));
+  EXPECT_EQ(AllValues(resumed->get()), AllValues(job->get()));
   EXPECT_EQ((*resumed)->Stats().version(), (*job)->Stats().version());
   EXPECT_EQ((*resumed)->Stats().step(), (*job)->Stats().step());
 }
@@ -195,7 +182,7 @@ TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNo
   EXPECT_EQ(stats.version(), 2);
   ASSERT_EQ(stats.workers_size(), 2);
   EXPECT_EQ(stats.workers(1).last_push_id(), 0);
-  EXPECT_EQ(Values(resumed->get()), Values(job->get()));
+  EXPECT_EQ(AllValues(resumed->get()), AllValues(job->get()));
 }
 
 }  // namespace
