@@ -242,9 +242,137 @@ absl::StatusOr<StartJobResponse> StartOnWorker(const ClusterClient& client, int 
 
 }  // namespace
 
+namespace {
+
+// What comes before the workers start: the checkpoint settings checked, the job id claimed,
+// and, to resume, the shards restored. Returns the step the workers start at.
+absl::StatusOr<int64_t> PrepareRun(const ClusterSpec& cluster, const ClusterClient& client,
+                                   const JobSpec& spec, const SubmitOptions& options,
+                                   const CheckpointCoordinator& checkpoints) {
+  std::ostream& out = *options.out;
+  if (checkpoints.enabled()) {
+    if (options.detach) {
+      return absl::InvalidArgumentError(
+          "job: checkpoints are taken by psctl while it follows the job; submit it without "
+          "--detach (or drop its checkpoint settings)");
+    }
+    absl::Status status = checkpoints.CheckDirectories();
+    if (!status.ok()) return status;
+  }
+  absl::Status status =
+      ClaimJobId(cluster, client, spec.job_id(), options.replace || options.resume, out);
+  if (!status.ok()) return status;
+  if (!options.resume) return 0;
+  absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(client, spec, out);
+  if (!restored.ok()) return restored.status();
+  out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name()
+      << " at step " << restored->resume_step() << " as run " << spec.run_id() << "\n";
+  return restored->resume_step();
+}
+
+// Starts the run on every worker from `first_step`; on a failure, stops it on those started.
+absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& client,
+                              const JobSpec& spec, int64_t first_step,
+                              const SubmitOptions& options) {
+  StartJobRequest request;
+  *request.mutable_spec() = spec;
+  *request.mutable_cluster() = cluster.ToProto();
+  request.set_first_step(first_step);
+  for (int w = 0; w < client.num_workers(); ++w) {
+    absl::StatusOr<StartJobResponse> started = StartOnWorker(
+        client, w, request, options.replace || options.resume, absl::Seconds(10));
+    if (!started.ok()) {
+      if (w > 0) StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
+      return absl::Status(started.status().code(),
+                          absl::StrCat(started.status().message(), "; the job was not started"));
+    }
+    *options.out << "worker:" << w << " started job " << spec.job_id() << " on "
+                 << started->device() << "\n";
+  }
+  return absl::OkStatus();
+}
+
+// Follows the run to its end: progress lines, checkpoints, stopping it everywhere on an
+// interrupt or a failed worker, and the results. Returns as SubmitJob does.
+absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
+                       const JobSpec& spec, const SubmitOptions& options,
+                       CheckpointCoordinator& checkpoints, ResultsWriter* results,
+                       absl::Time start) {
+  std::ostream& out = *options.out;
+  bool interrupted = false;
+  Follower follower(client, spec.job_id(), results);
+  absl::Time last_line = absl::InfinitePast();
+  bool stopped = false;
+  std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
+  while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
+    // On an interrupt, or once a worker failed (the job has failed: the others would only
+    // wait, at a SYNC barrier or SSP bound, for the worker that is gone), stop it everywhere.
+    std::string reason;
+    if (options.interrupted != nullptr && options.interrupted->load()) {
+      interrupted = true;
+      reason = "interrupted";
+    }
+    for (const JobProgress& progress : follower.Last()) {
+      if (reason.empty() && progress.state() == JobProgress::FAILED) {
+        reason = absl::StrCat("worker:", progress.worker(), " failed");
+      }
+    }
+    if (!stopped && !reason.empty()) {
+      stopped = true;
+      out << (options.live_line ? "\n" : "") << reason << ": stopping job " << spec.job_id()
+          << " everywhere\n";
+      // The shards' statistics and parameters go into the results first; then the job
+      // leaves the shards, which ends the pulls still parked there (a SYNC barrier, an SSP
+      // bound), so that the workers that are left stop at once.
+      shards = WriteShardResults(client, spec, results);
+      checkpoints.Finish(/*final=*/false, absl::Seconds(5));  // Completes those written.
+      StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
+    }
+    if (!stopped) checkpoints.Poll(absl::Now());
+    absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
+    if (absl::Now() - last_line >= every) {
+      last_line = absl::Now();
+      std::string line = ProgressLine(spec, follower.Last());
+      if (options.live_line) {
+        out << "\r\033[K" << line << std::flush;
+      } else {
+        out << line << "\n" << std::flush;
+      }
+    }
+  }
+  std::vector<JobProgress> last = follower.Last();
+  out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
+  bool all_done = true;
+  for (const JobProgress& progress : last) {
+    all_done = all_done && progress.state() == JobProgress::DONE;
+  }
+  if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
+
+  if (!stopped) shards = WriteShardResults(client, spec, results);
+  results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();
+  out << "results in " << results->dir() << "\n";
+  // A run that failed or was stopped leaves the shards once its results are written (above,
+  // when stopped here); a finished one stays for `psctl status` (a new run of its id then
+  // needs --replace).
+  if (!all_done && !stopped) client.ps()->DeleteJob(spec.job_id()).IgnoreError();
+
+  // Ctrl-C on a terminal reaches psctl local's daemons too: the job may end (failing, its
+  // ps gone) before the loop above sees the flag, and those failures are not the reason.
+  if (options.interrupted != nullptr && options.interrupted->load()) interrupted = true;
+  if (interrupted) return absl::CancelledError("interrupted; the job was stopped");
+  for (const JobProgress& progress : last) {
+    if (progress.state() == JobProgress::FAILED) {
+      return absl::Status(static_cast<absl::StatusCode>(progress.error_code()),
+                          absl::StrCat("worker:", progress.worker(), ": ", progress.error()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
                        const SubmitOptions& options) {
-  std::ostream& out = *options.out;
   JobSpec spec = submitted;
   if (spec.run_id().empty()) spec.set_run_id(NewRunId());
   absl::Status status = ValidateJobSpec(spec, cluster.NumTasks(kWorkerJob));
@@ -256,127 +384,32 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   }
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
   if (!client.ok()) return client.status();
-  CheckpointCoordinator checkpoints(**client, spec, &out);
-  if (checkpoints.enabled()) {
-    if (options.detach) {
-      return absl::InvalidArgumentError(
-          "job: checkpoints are taken by psctl while it follows the job; submit it without "
-          "--detach (or drop its checkpoint settings)");
-    }
-    status = checkpoints.CheckDirectories();
-    if (!status.ok()) return status;
-  }
-  status = ClaimJobId(cluster, **client, spec.job_id(), options.replace || options.resume, out);
-  if (!status.ok()) return status;
-  int64_t first_step = 0;
-  if (options.resume) {
-    absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(**client, spec, out);
-    if (!restored.ok()) return restored.status();
-    first_step = restored->resume_step();
-    out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name()
-        << " at step " << first_step << " as run " << spec.run_id() << "\n";
-  }
+  CheckpointCoordinator checkpoints(**client, spec, options.out);
+  absl::StatusOr<int64_t> first_step = PrepareRun(cluster, **client, spec, options, checkpoints);
+  if (!first_step.ok()) return first_step.status();
   std::unique_ptr<ResultsWriter> results;
   if (!options.detach) {
     absl::StatusOr<std::unique_ptr<ResultsWriter>> created =
         ResultsWriter::Create(options.results_dir, options.overwrite);
-    if (!created.ok()) return created.status();
-    results = *std::move(created);
-    status = results->WriteJob(spec, cluster);
-    if (!status.ok()) return status;
-  }
-
-  const absl::Time start = absl::Now();
-  StartJobRequest request;
-  *request.mutable_spec() = spec;
-  *request.mutable_cluster() = cluster.ToProto();
-  request.set_first_step(first_step);
-  for (int w = 0; w < (*client)->num_workers(); ++w) {
-    absl::StatusOr<StartJobResponse> started = StartOnWorker(
-        **client, w, request, options.replace || options.resume, absl::Seconds(10));
-    if (!started.ok()) {
-      if (w > 0) StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
-      return absl::Status(started.status().code(),
-                          absl::StrCat(started.status().message(), "; the job was not started"));
+    status = created.status();
+    if (created.ok()) {
+      results = *std::move(created);
+      status = results->WriteJob(spec, cluster);
     }
-    out << "worker:" << w << " started job " << spec.job_id() << " on " << started->device()
-        << "\n";
+    if (!status.ok()) {
+      // A resumed job is on the shards already: it goes, as the run does not start.
+      if (options.resume) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
+      return status;
+    }
   }
+  const absl::Time start = absl::Now();
+  status = StartEveryWorker(cluster, **client, spec, *first_step, options);
+  if (!status.ok()) return status;
   if (options.detach) {
-    out << spec.job_id() << "\n";
+    *options.out << spec.job_id() << "\n";
     return absl::OkStatus();
   }
-
-  bool interrupted = false;
-  {
-    Follower follower(**client, spec.job_id(), results.get());
-    absl::Time last_line = absl::InfinitePast();
-    bool stopped = false;
-    std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
-    while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
-      // On an interrupt, or once a worker failed (the job has failed: the others would only
-      // wait, at a SYNC barrier or SSP bound, for the worker that is gone), stop it everywhere.
-      std::string reason;
-      if (options.interrupted != nullptr && options.interrupted->load()) {
-        interrupted = true;
-        reason = "interrupted";
-      }
-      for (const JobProgress& progress : follower.Last()) {
-        if (reason.empty() && progress.state() == JobProgress::FAILED) {
-          reason = absl::StrCat("worker:", progress.worker(), " failed");
-        }
-      }
-      if (!stopped && !reason.empty()) {
-        stopped = true;
-        out << (options.live_line ? "\n" : "") << reason << ": stopping job " << spec.job_id()
-            << " everywhere\n";
-        // The shards' statistics and parameters go into the results first; then the job
-        // leaves the shards, which ends the pulls still parked there (a SYNC barrier, an SSP
-        // bound), so that the workers that are left stop at once.
-        shards = WriteShardResults(**client, spec, results.get());
-        checkpoints.Finish(/*final=*/false, absl::Seconds(5));  // Completes those written.
-        StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
-      }
-      if (!stopped) checkpoints.Poll(absl::Now());
-      absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
-      if (absl::Now() - last_line >= every) {
-        last_line = absl::Now();
-        std::string line = ProgressLine(spec, follower.Last());
-        if (options.live_line) {
-          out << "\r\033[K" << line << std::flush;
-        } else {
-          out << line << "\n" << std::flush;
-        }
-      }
-    }
-    std::vector<JobProgress> last = follower.Last();
-    out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
-    bool all_done = true;
-    for (const JobProgress& progress : last) {
-      all_done = all_done && progress.state() == JobProgress::DONE;
-    }
-    if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
-
-    if (!stopped) shards = WriteShardResults(**client, spec, results.get());
-    results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();
-    out << "results in " << results->dir() << "\n";
-    // A run that failed or was stopped leaves the shards once its results are written (above,
-    // when stopped here); a finished one stays for `psctl status` (a new run of its id then
-    // needs --replace).
-    if (!all_done && !stopped) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
-
-    // Ctrl-C on a terminal reaches psctl local's daemons too: the job may end (failing, its
-    // ps gone) before the loop above sees the flag, and those failures are not the reason.
-    if (options.interrupted != nullptr && options.interrupted->load()) interrupted = true;
-    for (const JobProgress& progress : last) {
-      if (!interrupted && progress.state() == JobProgress::FAILED) {
-        return absl::Status(static_cast<absl::StatusCode>(progress.error_code()),
-                            absl::StrCat("worker:", progress.worker(), ": ", progress.error()));
-      }
-    }
-  }
-  if (interrupted) return absl::CancelledError("interrupted; the job was stopped");
-  return absl::OkStatus();
+  return FollowJob(cluster, **client, spec, options, checkpoints, results.get(), start);
 }
 
 absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& job_id) {
