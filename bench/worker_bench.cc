@@ -158,6 +158,57 @@ JobSpec BenchJob(ConsistencyConfig::Mode mode) {
   return spec;
 }
 
+// Arms a checkpoint of `spec` on every ps every --checkpoint_every_s, taken at once, as psctl
+// arms them, until `trained`.
+void TakeCheckpoints(const JobSpec& spec, const std::vector<std::string>& addresses,
+                     const std::atomic<bool>& trained) {
+  if (FLAGS_checkpoint_every_s <= 0) return;
+  std::vector<std::unique_ptr<ParameterServer::Stub>> stubs;
+  for (const std::string& address : addresses) {
+    stubs.push_back(ParameterServer::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials())));
+  }
+  int64_t seq = 0;
+  absl::Time next = absl::Now() + absl::Seconds(FLAGS_checkpoint_every_s);
+  while (!trained.load()) {
+    if (absl::Now() < next) {
+      absl::SleepFor(absl::Milliseconds(20));
+      continue;
+    }
+    next += absl::Seconds(FLAGS_checkpoint_every_s);
+    ++seq;
+    for (auto& stub : stubs) {
+      grpc::ClientContext context;
+      ArmCheckpointRequest request;
+      request.set_job_id(spec.job_id());
+      request.set_run_id(spec.run_id());
+      request.set_seq(seq);
+      request.set_at_clock(-1);
+      ArmCheckpointResponse response;
+      grpc::Status status = stub->ArmCheckpoint(&context, request, &response);
+      if (!status.ok()) LOG(WARNING) << "checkpoint " << seq << ": " << status.error_message();
+    }
+  }
+}
+
+// Prints the checkpoints the shards wrote, and removes them.
+void ReportCheckpoints(const JobSpec& spec, const PsClientOptions& client_options) {
+  std::unique_ptr<PsClient> client = *PsClient::Create(client_options);
+  absl::StatusOr<std::vector<JobStats>> stats = client->GetJobStats(spec.job_id());
+  int64_t written = 0, failed = 0, bytes = 0;
+  for (const JobStats& shard : stats.ok() ? *stats : std::vector<JobStats>()) {
+    failed += shard.failed_checkpoints();
+    for (const ShardCheckpoint& checkpoint : shard.checkpoints()) {
+      written += checkpoint.error().empty() ? 1 : 0;
+      bytes += checkpoint.bytes();
+    }
+  }
+  std::cout << absl::StrFormat("checkpoints: %d shard files written (%.0f MB in all), %d failed, "
+                               "every %.1f s\n",
+                               written, bytes / 1e6, failed, FLAGS_checkpoint_every_s);
+  std::filesystem::remove_all(FLAGS_checkpoint_dir);
+}
+
 int Run() {
   ConsistencyConfig::Mode mode;
   if (!ConsistencyConfig::Mode_Parse(FLAGS_mode, &mode) ||
@@ -219,54 +270,11 @@ int Run() {
     });
   }
   std::atomic<bool> trained{false};
-  std::thread checkpointer([&] {
-    if (FLAGS_checkpoint_every_s <= 0) return;
-    std::vector<std::unique_ptr<ParameterServer::Stub>> stubs;
-    for (const std::string& address : (*servers)->addresses()) {
-      stubs.push_back(ParameterServer::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials())));
-    }
-    int64_t seq = 0;
-    absl::Time next = absl::Now() + absl::Seconds(FLAGS_checkpoint_every_s);
-    while (!trained.load()) {
-      if (absl::Now() < next) {
-        absl::SleepFor(absl::Milliseconds(20));
-        continue;
-      }
-      next += absl::Seconds(FLAGS_checkpoint_every_s);
-      ++seq;
-      for (auto& stub : stubs) {
-        grpc::ClientContext context;
-        ArmCheckpointRequest request;
-        request.set_job_id(spec.job_id());
-        request.set_run_id(spec.run_id());
-        request.set_seq(seq);
-        request.set_at_clock(-1);
-        ArmCheckpointResponse response;
-        grpc::Status status = stub->ArmCheckpoint(&context, request, &response);
-        if (!status.ok()) LOG(WARNING) << "checkpoint " << seq << ": " << status.error_message();
-      }
-    }
-  });
+  std::thread checkpointer([&] { TakeCheckpoints(spec, (*servers)->addresses(), trained); });
   for (std::thread& thread : threads) thread.join();
   trained = true;
   checkpointer.join();
-  if (FLAGS_checkpoint_every_s > 0) {
-    std::unique_ptr<PsClient> client = *PsClient::Create(client_options);
-    absl::StatusOr<std::vector<JobStats>> stats = client->GetJobStats(spec.job_id());
-    int64_t written = 0, failed = 0, bytes = 0;
-    for (const JobStats& shard : stats.ok() ? *stats : std::vector<JobStats>()) {
-      failed += shard.failed_checkpoints();
-      for (const ShardCheckpoint& checkpoint : shard.checkpoints()) {
-        written += checkpoint.error().empty() ? 1 : 0;
-        bytes += checkpoint.bytes();
-      }
-    }
-    std::cout << absl::StrFormat("checkpoints: %d shard files written (%.0f MB in all), %d failed, "
-                                 "every %.1f s\n",
-                                 written, bytes / 1e6, failed, FLAGS_checkpoint_every_s);
-    std::filesystem::remove_all(FLAGS_checkpoint_dir);
-  }
+  if (FLAGS_checkpoint_every_s > 0) ReportCheckpoints(spec, client_options);
   std::cout << absl::StrFormat(
       "MLP 784-%s-10, batch %d, %s, %s%s, %d ps + %d worker(s), %d steps, on %s%s\n",
       absl::StrReplaceAll(FLAGS_hidden, {{",", "-"}}), FLAGS_batch_size, FLAGS_optimizer,
