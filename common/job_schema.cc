@@ -158,6 +158,10 @@ absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat(prefix, "num_workers is ", spec.num_workers(), ": it must be at least 1"));
   }
+  if (spec.worker_lease_ms() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker_lease_ms is ",
+                                                   spec.worker_lease_ms(), ": it must be >= 0"));
+  }
   for (const VariableDef& variable : spec.variables()) {
     absl::Status status = ValidateInitializer(variable);
     if (!status.ok()) return Prefixed(prefix, status);
@@ -178,6 +182,9 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   }
   status = ValidateCheckpointSpec(spec.checkpoint());
   if (!status.ok()) return status;
+  if (!(spec.worker_lease_s() >= 0) || std::isinf(spec.worker_lease_s())) {
+    return FieldError("worker_lease_s", "must be a number >= 0 (0: no lease)");
+  }
   status = ValidateModel(spec.model());
   if (!status.ok()) return status;
   status = ValidateData(spec.data());

@@ -47,6 +47,7 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
       {[](JobSpec* s) { s->mutable_checkpoint()->set_every_seconds(-2); },
        "checkpoint.every_seconds"},
       {[](JobSpec* s) { s->mutable_checkpoint()->set_keep(-1); }, "checkpoint.keep"},
+      {[](JobSpec* s) { s->set_worker_lease_s(-1); }, "worker_lease_s"},
       {[](JobSpec* s) { s->mutable_checkpoint()->set_dir("relative"); }, "checkpoint.dir"},
       {[](JobSpec* s) { s->mutable_model()->clear_kind(); }, "model.kind"},
       {[](JobSpec* s) { s->mutable_model()->set_kind(ModelSpec::MLP); }, "model.hidden_sizes"},

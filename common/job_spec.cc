@@ -1,5 +1,6 @@
 #include "common/job_spec.h"
 
+#include <cmath>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -44,6 +45,7 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
   parameters.set_min_slice_bytes(spec.min_slice_bytes());
   parameters.set_allow_non_finite(spec.allow_non_finite());
   parameters.set_run_id(spec.run_id());
+  parameters.set_worker_lease_ms(std::llround(spec.worker_lease_s() * 1000.0));
   return parameters;
 }
 

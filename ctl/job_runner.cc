@@ -1,6 +1,7 @@
 #include "ctl/job_runner.h"
 
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -292,8 +293,30 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
   return absl::OkStatus();
 }
 
-// Follows the run to its end: progress lines, checkpoints, stopping it everywhere on an
-// interrupt or a failed worker, and the results. Returns as SubmitJob does.
+// Whether the job goes on without `failed` of its `num_workers` workers (DESIGN.md section
+// 8): ASYNC and SOFTSYNC need no worker in particular; SSP does not wait for a worker whose
+// lease ran out (worker_lease_s); SYNC with backup workers needs replicas_to_aggregate of
+// them. SYNC without backups, or SSP without a lease, would only wait for the lost worker.
+bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
+  if (failed >= num_workers) return false;
+  const ConsistencyConfig& consistency = spec.consistency();
+  switch (consistency.mode()) {
+    case ConsistencyConfig::ASYNC:
+    case ConsistencyConfig::SOFTSYNC:
+      return true;
+    case ConsistencyConfig::SSP:
+      return spec.worker_lease_s() > 0;
+    case ConsistencyConfig::SYNC:
+      return consistency.replicas_to_aggregate() > 0 &&
+             consistency.replicas_to_aggregate() <= num_workers - failed;
+    default:
+      return false;
+  }
+}
+
+// Follows the run to its end: progress lines, checkpoints, the results, and stopping it
+// everywhere on an interrupt or on a failed worker the job cannot go on without (one it can is
+// lost: said, and listed in the summary). Returns as SubmitJob does.
 absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
                        const JobSpec& spec, const SubmitOptions& options,
                        CheckpointCoordinator& checkpoints, ResultsWriter* results,
@@ -304,17 +327,31 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
   absl::Time last_line = absl::InfinitePast();
   bool stopped = false;
   std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
+  std::set<int> lost;            // Failed workers the job goes on without.
   while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
-    // On an interrupt, or once a worker failed (the job has failed: the others would only
-    // wait, at a SYNC barrier or SSP bound, for the worker that is gone), stop it everywhere.
+    // On an interrupt, or once a worker failed that the job cannot go on without (the others
+    // would only wait, at a SYNC barrier or SSP bound, for the worker that is gone), stop it
+    // everywhere.
     std::string reason;
     if (options.interrupted != nullptr && options.interrupted->load()) {
       interrupted = true;
       reason = "interrupted";
     }
-    for (const JobProgress& progress : follower.Last()) {
-      if (reason.empty() && progress.state() == JobProgress::FAILED) {
-        reason = absl::StrCat("worker:", progress.worker(), " failed");
+    std::vector<const JobProgress*> failed;
+    std::vector<JobProgress> now = follower.Last();
+    for (const JobProgress& progress : now) {
+      if (progress.state() == JobProgress::FAILED) failed.push_back(&progress);
+    }
+    const bool goes_on =
+        GoesOnWithout(spec, client.num_workers(), static_cast<int>(failed.size()));
+    for (const JobProgress* progress : failed) {
+      if (reason.empty() && !goes_on) {
+        reason = absl::StrCat("worker:", progress->worker(), " failed");
+      } else if (goes_on && lost.insert(progress->worker()).second) {
+        out << (options.live_line ? "\n" : "") << "worker:" << progress->worker()
+            << " failed at step " << progress->step() << " (" << progress->error()
+            << "); the job goes on without it ("
+            << ConsistencyConfig::Mode_Name(spec.consistency().mode()) << ")\n";
       }
     }
     if (!stopped && !reason.empty()) {
@@ -342,14 +379,15 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
   }
   std::vector<JobProgress> last = follower.Last();
   out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
-  bool all_done = true;
+  bool all_done = true;  // Every worker but those lost.
   for (const JobProgress& progress : last) {
-    all_done = all_done && progress.state() == JobProgress::DONE;
+    all_done = all_done &&
+               (progress.state() == JobProgress::DONE || lost.count(progress.worker()) > 0);
   }
   if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
 
   if (!stopped) shards = WriteShardResults(client, spec, results);
-  results->WriteSummary(spec, last, shards, absl::Now() - start).IgnoreError();
+  results->WriteSummary(spec, last, shards, absl::Now() - start, lost).IgnoreError();
   out << "results in " << results->dir() << "\n";
   // A run that failed or was stopped leaves the shards once its results are written (above,
   // when stopped here); a finished one stays for `psctl status` (a new run of its id then
@@ -361,10 +399,15 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
   if (options.interrupted != nullptr && options.interrupted->load()) interrupted = true;
   if (interrupted) return absl::CancelledError("interrupted; the job was stopped");
   for (const JobProgress& progress : last) {
-    if (progress.state() == JobProgress::FAILED) {
+    if (progress.state() == JobProgress::FAILED && lost.count(progress.worker()) == 0) {
       return absl::Status(static_cast<absl::StatusCode>(progress.error_code()),
                           absl::StrCat("worker:", progress.worker(), ": ", progress.error()));
     }
+  }
+  if (!lost.empty()) {
+    std::vector<std::string> names;
+    for (int worker : lost) names.push_back(absl::StrCat("worker:", worker));
+    out << "finished without " << absl::StrJoin(names, ", ") << " (lost; see summary.json)\n";
   }
   return absl::OkStatus();
 }

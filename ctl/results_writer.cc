@@ -143,13 +143,19 @@ absl::Status ResultsWriter::WriteParameters(const ParameterSpec& spec,
 absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
                                          const std::vector<JobProgress>& last,
                                          const std::vector<JobStats>& shards,
-                                         absl::Duration wall_time) {
+                                         absl::Duration wall_time, const std::set<int>& lost) {
   nlohmann::json summary;
   summary["job_id"] = spec.job_id();
   std::string state = "DONE";
   int64_t steps = 0;
   double examples_per_second = 0;
+  nlohmann::json lost_workers = nlohmann::json::array();
   for (const JobProgress& progress : last) {
+    if (lost.count(progress.worker()) > 0) {
+      lost_workers.push_back(
+          {{"worker", progress.worker()}, {"step", progress.step()}, {"error", progress.error()}});
+      continue;
+    }
     // FAILED over STOPPED: the others are stopped because one failed.
     if (progress.state() != JobProgress::DONE && state != "FAILED") {
       state = JobProgress::State_Name(progress.state());
@@ -158,6 +164,7 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
     examples_per_second += progress.examples_per_second();
   }
   summary["state"] = state;
+  summary["lost_workers"] = lost_workers;
   summary["steps"] = steps;
   summary["wall_time_s"] = absl::ToDoubleSeconds(wall_time);
   summary["examples_per_second"] = examples_per_second;

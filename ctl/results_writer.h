@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,11 @@ class ResultsWriter {
   absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values);
   // summary.json from the workers' last updates and the shards' statistics. Then the first
   // error writing metrics.csv or eval.csv, if any.
+  // `lost`: workers that failed and that the job went on without (its mode allows it): they
+  // are listed under "lost_workers" and do not make the job's state FAILED.
   absl::Status WriteSummary(const JobSpec& spec, const std::vector<JobProgress>& last,
-                            const std::vector<JobStats>& shards, absl::Duration wall_time);
+                            const std::vector<JobStats>& shards, absl::Duration wall_time,
+                            const std::set<int>& lost = {});
 
  private:
   ResultsWriter(std::string dir, FileSystem* fs) : dir_(std::move(dir)), fs_(fs) {}

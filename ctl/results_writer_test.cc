@@ -116,6 +116,29 @@ TEST(ResultsWriterTest, SummaryOfAFailedJobSaysFailed) {
   EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
 }
 
+// A worker the job went on without (its mode allows it) is listed, and does not fail the job.
+TEST(ResultsWriterTest, SummaryListsALostWorkerAndSaysDoneWhenTheOthersFinished) {
+  std::string dir = Dir("lost");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer = ResultsWriter::Create(dir, false);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  JobProgress done, lost;
+  done.set_state(JobProgress::DONE);
+  done.set_step(100);
+  lost.set_worker(1);
+  lost.set_state(JobProgress::FAILED);
+  lost.set_step(40);
+  lost.set_error("lost the progress stream");
+  ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {done, lost}, {}, absl::Seconds(1), {1}).ok());
+  nlohmann::json summary = nlohmann::json::parse(Read(dir + "/summary.json"));
+  EXPECT_EQ(summary["state"], "DONE");
+  ASSERT_EQ(summary["lost_workers"].size(), 1u);
+  EXPECT_EQ(summary["lost_workers"][0]["worker"], 1);
+  EXPECT_EQ(summary["lost_workers"][0]["step"], 40);
+  EXPECT_EQ(summary["lost_workers"][0]["error"], "lost the progress stream");
+  ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {done, lost}, {}, absl::Seconds(1)).ok());
+  EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
+}
+
 TEST(ResultsWriterTest, AFullDiskFailsTheWriteNamingTheFileAndTheFix) {
   FaultInjectingFileSystem fs;
   ResultsWriterOptions options;

@@ -204,6 +204,7 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   if (inserted) {
     LOG(INFO) << "created job " << id << ": " << response.slices_size() << " slices, "
               << response.num_parameters() << " parameters on " << TaskName();
+    WatchLeases(id, it->second);
   }
   return response;
 }
@@ -376,6 +377,21 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
   }
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<ShardJob>& job) {
+  const std::shared_ptr<ShardJob> alive = job.lock();
+  if (alive == nullptr || alive->spec().worker_lease_ms() <= 0) return;
+  const absl::Duration lease = absl::Milliseconds(alive->spec().worker_lease_ms());
+  timer_.Schedule(absl::Now() + std::max(lease / 4, absl::Milliseconds(50)), [this, id, job, lease] {
+    const std::shared_ptr<ShardJob> watched = job.lock();
+    if (watched == nullptr) return;  // Deleted.
+    for (int worker : watched->ExpireLeases(absl::Now())) {
+      LOG(WARNING) << "job " << id << ": worker " << worker << " is lost: " << TaskName()
+                   << " has heard nothing from it for over its lease (" << lease << ")";
+    }
+    WatchLeases(id, job);
+  });
 }
 
 void ParameterService::ForgetFinishedJob(const std::string& id,

@@ -133,11 +133,15 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request) {
       ShardJob::Resume(*blocks, request.spec(), options_.num_ps, options_.ps_index,
                        manifest.resume_step());
   if (!resumed.ok()) return resumed.status();
-  absl::MutexLock lock(&mu_);
-  if (!jobs_.emplace(id, *std::move(resumed)).second) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("job \"", id, "\" was created on ", TaskName(), " while it was restored"));
+  std::shared_ptr<ShardJob> job = *std::move(resumed);
+  {
+    absl::MutexLock lock(&mu_);
+    if (!jobs_.emplace(id, job).second) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("job \"", id, "\" was created on ", TaskName(), " while it was restored"));
+    }
   }
+  WatchLeases(id, job);
   LOG(INFO) << "job " << id << ": run " << request.spec().run_id() << " restored from checkpoint "
             << manifest.name() << " at step " << manifest.resume_step() << " on " << TaskName();
   return absl::OkStatus();

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
 #include "common/finite.h"
 #include "common/job_schema.h"
@@ -85,6 +86,8 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
   last_push_id_.assign(spec.num_workers(), 0);
   applied_by_worker_.assign(spec.num_workers(), 0);
   staleness_by_worker_.resize(spec.num_workers());
+  last_heard_.assign(spec.num_workers(), absl::Now());  // Each lease runs from the start.
+  lost_.assign(spec.num_workers(), false);
 }
 
 ShardJob::~ShardJob() = default;
@@ -206,6 +209,7 @@ std::string ShardJob::FindNonFinite(absl::Span<const float> gradient) const {
 absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHeader& header,
                                                              PushResponse* response) {
   const std::string prefix = JobPrefix(spec_.job_id());
+  last_heard_[header.worker()] = absl::Now();
   if (header.read_version() < 0 || header.read_version() > version_) {
     return RejectLocked("future_version",
                         absl::InvalidArgumentError(absl::StrCat(
@@ -440,6 +444,7 @@ JobStats ShardJob::Stats() const {
     worker->set_worker(w);
     worker->set_clock(rule_->clock(w));
     worker->set_left(rule_->left(w));
+    worker->set_lost(lost_[w]);
     worker->set_last_push_id(last_push_id_[w]);
     worker->set_applied(applied_by_worker_[w]);
     staleness_by_worker_[w].ToProto(worker->mutable_staleness());

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/job_schema.h"  // JobPrefix, for every message about a job.
 #include "common/partitioner.h"
@@ -125,6 +126,12 @@ class ShardJob {
   // INVALID_ARGUMENT for a worker out of range; FAILED_PRECONDITION for another run.
   absl::Status Leave(int worker, const std::string& run_id)
       ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
+
+  // Leases (ParameterSpec.worker_lease_ms; none when 0): a worker this shard has not heard
+  // from (no pull, no admitted push) for longer than the lease, as of `now`, is lost: shown in
+  // its WorkerStats, and under SSP it leaves the job (its clock no longer holds the others back;
+  // parked pulls that waited only for it are answered). Returns the workers lost by this call.
+  std::vector<int> ExpireLeases(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A consistent copy of everything the shard holds for the job, as the blocks of a checkpoint
   // file (shard_job_checkpoint.cc lists them): values, optimizer slots and update counts,
@@ -344,6 +351,8 @@ class ShardJob {
   bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, int64_t> dropped_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> rejected_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Time> last_heard_ ABSL_GUARDED_BY(mu_);  // Per worker: its last request.
+  std::vector<bool> lost_ ABSL_GUARDED_BY(mu_);              // Per worker: its lease ran out.
   std::vector<ArmedCheckpoint> armed_ ABSL_GUARDED_BY(mu_);
   std::vector<ShardCheckpoint> checkpoints_ ABSL_GUARDED_BY(mu_);  // Written, the latest few.
   int64_t failed_checkpoints_ ABSL_GUARDED_BY(mu_) = 0;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
 #include "server/shard_job.h"
 
@@ -59,6 +60,7 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
   }
   {
     absl::MutexLock lock(&mu_);
+    last_heard_[request.worker()] = absl::Now();
     if (!rule_->PullReady(request)) {
       int64_t id = next_waiter_id_++;
       waiters_.emplace(id, Waiter{request, std::move(done)});
@@ -157,6 +159,29 @@ bool ShardJob::AllWorkersLeft() const {
     if (!rule_->left(w)) return false;
   }
   return true;
+}
+
+std::vector<int> ShardJob::ExpireLeases(absl::Time now) {
+  if (spec_.worker_lease_ms() <= 0) return {};
+  const absl::Duration lease = absl::Milliseconds(spec_.worker_lease_ms());
+  // Only SSP waits for a worker that another mode would not: SYNC with backup workers needs
+  // none in particular, and SYNC without them waits for the lost one until its pulls time out.
+  const bool leaves = spec_.consistency().mode() == ConsistencyConfig::SSP;
+  std::vector<int> lost;
+  std::vector<Waiter> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    for (int w = 0; w < spec_.num_workers(); ++w) {
+      if (lost_[w] || rule_->left(w) || now - last_heard_[w] <= lease) continue;
+      lost_[w] = true;
+      lost.push_back(w);
+      if (leaves) rule_->Leave(w);
+    }
+    if (lost.empty()) return lost;
+    ready = TakeReadyWaitersLocked();
+  }
+  Complete(std::move(ready));
+  return lost;
 }
 
 absl::Status ShardJob::Leave(int worker, const std::string& run_id) {

@@ -376,6 +376,9 @@ class PsctlClusterTest : public ::testing::Test {
     return port.ok() ? *port : -1;
   }
 
+  // Kills worker:1 while a job of `consistency` runs; the job must go on and finish without it.
+  void ExpectJobGoesOnWithoutWorker1(const std::string& mode, const std::string& consistency);
+
   std::string WriteSpec(const std::string& name, const std::vector<std::string>& addresses) {
     std::string path = absl::StrCat(dir_, "/", name, ".json");
     std::ofstream(path) << R"({"cluster": {"ps": [")" << addresses[0] << R"(", ")" << addresses[1]
@@ -566,6 +569,40 @@ TEST_F(PsctlClusterTest, AWorkerThatDiesStopsTheRunAtOnceWithItsParametersSaved)
   EXPECT_LT(absl::Now() - killed, absl::Seconds(30)) << "not after a barrier's 60 s wait";
   EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
   EXPECT_EQ(NpyShape(results_ + "/params/layer0_weights.npy"), std::vector<int64_t>({16, 4}));
+}
+
+void PsctlClusterTest::ExpectJobGoesOnWithoutWorker1(const std::string& mode,
+                                                     const std::string& consistency) {
+  const std::string id = "psctl-goes-on";
+  std::string job =
+      WriteJob(dir_, id, JobJson(id, 4000, consistency, R"(, "worker_lease_s": 1)"));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job,
+                "--results=" + results_},
+               dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30)))
+      << submit.Output();
+  daemons_[3].Signal(SIGKILL);  // worker:1.
+  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  daemons_.erase(daemons_.begin() + 3);  // Reaped: TearDown stops the others.
+  ASSERT_EQ(submit.Wait(), 0) << submit.Output();
+  EXPECT_THAT(submit.Stdout(), HasSubstr("worker:1 failed at step "));
+  EXPECT_THAT(submit.Stdout(), HasSubstr("the job goes on without it (" + mode + ")"));
+  EXPECT_THAT(submit.Stdout(), HasSubstr("finished without worker:1 (lost"));
+  nlohmann::json summary = ReadJson(results_ + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_EQ(summary["steps"], 4000);
+  ASSERT_EQ(summary["lost_workers"].size(), 1u) << summary.dump();
+  EXPECT_EQ(summary["lost_workers"][0]["worker"], 1);
+}
+
+// ASYNC needs no worker in particular.
+TEST_F(PsctlClusterTest, AnAsyncJobGoesOnWithoutAWorkerThatDies) {
+  ExpectJobGoesOnWithoutWorker1("ASYNC", R"({"mode": "ASYNC"})");
+}
+
+// SSP stops waiting for a worker whose lease ran out (1 s here).
+TEST_F(PsctlClusterTest, AnSspJobGoesOnWithoutAWorkerThatDiesOnceItsLeaseRunsOut) {
+  ExpectJobGoesOnWithoutWorker1("SSP", R"({"mode": "SSP", "ssp_bound": 2})");
 }
 
 TEST_F(PsctlClusterTest, DetachedJobCanBeFollowedWithStatusAndStopped) {

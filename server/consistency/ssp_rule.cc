@@ -43,7 +43,10 @@ absl::Status SspRule::RestoreState(const ShardCheckpointState& state) {
 
 int64_t SspRule::checkpoint_clock(int64_t version) const {
   (void)version;
-  return *std::min_element(clocks_.begin(), clocks_.end());
+  for (size_t w = 0; w < clocks_.size(); ++w) {
+    if (!left_[w]) return MinClock();
+  }
+  return *std::max_element(clocks_.begin(), clocks_.end());  // All gone: the last clock.
 }
 
 int64_t SspRule::MinClock() const {

@@ -1,0 +1,99 @@
+// Worker leases (ShardJob::ExpireLeases): a worker the shard has not heard from for longer
+// than ParameterSpec.worker_lease_ms is lost; SSP then stops waiting for it, SYNC does not.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "server/shard_job.h"
+
+namespace ps {
+namespace {
+
+constexpr absl::Duration kLease = absl::Milliseconds(300);
+
+std::unique_ptr<ShardJob> Job(ConsistencyConfig::Mode mode) {
+  ParameterSpec spec;
+  spec.set_job_id("leased");
+  VariableDef* variable = spec.add_variables();
+  variable->set_name("w");
+  variable->add_shape(4);
+  spec.mutable_learning_rate()->set_base(0.1f);
+  spec.mutable_consistency()->set_mode(mode);
+  spec.mutable_consistency()->set_ssp_bound(1);
+  spec.set_num_workers(2);
+  spec.set_worker_lease_ms(absl::ToInt64Milliseconds(kLease));
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0);
+  EXPECT_TRUE(job.ok()) << job.status();
+  return job.ok() ? *std::move(job) : nullptr;
+}
+
+absl::Status Push(ShardJob* job, int worker, int64_t n) {
+  PushRequestHeader header;
+  header.set_job_id("leased");
+  header.set_worker(worker);
+  header.set_push_id(n + 1);
+  header.set_step(n);
+  header.set_clock(n);
+  header.set_read_version(job->Stats().version());
+  for (const SliceRef& ref : job->SliceRefs()) *header.add_slices() = ref;
+  std::vector<float> gradient(4, 0.5f);
+  return job->Push(header, gradient).status();
+}
+
+TEST(ShardJobLeaseTest, SspStopsWaitingForAWorkerWhoseLeaseRanOut) {
+  std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::SSP);
+  absl::SleepFor(kLease * 2 / 3);  // Worker 1 says nothing from here on.
+  for (int64_t clock = 0; clock < 2; ++clock) ASSERT_TRUE(Push(job.get(), 0, clock).ok());
+  PullRequest pull;
+  pull.set_job_id("leased");
+  pull.set_worker(0);
+  pull.set_clock(2);  // Two ahead of worker 1, over the bound of 1: it waits.
+  std::optional<absl::Status> answered;
+  job->Pull(pull, [&answered](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
+    answered = snapshot.status();
+  });
+  ASSERT_FALSE(answered.has_value());
+
+  // Worker 0 was heard just now; worker 1 not since the job began, over the lease by then.
+  const absl::Time now = absl::Now() + kLease / 2;
+  EXPECT_EQ(job->ExpireLeases(now), std::vector<int>{1});
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_TRUE(answered->ok()) << *answered;
+  const JobStats stats = job->Stats();
+  EXPECT_FALSE(stats.workers(0).lost());
+  EXPECT_TRUE(stats.workers(1).lost());
+  EXPECT_TRUE(stats.workers(1).left());
+  EXPECT_TRUE(job->ExpireLeases(now).empty());  // Lost once.
+}
+
+TEST(ShardJobLeaseTest, SyncMarksALostWorkerButItsBarrierStillWaitsForIt) {
+  std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::SYNC);
+  absl::SleepFor(kLease * 2 / 3);
+  ASSERT_TRUE(Push(job.get(), 0, 0).ok());
+  EXPECT_EQ(job->ExpireLeases(absl::Now() + kLease / 2), std::vector<int>{1});
+  const JobStats stats = job->Stats();
+  EXPECT_TRUE(stats.workers(1).lost());
+  EXPECT_FALSE(stats.workers(1).left());
+  ASSERT_EQ(stats.waiting_for_size(), 1);
+  EXPECT_EQ(stats.waiting_for(0), 1);
+  EXPECT_EQ(stats.step(), 0);
+}
+
+TEST(ShardJobLeaseTest, WithoutALeaseNoWorkerIsLost) {
+  ParameterSpec spec;
+  spec.set_job_id("unleased");
+  VariableDef* variable = spec.add_variables();
+  variable->set_name("w");
+  variable->add_shape(4);
+  spec.mutable_learning_rate()->set_base(0.1f);
+  spec.mutable_consistency()->set_mode(ConsistencyConfig::SSP);
+  spec.set_num_workers(2);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0);
+  ASSERT_TRUE(job.ok());
+  EXPECT_TRUE((*job)->ExpireLeases(absl::Now() + absl::Hours(1)).empty());
+}
+
+}  // namespace
+}  // namespace ps
