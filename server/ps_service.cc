@@ -368,13 +368,7 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
   absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
   absl::Status status =
       job.ok() ? (*job)->Leave(request->worker(), request->run_id()) : job.status();
-  if (status.ok() && (*job)->AllWorkersLeft() &&
-      options_.finished_job_retention != absl::InfiniteDuration()) {
-    timer_.Schedule(absl::Now() + options_.finished_job_retention,
-                    [this, id = request->job_id(), weak = std::weak_ptr<ShardJob>(*job)] {
-                      ForgetFinishedJob(id, weak);
-                    });
-  }
+  if (status.ok() && (*job)->AllWorkersLeft()) ForgetAfterRetention(request->job_id(), *job);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
@@ -386,12 +380,24 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
   timer_.Schedule(absl::Now() + std::max(lease / 4, absl::Milliseconds(50)), [this, id, job, lease] {
     const std::shared_ptr<ShardJob> watched = job.lock();
     if (watched == nullptr) return;  // Deleted.
-    for (int worker : watched->ExpireLeases(absl::Now())) {
+    const std::vector<int> lost = watched->ExpireLeases(absl::Now());
+    for (int worker : lost) {
       LOG(WARNING) << "job " << id << ": worker " << worker << " is lost: " << TaskName()
                    << " has heard nothing from it for over its lease (" << lease << ")";
     }
-    WatchLeases(id, job);
+    if (!lost.empty() && watched->AllWorkersLeft()) {
+      ForgetAfterRetention(id, job);
+    } else if (!watched->AllWorkersLeft()) {
+      WatchLeases(id, job);
+    }
   });
+}
+
+void ParameterService::ForgetAfterRetention(const std::string& id,
+                                            const std::weak_ptr<ShardJob>& job) {
+  if (options_.finished_job_retention == absl::InfiniteDuration()) return;
+  timer_.Schedule(absl::Now() + options_.finished_job_retention,
+                  [this, id, job] { ForgetFinishedJob(id, job); });
 }
 
 void ParameterService::ForgetFinishedJob(const std::string& id,

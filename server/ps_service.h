@@ -119,6 +119,8 @@ class ParameterService final : public ParameterServerBase {
   // Expires the leases of `job`'s workers (ShardJob::ExpireLeases) every quarter lease, on the
   // timer's thread, for as long as the job lives. No-op for a job without leases.
   void WatchLeases(const std::string& id, const std::weak_ptr<ShardJob>& job);
+  // Forgets finished job `id` after finished_job_retention (ForgetFinishedJob).
+  void ForgetAfterRetention(const std::string& id, const std::weak_ptr<ShardJob>& job);
   // Forgets job `id` if it is still `job` (not a newer job of the same id). Runs on the timer
   // thread, where the job is then destroyed if no call holds it.
   void ForgetFinishedJob(const std::string& id, const std::weak_ptr<ShardJob>& job)

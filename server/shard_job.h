@@ -176,7 +176,8 @@ class ShardJob {
       const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
       int ps_index, int64_t resume_step);
 
-  // Whether every worker has left the job (Leave): it is finished on this shard.
+  // Whether every worker has left the job (Leave) or is lost (ExpireLeases): it is finished on
+  // this shard.
   bool AllWorkersLeft() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Counts a push rejected before it reached Push (for example malformed bytes).

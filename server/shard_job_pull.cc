@@ -156,7 +156,7 @@ void ShardJob::CancelAllWaiters(const absl::Status& status) {
 bool ShardJob::AllWorkersLeft() const {
   absl::MutexLock lock(&mu_);
   for (int w = 0; w < rule_->num_workers(); ++w) {
-    if (!rule_->left(w)) return false;
+    if (!rule_->left(w) && !lost_[w]) return false;
   }
   return true;
 }
