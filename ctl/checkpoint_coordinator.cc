@@ -196,14 +196,19 @@ void CheckpointCoordinator::Complete(const Armed& armed,
       return;
     }
   }
-  out_ << "checkpoint " << armed.seq << " complete: " << manifest.name() << ", resumes at step "
-       << manifest.resume_step() << "\n";
+  const std::string line = absl::StrCat("checkpoint ", armed.seq, " complete: ", manifest.name(),
+                                        ", resumes at step ", manifest.resume_step());
+  out_ << line << "\n";
+  if (results_ != nullptr) results_->RecordEvent("checkpoint_complete", "", line);
   last_complete_ = std::move(manifest);
 }
 
 void CheckpointCoordinator::Abandon(const Armed& armed, const std::string& why) {
   ++failed_;
-  out_ << "checkpoint " << armed.seq << " abandoned (training goes on): " << why << "\n";
+  const std::string line =
+      absl::StrCat("checkpoint ", armed.seq, " abandoned (training goes on): ", why);
+  out_ << line << "\n";
+  if (results_ != nullptr) results_->RecordEvent("checkpoint_abandoned", "", line);
 }
 
 }  // namespace ps

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "ctl/cluster_client.h"
+#include "ctl/results_writer.h"
 #include "proto/job.pb.h"
 #include "proto/ps_service.pb.h"
 
@@ -32,6 +33,9 @@ class CheckpointCoordinator {
   // `client` and `out` must outlive it. `spec` is the run's (its run_id set).
   CheckpointCoordinator(const ClusterClient& client, const JobSpec& spec, std::ostream* out);
 
+  // Where complete and abandoned checkpoints are recorded as events too (not owned; may be
+  // null).
+  void set_results(ResultsWriter* results) { results_ = results; }
   // Whether the job asks for checkpoints.
   bool enabled() const;
   // FAILED_PRECONDITION, saying how to give one, unless every ps has a checkpoint directory
@@ -81,6 +85,7 @@ class CheckpointCoordinator {
   std::vector<Armed> armed_;
   absl::Time last_timed_ = absl::InfinitePast();  // every_seconds: when it fired last.
   int64_t last_step_clock_ = 0;  // every_steps: the multiple armed last.
+  ResultsWriter* results_ = nullptr;
   std::optional<CheckpointManifest> last_complete_;
   int64_t failed_ = 0;
 };

@@ -170,6 +170,14 @@ std::string ShardReport(const ClusterClient& client, int ps, const std::string& 
       absl::StrFormat("%.2f", stats->staleness().mean()), " max ", stats->staleness().max(),
       ", worker clocks [", absl::StrJoin(clocks, ", "), "], dropped [",
       absl::StrJoin(dropped, ", "), "]");
+  std::vector<std::string> lost;
+  for (const WorkerStats& worker : stats->workers()) {
+    if (worker.lost()) lost.push_back(absl::StrCat(worker.worker()));
+  }
+  if (!lost.empty()) {
+    absl::StrAppend(&report, ", lost workers [", absl::StrJoin(lost, ", "),
+                    "] (no request within worker_lease_s)");
+  }
   if (stats->duplicate_pushes() > 0) {
     absl::StrAppend(&report, ", duplicate pushes ", stats->duplicate_pushes());
   }
@@ -245,9 +253,15 @@ absl::StatusOr<StartJobResponse> StartOnWorker(const ClusterClient& client, int 
 
 namespace {
 
+// Where a run starts: step 0, or a resumed job's checkpoint.
+struct RunStart {
+  int64_t first_step = 0;
+  std::string checkpoint;  // The checkpoint resumed from; empty: none.
+};
+
 // What comes before the workers start: the checkpoint settings checked, the job id claimed,
-// and, to resume, the shards restored. Returns the step the workers start at.
-absl::StatusOr<int64_t> PrepareRun(const ClusterSpec& cluster, const ClusterClient& client,
+// and, to resume, the shards restored.
+absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterClient& client,
                                    const JobSpec& spec, const SubmitOptions& options,
                                    const CheckpointCoordinator& checkpoints) {
   std::ostream& out = *options.out;
@@ -263,12 +277,12 @@ absl::StatusOr<int64_t> PrepareRun(const ClusterSpec& cluster, const ClusterClie
   absl::Status status =
       ClaimJobId(cluster, client, spec.job_id(), options.replace || options.resume, out);
   if (!status.ok()) return status;
-  if (!options.resume) return 0;
+  if (!options.resume) return RunStart();
   absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(client, spec, out);
   if (!restored.ok()) return restored.status();
   out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name()
       << " at step " << restored->resume_step() << " as run " << spec.run_id() << "\n";
-  return restored->resume_step();
+  return RunStart{restored->resume_step(), restored->name()};
 }
 
 // Starts the run on every worker from `first_step`; on a failure, stops it on those started.
@@ -348,16 +362,19 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
       if (reason.empty() && !goes_on) {
         reason = absl::StrCat("worker:", progress->worker(), " failed");
       } else if (goes_on && lost.insert(progress->worker()).second) {
-        out << (options.live_line ? "\n" : "") << "worker:" << progress->worker()
-            << " failed at step " << progress->step() << " (" << progress->error()
-            << "); the job goes on without it ("
+        const std::string task = absl::StrCat("worker:", progress->worker());
+        out << (options.live_line ? "\n" : "") << task << " failed at step " << progress->step()
+            << " (" << progress->error() << "); the job goes on without it ("
             << ConsistencyConfig::Mode_Name(spec.consistency().mode()) << ")\n";
+        results->RecordEvent("worker_lost", task,
+                             absl::StrCat("at step ", progress->step(), ": ", progress->error()));
       }
     }
     if (!stopped && !reason.empty()) {
       stopped = true;
       out << (options.live_line ? "\n" : "") << reason << ": stopping job " << spec.job_id()
           << " everywhere\n";
+      results->RecordEvent("stopped", "", reason);
       // The shards' statistics and parameters go into the results first; then the job
       // leaves the shards, which ends the pulls still parked there (a SYNC barrier, an SSP
       // bound), so that the workers that are left stop at once.
@@ -428,8 +445,8 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
   if (!client.ok()) return client.status();
   CheckpointCoordinator checkpoints(**client, spec, options.out);
-  absl::StatusOr<int64_t> first_step = PrepareRun(cluster, **client, spec, options, checkpoints);
-  if (!first_step.ok()) return first_step.status();
+  absl::StatusOr<RunStart> run = PrepareRun(cluster, **client, spec, options, checkpoints);
+  if (!run.ok()) return run.status();
   std::unique_ptr<ResultsWriter> results;
   if (!options.detach) {
     absl::StatusOr<std::unique_ptr<ResultsWriter>> created =
@@ -444,9 +461,15 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
       if (options.resume) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
       return status;
     }
+    checkpoints.set_results(results.get());
+    if (!run->checkpoint.empty()) {
+      results->RecordEvent("resumed", "",
+                           absl::StrCat("from checkpoint ", run->checkpoint, " at step ",
+                                        run->first_step));
+    }
   }
   const absl::Time start = absl::Now();
-  status = StartEveryWorker(cluster, **client, spec, *first_step, options);
+  status = StartEveryWorker(cluster, **client, spec, run->first_step, options);
   if (!status.ok()) return status;
   if (options.detach) {
     *options.out << spec.job_id() << "\n";

@@ -73,6 +73,10 @@ absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(
       NewCsv(options.fs, dir + "/eval.csv", "time_s,step,loss,accuracy,examples\n");
   if (!eval.ok()) return eval.status();
   writer->eval_ = *std::move(eval);
+  absl::StatusOr<std::unique_ptr<AppendableFile>> events =
+      NewCsv(options.fs, dir + "/events.csv", "time_s,event,task,detail\n");
+  if (!events.ok()) return events.status();
+  writer->events_ = *std::move(events);
   return writer;
 }
 
@@ -106,6 +110,16 @@ void ResultsWriter::RecordProgress(const JobProgress& progress) {
         << progress.eval().accuracy() << "," << progress.eval().examples() << "\n";
     AppendRow(eval_.get(), row.str());
   }
+}
+
+void ResultsWriter::RecordEvent(const std::string& event, const std::string& task,
+                                const std::string& detail) {
+  std::ostringstream row;
+  // The detail is free text: quoted, its quotes doubled (RFC 4180).
+  row << absl::ToDoubleSeconds(absl::Now() - start_) << "," << event << "," << task << ",\""
+      << absl::StrReplaceAll(detail, {{"\"", "\"\""}, {"\n", " "}}) << "\"\n";
+  absl::MutexLock lock(&mu_);
+  AppendRow(events_.get(), row.str());
 }
 
 void ResultsWriter::AppendRow(AppendableFile* file, const std::string& row) {

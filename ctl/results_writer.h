@@ -49,6 +49,11 @@ class ResultsWriter {
   // One metrics.csv row; an eval.csv row when the chief reports a new evaluation. A row that
   // cannot be written is dropped, and the error kept for WriteSummary.
   void RecordProgress(const JobProgress& progress) ABSL_LOCKS_EXCLUDED(mu_);
+  // One events.csv row: what happened to the run besides its steps ("checkpoint_complete",
+  // "checkpoint_abandoned", "resumed", "worker_lost", "stopped"), the task it concerns (may be
+  // empty) and a detail. A row that cannot be written is kept for WriteSummary, as above.
+  void RecordEvent(const std::string& event, const std::string& task, const std::string& detail)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteStaleness(const std::vector<JobStats>& shards);
   absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values);
   // summary.json from the workers' last updates and the shards' statistics. Then the first
@@ -73,6 +78,7 @@ class ResultsWriter {
   absl::Mutex mu_;
   std::unique_ptr<AppendableFile> metrics_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<AppendableFile> eval_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<AppendableFile> events_ ABSL_GUARDED_BY(mu_);
   int64_t last_eval_step_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status progress_error_ ABSL_GUARDED_BY(mu_);
 };

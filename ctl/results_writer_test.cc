@@ -7,9 +7,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_split.h"
 #include "common/testing/fault_injecting_file_system.h"
 
 namespace ps {
@@ -137,6 +139,21 @@ TEST(ResultsWriterTest, SummaryListsALostWorkerAndSaysDoneWhenTheOthersFinished)
   EXPECT_EQ(summary["lost_workers"][0]["error"], "lost the progress stream");
   ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {done, lost}, {}, absl::Seconds(1)).ok());
   EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
+}
+
+TEST(ResultsWriterTest, EventsAreRowsWithTheirDetailQuoted) {
+  std::string dir = Dir("events");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer = ResultsWriter::Create(dir, false);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  (*writer)->RecordEvent("worker_lost", "worker:1", "step 40: lost the \"progress\" stream");
+  (*writer)->RecordEvent("checkpoint_complete", "", "r-000001, resumes at step 100");
+  const std::string text = Read(dir + "/events.csv");
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << text;
+  EXPECT_EQ(lines[0], "time_s,event,task,detail");
+  EXPECT_THAT(lines[1], ::testing::EndsWith(
+                            ",worker_lost,worker:1,\"step 40: lost the \"\"progress\"\" stream\""));
+  EXPECT_THAT(lines[2], ::testing::EndsWith(",checkpoint_complete,,\"r-000001, resumes at step 100\""));
 }
 
 TEST(ResultsWriterTest, AFullDiskFailsTheWriteNamingTheFileAndTheFix) {

@@ -179,6 +179,9 @@ TEST_F(CheckpointTest, AResumedSyncJobEndsWithTheWeightsOfOneNeverStoppedPastADa
   EXPECT_THAT(resumed.Stdout(), HasSubstr("falling back to the previous complete checkpoint"));
   EXPECT_THAT(resumed.Stdout(), HasSubstr(absl::StrCat("from checkpoint ", c.name, " at step ",
                                                        c.step)));
+  const std::string events = ReadFile(dir_ + "/resumed/events.csv");
+  EXPECT_THAT(events, HasSubstr(absl::StrCat(",resumed,,\"from checkpoint ", c.name)));
+  EXPECT_THAT(events, HasSubstr(",checkpoint_complete,,\"checkpoint 1 complete: "));
 
   const auto expected = Parameters(dir_ + "/whole");
   const auto actual = Parameters(dir_ + "/resumed");

@@ -593,6 +593,7 @@ void PsctlClusterTest::ExpectJobGoesOnWithoutWorker1(const std::string& mode,
   EXPECT_EQ(summary["steps"], 4000);
   ASSERT_EQ(summary["lost_workers"].size(), 1u) << summary.dump();
   EXPECT_EQ(summary["lost_workers"][0]["worker"], 1);
+  EXPECT_THAT(ReadFile(results_ + "/events.csv"), HasSubstr(",worker_lost,worker:1,\"at step "));
 }
 
 // ASYNC needs no worker in particular.
