@@ -145,7 +145,8 @@ JobSpec BenchJob(ConsistencyConfig::Mode mode) {
   spec.mutable_learning_rate()->set_base(0.01f);
   OptimizerConfig::Kind optimizer;
   if (!OptimizerConfig::Kind_Parse(FLAGS_optimizer, &optimizer)) {
-    LOG(FATAL) << "--optimizer: \"" << FLAGS_optimizer << "\" is not SGD, MOMENTUM, ADAGRAD or ADAM";
+    LOG(FATAL) << "--optimizer: \"" << FLAGS_optimizer
+               << "\" is not SGD, MOMENTUM, ADAGRAD or ADAM";
   }
   spec.mutable_optimizer()->set_kind(optimizer);
   spec.mutable_consistency()->set_mode(mode);

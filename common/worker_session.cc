@@ -34,7 +34,7 @@ std::vector<absl::Span<const float>> Subspans(const std::vector<absl::Span<const
 
 absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(PsClient* client,
                                                                      const ParameterSpec& spec,
-                                                                     int worker) {
+                                                                     int worker, int incarnation) {
   if (worker < 0 || worker >= spec.num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat("worker ", worker, " is out of range: job \"",
                                                    spec.job_id(), "\" has ", spec.num_workers(),
@@ -42,8 +42,10 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(PsClient* c
   }
   absl::StatusOr<Placement> placement = PlaceVariables(spec, client->num_ps());
   if (!placement.ok()) return placement.status();
-  return std::unique_ptr<WorkerSession>(
+  auto session = std::unique_ptr<WorkerSession>(
       new WorkerSession(client->connections(), spec, worker, *std::move(placement)));
+  session->incarnation_ = incarnation;
+  return session;
 }
 
 WorkerSession::WorkerSession(PsConnections* connections, const ParameterSpec& spec, int worker,
@@ -92,6 +94,7 @@ PullRequest WorkerSession::MakePullRequest(const PullOptions& options) const {
   PullRequest request;
   request.set_job_id(spec_.job_id());
   request.set_run_id(spec_.run_id());
+  request.set_incarnation(incarnation_);
   request.set_worker(worker_);
   request.set_step(options.step);
   request.set_clock(options.clock);
@@ -267,6 +270,7 @@ absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
   ShardPush push;
   push.header.set_job_id(spec_.job_id());
   push.header.set_run_id(spec_.run_id());
+  push.header.set_incarnation(incarnation_);
   push.header.set_worker(worker_);
   push.header.set_push_id(push_id);
   push.header.set_read_version(options.read_versions.empty() ? read_versions_[ps]

@@ -30,9 +30,11 @@ class WorkerSession {
  public:
   // INVALID_ARGUMENT if the spec does not place or `worker` is out of range. `client` must
   // outlive the session.
+  // `incarnation`: which start of the worker in the run (StartJobRequest.incarnation), carried
+  // by every request.
   static absl::StatusOr<std::unique_ptr<WorkerSession>> Create(PsClient* client,
                                                                const ParameterSpec& spec,
-                                                               int worker);
+                                                               int worker, int incarnation = 0);
 
   const Placement& placement() const { return placement_; }
 
@@ -131,6 +133,7 @@ class WorkerSession {
   PsConnections* const connections_;
   const ParameterSpec spec_;
   const int worker_;
+  int incarnation_ = 0;  // Set once, by Create.
   const Placement placement_;
   absl::flat_hash_map<std::string, int64_t> variable_elements_;
   absl::flat_hash_map<std::string, int64_t> variable_row_size_;

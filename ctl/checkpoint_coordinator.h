@@ -45,8 +45,8 @@ class CheckpointCoordinator {
   // when one is abandoned. Call every few hundred milliseconds; `now` is the caller's clock.
   void Poll(absl::Time now);
   // Once the job has ended: with `final` (it finished), takes a last checkpoint of its final
-  // state unless the latest is of it; completes the checkpoints its shards took (waiting up to `timeout` for their
-  // files), and forgets those armed at a clock the shards never reached.
+  // state unless the latest is of it; completes the checkpoints its shards took (waiting up to
+  // `timeout` for their files), and forgets those armed at a clock the shards never reached.
   void Finish(bool final, absl::Duration timeout);
   // Checkpoints armed and not yet complete or abandoned.
   int pending() const { return static_cast<int>(armed_.size()); }

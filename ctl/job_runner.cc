@@ -1,5 +1,6 @@
 #include "ctl/job_runner.h"
 
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -55,6 +56,17 @@ class Follower {
   std::vector<JobProgress> Last() {
     absl::MutexLock lock(&mu_);
     return last_;
+  }
+  // Follows `worker` again, started anew: RUNNING until its new stream says otherwise.
+  // REQUIRES: its earlier stream has ended (its state is final).
+  void Refollow(int worker, const std::string& job_id) {
+    {
+      absl::MutexLock lock(&mu_);
+      last_[worker] = JobProgress();
+      last_[worker].set_worker(worker);
+      --finished_;
+    }
+    threads_.emplace_back([this, worker, job_id] { Follow(worker, job_id); });
   }
 
  private:
@@ -190,7 +202,9 @@ std::string ShardReport(const ClusterClient& client, int ps, const std::string& 
   if (stats->failed_checkpoints() > 0) {
     absl::StrAppend(&report, ", failed checkpoints ", stats->failed_checkpoints());
     for (const ShardCheckpoint& checkpoint : stats->checkpoints()) {
-      if (!checkpoint.error().empty()) absl::StrAppend(&report, " (last: ", checkpoint.error(), ")");
+      if (!checkpoint.error().empty()) {
+        absl::StrAppend(&report, " (last: ", checkpoint.error(), ")");
+      }
     }
   }
   if (stats->mode() == ConsistencyConfig::SYNC && stats->parked_pulls() > 0) {
@@ -328,6 +342,34 @@ bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
   }
 }
 
+// Starts lost `worker` again if its daemon is back (restarted: the job is not on it), as
+// incarnation `incarnation` from the step it had reached (SYNC: the shards' step), and says so.
+// True when it rejoined.
+bool TryRejoin(const ClusterSpec& cluster, const ClusterClient& client, const JobSpec& spec,
+               const JobProgress& last, int incarnation, std::ostream& out,
+               ResultsWriter* results) {
+  const int worker = last.worker();
+  if (!client.GetWorkerStatus(worker).ok()) return false;  // Still down.
+  int64_t first_step = last.step();
+  if (spec.consistency().mode() == ConsistencyConfig::SYNC) {
+    absl::StatusOr<JobStats> stats = client.GetJobStats(0, spec.job_id());
+    if (!stats.ok()) return false;
+    first_step = stats->step();
+  }
+  StartJobRequest request;
+  *request.mutable_spec() = spec;
+  *request.mutable_cluster() = cluster.ToProto();
+  request.set_first_step(first_step);
+  request.set_incarnation(incarnation);
+  absl::StatusOr<StartJobResponse> started = client.StartJob(worker, request);
+  if (!started.ok()) return false;
+  const std::string line = absl::StrCat("worker:", worker, " is back: it rejoins the job at step ",
+                                        first_step, " (incarnation ", incarnation, ")");
+  out << line << "\n";
+  results->RecordEvent("worker_rejoined", absl::StrCat("worker:", worker), line);
+  return true;
+}
+
 // Follows the run to its end: progress lines, checkpoints, the results, and stopping it
 // everywhere on an interrupt or on a failed worker the job cannot go on without (one it can is
 // lost: said, and listed in the summary). Returns as SubmitJob does.
@@ -342,6 +384,8 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
   bool stopped = false;
   std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
   std::set<int> lost;            // Failed workers the job goes on without.
+  std::map<int, int> incarnations;  // Of the workers started again.
+  absl::Time last_rejoin_try = absl::InfinitePast();
   while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
     // On an interrupt, or once a worker failed that the job cannot go on without (the others
     // would only wait, at a SYNC barrier or SSP bound, for the worker that is gone), stop it
@@ -383,6 +427,21 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
       StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
     }
     if (!stopped) checkpoints.Poll(absl::Now());
+    // A lost worker whose daemon is back rejoins the job (tried every second).
+    if (!stopped && !lost.empty() && absl::Now() - last_rejoin_try >= absl::Seconds(1)) {
+      last_rejoin_try = absl::Now();
+      for (auto it = lost.begin(); it != lost.end();) {
+        const int worker = *it;
+        if (TryRejoin(cluster, client, spec, now[worker], incarnations[worker] + 1, out,
+                      results)) {
+          ++incarnations[worker];
+          follower.Refollow(worker, spec.job_id());
+          it = lost.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
     if (absl::Now() - last_line >= every) {
       last_line = absl::Now();

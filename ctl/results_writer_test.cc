@@ -153,7 +153,8 @@ TEST(ResultsWriterTest, EventsAreRowsWithTheirDetailQuoted) {
   EXPECT_EQ(lines[0], "time_s,event,task,detail");
   EXPECT_THAT(lines[1], ::testing::EndsWith(
                             ",worker_lost,worker:1,\"step 40: lost the \"\"progress\"\" stream\""));
-  EXPECT_THAT(lines[2], ::testing::EndsWith(",checkpoint_complete,,\"r-000001, resumes at step 100\""));
+  EXPECT_THAT(lines[2],
+              ::testing::EndsWith(",checkpoint_complete,,\"r-000001, resumes at step 100\""));
 }
 
 TEST(ResultsWriterTest, AFullDiskFailsTheWriteNamingTheFileAndTheFix) {

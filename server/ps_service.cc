@@ -377,7 +377,8 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
   const std::shared_ptr<ShardJob> alive = job.lock();
   if (alive == nullptr || alive->spec().worker_lease_ms() <= 0) return;
   const absl::Duration lease = absl::Milliseconds(alive->spec().worker_lease_ms());
-  timer_.Schedule(absl::Now() + std::max(lease / 4, absl::Milliseconds(50)), [this, id, job, lease] {
+  const absl::Time next = absl::Now() + std::max(lease / 4, absl::Milliseconds(50));
+  timer_.Schedule(next, [this, id, job, lease] {
     const std::shared_ptr<ShardJob> watched = job.lock();
     if (watched == nullptr) return;  // Deleted.
     const std::vector<int> lost = watched->ExpireLeases(absl::Now());

@@ -88,6 +88,7 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
   staleness_by_worker_.resize(spec.num_workers());
   last_heard_.assign(spec.num_workers(), absl::Now());  // Each lease runs from the start.
   lost_.assign(spec.num_workers(), false);
+  incarnation_.assign(spec.num_workers(), 0);
 }
 
 ShardJob::~ShardJob() = default;
@@ -206,6 +207,24 @@ std::string ShardJob::FindNonFinite(absl::Span<const float> gradient) const {
   return "";
 }
 
+absl::Status ShardJob::CheckIncarnationLocked(int worker, int incarnation, int64_t clock) {
+  if (incarnation == incarnation_[worker]) return absl::OkStatus();
+  if (incarnation < incarnation_[worker]) {
+    return RejectLocked(
+        "incarnation",
+        absl::FailedPreconditionError(absl::StrCat(
+            JobPrefix(spec_.job_id()), "a request of worker ", worker, "'s incarnation ",
+            incarnation, ", which incarnation ", incarnation_[worker],
+            " has replaced in this run: stop the older process")));
+  }
+  incarnation_[worker] = incarnation;
+  last_push_id_[worker] = 0;
+  lost_[worker] = false;
+  last_heard_[worker] = absl::Now();
+  rule_->Rejoin(worker, clock);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHeader& header,
                                                              PushResponse* response) {
   const std::string prefix = JobPrefix(spec_.job_id());
@@ -252,7 +271,9 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
     // Checked again where the push is admitted, since a retry may arrive while the first
     // attempt is still being handled; this early check skips the work for most retries.
     absl::MutexLock lock(&mu_);
-    if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
+    if (header.incarnation() == incarnation_[worker] && header.push_id() <= last_push_id_[worker]) {
+      return DuplicateLocked();
+    }
   }
   if (!spec_.allow_non_finite() && !known_finite) {
     std::string where = FindNonFinite(gradient);
@@ -279,6 +300,9 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &ShardJob::NotCheckpointingLocked));
+    absl::Status incarnation =
+        CheckIncarnationLocked(worker, header.incarnation(), header.clock());
+    if (!incarnation.ok()) return incarnation;
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
     if (!action.ok()) return action.status();
@@ -318,6 +342,9 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
+    absl::Status incarnation =
+        CheckIncarnationLocked(worker, header.incarnation(), header.clock());
+    if (!incarnation.ok()) return incarnation;
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
     if (!action.ok()) return action.status();

@@ -244,6 +244,11 @@ class ShardJob {
   // FAILED_PRECONDITION unless `run_id` is this job's run: a request of another run of the same
   // job id (an earlier submission's worker still running) must not touch this one's state.
   absl::Status CheckRun(const std::string& run_id, absl::string_view what) const;
+  // Takes a request of `worker`'s `incarnation` (PullRequest.incarnation): a newer incarnation
+  // than the shard has seen rejoins the job (its earlier push ids forgotten, no longer lost,
+  // the rule's Rejoin at `clock`); an older one is FAILED_PRECONDITION, counted.
+  absl::Status CheckIncarnationLocked(int worker, int incarnation, int64_t clock)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checks of a push's run, worker and push_id; counted.
   absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
@@ -354,6 +359,7 @@ class ShardJob {
   std::map<std::string, int64_t> rejected_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Time> last_heard_ ABSL_GUARDED_BY(mu_);  // Per worker: its last request.
   std::vector<bool> lost_ ABSL_GUARDED_BY(mu_);              // Per worker: its lease ran out.
+  std::vector<int> incarnation_ ABSL_GUARDED_BY(mu_);        // Per worker: the newest seen.
   std::vector<ArmedCheckpoint> armed_ ABSL_GUARDED_BY(mu_);
   std::vector<ShardCheckpoint> checkpoints_ ABSL_GUARDED_BY(mu_);  // Written, the latest few.
   int64_t failed_checkpoints_ ABSL_GUARDED_BY(mu_) = 0;

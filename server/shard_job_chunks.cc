@@ -46,15 +46,20 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
         " floats; split the gradient into non-empty chunks inside it"));
   }
   absl::MutexLock chunks_lock(&chunks_mu_);
+  std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
   {
     absl::MutexLock lock(&mu_);
+    const int before = incarnation_[header.worker()];
+    absl::Status incarnation = CheckIncarnationLocked(header.worker(), header.incarnation(),
+                                                      header.clock());
+    if (!incarnation.ok()) return incarnation;
+    if (incarnation_[header.worker()] != before) assembly.reset();  // An earlier one's.
     if (header.push_id() <= last_push_id_[header.worker()]) {
       ChunkTarget target;
       target.answer = DuplicateLocked(/*count=*/header.chunk_offset() == 0);
       return target;
     }
   }
-  std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
   if (assembly != nullptr && assembly->header.push_id() > header.push_id()) {
     CountRejected("chunk");
     return absl::AbortedError(absl::StrCat(prefix, ChunkName(header),

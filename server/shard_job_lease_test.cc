@@ -1,5 +1,6 @@
 // Worker leases (ShardJob::ExpireLeases): a worker the shard has not heard from for longer
-// than ParameterSpec.worker_lease_ms is lost; SSP then stops waiting for it, SYNC does not.
+// than ParameterSpec.worker_lease_ms is lost; SSP then stops waiting for it, SYNC does not. A
+// worker started again (a new incarnation) rejoins; its earlier incarnation is refused.
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -29,11 +30,13 @@ std::unique_ptr<ShardJob> Job(ConsistencyConfig::Mode mode) {
   return job.ok() ? *std::move(job) : nullptr;
 }
 
-absl::Status Push(ShardJob* job, int worker, int64_t n) {
+absl::Status Push(ShardJob* job, int worker, int64_t n, int incarnation = 0,
+                  int64_t push_id = 0) {
   PushRequestHeader header;
   header.set_job_id("leased");
   header.set_worker(worker);
-  header.set_push_id(n + 1);
+  header.set_incarnation(incarnation);
+  header.set_push_id(push_id > 0 ? push_id : n + 1);
   header.set_step(n);
   header.set_clock(n);
   header.set_read_version(job->Stats().version());
@@ -79,6 +82,57 @@ TEST(ShardJobLeaseTest, SyncMarksALostWorkerButItsBarrierStillWaitsForIt) {
   ASSERT_EQ(stats.waiting_for_size(), 1);
   EXPECT_EQ(stats.waiting_for(0), 1);
   EXPECT_EQ(stats.step(), 0);
+}
+
+TEST(ShardJobIncarnationTest, ANewIncarnationRejoinsAndTheOldOneIsRefused) {
+  std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::ASYNC);
+  for (int64_t n = 0; n < 3; ++n) ASSERT_TRUE(Push(job.get(), 1, n).ok());
+  EXPECT_EQ(job->Stats().workers(1).last_push_id(), 3);
+  // Restarted, its push ids start again at 1: applied, not swallowed as duplicates.
+  ASSERT_TRUE(Push(job.get(), 1, 3, /*incarnation=*/1, /*push_id=*/1).ok());
+  JobStats stats = job->Stats();
+  EXPECT_EQ(stats.workers(1).last_push_id(), 1);
+  EXPECT_EQ(stats.version(), 4);
+  EXPECT_EQ(stats.duplicate_pushes(), 0);
+  absl::Status old = Push(job.get(), 1, 4, /*incarnation=*/0, /*push_id=*/4);
+  EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(old.message().find("incarnation 1 has replaced"), std::string::npos) << old;
+  stats = job->Stats();
+  EXPECT_EQ(stats.version(), 4);
+  EXPECT_EQ(stats.rejected().at("incarnation"), 1);
+}
+
+TEST(ShardJobIncarnationTest, ALostSspWorkerRejoinsAtItsClockAndHoldsTheOthersBackAgain) {
+  std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::SSP);
+  absl::SleepFor(kLease * 2 / 3);
+  ASSERT_TRUE(Push(job.get(), 0, 0).ok());
+  EXPECT_EQ(job->ExpireLeases(absl::Now() + kLease / 2), std::vector<int>{1});
+  for (int64_t clock = 1; clock < 4; ++clock) ASSERT_TRUE(Push(job.get(), 0, clock).ok());
+  PullRequest pull;
+  pull.set_job_id("leased");
+  pull.set_worker(1);
+  pull.set_incarnation(1);
+  pull.set_clock(1);  // Started again at its step 1.
+  std::optional<absl::Status> answered;
+  job->Pull(pull, [&answered](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
+    answered = snapshot.status();
+  });
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_TRUE(answered->ok()) << *answered;
+  const JobStats stats = job->Stats();
+  EXPECT_FALSE(stats.workers(1).lost());
+  EXPECT_FALSE(stats.workers(1).left());
+  EXPECT_EQ(stats.workers(1).clock(), 1);
+  // Worker 0, at clock 4, is now more than the bound ahead of worker 1 again: it waits.
+  pull.set_worker(0);
+  pull.set_incarnation(0);
+  pull.set_clock(4);
+  answered.reset();
+  job->Pull(pull, [&answered](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
+    answered = snapshot.status();
+  });
+  EXPECT_FALSE(answered.has_value());
+  job->CancelAllWaiters(absl::CancelledError("test over"));
 }
 
 TEST(ShardJobLeaseTest, WithoutALeaseNoWorkerIsLost) {

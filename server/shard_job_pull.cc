@@ -60,12 +60,19 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
   }
   {
     absl::MutexLock lock(&mu_);
-    last_heard_[request.worker()] = absl::Now();
-    if (!rule_->PullReady(request)) {
-      int64_t id = next_waiter_id_++;
-      waiters_.emplace(id, Waiter{request, std::move(done)});
-      return id;
+    status = CheckIncarnationLocked(request.worker(), request.incarnation(), request.clock());
+    if (status.ok()) {
+      last_heard_[request.worker()] = absl::Now();
+      if (!rule_->PullReady(request)) {
+        int64_t id = next_waiter_id_++;
+        waiters_.emplace(id, Waiter{request, std::move(done)});
+        return id;
+      }
     }
+  }
+  if (!status.ok()) {
+    done(status);
+    return 0;
   }
   done(Snapshot(request));
   return 0;

@@ -606,6 +606,51 @@ TEST_F(PsctlClusterTest, AnSspJobGoesOnWithoutAWorkerThatDiesOnceItsLeaseRunsOut
   ExpectJobGoesOnWithoutWorker1("SSP", R"({"mode": "SSP", "ssp_bound": 2})");
 }
 
+// A ps_worker daemon started again on the same address rejoins its job at the step it had
+// reached, as a new incarnation whose pushes the shards take (not swallowed as duplicates).
+TEST_F(PsctlClusterTest, AWorkerStartedAgainRejoinsItsJob) {
+  const std::string id = "psctl-rejoin";
+  // About 2 ms a step: the job outlasts the kill and the restart.
+  std::string job = WriteJob(
+      dir_, id,
+      JobJson(id, 3000, R"({"mode": "ASYNC"})",
+              R"(, "worker_lease_s": 1,)"
+              R"( "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2})"));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 20, absl::Seconds(30))) << submit.Output();
+  daemons_[3].Signal(SIGKILL);  // worker:1.
+  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  daemons_.erase(daemons_.begin() + 3);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!absl::StrContains(submit.Stdout(), "goes on without it") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_THAT(submit.Stdout(), HasSubstr("worker:1 failed at step "));
+  StartDaemon({kPsWorker, "--cluster_spec=" + spec_path_, "--task=worker:1", "--device=cpu"},
+              "worker:1");
+  ASSERT_EQ(submit.Wait(), 0) << submit.Output();
+  EXPECT_THAT(submit.Stdout(), HasSubstr("worker:1 is back: it rejoins the job at step "));
+  EXPECT_THAT(submit.Stdout(), ::testing::Not(HasSubstr("finished without")));
+  nlohmann::json summary = ReadJson(results_ + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
+  EXPECT_EQ(summary["steps"], 3000);
+  const std::string events = ReadFile(results_ + "/events.csv");
+  EXPECT_THAT(events, HasSubstr(",worker_lost,worker:1,"));
+  EXPECT_THAT(events, HasSubstr(",worker_rejoined,worker:1,"));
+  // Every shard took the second incarnation's pushes: none was swallowed as a duplicate.
+  for (auto& ps : ps_) {
+    grpc::ClientContext context;
+    JobStatsRequest request;
+    request.set_job_id(id);
+    JobStats stats;
+    ASSERT_TRUE(ps->GetJobStats(&context, request, &stats).ok());
+    EXPECT_EQ(stats.duplicate_pushes(), 0);
+    EXPECT_GT(stats.workers(1).applied(), 0);
+  }
+}
+
 TEST_F(PsctlClusterTest, DetachedJobCanBeFollowedWithStatusAndStopped) {
   std::string job = WriteJob(dir_, "job", JobJson("psctl-detached", 1000000));
   absl::Time start = absl::Now();

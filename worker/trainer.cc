@@ -115,6 +115,7 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
   if (!placement.ok()) return placement.status();
   exchange.variables = job->model->variables();
   exchange.worker = context.worker;
+  exchange.incarnation = context.incarnation;
   exchange.ps = context.ps;
   job->step_limit = StepLimit(spec, train.num_examples, context.num_workers);
   exchange.step_limit = job->step_limit;

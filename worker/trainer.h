@@ -30,6 +30,7 @@ struct TrainerContext {
   int num_workers = 1;
   // The step the worker starts at (StartJobRequest.first_step): a resumed job's.
   int64_t first_step = 0;
+  int incarnation = 0;  // StartJobRequest.incarnation: which start of this worker in the run.
   PsClient* ps = nullptr;                  // Not owned.
   ComputeBackend* backend = nullptr;       // Not owned; used by this thread only.
   const std::atomic<bool>* stop = nullptr;  // Set to ask the loop to stop.

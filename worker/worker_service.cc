@@ -174,12 +174,14 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   job->progress = std::make_shared<ProgressLog>();
   RunningJob* raw = job.get();
   jobs_.emplace(spec.job_id(), std::move(job));
-  raw->thread = std::thread(
-      [this, spec, raw, first_step = request.first_step()] { RunJob(spec, first_step, raw); });
+  raw->thread = std::thread([this, spec, raw, first_step = request.first_step(),
+                             incarnation = request.incarnation()] {
+    RunJob(spec, first_step, incarnation, raw);
+  });
   return absl::OkStatus();
 }
 
-void WorkerService::RunJob(JobSpec spec, int64_t first_step, RunningJob* job) {
+void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, RunningJob* job) {
   LOG(INFO) << "job " << spec.job_id() << ": starting on " << options_.device.description;
   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = CreateBackend(options_.device);
   if (!backend.ok()) {
@@ -199,6 +201,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, RunningJob* job) {
   context.worker = options_.worker_index;
   context.num_workers = options_.cluster.NumTasks(kWorkerJob);
   context.first_step = first_step;
+  context.incarnation = incarnation;
   context.ps = ps_client_.get();
   context.backend = backend->get();
   context.stop = &job->stop;

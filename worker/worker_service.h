@@ -67,8 +67,9 @@ class WorkerService final : public Worker::CallbackService {
   // Forgets the jobs that ended longer than finished_job_retention ago (joining their threads,
   // which have returned or are about to).
   void ForgetFinishedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs `spec` from step `first_step` (StartJobRequest.first_step) on the job's thread.
-  void RunJob(JobSpec spec, int64_t first_step, RunningJob* job);
+  // Runs `spec` from step `first_step` as the worker's `incarnation` (StartJobRequest) on the
+  // job's thread.
+  void RunJob(JobSpec spec, int64_t first_step, int incarnation, RunningJob* job);
 
   const WorkerServiceOptions options_;
   std::unique_ptr<PsClient> ps_client_;

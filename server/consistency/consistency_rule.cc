@@ -46,6 +46,11 @@ bool ConsistencyRule::Leave(int worker) {
   return false;
 }
 
+void ConsistencyRule::Rejoin(int worker, int64_t clock) {
+  (void)clock;
+  left_[worker] = false;
+}
+
 void ConsistencyRule::SaveState(ShardCheckpointState* state) const {
   for (bool left : left_) state->add_left(left);
   for (const Contribution& c : open_aggregate_) {

@@ -80,6 +80,9 @@ class ConsistencyRule {
   // Marks `worker` (in range) as done with the job. Returns true when that completes the open
   // aggregate (it was waiting only for workers that have now all left): the caller applies it.
   virtual bool Leave(int worker);
+  // A worker that left (or was lost) is back, a new incarnation of it, at `clock` (SSP: the
+  // clock it resumes at; its pushes from then on count). The other modes only take it back.
+  virtual void Rejoin(int worker, int64_t clock);
 
   // Whether a pull may be answered now, and, while it may not, what it waits for (a sentence
   // naming the workers, for the DEADLINE_EXCEEDED that ends a pull that waited too long).

@@ -41,6 +41,11 @@ absl::Status SspRule::RestoreState(const ShardCheckpointState& state) {
   return ConsistencyRule::RestoreState(state);
 }
 
+void SspRule::Rejoin(int worker, int64_t clock) {
+  ConsistencyRule::Rejoin(worker, clock);
+  clocks_[worker] = clock;
+}
+
 int64_t SspRule::checkpoint_clock(int64_t version) const {
   (void)version;
   for (size_t w = 0; w < clocks_.size(); ++w) {

@@ -23,6 +23,7 @@ class SspRule : public ConsistencyRule {
   bool PullReady(const PullRequest& request) const override;
   std::string WaitReason(const PullRequest& request) const override;
   int64_t clock(int worker) const override { return clocks_[worker]; }
+  void Rejoin(int worker, int64_t clock) override;
   // The slowest clock of the workers still in the job; once all have left, the furthest.
   int64_t checkpoint_clock(int64_t version) const override;
   void SaveState(ShardCheckpointState* state) const override;

@@ -10,7 +10,7 @@ namespace ps {
 
 absl::StatusOr<std::unique_ptr<Exchange>> CreateExchange(const ExchangeContext& context) {
   absl::StatusOr<std::unique_ptr<WorkerSession>> session =
-      WorkerSession::Create(context.ps, context.parameters, context.worker);
+      WorkerSession::Create(context.ps, context.parameters, context.worker, context.incarnation);
   if (!session.ok()) return session.status();
   const JobSpec& spec = context.spec;
   const DownpourSchedule downpour = DownpourSchedule::FromJobSpec(spec);

@@ -20,6 +20,7 @@ struct ExchangeContext {
   ParameterSpec parameters;  // The ps side of the job, created on every shard.
   std::vector<VariableDef> variables;  // The model's.
   int worker = 0;
+  int incarnation = 0;     // StartJobRequest.incarnation.
   PsClient* ps = nullptr;  // Not owned; outlives the exchange.
   int64_t step_limit = 0;  // The loop runs steps [0, step_limit).
 };
