@@ -31,7 +31,8 @@ class WorkerSession {
   // INVALID_ARGUMENT if the spec does not place or `worker` is out of range. `client` must
   // outlive the session.
   // `incarnation`: which start of the worker in the run (StartJobRequest.incarnation), carried
-  // by every request.
+  // by every request; OBSERVER_INCARNATION for a session that only reads, for someone who is
+  // not the worker (psctl reading the results).
   static absl::StatusOr<std::unique_ptr<WorkerSession>> Create(PsClient* client,
                                                                const ParameterSpec& spec,
                                                                int worker, int incarnation = 0);

@@ -138,7 +138,7 @@ std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSp
   results->WriteStaleness(*stats).IgnoreError();
   const ParameterSpec& parameters = (*stats)[0].spec();
   absl::StatusOr<std::unique_ptr<WorkerSession>> session =
-      WorkerSession::Create(client.ps(), parameters, 0);
+      WorkerSession::Create(client.ps(), parameters, 0, OBSERVER_INCARNATION);
   if (!session.ok()) return *std::move(stats);
   std::vector<std::vector<float>> storage;
   MutableVariables values;

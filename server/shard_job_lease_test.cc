@@ -100,6 +100,23 @@ TEST(ShardJobIncarnationTest, ANewIncarnationRejoinsAndTheOldOneIsRefused) {
   stats = job->Stats();
   EXPECT_EQ(stats.version(), 4);
   EXPECT_EQ(stats.rejected().at("incarnation"), 1);
+
+  // Pulls alike; a reader that is not the worker (psctl's results) is not checked.
+  for (const auto& [incarnation, code] :
+       {std::make_pair(0, absl::StatusCode::kFailedPrecondition),
+        std::make_pair(static_cast<int>(OBSERVER_INCARNATION), absl::StatusCode::kOk),
+        std::make_pair(1, absl::StatusCode::kOk)}) {
+    PullRequest pull;
+    pull.set_job_id("leased");
+    pull.set_worker(1);
+    pull.set_incarnation(incarnation);
+    std::optional<absl::Status> answered;
+    job->Pull(pull, [&answered](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
+      answered = snapshot.status();
+    });
+    ASSERT_TRUE(answered.has_value());
+    EXPECT_EQ(answered->code(), code) << incarnation << ": " << *answered;
+  }
 }
 
 TEST(ShardJobIncarnationTest, ALostSspWorkerRejoinsAtItsClockAndHoldsTheOthersBackAgain) {

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "server/shard_job.h"
 
 namespace ps {
@@ -60,9 +60,12 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
   }
   {
     absl::MutexLock lock(&mu_);
-    status = CheckIncarnationLocked(request.worker(), request.incarnation(), request.clock());
+    const bool observer = request.incarnation() == OBSERVER_INCARNATION;
+    if (!observer) {
+      status = CheckIncarnationLocked(request.worker(), request.incarnation(), request.clock());
+    }
     if (status.ok()) {
-      last_heard_[request.worker()] = absl::Now();
+      if (!observer) last_heard_[request.worker()] = absl::Now();
       if (!rule_->PullReady(request)) {
         int64_t id = next_waiter_id_++;
         waiters_.emplace(id, Waiter{request, std::move(done)});
