@@ -19,6 +19,7 @@
 #include "ctl/checkpoint_restore.h"
 #include "ctl/cluster_client.h"
 #include "ctl/cluster_probe.h"
+#include "ctl/lost_workers.h"
 #include "ctl/results_writer.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
@@ -321,55 +322,6 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
   return absl::OkStatus();
 }
 
-// Whether the job goes on without `failed` of its `num_workers` workers (DESIGN.md section
-// 8): ASYNC and SOFTSYNC need no worker in particular; SSP does not wait for a worker whose
-// lease ran out (worker_lease_s); SYNC with backup workers needs replicas_to_aggregate of
-// them. SYNC without backups, or SSP without a lease, would only wait for the lost worker.
-bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
-  if (failed >= num_workers) return false;
-  const ConsistencyConfig& consistency = spec.consistency();
-  switch (consistency.mode()) {
-    case ConsistencyConfig::ASYNC:
-    case ConsistencyConfig::SOFTSYNC:
-      return true;
-    case ConsistencyConfig::SSP:
-      return spec.worker_lease_s() > 0;
-    case ConsistencyConfig::SYNC:
-      return consistency.replicas_to_aggregate() > 0 &&
-             consistency.replicas_to_aggregate() <= num_workers - failed;
-    default:
-      return false;
-  }
-}
-
-// Starts lost `worker` again if its daemon is back (restarted: the job is not on it), as
-// incarnation `incarnation` from the step it had reached (SYNC: the shards' step), and says so.
-// True when it rejoined.
-bool TryRejoin(const ClusterSpec& cluster, const ClusterClient& client, const JobSpec& spec,
-               const JobProgress& last, int incarnation, std::ostream& out,
-               ResultsWriter* results) {
-  const int worker = last.worker();
-  if (!client.GetWorkerStatus(worker).ok()) return false;  // Still down.
-  int64_t first_step = last.step();
-  if (spec.consistency().mode() == ConsistencyConfig::SYNC) {
-    absl::StatusOr<JobStats> stats = client.GetJobStats(0, spec.job_id());
-    if (!stats.ok()) return false;
-    first_step = stats->step();
-  }
-  StartJobRequest request;
-  *request.mutable_spec() = spec;
-  *request.mutable_cluster() = cluster.ToProto();
-  request.set_first_step(first_step);
-  request.set_incarnation(incarnation);
-  absl::StatusOr<StartJobResponse> started = client.StartJob(worker, request);
-  if (!started.ok()) return false;
-  const std::string line = absl::StrCat("worker:", worker, " is back: it rejoins the job at step ",
-                                        first_step, " (incarnation ", incarnation, ")");
-  out << line << "\n";
-  results->RecordEvent("worker_rejoined", absl::StrCat("worker:", worker), line);
-  return true;
-}
-
 // Follows the run to its end: progress lines, checkpoints, the results, and stopping it
 // everywhere on an interrupt or on a failed worker the job cannot go on without (one it can is
 // lost: said, and listed in the summary). Returns as SubmitJob does.
@@ -383,9 +335,8 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
   absl::Time last_line = absl::InfinitePast();
   bool stopped = false;
   std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
-  std::set<int> lost;            // Failed workers the job goes on without.
-  std::map<int, int> incarnations;  // Of the workers started again.
-  absl::Time last_rejoin_try = absl::InfinitePast();
+  LostWorkers lost(cluster, client, spec, out, results,
+                   [&follower, &spec](int worker) { follower.Refollow(worker, spec.job_id()); });
   while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
     // On an interrupt, or once a worker failed that the job cannot go on without (the others
     // would only wait, at a SYNC barrier or SSP bound, for the worker that is gone), stop it
@@ -395,24 +346,9 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
       interrupted = true;
       reason = "interrupted";
     }
-    std::vector<const JobProgress*> failed;
-    std::vector<JobProgress> now = follower.Last();
-    for (const JobProgress& progress : now) {
-      if (progress.state() == JobProgress::FAILED) failed.push_back(&progress);
-    }
-    const bool goes_on =
-        GoesOnWithout(spec, client.num_workers(), static_cast<int>(failed.size()));
-    for (const JobProgress* progress : failed) {
-      if (reason.empty() && !goes_on) {
-        reason = absl::StrCat("worker:", progress->worker(), " failed");
-      } else if (goes_on && lost.insert(progress->worker()).second) {
-        const std::string task = absl::StrCat("worker:", progress->worker());
-        out << (options.live_line ? "\n" : "") << task << " failed at step " << progress->step()
-            << " (" << progress->error() << "); the job goes on without it ("
-            << ConsistencyConfig::Mode_Name(spec.consistency().mode()) << ")\n";
-        results->RecordEvent("worker_lost", task,
-                             absl::StrCat("at step ", progress->step(), ": ", progress->error()));
-      }
+    if (!stopped) {
+      std::string lost_reason = lost.Update(follower.Last(), absl::Now());
+      if (reason.empty()) reason = std::move(lost_reason);
     }
     if (!stopped && !reason.empty()) {
       stopped = true;
@@ -427,21 +363,6 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
       StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
     }
     if (!stopped) checkpoints.Poll(absl::Now());
-    // A lost worker whose daemon is back rejoins the job (tried every second).
-    if (!stopped && !lost.empty() && absl::Now() - last_rejoin_try >= absl::Seconds(1)) {
-      last_rejoin_try = absl::Now();
-      for (auto it = lost.begin(); it != lost.end();) {
-        const int worker = *it;
-        if (TryRejoin(cluster, client, spec, now[worker], incarnations[worker] + 1, out,
-                      results)) {
-          ++incarnations[worker];
-          follower.Refollow(worker, spec.job_id());
-          it = lost.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
     if (absl::Now() - last_line >= every) {
       last_line = absl::Now();
@@ -458,12 +379,12 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
   bool all_done = true;  // Every worker but those lost.
   for (const JobProgress& progress : last) {
     all_done = all_done &&
-               (progress.state() == JobProgress::DONE || lost.count(progress.worker()) > 0);
+               (progress.state() == JobProgress::DONE || lost.lost().count(progress.worker()) > 0);
   }
   if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
 
   if (!stopped) shards = WriteShardResults(client, spec, results);
-  results->WriteSummary(spec, last, shards, absl::Now() - start, lost).IgnoreError();
+  results->WriteSummary(spec, last, shards, absl::Now() - start, lost.lost()).IgnoreError();
   out << "results in " << results->dir() << "\n";
   // A run that failed or was stopped leaves the shards once its results are written (above,
   // when stopped here); a finished one stays for `psctl status` (a new run of its id then
@@ -475,14 +396,14 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
   if (options.interrupted != nullptr && options.interrupted->load()) interrupted = true;
   if (interrupted) return absl::CancelledError("interrupted; the job was stopped");
   for (const JobProgress& progress : last) {
-    if (progress.state() == JobProgress::FAILED && lost.count(progress.worker()) == 0) {
+    if (progress.state() == JobProgress::FAILED && lost.lost().count(progress.worker()) == 0) {
       return absl::Status(static_cast<absl::StatusCode>(progress.error_code()),
                           absl::StrCat("worker:", progress.worker(), ": ", progress.error()));
     }
   }
-  if (!lost.empty()) {
+  if (!lost.lost().empty()) {
     std::vector<std::string> names;
-    for (int worker : lost) names.push_back(absl::StrCat("worker:", worker));
+    for (int worker : lost.lost()) names.push_back(absl::StrCat("worker:", worker));
     out << "finished without " << absl::StrJoin(names, ", ") << " (lost; see summary.json)\n";
   }
   return absl::OkStatus();

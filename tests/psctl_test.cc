@@ -651,6 +651,50 @@ TEST_F(PsctlClusterTest, AWorkerStartedAgainRejoinsItsJob) {
   }
 }
 
+// SYNC without backup workers, with a lease: the barrier waits for the worker to return.
+TEST_F(PsctlClusterTest, ASyncJobWaitsForAWorkerToReturnAndGoesOnWithIt) {
+  const std::string id = "psctl-sync-return";
+  std::string job = WriteJob(
+      dir_, id,
+      JobJson(id, 2000, R"({"mode": "SYNC"})",
+              R"(, "worker_lease_s": 8,)"
+              R"( "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2})"));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 20, absl::Seconds(30))) << submit.Output();
+  daemons_[3].Signal(SIGKILL);  // worker:1.
+  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  daemons_.erase(daemons_.begin() + 3);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!absl::StrContains(submit.Stdout(), "SYNC waits up to") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_THAT(submit.Stdout(), HasSubstr("SYNC waits up to 8s for it to return"));
+  StartDaemon({kPsWorker, "--cluster_spec=" + spec_path_, "--task=worker:1", "--device=cpu"},
+              "worker:1");
+  ASSERT_EQ(submit.Wait(), 0) << submit.Output();
+  EXPECT_THAT(submit.Stdout(), HasSubstr("worker:1 is back: it rejoins the job at step "));
+  nlohmann::json summary = ReadJson(results_ + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
+  EXPECT_EQ(summary["steps"], 2000);
+}
+
+TEST_F(PsctlClusterTest, ASyncJobStopsWhenALostWorkerDoesNotReturnInTime) {
+  const std::string id = "psctl-sync-no-return";
+  std::string job = WriteJob(
+      dir_, id, JobJson(id, 1000000, R"({"mode": "SYNC"})", R"(, "worker_lease_s": 1)"));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << submit.Output();
+  daemons_[3].Signal(SIGKILL);  // worker:1, for good.
+  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  daemons_.erase(daemons_.begin() + 3);
+  EXPECT_EQ(submit.Wait(absl::Seconds(30)), 1) << submit.Output();
+  EXPECT_THAT(submit.Stdout(), HasSubstr("worker:1 did not return within 1s: stopping job"));
+  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
+}
+
 TEST_F(PsctlClusterTest, DetachedJobCanBeFollowedWithStatusAndStopped) {
   std::string job = WriteJob(dir_, "job", JobJson("psctl-detached", 1000000));
   absl::Time start = absl::Now();
