@@ -1,5 +1,6 @@
 #include "ctl/job_runner.h"
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include <grpcpp/client_context.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -322,13 +324,82 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
   return absl::OkStatus();
 }
 
+// Why the run cannot go on as it is: a ps that is down, or that no longer holds the job (it
+// was started again and lost the job's state); "" when every ps holds it.
+std::string LostShard(const ClusterClient& client, const std::string& job_id) {
+  for (int ps = 0; ps < client.num_ps(); ++ps) {
+    absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
+    if (!jobs.ok()) {
+      return absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")");
+    }
+    if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) ==
+        jobs->job_ids().end()) {
+      return absl::StrCat("ps:", ps, " no longer holds the job (it was started again)");
+    }
+  }
+  return "";
+}
+
+// Why the run is to be recovered (LostShard) when a worker failed because a ps lost the job:
+// then the run goes back to a checkpoint, rather than the worker being lost; else "".
+std::string RecoveryReason(const ClusterClient& client, const std::string& job_id,
+                           const std::vector<JobProgress>& workers) {
+  const bool failed = std::any_of(workers.begin(), workers.end(), [](const JobProgress& p) {
+    return p.state() == JobProgress::FAILED;
+  });
+  return failed ? LostShard(client, job_id) : "";
+}
+
+// How long a recovery waits for every ps to be up again.
+constexpr absl::Duration kRecoveryDeadline = absl::Seconds(60);
+
+// Recovers the job after a ps lost it (DESIGN.md section 8, "recovery is a rollback"): once
+// every ps is up, stops the run everywhere, restores the job's latest complete checkpoint on
+// every shard as a new run (`spec`'s run_id is renewed) and starts every worker at its step.
+absl::Status Recover(const ClusterSpec& cluster, const ClusterClient& client, JobSpec* spec,
+                     const SubmitOptions& options, const std::string& why,
+                     ResultsWriter* results) {
+  std::ostream& out = *options.out;
+  out << (options.live_line ? "\n" : "") << why
+      << ": recovering the job from its latest complete checkpoint\n";
+  results->RecordEvent("recovering", "", why);
+  const absl::Time deadline = absl::Now() + kRecoveryDeadline;
+  for (std::string lost = LostShard(client, spec->job_id());
+       absl::StrContains(lost, " is down"); lost = LostShard(client, spec->job_id())) {
+    if (absl::Now() >= deadline) {
+      StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
+      return absl::UnavailableError(absl::StrCat(
+          lost, " and did not come back within ", absl::FormatDuration(kRecoveryDeadline),
+          "; the job was stopped (start that ps again, then submit the job with --resume)"));
+    }
+    absl::SleepFor(absl::Milliseconds(500));
+  }
+  StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
+  spec->set_run_id(NewRunId());
+  absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(client, *spec, out);
+  if (!restored.ok()) return restored.status();
+  SubmitOptions restart = options;
+  restart.replace = true;  // The workers of the run stopped may still be ending it.
+  absl::Status started =
+      StartEveryWorker(cluster, client, *spec, restored->resume_step(), restart);
+  if (!started.ok()) return started;
+  const std::string line =
+      absl::StrCat("recovered: the job goes on from checkpoint ", restored->name(), " at step ",
+                   restored->resume_step(), " as run ", spec->run_id());
+  out << line << "\n";
+  results->RecordEvent("recovered", "", line);
+  return absl::OkStatus();
+}
+
 // Follows the run to its end: progress lines, checkpoints, the results, and stopping it
 // everywhere on an interrupt or on a failed worker the job cannot go on without (one it can is
-// lost: said, and listed in the summary). Returns as SubmitJob does.
+// lost: said, and listed in the summary). Returns as SubmitJob does; but when a worker failed
+// because a ps lost the job and the job has checkpoints, returns at once with `*recover` saying
+// why (the run is to be recovered: see Recover).
 absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
                        const JobSpec& spec, const SubmitOptions& options,
                        CheckpointCoordinator& checkpoints, ResultsWriter* results,
-                       absl::Time start) {
+                       absl::Time start, std::string* recover) {
   std::ostream& out = *options.out;
   bool interrupted = false;
   Follower follower(client, spec.job_id(), results);
@@ -345,6 +416,10 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
     if (options.interrupted != nullptr && options.interrupted->load()) {
       interrupted = true;
       reason = "interrupted";
+    }
+    if (!stopped && reason.empty() && checkpoints.enabled()) {
+      *recover = RecoveryReason(client, spec.job_id(), follower.Last());
+      if (!recover->empty()) return absl::OkStatus();
     }
     if (!stopped) {
       std::string lost_reason = lost.Update(follower.Last(), absl::Now());
@@ -375,6 +450,10 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
     }
   }
   std::vector<JobProgress> last = follower.Last();
+  if (!stopped && checkpoints.enabled()) {  // Every worker may have failed at once.
+    *recover = RecoveryReason(client, spec.job_id(), last);
+    if (!recover->empty()) return absl::OkStatus();
+  }
   out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
   bool all_done = true;  // Every worker but those lost.
   for (const JobProgress& progress : last) {
@@ -424,8 +503,8 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   }
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
   if (!client.ok()) return client.status();
-  CheckpointCoordinator checkpoints(**client, spec, options.out);
-  absl::StatusOr<RunStart> run = PrepareRun(cluster, **client, spec, options, checkpoints);
+  auto checkpoints = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);
+  absl::StatusOr<RunStart> run = PrepareRun(cluster, **client, spec, options, *checkpoints);
   if (!run.ok()) return run.status();
   std::unique_ptr<ResultsWriter> results;
   if (!options.detach) {
@@ -441,7 +520,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
       if (options.resume) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
       return status;
     }
-    checkpoints.set_results(results.get());
+    checkpoints->set_results(results.get());
     if (!run->checkpoint.empty()) {
       results->RecordEvent("resumed", "",
                            absl::StrCat("from checkpoint ", run->checkpoint, " at step ",
@@ -455,7 +534,16 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     *options.out << spec.job_id() << "\n";
     return absl::OkStatus();
   }
-  return FollowJob(cluster, **client, spec, options, checkpoints, results.get(), start);
+  while (true) {
+    std::string recover;
+    status = FollowJob(cluster, **client, spec, options, *checkpoints, results.get(), start,
+                       &recover);
+    if (recover.empty()) return status;
+    status = Recover(cluster, **client, &spec, options, recover, results.get());
+    if (!status.ok()) return status;
+    checkpoints = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);
+    checkpoints->set_results(results.get());
+  }
 }
 
 absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& job_id) {

@@ -337,6 +337,7 @@ class PsctlClusterTest : public ::testing::Test {
       std::vector<std::string> argv = {binary, "--cluster_spec=" + spec_path_,
                                        std::string("--task=") + task};
       if (std::string(binary) == kPsWorker) argv.push_back("--device=cpu");
+      if (std::string(binary) == kPsServer) argv.push_back(CheckpointDirFlag(task));
       StartDaemon(argv, task);
     }
     for (int i = 0; i < 4; ++i) {
@@ -374,6 +375,11 @@ class PsctlClusterTest : public ::testing::Test {
     absl::StatusOr<int> port = WaitForPortFile(name + ".port", absl::Seconds(30));
     EXPECT_TRUE(port.ok()) << port.status() << daemons_.back().Output();
     return port.ok() ? *port : -1;
+  }
+
+  // Each ps writes its checkpoints to a directory of its own ("host" disk), kept across restarts.
+  std::string CheckpointDirFlag(const std::string& task) const {
+    return absl::StrCat("--checkpoint_dir=", dir_, "/checkpoints-", task.substr(task.find(':') + 1));
   }
 
   // Kills worker:1 while a job of `consistency` runs; the job must go on and finish without it.
@@ -693,6 +699,37 @@ TEST_F(PsctlClusterTest, ASyncJobStopsWhenALostWorkerDoesNotReturnInTime) {
   EXPECT_EQ(submit.Wait(absl::Seconds(30)), 1) << submit.Output();
   EXPECT_THAT(submit.Stdout(), HasSubstr("worker:1 did not return within 1s: stopping job"));
   EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
+}
+
+// A ps killed (-9) and started again has lost the job: psctl recovers it from its latest
+// complete checkpoint on every shard and the job goes on to its end.
+TEST_F(PsctlClusterTest, AJobGoesOnFromItsLatestCheckpointWhenAPsIsKilledAndStartedAgain) {
+  const std::string id = "psctl-ps-restart";
+  std::string job = WriteJob(
+      dir_, id,
+      JobJson(id, 3000, R"({"mode": "SYNC"})",
+              R"(, "checkpoint": {"every_steps": 200},)"
+              R"( "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2})"));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!absl::StrContains(submit.Stdout(), "checkpoint 1 complete") &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_THAT(submit.Stdout(), HasSubstr("checkpoint 1 complete")) << submit.Output();
+  daemons_[1].Signal(SIGKILL);  // ps:1.
+  EXPECT_EQ(daemons_[1].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  daemons_.erase(daemons_.begin() + 1);
+  StartDaemon({kPsServer, "--cluster_spec=" + spec_path_, "--task=ps:1", CheckpointDirFlag("ps:1")},
+              "ps:1");
+  ASSERT_EQ(submit.Wait(absl::Seconds(90)), 0) << submit.Output();
+  EXPECT_THAT(submit.Stdout(), HasSubstr(": recovering the job from its latest complete checkpoint"));
+  EXPECT_THAT(submit.Stdout(), HasSubstr("recovered: the job goes on from checkpoint "));
+  nlohmann::json summary = ReadJson(results_ + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_EQ(summary["steps"], 3000);
+  EXPECT_THAT(ReadFile(results_ + "/events.csv"), HasSubstr(",recovered,,"));
 }
 
 TEST_F(PsctlClusterTest, DetachedJobCanBeFollowedWithStatusAndStopped) {
