@@ -45,26 +45,6 @@ std::string JobJson(const std::string& id) {
   })");
 }
 
-// The float32 values of a .npy file written by common/npy.cc (version 1.0).
-std::vector<float> ReadNpy(const std::string& path) {
-  const std::string bytes = ReadFile(path);
-  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
-  const size_t header = static_cast<unsigned char>(bytes[8]) |
-                        (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
-  std::vector<float> values((bytes.size() - 10 - header) / sizeof(float));
-  std::memcpy(values.data(), bytes.data() + 10 + header, values.size() * sizeof(float));
-  return values;
-}
-
-// Every parameter file of a results directory, by name.
-std::map<std::string, std::vector<float>> Parameters(const std::string& results) {
-  std::map<std::string, std::vector<float>> parameters;
-  for (const auto& entry : std::filesystem::directory_iterator(results + "/params")) {
-    parameters[entry.path().filename().string()] = ReadNpy(entry.path().string());
-  }
-  return parameters;
-}
-
 // Loads `path` with numpy (the header parsed with json, each tensor with numpy.frombuffer) and
 // checks each tensor's sum against `expected` (by .npy file name). Skips where numpy is missing.
 void ExpectNumpyReads(const std::string& path,
@@ -183,17 +163,8 @@ TEST_F(CheckpointTest, AResumedSyncJobEndsWithTheWeightsOfOneNeverStoppedPastADa
   EXPECT_THAT(events, HasSubstr(absl::StrCat(",resumed,,\"from checkpoint ", c.name)));
   EXPECT_THAT(events, HasSubstr(",checkpoint_complete,,\"checkpoint 1 complete: "));
 
-  const auto expected = Parameters(dir_ + "/whole");
-  const auto actual = Parameters(dir_ + "/resumed");
-  ASSERT_FALSE(expected.empty());
-  ASSERT_EQ(actual.size(), expected.size());
-  for (const auto& [name, values] : expected) {
-    const std::vector<float>& got = actual.at(name);
-    ASSERT_EQ(got.size(), values.size()) << name;
-    for (size_t i = 0; i < values.size(); ++i) {
-      ASSERT_NEAR(got[i], values[i], 1e-6) << name << "[" << i << "]";
-    }
-  }
+  const auto actual = ResultParameters(dir_ + "/resumed");
+  ExpectSameParameters(ResultParameters(dir_ + "/whole"), actual, 1e-6);
   EXPECT_THAT(ProcessesMentioning(dir_), IsEmpty());
 
   // The resumed run's last checkpoint is its final state: exported, it is those weights, as

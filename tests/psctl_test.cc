@@ -702,14 +702,21 @@ TEST_F(PsctlClusterTest, ASyncJobStopsWhenALostWorkerDoesNotReturnInTime) {
 }
 
 // A ps killed (-9) and started again has lost the job: psctl recovers it from its latest
-// complete checkpoint on every shard and the job goes on to its end.
+// complete checkpoint on every shard and the job goes on to its end, with the final weights of
+// the same job never interrupted (SYNC).
 TEST_F(PsctlClusterTest, AJobGoesOnFromItsLatestCheckpointWhenAPsIsKilledAndStartedAgain) {
+  auto job_json = [](const std::string& id) {
+    return JobJson(id, 3000, R"({"mode": "SYNC"})",
+                   R"(, "checkpoint": {"every_steps": 200},)"
+                   R"( "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2})");
+  };
+  Psctl whole({"submit", "--cluster_spec=" + spec_path_,
+               "--job=" + WriteJob(dir_, "whole", job_json("psctl-whole")),
+               "--results=" + dir_ + "/whole"},
+              dir_);
+  ASSERT_EQ(whole.Wait(), 0) << whole.Output();
   const std::string id = "psctl-ps-restart";
-  std::string job = WriteJob(
-      dir_, id,
-      JobJson(id, 3000, R"({"mode": "SYNC"})",
-              R"(, "checkpoint": {"every_steps": 200},)"
-              R"( "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2})"));
+  std::string job = WriteJob(dir_, id, job_json(id));
   Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
                dir_);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -730,6 +737,7 @@ TEST_F(PsctlClusterTest, AJobGoesOnFromItsLatestCheckpointWhenAPsIsKilledAndStar
   EXPECT_EQ(summary["state"], "DONE") << summary.dump();
   EXPECT_EQ(summary["steps"], 3000);
   EXPECT_THAT(ReadFile(results_ + "/events.csv"), HasSubstr(",recovered,,"));
+  ExpectSameParameters(ResultParameters(dir_ + "/whole"), ResultParameters(results_), 1e-6);
 }
 
 TEST_F(PsctlClusterTest, DetachedJobCanBeFollowedWithStatusAndStopped) {

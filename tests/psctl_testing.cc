@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -27,6 +28,38 @@ std::string ReadFile(const std::string& path) {
 
 std::vector<std::string> Lines(const std::string& text) {
   return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+std::vector<float> ReadNpy(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) return {};
+  const size_t header = static_cast<unsigned char>(bytes[8]) |
+                        (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+  std::vector<float> values((bytes.size() - 10 - header) / sizeof(float));
+  std::memcpy(values.data(), bytes.data() + 10 + header, values.size() * sizeof(float));
+  return values;
+}
+
+std::map<std::string, std::vector<float>> ResultParameters(const std::string& results) {
+  std::map<std::string, std::vector<float>> parameters;
+  for (const auto& entry : std::filesystem::directory_iterator(results + "/params")) {
+    parameters[entry.path().filename().string()] = ReadNpy(entry.path().string());
+  }
+  return parameters;
+}
+
+void ExpectSameParameters(const std::map<std::string, std::vector<float>>& expected,
+                          const std::map<std::string, std::vector<float>>& actual,
+                          float tolerance) {
+  ASSERT_FALSE(expected.empty());
+  ASSERT_EQ(actual.size(), expected.size());
+  for (const auto& [name, values] : expected) {
+    const std::vector<float>& got = actual.at(name);
+    ASSERT_EQ(got.size(), values.size()) << name;
+    for (size_t i = 0; i < values.size(); ++i) {
+      ASSERT_NEAR(got[i], values[i], tolerance) << name << "[" << i << "]";
+    }
+  }
 }
 
 std::string TestDir() {

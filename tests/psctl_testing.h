@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +24,15 @@ inline constexpr absl::Duration kPsctlTimeout = absl::Seconds(60);
 std::string ReadFile(const std::string& path);
 // `text` split at line breaks, empty lines dropped.
 std::vector<std::string> Lines(const std::string& text);
+
+// The float32 values of a .npy file written by common/npy.cc (version 1.0); empty if it is not.
+std::vector<float> ReadNpy(const std::string& path);
+// Every parameter file of a results directory (params/*.npy), by file name.
+std::map<std::string, std::vector<float>> ResultParameters(const std::string& results);
+// Expects `actual` to hold `expected`'s parameters, each value within `tolerance`.
+void ExpectSameParameters(const std::map<std::string, std::vector<float>>& expected,
+                          const std::map<std::string, std::vector<float>>& actual,
+                          float tolerance);
 
 // The running test's own directory under TEST_TMPDIR: every path a test hands psctl or a
 // daemon lies in it, so that a process mentioning it was started for this test.
