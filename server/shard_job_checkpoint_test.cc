@@ -17,34 +17,7 @@
 namespace ps {
 namespace {
 
-constexpr int kWorkers = 4;
-
-ParameterSpec Spec(ConsistencyConfig::Mode mode, OptimizerConfig::Kind optimizer) {
-  ParameterSpec spec;
-  spec.set_job_id("checkpointed");
-  spec.set_run_id("run-1");
-  for (const char* name : {"w", "b"}) {
-    VariableDef* variable = spec.add_variables();
-    variable->set_name(name);
-    variable->add_shape(name[0] == 'w' ? 8 : 4);
-    if (name[0] == 'w') variable->add_shape(4);
-    variable->mutable_initializer()->set_kind(InitializerConfig::UNIFORM);
-    variable->mutable_initializer()->set_scale(0.5f);
-  }
-  spec.mutable_optimizer()->set_kind(optimizer);
-  spec.mutable_learning_rate()->set_kind(LearningRateSchedule::STEP_DECAY);
-  spec.mutable_learning_rate()->set_base(0.1f);
-  spec.mutable_learning_rate()->set_decay_steps(3);
-  spec.mutable_learning_rate()->set_decay_factor(0.5f);
-  spec.mutable_consistency()->set_mode(mode);
-  spec.mutable_consistency()->set_ssp_bound(8);
-  spec.mutable_consistency()->set_softsync_n(2);  // c = 2.
-  spec.mutable_consistency()->set_staleness_learning_rate(ConsistencyConfig::INVERSE);
-  spec.set_num_workers(kWorkers);
-  spec.set_seed(11);
-  spec.set_min_slice_bytes(16);
-  return spec;
-}
+constexpr int kWorkers = kCheckpointTestWorkers;
 
 // Sends push `n` (0, 1, ...) of a fixed sequence: workers in turn, SYNC tagged with the step
 // the pushes so far make, SSP with each worker's clock, random gradients of `seed` and `n`.
@@ -80,7 +53,7 @@ class ShardJobCheckpointTest
 
 TEST_P(ShardJobCheckpointTest, ARestoredShardIsTheShardItWasAndGoesOnTheSame) {
   const auto [mode, optimizer] = GetParam();
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(Spec(mode, optimizer), 1, 0);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(CheckpointTestSpec(mode, optimizer), 1, 0);
   ASSERT_TRUE(job.ok()) << job.status();
   // 11 pushes: SYNC's third step has 3 of its 4 gradients, SOFTSYNC's sixth aggregate 1 of 2.
   for (int n = 0; n < 11; ++n) ASSERT_TRUE(PushNumber(job->get(), n, 1).ok()) << n;
@@ -119,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Checkpoints taken while two workers push (ASYNC) fall between updates: the values are exactly
 // `version` updates from the start and the statistics say as many, never an update half on.
 TEST(ShardJobCheckpointConcurrencyTest, ACheckpointTakenWhilePushesApplyFallsBetweenUpdates) {
-  ParameterSpec spec = Spec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
+  ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
   spec.mutable_learning_rate()->Clear();
   spec.mutable_learning_rate()->set_base(0.5f);
   spec.mutable_consistency()->set_staleness_learning_rate(ConsistencyConfig::NONE);
@@ -171,7 +144,7 @@ TEST(ShardJobCheckpointConcurrencyTest, ACheckpointTakenWhilePushesApplyFallsBet
 
 TEST(ShardJobCheckpointRefusalTest, ACheckpointOfAnotherTaskOrAPartOfOneIsRefused) {
   absl::StatusOr<std::unique_ptr<ShardJob>> job =
-      ShardJob::Create(Spec(ConsistencyConfig::ASYNC, OptimizerConfig::ADAM), 2, 1);
+      ShardJob::Create(CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::ADAM), 2, 1);
   ASSERT_TRUE(job.ok()) << job.status();
   std::vector<CheckpointBlock> blocks = (*job)->Checkpoint();
   EXPECT_EQ(ShardJob::Restore(blocks, 2, 0).status().code(),

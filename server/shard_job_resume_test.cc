@@ -16,31 +16,7 @@
 namespace ps {
 namespace {
 
-constexpr int kWorkers = 4;
-
-ParameterSpec Spec(ConsistencyConfig::Mode mode, OptimizerConfig::Kind optimizer) {
-  ParameterSpec spec;
-  spec.set_job_id("resumed");
-  spec.set_run_id("run-1");
-  VariableDef* variable = spec.add_variables();
-  variable->set_name("w");
-  variable->add_shape(8);
-  variable->add_shape(4);
-  variable->mutable_initializer()->set_kind(InitializerConfig::UNIFORM);
-  variable->mutable_initializer()->set_scale(0.5f);
-  spec.mutable_optimizer()->set_kind(optimizer);
-  spec.mutable_learning_rate()->set_kind(LearningRateSchedule::STEP_DECAY);
-  spec.mutable_learning_rate()->set_base(0.1f);
-  spec.mutable_learning_rate()->set_decay_steps(3);
-  spec.mutable_learning_rate()->set_decay_factor(0.5f);
-  spec.mutable_consistency()->set_mode(mode);
-  spec.mutable_consistency()->set_ssp_bound(8);
-  spec.mutable_consistency()->set_softsync_n(2);  // c = 2.
-  spec.set_num_workers(kWorkers);
-  spec.set_seed(11);
-  spec.set_min_slice_bytes(16);
-  return spec;
-}
+constexpr int kWorkers = kCheckpointTestWorkers;
 
 // Push `n` of a fixed sequence: workers in turn, each push numbered, tagged with its step and
 // clock, read at the version before it, with random gradients of `n`. `first`: the push the run
@@ -86,7 +62,8 @@ class ShardJobResumeTest
 
 TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDid) {
   const auto [mode, optimizer] = GetParam();
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(Spec(mode, optimizer), 1, 0);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job =
+      ShardJob::Create(CheckpointTestSpec(mode, optimizer), 1, 0);
   ASSERT_TRUE(job.ok()) << job.status();
   std::optional<ShardJob::TakenCheckpoint> taken;
   std::vector<float> at_checkpoint;
@@ -109,7 +86,7 @@ TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDi
   absl::StatusOr<std::vector<CheckpointBlock>> blocks =
       DecodeCheckpointFile(EncodeCheckpointFile(taken->blocks), "test");
   ASSERT_TRUE(blocks.ok()) << blocks.status();
-  ParameterSpec spec = Spec(mode, optimizer);
+  ParameterSpec spec = CheckpointTestSpec(mode, optimizer);
   spec.set_run_id("run-2");
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
       ShardJob::Resume(*blocks, spec, 1, 0, /*resume_step=*/2);
@@ -144,7 +121,7 @@ std::vector<CheckpointBlock> TakeNow(ShardJob* job) {
 
 TEST(ShardJobArmTest, AClockAlreadyPassedOrAnotherRunIsRefused) {
   absl::StatusOr<std::unique_ptr<ShardJob>> job =
-      ShardJob::Create(Spec(ConsistencyConfig::SYNC, OptimizerConfig::SGD), 1, 0);
+      ShardJob::Create(CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::SGD), 1, 0);
   ASSERT_TRUE(job.ok());
   for (int n = 0; n < 8; ++n) ASSERT_TRUE(PushNumber(job->get(), n).ok());
   auto ignore = [](ShardJob::TakenCheckpoint) {};
@@ -153,26 +130,27 @@ TEST(ShardJobArmTest, AClockAlreadyPassedOrAnotherRunIsRefused) {
   EXPECT_NE(passed.message().find("is at 2 already"), std::string::npos) << passed;
   EXPECT_EQ((*job)->ArmCheckpoint("run-0", 1, 5, ignore).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(TakeNow(job->get()).size(), 3u);  // State, values, (empty) sum: SGD has no slots.
+  // The state, each slice's values and the (empty) sum: SGD has no slots.
+  EXPECT_EQ(TakeNow(job->get()).size(), 2 + (*job)->SliceRefs().size());
 }
 
 TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNot) {
   absl::StatusOr<std::unique_ptr<ShardJob>> job =
-      ShardJob::Create(Spec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM), 1, 0);
+      ShardJob::Create(CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM), 1, 0);
   ASSERT_TRUE(job.ok());
   for (int n = 0; n < 8; ++n) ASSERT_TRUE(PushNumber(job->get(), n).ok());
   const std::vector<CheckpointBlock> blocks = TakeNow(job->get());
 
-  ParameterSpec other = Spec(ConsistencyConfig::SYNC, OptimizerConfig::MOMENTUM);
+  ParameterSpec other = CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::MOMENTUM);
   absl::Status refused = ShardJob::Resume(blocks, other, 1, 0, 2).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.message().find("resume it as it was submitted"), std::string::npos);
-  EXPECT_EQ(ShardJob::Resume(blocks, Spec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM), 2, 0, 2)
+  EXPECT_EQ(ShardJob::Resume(blocks, CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM), 2, 0, 2)
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
 
-  ParameterSpec two = Spec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM);
+  ParameterSpec two = CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM);
   two.set_num_workers(2);
   two.set_run_id("run-2");
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed = ShardJob::Resume(blocks, two, 1, 0, 2);

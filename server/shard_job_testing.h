@@ -10,6 +10,39 @@
 
 namespace ps {
 
+inline constexpr int kCheckpointTestWorkers = 4;
+
+// A small job for the checkpoint and resume tests: two variables (a 8x4 matrix, a bias of 4) on
+// slices of 16 bytes, a step-decay schedule, staleness-scaled ASYNC learning rates, SSP bound
+// 8, SOFTSYNC c = 2, kCheckpointTestWorkers workers.
+inline ParameterSpec CheckpointTestSpec(ConsistencyConfig::Mode mode,
+                                        OptimizerConfig::Kind optimizer) {
+  ParameterSpec spec;
+  spec.set_job_id("checkpointed");
+  spec.set_run_id("run-1");
+  for (const char* name : {"w", "b"}) {
+    VariableDef* variable = spec.add_variables();
+    variable->set_name(name);
+    variable->add_shape(name[0] == 'w' ? 8 : 4);
+    if (name[0] == 'w') variable->add_shape(4);
+    variable->mutable_initializer()->set_kind(InitializerConfig::UNIFORM);
+    variable->mutable_initializer()->set_scale(0.5f);
+  }
+  spec.mutable_optimizer()->set_kind(optimizer);
+  spec.mutable_learning_rate()->set_kind(LearningRateSchedule::STEP_DECAY);
+  spec.mutable_learning_rate()->set_base(0.1f);
+  spec.mutable_learning_rate()->set_decay_steps(3);
+  spec.mutable_learning_rate()->set_decay_factor(0.5f);
+  spec.mutable_consistency()->set_mode(mode);
+  spec.mutable_consistency()->set_ssp_bound(8);
+  spec.mutable_consistency()->set_softsync_n(2);  // c = 2.
+  spec.mutable_consistency()->set_staleness_learning_rate(ConsistencyConfig::INVERSE);
+  spec.set_num_workers(kCheckpointTestWorkers);
+  spec.set_seed(11);
+  spec.set_min_slice_bytes(16);
+  return spec;
+}
+
 // Every value the shard holds, slice after slice, as a pull of the job's run reads them now.
 inline std::vector<float> AllValues(ShardJob* job) {
   PullRequest pull;
