@@ -60,6 +60,12 @@ class Follower {
     absl::MutexLock lock(&mu_);
     return last_;
   }
+  // The workers whose stream broke before a final state (their daemon or host is gone), as
+  // opposed to those that reported their own failure.
+  std::set<int> Gone() {
+    absl::MutexLock lock(&mu_);
+    return gone_;
+  }
   // Follows `worker` again, started anew: RUNNING until its new stream says otherwise.
   // REQUIRES: its earlier stream has ended (its state is final).
   void Refollow(int worker, const std::string& job_id) {
@@ -67,6 +73,7 @@ class Follower {
       absl::MutexLock lock(&mu_);
       last_[worker] = JobProgress();
       last_[worker].set_worker(worker);
+      gone_.erase(worker);
       --finished_;
     }
     threads_.emplace_back([this, worker, job_id] { Follow(worker, job_id); });
@@ -89,6 +96,7 @@ class Follower {
     absl::MutexLock lock(&mu_);
     if (last_[worker].state() == JobProgress::RUNNING) {
       // The stream broke before a final state: the worker died or went away.
+      gone_.insert(worker);
       last_[worker].set_state(JobProgress::FAILED);
       last_[worker].set_error_code(status.ok() ? static_cast<int>(absl::StatusCode::kUnavailable)
                                                : static_cast<int>(status.code()));
@@ -102,6 +110,7 @@ class Follower {
   std::vector<std::thread> threads_;
   absl::Mutex mu_;
   std::vector<JobProgress> last_ ABSL_GUARDED_BY(mu_);
+  std::set<int> gone_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts_ ABSL_GUARDED_BY(mu_);
   int finished_ ABSL_GUARDED_BY(mu_) = 0;
   ResultsWriter* const results_;
@@ -422,7 +431,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
       if (!recover->empty()) return absl::OkStatus();
     }
     if (!stopped) {
-      std::string lost_reason = lost.Update(follower.Last(), absl::Now());
+      std::string lost_reason = lost.Update(follower.Last(), follower.Gone(), absl::Now());
       if (reason.empty()) reason = std::move(lost_reason);
     }
     if (!stopped && !reason.empty()) {

@@ -42,7 +42,8 @@ LostWorkers::LostWorkers(const ClusterSpec& cluster, const ClusterClient& client
       results_(results),
       refollow_(std::move(refollow)) {}
 
-std::string LostWorkers::Update(const std::vector<JobProgress>& now, absl::Time time) {
+std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::set<int>& gone,
+                                absl::Time time) {
   std::vector<const JobProgress*> failed;
   for (const JobProgress& progress : now) {
     if (progress.state() == JobProgress::FAILED) failed.push_back(&progress);
@@ -52,7 +53,9 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, absl::Time 
   const absl::Duration wait = absl::Seconds(spec_.worker_lease_s());
   for (const JobProgress* progress : failed) {
     const std::string task = absl::StrCat("worker:", progress->worker());
-    if (!goes_on && !waits) return absl::StrCat(task, " failed");
+    if ((!goes_on && !waits) || gone.count(progress->worker()) == 0) {
+      return absl::StrCat(task, " failed");
+    }
     if (lost_.insert(progress->worker()).second) {
       lost_at_[progress->worker()] = time;
       out_ << task << " failed at step " << progress->step() << " (" << progress->error() << "); "

@@ -33,12 +33,15 @@ class LostWorkers {
   LostWorkers(const ClusterSpec& cluster, const ClusterClient& client, const JobSpec& spec,
               std::ostream& out, ResultsWriter* results, std::function<void(int)> refollow);
 
-  // Takes the workers' latest progress: a new failure is lost (the job goes on without it, or,
-  // SYNC without backup workers with a lease, waits up to worker_lease_s for its return), and a
-  // lost worker whose daemon is back (tried every second) rejoins as a new incarnation at the
-  // step it had reached. Returns why the job must stop ("worker:1 failed", "worker:1 did not
-  // return within 3s"), or "" while it goes on.
-  std::string Update(const std::vector<JobProgress>& now, absl::Time time);
+  // Takes the workers' latest progress and those `gone` (their stream broke: the daemon or its
+  // host died). A worker gone is lost: the job goes on without it, or, SYNC without backup
+  // workers with a lease, waits up to worker_lease_s for its return; a lost worker whose
+  // daemon is back (tried every second) rejoins as a new incarnation at the step it had
+  // reached. A worker that reported its own failure (bad data, a NaN gradient) fails the job.
+  // Returns why the job must stop ("worker:1 failed", "worker:1 did not return within 3s"),
+  // or "" while it goes on.
+  std::string Update(const std::vector<JobProgress>& now, const std::set<int>& gone,
+                     absl::Time time);
 
   // The workers lost and not back that the job goes on (or waits) without; one that did not
   // return in time is a failure of the job again.
