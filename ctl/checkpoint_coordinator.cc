@@ -109,8 +109,11 @@ void CheckpointCoordinator::Poll(absl::Time now) {
     last_step_clock_ = (furthest / every.every_steps() + 1) * every.every_steps();
     Arm(last_step_clock_);
   }
-  if (every.every_seconds() > 0 && now - last_timed_ >= absl::Seconds(every.every_seconds())) {
+  // Not again while the shards have not moved (a SYNC barrier waiting for a lost worker).
+  if (every.every_seconds() > 0 && now - last_timed_ >= absl::Seconds(every.every_seconds()) &&
+      furthest > last_timed_clock_) {
     last_timed_ = now;
+    last_timed_clock_ = furthest;
     // SYNC and SSP: a step no shard has reached (they are at most one step apart in SYNC);
     // the others: each shard now, at its own version.
     Arm(agreed_step() ? furthest + 2 : -1);
@@ -173,15 +176,13 @@ void CheckpointCoordinator::Complete(const Armed& armed,
   manifest.set_name(entries[0].file().substr(0, entries[0].file().find('/')));
   manifest.set_mode(spec_.consistency().mode());
   manifest.set_num_ps(client_.num_ps());
-  int64_t min_pushes = entries[0].min_pushes();
+  int64_t min_steps = entries[0].min_steps_pushed();
   for (const ShardCheckpoint& entry : entries) {
     *manifest.add_shards() = entry;
-    min_pushes = std::min(min_pushes, entry.min_pushes());
+    min_steps = std::min(min_steps, entry.min_steps_pushed());
   }
-  // ASYNC, SOFTSYNC: every worker had pushed at least min_pushes times to every shard, each
-  // push n_push steps' gradients.
-  const int64_t n_push = std::max(1, spec_.downpour().n_push());
-  manifest.set_resume_step(agreed_step() ? entries[0].clock() : min_pushes * n_push);
+  // ASYNC, SOFTSYNC: every worker had pushed at least min_steps steps to every shard.
+  manifest.set_resume_step(agreed_step() ? entries[0].clock() : min_steps);
   *manifest.mutable_job() = spec_;
   manifest.set_written_at_ms(absl::ToUnixMillis(absl::Now()));
   *manifest.mutable_parameters() = parameters;

@@ -83,7 +83,8 @@ class CheckpointCoordinator {
   std::ostream& out_;
   int64_t next_seq_ = 1;
   std::vector<Armed> armed_;
-  absl::Time last_timed_ = absl::InfinitePast();  // every_seconds: when it fired last.
+  absl::Time last_timed_ = absl::InfinitePast();  // every_seconds: when it fired last,
+  int64_t last_timed_clock_ = -1;                 // and the shards' furthest clock then.
   int64_t last_step_clock_ = 0;  // every_steps: the multiple armed last.
   ResultsWriter* results_ = nullptr;
   std::optional<CheckpointManifest> last_complete_;

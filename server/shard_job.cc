@@ -89,6 +89,7 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
   last_heard_.assign(spec.num_workers(), absl::Now());  // Each lease runs from the start.
   lost_.assign(spec.num_workers(), false);
   incarnation_.assign(spec.num_workers(), 0);
+  steps_pushed_.assign(spec.num_workers(), 0);
 }
 
 ShardJob::~ShardJob() = default;
@@ -229,6 +230,8 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
                                                              PushResponse* response) {
   const std::string prefix = JobPrefix(spec_.job_id());
   last_heard_[header.worker()] = absl::Now();
+  steps_pushed_[header.worker()] =
+      std::max(steps_pushed_[header.worker()], header.clock() + 1);
   if (header.read_version() < 0 || header.read_version() > version_) {
     return RejectLocked("future_version",
                         absl::InvalidArgumentError(absl::StrCat(

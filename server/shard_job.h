@@ -149,7 +149,7 @@ class ShardJob {
 
   // Periodic checkpoints (docs/checkpoints.md). A checkpoint taken at an agreed point: its
   // blocks (values held by reference, as pulls hold them: a push meanwhile writes to a fresh
-  // copy), and its entry with seq, version, clock and min_pushes filled (the file's fields are
+  // copy), and its entry with seq, version, clock and min_steps_pushed filled (the file's fields are
   // the writer's). It is a resume point: it holds no open aggregate (the workers resuming from
   // it push that step again).
   struct TakenCheckpoint {
@@ -360,6 +360,9 @@ class ShardJob {
   std::vector<absl::Time> last_heard_ ABSL_GUARDED_BY(mu_);  // Per worker: its last request.
   std::vector<bool> lost_ ABSL_GUARDED_BY(mu_);              // Per worker: its lease ran out.
   std::vector<int> incarnation_ ABSL_GUARDED_BY(mu_);        // Per worker: the newest seen.
+  // Per worker: the steps it has pushed (its furthest admitted push's clock + 1; a resumed
+  // run's workers start at its resume step).
+  std::vector<int64_t> steps_pushed_ ABSL_GUARDED_BY(mu_);
   std::vector<ArmedCheckpoint> armed_ ABSL_GUARDED_BY(mu_);
   std::vector<ShardCheckpoint> checkpoints_ ABSL_GUARDED_BY(mu_);  // Written, the latest few.
   int64_t failed_checkpoints_ ABSL_GUARDED_BY(mu_) = 0;

@@ -30,6 +30,7 @@ bool CopyFloats(absl::string_view bytes, absl::Span<float> out) {
 // (not copied: an update meanwhile writes to a fresh copy).
 struct ShardJob::CapturedState {
   ShardCheckpointState state;
+  int64_t min_steps_pushed = 0;  // Over the workers.
   std::vector<std::shared_ptr<ValuesReader>> values;  // Per slice.
   std::vector<std::shared_ptr<ValuesReader>> slots;   // Per slice, per slot.
 
@@ -59,6 +60,7 @@ ShardJob::CapturedState ShardJob::CaptureBetweenUpdates() {
     checkpointing_ = true;  // New updates wait at admission...
     mu_.Await(absl::Condition(this, &ShardJob::NothingApplyingLocked));  // ...these finish.
     SaveStateLocked(&captured.state);
+    captured.min_steps_pushed = *std::min_element(steps_pushed_.begin(), steps_pushed_.end());
   }
   // No update starts or is in flight until checkpointing_ is cleared, so the slices hold the
   // state above; pulls go on meanwhile.
@@ -141,9 +143,7 @@ void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
   taken.entry.set_ps_index(ps_index_);
   taken.entry.set_version(state.version());
   taken.entry.set_clock(rule_->checkpoint_clock(state.version()));
-  int64_t min_pushes = state.last_push_id_size() > 0 ? state.last_push_id(0) : 0;
-  for (int64_t pushes : state.last_push_id()) min_pushes = std::min(min_pushes, pushes);
-  taken.entry.set_min_pushes(min_pushes);
+  taken.entry.set_min_steps_pushed(captured.min_steps_pushed);
   taken.blocks = captured.Blocks(/*copy=*/false, "");
   armed.sink(std::move(taken));
 }
@@ -270,6 +270,7 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
   if (!status.ok()) return status;
   ShardJob& resumed = **job;
   absl::MutexLock lock(&resumed.mu_);
+  resumed.steps_pushed_.assign(spec.num_workers(), resume_step);
   resumed.version_ = state->version();
   resumed.updates_started_ = state->updates_started();
   absl::StatusOr<StalenessHistogram> histogram = StalenessHistogram::FromProto(state->staleness());

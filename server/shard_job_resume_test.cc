@@ -80,7 +80,7 @@ TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDi
   }
   EXPECT_EQ(taken->entry.seq(), 1);
   EXPECT_EQ(taken->entry.clock(), ClockAfterEightPushes(mode));
-  EXPECT_EQ(taken->entry.min_pushes(), 2);
+  EXPECT_EQ(taken->entry.min_steps_pushed(), 2);
 
   // Through a file, as a resume reads it.
   absl::StatusOr<std::vector<CheckpointBlock>> blocks =
@@ -161,6 +161,27 @@ TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNo
   ASSERT_EQ(stats.workers_size(), 2);
   EXPECT_EQ(stats.workers(1).last_push_id(), 0);
   EXPECT_EQ(AllValues(resumed->get()), AllValues(job->get()));
+}
+
+// A resumed run counts its workers' steps from the resume step: a checkpoint of it resumes there
+// or later, never at the steps of this run alone.
+TEST(ShardJobResumeRefusalTest, AResumedRunCountsStepsFromItsResumeStep) {
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(
+      CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD), 1, 0);
+  ASSERT_TRUE(job.ok());
+  for (int n = 0; n < 8; ++n) ASSERT_TRUE(PushNumber(job->get(), n).ok());
+  ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
+  spec.set_run_id("run-2");
+  absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
+      ShardJob::Resume(TakeNow(job->get()), spec, 1, 0, /*resume_step=*/2);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  std::optional<ShardJob::TakenCheckpoint> taken;
+  auto keep = [&taken](ShardJob::TakenCheckpoint checkpoint) { taken = std::move(checkpoint); };
+  ASSERT_TRUE((*resumed)->ArmCheckpoint("run-2", 1, -1, keep).ok());
+  EXPECT_EQ(taken->entry.min_steps_pushed(), 2);
+  for (int n = 8; n < 12; ++n) ASSERT_TRUE(PushNumber(resumed->get(), n, 8).ok());  // Step 2.
+  ASSERT_TRUE((*resumed)->ArmCheckpoint("run-2", 2, -1, keep).ok());
+  EXPECT_EQ(taken->entry.min_steps_pushed(), 3);
 }
 
 }  // namespace
