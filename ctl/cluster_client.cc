@@ -18,10 +18,19 @@ namespace {
 // Where Named keeps the call's own message, for Detail.
 constexpr char kDetailPayload[] = "ps.cluster_client.detail";
 
+// How long a channel waits at most between attempts to reach a task that went away: a task
+// started again is reached within this of listening (gRPC's default grows to 2 minutes).
+constexpr int kMaxReconnectBackoffMs = 500;
+
 std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::string>& addresses) {
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs / 5);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs / 5);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& address : addresses) {
-    channels.push_back(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    channels.push_back(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                                 arguments));
   }
   return channels;
 }

@@ -312,9 +312,11 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
 }
 
 // Starts the run on every worker from `first_step`; on a failure, stops it on those started.
+// With `skip_down` (a recovery), a worker that cannot be reached is skipped instead: it is then
+// lost, and rejoins once its daemon is back (LostWorkers).
 absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& client,
                               const JobSpec& spec, int64_t first_step,
-                              const SubmitOptions& options) {
+                              const SubmitOptions& options, bool skip_down = false) {
   StartJobRequest request;
   *request.mutable_spec() = spec;
   *request.mutable_cluster() = cluster.ToProto();
@@ -322,6 +324,10 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
   for (int w = 0; w < client.num_workers(); ++w) {
     absl::StatusOr<StartJobResponse> started = StartOnWorker(
         client, w, request, options.replace || options.resume, absl::Seconds(10));
+    if (!started.ok() && skip_down && absl::IsUnavailable(started.status())) {
+      *options.out << "worker:" << w << " is down: it rejoins the job once it is back\n";
+      continue;
+    }
     if (!started.ok()) {
       if (w > 0) StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
       return absl::Status(started.status().code(),
@@ -356,7 +362,12 @@ std::string RecoveryReason(const ClusterClient& client, const std::string& job_i
   const bool failed = std::any_of(workers.begin(), workers.end(), [](const JobProgress& p) {
     return p.state() == JobProgress::FAILED;
   });
-  return failed ? LostShard(client, job_id) : "";
+  if (!failed) return "";
+  const std::string lost = LostShard(client, job_id);
+  if (lost.empty()) return "";
+  int64_t furthest = 0;
+  for (const JobProgress& worker : workers) furthest = std::max(furthest, worker.step());
+  return absl::StrCat(lost, " at step ", furthest);
 }
 
 // How long a recovery waits for every ps to be up again.
@@ -364,10 +375,11 @@ constexpr absl::Duration kRecoveryDeadline = absl::Seconds(60);
 
 // Recovers the job after a ps lost it (DESIGN.md section 8, "recovery is a rollback"): once
 // every ps is up, stops the run everywhere, restores the job's latest complete checkpoint on
-// every shard as a new run (`spec`'s run_id is renewed) and starts every worker at its step.
-absl::Status Recover(const ClusterSpec& cluster, const ClusterClient& client, JobSpec* spec,
-                     const SubmitOptions& options, const std::string& why,
-                     ResultsWriter* results) {
+// every shard as a new run (`spec`'s run_id is renewed) and starts every worker that is up at
+// its step, which it returns.
+absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, const ClusterClient& client,
+                                JobSpec* spec, const SubmitOptions& options,
+                                const std::string& why, ResultsWriter* results) {
   std::ostream& out = *options.out;
   out << (options.live_line ? "\n" : "") << why
       << ": recovering the job from its latest complete checkpoint\n";
@@ -389,15 +401,15 @@ absl::Status Recover(const ClusterSpec& cluster, const ClusterClient& client, Jo
   if (!restored.ok()) return restored.status();
   SubmitOptions restart = options;
   restart.replace = true;  // The workers of the run stopped may still be ending it.
-  absl::Status started =
-      StartEveryWorker(cluster, client, *spec, restored->resume_step(), restart);
+  absl::Status started = StartEveryWorker(cluster, client, *spec, restored->resume_step(),
+                                          restart, /*skip_down=*/true);
   if (!started.ok()) return started;
   const std::string line =
       absl::StrCat("recovered: the job goes on from checkpoint ", restored->name(), " at step ",
                    restored->resume_step(), " as run ", spec->run_id());
   out << line << "\n";
   results->RecordEvent("recovered", "", line);
-  return absl::OkStatus();
+  return restored->resume_step();
 }
 
 // Follows the run to its end: progress lines, checkpoints, the results, and stopping it
@@ -408,14 +420,14 @@ absl::Status Recover(const ClusterSpec& cluster, const ClusterClient& client, Jo
 absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
                        const JobSpec& spec, const SubmitOptions& options,
                        CheckpointCoordinator& checkpoints, ResultsWriter* results,
-                       absl::Time start, std::string* recover) {
+                       absl::Time start, int64_t first_step, std::string* recover) {
   std::ostream& out = *options.out;
   bool interrupted = false;
   Follower follower(client, spec.job_id(), results);
   absl::Time last_line = absl::InfinitePast();
   bool stopped = false;
   std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
-  LostWorkers lost(cluster, client, spec, out, results,
+  LostWorkers lost(cluster, client, spec, first_step, out, results,
                    [&follower, &spec](int worker) { follower.Refollow(worker, spec.job_id()); });
   while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
     // On an interrupt, or once a worker failed that the job cannot go on without (the others
@@ -543,13 +555,16 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     *options.out << spec.job_id() << "\n";
     return absl::OkStatus();
   }
+  int64_t first_step = run->first_step;
   while (true) {
     std::string recover;
     status = FollowJob(cluster, **client, spec, options, *checkpoints, results.get(), start,
-                       &recover);
+                       first_step, &recover);
     if (recover.empty()) return status;
-    status = Recover(cluster, **client, &spec, options, recover, results.get());
-    if (!status.ok()) return status;
+    absl::StatusOr<int64_t> recovered =
+        Recover(cluster, **client, &spec, options, recover, results.get());
+    if (!recovered.ok()) return recovered.status();
+    first_step = *recovered;
     checkpoints = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);
     checkpoints->set_results(results.get());
   }

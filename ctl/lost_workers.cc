@@ -1,5 +1,6 @@
 #include "ctl/lost_workers.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -33,11 +34,12 @@ bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
 }
 
 LostWorkers::LostWorkers(const ClusterSpec& cluster, const ClusterClient& client,
-                         const JobSpec& spec, std::ostream& out, ResultsWriter* results,
-                         std::function<void(int)> refollow)
+                         const JobSpec& spec, int64_t first_step, std::ostream& out,
+                         ResultsWriter* results, std::function<void(int)> refollow)
     : cluster_(cluster),
       client_(client),
       spec_(spec),
+      first_step_(first_step),
       out_(out),
       results_(results),
       refollow_(std::move(refollow)) {}
@@ -90,7 +92,7 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
 bool LostWorkers::TryRejoin(const JobProgress& last) {
   const int worker = last.worker();
   if (!client_.GetWorkerStatus(worker).ok()) return false;  // Still down.
-  int64_t first_step = last.step();
+  int64_t first_step = std::max(first_step_, last.step());
   if (spec_.consistency().mode() == ConsistencyConfig::SYNC) {
     absl::StatusOr<JobStats> stats = client_.GetJobStats(0, spec_.job_id());
     if (!stats.ok()) return false;

@@ -30,8 +30,11 @@ class LostWorkers {
  public:
   // `refollow(worker)` follows a worker again once it has been started anew. The references
   // must outlive this.
+  // `first_step`: where the run's workers started (a worker that rejoins before it has
+  // reported a step starts there).
   LostWorkers(const ClusterSpec& cluster, const ClusterClient& client, const JobSpec& spec,
-              std::ostream& out, ResultsWriter* results, std::function<void(int)> refollow);
+              int64_t first_step, std::ostream& out, ResultsWriter* results,
+              std::function<void(int)> refollow);
 
   // Takes the workers' latest progress and those `gone` (their stream broke: the daemon or its
   // host died). A worker gone is lost: the job goes on without it, or, SYNC without backup
@@ -55,6 +58,7 @@ class LostWorkers {
   const ClusterSpec& cluster_;
   const ClusterClient& client_;
   const JobSpec& spec_;
+  const int64_t first_step_;
   std::ostream& out_;
   ResultsWriter* const results_;
   const std::function<void(int)> refollow_;
