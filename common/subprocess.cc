@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -112,6 +113,17 @@ absl::StatusOr<int> PickUnusedPort() {
   close(fd);
   if (port <= 0) return absl::InternalError("cannot find an unused port");
   return port;
+}
+
+absl::StatusOr<std::vector<int>> PickUnusedPorts(int count) {
+  std::vector<int> ports;
+  std::set<int> seen;
+  while (static_cast<int>(ports.size()) < count) {
+    absl::StatusOr<int> port = PickUnusedPort();
+    if (!port.ok()) return port.status();
+    if (seen.insert(*port).second) ports.push_back(*port);
+  }
+  return ports;
 }
 
 absl::StatusOr<int> WaitForPortFile(const std::string& path, absl::Duration timeout) {

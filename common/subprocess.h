@@ -47,6 +47,8 @@ class Subprocess {
 // A TCP port on 127.0.0.1 that nothing listens on right now (bound, then released), for
 // daemons whose ClusterSpec must name their ports in advance.
 absl::StatusOr<int> PickUnusedPort();
+// `count` such ports, all different (a port released by one pick may come back from the next).
+absl::StatusOr<std::vector<int>> PickUnusedPorts(int count);
 
 // Waits until `path` holds a port number (a server's --port_file), or the timeout.
 absl::StatusOr<int> WaitForPortFile(const std::string& path, absl::Duration timeout);

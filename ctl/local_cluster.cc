@@ -40,18 +40,15 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                                                     error.message()));
   }
   ClusterDef def;
-  std::set<int> ports;  // A port released by PickUnusedPort may come back from the next call.
+  absl::StatusOr<std::vector<int>> ports = PickUnusedPorts(options.num_ps + options.num_workers);
+  if (!ports.ok()) return ports.status();
+  size_t next = 0;
   for (const auto& [job, count] : {std::make_pair(std::string(kPsJob), options.num_ps),
                                    std::make_pair(std::string(kWorkerJob), options.num_workers)}) {
     ClusterJob* cluster_job = def.add_jobs();
     cluster_job->set_name(job);
     for (int i = 0; i < count; ++i) {
-      absl::StatusOr<int> port;
-      do {
-        port = PickUnusedPort();
-        if (!port.ok()) return port.status();
-      } while (!ports.insert(*port).second);
-      cluster_job->add_tasks(absl::StrCat("127.0.0.1:", *port));
+      cluster_job->add_tasks(absl::StrCat("127.0.0.1:", (*ports)[next++]));
     }
   }
   absl::StatusOr<ClusterSpec> cluster = ClusterSpec::FromProto(def);

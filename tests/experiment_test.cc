@@ -132,11 +132,9 @@ TEST(ExperimentTest, CiSweepRunsEndToEndResumesAndItsReportHoldsEveryPlot) {
 TEST(ExperimentTest, TheCiSweepRunsOnARunningCluster) {
   const std::string dir = TestDir();
   std::vector<std::string> addresses;
-  for (int i = 0; i < 4; ++i) {
-    absl::StatusOr<int> port = PickUnusedPort();
-    ASSERT_TRUE(port.ok()) << port.status();
-    addresses.push_back(absl::StrCat("\"127.0.0.1:", *port, "\""));
-  }
+  absl::StatusOr<std::vector<int>> ports = PickUnusedPorts(4);
+  ASSERT_TRUE(ports.ok()) << ports.status();
+  for (int port : *ports) addresses.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
   WriteFile(dir + "/cluster.json",
             absl::StrCat(R"({"cluster": {"ps": [)", addresses[0], ", ", addresses[1],
                          R"(], "worker": [)", addresses[2], ", ", addresses[3], "]}}"));

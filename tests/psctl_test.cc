@@ -325,11 +325,9 @@ class PsctlClusterTest : public ::testing::Test {
   void SetUp() override {
     dir_ = TestDir();
     results_ = dir_ + "/results";
-    for (int i = 0; i < 4; ++i) {
-      absl::StatusOr<int> port = PickUnusedPort();
-      ASSERT_TRUE(port.ok()) << port.status();
-      addresses_.push_back(absl::StrCat("127.0.0.1:", *port));
-    }
+    absl::StatusOr<std::vector<int>> ports = PickUnusedPorts(4);
+    ASSERT_TRUE(ports.ok()) << ports.status();
+    for (int port : *ports) addresses_.push_back(absl::StrCat("127.0.0.1:", port));
     spec_path_ = WriteSpec("cluster", addresses_);
     const std::pair<const char*, const char*> kTasks[] = {
         {kPsServer, "ps:0"}, {kPsServer, "ps:1"}, {kPsWorker, "worker:0"}, {kPsWorker, "worker:1"}};

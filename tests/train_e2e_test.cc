@@ -30,11 +30,9 @@ class TrainEndToEndTest : public ::testing::Test {
  protected:
   void SetUp() override {
     std::vector<std::string> addresses;
-    for (int i = 0; i < 4; ++i) {
-      absl::StatusOr<int> port = PickUnusedPort();
-      ASSERT_TRUE(port.ok()) << port.status();
-      addresses.push_back(absl::StrCat("127.0.0.1:", *port));
-    }
+    absl::StatusOr<std::vector<int>> ports = PickUnusedPorts(4);
+    ASSERT_TRUE(ports.ok()) << ports.status();
+    for (int port : *ports) addresses.push_back(absl::StrCat("127.0.0.1:", port));
     std::string json = absl::StrCat(R"({"ps": [")", addresses[0], R"(", ")", addresses[1],
                                     R"("], "worker": [")", addresses[2], R"(", ")",
                                     addresses[3], R"("]})");
