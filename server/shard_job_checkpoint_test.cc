@@ -48,8 +48,7 @@ absl::Status PushNumber(ShardJob* job, int n, uint32_t seed) {
 std::string StatsBytes(ShardJob* job) { return job->Stats().SerializeAsString(); }
 
 class ShardJobCheckpointTest
-    : public ::testing::TestWithParam<std::tuple<ConsistencyConfig::Mode, OptimizerConfig::Kind>> {
-};
+    : public ::testing::TestWithParam<ModeAndOptimizer> {};
 
 TEST_P(ShardJobCheckpointTest, ARestoredShardIsTheShardItWasAndGoesOnTheSame) {
   const auto [mode, optimizer] = GetParam();
@@ -78,16 +77,8 @@ TEST_P(ShardJobCheckpointTest, ARestoredShardIsTheShardItWasAndGoesOnTheSame) {
   EXPECT_EQ(StatsBytes(restored->get()), StatsBytes(job->get()));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryModeAndOptimizer, ShardJobCheckpointTest,
-    ::testing::Combine(::testing::Values(ConsistencyConfig::SYNC, ConsistencyConfig::ASYNC,
-                                         ConsistencyConfig::SSP, ConsistencyConfig::SOFTSYNC),
-                       ::testing::Values(OptimizerConfig::SGD, OptimizerConfig::MOMENTUM,
-                                         OptimizerConfig::ADAGRAD, OptimizerConfig::ADAM)),
-    [](const auto& info) {
-      return absl::StrCat(ConsistencyConfig::Mode_Name(std::get<0>(info.param)), "_",
-                          OptimizerConfig::Kind_Name(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(EveryModeAndOptimizer, ShardJobCheckpointTest,
+                         EveryModeAndOptimizer(), ModeAndOptimizerName);
 
 // Checkpoints taken while two workers push (ASYNC) fall between updates: the values are exactly
 // `version` updates from the start and the statistics say as many, never an update half on.

@@ -57,8 +57,7 @@ int64_t ClockAfterEightPushes(ConsistencyConfig::Mode mode) {
 }
 
 class ShardJobResumeTest
-    : public ::testing::TestWithParam<std::tuple<ConsistencyConfig::Mode, OptimizerConfig::Kind>> {
-};
+    : public ::testing::TestWithParam<ModeAndOptimizer> {};
 
 TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDid) {
   const auto [mode, optimizer] = GetParam();
@@ -98,16 +97,8 @@ TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDi
   EXPECT_EQ((*resumed)->Stats().step(), (*job)->Stats().step());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EveryModeAndOptimizer, ShardJobResumeTest,
-    ::testing::Combine(::testing::Values(ConsistencyConfig::SYNC, ConsistencyConfig::ASYNC,
-                                         ConsistencyConfig::SSP, ConsistencyConfig::SOFTSYNC),
-                       ::testing::Values(OptimizerConfig::SGD, OptimizerConfig::MOMENTUM,
-                                         OptimizerConfig::ADAGRAD, OptimizerConfig::ADAM)),
-    [](const auto& info) {
-      return absl::StrCat(ConsistencyConfig::Mode_Name(std::get<0>(info.param)), "_",
-                          OptimizerConfig::Kind_Name(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(EveryModeAndOptimizer, ShardJobResumeTest, EveryModeAndOptimizer(),
+                         ModeAndOptimizerName);
 
 std::vector<CheckpointBlock> TakeNow(ShardJob* job) {
   std::vector<CheckpointBlock> blocks;

@@ -2,6 +2,8 @@
 #ifndef PS_SERVER_SHARD_JOB_TESTING_H_
 #define PS_SERVER_SHARD_JOB_TESTING_H_
 
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -41,6 +43,20 @@ inline ParameterSpec CheckpointTestSpec(ConsistencyConfig::Mode mode,
   spec.set_seed(11);
   spec.set_min_slice_bytes(16);
   return spec;
+}
+
+// Parameters of the tests run for every consistency mode with every optimizer.
+using ModeAndOptimizer = std::tuple<ConsistencyConfig::Mode, OptimizerConfig::Kind>;
+inline auto EveryModeAndOptimizer() {
+  return ::testing::Combine(::testing::Values(ConsistencyConfig::SYNC, ConsistencyConfig::ASYNC,
+                                              ConsistencyConfig::SSP, ConsistencyConfig::SOFTSYNC),
+                            ::testing::Values(OptimizerConfig::SGD, OptimizerConfig::MOMENTUM,
+                                              OptimizerConfig::ADAGRAD, OptimizerConfig::ADAM));
+}
+// "SYNC_ADAM": a test's name for its parameters.
+inline std::string ModeAndOptimizerName(const ::testing::TestParamInfo<ModeAndOptimizer>& info) {
+  return ConsistencyConfig::Mode_Name(std::get<0>(info.param)) + "_" +
+         OptimizerConfig::Kind_Name(std::get<1>(info.param));
 }
 
 // Every value the shard holds, slice after slice, as a pull of the job's run reads them now.
