@@ -221,7 +221,7 @@ absl::Status ShardJob::CheckIncarnationLocked(int worker, int incarnation, int64
   incarnation_[worker] = incarnation;
   last_push_id_[worker] = 0;
   lost_[worker] = false;
-  last_heard_[worker] = absl::Now();
+  HeardLocked(worker);
   rule_->Rejoin(worker, clock);
   return absl::OkStatus();
 }
@@ -229,7 +229,7 @@ absl::Status ShardJob::CheckIncarnationLocked(int worker, int incarnation, int64
 absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHeader& header,
                                                              PushResponse* response) {
   const std::string prefix = JobPrefix(spec_.job_id());
-  last_heard_[header.worker()] = absl::Now();
+  HeardLocked(header.worker());
   steps_pushed_[header.worker()] =
       std::max(steps_pushed_[header.worker()], header.clock() + 1);
   if (header.read_version() < 0 || header.read_version() > version_) {
@@ -274,9 +274,10 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
     // Checked again where the push is admitted, since a retry may arrive while the first
     // attempt is still being handled; this early check skips the work for most retries.
     absl::MutexLock lock(&mu_);
-    if (header.incarnation() == incarnation_[worker] && header.push_id() <= last_push_id_[worker]) {
-      return DuplicateLocked();
-    }
+    absl::Status incarnation =
+        CheckIncarnationLocked(worker, header.incarnation(), header.clock());
+    if (!incarnation.ok()) return incarnation;
+    if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
   }
   if (!spec_.allow_non_finite() && !known_finite) {
     std::string where = FindNonFinite(gradient);

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/job_schema.h"  // JobPrefix, for every message about a job.
@@ -249,6 +250,11 @@ class ShardJob {
   // the rule's Rejoin at `clock`); an older one is FAILED_PRECONDITION, counted.
   absl::Status CheckIncarnationLocked(int worker, int incarnation, int64_t clock)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Notes a sign of `worker`'s life for its lease; reads the clock only when the job has leases
+  // (it runs on every pull and push).
+  void HeardLocked(int worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (spec_.worker_lease_ms() > 0) last_heard_[worker] = absl::Now();
+  }
   // The checks of a push's run, worker and push_id; counted.
   absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;

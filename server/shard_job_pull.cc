@@ -65,7 +65,7 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
       status = CheckIncarnationLocked(request.worker(), request.incarnation(), request.clock());
     }
     if (status.ok()) {
-      if (!observer) last_heard_[request.worker()] = absl::Now();
+      if (!observer) HeardLocked(request.worker());
       if (!rule_->PullReady(request)) {
         int64_t id = next_waiter_id_++;
         waiters_.emplace(id, Waiter{request, std::move(done)});
