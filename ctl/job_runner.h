@@ -41,10 +41,6 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& spec,
 // Asks every worker to stop `job_id` and deletes it on every ps. NOT_FOUND if no task knows it.
 absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& job_id);
 
-// A report of every task (up or down, its jobs), and of `job_id` when given: each worker's
-// step, each shard's version and step, the staleness summary, and whom a barrier waits for.
-std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id);
-
 }  // namespace ps
 
 #endif  // PS_CTL_JOB_RUNNER_H_

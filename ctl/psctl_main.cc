@@ -34,6 +34,7 @@
 #include "common/job_spec.h"
 #include "ctl/checkpoint_export.h"
 #include "ctl/cluster_probe.h"
+#include "ctl/cluster_status.h"
 #include "ctl/experiment.h"
 #include "ctl/job_runner.h"
 #include "ctl/local_cluster.h"
