@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_deadline.h"
+#include "common/grpc_reconnect.h"
 #include "common/grpc_status.h"
 #include "common/host_port.h"
 
@@ -56,11 +57,7 @@ absl::StatusOr<std::unique_ptr<PsConnections>> PsConnections::Create(
       arguments.SetMaxSendMessageSize(options.max_message_bytes);
       // A distinct argument per connection keeps gRPC from sharing one TCP connection.
       arguments.SetInt("ps.connection_index", c);
-      const int reconnect_ms = static_cast<int>(
-          absl::ToInt64Milliseconds(std::max(options.max_reconnect_backoff, absl::Milliseconds(1))));
-      arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, reconnect_ms));
-      arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(100, reconnect_ms));
-      arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, reconnect_ms);
+      SetQuickReconnect(&arguments, options.max_reconnect_backoff);
       Connection connection;
       connection.channel = grpc::CreateCustomChannel(
           address->ToString(), grpc::InsecureChannelCredentials(), arguments);

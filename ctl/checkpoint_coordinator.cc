@@ -200,7 +200,10 @@ void CheckpointCoordinator::Complete(const Armed& armed,
   const std::string line = absl::StrCat("checkpoint ", armed.seq, " complete: ", manifest.name(),
                                         ", resumes at step ", manifest.resume_step());
   out_ << line << "\n";
-  if (results_ != nullptr) results_->RecordEvent("checkpoint_complete", "", line);
+  if (results_ != nullptr) {
+    results_->RecordEvent(
+        {"checkpoint_complete", "", manifest.resume_step(), manifest.name(), -1, line});
+  }
   last_complete_ = std::move(manifest);
 }
 
@@ -209,7 +212,7 @@ void CheckpointCoordinator::Abandon(const Armed& armed, const std::string& why) 
   const std::string line =
       absl::StrCat("checkpoint ", armed.seq, " abandoned (training goes on): ", why);
   out_ << line << "\n";
-  if (results_ != nullptr) results_->RecordEvent("checkpoint_abandoned", "", line);
+  if (results_ != nullptr) results_->RecordEvent({"checkpoint_abandoned", "", -1, "", -1, line});
 }
 
 }  // namespace ps

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "common/grpc_deadline.h"
+#include "common/grpc_reconnect.h"
 #include "common/grpc_status.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps_service.grpc.pb.h"
@@ -18,15 +19,12 @@ namespace {
 // Where Named keeps the call's own message, for Detail.
 constexpr char kDetailPayload[] = "ps.cluster_client.detail";
 
-// How long a channel waits at most between attempts to reach a task that went away: a task
-// started again is reached within this of listening (gRPC's default grows to 2 minutes).
-constexpr int kMaxReconnectBackoffMs = 500;
+// How long a channel waits at most between attempts to reach a task that went away.
+constexpr absl::Duration kMaxReconnectBackoff = absl::Milliseconds(500);
 
 std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::string>& addresses) {
   grpc::ChannelArguments arguments;
-  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs / 5);
-  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs / 5);
-  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kMaxReconnectBackoffMs);
+  SetQuickReconnect(&arguments, kMaxReconnectBackoff);
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& address : addresses) {
     channels.push_back(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -281,35 +282,52 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
   return absl::OkStatus();
 }
 
-// Why the run cannot go on as it is: a ps that is down, or that no longer holds the job (it
-// was started again and lost the job's state); "" when every ps holds it.
-std::string LostShard(const ClusterClient& client, const std::string& job_id) {
+// A ps the run cannot go on with: it is down, or it was started again and lost the job.
+struct LostShard {
+  int ps = -1;
+  bool down = false;
+  std::string why;  // "ps:1 is down (...)", "ps:1 no longer holds the job (...)".
+};
+
+// The first ps the run cannot go on with, if any.
+std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id) {
   for (int ps = 0; ps < client.num_ps(); ++ps) {
     absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
     if (!jobs.ok()) {
-      return absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")");
+      return LostShard{ps, true,
+                       absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()),
+                                    ")")};
     }
     if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) ==
         jobs->job_ids().end()) {
-      return absl::StrCat("ps:", ps, " no longer holds the job (it was started again)");
+      return LostShard{ps, false,
+                       absl::StrCat("ps:", ps, " no longer holds the job (it was started again)")};
     }
   }
-  return "";
+  return std::nullopt;
 }
 
-// Why the run is to be recovered (LostShard) when a worker failed because a ps lost the job:
-// then the run goes back to a checkpoint, rather than the worker being lost; else "".
-std::string RecoveryReason(const ClusterClient& client, const std::string& job_id,
-                           const std::vector<JobProgress>& workers) {
+// Why a run is to be recovered, and where it was.
+struct Recovery {
+  LostShard shard;
+  int64_t at_step = 0;  // The furthest step a worker had reached.
+};
+
+// When a worker failed because a ps lost the job, the run is to be recovered (rolled back to a
+// checkpoint) rather than the worker being lost: says why; else nullopt.
+std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::string& job_id,
+                                       const std::vector<JobProgress>& workers) {
   const bool failed = std::any_of(workers.begin(), workers.end(), [](const JobProgress& p) {
     return p.state() == JobProgress::FAILED;
   });
-  if (!failed) return "";
-  const std::string lost = LostShard(client, job_id);
-  if (lost.empty()) return "";
-  int64_t furthest = 0;
-  for (const JobProgress& worker : workers) furthest = std::max(furthest, worker.step());
-  return absl::StrCat(lost, " at step ", furthest);
+  if (!failed) return std::nullopt;
+  std::optional<LostShard> lost = FindLostShard(client, job_id);
+  if (!lost.has_value()) return std::nullopt;
+  Recovery recovery{*std::move(lost)};
+  for (const JobProgress& worker : workers) {
+    recovery.at_step = std::max(recovery.at_step, worker.step());
+  }
+  return recovery;
 }
 
 // How long a recovery waits for every ps to be up again.
@@ -321,18 +339,19 @@ constexpr absl::Duration kRecoveryDeadline = absl::Seconds(60);
 // its step, which it returns.
 absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, const ClusterClient& client,
                                 JobSpec* spec, const SubmitOptions& options,
-                                const std::string& why, ResultsWriter* results) {
+                                const Recovery& recovery, ResultsWriter* results) {
   std::ostream& out = *options.out;
-  out << (options.live_line ? "\n" : "") << why
+  const std::string task = absl::StrCat("ps:", recovery.shard.ps);
+  out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step " << recovery.at_step
       << ": recovering the job from its latest complete checkpoint\n";
-  results->RecordEvent("recovering", "", why);
+  results->RecordEvent({"recovering", task, recovery.at_step, "", -1, recovery.shard.why});
   const absl::Time deadline = absl::Now() + kRecoveryDeadline;
-  for (std::string lost = LostShard(client, spec->job_id());
-       absl::StrContains(lost, " is down"); lost = LostShard(client, spec->job_id())) {
+  for (std::optional<LostShard> lost = FindLostShard(client, spec->job_id());
+       lost.has_value() && lost->down; lost = FindLostShard(client, spec->job_id())) {
     if (absl::Now() >= deadline) {
       StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
       return absl::UnavailableError(absl::StrCat(
-          lost, " and did not come back within ", absl::FormatDuration(kRecoveryDeadline),
+          lost->why, " and did not come back within ", absl::FormatDuration(kRecoveryDeadline),
           "; the job was stopped (start that ps again, then submit the job with --resume)"));
     }
     absl::SleepFor(absl::Milliseconds(500));
@@ -346,23 +365,26 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, const ClusterClient&
   absl::Status started = StartEveryWorker(cluster, client, *spec, restored->resume_step(),
                                           restart, /*skip_down=*/true);
   if (!started.ok()) return started;
-  const std::string line =
-      absl::StrCat("recovered: the job goes on from checkpoint ", restored->name(), " at step ",
-                   restored->resume_step(), " as run ", spec->run_id());
+  const int64_t steps_lost = std::max<int64_t>(0, recovery.at_step - restored->resume_step());
+  const std::string line = absl::StrCat(
+      "recovered: the job goes on from checkpoint ", restored->name(), " at step ",
+      restored->resume_step(), " as run ", spec->run_id(), " (", steps_lost, " steps done again)");
   out << line << "\n";
-  results->RecordEvent("recovered", "", line);
+  results->RecordEvent(
+      {"recovered", task, restored->resume_step(), restored->name(), steps_lost, line});
   return restored->resume_step();
 }
 
 // Follows the run to its end: progress lines, checkpoints, the results, and stopping it
 // everywhere on an interrupt or on a failed worker the job cannot go on without (one it can is
 // lost: said, and listed in the summary). Returns as SubmitJob does; but when a worker failed
-// because a ps lost the job and the job has checkpoints, returns at once with `*recover` saying
-// why (the run is to be recovered: see Recover).
+// because a ps lost the job and the job has checkpoints, returns at once with `*recover` set
+// (the run is to be recovered: see Recover).
 absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
                        const JobSpec& spec, const SubmitOptions& options,
                        CheckpointCoordinator& checkpoints, ResultsWriter* results,
-                       absl::Time start, int64_t first_step, std::string* recover) {
+                       absl::Time start, int64_t first_step,
+                       std::optional<Recovery>* recover) {
   std::ostream& out = *options.out;
   bool interrupted = false;
   Follower follower(client, spec.job_id(), results);
@@ -381,8 +403,8 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
       reason = "interrupted";
     }
     if (!stopped && reason.empty() && checkpoints.enabled()) {
-      *recover = RecoveryReason(client, spec.job_id(), follower.Last());
-      if (!recover->empty()) return absl::OkStatus();
+      *recover = RecoveryNeeded(client, spec.job_id(), follower.Last());
+      if (recover->has_value()) return absl::OkStatus();
     }
     if (!stopped) {
       std::string lost_reason = lost.Update(follower.Last(), follower.Gone(), absl::Now());
@@ -392,7 +414,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
       stopped = true;
       out << (options.live_line ? "\n" : "") << reason << ": stopping job " << spec.job_id()
           << " everywhere\n";
-      results->RecordEvent("stopped", "", reason);
+      results->RecordEvent({"stopped", "", -1, "", -1, reason});
       // The shards' statistics and parameters go into the results first; then the job
       // leaves the shards, which ends the pulls still parked there (a SYNC barrier, an SSP
       // bound), so that the workers that are left stop at once.
@@ -414,8 +436,8 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
   }
   std::vector<JobProgress> last = follower.Last();
   if (!stopped && checkpoints.enabled()) {  // Every worker may have failed at once.
-    *recover = RecoveryReason(client, spec.job_id(), last);
-    if (!recover->empty()) return absl::OkStatus();
+    *recover = RecoveryNeeded(client, spec.job_id(), last);
+    if (recover->has_value()) return absl::OkStatus();
   }
   out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
   bool all_done = true;  // Every worker but those lost.
@@ -485,9 +507,9 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     }
     checkpoints->set_results(results.get());
     if (!run->checkpoint.empty()) {
-      results->RecordEvent("resumed", "",
-                           absl::StrCat("from checkpoint ", run->checkpoint, " at step ",
-                                        run->first_step));
+      results->RecordEvent({"resumed", "", run->first_step, run->checkpoint, -1,
+                            absl::StrCat("from checkpoint ", run->checkpoint, " at step ",
+                                         run->first_step)});
     }
   }
   const absl::Time start = absl::Now();
@@ -499,12 +521,12 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   }
   int64_t first_step = run->first_step;
   while (true) {
-    std::string recover;
+    std::optional<Recovery> recover;
     status = FollowJob(cluster, **client, spec, options, *checkpoints, results.get(), start,
                        first_step, &recover);
-    if (recover.empty()) return status;
+    if (!recover.has_value()) return status;
     absl::StatusOr<int64_t> recovered =
-        Recover(cluster, **client, &spec, options, recover, results.get());
+        Recover(cluster, **client, &spec, options, *recover, results.get());
     if (!recovered.ok()) return recovered.status();
     first_step = *recovered;
     checkpoints = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);

@@ -67,8 +67,7 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
                        : absl::StrCat("SYNC waits up to ", absl::FormatDuration(wait),
                                       " for it to return: start its daemon again"))
            << "\n";
-      results_->RecordEvent("worker_lost", task,
-                            absl::StrCat("at step ", progress->step(), ": ", progress->error()));
+      results_->RecordEvent({"worker_lost", task, progress->step(), "", -1, progress->error()});
     } else if (waits && time - lost_at_[progress->worker()] > wait) {
       lost_.erase(progress->worker());  // No longer waited for: the job fails with it.
       return absl::StrCat(task, " did not return within ", absl::FormatDuration(wait));
@@ -109,7 +108,7 @@ bool LostWorkers::TryRejoin(const JobProgress& last) {
       absl::StrCat("worker:", worker, " is back: it rejoins the job at step ", first_step,
                    " (incarnation ", incarnations_[worker], ")");
   out_ << line << "\n";
-  results_->RecordEvent("worker_rejoined", absl::StrCat("worker:", worker), line);
+  results_->RecordEvent({"worker_rejoined", absl::StrCat("worker:", worker), first_step, "", -1, line});
   return true;
 }
 

@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(
   if (!eval.ok()) return eval.status();
   writer->eval_ = *std::move(eval);
   absl::StatusOr<std::unique_ptr<AppendableFile>> events =
-      NewCsv(options.fs, dir + "/events.csv", "time_s,event,task,detail\n");
+      NewCsv(options.fs, dir + "/events.csv", "time_s,event,task,step,checkpoint,steps_lost,detail\n");
   if (!events.ok()) return events.status();
   writer->events_ = *std::move(events);
   return writer;
@@ -112,12 +112,13 @@ void ResultsWriter::RecordProgress(const JobProgress& progress) {
   }
 }
 
-void ResultsWriter::RecordEvent(const std::string& event, const std::string& task,
-                                const std::string& detail) {
+void ResultsWriter::RecordEvent(const JobEvent& event) {
+  auto number = [](int64_t n) { return n < 0 ? std::string() : absl::StrCat(n); };
   std::ostringstream row;
   // The detail is free text: quoted, its quotes doubled (RFC 4180).
-  row << absl::ToDoubleSeconds(absl::Now() - start_) << "," << event << "," << task << ",\""
-      << absl::StrReplaceAll(detail, {{"\"", "\"\""}, {"\n", " "}}) << "\"\n";
+  row << absl::ToDoubleSeconds(absl::Now() - start_) << "," << event.event << "," << event.task
+      << "," << number(event.step) << "," << event.checkpoint << "," << number(event.steps_lost)
+      << ",\"" << absl::StrReplaceAll(event.detail, {{"\"", "\"\""}, {"\n", " "}}) << "\"\n";
   absl::MutexLock lock(&mu_);
   AppendRow(events_.get(), row.str());
 }

@@ -2,6 +2,7 @@
 //   job.json        the JobSpec, the ClusterSpec and the software version
 //   metrics.csv     time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness
 //   eval.csv        time_s,step,loss,accuracy,examples (the chief's evaluations)
+//   events.csv      time_s,event,task,step,checkpoint,steps_lost,detail (JobEvent)
 //   staleness.csv   shard,worker,staleness,count (histograms of applied gradients)
 //   summary.json    final loss and accuracy, steps, wall time, throughput, staleness, drops
 //   params/*.npy    the final parameters, one NumPy file per variable
@@ -27,6 +28,18 @@
 
 namespace ps {
 
+// What happened to a run besides its steps: one row of events.csv.
+struct JobEvent {
+  // "resumed", "checkpoint_complete", "checkpoint_abandoned", "worker_lost",
+  // "worker_rejoined", "recovering", "recovered", "stopped".
+  std::string event;
+  std::string task;        // The task it concerns ("ps:1", "worker:2"), or empty.
+  int64_t step = -1;       // The step it happened at, or a run resumes at; -1: none.
+  std::string checkpoint;  // The checkpoint completed, resumed or rolled back to; or empty.
+  int64_t steps_lost = -1; // "recovered": the steps done again (rolled back); -1: none.
+  std::string detail;      // Free text: why, and what comes next.
+};
+
 struct ResultsWriterOptions {
   // Where every file is written (job.json, staleness.csv, summary.json and params/*.npy
   // atomically); a test passes one that injects faults.
@@ -49,11 +62,9 @@ class ResultsWriter {
   // One metrics.csv row; an eval.csv row when the chief reports a new evaluation. A row that
   // cannot be written is dropped, and the error kept for WriteSummary.
   void RecordProgress(const JobProgress& progress) ABSL_LOCKS_EXCLUDED(mu_);
-  // One events.csv row: what happened to the run besides its steps ("checkpoint_complete",
-  // "checkpoint_abandoned", "resumed", "worker_lost", "stopped"), the task it concerns (may be
-  // empty) and a detail. A row that cannot be written is kept for WriteSummary, as above.
-  void RecordEvent(const std::string& event, const std::string& task, const std::string& detail)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // One events.csv row, its time now. A row that cannot be written is kept for WriteSummary,
+  // as above.
+  void RecordEvent(const JobEvent& event) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteStaleness(const std::vector<JobStats>& shards);
   absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values);
   // summary.json from the workers' last updates and the shards' statistics. Then the first

@@ -145,16 +145,16 @@ TEST(ResultsWriterTest, EventsAreRowsWithTheirDetailQuoted) {
   std::string dir = Dir("events");
   absl::StatusOr<std::unique_ptr<ResultsWriter>> writer = ResultsWriter::Create(dir, false);
   ASSERT_TRUE(writer.ok()) << writer.status();
-  (*writer)->RecordEvent("worker_lost", "worker:1", "step 40: lost the \"progress\" stream");
-  (*writer)->RecordEvent("checkpoint_complete", "", "r-000001, resumes at step 100");
+  (*writer)->RecordEvent(
+      {"worker_lost", "worker:1", 40, "", -1, "step 40: lost the \"progress\" stream"});
+  (*writer)->RecordEvent({"recovered", "ps:1", 100, "r-000001", 37, "goes on"});
   const std::string text = Read(dir + "/events.csv");
   std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u) << text;
-  EXPECT_EQ(lines[0], "time_s,event,task,detail");
+  EXPECT_EQ(lines[0], "time_s,event,task,step,checkpoint,steps_lost,detail");
   EXPECT_THAT(lines[1], ::testing::EndsWith(
-                            ",worker_lost,worker:1,\"step 40: lost the \"\"progress\"\" stream\""));
-  EXPECT_THAT(lines[2],
-              ::testing::EndsWith(",checkpoint_complete,,\"r-000001, resumes at step 100\""));
+                            ",worker_lost,worker:1,40,,,\"step 40: lost the \"\"progress\"\" stream\""));
+  EXPECT_THAT(lines[2], ::testing::EndsWith(",recovered,ps:1,100,r-000001,37,\"goes on\""));
 }
 
 TEST(ResultsWriterTest, AFullDiskFailsTheWriteNamingTheFileAndTheFix) {

@@ -131,7 +131,7 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request) {
   if (!blocks.ok()) return blocks.status();
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
       ShardJob::Resume(*blocks, request.spec(), options_.num_ps, options_.ps_index,
-                       manifest.resume_step());
+                       manifest.name(), manifest.resume_step());
   if (!resumed.ok()) return resumed.status();
   std::shared_ptr<ShardJob> job = *std::move(resumed);
   {

@@ -485,6 +485,9 @@ JobStats ShardJob::Stats() const {
   for (const ShardCheckpoint& checkpoint : checkpoints_) *stats.add_checkpoints() = checkpoint;
   stats.set_failed_checkpoints(failed_checkpoints_);
   stats.set_checkpoint_clock(rule_->checkpoint_clock(version_));
+  stats.set_restored_from(restored_from_);
+  stats.set_restored_version(restored_version_);
+  stats.set_restored_step(restored_step_);
   return stats;
 }
 

@@ -172,10 +172,11 @@ class ShardJob {
   // new run's (its run_id and number of workers; the rest must be the checkpoint's, else
   // FAILED_PRECONDITION saying what differs). Values, optimizer state, version, schedule
   // position and statistics are the checkpoint's; every worker starts afresh at `resume_step`
-  // (SYNC's step, SSP's clocks), with no push seen yet.
+  // (SYNC's step, SSP's clocks), with no push seen yet. `checkpoint` names the checkpoint
+  // (for Stats).
   static absl::StatusOr<std::unique_ptr<ShardJob>> Resume(
       const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
-      int ps_index, int64_t resume_step);
+      int ps_index, const std::string& checkpoint, int64_t resume_step);
 
   // Whether every worker has left the job (Leave) or is lost (ExpireLeases): it is finished on
   // this shard.
@@ -372,6 +373,10 @@ class ShardJob {
   std::vector<ArmedCheckpoint> armed_ ABSL_GUARDED_BY(mu_);
   std::vector<ShardCheckpoint> checkpoints_ ABSL_GUARDED_BY(mu_);  // Written, the latest few.
   int64_t failed_checkpoints_ ABSL_GUARDED_BY(mu_) = 0;
+  // A resumed run: the checkpoint it started from, at which version and step (Resume).
+  std::string restored_from_ ABSL_GUARDED_BY(mu_);
+  int64_t restored_version_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t restored_step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
 };

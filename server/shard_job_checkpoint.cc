@@ -252,7 +252,7 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
 
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
     const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
-    int ps_index, int64_t resume_step) {
+    int ps_index, const std::string& checkpoint, int64_t resume_step) {
   absl::StatusOr<ShardCheckpointState> state = ReadShardState(blocks, num_ps, ps_index);
   if (!state.ok()) return state.status();
   ParameterSpec saved = state->spec();
@@ -272,6 +272,9 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
   absl::MutexLock lock(&resumed.mu_);
   resumed.steps_pushed_.assign(spec.num_workers(), resume_step);
   resumed.version_ = state->version();
+  resumed.restored_from_ = checkpoint;
+  resumed.restored_version_ = state->version();
+  resumed.restored_step_ = resume_step;
   resumed.updates_started_ = state->updates_started();
   absl::StatusOr<StalenessHistogram> histogram = StalenessHistogram::FromProto(state->staleness());
   if (!histogram.ok()) return histogram.status();

@@ -88,7 +88,7 @@ TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDi
   ParameterSpec spec = CheckpointTestSpec(mode, optimizer);
   spec.set_run_id("run-2");
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
-      ShardJob::Resume(*blocks, spec, 1, 0, /*resume_step=*/2);
+      ShardJob::Resume(*blocks, spec, 1, 0, "c", /*resume_step=*/2);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(AllValues(resumed->get()), at_checkpoint);
   for (int n = 8; n < 16; ++n) ASSERT_TRUE(PushNumber(resumed->get(), n, 8).ok()) << n;
@@ -133,10 +133,10 @@ TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNo
   const std::vector<CheckpointBlock> blocks = TakeNow(job->get());
 
   ParameterSpec other = CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::MOMENTUM);
-  absl::Status refused = ShardJob::Resume(blocks, other, 1, 0, 2).status();
+  absl::Status refused = ShardJob::Resume(blocks, other, 1, 0, "c", 2).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.message().find("resume it as it was submitted"), std::string::npos);
-  EXPECT_EQ(ShardJob::Resume(blocks, CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM), 2, 0, 2)
+  EXPECT_EQ(ShardJob::Resume(blocks, CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM), 2, 0, "c", 2)
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
@@ -144,11 +144,14 @@ TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNo
   ParameterSpec two = CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM);
   two.set_num_workers(2);
   two.set_run_id("run-2");
-  absl::StatusOr<std::unique_ptr<ShardJob>> resumed = ShardJob::Resume(blocks, two, 1, 0, 2);
+  absl::StatusOr<std::unique_ptr<ShardJob>> resumed = ShardJob::Resume(blocks, two, 1, 0, "c", 2);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   const JobStats stats = (*resumed)->Stats();
   EXPECT_EQ(stats.step(), 2);
   EXPECT_EQ(stats.version(), 2);
+  EXPECT_EQ(stats.restored_from(), "c");
+  EXPECT_EQ(stats.restored_version(), 2);
+  EXPECT_EQ(stats.restored_step(), 2);
   ASSERT_EQ(stats.workers_size(), 2);
   EXPECT_EQ(stats.workers(1).last_push_id(), 0);
   EXPECT_EQ(AllValues(resumed->get()), AllValues(job->get()));
@@ -164,7 +167,7 @@ TEST(ShardJobResumeRefusalTest, AResumedRunCountsStepsFromItsResumeStep) {
   ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
   spec.set_run_id("run-2");
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
-      ShardJob::Resume(TakeNow(job->get()), spec, 1, 0, /*resume_step=*/2);
+      ShardJob::Resume(TakeNow(job->get()), spec, 1, 0, "c", /*resume_step=*/2);
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   std::optional<ShardJob::TakenCheckpoint> taken;
   auto keep = [&taken](ShardJob::TakenCheckpoint checkpoint) { taken = std::move(checkpoint); };

@@ -160,8 +160,10 @@ TEST_F(CheckpointTest, AResumedSyncJobEndsWithTheWeightsOfOneNeverStoppedPastADa
   EXPECT_THAT(resumed.Stdout(), HasSubstr(absl::StrCat("from checkpoint ", c.name, " at step ",
                                                        c.step)));
   const std::string events = ReadFile(dir_ + "/resumed/events.csv");
-  EXPECT_THAT(events, HasSubstr(absl::StrCat(",resumed,,\"from checkpoint ", c.name)));
-  EXPECT_THAT(events, HasSubstr(",checkpoint_complete,,\"checkpoint 1 complete: "));
+  // time_s,event,task,step,checkpoint,steps_lost,detail.
+  EXPECT_THAT(events, HasSubstr(absl::StrCat(",resumed,,", c.step, ",", c.name, ",,\"from ")));
+  EXPECT_THAT(events, ::testing::ContainsRegex(
+                          ",checkpoint_complete,,[0-9]+,[-0-9a-f]+,,\"checkpoint 1 complete: "));
 
   const auto actual = ResultParameters(dir_ + "/resumed");
   ExpectSameParameters(ResultParameters(dir_ + "/whole"), actual, 1e-6);

@@ -397,6 +397,14 @@ class PsctlClusterTest : public ::testing::Test {
     return path;
   }
 
+  // The last line of `psctl status --job=ID`: the job's state across the cluster.
+  std::string JobStateLine(const std::string& id) {
+    Psctl status({"status", "--cluster_spec=" + spec_path_, "--job=" + id}, dir_);
+    EXPECT_EQ(status.Wait(), 0) << status.Output();
+    std::vector<std::string> lines = Lines(status.Stdout());
+    return lines.empty() ? "" : lines.back();
+  }
+
   // "ps:I JOB" for every job a ps holds, "worker:W JOB STATE" for every job a worker knows.
   std::vector<std::string> JobsOnCluster() {
     std::vector<std::string> jobs;
@@ -484,7 +492,8 @@ TEST_F(PsctlClusterTest, SubmitRunsAJobAndStatusShowsTheShardsVersions) {
   Psctl status({"status", "--cluster_spec=" + spec_path_, "--job=psctl-submit"}, dir_);
   ASSERT_EQ(status.Wait(), 0) << status.Output();
   std::vector<std::string> lines = Lines(status.Stdout());
-  ASSERT_EQ(lines.size(), 8u) << status.Output();
+  ASSERT_EQ(lines.size(), 9u) << status.Output();
+  EXPECT_THAT(lines[8], StartsWith("job psctl-submit: DONE (run "));
   for (int i : {0, 1}) {
     EXPECT_EQ(lines[2 * i],
               absl::StrCat("ps:", i, " (", addresses_[i], "): up, jobs: [psctl-submit]"));
@@ -537,7 +546,7 @@ TEST_F(PsctlClusterTest, ASecondRunOfAJobIdIsRefusedUnlessItReplacesTheFirst) {
   Psctl status({"status", "--cluster_spec=" + spec_path_, "--job=psctl-rerun"}, dir_);
   ASSERT_EQ(status.Wait(), 0) << status.Output();
   std::vector<std::string> lines = Lines(status.Stdout());
-  ASSERT_EQ(lines.size(), 8u) << status.Output();
+  ASSERT_EQ(lines.size(), 9u) << status.Output();
   for (int i : {0, 1}) {
     EXPECT_THAT(lines[2 * i + 1], StartsWith("  psctl-rerun: SYNC version 100, step 100, "));
   }
@@ -601,7 +610,8 @@ void PsctlClusterTest::ExpectJobGoesOnWithoutWorker1(const std::string& mode,
   EXPECT_EQ(summary["steps"], 4000);
   ASSERT_EQ(summary["lost_workers"].size(), 1u) << summary.dump();
   EXPECT_EQ(summary["lost_workers"][0]["worker"], 1);
-  EXPECT_THAT(ReadFile(results_ + "/events.csv"), HasSubstr(",worker_lost,worker:1,\"at step "));
+  EXPECT_THAT(ReadFile(results_ + "/events.csv"),
+              ::testing::ContainsRegex(",worker_lost,worker:1,[0-9]+,,,\"lost the progress"));
 }
 
 // ASYNC needs no worker in particular.
@@ -712,15 +722,29 @@ TEST_F(PsctlClusterTest, AJobGoesOnFromItsLatestCheckpointWhenAPsIsKilledAndStar
   daemons_[1].Signal(SIGKILL);  // ps:1.
   EXPECT_EQ(daemons_[1].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
   daemons_.erase(daemons_.begin() + 1);
+  // While ps:1 is down, the job is RECOVERING; once it is back and the job rolled back, RUNNING
+  // again, restored from the checkpoint.
+  EXPECT_THAT(JobStateLine(id), StartsWith("job psctl-ps-restart: RECOVERING (ps:1 is down ("));
   StartDaemon({kPsServer, "--cluster_spec=" + spec_path_, "--task=ps:1", CheckpointDirFlag("ps:1")},
               "ps:1");
+  const absl::Time recovered_by = absl::Now() + absl::Seconds(30);
+  while (!absl::StrContains(submit.Stdout(), "recovered: ") && absl::Now() < recovered_by) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_THAT(JobStateLine(id),
+              ::testing::ContainsRegex("^job psctl-ps-restart: (RUNNING|RECOVERING) \\(run "
+                                       "[-0-9a-f]+, restored from checkpoint [-0-9a-f]+ at step "));
   ASSERT_EQ(submit.Wait(absl::Seconds(90)), 0) << submit.Output();
   EXPECT_THAT(submit.Stdout(), HasSubstr(": recovering the job from its latest complete checkpoint"));
   EXPECT_THAT(submit.Stdout(), HasSubstr("recovered: the job goes on from checkpoint "));
   nlohmann::json summary = ReadJson(results_ + "/summary.json");
   EXPECT_EQ(summary["state"], "DONE") << summary.dump();
   EXPECT_EQ(summary["steps"], 3000);
-  EXPECT_THAT(ReadFile(results_ + "/events.csv"), HasSubstr(",recovered,,"));
+  // time_s,event,task,step,checkpoint,steps_lost,detail.
+  EXPECT_THAT(ReadFile(results_ + "/events.csv"),
+              ::testing::ContainsRegex(",recovering,ps:1,[0-9]+,,,\"ps:1 (is down|no longer holds)"));
+  EXPECT_THAT(ReadFile(results_ + "/events.csv"),
+              ::testing::ContainsRegex(",recovered,ps:1,[0-9]+,[-0-9a-f]+,[0-9]+,\"recovered: "));
   ExpectSameParameters(ResultParameters(dir_ + "/whole"), ResultParameters(results_), 1e-6);
 }
 
@@ -738,7 +762,8 @@ TEST_F(PsctlClusterTest, DetachedJobCanBeFollowedWithStatusAndStopped) {
   Psctl status({"status", "--cluster_spec=" + spec_path_, "--job=psctl-detached"}, dir_);
   ASSERT_EQ(status.Wait(), 0) << status.Output();
   std::vector<std::string> lines = Lines(status.Stdout());
-  ASSERT_EQ(lines.size(), 8u) << status.Output();
+  ASSERT_EQ(lines.size(), 9u) << status.Output();
+  EXPECT_THAT(lines[8], StartsWith("job psctl-detached: RUNNING (run "));
   for (int i : {0, 1}) {
     EXPECT_THAT(lines[2 * i + 1],
                 ::testing::MatchesRegex("  psctl-detached: SYNC version [0-9]+, .*"));

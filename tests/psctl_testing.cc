@@ -100,7 +100,15 @@ Psctl::Psctl(const std::vector<std::string>& args, const std::string& dir) {
   if (process.ok()) process_ = *std::move(process);
 }
 
+bool Psctl::Ended() {
+  if (!exit_code_.has_value() && process_.has_value()) {
+    exit_code_ = process_->Wait(absl::ZeroDuration());
+  }
+  return exit_code_.has_value();
+}
+
 int Psctl::Wait(absl::Duration timeout) {
+  if (exit_code_.has_value()) return *exit_code_;
   if (!process_.has_value()) return -1;
   std::optional<int> code = process_->Wait(timeout);
   if (!code.has_value()) {

@@ -48,6 +48,8 @@ class Psctl {
   Psctl(const std::vector<std::string>& args, const std::string& dir);
 
   pid_t pid() const { return process_.has_value() ? process_->pid() : -1; }
+  // Whether psctl has exited (its exit code is then kept for Wait).
+  bool Ended();
   // The exit code, or -1 (a test failure) after killing a psctl still running at `timeout`.
   int Wait(absl::Duration timeout = kPsctlTimeout);
   std::string Stdout() const { return ReadFile(stdout_path_); }
@@ -57,6 +59,7 @@ class Psctl {
  private:
   std::string stdout_path_, stderr_path_;
   std::optional<Subprocess> process_;
+  std::optional<int> exit_code_;  // Once Ended() saw it exit.
 };
 
 }  // namespace ps
