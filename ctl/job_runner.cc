@@ -330,49 +330,81 @@ std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::s
   return recovery;
 }
 
-// How long a recovery waits for every ps to be up again.
+// How long a recovery may take: waiting for every ps to be up again, and trying again when a ps
+// goes down while the job is restored.
 constexpr absl::Duration kRecoveryDeadline = absl::Seconds(60);
 
-// Recovers the job after a ps lost it (DESIGN.md section 8, "recovery is a rollback"): once
-// every ps is up, stops the run everywhere, restores the job's latest complete checkpoint on
-// every shard as a new run (`spec`'s run_id is renewed) and starts every worker that is up at
-// its step, which it returns.
-absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, const ClusterClient& client,
-                                JobSpec* spec, const SubmitOptions& options,
-                                const Recovery& recovery, ResultsWriter* results) {
+// Recovers the job after a ps lost it (DESIGN.md section 8, "recovery is a rollback"; the
+// departure is in docs/checkpoints.md): once every ps is up, stops the run everywhere, restores
+// the job's latest complete checkpoint on every shard as a new run (`spec`'s run_id is renewed)
+// and starts every worker that is up at its step, which it returns. A ps lost again meanwhile
+// (UNAVAILABLE) starts it over, until kRecoveryDeadline. Every probe and the recovered run use
+// channels made afresh (`*client` is replaced), none from before the ps went away.
+absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster,
+                                std::unique_ptr<ClusterClient>* client, JobSpec* spec,
+                                const SubmitOptions& options, const Recovery& recovery,
+                                ResultsWriter* results) {
   std::ostream& out = *options.out;
   const std::string task = absl::StrCat("ps:", recovery.shard.ps);
   out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step " << recovery.at_step
       << ": recovering the job from its latest complete checkpoint\n";
   results->RecordEvent({"recovering", task, recovery.at_step, "", -1, recovery.shard.why});
-  const absl::Time deadline = absl::Now() + kRecoveryDeadline;
-  for (std::optional<LostShard> lost = FindLostShard(client, spec->job_id());
-       lost.has_value() && lost->down; lost = FindLostShard(client, spec->job_id())) {
+  const absl::Time start = absl::Now(), deadline = start + kRecoveryDeadline;
+  absl::Status last;
+  for (int attempt = 1;; ++attempt) {
+    if (attempt > 1) {
+      out << "recovery attempt " << attempt - 1 << " failed (" << last.message()
+          << "); trying again\n";
+      absl::SleepFor(absl::Milliseconds(500));
+    }
+    std::optional<LostShard> lost;
+    while (true) {
+      absl::StatusOr<std::unique_ptr<ClusterClient>> fresh = ClusterClient::Create(cluster);
+      if (!fresh.ok()) return fresh.status();
+      *client = *std::move(fresh);
+      lost = FindLostShard(**client, spec->job_id());
+      if (!lost.has_value() || !lost->down || absl::Now() >= deadline) break;
+      absl::SleepFor(absl::Milliseconds(500));
+    }
     if (absl::Now() >= deadline) {
       StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
       return absl::UnavailableError(absl::StrCat(
-          lost->why, " and did not come back within ", absl::FormatDuration(kRecoveryDeadline),
-          "; the job was stopped (start that ps again, then submit the job with --resume)"));
+          lost.has_value() ? lost->why : std::string(last.message()),
+          ": the job could not be recovered within ", absl::FormatDuration(kRecoveryDeadline),
+          " and was stopped (start every ps again, then submit the job with --resume)"));
     }
-    absl::SleepFor(absl::Milliseconds(500));
+    const absl::Time up = absl::Now();
+    StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
+    spec->set_run_id(NewRunId());
+    absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(**client, *spec, out);
+    if (!restored.ok() && absl::IsUnavailable(restored.status())) {
+      last = restored.status();
+      continue;
+    }
+    if (!restored.ok()) return restored.status();
+    const absl::Time restored_at = absl::Now();
+    SubmitOptions restart = options;
+    restart.replace = true;  // The workers of the run stopped may still be ending it.
+    absl::Status started = StartEveryWorker(cluster, **client, *spec, restored->resume_step(),
+                                            restart, /*skip_down=*/true);
+    if (absl::IsUnavailable(started)) {
+      last = started;
+      continue;
+    }
+    if (!started.ok()) return started;
+    const int64_t steps_lost = std::max<int64_t>(0, recovery.at_step - restored->resume_step());
+    auto seconds = [](absl::Duration d) { return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d)); };
+    const std::string line = absl::StrCat(
+        "recovered: the job goes on from checkpoint ", restored->name(), " at step ",
+        restored->resume_step(), " as run ", spec->run_id(), " (", steps_lost,
+        " steps done again; every ps up after ", seconds(up - start), ", restored in ",
+        seconds(restored_at - up), ", workers started in ", seconds(absl::Now() - restored_at),
+        attempt > 1 ? absl::StrCat(", attempt ", attempt) : "", ")");
+    out << line << "\n";
+    results->RecordEvent(
+        {"recovered", task, restored->resume_step(), restored->name(), steps_lost, line});
+    return restored->resume_step();
   }
-  StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
-  spec->set_run_id(NewRunId());
-  absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(client, *spec, out);
-  if (!restored.ok()) return restored.status();
-  SubmitOptions restart = options;
-  restart.replace = true;  // The workers of the run stopped may still be ending it.
-  absl::Status started = StartEveryWorker(cluster, client, *spec, restored->resume_step(),
-                                          restart, /*skip_down=*/true);
-  if (!started.ok()) return started;
-  const int64_t steps_lost = std::max<int64_t>(0, recovery.at_step - restored->resume_step());
-  const std::string line = absl::StrCat(
-      "recovered: the job goes on from checkpoint ", restored->name(), " at step ",
-      restored->resume_step(), " as run ", spec->run_id(), " (", steps_lost, " steps done again)");
-  out << line << "\n";
-  results->RecordEvent(
-      {"recovered", task, restored->resume_step(), restored->name(), steps_lost, line});
-  return restored->resume_step();
 }
 
 // Follows the run to its end: progress lines, checkpoints, the results, and stopping it
@@ -526,7 +558,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
                        first_step, &recover);
     if (!recover.has_value()) return status;
     absl::StatusOr<int64_t> recovered =
-        Recover(cluster, **client, &spec, options, *recover, results.get());
+        Recover(cluster, &*client, &spec, options, *recover, results.get());
     if (!recovered.ok()) return recovered.status();
     first_step = *recovered;
     checkpoints = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);

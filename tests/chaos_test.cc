@@ -39,13 +39,17 @@ namespace ps {
 namespace {
 
 constexpr int kCheckpointEverySteps = 300;
-constexpr int kSteps = 9000;
 
 int EnvInt(const char* name, int fallback) {
   const char* value = std::getenv(name);
   int parsed = 0;
   return value != nullptr && absl::SimpleAtoi(value, &parsed) ? parsed : fallback;
 }
+
+const int kKills = EnvInt("CHAOS_KILLS", 5);
+const int kSeed = EnvInt("CHAOS_SEED", 1);
+// Long enough (about 300 steps a second here) that the job outlasts every kill.
+const int kSteps = std::max(9000, 1500 * kKills);
 
 // One row of a results directory's events.csv (ctl/results_writer.h).
 struct Event {
@@ -191,8 +195,7 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(ChaosTest, AJobOutlivesKillsOfRandomTasks) {
-  const int kills = EnvInt("CHAOS_KILLS", 5);
-  const int seed = EnvInt("CHAOS_SEED", 1);
+  const int kills = kKills, seed = kSeed;
   const absl::Duration timeout = absl::Seconds(120 + 30 * kills);
 
   Psctl calm({"submit", "--cluster_spec=" + spec_, "--job=" + Job("calm"),
