@@ -181,8 +181,22 @@ void CheckpointCoordinator::Complete(const Armed& armed,
     *manifest.add_shards() = entry;
     min_steps = std::min(min_steps, entry.min_steps_pushed());
   }
-  // ASYNC, SOFTSYNC: every worker had pushed at least min_steps steps to every shard.
+  // ASYNC, SOFTSYNC: every worker had pushed at least min_steps steps to every shard, and each
+  // worker its own count (the fewest to any shard).
   manifest.set_resume_step(agreed_step() ? entries[0].clock() : min_steps);
+  const int workers = entries[0].steps_pushed_size();
+  const bool per_worker =
+      !agreed_step() && std::all_of(entries.begin(), entries.end(), [workers](const auto& entry) {
+        return entry.steps_pushed_size() == workers;
+      });
+  for (int w = 0; w < workers; ++w) {
+    int64_t steps = manifest.resume_step();
+    if (per_worker) {
+      steps = entries[0].steps_pushed(w);
+      for (const ShardCheckpoint& entry : entries) steps = std::min(steps, entry.steps_pushed(w));
+    }
+    manifest.add_worker_resume_steps(steps);
+  }
   *manifest.mutable_job() = spec_;
   manifest.set_written_at_ms(absl::ToUnixMillis(absl::Now()));
   *manifest.mutable_parameters() = parameters;

@@ -102,4 +102,11 @@ absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& 
                                           last.message()));
 }
 
+std::vector<int64_t> WorkerResumeSteps(const CheckpointManifest& manifest, int num_workers) {
+  if (manifest.worker_resume_steps_size() == num_workers) {
+    return {manifest.worker_resume_steps().begin(), manifest.worker_resume_steps().end()};
+  }
+  return std::vector<int64_t>(num_workers, manifest.resume_step());
+}
+
 }  // namespace ps

@@ -3,7 +3,9 @@
 #ifndef PS_CTL_CHECKPOINT_RESTORE_H_
 #define PS_CTL_CHECKPOINT_RESTORE_H_
 
+#include <cstdint>
 #include <ostream>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "ctl/cluster_client.h"
@@ -22,6 +24,10 @@ namespace ps {
 absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& client,
                                                            const JobSpec& spec,
                                                            std::ostream& out);
+
+// The step each of `num_workers` workers starts at in a run restored from `manifest`: its own
+// (ASYNC, SOFTSYNC) when the manifest has one per worker, else the manifest's resume step.
+std::vector<int64_t> WorkerResumeSteps(const CheckpointManifest& manifest, int num_workers);
 
 }  // namespace ps
 

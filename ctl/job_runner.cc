@@ -224,8 +224,9 @@ namespace {
 
 // Where a run starts: step 0, or a resumed job's checkpoint.
 struct RunStart {
-  int64_t first_step = 0;
-  std::string checkpoint;  // The checkpoint resumed from; empty: none.
+  int64_t first_step = 0;            // The fewest of worker_steps.
+  std::vector<int64_t> worker_steps;  // Per worker (WorkerResumeSteps).
+  std::string checkpoint;            // The checkpoint resumed from; empty: none.
 };
 
 // What comes before the workers start: the checkpoint settings checked, the job id claimed,
@@ -246,25 +247,26 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
   absl::Status status =
       ClaimJobId(cluster, client, spec.job_id(), options.replace || options.resume, out);
   if (!status.ok()) return status;
-  if (!options.resume) return RunStart();
+  if (!options.resume) return RunStart{0, std::vector<int64_t>(client.num_workers(), 0), ""};
   absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(client, spec, out);
   if (!restored.ok()) return restored.status();
   out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name()
       << " at step " << restored->resume_step() << " as run " << spec.run_id() << "\n";
-  return RunStart{restored->resume_step(), restored->name()};
+  return RunStart{restored->resume_step(),
+                  WorkerResumeSteps(*restored, client.num_workers()), restored->name()};
 }
 
-// Starts the run on every worker from `first_step`; on a failure, stops it on those started.
+// Starts the run on every worker w from first_steps[w]; on a failure, stops it on those started.
 // With `skip_down` (a recovery), a worker that cannot be reached is skipped instead: it is then
 // lost, and rejoins once its daemon is back (LostWorkers).
 absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& client,
-                              const JobSpec& spec, int64_t first_step,
+                              const JobSpec& spec, const std::vector<int64_t>& first_steps,
                               const SubmitOptions& options, bool skip_down = false) {
   StartJobRequest request;
   *request.mutable_spec() = spec;
   *request.mutable_cluster() = cluster.ToProto();
-  request.set_first_step(first_step);
   for (int w = 0; w < client.num_workers(); ++w) {
+    request.set_first_step(first_steps[w]);
     absl::StatusOr<StartJobResponse> started = StartOnWorker(
         client, w, request, options.replace || options.resume, absl::Seconds(10));
     if (!started.ok() && skip_down && absl::IsUnavailable(started.status())) {
@@ -310,7 +312,8 @@ std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::s
 // Why a run is to be recovered, and where it was.
 struct Recovery {
   LostShard shard;
-  int64_t at_step = 0;  // The furthest step a worker had reached.
+  int64_t at_step = 0;                // The furthest step a worker had reached.
+  std::vector<int64_t> worker_steps;  // Each worker's.
 };
 
 // When a worker failed because a ps lost the job, the run is to be recovered (rolled back to a
@@ -323,9 +326,10 @@ std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::s
   if (!failed) return std::nullopt;
   std::optional<LostShard> lost = FindLostShard(client, job_id);
   if (!lost.has_value()) return std::nullopt;
-  Recovery recovery{*std::move(lost)};
+  Recovery recovery{*std::move(lost), 0, {}};
   for (const JobProgress& worker : workers) {
     recovery.at_step = std::max(recovery.at_step, worker.step());
+    recovery.worker_steps.push_back(worker.step());
   }
   return recovery;
 }
@@ -385,18 +389,29 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster,
     const absl::Time restored_at = absl::Now();
     SubmitOptions restart = options;
     restart.replace = true;  // The workers of the run stopped may still be ending it.
-    absl::Status started = StartEveryWorker(cluster, **client, *spec, restored->resume_step(),
-                                            restart, /*skip_down=*/true);
+    const std::vector<int64_t> resume_steps =
+        WorkerResumeSteps(*restored, (*client)->num_workers());
+    absl::Status started =
+        StartEveryWorker(cluster, **client, *spec, resume_steps, restart, /*skip_down=*/true);
     if (absl::IsUnavailable(started)) {
       last = started;
       continue;
     }
     if (!started.ok()) return started;
-    const int64_t steps_lost = std::max<int64_t>(0, recovery.at_step - restored->resume_step());
+    // The most steps a worker does again.
+    int64_t steps_lost = 0;
+    for (size_t w = 0; w < resume_steps.size() && w < recovery.worker_steps.size(); ++w) {
+      steps_lost = std::max(steps_lost, recovery.worker_steps[w] - resume_steps[w]);
+    }
     auto seconds = [](absl::Duration d) { return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d)); };
     const std::string line = absl::StrCat(
         "recovered: the job goes on from checkpoint ", restored->name(), " at step ",
-        restored->resume_step(), " as run ", spec->run_id(), " (", steps_lost,
+        restored->resume_step(),
+        std::all_of(resume_steps.begin(), resume_steps.end(),
+                    [&restored](int64_t step) { return step == restored->resume_step(); })
+            ? ""
+            : absl::StrCat(" (each worker at its own: ", absl::StrJoin(resume_steps, ", "), ")"),
+        " as run ", spec->run_id(), " (", steps_lost,
         " steps done again; every ps up after ", seconds(up - start), ", restored in ",
         seconds(restored_at - up), ", workers started in ", seconds(absl::Now() - restored_at),
         attempt > 1 ? absl::StrCat(", attempt ", attempt) : "", ")");
@@ -545,7 +560,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     }
   }
   const absl::Time start = absl::Now();
-  status = StartEveryWorker(cluster, **client, spec, run->first_step, options);
+  status = StartEveryWorker(cluster, **client, spec, run->worker_steps, options);
   if (!status.ok()) return status;
   if (options.detach) {
     *options.out << spec.job_id() << "\n";

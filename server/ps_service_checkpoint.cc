@@ -10,6 +10,20 @@
 #include "server/ps_service.h"
 
 namespace ps {
+namespace {
+
+// Where a run restored from `manifest` starts: each worker at its own step when the manifest
+// has one per worker of the run, else every one at the resume step.
+ShardJob::ResumePoint ResumePointOf(const CheckpointManifest& manifest, int num_workers) {
+  ShardJob::ResumePoint at{manifest.name(), manifest.resume_step(), {}};
+  if (manifest.worker_resume_steps_size() == num_workers) {
+    at.worker_steps.assign(manifest.worker_resume_steps().begin(),
+                           manifest.worker_resume_steps().end());
+  }
+  return at;
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* ParameterService::ArmCheckpoint(grpc::CallbackServerContext* context,
                                                           const ArmCheckpointRequest* request,
@@ -131,7 +145,7 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request) {
   if (!blocks.ok()) return blocks.status();
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
       ShardJob::Resume(*blocks, request.spec(), options_.num_ps, options_.ps_index,
-                       manifest.name(), manifest.resume_step());
+                       ResumePointOf(manifest, request.spec().num_workers()));
   if (!resumed.ok()) return resumed.status();
   std::shared_ptr<ShardJob> job = *std::move(resumed);
   {

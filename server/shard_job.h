@@ -168,15 +168,21 @@ class ShardJob {
                              CheckpointSink sink) ABSL_LOCKS_EXCLUDED(aggregate_mu_, mu_);
   // Records how writing a checkpoint ended (entry.error set when it failed), for Stats.
   void CheckpointWritten(const ShardCheckpoint& entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Where a resumed run starts (CheckpointManifest's resume_step and worker_resume_steps).
+  struct ResumePoint {
+    std::string checkpoint;  // Its name, for Stats.
+    int64_t step = 0;        // SYNC's step, SSP's clocks.
+    // Per worker, the steps it has pushed (ASYNC, SOFTSYNC); empty: every worker at `step`.
+    std::vector<int64_t> worker_steps;
+  };
   // A new run of the job from a checkpoint's blocks (as ArmCheckpoint took them): `spec` is the
   // new run's (its run_id and number of workers; the rest must be the checkpoint's, else
   // FAILED_PRECONDITION saying what differs). Values, optimizer state, version, schedule
-  // position and statistics are the checkpoint's; every worker starts afresh at `resume_step`
-  // (SYNC's step, SSP's clocks), with no push seen yet. `checkpoint` names the checkpoint
-  // (for Stats).
+  // position and statistics are the checkpoint's; every worker starts afresh at `at`, with no
+  // push seen yet. INVALID_ARGUMENT when `at.worker_steps` is not one step per worker.
   static absl::StatusOr<std::unique_ptr<ShardJob>> Resume(
       const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
-      int ps_index, const std::string& checkpoint, int64_t resume_step);
+      int ps_index, const ResumePoint& at);
 
   // Whether every worker has left the job (Leave) or is lost (ExpireLeases): it is finished on
   // this shard.

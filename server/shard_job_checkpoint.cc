@@ -30,7 +30,7 @@ bool CopyFloats(absl::string_view bytes, absl::Span<float> out) {
 // (not copied: an update meanwhile writes to a fresh copy).
 struct ShardJob::CapturedState {
   ShardCheckpointState state;
-  int64_t min_steps_pushed = 0;  // Over the workers.
+  std::vector<int64_t> steps_pushed;  // Per worker.
   std::vector<std::shared_ptr<ValuesReader>> values;  // Per slice.
   std::vector<std::shared_ptr<ValuesReader>> slots;   // Per slice, per slot.
 
@@ -60,7 +60,7 @@ ShardJob::CapturedState ShardJob::CaptureBetweenUpdates() {
     checkpointing_ = true;  // New updates wait at admission...
     mu_.Await(absl::Condition(this, &ShardJob::NothingApplyingLocked));  // ...these finish.
     SaveStateLocked(&captured.state);
-    captured.min_steps_pushed = *std::min_element(steps_pushed_.begin(), steps_pushed_.end());
+    captured.steps_pushed = steps_pushed_;
   }
   // No update starts or is in flight until checkpointing_ is cleared, so the slices hold the
   // state above; pulls go on meanwhile.
@@ -143,7 +143,9 @@ void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
   taken.entry.set_ps_index(ps_index_);
   taken.entry.set_version(state.version());
   taken.entry.set_clock(rule_->checkpoint_clock(state.version()));
-  taken.entry.set_min_steps_pushed(captured.min_steps_pushed);
+  taken.entry.set_min_steps_pushed(
+      *std::min_element(captured.steps_pushed.begin(), captured.steps_pushed.end()));
+  for (int64_t steps : captured.steps_pushed) taken.entry.add_steps_pushed(steps);
   taken.blocks = captured.Blocks(/*copy=*/false, "");
   armed.sink(std::move(taken));
 }
@@ -252,7 +254,14 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
 
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
     const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
-    int ps_index, const std::string& checkpoint, int64_t resume_step) {
+    int ps_index, const ResumePoint& at) {
+  std::vector<int64_t> worker_steps = at.worker_steps;
+  if (worker_steps.empty()) worker_steps.assign(spec.num_workers(), at.step);
+  if (static_cast<int>(worker_steps.size()) != spec.num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        JobPrefix(spec.job_id()), "the resume point has steps for ", worker_steps.size(),
+        " workers, the run has ", spec.num_workers()));
+  }
   absl::StatusOr<ShardCheckpointState> state = ReadShardState(blocks, num_ps, ps_index);
   if (!state.ok()) return state.status();
   ParameterSpec saved = state->spec();
@@ -270,11 +279,11 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
   if (!status.ok()) return status;
   ShardJob& resumed = **job;
   absl::MutexLock lock(&resumed.mu_);
-  resumed.steps_pushed_.assign(spec.num_workers(), resume_step);
+  resumed.steps_pushed_ = worker_steps;
   resumed.version_ = state->version();
-  resumed.restored_from_ = checkpoint;
+  resumed.restored_from_ = at.checkpoint;
   resumed.restored_version_ = state->version();
-  resumed.restored_step_ = resume_step;
+  resumed.restored_step_ = at.step;
   resumed.updates_started_ = state->updates_started();
   absl::StatusOr<StalenessHistogram> histogram = StalenessHistogram::FromProto(state->staleness());
   if (!histogram.ok()) return histogram.status();
@@ -282,11 +291,11 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
   resumed.applied_gradients_ = state->applied_gradients();
   resumed.dropped_ = {state->dropped().begin(), state->dropped().end()};
   resumed.rejected_ = {state->rejected().begin(), state->rejected().end()};
-  // Every worker of the new run at resume_step, none gone, nothing open.
+  // Every worker of the new run at its resume step, none gone, nothing open.
   ShardCheckpointState fresh;
-  fresh.set_step(resume_step);
+  fresh.set_step(at.step);
   for (int w = 0; w < spec.num_workers(); ++w) {
-    fresh.add_clocks(resume_step);
+    fresh.add_clocks(worker_steps[w]);
     fresh.add_left(false);
   }
   status = resumed.rule_->RestoreState(fresh);

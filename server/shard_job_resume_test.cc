@@ -1,6 +1,7 @@
 // Checkpoints taken at an agreed point (ArmCheckpoint) and runs resumed from them
 // (ShardJob::Resume): a resumed run given the same pushes ends bit for bit where the run that
 // went on did, in every mode and with every optimizer.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -88,7 +89,7 @@ TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDi
   ParameterSpec spec = CheckpointTestSpec(mode, optimizer);
   spec.set_run_id("run-2");
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
-      ShardJob::Resume(*blocks, spec, 1, 0, "c", /*resume_step=*/2);
+      ShardJob::Resume(*blocks, spec, 1, 0, {"c", /*step=*/2, {}});
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(AllValues(resumed->get()), at_checkpoint);
   for (int n = 8; n < 16; ++n) ASSERT_TRUE(PushNumber(resumed->get(), n, 8).ok()) << n;
@@ -133,10 +134,10 @@ TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNo
   const std::vector<CheckpointBlock> blocks = TakeNow(job->get());
 
   ParameterSpec other = CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::MOMENTUM);
-  absl::Status refused = ShardJob::Resume(blocks, other, 1, 0, "c", 2).status();
+  absl::Status refused = ShardJob::Resume(blocks, other, 1, 0, {"c", 2, {}}).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.message().find("resume it as it was submitted"), std::string::npos);
-  EXPECT_EQ(ShardJob::Resume(blocks, CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM), 2, 0, "c", 2)
+  EXPECT_EQ(ShardJob::Resume(blocks, CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM), 2, 0, {"c", 2, {}})
                 .status()
                 .code(),
             absl::StatusCode::kFailedPrecondition);
@@ -144,7 +145,7 @@ TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNo
   ParameterSpec two = CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM);
   two.set_num_workers(2);
   two.set_run_id("run-2");
-  absl::StatusOr<std::unique_ptr<ShardJob>> resumed = ShardJob::Resume(blocks, two, 1, 0, "c", 2);
+  absl::StatusOr<std::unique_ptr<ShardJob>> resumed = ShardJob::Resume(blocks, two, 1, 0, {"c", 2, {}});
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   const JobStats stats = (*resumed)->Stats();
   EXPECT_EQ(stats.step(), 2);
@@ -167,7 +168,7 @@ TEST(ShardJobResumeRefusalTest, AResumedRunCountsStepsFromItsResumeStep) {
   ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
   spec.set_run_id("run-2");
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
-      ShardJob::Resume(TakeNow(job->get()), spec, 1, 0, "c", /*resume_step=*/2);
+      ShardJob::Resume(TakeNow(job->get()), spec, 1, 0, {"c", /*step=*/2, {}});
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   std::optional<ShardJob::TakenCheckpoint> taken;
   auto keep = [&taken](ShardJob::TakenCheckpoint checkpoint) { taken = std::move(checkpoint); };
@@ -176,6 +177,30 @@ TEST(ShardJobResumeRefusalTest, AResumedRunCountsStepsFromItsResumeStep) {
   for (int n = 8; n < 12; ++n) ASSERT_TRUE(PushNumber(resumed->get(), n, 8).ok());  // Step 2.
   ASSERT_TRUE((*resumed)->ArmCheckpoint("run-2", 2, -1, keep).ok());
   EXPECT_EQ(taken->entry.min_steps_pushed(), 3);
+}
+
+// ASYNC: each worker resumes at its own step, and the run's checkpoints count from there: a
+// fast worker is not sent back to a slow one's step.
+TEST(ShardJobResumeRefusalTest, EachWorkerResumesAtItsOwnStep) {
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(
+      CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD), 1, 0);
+  ASSERT_TRUE(job.ok());
+  ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
+  spec.set_run_id("run-2");
+  std::vector<int64_t> steps(kCheckpointTestWorkers);
+  for (int w = 0; w < kCheckpointTestWorkers; ++w) steps[w] = 10 + 5 * w;
+  absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
+      ShardJob::Resume(TakeNow(job->get()), spec, 1, 0, {"c", 10, steps});
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  std::optional<ShardJob::TakenCheckpoint> taken;
+  auto keep = [&taken](ShardJob::TakenCheckpoint checkpoint) { taken = std::move(checkpoint); };
+  ASSERT_TRUE((*resumed)->ArmCheckpoint("run-2", 1, -1, keep).ok());
+  EXPECT_EQ(taken->entry.min_steps_pushed(), 10);
+  EXPECT_THAT(taken->entry.steps_pushed(), ::testing::ElementsAreArray(steps));
+
+  steps.pop_back();  // Not one step per worker.
+  EXPECT_EQ(ShardJob::Resume(TakeNow(job->get()), spec, 1, 0, {"c", 10, steps}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
