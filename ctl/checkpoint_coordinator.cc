@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/checkpoint_store.h"
 
 namespace ps {
 
@@ -226,7 +227,12 @@ void CheckpointCoordinator::Abandon(const Armed& armed, const std::string& why) 
   const std::string line =
       absl::StrCat("checkpoint ", armed.seq, " abandoned (training goes on): ", why);
   out_ << line << "\n";
-  if (results_ != nullptr) results_->RecordEvent({"checkpoint_abandoned", "", -1, "", -1, line});
+  // Named, for a recovery that finds it complete after all: a ps that wrote the manifest and
+  // died before answering leaves it on every disk.
+  if (results_ != nullptr) {
+    results_->RecordEvent({"checkpoint_abandoned", "", -1,
+                           CheckpointStore::CheckpointName(spec_.run_id(), armed.seq), -1, line});
+  }
 }
 
 }  // namespace ps

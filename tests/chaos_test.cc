@@ -17,6 +17,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -243,12 +244,21 @@ TEST_P(ChaosTest, AJobOutlivesKillsOfRandomTasks) {
   ASSERT_EQ(stat((results + "/job.json").c_str(), &job_json), 0);
   const absl::Time psctl_start = absl::TimeFromTimespec(job_json.st_mtim);
   int64_t latest_complete = 0, most_lost = 0;
+  // Abandoned since the latest complete one: a ps that wrote a manifest and died before it
+  // answered leaves that checkpoint complete on every disk, and a recovery may take it.
+  std::set<std::string> abandoned;
   int recoveries = 0;
   for (const Event& event : events) {
-    if (event.event == "checkpoint_complete") latest_complete = event.step;
+    if (event.event == "checkpoint_complete") {
+      latest_complete = event.step;
+      abandoned.clear();
+    }
+    if (event.event == "checkpoint_abandoned") abandoned.insert(event.checkpoint);
     if (event.event != "recovered") continue;
     ++recoveries;
-    EXPECT_EQ(event.step, latest_complete) << "recovered from " << event.checkpoint;
+    if (abandoned.count(event.checkpoint) == 0) {
+      EXPECT_EQ(event.step, latest_complete) << "recovered from " << event.checkpoint;
+    }
     EXPECT_LE(event.steps_lost, 2 * kCheckpointEverySteps) << event.checkpoint;
     most_lost = std::max(most_lost, event.steps_lost);
     // From the lost ps's last restart before the recovery to the job's next applied step.
