@@ -2,9 +2,9 @@
 #ifndef PS_COMMON_GRPC_RECONNECT_H_
 #define PS_COMMON_GRPC_RECONNECT_H_
 
-#include <algorithm>
-
 #include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
 
 #include "absl/time/time.h"
 
@@ -20,8 +20,7 @@ namespace ps {
 // again: a call made in between fails at once on the channel's TRANSIENT_FAILURE, and a restarted
 // ps stayed out of reach for tens of seconds under chaos (bench/RESULTS.md).
 inline void SetQuickReconnect(grpc::ChannelArguments* arguments, absl::Duration max_backoff) {
-  const int max_ms = static_cast<int>(
-      std::max<int64_t>(1, absl::ToInt64Milliseconds(max_backoff)));
+  const int max_ms = static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(max_backoff)));
   arguments->SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::min(100, max_ms));
   arguments->SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_ms);
   arguments->SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10000);  // The least connect timeout.

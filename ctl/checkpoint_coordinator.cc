@@ -29,8 +29,8 @@ absl::Status CheckpointCoordinator::CheckDirectories() const {
   for (int ps = 0; ps < client_.num_ps(); ++ps) {
     absl::Status status = client_.ListCheckpoints(ps, request).status();
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("the job asks for checkpoints, but ",
-                                                      status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat("the job asks for checkpoints, but ", status.message()));
     }
   }
   return absl::OkStatus();
@@ -65,8 +65,8 @@ void CheckpointCoordinator::Finish(bool final, absl::Duration timeout) {
     SettleBy(deadline, &shards);
   }
   for (const Armed& armed : armed_) {
-    Abandon(armed, absl::StrCat("not written by every shard within ",
-                                absl::FormatDuration(timeout), " of the job's end"));
+    Abandon(armed, absl::StrCat("not written by every shard within ", absl::FormatDuration(timeout),
+                                " of the job's end"));
   }
   armed_.clear();
 }

@@ -52,9 +52,9 @@ absl::StatusOr<std::vector<CheckpointManifest>> CompleteEverywhere(const Cluster
 absl::Status RestoreEverywhere(const ClusterClient& client, const JobSpec& spec,
                                const CheckpointManifest& manifest) {
   if (manifest.num_ps() != client.num_ps()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "it was taken on ", manifest.num_ps(), " ps and this cluster has ", client.num_ps(),
-        ": resume on a cluster of as many ps"));
+    return absl::FailedPreconditionError(absl::StrCat("it was taken on ", manifest.num_ps(),
+                                                      " ps and this cluster has ", client.num_ps(),
+                                                      ": resume on a cluster of as many ps"));
   }
   RestoreJobRequest request;
   *request.mutable_spec() = manifest.parameters();
@@ -77,8 +77,7 @@ absl::Status RestoreEverywhere(const ClusterClient& client, const JobSpec& spec,
 }  // namespace
 
 absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& client,
-                                                           const JobSpec& spec,
-                                                           std::ostream& out) {
+                                                           const JobSpec& spec, std::ostream& out) {
   std::vector<std::string> dirs;
   absl::StatusOr<std::vector<CheckpointManifest>> complete =
       CompleteEverywhere(client, spec, out, &dirs);
@@ -96,10 +95,9 @@ absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& 
         << "\nfalling back to the previous complete checkpoint\n";
     if (absl::IsFailedPrecondition(last)) return last;  // No other checkpoint fits either.
   }
-  return absl::DataLossError(absl::StrCat("job \"", spec.job_id(), "\": none of its ",
-                                          complete->size(),
-                                          " complete checkpoints restores; the last error: ",
-                                          last.message()));
+  return absl::DataLossError(
+      absl::StrCat("job \"", spec.job_id(), "\": none of its ", complete->size(),
+                   " complete checkpoints restores; the last error: ", last.message()));
 }
 
 std::vector<int64_t> WorkerResumeSteps(const CheckpointManifest& manifest, int num_workers) {

@@ -31,11 +31,10 @@ std::string ShardReport(const JobStats& stats) {
     dropped.push_back(absl::StrCat(reason, "=", count));
   }
   std::string report = absl::StrCat(
-      "  ", job_id, ": ", ConsistencyConfig::Mode_Name(stats.mode()), " version ",
-      stats.version(), ", step ", stats.step(), ", gradients applied ",
-      stats.applied_gradients(), ", staleness mean ",
-      absl::StrFormat("%.2f", stats.staleness().mean()), " max ", stats.staleness().max(),
-      ", worker clocks [", absl::StrJoin(clocks, ", "), "], dropped [",
+      "  ", job_id, ": ", ConsistencyConfig::Mode_Name(stats.mode()), " version ", stats.version(),
+      ", step ", stats.step(), ", gradients applied ", stats.applied_gradients(),
+      ", staleness mean ", absl::StrFormat("%.2f", stats.staleness().mean()), " max ",
+      stats.staleness().max(), ", worker clocks [", absl::StrJoin(clocks, ", "), "], dropped [",
       absl::StrJoin(dropped, ", "), "]");
   std::vector<std::string> lost;
   for (const WorkerStats& worker : stats.workers()) {
@@ -50,9 +49,9 @@ std::string ShardReport(const JobStats& stats) {
   }
   if (stats.checkpoints_size() > 0) {
     const ShardCheckpoint& latest = stats.checkpoints(stats.checkpoints_size() - 1);
-    absl::StrAppend(&report, ", checkpoint ", latest.seq(),
-                    latest.error().empty() ? absl::StrCat(" written at clock ", latest.clock())
-                                           : " FAILED");
+    absl::StrAppend(
+        &report, ", checkpoint ", latest.seq(),
+        latest.error().empty() ? absl::StrCat(" written at clock ", latest.clock()) : " FAILED");
   }
   if (stats.failed_checkpoints() > 0) {
     absl::StrAppend(&report, ", failed checkpoints ", stats.failed_checkpoints());
@@ -123,11 +122,11 @@ std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id)
   seen.num_ps = client.num_ps();
   for (int ps = 0; ps < client.num_ps(); ++ps) {
     absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
-    absl::StrAppend(&report,
-                    TaskLine(client, kPsJob, ps, jobs.status(),
-                             jobs.ok() ? absl::StrCat("up, jobs: [",
-                                                      absl::StrJoin(jobs->job_ids(), ", "), "]")
-                                       : ""));
+    absl::StrAppend(
+        &report,
+        TaskLine(client, kPsJob, ps, jobs.status(),
+                 jobs.ok() ? absl::StrCat("up, jobs: [", absl::StrJoin(jobs->job_ids(), ", "), "]")
+                           : ""));
     if (job_id.empty()) continue;
     if (!jobs.ok()) {
       seen.shards_lost.push_back(

@@ -34,8 +34,8 @@ TEST(JobStateTest, AJobNoTaskKnowsIsUnknown) {
 }
 
 TEST(JobStateTest, TheWorkersSayWhetherItRunsFailedOrIsDone) {
-  JobSightings seen{2, {}, {Shard(0), Shard(1)}, {Worker(0, JobProgress::RUNNING),
-                                                  Worker(1, JobProgress::DONE)}};
+  JobSightings seen{
+      2, {}, {Shard(0), Shard(1)}, {Worker(0, JobProgress::RUNNING), Worker(1, JobProgress::DONE)}};
   EXPECT_EQ(JobState("j", seen), "job j: RUNNING (run r2)");
   seen.workers[0].set_state(JobProgress::FAILED);
   EXPECT_EQ(JobState("j", seen), "job j: FAILED (run r2)");
@@ -45,7 +45,9 @@ TEST(JobStateTest, TheWorkersSayWhetherItRunsFailedOrIsDone) {
 
 // A ps down or started again (it lost the job) while another holds it: the job is recovering.
 TEST(JobStateTest, AShardThatIsDownOrLostTheJobMakesItRecovering) {
-  JobSightings seen{2, {"ps:1 is down (connection refused)"}, {Shard(0)},
+  JobSightings seen{2,
+                    {"ps:1 is down (connection refused)"},
+                    {Shard(0)},
                     {Worker(0, JobProgress::FAILED), Worker(1, JobProgress::FAILED)}};
   EXPECT_THAT(JobState("j", seen),
               StartsWith("job j: RECOVERING (ps:1 is down (connection refused); the psctl that "
@@ -60,8 +62,8 @@ TEST(JobStateTest, AShardThatIsDownOrLostTheJobMakesItRecovering) {
 // Restored from a checkpoint on every shard, no update applied yet: still recovering; once an
 // update is applied it runs, and says where it came from.
 TEST(JobStateTest, ARestoredRunRecoversUntilItsFirstUpdate) {
-  JobSightings seen{2, {}, {Shard(0, "r1-000003"), Shard(1, "r1-000003")},
-                    {Worker(0, JobProgress::RUNNING)}};
+  JobSightings seen{
+      2, {}, {Shard(0, "r1-000003"), Shard(1, "r1-000003")}, {Worker(0, JobProgress::RUNNING)}};
   EXPECT_EQ(JobState("j", seen),
             "job j: RECOVERING (run r2, restored from checkpoint r1-000003 at step 300; waiting "
             "for the workers' first step)");

@@ -1,5 +1,7 @@
 #include "ctl/job_runner.h"
 
+#include <grpcpp/client_context.h>
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -7,8 +9,6 @@
 #include <set>
 #include <thread>
 #include <vector>
-
-#include <grpcpp/client_context.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -134,8 +134,8 @@ std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& la
   }
   std::string eval;
   if (chief.has_eval()) {
-    eval = absl::StrFormat(" | eval loss %.4f acc %.3f", chief.eval().loss(),
-                           chief.eval().accuracy());
+    eval =
+        absl::StrFormat(" | eval loss %.4f acc %.3f", chief.eval().loss(), chief.eval().accuracy());
   }
   return absl::StrFormat("step %d%s | loss %.4f | %.0f ex/s | staleness %.2f | %.1fs%s%s",
                          std::max<int64_t>(step, 0), total, chief.loss(), examples_per_second,
@@ -224,16 +224,16 @@ namespace {
 
 // Where a run starts: step 0, or a resumed job's checkpoint.
 struct RunStart {
-  int64_t first_step = 0;            // The fewest of worker_steps.
+  int64_t first_step = 0;             // The fewest of worker_steps.
   std::vector<int64_t> worker_steps;  // Per worker (WorkerResumeSteps).
-  std::string checkpoint;            // The checkpoint resumed from; empty: none.
+  std::string checkpoint;             // The checkpoint resumed from; empty: none.
 };
 
 // What comes before the workers start: the checkpoint settings checked, the job id claimed,
 // and, to resume, the shards restored.
 absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterClient& client,
-                                   const JobSpec& spec, const SubmitOptions& options,
-                                   const CheckpointCoordinator& checkpoints) {
+                                    const JobSpec& spec, const SubmitOptions& options,
+                                    const CheckpointCoordinator& checkpoints) {
   std::ostream& out = *options.out;
   if (checkpoints.enabled()) {
     if (options.detach) {
@@ -250,10 +250,10 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
   if (!options.resume) return RunStart{0, std::vector<int64_t>(client.num_workers(), 0), ""};
   absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(client, spec, out);
   if (!restored.ok()) return restored.status();
-  out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name()
-      << " at step " << restored->resume_step() << " as run " << spec.run_id() << "\n";
-  return RunStart{restored->resume_step(),
-                  WorkerResumeSteps(*restored, client.num_workers()), restored->name()};
+  out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name() << " at step "
+      << restored->resume_step() << " as run " << spec.run_id() << "\n";
+  return RunStart{restored->resume_step(), WorkerResumeSteps(*restored, client.num_workers()),
+                  restored->name()};
 }
 
 // Starts the run on every worker w from first_steps[w]; on a failure, stops it on those started.
@@ -267,8 +267,8 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
   *request.mutable_cluster() = cluster.ToProto();
   for (int w = 0; w < client.num_workers(); ++w) {
     request.set_first_step(first_steps[w]);
-    absl::StatusOr<StartJobResponse> started = StartOnWorker(
-        client, w, request, options.replace || options.resume, absl::Seconds(10));
+    absl::StatusOr<StartJobResponse> started =
+        StartOnWorker(client, w, request, options.replace || options.resume, absl::Seconds(10));
     if (!started.ok() && skip_down && absl::IsUnavailable(started.status())) {
       *options.out << "worker:" << w << " is down: it rejoins the job once it is back\n";
       continue;
@@ -296,9 +296,9 @@ std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::s
   for (int ps = 0; ps < client.num_ps(); ++ps) {
     absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
     if (!jobs.ok()) {
-      return LostShard{ps, true,
-                       absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()),
-                                    ")")};
+      return LostShard{
+          ps, true,
+          absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
     }
     if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) ==
         jobs->job_ids().end()) {
@@ -344,10 +344,9 @@ constexpr absl::Duration kRecoveryDeadline = absl::Seconds(60);
 // and starts every worker that is up at its step, which it returns. A ps lost again meanwhile
 // (UNAVAILABLE) starts it over, until kRecoveryDeadline. Every probe and the recovered run use
 // channels made afresh (`*client` is replaced), none from before the ps went away.
-absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster,
-                                std::unique_ptr<ClusterClient>* client, JobSpec* spec,
-                                const SubmitOptions& options, const Recovery& recovery,
-                                ResultsWriter* results) {
+absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<ClusterClient>* client,
+                                JobSpec* spec, const SubmitOptions& options,
+                                const Recovery& recovery, ResultsWriter* results) {
   std::ostream& out = *options.out;
   const std::string task = absl::StrCat("ps:", recovery.shard.ps);
   out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step " << recovery.at_step
@@ -403,7 +402,9 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster,
     for (size_t w = 0; w < resume_steps.size() && w < recovery.worker_steps.size(); ++w) {
       steps_lost = std::max(steps_lost, recovery.worker_steps[w] - resume_steps[w]);
     }
-    auto seconds = [](absl::Duration d) { return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d)); };
+    auto seconds = [](absl::Duration d) {
+      return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d));
+    };
     const std::string line = absl::StrCat(
         "recovered: the job goes on from checkpoint ", restored->name(), " at step ",
         restored->resume_step(),
@@ -411,10 +412,10 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster,
                     [&restored](int64_t step) { return step == restored->resume_step(); })
             ? ""
             : absl::StrCat(" (each worker at its own: ", absl::StrJoin(resume_steps, ", "), ")"),
-        " as run ", spec->run_id(), " (", steps_lost,
-        " steps done again; every ps up after ", seconds(up - start), ", restored in ",
-        seconds(restored_at - up), ", workers started in ", seconds(absl::Now() - restored_at),
-        attempt > 1 ? absl::StrCat(", attempt ", attempt) : "", ")");
+        " as run ", spec->run_id(), " (", steps_lost, " steps done again; every ps up after ",
+        seconds(up - start), ", restored in ", seconds(restored_at - up), ", workers started in ",
+        seconds(absl::Now() - restored_at), attempt > 1 ? absl::StrCat(", attempt ", attempt) : "",
+        ")");
     out << line << "\n";
     results->RecordEvent(
         {"recovered", task, restored->resume_step(), restored->name(), steps_lost, line});
@@ -427,10 +428,9 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster,
 // lost: said, and listed in the summary). Returns as SubmitJob does; but when a worker failed
 // because a ps lost the job and the job has checkpoints, returns at once with `*recover` set
 // (the run is to be recovered: see Recover).
-absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client,
-                       const JobSpec& spec, const SubmitOptions& options,
-                       CheckpointCoordinator& checkpoints, ResultsWriter* results,
-                       absl::Time start, int64_t first_step,
+absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, const JobSpec& spec,
+                       const SubmitOptions& options, CheckpointCoordinator& checkpoints,
+                       ResultsWriter* results, absl::Time start, int64_t first_step,
                        std::optional<Recovery>* recover) {
   std::ostream& out = *options.out;
   bool interrupted = false;
@@ -554,9 +554,9 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     }
     checkpoints->set_results(results.get());
     if (!run->checkpoint.empty()) {
-      results->RecordEvent({"resumed", "", run->first_step, run->checkpoint, -1,
-                            absl::StrCat("from checkpoint ", run->checkpoint, " at step ",
-                                         run->first_step)});
+      results->RecordEvent(
+          {"resumed", "", run->first_step, run->checkpoint, -1,
+           absl::StrCat("from checkpoint ", run->checkpoint, " at step ", run->first_step)});
     }
   }
   const absl::Time start = absl::Now();

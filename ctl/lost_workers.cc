@@ -62,8 +62,7 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
       lost_at_[progress->worker()] = time;
       out_ << task << " failed at step " << progress->step() << " (" << progress->error() << "); "
            << (goes_on ? absl::StrCat("the job goes on without it (",
-                                      ConsistencyConfig::Mode_Name(spec_.consistency().mode()),
-                                      ")")
+                                      ConsistencyConfig::Mode_Name(spec_.consistency().mode()), ")")
                        : absl::StrCat("SYNC waits up to ", absl::FormatDuration(wait),
                                       " for it to return: start its daemon again"))
            << "\n";
@@ -104,11 +103,11 @@ bool LostWorkers::TryRejoin(const JobProgress& last) {
   request.set_incarnation(incarnations_[worker] + 1);
   if (!client_.StartJob(worker, request).ok()) return false;
   ++incarnations_[worker];
-  const std::string line =
-      absl::StrCat("worker:", worker, " is back: it rejoins the job at step ", first_step,
-                   " (incarnation ", incarnations_[worker], ")");
+  const std::string line = absl::StrCat("worker:", worker, " is back: it rejoins the job at step ",
+                                        first_step, " (incarnation ", incarnations_[worker], ")");
   out_ << line << "\n";
-  results_->RecordEvent({"worker_rejoined", absl::StrCat("worker:", worker), first_step, "", -1, line});
+  results_->RecordEvent(
+      {"worker_rejoined", absl::StrCat("worker:", worker), first_step, "", -1, line});
   return true;
 }
 

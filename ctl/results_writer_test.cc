@@ -1,15 +1,15 @@
 #include "ctl/results_writer.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/str_split.h"
 #include "common/testing/fault_injecting_file_system.h"
@@ -100,7 +100,8 @@ TEST(ResultsWriterTest, WritesEveryFile) {
   w->add_shape(2);
   w->add_shape(2);
   std::vector<float> values = {1, 2, 3, 4};
-  ASSERT_TRUE((*writer)->WriteParameters(parameters, {{"layer0/weights", absl::MakeSpan(values)}}).ok());
+  ASSERT_TRUE(
+      (*writer)->WriteParameters(parameters, {{"layer0/weights", absl::MakeSpan(values)}}).ok());
   EXPECT_TRUE(std::filesystem::exists(dir + "/params/layer0_weights.npy"));
 }
 
@@ -152,8 +153,9 @@ TEST(ResultsWriterTest, EventsAreRowsWithTheirDetailQuoted) {
   std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u) << text;
   EXPECT_EQ(lines[0], "time_s,event,task,step,checkpoint,steps_lost,detail");
-  EXPECT_THAT(lines[1], ::testing::EndsWith(
-                            ",worker_lost,worker:1,40,,,\"step 40: lost the \"\"progress\"\" stream\""));
+  EXPECT_THAT(lines[1],
+              ::testing::EndsWith(
+                  ",worker_lost,worker:1,40,,,\"step 40: lost the \"\"progress\"\" stream\""));
   EXPECT_THAT(lines[2], ::testing::EndsWith(",recovered,ps:1,100,r-000001,37,\"goes on\""));
 }
 

@@ -57,8 +57,7 @@ int64_t ClockAfterEightPushes(ConsistencyConfig::Mode mode) {
   }
 }
 
-class ShardJobResumeTest
-    : public ::testing::TestWithParam<ModeAndOptimizer> {};
+class ShardJobResumeTest : public ::testing::TestWithParam<ModeAndOptimizer> {};
 
 TEST_P(ShardJobResumeTest, ARunResumedFromACheckpointEndsWhereTheRunThatWentOnDid) {
   const auto [mode, optimizer] = GetParam();
@@ -137,15 +136,18 @@ TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNo
   absl::Status refused = ShardJob::Resume(blocks, other, 1, 0, {"c", 2, {}}).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.message().find("resume it as it was submitted"), std::string::npos);
-  EXPECT_EQ(ShardJob::Resume(blocks, CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM), 2, 0, {"c", 2, {}})
-                .status()
-                .code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      ShardJob::Resume(blocks, CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM),
+                       2, 0, {"c", 2, {}})
+          .status()
+          .code(),
+      absl::StatusCode::kFailedPrecondition);
 
   ParameterSpec two = CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM);
   two.set_num_workers(2);
   two.set_run_id("run-2");
-  absl::StatusOr<std::unique_ptr<ShardJob>> resumed = ShardJob::Resume(blocks, two, 1, 0, {"c", 2, {}});
+  absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
+      ShardJob::Resume(blocks, two, 1, 0, {"c", 2, {}});
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   const JobStats stats = (*resumed)->Stats();
   EXPECT_EQ(stats.step(), 2);
@@ -161,8 +163,8 @@ TEST(ShardJobResumeRefusalTest, AnotherJobIsRefusedAndAnotherNumberOfWorkersIsNo
 // A resumed run counts its workers' steps from the resume step: a checkpoint of it resumes there
 // or later, never at the steps of this run alone.
 TEST(ShardJobResumeRefusalTest, AResumedRunCountsStepsFromItsResumeStep) {
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(
-      CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD), 1, 0);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job =
+      ShardJob::Create(CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD), 1, 0);
   ASSERT_TRUE(job.ok());
   for (int n = 0; n < 8; ++n) ASSERT_TRUE(PushNumber(job->get(), n).ok());
   ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
@@ -182,8 +184,8 @@ TEST(ShardJobResumeRefusalTest, AResumedRunCountsStepsFromItsResumeStep) {
 // ASYNC: each worker resumes at its own step, and the run's checkpoints count from there: a
 // fast worker is not sent back to a slow one's step.
 TEST(ShardJobResumeRefusalTest, EachWorkerResumesAtItsOwnStep) {
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(
-      CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD), 1, 0);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job =
+      ShardJob::Create(CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD), 1, 0);
   ASSERT_TRUE(job.ok());
   ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
   spec.set_run_id("run-2");

@@ -8,6 +8,8 @@
 // CHAOS_KILLS (5) and CHAOS_SEED (1) come from the environment: tools/chaos.sh runs 20 kills.
 // The measurements (per recovery: steps done again, time from the ps's restart to the job's
 // next applied step) are printed, and the results are kept in TEST_UNDECLARED_OUTPUTS_DIR.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -16,14 +18,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -107,9 +106,9 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {
     std::vector<std::string> addresses;
     for (int port : *ports) addresses.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
     spec_ = dir_ + "/cluster.json";
-    std::ofstream(spec_) << absl::Substitute(R"({"cluster": {"ps": [$0, $1], "worker": [$2, $3, $4]}})",
-                                             addresses[0], addresses[1], addresses[2],
-                                             addresses[3], addresses[4]);
+    std::ofstream(spec_) << absl::Substitute(
+        R"({"cluster": {"ps": [$0, $1], "worker": [$2, $3, $4]}})", addresses[0], addresses[1],
+        addresses[2], addresses[3], addresses[4]);
     for (const std::string& task : kTasks) Start(task);
   }
 
@@ -125,7 +124,8 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {
     if (const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
       for (const char* name : {"calm", "chaos"}) {
         std::error_code ignored;
-        std::filesystem::copy(dir_ + "/" + name, std::string(outputs) + "/" + GetParam() + "-" + name,
+        std::filesystem::copy(dir_ + "/" + name,
+                              std::string(outputs) + "/" + GetParam() + "-" + name,
                               std::filesystem::copy_options::recursive, ignored);
       }
     }
@@ -199,15 +199,14 @@ TEST_P(ChaosTest, AJobOutlivesKillsOfRandomTasks) {
   const int kills = kKills, seed = kSeed;
   const absl::Duration timeout = absl::Seconds(120 + 30 * kills);
 
-  Psctl calm({"submit", "--cluster_spec=" + spec_, "--job=" + Job("calm"),
-              "--results=" + dir_ + "/calm"},
-             dir_);
+  Psctl calm(
+      {"submit", "--cluster_spec=" + spec_, "--job=" + Job("calm"), "--results=" + dir_ + "/calm"},
+      dir_);
   ASSERT_EQ(calm.Wait(timeout), 0) << calm.Output();
 
   const std::string results = dir_ + "/chaos";
-  Psctl chaos({"submit", "--cluster_spec=" + spec_, "--job=" + Job("chaos"),
-               "--results=" + results},
-              dir_);
+  Psctl chaos(
+      {"submit", "--cluster_spec=" + spec_, "--job=" + Job("chaos"), "--results=" + results}, dir_);
   std::mt19937 random(seed);
   auto uniform = [&random](double low, double high) {
     return absl::Seconds(std::uniform_real_distribution<double>(low, high)(random));
