@@ -3,18 +3,27 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/server_builder.h>
+#include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
 
 namespace ps {
 
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address, grpc::Service* service,
-                                              int max_message_bytes) {
+                                              int max_message_bytes,
+                                              const TransportSecurity& security) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  if (!security.tls() && !IsLoopbackHost(host)) {
+    LOG(WARNING) << "listening on " << address
+                 << " WITHOUT TLS: anyone who can reach this port can push gradients, read "
+                    "models and stop jobs. Give --tls_cert, --tls_key and --tls_ca (psctl "
+                    "certs makes them), or --bind_host=127.0.0.1 for a single machine";
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   StartedServer started;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.bound_port);
+  builder.AddListeningPort(address, ServerCredentialsFor(security), &started.bound_port);
   builder.RegisterService(service);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(max_message_bytes);

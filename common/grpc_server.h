@@ -10,6 +10,7 @@
 #include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
+#include "common/transport_security.h"
 
 namespace ps {
 
@@ -19,9 +20,12 @@ struct StartedServer {
 };
 
 // Starts a server listening on `address` ("host:port"; port 0 picks a free one) with `service`
-// (not owned; must outlive the server). UNAVAILABLE naming the address when it cannot listen.
+// (not owned; must outlive the server), speaking TLS as `security` says. UNAVAILABLE naming the
+// address when it cannot listen. A plaintext server on a host other than loopback logs a
+// warning: anyone who can reach the port can call it.
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address, grpc::Service* service,
-                                              int max_message_bytes);
+                                              int max_message_bytes,
+                                              const TransportSecurity& security = {});
 
 }  // namespace ps
 

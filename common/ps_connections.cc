@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<PsConnections>> PsConnections::Create(
       SetQuickReconnect(&arguments, options.max_reconnect_backoff);
       Connection connection;
       connection.channel = grpc::CreateCustomChannel(
-          address->ToString(), grpc::InsecureChannelCredentials(), arguments);
+          address->ToString(), ChannelCredentialsFor(options.security), arguments);
       connection.stub = std::make_unique<grpc::GenericStub>(connection.channel);
       connections->connections_.back().push_back(std::move(connection));
     }

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/transport_security.h"
 
 namespace ps {
 
@@ -48,6 +49,8 @@ struct PsClientOptions {
   int connections_per_ps = 2;
   // Must match the servers' --max_message_mb.
   int max_message_bytes = 1 << 30;
+  // How the channels to the ps tasks are secured (plaintext by default).
+  TransportSecurity security;
 };
 
 // Thread-safe.

@@ -4,6 +4,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "common/grpc_deadline.h"
@@ -22,13 +23,14 @@ constexpr char kDetailPayload[] = "ps.cluster_client.detail";
 // How long a channel waits at most between attempts to reach a task that went away.
 constexpr absl::Duration kMaxReconnectBackoff = absl::Milliseconds(500);
 
-std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::string>& addresses) {
+std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::string>& addresses,
+                                                     const TransportSecurity& security) {
   grpc::ChannelArguments arguments;
   SetQuickReconnect(&arguments, kMaxReconnectBackoff);
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& address : addresses) {
-    channels.push_back(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                                 arguments));
+    channels.push_back(
+        grpc::CreateCustomChannel(address, ChannelCredentialsFor(security), arguments));
   }
   return channels;
 }
@@ -40,6 +42,7 @@ absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Create(
   PsClientOptions ps_options;
   ps_options.ps_addresses = cluster.Tasks(kPsJob);
   ps_options.max_attempts = options.ps_max_attempts;
+  ps_options.security = options.security;
   absl::StatusOr<std::unique_ptr<PsClient>> ps = PsClient::Create(ps_options);
   if (!ps.ok()) return ps.status();
   return std::unique_ptr<ClusterClient>(new ClusterClient(cluster, options, *std::move(ps)));
@@ -50,8 +53,8 @@ ClusterClient::ClusterClient(const ClusterSpec& cluster, const ClusterClientOpti
     : cluster_(cluster),
       options_(options),
       ps_(std::move(ps)),
-      ps_channels_(Channels(cluster.Tasks(kPsJob))),
-      worker_channels_(Channels(cluster.Tasks(kWorkerJob))) {}
+      ps_channels_(Channels(cluster.Tasks(kPsJob), options.security)),
+      worker_channels_(Channels(cluster.Tasks(kWorkerJob), options.security)) {}
 
 std::string ClusterClient::TaskName(absl::string_view job, int index) const {
   return absl::StrCat(job, ":", index, " (", cluster_.Tasks(job)[index], ")");
@@ -65,10 +68,20 @@ const std::shared_ptr<grpc::Channel>& ClusterClient::Channel(absl::string_view j
 absl::Status ClusterClient::Named(absl::string_view job, int index, absl::string_view method,
                                   const grpc::Status& status) const {
   if (status.ok()) return absl::OkStatus();
+  std::string message = status.error_message();
+  // A connection the task closed before any answer: most often a TLS handshake it refused.
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      (absl::StrContains(message, "Socket closed") || absl::StrContains(message, "andshake"))) {
+    absl::StrAppend(&message,
+                    options_.security.tls()
+                        ? "; if the task is up, it refused this connection: it may not speak TLS, "
+                          "or psctl's --tls_cert is not signed by the --tls_ca the task trusts"
+                        : "; if the task is up, it may require TLS: give psctl --tls_cert, "
+                          "--tls_key and --tls_ca (psctl certs makes them)");
+  }
   absl::Status named(FromGrpcStatus(status).code(),
-                     absl::StrCat(TaskName(job, index), ": ", method, ": ",
-                                  status.error_message()));
-  named.SetPayload(kDetailPayload, absl::Cord(status.error_message()));
+                     absl::StrCat(TaskName(job, index), ": ", method, ": ", message));
+  named.SetPayload(kDetailPayload, absl::Cord(message));
   return named;
 }
 

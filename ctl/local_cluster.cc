@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/file_system.h"
+#include "common/tls_flags.h"
 
 namespace ps {
 namespace {
@@ -67,6 +68,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       std::vector<std::string> argv = {binary, "--cluster_spec=" + local->spec_path(),
                                        absl::StrCat("--task=", job, ":", i),
                                        "--bind_host=127.0.0.1", "--port_file=" + port_file};
+      for (const std::string& arg : TransportSecurityArgs(options.security)) argv.push_back(arg);
       if (job == kPsJob && !options.checkpoint_dir.empty()) {
         argv.push_back(absl::StrCat("--checkpoint_dir=", options.checkpoint_dir, "/ps-", i));
       }

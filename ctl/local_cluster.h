@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "common/cluster_spec.h"
 #include "common/subprocess.h"
+#include "common/transport_security.h"
 
 namespace ps {
 
@@ -26,6 +27,8 @@ struct LocalClusterOptions {
   // Each ps's --checkpoint_dir is "<checkpoint_dir>/ps-<i>" (a disk of its own, as on
   // separate hosts); "": none.
   std::string checkpoint_dir;
+  // The daemons' --tls_* flags: psctl's own (each host is this one).
+  TransportSecurity security = ProcessTransportSecurity();
 };
 
 class LocalCluster {

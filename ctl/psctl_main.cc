@@ -8,6 +8,7 @@
 //   psctl check  --cluster_spec=FILE [--task=ps:0]
 //   psctl experiment --sweep=FILE (--local | --cluster_spec=FILE) [--results=DIR]
 //   psctl export --checkpoint_dir=DIR[,DIR] --job=ID --out=DIR [--checkpoint=NAME]
+//   psctl certs  --cluster_spec=FILE --out=DIR [--days=365]
 //   psctl report DIR
 //
 // Exit status: 0 on success; 1 when the job or the cluster failed (the message says why);
@@ -32,6 +33,8 @@
 #include "common/daemon.h"
 #include "common/job_schema.h"
 #include "common/job_spec.h"
+#include "common/tls_flags.h"
+#include "ctl/certs.h"
 #include "ctl/checkpoint_export.h"
 #include "ctl/cluster_probe.h"
 #include "ctl/cluster_status.h"
@@ -55,7 +58,8 @@ DEFINE_string(checkpoint_dir, "checkpoints",
               "one to --resume a job on a fresh local cluster. export: the directories (comma-"
               "separated) holding the shards' checkpoint files");
 DEFINE_string(checkpoint, "", "export: the checkpoint's name (default: the newest complete one)");
-DEFINE_string(out, "", "export: the directory to write the model to");
+DEFINE_string(out, "", "export: the directory to write the model to; certs: for the certificates");
+DEFINE_int32(days, 365, "certs: how long the certificates are valid");
 DEFINE_bool(resume, false,
             "submit: continue the job from its latest complete checkpoint as a new run (the "
             "same job file; a damaged checkpoint falls back to the one before)");
@@ -90,6 +94,8 @@ constexpr char kUsage[] =
     "           psctl export --checkpoint_dir=DIR[,DIR] --job=ID --out=DIR [--checkpoint=NAME]\n"
     "  stop     stop a job everywhere: psctl stop --cluster_spec=F --job=ID\n"
     "  check    validate a ClusterSpec: psctl check --cluster_spec=F [--task=ps:0]\n"
+    "  certs    a CA and certificates for mutual TLS: psctl certs --cluster_spec=F --out=DIR\n"
+    "           [--days=365]; every command takes --tls_cert, --tls_key and --tls_ca\n"
     "  experiment  run every point of a sweep, resumably, and write the sweep table\n"
     "           psctl experiment --sweep=config/sweeps/F.json (--local | --cluster_spec=F)\n"
     "  report   a markdown report with tables and plots of a sweep: psctl report DIR\n"
@@ -263,6 +269,17 @@ int Export() {
   return 0;
 }
 
+int Certs() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (FLAGS_out.empty()) return Fail(absl::InvalidArgumentError("--out=DIR is required"));
+  std::cout << "the cluster's CA and certificates, in " << FLAGS_out
+            << "; give each task the files of its host:\n";
+  absl::Status status = MakeClusterCertificates(*cluster, FLAGS_out, FLAGS_days, std::cout);
+  if (!status.ok()) return Fail(status);
+  return 0;
+}
+
 int Report(const std::string& dir) {
   ReportOptions options;
   options.script = FLAGS_report_script;
@@ -282,6 +299,15 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = 1;  // Warnings and errors only: psctl talks through its own output.
   google::InitGoogleLogging(argv[0]);
+  ps::TransportSecurity security = ps::TransportSecurityFromFlags();
+  for (std::string* path : {&security.cert_file, &security.key_file, &security.ca_file}) {
+    if (!path->empty()) *path = std::filesystem::absolute(*path).string();  // For daemons too.
+  }
+  if (absl::Status tls = ps::ValidateTransportSecurity(security, /*server=*/false); !tls.ok()) {
+    std::cerr << "psctl: " << tls.message() << "\n";
+    return 2;
+  }
+  ps::SetProcessTransportSecurity(security);
   // Only report takes an argument after the command: the directory.
   const bool report = argc >= 2 && std::string(argv[1]) == "report";
   if (argc != (report ? 3 : 2)) {
@@ -303,6 +329,7 @@ int main(int argc, char** argv) {
   if (command == "experiment") return ps::Experiment();
   if (command == "report") return ps::Report(argv[2]);
   if (command == "export") return ps::Export();
+  if (command == "certs") return ps::Certs();
   std::cerr << "psctl: unknown command \"" << command << "\"\n" << ps::kUsage << "\n";
   return 2;
 }

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/transport_security.h"
 #include "server/ps_service.h"
 
 namespace ps {
@@ -25,6 +26,7 @@ struct PsServerOptions {
   // Largest request or response; a bigger one fails with RESOURCE_EXHAUSTED. Clients use the
   // same limit (PsClientOptions::max_message_bytes).
   int max_message_bytes = 1 << 30;
+  TransportSecurity security;  // Plaintext by default.
 };
 
 class PsServer {

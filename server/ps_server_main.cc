@@ -17,6 +17,7 @@
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
 #include "common/host_port.h"
+#include "common/tls_flags.h"
 #include "server/ps_server.h"
 
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file (TensorFlow's form); TF_CONFIG if empty");
@@ -63,6 +64,12 @@ int Run() {
                                                : absl::Seconds(FLAGS_finished_job_retention_s);
   options.max_message_bytes = FLAGS_max_message_mb << 20;
   options.service.checkpoint_dir = FLAGS_checkpoint_dir;
+  options.security = ps::TransportSecurityFromFlags();
+  if (absl::Status tls = ps::ValidateTransportSecurity(options.security, /*server=*/true);
+      !tls.ok()) {
+    std::cerr << "ps_server: " << tls.message() << "\n";
+    return 2;
+  }
 
   ps::TuneForTensorTraffic();
   ps::BlockStopSignals();  // Before any thread starts.

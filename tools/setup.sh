@@ -20,6 +20,8 @@ PACKAGES=(
   iproute2 procps
   # psctl report's plots (tools/report.py); numpy reads exported checkpoints in tests.
   python3 python3-matplotlib python3-numpy
+  # psctl certs (the cluster's CA and certificates for mutual TLS).
+  openssl
 )
 
 missing=()

@@ -18,6 +18,7 @@
 #include "common/grpc_deadline.h"
 #include "common/grpc_server.h"
 #include "common/host_port.h"
+#include "common/tls_flags.h"
 #include "worker/compute/cpu_threads.h"
 #include "worker/compute/device.h"
 #include "worker/worker_service.h"
@@ -73,6 +74,12 @@ int Run() {
 
   ps::WorkerServiceOptions options{config->cluster, config->task.index(), *device, {}};
   options.ps_client.wait_timeout = absl::Seconds(FLAGS_ps_wait_timeout_s);
+  const ps::TransportSecurity security = ps::TransportSecurityFromFlags();
+  if (absl::Status tls = ps::ValidateTransportSecurity(security, /*server=*/true); !tls.ok()) {
+    std::cerr << "ps_worker: " << tls.message() << "\n";
+    return 2;
+  }
+  options.ps_client.security = security;
   options.finished_job_retention = FLAGS_finished_job_retention_s < 0
                                        ? absl::InfiniteDuration()
                                        : absl::Seconds(FLAGS_finished_job_retention_s);
@@ -88,7 +95,7 @@ int Run() {
   ps::BlockStopSignals();  // Before any thread starts.
 
   absl::StatusOr<ps::StartedServer> started =
-      ps::StartGrpcServer(listen, &service, FLAGS_max_message_mb << 20);
+      ps::StartGrpcServer(listen, &service, FLAGS_max_message_mb << 20, security);
   if (!started.ok()) {
     std::cerr << "ps_worker: " << started.status().message() << "\n";
     return 1;

@@ -1,0 +1,27 @@
+#include "common/tls_flags.h"
+
+#include <gflags/gflags.h>
+
+DEFINE_string(tls_cert, "",
+              "PEM certificate of this process (with --tls_key): servers speak TLS with it and "
+              "channels present it; reloaded when the file changes");
+DEFINE_string(tls_key, "", "PEM private key of --tls_cert");
+DEFINE_string(tls_ca, "",
+              "PEM certificate of the cluster's CA: channels verify servers against it (and "
+              "their host names); servers require client certificates it signed (mutual TLS)");
+
+namespace ps {
+
+TransportSecurity TransportSecurityFromFlags() {
+  return TransportSecurity{FLAGS_tls_cert, FLAGS_tls_key, FLAGS_tls_ca};
+}
+
+std::vector<std::string> TransportSecurityArgs(const TransportSecurity& security) {
+  std::vector<std::string> args;
+  if (!security.cert_file.empty()) args.push_back("--tls_cert=" + security.cert_file);
+  if (!security.key_file.empty()) args.push_back("--tls_key=" + security.key_file);
+  if (!security.ca_file.empty()) args.push_back("--tls_ca=" + security.ca_file);
+  return args;
+}
+
+}  // namespace ps

@@ -1,0 +1,22 @@
+// The --tls_cert, --tls_key and --tls_ca flags that ps_server, ps_worker and psctl share
+// (common/transport_security.h says what each combination means).
+#ifndef PS_COMMON_TLS_FLAGS_H_
+#define PS_COMMON_TLS_FLAGS_H_
+
+#include <vector>
+#include <string>
+
+#include "common/transport_security.h"
+
+namespace ps {
+
+// The flags' values.
+TransportSecurity TransportSecurityFromFlags();
+
+// The flags again, as a daemon started by this process takes them (psctl local); none when
+// plaintext.
+std::vector<std::string> TransportSecurityArgs(const TransportSecurity& security);
+
+}  // namespace ps
+
+#endif  // PS_COMMON_TLS_FLAGS_H_

@@ -1,0 +1,32 @@
+// psctl certs: a certificate authority for a cluster and the certificates its tasks and psctl
+// present (mutual TLS, common/transport_security.h), made with OpenSSL's command line tool.
+#ifndef PS_CTL_CERTS_H_
+#define PS_CTL_CERTS_H_
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/cluster_spec.h"
+
+namespace ps {
+
+// Writes into `dir` (created if missing). When `dir` already holds a CA (ca.crt and ca.key),
+// it is kept and the other certificates are issued anew with it: that is how certificates are
+// rotated (a daemon reloads its files within seconds). Otherwise:
+//   ca.crt, ca.key           the cluster's CA (EC P-256, `days` valid)
+//   <host>.crt, <host>.key   one per host of the ClusterSpec's tasks: its name (DNS) or address
+//                            (IP) as subjectAltName, for TLS servers and clients, signed by the CA
+//   psctl.crt, psctl.key     psctl's identity (a client certificate; organization "admin")
+// Keys are readable by their owner only. Says on `out` what to pass each daemon. UNAVAILABLE
+// when openssl is missing (tools/setup.sh installs it), INTERNAL with its output when it fails.
+absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::string& dir,
+                                     int days, std::ostream& out);
+
+// The distinct hosts of the cluster's tasks, in ClusterSpec order.
+std::vector<std::string> ClusterHosts(const ClusterSpec& cluster);
+
+}  // namespace ps
+
+#endif  // PS_CTL_CERTS_H_

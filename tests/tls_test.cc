@@ -1,0 +1,215 @@
+// Mutual TLS on every connection (common/transport_security.h): a cluster whose daemons and
+// psctl carry certificates from `psctl certs` trains a job to the weights of the same job on a
+// plaintext cluster, refuses strangers at the handshake while the job runs (leaving its weights
+// as an undisturbed run's), and serves certificates renewed during a job without a restart.
+// Needs OpenSSL's command line tool (tools/setup.sh); skips without it.
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/substitute.h"
+#include "absl/time/clock.h"
+#include "common/subprocess.h"
+#include "tests/psctl_testing.h"
+
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+// What a shell command prints on stdout.
+std::string Capture(const std::string& command) {
+  std::string output;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (pipe == nullptr) return output;
+  std::array<char, 4096> buffer;
+  while (size_t read = fread(buffer.data(), 1, buffer.size(), pipe.get())) {
+    output.append(buffer.data(), read);
+  }
+  return output;
+}
+
+class TlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access("/usr/bin/openssl", X_OK) != 0) {
+      GTEST_SKIP() << "no /usr/bin/openssl (tools/setup.sh installs it)";
+    }
+    dir_ = TestDir();
+    absl::StatusOr<std::vector<int>> ports = PickUnusedPorts(4);
+    ASSERT_TRUE(ports.ok()) << ports.status();
+    ports_ = *ports;
+    spec_ = dir_ + "/cluster.json";
+    std::ofstream(spec_) << absl::Substitute(
+        R"({"cluster": {"ps": ["127.0.0.1:$0", "127.0.0.1:$1"],
+                        "worker": ["127.0.0.1:$2", "127.0.0.1:$3"]}})",
+        ports_[0], ports_[1], ports_[2], ports_[3]);
+    certs_ = dir_ + "/certs";
+    Psctl certs({"certs", "--cluster_spec=" + spec_, "--out=" + certs_}, dir_);
+    ASSERT_EQ(certs.Wait(), 0) << certs.Output();
+    EXPECT_THAT(certs.Stdout(), HasSubstr("127.0.0.1: --tls_cert=" + certs_ + "/127.0.0.1.crt"));
+  }
+
+  void TearDown() override {
+    for (Subprocess& daemon : daemons_) daemon.Signal(SIGTERM);
+    for (Subprocess& daemon : daemons_) {
+      EXPECT_TRUE(daemon.Wait(absl::Seconds(20)).has_value());
+      if (HasFailure()) std::cerr << "daemon log:\n" << daemon.Output();
+    }
+    daemons_.clear();
+    if (!dir_.empty()) {
+      EXPECT_THAT(ProcessesMentioning(dir_), ::testing::IsEmpty());
+    }
+  }
+
+  // The three flags for the files `name`.crt and `name`.key in `dir`, with its ca.crt.
+  static std::vector<std::string> Tls(const std::string& dir, const std::string& name) {
+    return {"--tls_cert=" + dir + "/" + name + ".crt", "--tls_key=" + dir + "/" + name + ".key",
+            "--tls_ca=" + dir + "/ca.crt"};
+  }
+
+  // Starts 2 ps and 2 workers with the host certificate in `certs`.
+  void StartCluster(const std::string& certs) {
+    for (const char* task : {"ps:0", "ps:1", "worker:0", "worker:1"}) {
+      const bool ps = task[0] == 'p';
+      std::vector<std::string> argv = {ps ? kPsServer : kPsWorker, "--cluster_spec=" + spec_,
+                                       std::string("--task=") + task};
+      if (!ps) argv.push_back("--device=cpu");
+      for (const std::string& flag : Tls(certs, "127.0.0.1")) argv.push_back(flag);
+      const std::string name = absl::StrCat(dir_, "/", std::string(task).replace(
+                                                           std::string(task).find(':'), 1, "-"));
+      argv.push_back("--port_file=" + name + ".port");
+      absl::StatusOr<Subprocess> process = Subprocess::Start(argv, name + ".log");
+      ASSERT_TRUE(process.ok()) << process.status();
+      daemons_.push_back(*std::move(process));
+      ASSERT_TRUE(WaitForPortFile(name + ".port", absl::Seconds(30)).ok())
+          << daemons_.back().Output();
+    }
+  }
+
+  std::string Job(const std::string& id, int steps) const {
+    const std::string path = absl::StrCat(dir_, "/", id, ".json");
+    std::ofstream(path) << absl::Substitute(
+        R"({"job_id": "$0", "model": {"kind": "SOFTMAX_REGRESSION"},
+            "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000,
+                                   "feature_dim": 16, "num_classes": 4}},
+            "learning_rate": {"base": 0.2}, "consistency": {"mode": "SYNC"}, "batch_size": 32,
+            "steps": $1, "seed": 7, "min_slice_bytes": 64,
+            "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2}})",
+        id, steps);
+    return path;
+  }
+
+  // `psctl status` with `flags`: the lines of the tasks it could not reach.
+  std::vector<std::string> DownTasks(const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {"status", "--cluster_spec=" + spec_};
+    args.insert(args.end(), flags.begin(), flags.end());
+    Psctl status(args, dir_);
+    EXPECT_EQ(status.Wait(), 0) << status.Output();
+    std::vector<std::string> down;
+    for (const std::string& line : Lines(status.Stdout())) {
+      if (absl::StrContains(line, ": DOWN (")) down.push_back(line);
+    }
+    return down;
+  }
+
+  // The serial number of the certificate the ps on `port` serves now.
+  std::string ServedSerial(int port) {
+    return Capture(absl::StrCat("echo | timeout 10 /usr/bin/openssl s_client -connect 127.0.0.1:",
+                                port, " -cert ", certs_, "/psctl.crt -key ", certs_,
+                                "/psctl.key -CAfile ", certs_,
+                                "/ca.crt 2>/dev/null | /usr/bin/openssl x509 -noout -serial"));
+  }
+
+  std::string dir_, spec_, certs_;
+  std::vector<int> ports_;
+  std::vector<Subprocess> daemons_;
+};
+
+TEST_F(TlsTest, AMutualTlsClusterTrainsToThePlaintextWeightsAndRefusesStrangers) {
+  // The reference: the same job on a plaintext local cluster of as many tasks.
+  Psctl plain({"local", "--job=" + Job("plain", 3000), "--results=" + dir_ + "/plain",
+               "--ps=2", "--workers=2", "--device=cpu"},
+              dir_);
+  ASSERT_EQ(plain.Wait(), 0) << plain.Output();
+
+  StartCluster(certs_);
+  std::vector<std::string> submit = {"submit", "--cluster_spec=" + spec_, "--job=" + Job("tls", 3000),
+                                     "--results=" + dir_ + "/tls"};
+  for (const std::string& flag : Tls(certs_, "psctl")) submit.push_back(flag);
+  Psctl job(submit, dir_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!std::filesystem::exists(dir_ + "/tls/metrics.csv") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+
+  // While it runs, strangers are refused at the handshake on every task: a plaintext client,
+  // one that trusts the CA but has no certificate, and one whose certificate another CA signed.
+  const std::vector<std::string> plaintext = DownTasks({});
+  ASSERT_EQ(plaintext.size(), 4u);
+  EXPECT_THAT(plaintext[0], HasSubstr("it may require TLS: give psctl --tls_cert"));
+  EXPECT_EQ(DownTasks({"--tls_ca=" + certs_ + "/ca.crt"}).size(), 4u);
+  Psctl other({"certs", "--cluster_spec=" + spec_, "--out=" + dir_ + "/other"}, dir_);
+  ASSERT_EQ(other.Wait(), 0) << other.Output();
+  std::vector<std::string> stranger = Tls(dir_ + "/other", "psctl");
+  stranger.back() = "--tls_ca=" + certs_ + "/ca.crt";  // Trusts the cluster; signed by another.
+  EXPECT_EQ(DownTasks(stranger).size(), 4u);
+  EXPECT_TRUE(DownTasks(Tls(certs_, "psctl")).empty()) << "psctl's own identity is let in";
+  EXPECT_FALSE(job.Ended()) << "the job ended before the strangers came: make it longer";
+
+  ASSERT_EQ(job.Wait(), 0) << job.Output();
+  nlohmann::json summary = nlohmann::json::parse(ReadFile(dir_ + "/tls/summary.json"));
+  EXPECT_EQ(summary["state"], "DONE");
+  ExpectSameParameters(ResultParameters(dir_ + "/plain"), ResultParameters(dir_ + "/tls"), 1e-6);
+}
+
+TEST_F(TlsTest, CertificatesRenewedDuringAJobAreServedWithoutARestart) {
+  // The daemons read copies, as a host would; `psctl certs` renews the originals with the same
+  // CA, and they are moved over the copies.
+  const std::string live = dir_ + "/live";
+  std::filesystem::copy(certs_, live);
+  StartCluster(live);
+  const std::string before = ServedSerial(ports_[0]);
+  ASSERT_THAT(before, HasSubstr("serial=")) << "openssl s_client reached no ps";
+
+  std::vector<std::string> submit = {"submit", "--cluster_spec=" + spec_,
+                                     "--job=" + Job("renewed", 6000), "--results=" + dir_ + "/r"};
+  for (const std::string& flag : Tls(certs_, "psctl")) submit.push_back(flag);
+  Psctl job(submit, dir_);
+  Psctl renew({"certs", "--cluster_spec=" + spec_, "--out=" + certs_}, dir_);
+  ASSERT_EQ(renew.Wait(), 0) << renew.Output();
+  EXPECT_THAT(renew.Stdout(), HasSubstr("renewing the certificates with the CA already in"));
+  for (const char* file : {"127.0.0.1.key", "127.0.0.1.crt"}) {
+    std::filesystem::copy_file(absl::StrCat(certs_, "/", file), absl::StrCat(live, "/", file, ".tmp"));
+    std::filesystem::rename(absl::StrCat(live, "/", file, ".tmp"), absl::StrCat(live, "/", file));
+  }
+  const std::string renewed =
+      Capture(absl::StrCat("/usr/bin/openssl x509 -noout -serial -in ", certs_, "/127.0.0.1.crt"));
+  ASSERT_NE(renewed, before);
+  std::string served;
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  do {
+    absl::SleepFor(absl::Milliseconds(500));
+    served = ServedSerial(ports_[0]);
+  } while (served != renewed && absl::Now() < deadline);
+  EXPECT_EQ(served, renewed) << "the ps still serves the certificate it started with";
+  EXPECT_FALSE(job.Ended()) << "the job ended before the renewal was served: make it longer";
+  ASSERT_EQ(job.Wait(), 0) << job.Output();
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(dir_ + "/r/summary.json"))["state"], "DONE");
+}
+
+}  // namespace
+}  // namespace ps
