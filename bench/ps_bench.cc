@@ -48,6 +48,7 @@
 #include "absl/time/time.h"
 #include "common/daemon.h"
 #include "common/ps_client.h"
+#include "common/transport_security.h"
 #include "common/worker_session.h"
 #include "proto/ps_service.pb.h"
 #include "tests/in_process_ps_cluster.h"
@@ -61,6 +62,10 @@ DEFINE_int32(chunk_mb, 4, "PsClientOptions.chunk_bytes, in MiB");
 DEFINE_int32(connections, 2, "PsClientOptions.connections_per_ps");
 DEFINE_int32(latency_iterations, 2000, "timed 4 KB push+pull round trips (0: skip)");
 DEFINE_bool(tcp_baseline, true, "also measure raw loopback TCP for each size");
+DEFINE_string(tls_dir, "",
+              "a directory of `psctl certs` files for host 127.0.0.1: measure every size and the "
+              "round trip over plaintext and over mutual TLS alternately, and print the ratios");
+DEFINE_int32(rounds, 1, "measurements of each size (and round trip) per side");
 DEFINE_string(ps_addresses, "",
               "comma-separated host:port of running ps_server tasks (ps:0 first) to measure "
               "instead of starting --ps servers in this process");
@@ -355,13 +360,12 @@ int Run() {
     sizes.push_back(size);
   }
   if (FLAGS_ps < 1 || FLAGS_clients < 1 || FLAGS_chunk_mb < 1 || FLAGS_connections < 1 ||
-      FLAGS_seconds <= 0 || FLAGS_latency_iterations < 0) {
-    std::fprintf(stderr, "ps_bench: --ps, --clients, --chunk_mb, --connections and --seconds "
-                         "must be positive, --latency_iterations >= 0\n");
+      FLAGS_seconds <= 0 || FLAGS_latency_iterations < 0 || FLAGS_rounds < 1) {
+    std::fprintf(stderr, "ps_bench: --ps, --clients, --chunk_mb, --connections, --seconds and "
+                         "--rounds must be positive, --latency_iterations >= 0\n");
     return 2;
   }
 
-  std::unique_ptr<InProcessPsCluster> servers;
   PsClientOptions options;
   options.chunk_bytes = static_cast<int64_t>(FLAGS_chunk_mb) << 20;
   options.connections_per_ps = FLAGS_connections;
@@ -371,17 +375,52 @@ int Run() {
   }
   const int in_process = options.ps_addresses.empty() ? FLAGS_ps : 0;
   if (!options.ps_addresses.empty()) FLAGS_ps = static_cast<int>(options.ps_addresses.size());
-  if (in_process > 0) {
+  if (!FLAGS_tls_dir.empty() && in_process == 0) {
+    std::fprintf(stderr, "ps_bench: --tls_dir needs the ps in this process (no --ps_addresses)\n");
+    return 2;
+  }
+
+  // The sides measured: plaintext, and with --tls_dir mutual TLS, alternately.
+  const TransportSecurity server_security{FLAGS_tls_dir + "/127.0.0.1.crt",
+                                          FLAGS_tls_dir + "/127.0.0.1.key",
+                                          FLAGS_tls_dir + "/ca.crt"};
+  struct Side {
+    std::string label;
+    PsClientOptions options;
+    std::unique_ptr<InProcessPsCluster> servers;
+    std::vector<Throughput> throughput;  // Per size and round.
+    std::vector<Latency> latency[2];     // Per round: Push then Pull; PushPull.
+  };
+  std::vector<Side> sides;
+  sides.push_back(Side{"plaintext", options, nullptr, {}, {}});
+  if (!FLAGS_tls_dir.empty()) {
+    const TransportSecurity client{FLAGS_tls_dir + "/psctl.crt", FLAGS_tls_dir + "/psctl.key",
+                                   FLAGS_tls_dir + "/ca.crt"};
+    for (const TransportSecurity& security : {server_security, client}) {
+      absl::Status valid = ValidateTransportSecurity(security, /*server=*/true);
+      if (!valid.ok()) {
+        std::fprintf(stderr, "ps_bench: --tls_dir: %s (psctl certs makes the files)\n",
+                     std::string(valid.message()).c_str());
+        return 2;
+      }
+    }
+    sides.push_back(Side{"mTLS", options, nullptr, {}, {}});
+    sides.back().options.security = client;
+  }
+  for (size_t i = 0; i < sides.size() && in_process > 0; ++i) {
     InProcessPsClusterOptions cluster_options;
     cluster_options.num_ps = in_process;
+    if (i == 1) {
+      cluster_options.server.security = server_security;
+    }
     absl::StatusOr<std::unique_ptr<InProcessPsCluster>> started =
         InProcessPsCluster::Start(cluster_options);
     if (!started.ok()) {
       std::fprintf(stderr, "ps_bench: %s\n", started.status().ToString().c_str());
       return 1;
     }
-    servers = *std::move(started);
-    options.ps_addresses = servers->addresses();
+    sides[i].servers = *std::move(started);
+    sides[i].options.ps_addresses = sides[i].servers->addresses();
   }
 
   const std::string config = absl::StrCat(FLAGS_ps, " ps + ", FLAGS_clients, " client",
@@ -391,36 +430,81 @@ int Run() {
               config.c_str(), in_process > 0 ? "ps in this process" : "ps_server processes",
               std::thread::hardware_concurrency(), FLAGS_chunk_mb, FLAGS_connections,
               FLAGS_seconds);
-  std::printf("%-18s %10s %12s %12s %16s\n", "config", "size", "push GB/s", "pull GB/s",
+  std::printf("%-28s %10s %12s %12s %16s\n", "config", "size", "push GB/s", "pull GB/s",
               FLAGS_tcp_baseline ? "raw TCP GB/s" : "");
   for (int64_t size_mb : sizes) {
-    absl::StatusOr<Throughput> throughput = MeasureThroughput(options, size_mb);
-    if (!throughput.ok()) {
-      std::fprintf(stderr, "ps_bench: %lld MiB: %s\n", static_cast<long long>(size_mb),
-                   throughput.status().ToString().c_str());
-      return 1;
+    for (int round = 0; round < FLAGS_rounds; ++round) {
+      for (Side& side : sides) {
+        absl::StatusOr<Throughput> throughput = MeasureThroughput(side.options, size_mb);
+        if (!throughput.ok()) {
+          std::fprintf(stderr, "ps_bench: %s, %lld MiB: %s\n", side.label.c_str(),
+                       static_cast<long long>(size_mb), throughput.status().ToString().c_str());
+          return 1;
+        }
+        side.throughput.push_back(*throughput);
+        const std::string label = absl::StrCat(config, ", ", side.label);
+        std::printf("%-28s %6lld MiB %12.2f %12.2f", label.c_str(),
+                    static_cast<long long>(size_mb), throughput->push_gb_per_s,
+                    throughput->pull_gb_per_s);
+        if (FLAGS_tcp_baseline) std::printf(" %16.2f", throughput->tcp_gb_per_s);
+        std::printf("\n");
+        std::fflush(stdout);
+      }
     }
-    std::printf("%-18s %6lld MiB %12.2f %12.2f", config.c_str(), static_cast<long long>(size_mb),
-                throughput->push_gb_per_s, throughput->pull_gb_per_s);
-    if (FLAGS_tcp_baseline) std::printf(" %16.2f", throughput->tcp_gb_per_s);
-    std::printf("\n");
-    std::fflush(stdout);
   }
   if (FLAGS_latency_iterations > 0) {
-    for (bool combined : {false, true}) {
-      absl::StatusOr<Latency> latency =
-          MeasureLatency(options, FLAGS_latency_iterations, combined);
-      if (!latency.ok()) {
-        std::fprintf(stderr, "ps_bench: latency: %s\n", latency.status().ToString().c_str());
-        return 1;
+    for (int round = 0; round < FLAGS_rounds; ++round) {
+      for (Side& side : sides) {
+        for (bool combined : {false, true}) {
+          absl::StatusOr<Latency> latency =
+              MeasureLatency(side.options, FLAGS_latency_iterations, combined);
+          if (!latency.ok()) {
+            std::fprintf(stderr, "ps_bench: latency: %s\n", latency.status().ToString().c_str());
+            return 1;
+          }
+          side.latency[combined].push_back(*latency);
+          std::printf("4 KB push+pull round trip, %-22s (%s, %d ps, 1 client, %d iterations): "
+                      "p50 %.1f us, p99 %.1f us\n",
+                      combined ? "one PushPull call" : "Push then Pull calls", side.label.c_str(),
+                      FLAGS_ps, FLAGS_latency_iterations, latency->p50_us, latency->p99_us);
+        }
       }
-      std::printf("4 KB push+pull round trip, %-22s (%d ps, 1 client, %d iterations): "
-                  "p50 %.1f us, p99 %.1f us\n",
-                  combined ? "one PushPull call" : "Push then Pull calls", FLAGS_ps,
-                  FLAGS_latency_iterations, latency->p50_us, latency->p99_us);
     }
   }
-  if (servers != nullptr) servers->Shutdown();
+  if (sides.size() == 2) {
+    // Medians over the rounds of mTLS / plaintext, per size.
+    auto median = [](std::vector<double> values) {
+      std::sort(values.begin(), values.end());
+      return values[values.size() / 2];
+    };
+    std::printf("mTLS / plaintext, median of %d rounds:\n", FLAGS_rounds);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      std::vector<double> push, pull;
+      for (int round = 0; round < FLAGS_rounds; ++round) {
+        const size_t at = k * FLAGS_rounds + round;
+        push.push_back(sides[1].throughput[at].push_gb_per_s /
+                       sides[0].throughput[at].push_gb_per_s);
+        pull.push_back(sides[1].throughput[at].pull_gb_per_s /
+                       sides[0].throughput[at].pull_gb_per_s);
+      }
+      std::printf("  %lld MiB: push %.3f, pull %.3f\n", static_cast<long long>(sizes[k]),
+                  median(push), median(pull));
+    }
+    for (bool combined : {false, true}) {
+      std::vector<double> p50;
+      for (int round = 0; round < FLAGS_rounds && FLAGS_latency_iterations > 0; ++round) {
+        p50.push_back(sides[1].latency[combined][round].p50_us /
+                      sides[0].latency[combined][round].p50_us);
+      }
+      if (!p50.empty()) {
+        std::printf("  4 KB round trip p50, %s: %.3f\n",
+                    combined ? "one PushPull call" : "Push then Pull calls", median(p50));
+      }
+    }
+  }
+  for (Side& side : sides) {
+    if (side.servers != nullptr) side.servers->Shutdown();
+  }
   return 0;
 }
 
