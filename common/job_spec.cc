@@ -49,4 +49,13 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
   return parameters;
 }
 
+std::vector<std::string> DataFiles(const DataSpec& data) {
+  std::vector<std::string> files;
+  for (const std::string& file : {data.mnist_images(), data.mnist_labels(), data.libsvm(),
+                                  data.csv()}) {
+    if (!file.empty()) files.push_back(file);
+  }
+  return files;
+}
+
 }  // namespace ps

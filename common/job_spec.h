@@ -14,6 +14,10 @@
 
 namespace ps {
 
+// The files a job's data names (images and labels, a LIBSVM or CSV file), as written: a
+// worker reads only those under its --data_root directories.
+std::vector<std::string> DataFiles(const DataSpec& data);
+
 // Parses JSON through protobuf's JSON mapping (field names as in job.proto, either
 // lower_snake or lowerCamel; enums by name). Unknown fields and bad values are
 // INVALID_ARGUMENT naming `source` and the problem.

@@ -192,6 +192,7 @@ absl::Status RunPoint(const Sweep& sweep, const SweepPoint& point, const JobSpec
   local.num_ps = sweep.num_ps;
   local.num_workers = point.num_workers;
   local.dir = absl::StrCat(options.results_dir, "/logs/", point.dir_name, ".cluster");
+  for (const std::string& directory : DataDirectories(spec)) local.data_roots.push_back(directory);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster;
   // A port found free may be taken by another program before a daemon binds it: try again.
   for (int attempt = 0; attempt < 3; ++attempt) {

@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/file_system.h"
+#include "common/job_spec.h"
 #include "common/tls_flags.h"
 
 namespace ps {
@@ -78,6 +80,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
                                             options.num_workers);
         argv.push_back("--device=" + options.device);
+        if (!options.data_roots.empty()) {
+          argv.push_back("--data_root=" + absl::StrJoin(options.data_roots, ","));
+        }
         argv.push_back(absl::StrCat("--compute_threads=", threads));
       }
       absl::StatusOr<Subprocess> daemon =
@@ -115,6 +120,18 @@ void LocalCluster::Stop(absl::Duration grace) {
     daemon.Wait(std::max(absl::ZeroDuration(), deadline - absl::Now()));
   }
   daemons_.clear();  // Kills and reaps any that did not stop in time.
+}
+
+std::vector<std::string> DataDirectories(const JobSpec& spec) {
+  std::vector<std::string> directories;
+  for (const std::string& file : DataFiles(spec.data())) {
+    const std::string directory =
+        std::filesystem::absolute(file).lexically_normal().parent_path().string();
+    if (std::find(directories.begin(), directories.end(), directory) == directories.end()) {
+      directories.push_back(directory);
+    }
+  }
+  return directories;
 }
 
 }  // namespace ps

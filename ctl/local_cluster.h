@@ -12,6 +12,7 @@
 #include "common/cluster_spec.h"
 #include "common/subprocess.h"
 #include "common/transport_security.h"
+#include "proto/job.pb.h"
 
 namespace ps {
 
@@ -29,7 +30,13 @@ struct LocalClusterOptions {
   std::string checkpoint_dir;
   // The daemons' --tls_* flags: psctl's own (each host is this one).
   TransportSecurity security = ProcessTransportSecurity();
+  // Each worker's --data_root: the directories its jobs' data files are in (DataDirectories).
+  std::vector<std::string> data_roots;
 };
+
+// The directories, absolute, of the data files `spec` names: what a local cluster's workers
+// may read to run it.
+std::vector<std::string> DataDirectories(const JobSpec& spec);
 
 class LocalCluster {
  public:

@@ -155,6 +155,7 @@ int Local() {
   options.dir = results + ".cluster";
   options.device = FLAGS_device;
   options.checkpoint_dir = std::filesystem::absolute(FLAGS_checkpoint_dir).string();
+  options.data_roots = DataDirectories(*spec);
   options.ps_server_path =
       FLAGS_ps_server_binary.empty() ? SiblingBinary("server/ps_server") : FLAGS_ps_server_binary;
   options.ps_worker_path =

@@ -13,6 +13,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
 #include "common/grpc_deadline.h"
@@ -26,6 +27,9 @@
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file (TensorFlow's form); TF_CONFIG if empty");
 DEFINE_string(task, "", "this task, TYPE:INDEX (worker:0); the spec's \"task\" field if empty");
 DEFINE_string(device, "auto", "auto (a GPU if usable, else the CPU), cpu, or cuda:N");
+DEFINE_string(data_root, "",
+              "directories (comma-separated) under which jobs' data files may be read; a file "
+              "elsewhere is refused (PERMISSION_DENIED); empty: synthetic data only");
 DEFINE_int32(port, -1, "listen on this port instead of the spec's (0: any free port)");
 DEFINE_string(bind_host, "0.0.0.0", "interface to listen on");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
@@ -72,7 +76,8 @@ int Run() {
   ps::SetCpuComputeThreads(FLAGS_compute_threads);
   LOG(INFO) << "computing on " << device->description;
 
-  ps::WorkerServiceOptions options{config->cluster, config->task.index(), *device, {}};
+  ps::WorkerServiceOptions options{
+      config->cluster, config->task.index(), *device, {}, absl::Hours(1), ps::DataRoots()};
   options.ps_client.wait_timeout = absl::Seconds(FLAGS_ps_wait_timeout_s);
   const ps::TransportSecurity security = ps::TransportSecurityFromFlags();
   if (absl::Status tls = ps::ValidateTransportSecurity(security, /*server=*/true); !tls.ok()) {
@@ -80,6 +85,13 @@ int Run() {
     return 2;
   }
   options.ps_client.security = security;
+  absl::StatusOr<ps::DataRoots> roots =
+      ps::DataRoots::Create(absl::StrSplit(FLAGS_data_root, ',', absl::SkipEmpty()));
+  if (!roots.ok()) {
+    std::cerr << "ps_worker: " << roots.status().message() << "\n";
+    return 2;
+  }
+  options.data_roots = *std::move(roots);
   options.finished_job_retention = FLAGS_finished_job_retention_s < 0
                                        ? absl::InfiniteDuration()
                                        : absl::Seconds(FLAGS_finished_job_retention_s);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/job_schema.h"
+#include "common/job_spec.h"
 #include "worker/trainer.h"
 
 namespace ps {
@@ -157,6 +158,13 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   const JobSpec& spec = request.spec();
   absl::Status status = ValidateJobSpec(spec, options_.cluster.NumTasks(kWorkerJob));
   if (!status.ok()) return status;
+  for (const std::string& file : DataFiles(spec.data())) {
+    status = options_.data_roots.Check(file, "data");
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("worker:", options_.worker_index, ": ",
+                                                      status.message()));
+    }
+  }
 
   absl::MutexLock lock(&mu_);
   ForgetFinishedJobsLocked();

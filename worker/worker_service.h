@@ -17,6 +17,7 @@
 #include "common/ps_client.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "worker/compute/device.h"
+#include "worker/data/data_roots.h"
 
 namespace ps {
 
@@ -30,6 +31,8 @@ struct WorkerServiceOptions {
   // How long a job that ended stays (its last progress for `psctl status` and late watchers)
   // before the worker forgets it; checked whenever a job starts or the status is asked.
   absl::Duration finished_job_retention = absl::Hours(1);
+  // Where jobs' data files may be read from (--data_root); none: synthetic data only.
+  DataRoots data_roots;
 };
 
 // Thread-safe.

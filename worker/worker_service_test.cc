@@ -1,10 +1,14 @@
 // WorkerService in this process, reached over gRPC, against an in-process ps.
 #include "worker/worker_service.h"
 
-#include <gtest/gtest.h>
-
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
@@ -60,8 +64,8 @@ TEST(WorkerServiceTest, AJobThatEndedIsForgottenAfterTheRetention) {
       absl::StrCat(R"({"ps": [")", (*ps)->addresses()[0], R"("], "worker": ["127.0.0.1:1"]})"),
       "test");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  WorkerServiceOptions options{*cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}};
-  options.finished_job_retention = absl::Milliseconds(300);
+  WorkerServiceOptions options{
+      *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Milliseconds(300), {}};
   WorkerService service(options);
   absl::StatusOr<StartedServer> server = StartGrpcServer("127.0.0.1:0", &service, 64 << 20);
   ASSERT_TRUE(server.ok()) << server.status();
@@ -90,6 +94,40 @@ TEST(WorkerServiceTest, AJobThatEndedIsForgottenAfterTheRetention) {
   }
   EXPECT_TRUE(jobs.empty());
   server->server->Shutdown();
+}
+
+// A job naming a data file outside the worker's --data_root directories is refused before it
+// starts, and the refusal says nothing of the file.
+TEST(WorkerServiceTest, AJobReadingOutsideTheDataRootsIsRefused) {
+  const std::string roots_dir = std::string(std::getenv("TEST_TMPDIR")) + "/roots";
+  std::filesystem::create_directories(roots_dir + "/data");
+  std::ofstream(roots_dir + "/secret") << "SECRET-TOKEN-xyz123\n";
+  absl::StatusOr<ClusterSpec> cluster =
+      ClusterSpec::Parse(R"({"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]})", "test");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  absl::StatusOr<DataRoots> roots = DataRoots::Create({roots_dir + "/data"});
+  ASSERT_TRUE(roots.ok()) << roots.status();
+  WorkerServiceOptions options{
+      *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Hours(1), *roots};
+  WorkerService service(options);
+  absl::StatusOr<StartedServer> server = StartGrpcServer("127.0.0.1:0", &service, 64 << 20);
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::unique_ptr<Worker::Stub> stub = Worker::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", server->bound_port), grpc::InsecureChannelCredentials()));
+
+  StartJobRequest request;
+  *request.mutable_spec() = SmallJob("outside");
+  request.mutable_spec()->mutable_data()->set_csv(roots_dir + "/data/../secret");
+  *request.mutable_cluster() = cluster->ToProto();
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(absl::Seconds(5)));
+  StartJobResponse response;
+  grpc::Status refused = stub->StartJob(&context, request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("is outside this worker's data"));
+  EXPECT_THAT(refused.error_message(), ::testing::Not(::testing::HasSubstr("SECRET")));
+  EXPECT_TRUE(Jobs(*stub).empty()) << "the refused job must not be listed";
+  server->server->Shutdown(GrpcDeadline(absl::Seconds(1)));
 }
 
 }  // namespace

@@ -69,29 +69,29 @@ absl::Status ForEachLine(const FileContents& contents, int64_t skip, ParseLine p
   return absl::OkStatus();
 }
 
-absl::Status ParseLibsvmFeature(const std::string& path, int64_t line_number,
+// Messages name the file, the line and the token's place in it, never its text: they go
+// back to whoever submitted the job, who may not be allowed to read the file.
+absl::Status ParseLibsvmFeature(const std::string& path, int64_t line_number, size_t token_number,
                                 absl::string_view token, int feature_dim, int64_t* previous,
                                 float* row) {
+  const std::string where = absl::StrCat("token ", token_number, " (counting from 1)");
   const size_t colon = token.find(':');
   if (colon == absl::string_view::npos) {
-    return LineError(path, line_number,
-                     absl::StrCat("bad token \"", token, "\": expected index:value"));
+    return LineError(path, line_number, absl::StrCat(where, " is not index:value"));
   }
-  const absl::string_view index_text = token.substr(0, colon);
   int64_t index;
-  if (!absl::SimpleAtoi(index_text, &index)) {
+  if (!absl::SimpleAtoi(token.substr(0, colon), &index)) {
     return LineError(path, line_number,
-                     absl::StrCat("bad feature index \"", index_text, "\" in \"", token, "\""));
+                     absl::StrCat(where, ": the feature index is not a whole number"));
   }
   if (index < 1) {
-    return LineError(
-        path, line_number,
-        absl::StrCat("bad feature index ", index, " in \"", token, "\": indices start at 1"));
+    return LineError(path, line_number,
+                     absl::StrCat(where, ": feature index ", index, ": indices start at 1"));
   }
   if (index > feature_dim) {
     return LineError(path, line_number,
-                     absl::StrCat("feature index ", index, " in \"", token,
-                                  "\" is out of range: feature_dim is ", feature_dim));
+                     absl::StrCat(where, ": feature index ", index,
+                                  " is out of range: feature_dim is ", feature_dim));
   }
   if (index <= *previous) {
     return LineError(
@@ -101,9 +101,8 @@ absl::Status ParseLibsvmFeature(const std::string& path, int64_t line_number,
   *previous = index;
   double value;
   if (!ParseFinite(token.substr(colon + 1), &value)) {
-    return LineError(
-        path, line_number,
-        absl::StrCat("bad feature value in \"", token, "\": expected a finite number"));
+    return LineError(path, line_number,
+                     absl::StrCat(where, ": the feature value is not a finite number"));
   }
   row[index - 1] = static_cast<float>(value);
   return absl::OkStatus();
@@ -129,8 +128,7 @@ absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, int feature_dim) {
         if (tokens.empty()) return absl::OkStatus();
         double label;
         if (!ParseFinite(tokens[0], &label)) {
-          return LineError(path, line_number,
-                           absl::StrCat("bad label \"", tokens[0], "\": expected a finite number"));
+          return LineError(path, line_number, "the label (token 1) is not a finite number");
         }
         labels.push_back(label);
         data.features.resize(data.features.size() + feature_dim, 0.0f);
@@ -138,7 +136,7 @@ absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, int feature_dim) {
         int64_t previous = 0;
         for (size_t t = 1; t < tokens.size(); ++t) {
           absl::Status feature_status =
-              ParseLibsvmFeature(path, line_number, tokens[t], feature_dim, &previous, row);
+              ParseLibsvmFeature(path, line_number, t + 1, tokens[t], feature_dim, &previous, row);
           if (!feature_status.ok()) return feature_status;
         }
         return absl::OkStatus();
@@ -188,8 +186,8 @@ absl::StatusOr<Dataset> ReadCsv(const std::string& path, int label_column, bool 
         for (size_t k = 0; k < columns; ++k) {
           double value;
           if (!ParseFinite(fields[k], &value)) {
-            std::string message = absl::StrCat(
-                "column ", k + 1, " (counting from 1) is not a finite number: \"", fields[k], "\"");
+            std::string message =
+                absl::StrCat("column ", k + 1, " (counting from 1) is not a finite number");
             if (!has_header && line_number == first_row_line) {
               absl::StrAppend(&message, " (if the first line is a header, set data.csv_header)");
             }

@@ -59,15 +59,20 @@ TEST(ReadLibsvmTest, ErrorsNameTheFileAndLine) {
     const char* message;
   };
   const Case cases[] = {
-      {"index0.libsvm", "1 1:1\n1 0:1.5\n", ":2: bad feature index 0 in \"0:1.5\""},
-      {"range.libsvm", "1 1:1\n\n1 5:1\n", ":3: feature index 5 in \"5:1\" is out of range"},
+      {"index0.libsvm", "1 1:1\n1 0:1.5\n",
+       ":2: token 2 (counting from 1): feature index 0: indices start at 1"},
+      {"range.libsvm", "1 1:1\n\n1 5:1\n",
+       ":3: token 2 (counting from 1): feature index 5 is out of range"},
       {"order.libsvm", "1 3:1 2:1\n", ":1: feature index 2 after 3: indices must increase"},
       {"repeat.libsvm", "1 2:1 2:1\n", ":1: feature index 2 after 2"},
-      {"garbage.libsvm", "1 1:1\n1 abc\n", ":2: bad token \"abc\": expected index:value"},
-      {"index.libsvm", "1 x:1\n", ":1: bad feature index \"x\" in \"x:1\""},
-      {"value.libsvm", "1 1:one\n", ":1: bad feature value in \"1:one\""},
-      {"nan.libsvm", "1 1:nan\n", ":1: bad feature value in \"1:nan\""},
-      {"label.libsvm", "1 1:1\nyes 1:1\n", ":2: bad label \"yes\""},
+      {"garbage.libsvm", "1 1:1\n1 abc\n", ":2: token 2 (counting from 1) is not index:value"},
+      {"index.libsvm", "1 x:1\n",
+       ":1: token 2 (counting from 1): the feature index is not a whole number"},
+      {"value.libsvm", "1 1:one\n",
+       ":1: token 2 (counting from 1): the feature value is not a finite number"},
+      {"nan.libsvm", "1 1:nan\n",
+       ":1: token 2 (counting from 1): the feature value is not a finite number"},
+      {"label.libsvm", "1 1:1\nyes 1:1\n", ":2: the label (token 1) is not a finite number"},
   };
   for (const Case& c : cases) {
     const std::string path = WriteTestFile(c.name, c.contents);
@@ -129,7 +134,12 @@ TEST(ReadCsvTest, RaggedRowNamesTheLine) {
 TEST(ReadCsvTest, NonNumberNamesTheLineAndColumn) {
   const std::string path = WriteTestFile("word.csv", "1,2,3\n4,five,6\n");
   ExpectInvalid(ReadCsv(path, 0, false),
-                path + ":2: column 2 (counting from 1) is not a finite number: \"five\"");
+                path + ":2: column 2 (counting from 1) is not a finite number");
+  // The content is never echoed: the message goes to whoever submitted the job.
+  const std::string secret = WriteTestFile("secret.csv", "SECRET-TOKEN-xyz123\n");
+  absl::StatusOr<Dataset> read = ReadCsv(secret, 0, false);
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(std::string(read.status().message()), ::testing::Not(::testing::HasSubstr("SECRET")));
   const std::string empty_field = WriteTestFile("empty-field.csv", "1,,3\n");
   ExpectInvalid(ReadCsv(empty_field, 0, false), empty_field + ":1: column 2");
 }
