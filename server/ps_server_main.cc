@@ -33,6 +33,11 @@ DEFINE_string(checkpoint_dir, "",
               "directory on this host's disk (docs/checkpoints.md); empty: such jobs cannot "
               "checkpoint");
 DEFINE_int32(max_message_mb, 1024, "largest request or response, in MiB");
+DEFINE_int32(max_jobs, 64, "jobs this ps holds at most (finished ones count until forgotten)");
+DEFINE_int32(max_workers, 4096, "workers one job may have");
+DEFINE_int64(max_job_mb, 64 << 10,
+             "MiB one job may hold on this ps (its values and optimizer slots, twice)");
+DEFINE_int64(max_memory_mb, 0, "MiB all jobs together may hold; 0: 3/4 of this machine's memory");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
 
 namespace {
@@ -64,6 +69,16 @@ int Run() {
                                                : absl::Seconds(FLAGS_finished_job_retention_s);
   options.max_message_bytes = FLAGS_max_message_mb << 20;
   options.service.checkpoint_dir = FLAGS_checkpoint_dir;
+  options.service.limits.max_jobs = FLAGS_max_jobs;
+  options.service.limits.max_workers = FLAGS_max_workers;
+  options.service.limits.max_job_bytes = FLAGS_max_job_mb << 20;
+  options.service.limits.max_total_bytes = FLAGS_max_memory_mb << 20;
+  if (FLAGS_max_jobs < 1 || FLAGS_max_workers < 1 || FLAGS_max_job_mb < 1 ||
+      FLAGS_max_memory_mb < 0) {
+    std::cerr << "ps_server: --max_jobs, --max_workers and --max_job_mb must be at least 1, "
+                 "--max_memory_mb at least 0\n";
+    return 2;
+  }
   options.security = ps::TransportSecurityFromFlags();
   if (absl::Status tls = ps::ValidateTransportSecurity(options.security, /*server=*/true);
       !tls.ok()) {

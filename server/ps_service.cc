@@ -1,5 +1,8 @@
 #include "server/ps_service.h"
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include <optional>
 #include <utility>
 
@@ -120,8 +123,69 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   std::optional<absl::StatusOr<ShardJob::PullSnapshot>> result_ ABSL_GUARDED_BY(mu_);
 };
 
+namespace {
+
+// Three quarters of this machine's physical memory.
+int64_t DefaultTotalBytes() {
+  const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? pages / 4 * 3 * page : int64_t{16} << 30;
+}
+
+std::string Mib(int64_t bytes) { return absl::StrCat((bytes + (1 << 20) - 1) >> 20, " MiB"); }
+
+}  // namespace
+
 ParameterService::ParameterService(const ParameterServiceOptions& options)
-    : options_(options), checkpoints_(options.file_system, options.checkpoint_dir) {}
+    : options_(options),
+      checkpoints_(options.file_system, options.checkpoint_dir),
+      max_total_bytes_(options.limits.max_total_bytes > 0 ? options.limits.max_total_bytes
+                                                          : DefaultTotalBytes()) {}
+
+ParameterService::Reservation::~Reservation() {
+  absl::MutexLock lock(&service_->mu_);
+  --service_->reserved_jobs_;
+  service_->reserved_bytes_ -= bytes_;
+}
+
+absl::StatusOr<std::unique_ptr<ParameterService::Reservation>> ParameterService::Reserve(
+    const ParameterSpec& spec) {
+  const ServiceLimits& limits = options_.limits;
+  if (spec.num_workers() > limits.max_workers) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job \"", spec.job_id(), "\" has ", spec.num_workers(), " workers; ", TaskName(),
+        " takes at most ", limits.max_workers, " per job (ps_server --max_workers)"));
+  }
+  absl::StatusOr<int64_t> bytes = ShardJob::MemoryBytes(spec, options_.num_ps, options_.ps_index);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes > limits.max_job_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job \"", spec.job_id(), "\" needs ", Mib(*bytes), " on ", TaskName(),
+        " (values and optimizer slots, twice); one job may hold at most ",
+        Mib(limits.max_job_bytes), " (ps_server --max_job_mb): use more ps tasks or a smaller "
+        "model"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (static_cast<int>(jobs_.size()) + reserved_jobs_ >= limits.max_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        TaskName(), " holds ", jobs_.size() + reserved_jobs_, " jobs, its limit (ps_server "
+        "--max_jobs); delete finished ones (psctl stop) first"));
+  }
+  int64_t used = reserved_bytes_;
+  for (const auto& [id, job] : jobs_) {
+    absl::StatusOr<int64_t> held =
+        ShardJob::MemoryBytes(job->spec(), options_.num_ps, options_.ps_index);
+    if (held.ok()) used += *held;
+  }
+  if (used + *bytes > max_total_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job \"", spec.job_id(), "\" needs ", Mib(*bytes), " on ", TaskName(), ", which holds ",
+        Mib(used), " of its ", Mib(max_total_bytes_), " for all jobs (ps_server --max_memory_mb); "
+        "delete finished jobs (psctl stop) or add ps tasks"));
+  }
+  ++reserved_jobs_;
+  reserved_bytes_ += *bytes;
+  return std::make_unique<Reservation>(this, *bytes);
+}
 
 ParameterService::~ParameterService() { Shutdown(); }
 
@@ -185,6 +249,8 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
       return response;
     }
   }
+  absl::StatusOr<std::unique_ptr<Reservation>> reserved = Reserve(request.spec());
+  if (!reserved.ok()) return reserved.status();
   // Initializing may take a while for big models: done outside the lock.
   absl::StatusOr<std::unique_ptr<ShardJob>> created =
       ShardJob::Create(request.spec(), options_.num_ps, options_.ps_index);
@@ -239,6 +305,10 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
   }
   job->CancelAllWaiters(absl::AbortedError(
       absl::StrCat("job \"", request->job_id(), "\" was deleted while this pull waited")));
+  job.reset();
+  // The process keeps freed memory for the next tensors (TuneForTensorTraffic); a deleted job's
+  // goes back to the system.
+  malloc_trim(0);
   LOG(INFO) << "deleted job " << request->job_id();
   reactor->Finish(grpc::Status::OK);
   return reactor;

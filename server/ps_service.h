@@ -23,6 +23,16 @@
 
 namespace ps {
 
+// Limits of one ps. A job's bytes are those of its values and optimizer slots on this shard,
+// twice (updates write to a fresh copy while pulls read the last one): ShardJob::MemoryBytes.
+struct ServiceLimits {
+  int max_jobs = 64;
+  int max_workers = 4096;  // Per job.
+  int64_t max_job_bytes = int64_t{64} << 30;
+  // Of every job together; 0: three quarters of this machine's memory.
+  int64_t max_total_bytes = 0;
+};
+
 struct ParameterServiceOptions {
   int ps_index = 0;
   int num_ps = 1;
@@ -37,6 +47,9 @@ struct ParameterServiceOptions {
   std::string checkpoint_dir;
   // Checkpoint files go through it (a test injects disk faults). Not owned.
   FileSystem* file_system = FileSystem::Default();
+  // What this ps holds at most (--max_jobs, --max_workers, --max_job_mb, --max_memory_mb); a
+  // job beyond a limit is refused with RESOURCE_EXHAUSTED before anything of it is allocated.
+  ServiceLimits limits;
 };
 
 using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
@@ -131,6 +144,20 @@ class ParameterService final : public ParameterServerBase {
                        const std::string& name,
                        const std::shared_ptr<ShardJob::TakenCheckpoint>& taken);
   absl::Status DoRestoreJob(const RestoreJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reserves room for a new job of `spec` under options_.limits, or RESOURCE_EXHAUSTED naming
+  // the limit and its flag. The reservation ends with the returned object (once the job is in
+  // jobs_, or it failed).
+  class Reservation {
+   public:
+    Reservation(ParameterService* service, int64_t bytes) : service_(service), bytes_(bytes) {}
+    ~Reservation();
+
+   private:
+    ParameterService* const service_;
+    const int64_t bytes_;
+  };
+  absl::StatusOr<std::unique_ptr<Reservation>> Reserve(const ParameterSpec& spec)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const ParameterServiceOptions options_;
   const CheckpointStore checkpoints_;
@@ -138,6 +165,9 @@ class ParameterService final : public ParameterServerBase {
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<ShardJob>> jobs_ ABSL_GUARDED_BY(mu_);
+  int reserved_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // Being created or restored.
+  int64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  const int64_t max_total_bytes_;  // options_.limits.max_total_bytes, 0 resolved.
 
   // Declared last, so destroyed first: their work uses the members above.
   DeadlineTimer timer_;

@@ -140,6 +140,8 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request) {
   }
   absl::StatusOr<std::string> job_dir = checkpoints_.JobDirectory(request.dir(), id);
   if (!job_dir.ok()) return job_dir.status();
+  absl::StatusOr<std::unique_ptr<Reservation>> reserved = Reserve(request.spec());
+  if (!reserved.ok()) return reserved.status();
   absl::StatusOr<std::vector<CheckpointBlock>> blocks =
       checkpoints_.ReadShard(*job_dir, manifest, options_.ps_index);
   if (!blocks.ok()) return blocks.status();

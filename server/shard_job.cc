@@ -19,6 +19,30 @@
 
 namespace ps {
 
+absl::StatusOr<int64_t> ShardJob::MemoryBytes(const ParameterSpec& spec, int num_ps,
+                                               int ps_index) {
+  absl::Status status = ValidateParameterSpec(spec);
+  if (!status.ok()) return status;
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
+  if (!optimizer.ok()) {
+    return absl::InvalidArgumentError(JobPrefix(spec.job_id()) +
+                                      std::string(optimizer.status().message()));
+  }
+  absl::StatusOr<Placement> placement = PlaceVariables(spec, num_ps);
+  if (!placement.ok()) {
+    return absl::InvalidArgumentError(JobPrefix(spec.job_id()) +
+                                      std::string(placement.status().message()));
+  }
+  int64_t elements = 0;
+  for (int index : placement->SlicesOn(ps_index)) {
+    elements += placement->slices[index].num_elements();
+  }
+  // Per worker: counters, lease and incarnation state, a staleness histogram.
+  constexpr int64_t kWorkerBytes = 1024;
+  return 2 * elements * static_cast<int64_t>(sizeof(float)) * (1 + (*optimizer)->num_slots()) +
+         spec.num_workers() * kWorkerBytes;
+}
+
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& spec, int num_ps,
                                                            int ps_index) {
   absl::Status status = ValidateParameterSpec(spec);

@@ -71,6 +71,12 @@ class ShardJob {
   // The slices held here, in placement order.
   std::vector<SliceRef> SliceRefs() const;
   int64_t num_parameters() const;
+  // The bytes a job of `spec` holds on shard `ps_index` of `num_ps`: its values and each
+  // optimizer slot, twice (an update writes a fresh copy while pulls read the last one), and
+  // its per-worker state. INVALID_ARGUMENT as Create for a spec it refuses. Allocates nothing of
+  // that size: a limit is checked against it first.
+  static absl::StatusOr<int64_t> MemoryBytes(const ParameterSpec& spec, int num_ps,
+                                             int ps_index);
 
   // Answers `request` at once (calling `done` before returning, and returning 0) or parks it
   // and returns its waiter id. Invalid requests are answered at once with INVALID_ARGUMENT.
