@@ -3,8 +3,8 @@
 #ifndef PS_COMMON_TLS_FLAGS_H_
 #define PS_COMMON_TLS_FLAGS_H_
 
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "common/transport_security.h"
 

@@ -1,12 +1,12 @@
 #include "common/transport_security.h"
 
-#include <fstream>
-#include <map>
-#include <tuple>
-
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_certificate_verifier.h>
 #include <grpcpp/security/tls_credentials_options.h>
+
+#include <fstream>
+#include <map>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -46,8 +46,7 @@ std::shared_ptr<grpc::experimental::CertificateProviderInterface> ProviderFor(
   absl::MutexLock lock(mu);
   auto& provider = (*providers)[KeyOf(security)];
   if (provider == nullptr) {
-    const unsigned refresh_s =
-        static_cast<unsigned>(absl::ToInt64Seconds(kCertificateRefresh));
+    const unsigned refresh_s = static_cast<unsigned>(absl::ToInt64Seconds(kCertificateRefresh));
     provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
         security.key_file, security.cert_file, security.ca_file, refresh_s);
   }
@@ -72,9 +71,9 @@ absl::Status ValidateTransportSecurity(const TransportSecurity& security, bool s
         "--tls_ca without --tls_cert and --tls_key: a server needs its own certificate to "
         "speak TLS; give all three (mutual TLS) or none (plaintext)");
   }
-  for (auto [path, flag] : {std::pair(security.cert_file, "--tls_cert"),
-                            std::pair(security.key_file, "--tls_key"),
-                            std::pair(security.ca_file, "--tls_ca")}) {
+  for (auto [path, flag] :
+       {std::pair(security.cert_file, "--tls_cert"), std::pair(security.key_file, "--tls_key"),
+        std::pair(security.ca_file, "--tls_ca")}) {
     absl::Status readable = Readable(path, flag);
     if (!readable.ok()) return readable;
   }
@@ -94,8 +93,7 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const TransportSec
   return grpc::experimental::TlsServerCredentials(options);
 }
 
-std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(
-    const TransportSecurity& security) {
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const TransportSecurity& security) {
   if (!security.tls()) return grpc::InsecureChannelCredentials();
   static auto* mu = new absl::Mutex;
   static auto* cached = new std::map<Key, std::shared_ptr<grpc::ChannelCredentials>>;
@@ -121,8 +119,7 @@ void SetProcessTransportSecurity(const TransportSecurity& security) {
 const TransportSecurity& ProcessTransportSecurity() { return ProcessSecurity(); }
 
 bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" ||
-         absl::StartsWith(host, "127.");
+  return host == "localhost" || host == "::1" || host == "[::1]" || absl::StartsWith(host, "127.");
 }
 
 }  // namespace ps

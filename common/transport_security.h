@@ -16,11 +16,11 @@
 #ifndef PS_COMMON_TRANSPORT_SECURITY_H_
 #define PS_COMMON_TRANSPORT_SECURITY_H_
 
-#include <memory>
-#include <string>
-
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/security/server_credentials.h>
+
+#include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -49,8 +49,7 @@ absl::Status ValidateTransportSecurity(const TransportSecurity& security, bool s
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const TransportSecurity& security);
 // Credentials for a channel: insecure when !tls(); otherwise TLS verifying the server against
 // ca_file (the system's roots when it is empty) and its host name, presenting cert_file when set.
-std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(
-    const TransportSecurity& security);
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const TransportSecurity& security);
 
 // psctl's identity, set once from its flags before it makes any channel, and read by every
 // channel psctl makes (ctl/cluster_client.cc). Default: plaintext.

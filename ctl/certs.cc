@@ -29,8 +29,7 @@ absl::Status OpenSsl(const std::vector<std::string>& args, const std::string& lo
   if (!process.ok()) return process.status();
   std::optional<int> code = process->Wait(absl::Minutes(1));
   if (code != std::optional<int>(0)) {
-    return absl::InternalError(
-        absl::StrCat("openssl ", args[0], " failed: ", process->Output()));
+    return absl::InternalError(absl::StrCat("openssl ", args[0], " failed: ", process->Output()));
   }
   return absl::OkStatus();
 }
@@ -47,10 +46,10 @@ absl::Status Issue(const std::string& dir, const std::string& name, const std::s
   // Written beside, then renamed into place: a daemon watching the files (a renewal) never
   // reads half a file.
   const std::string base = dir + "/" + name, fresh = base + ".new", log = dir + "/openssl.log";
-  absl::Status status = OpenSsl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                                 "-nodes", "-keyout", fresh + ".key", "-out", fresh + ".csr",
-                                 "-subj", subject},
-                                log);
+  absl::Status status =
+      OpenSsl({"req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+               "-keyout", fresh + ".key", "-out", fresh + ".csr", "-subj", subject},
+              log);
   if (status.ok()) {
     chmod((fresh + ".key").c_str(), 0600);
     std::ofstream(fresh + ".ext") << extensions;
@@ -86,8 +85,17 @@ std::vector<std::string> ClusterHosts(const ClusterSpec& cluster) {
   return hosts;
 }
 
-absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::string& dir,
-                                     int days, std::ostream& out) {
+absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::string& dir, int days,
+                                     std::ostream& out, const std::vector<std::string>& users) {
+  for (const std::string& user : users) {
+    if (user.empty() ||
+        user.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                               "0123456789._-") != std::string::npos ||
+        user == "ca" || user[0] == '.') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--users: \"", user, "\" is not a user name (letters, digits, '.', '_', '-')"));
+    }
+  }
   if (days <= 0) return absl::InvalidArgumentError("--days must be at least 1");
   std::error_code error;
   std::filesystem::create_directories(dir, error);
@@ -100,19 +108,35 @@ absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::stri
   const bool has_ca = std::filesystem::exists(dir + "/ca.key");
   if (has_ca != std::filesystem::exists(dir + "/ca.crt")) {
     return absl::FailedPreconditionError(absl::StrCat(
-        dir, " holds one of ca.crt and ca.key without the other; restore the missing one, or "
+        dir,
+        " holds one of ca.crt and ca.key without the other; restore the missing one, or "
         "choose another --out for a new CA"));
   }
   if (has_ca) {
     out << "renewing the certificates with the CA already in " << dir
         << " (a daemon picks up its new files within seconds, without a restart)\n";
   } else {
-    status = OpenSsl(
-        {"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", dir + "/ca.key", "-out", dir + "/ca.crt", "-days", absl::StrCat(days),
-         "-sha256", "-subj", "/O=ps cluster/CN=ps cluster CA", "-addext",
-         "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"},
-        log);
+    status = OpenSsl({"req",
+                      "-x509",
+                      "-newkey",
+                      "ec",
+                      "-pkeyopt",
+                      "ec_paramgen_curve:prime256v1",
+                      "-nodes",
+                      "-keyout",
+                      dir + "/ca.key",
+                      "-out",
+                      dir + "/ca.crt",
+                      "-days",
+                      absl::StrCat(days),
+                      "-sha256",
+                      "-subj",
+                      "/O=ps cluster/CN=ps cluster CA",
+                      "-addext",
+                      "basicConstraints=critical,CA:TRUE",
+                      "-addext",
+                      "keyUsage=critical,keyCertSign,cRLSign"},
+                     log);
     if (!status.ok()) return status;
     chmod((dir + "/ca.key").c_str(), 0600);
   }
@@ -126,15 +150,23 @@ absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::stri
                                 san, "\n"),
                    days);
     if (!status.ok()) return status;
-    out << "  " << host << ": --tls_cert=" << dir << "/" << host << ".crt --tls_key=" << dir
-        << "/" << host << ".key --tls_ca=" << dir << "/ca.crt\n";
+    out << "  " << host << ": --tls_cert=" << dir << "/" << host << ".crt --tls_key=" << dir << "/"
+        << host << ".key --tls_ca=" << dir << "/ca.crt\n";
   }
-  status = Issue(dir, "psctl", "/O=admin/CN=psctl",
-                 "basicConstraints=CA:FALSE\n"
-                 "keyUsage=critical,digitalSignature,keyEncipherment\n"
-                 "extendedKeyUsage=clientAuth\n",
-                 days);
-  if (!status.ok()) return status;
+  std::vector<std::string> all_users = {"psctl"};
+  all_users.insert(all_users.end(), users.begin(), users.end());
+  for (const std::string& user : all_users) {
+    status = Issue(dir, user, "/O=admin/CN=" + user,
+                   "basicConstraints=CA:FALSE\n"
+                   "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                   "extendedKeyUsage=clientAuth\n",
+                   days);
+    if (!status.ok()) return status;
+    if (user != "psctl") {
+      out << "  user " << user << ": --tls_cert=" << dir << "/" << user << ".crt --tls_key=" << dir
+          << "/" << user << ".key --tls_ca=" << dir << "/ca.crt\n";
+    }
+  }
   std::filesystem::remove(dir + "/ca.srl");
   std::filesystem::remove(log);
   out << "  psctl: --tls_cert=" << dir << "/psctl.crt --tls_key=" << dir

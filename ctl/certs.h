@@ -21,8 +21,10 @@ namespace ps {
 //   psctl.crt, psctl.key     psctl's identity (a client certificate; organization "admin")
 // Keys are readable by their owner only. Says on `out` what to pass each daemon. UNAVAILABLE
 // when openssl is missing (tools/setup.sh installs it), INTERNAL with its output when it fails.
-absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::string& dir,
-                                     int days, std::ostream& out);
+// `users`: more user certificates, `<user>.crt` and `<user>.key` (organization "admin", common
+// name the user's): each user owns the jobs it submits (common/peer_identity.h).
+absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::string& dir, int days,
+                                     std::ostream& out, const std::vector<std::string>& users = {});
 
 // The distinct hosts of the cluster's tasks, in ClusterSpec order.
 std::vector<std::string> ClusterHosts(const ClusterSpec& cluster);

@@ -586,21 +586,18 @@ absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& jo
   if (!client.ok()) return client.status();
   int found = 0;
   std::vector<std::string> errors;
-  for (int w = 0; w < (*client)->num_workers(); ++w) {
-    absl::Status status = (*client)->StopJob(w, job_id);
+  absl::StatusCode code = absl::StatusCode::kOk;  // The first error's (PERMISSION_DENIED, ...).
+  auto note = [&](const absl::Status& status) {
     if (status.ok()) {
       ++found;
     } else if (!absl::IsNotFound(status)) {
+      if (code == absl::StatusCode::kOk) code = status.code();
       errors.push_back(std::string(status.message()));
     }
-  }
-  absl::Status deleted = (*client)->ps()->DeleteJob(job_id);
-  if (deleted.ok()) {
-    ++found;
-  } else if (!absl::IsNotFound(deleted)) {
-    errors.push_back(std::string(deleted.message()));
-  }
-  if (!errors.empty()) return absl::UnavailableError(absl::StrJoin(errors, "; "));
+  };
+  for (int w = 0; w < (*client)->num_workers(); ++w) note((*client)->StopJob(w, job_id));
+  note((*client)->ps()->DeleteJob(job_id));
+  if (!errors.empty()) return absl::Status(code, absl::StrJoin(errors, "; "));
   if (found == 0) {
     return absl::NotFoundError(
         absl::StrCat("no task knows job \"", job_id, "\"; `psctl status` lists the jobs"));

@@ -60,6 +60,7 @@ DEFINE_string(checkpoint_dir, "checkpoints",
 DEFINE_string(checkpoint, "", "export: the checkpoint's name (default: the newest complete one)");
 DEFINE_string(out, "", "export: the directory to write the model to; certs: for the certificates");
 DEFINE_int32(days, 365, "certs: how long the certificates are valid");
+DEFINE_string(users, "", "certs: more users (comma-separated), each with a certificate of its own");
 DEFINE_bool(resume, false,
             "submit: continue the job from its latest complete checkpoint as a new run (the "
             "same job file; a damaged checkpoint falls back to the one before)");
@@ -95,7 +96,8 @@ constexpr char kUsage[] =
     "  stop     stop a job everywhere: psctl stop --cluster_spec=F --job=ID\n"
     "  check    validate a ClusterSpec: psctl check --cluster_spec=F [--task=ps:0]\n"
     "  certs    a CA and certificates for mutual TLS: psctl certs --cluster_spec=F --out=DIR\n"
-    "           [--days=365]; every command takes --tls_cert, --tls_key and --tls_ca\n"
+    "           [--days=365] [--users=alice,bob]; every command takes --tls_cert, --tls_key and\n"
+    "           --tls_ca (a user's certificate: only its owner may stop a job)\n"
     "  experiment  run every point of a sweep, resumably, and write the sweep table\n"
     "           psctl experiment --sweep=config/sweeps/F.json (--local | --cluster_spec=F)\n"
     "  report   a markdown report with tables and plots of a sweep: psctl report DIR\n"
@@ -276,7 +278,9 @@ int Certs() {
   if (FLAGS_out.empty()) return Fail(absl::InvalidArgumentError("--out=DIR is required"));
   std::cout << "the cluster's CA and certificates, in " << FLAGS_out
             << "; give each task the files of its host:\n";
-  absl::Status status = MakeClusterCertificates(*cluster, FLAGS_out, FLAGS_days, std::cout);
+  absl::Status status = MakeClusterCertificates(
+      *cluster, FLAGS_out, FLAGS_days, std::cout,
+      absl::StrSplit(FLAGS_users, ',', absl::SkipEmpty()));
   if (!status.ok()) return Fail(status);
   return 0;
 }

@@ -1,16 +1,16 @@
 #include "server/ps_service.h"
 
+#include <glog/logging.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <malloc.h>
 #include <unistd.h>
 
 #include <optional>
 #include <utility>
 
-#include <glog/logging.h>
-#include <google/protobuf/util/message_differencer.h>
-
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/peer_identity.h"
 #include "common/proto_byte_buffer.h"
 #include "common/tensor_coding.h"
 
@@ -114,7 +114,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const response_;
   std::shared_ptr<ShardJob> job_;
   std::optional<PushResponse> push_;  // Written in Start, before the result can arrive.
-  uint64_t timer_handle_ = 0;  // Written in Start before any path can reach OnDone.
+  uint64_t timer_handle_ = 0;         // Written in Start before any path can reach OnDone.
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
@@ -158,17 +158,19 @@ absl::StatusOr<std::unique_ptr<ParameterService::Reservation>> ParameterService:
   absl::StatusOr<int64_t> bytes = ShardJob::MemoryBytes(spec, options_.num_ps, options_.ps_index);
   if (!bytes.ok()) return bytes.status();
   if (*bytes > limits.max_job_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "job \"", spec.job_id(), "\" needs ", Mib(*bytes), " on ", TaskName(),
-        " (values and optimizer slots, twice); one job may hold at most ",
-        Mib(limits.max_job_bytes), " (ps_server --max_job_mb): use more ps tasks or a smaller "
-        "model"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job \"", spec.job_id(), "\" needs ", Mib(*bytes), " on ", TaskName(),
+                     " (values and optimizer slots, twice); one job may hold at most ",
+                     Mib(limits.max_job_bytes),
+                     " (ps_server --max_job_mb): use more ps tasks or a smaller "
+                     "model"));
   }
   absl::MutexLock lock(&mu_);
   if (static_cast<int>(jobs_.size()) + reserved_jobs_ >= limits.max_jobs) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        TaskName(), " holds ", jobs_.size() + reserved_jobs_, " jobs, its limit (ps_server "
-        "--max_jobs); delete finished ones (psctl stop) first"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(TaskName(), " holds ", jobs_.size() + reserved_jobs_,
+                     " jobs, its limit (ps_server "
+                     "--max_jobs); delete finished ones (psctl stop) first"));
   }
   int64_t used = reserved_bytes_;
   for (const auto& [id, job] : jobs_) {
@@ -177,10 +179,11 @@ absl::StatusOr<std::unique_ptr<ParameterService::Reservation>> ParameterService:
     if (held.ok()) used += *held;
   }
   if (used + *bytes > max_total_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "job \"", spec.job_id(), "\" needs ", Mib(*bytes), " on ", TaskName(), ", which holds ",
-        Mib(used), " of its ", Mib(max_total_bytes_), " for all jobs (ps_server --max_memory_mb); "
-        "delete finished jobs (psctl stop) or add ps tasks"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("job \"", spec.job_id(), "\" needs ", Mib(*bytes), " on ", TaskName(),
+                     ", which holds ", Mib(used), " of its ", Mib(max_total_bytes_),
+                     " for all jobs (ps_server --max_memory_mb); "
+                     "delete finished jobs (psctl stop) or add ps tasks"));
   }
   ++reserved_jobs_;
   reserved_bytes_ += *bytes;
@@ -189,9 +192,15 @@ absl::StatusOr<std::unique_ptr<ParameterService::Reservation>> ParameterService:
 
 ParameterService::~ParameterService() { Shutdown(); }
 
-std::string ParameterService::TaskName() const {
-  return absl::StrCat("ps:", options_.ps_index);
+grpc::ServerUnaryReactor* ParameterService::Refuse(grpc::CallbackServerContext* context,
+                                                   const absl::Status& allowed) {
+  if (allowed.ok()) return nullptr;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(allowed));
+  return reactor;
 }
+
+std::string ParameterService::TaskName() const { return absl::StrCat("ps:", options_.ps_index); }
 
 void ParameterService::Shutdown() {
   std::map<std::string, std::shared_ptr<ShardJob>> jobs;
@@ -201,8 +210,8 @@ void ParameterService::Shutdown() {
     jobs = jobs_;
   }
   for (auto& [id, job] : jobs) {
-    job->CancelAllWaiters(absl::UnavailableError(
-        TaskName() + " is shutting down; retry once it is back"));
+    job->CancelAllWaiters(
+        absl::UnavailableError(TaskName() + " is shutting down; retry once it is back"));
   }
 }
 
@@ -221,10 +230,10 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJob(const std::s
 
 absl::Status ParameterService::CheckTask(int num_ps, int ps_index) const {
   if (num_ps == options_.num_ps && ps_index == options_.ps_index) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "this server is ps:", options_.ps_index, " of ", options_.num_ps,
-      " but the request is for ps:", ps_index, " of ", num_ps,
-      "; the client and the servers must use the same ClusterSpec"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("this server is ps:", options_.ps_index, " of ", options_.num_ps,
+                   " but the request is for ps:", ps_index, " of ", num_ps,
+                   "; the client and the servers must use the same ClusterSpec"));
 }
 
 absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobRequest& request) {
@@ -236,11 +245,10 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
     if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
     auto it = jobs_.find(id);
     if (it != jobs_.end()) {
-      if (!google::protobuf::util::MessageDifferencer::Equals(it->second->spec(),
-                                                              request.spec())) {
-        return absl::AlreadyExistsError(absl::StrCat(
-            "job \"", id, "\" already exists on ", TaskName(),
-            " with a different spec; delete it first or use another id"));
+      if (!google::protobuf::util::MessageDifferencer::Equals(it->second->spec(), request.spec())) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("job \"", id, "\" already exists on ", TaskName(),
+                         " with a different spec; delete it first or use another id"));
       }
       CreateJobResponse response;
       response.set_already_existed(true);
@@ -260,7 +268,8 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   auto [it, inserted] = jobs_.emplace(id, job);
   if (!inserted &&
       !google::protobuf::util::MessageDifferencer::Equals(it->second->spec(), request.spec())) {
-    return absl::AlreadyExistsError(absl::StrCat("job \"", id, "\" was created concurrently with a "
+    return absl::AlreadyExistsError(absl::StrCat("job \"", id,
+                                                 "\" was created concurrently with a "
                                                  "different spec; delete it first"));
   }
   CreateJobResponse response;
@@ -278,6 +287,10 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
 grpc::ServerUnaryReactor* ParameterService::CreateJob(grpc::CallbackServerContext* context,
                                                       const CreateJobRequest* request,
                                                       CreateJobResponse* response) {
+  if (grpc::ServerUnaryReactor* refused =
+          Refuse(context, RequireMember(PeerOf(*context), "CreateJob"))) {
+    return refused;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<CreateJobResponse> result = DoCreateJob(*request);
   if (result.ok()) *response = *std::move(result);
@@ -288,19 +301,29 @@ grpc::ServerUnaryReactor* ParameterService::CreateJob(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContext* context,
                                                       const DeleteJobRequest* request,
                                                       DeleteJobResponse* /*response*/) {
+  const Peer peer = PeerOf(*context);
+  if (grpc::ServerUnaryReactor* refused = Refuse(context, RequireUser(peer, "DeleteJob"))) {
+    return refused;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   std::shared_ptr<ShardJob> job;
+  absl::Status allowed;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(request->job_id());
     if (it != jobs_.end()) {
-      job = std::move(it->second);
-      jobs_.erase(it);
+      allowed = RequireOwner(peer, it->second->spec().owner(), request->job_id(), "delete");
+      if (allowed.ok()) {
+        job = std::move(it->second);
+        jobs_.erase(it);
+      }
     }
   }
   if (job == nullptr) {
-    reactor->Finish(ToGrpcStatus(absl::NotFoundError(
-        absl::StrCat("unknown job \"", request->job_id(), "\" on ", TaskName()))));
+    reactor->Finish(
+        ToGrpcStatus(allowed.ok() ? absl::NotFoundError(absl::StrCat(
+                                        "unknown job \"", request->job_id(), "\" on ", TaskName()))
+                                  : allowed));
     return reactor;
   }
   job->CancelAllWaiters(absl::AbortedError(
@@ -317,6 +340,10 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
+  if (grpc::ServerUnaryReactor* refused =
+          Refuse(context, RequireMember(PeerOf(*context), "Pull"))) {
+    return refused;
+  }
   PullRequest pull;
   absl::Status status = ParseFromByteBuffer(*request, &pull);
   if (!status.ok()) {
@@ -332,6 +359,10 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext* context,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
+  if (grpc::ServerUnaryReactor* refused =
+          Refuse(context, RequireMember(PeerOf(*context), "PushPull"))) {
+    return refused;
+  }
   PushRequestHeader header;
   absl::StatusOr<PushResponse> pushed = DoPush(*request, /*allow_chunks=*/false, &header);
   if (!pushed.ok()) {
@@ -349,8 +380,8 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
 }
 
 absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& request,
-                                                     bool allow_chunks,
-                                                     PushRequestHeader* header_out) {
+                                                      bool allow_chunks,
+                                                      PushRequestHeader* header_out) {
   PushRequestHeader& header = *header_out;
   std::shared_ptr<ShardJob> job;
   std::shared_ptr<std::vector<float>> gradient;  // Where the data goes, kept alive.
@@ -403,6 +434,10 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const grpc::ByteBuffer& re
 grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
+  if (grpc::ServerUnaryReactor* refused =
+          Refuse(context, RequireMember(PeerOf(*context), "Push"))) {
+    return refused;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   PushRequestHeader header;
   absl::StatusOr<PushResponse> result = DoPush(*request, /*allow_chunks=*/true, &header);
@@ -414,6 +449,10 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerContext* context,
                                                         const JobStatsRequest* request,
                                                         JobStats* response) {
+  if (grpc::ServerUnaryReactor* refused =
+          Refuse(context, RequireMember(PeerOf(*context), "GetJobStats"))) {
+    return refused;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
   if (job.ok()) *response = (*job)->Stats();
@@ -424,6 +463,10 @@ grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext* context,
                                                      const ListJobsRequest* /*request*/,
                                                      ListJobsResponse* response) {
+  if (grpc::ServerUnaryReactor* refused =
+          Refuse(context, RequireMember(PeerOf(*context), "ListJobs"))) {
+    return refused;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::MutexLock lock(&mu_);
   for (const auto& [id, job] : jobs_) response->add_job_ids(id);
@@ -434,6 +477,10 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext* context,
                                                      const LeaveJobRequest* request,
                                                      LeaveJobResponse* /*response*/) {
+  if (grpc::ServerUnaryReactor* refused =
+          Refuse(context, RequireMember(PeerOf(*context), "LeaveJob"))) {
+    return refused;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
   absl::Status status =

@@ -129,6 +129,10 @@ class ParameterService final : public ParameterServerBase {
   absl::StatusOr<PushResponse> DoPush(const grpc::ByteBuffer& request, bool allow_chunks,
                                       PushRequestHeader* header);
   std::string TaskName() const;
+  // When `allowed` (common/peer_identity.h) is not OK, finishes the call with it and returns
+  // the call's reactor, for the handler to return; else nullptr.
+  static grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context,
+                                          const absl::Status& allowed);
   // Expires the leases of `job`'s workers (ShardJob::ExpireLeases) every quarter lease, on the
   // timer's thread, for as long as the job lives. No-op for a job without leases.
   void WatchLeases(const std::string& id, const std::weak_ptr<ShardJob>& job);

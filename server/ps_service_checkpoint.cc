@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/job_schema.h"
+#include "common/peer_identity.h"
 #include "server/ps_service.h"
 
 namespace ps {
@@ -30,6 +31,11 @@ grpc::ServerUnaryReactor* ParameterService::ArmCheckpoint(grpc::CallbackServerCo
                                                           ArmCheckpointResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
+  if (job.ok()) {
+    absl::Status allowed =
+        RequireOwner(PeerOf(*context), (*job)->spec().owner(), request->job_id(), "checkpoint");
+    if (!allowed.ok()) job = allowed;
+  }
   absl::StatusOr<std::string> job_dir =
       job.ok() ? checkpoints_.JobDirectory(request->dir(), request->job_id()) : job.status();
   if (!job_dir.ok()) {
@@ -42,9 +48,8 @@ grpc::ServerUnaryReactor* ParameterService::ArmCheckpoint(grpc::CallbackServerCo
       [this, weak = std::weak_ptr<ShardJob>(*job), job_dir = *job_dir,
        name](ShardJob::TakenCheckpoint taken) {
         auto held = std::make_shared<ShardJob::TakenCheckpoint>(std::move(taken));
-        io_thread_.Schedule([this, weak, job_dir, name, held] {
-          WriteCheckpoint(weak, job_dir, name, held);
-        });
+        io_thread_.Schedule(
+            [this, weak, job_dir, name, held] { WriteCheckpoint(weak, job_dir, name, held); });
       });
   reactor->Finish(ToGrpcStatus(armed));
   return reactor;
@@ -55,8 +60,8 @@ void ParameterService::WriteCheckpoint(const std::weak_ptr<ShardJob>& job,
                                        const std::shared_ptr<ShardJob::TakenCheckpoint>& taken) {
   ShardCheckpoint entry = taken->entry;
   const absl::Time start = absl::Now();
-  absl::Status status = checkpoints_.WriteShard(job_dir, name, options_.ps_index,
-                                                options_.num_ps, taken->blocks, &entry);
+  absl::Status status = checkpoints_.WriteShard(job_dir, name, options_.ps_index, options_.num_ps,
+                                                taken->blocks, &entry);
   taken->blocks.clear();  // Lets go of the values it held.
   entry.set_written_at_ms(absl::ToUnixMillis(absl::Now()));
   if (status.ok()) {
@@ -73,6 +78,10 @@ void ParameterService::WriteCheckpoint(const std::weak_ptr<ShardJob>& job,
 grpc::ServerUnaryReactor* ParameterService::CommitCheckpoint(
     grpc::CallbackServerContext* context, const CommitCheckpointRequest* request,
     CommitCheckpointResponse* /*response*/) {
+  if (grpc::ServerUnaryReactor* refused =
+          Refuse(context, RequireUser(PeerOf(*context), "CommitCheckpoint"))) {
+    return refused;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   io_thread_.Schedule([this, reactor, request] {
     const CheckpointManifest& manifest = request->manifest();
@@ -94,9 +103,13 @@ grpc::ServerUnaryReactor* ParameterService::CommitCheckpoint(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ParameterService::ListCheckpoints(
-    grpc::CallbackServerContext* context, const ListCheckpointsRequest* request,
-    ListCheckpointsResponse* response) {
+grpc::ServerUnaryReactor* ParameterService::ListCheckpoints(grpc::CallbackServerContext* context,
+                                                            const ListCheckpointsRequest* request,
+                                                            ListCheckpointsResponse* response) {
+  if (grpc::ServerUnaryReactor* refused =
+          Refuse(context, RequireMember(PeerOf(*context), "ListCheckpoints"))) {
+    return refused;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   io_thread_.Schedule([this, reactor, request, response] {
     absl::Status status = ValidateId(request->job_id(), "job_id");
@@ -113,9 +126,16 @@ grpc::ServerUnaryReactor* ParameterService::ListCheckpoints(
 grpc::ServerUnaryReactor* ParameterService::RestoreJob(grpc::CallbackServerContext* context,
                                                        const RestoreJobRequest* request,
                                                        RestoreJobResponse* /*response*/) {
+  const Peer peer = PeerOf(*context);
+  if (grpc::ServerUnaryReactor* refused = Refuse(context, RequireUser(peer, "RestoreJob"))) {
+    return refused;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The restored run belongs to whoever restores it (when the cluster knows who that is).
+  auto owned = std::make_shared<RestoreJobRequest>(*request);
+  if (peer.role != Peer::Role::kUnauthenticated) owned->mutable_spec()->set_owner(peer.name);
   io_thread_.Schedule(
-      [this, reactor, request] { reactor->Finish(ToGrpcStatus(DoRestoreJob(*request))); });
+      [this, reactor, owned] { reactor->Finish(ToGrpcStatus(DoRestoreJob(*owned))); });
   return reactor;
 }
 
@@ -129,8 +149,8 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request) {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
     if (jobs_.count(id) > 0) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "job \"", id, "\" already exists on ", TaskName(), "; delete it before restoring it"));
+      return absl::AlreadyExistsError(absl::StrCat("job \"", id, "\" already exists on ",
+                                                   TaskName(), "; delete it before restoring it"));
     }
   }
   const CheckpointManifest& manifest = request.manifest();

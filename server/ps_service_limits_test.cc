@@ -1,11 +1,11 @@
 // A ps refuses a job beyond its limits (ServiceLimits: ps_server --max_jobs, --max_workers,
 // --max_job_mb, --max_memory_mb) with RESOURCE_EXHAUSTED naming the limit and its flag, before
 // anything of the job is allocated, and has room again once jobs are deleted.
-#include <memory>
-#include <string>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/ps_client.h"

@@ -267,6 +267,7 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
   ParameterSpec saved = state->spec();
   saved.set_run_id(spec.run_id());
   saved.set_num_workers(spec.num_workers());
+  saved.set_owner(spec.owner());  // Whoever resumes it owns the new run.
   if (!google::protobuf::util::MessageDifferencer::Equivalent(saved, spec)) {
     return absl::FailedPreconditionError(absl::StrCat(
         JobPrefix(spec.job_id()),

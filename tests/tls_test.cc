@@ -3,6 +3,8 @@
 // plaintext cluster, refuses strangers at the handshake while the job runs (leaving its weights
 // as an undisturbed run's), and serves certificates renewed during a job without a restart.
 // Needs OpenSSL's command line tool (tools/setup.sh); skips without it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,12 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -58,7 +57,7 @@ class TlsTest : public ::testing::Test {
                         "worker": ["127.0.0.1:$2", "127.0.0.1:$3"]}})",
         ports_[0], ports_[1], ports_[2], ports_[3]);
     certs_ = dir_ + "/certs";
-    Psctl certs({"certs", "--cluster_spec=" + spec_, "--out=" + certs_}, dir_);
+    Psctl certs({"certs", "--cluster_spec=" + spec_, "--out=" + certs_, "--users=bob"}, dir_);
     ASSERT_EQ(certs.Wait(), 0) << certs.Output();
     EXPECT_THAT(certs.Stdout(), HasSubstr("127.0.0.1: --tls_cert=" + certs_ + "/127.0.0.1.crt"));
   }
@@ -89,8 +88,8 @@ class TlsTest : public ::testing::Test {
                                        std::string("--task=") + task};
       if (!ps) argv.push_back("--device=cpu");
       for (const std::string& flag : Tls(certs, "127.0.0.1")) argv.push_back(flag);
-      const std::string name = absl::StrCat(dir_, "/", std::string(task).replace(
-                                                           std::string(task).find(':'), 1, "-"));
+      const std::string name =
+          absl::StrCat(dir_, "/", std::string(task).replace(std::string(task).find(':'), 1, "-"));
       argv.push_back("--port_file=" + name + ".port");
       absl::StatusOr<Subprocess> process = Subprocess::Start(argv, name + ".log");
       ASSERT_TRUE(process.ok()) << process.status();
@@ -128,10 +127,10 @@ class TlsTest : public ::testing::Test {
 
   // The serial number of the certificate the ps on `port` serves now.
   std::string ServedSerial(int port) {
-    return Capture(absl::StrCat("echo | timeout 10 /usr/bin/openssl s_client -connect 127.0.0.1:",
-                                port, " -cert ", certs_, "/psctl.crt -key ", certs_,
-                                "/psctl.key -CAfile ", certs_,
-                                "/ca.crt 2>/dev/null | /usr/bin/openssl x509 -noout -serial"));
+    return Capture(
+        absl::StrCat("echo | timeout 10 /usr/bin/openssl s_client -connect 127.0.0.1:", port,
+                     " -cert ", certs_, "/psctl.crt -key ", certs_, "/psctl.key -CAfile ", certs_,
+                     "/ca.crt 2>/dev/null | /usr/bin/openssl x509 -noout -serial"));
   }
 
   std::string dir_, spec_, certs_;
@@ -141,14 +140,14 @@ class TlsTest : public ::testing::Test {
 
 TEST_F(TlsTest, AMutualTlsClusterTrainsToThePlaintextWeightsAndRefusesStrangers) {
   // The reference: the same job on a plaintext local cluster of as many tasks.
-  Psctl plain({"local", "--job=" + Job("plain", 3000), "--results=" + dir_ + "/plain",
-               "--ps=2", "--workers=2", "--device=cpu"},
+  Psctl plain({"local", "--job=" + Job("plain", 3000), "--results=" + dir_ + "/plain", "--ps=2",
+               "--workers=2", "--device=cpu"},
               dir_);
   ASSERT_EQ(plain.Wait(), 0) << plain.Output();
 
   StartCluster(certs_);
-  std::vector<std::string> submit = {"submit", "--cluster_spec=" + spec_, "--job=" + Job("tls", 3000),
-                                     "--results=" + dir_ + "/tls"};
+  std::vector<std::string> submit = {"submit", "--cluster_spec=" + spec_,
+                                     "--job=" + Job("tls", 3000), "--results=" + dir_ + "/tls"};
   for (const std::string& flag : Tls(certs_, "psctl")) submit.push_back(flag);
   Psctl job(submit, dir_);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -168,6 +167,18 @@ TEST_F(TlsTest, AMutualTlsClusterTrainsToThePlaintextWeightsAndRefusesStrangers)
   stranger.back() = "--tls_ca=" + certs_ + "/ca.crt";  // Trusts the cluster; signed by another.
   EXPECT_EQ(DownTasks(stranger).size(), 4u);
   EXPECT_TRUE(DownTasks(Tls(certs_, "psctl")).empty()) << "psctl's own identity is let in";
+
+  // Members of the cluster may not stop a job that is not theirs: a task's identity may not
+  // stop jobs at all, and user bob may not stop user psctl's.
+  for (const auto& [identity, refusal] :
+       {std::pair<std::string, std::string>("127.0.0.1", "is for users"),
+        std::pair<std::string, std::string>("bob", "belongs to user psctl; user bob may not")}) {
+    std::vector<std::string> stop = {"stop", "--cluster_spec=" + spec_, "--job=tls"};
+    for (const std::string& flag : Tls(certs_, identity)) stop.push_back(flag);
+    Psctl refused(stop, dir_);
+    EXPECT_NE(refused.Wait(), 0) << refused.Output();
+    EXPECT_THAT(refused.Stderr(), HasSubstr(refusal)) << identity;
+  }
   EXPECT_FALSE(job.Ended()) << "the job ended before the strangers came: make it longer";
 
   ASSERT_EQ(job.Wait(), 0) << job.Output();
@@ -193,7 +204,8 @@ TEST_F(TlsTest, CertificatesRenewedDuringAJobAreServedWithoutARestart) {
   ASSERT_EQ(renew.Wait(), 0) << renew.Output();
   EXPECT_THAT(renew.Stdout(), HasSubstr("renewing the certificates with the CA already in"));
   for (const char* file : {"127.0.0.1.key", "127.0.0.1.crt"}) {
-    std::filesystem::copy_file(absl::StrCat(certs_, "/", file), absl::StrCat(live, "/", file, ".tmp"));
+    std::filesystem::copy_file(absl::StrCat(certs_, "/", file),
+                               absl::StrCat(live, "/", file, ".tmp"));
     std::filesystem::rename(absl::StrCat(live, "/", file, ".tmp"), absl::StrCat(live, "/", file));
   }
   const std::string renewed =

@@ -1,15 +1,16 @@
 #include "worker/worker_service.h"
 
-#include <algorithm>
-#include <vector>
-
 #include <glog/logging.h>
 #include <google/protobuf/util/message_differencer.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/job_schema.h"
 #include "common/job_spec.h"
+#include "common/peer_identity.h"
 #include "worker/trainer.h"
 
 namespace ps {
@@ -161,8 +162,8 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   for (const std::string& file : DataFiles(spec.data())) {
     status = options_.data_roots.Check(file, "data");
     if (!status.ok()) {
-      return absl::Status(status.code(), absl::StrCat("worker:", options_.worker_index, ": ",
-                                                      status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat("worker:", options_.worker_index, ": ", status.message()));
     }
   }
 
@@ -171,21 +172,21 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   auto it = jobs_.find(spec.job_id());
   if (it != jobs_.end()) {
     if (!it->second->finished) {
-      return absl::AlreadyExistsError(absl::StrCat("job \"", spec.job_id(),
-                                                   "\" is already running on worker:",
-                                                   options_.worker_index));
+      return absl::AlreadyExistsError(absl::StrCat(
+          "job \"", spec.job_id(), "\" is already running on worker:", options_.worker_index));
     }
     it->second->thread.join();
     jobs_.erase(it);
   }
   auto job = std::make_unique<RunningJob>();
+  job->owner = spec.owner();
   job->progress = std::make_shared<ProgressLog>();
   RunningJob* raw = job.get();
   jobs_.emplace(spec.job_id(), std::move(job));
-  raw->thread = std::thread([this, spec, raw, first_step = request.first_step(),
-                             incarnation = request.incarnation()] {
-    RunJob(spec, first_step, incarnation, raw);
-  });
+  raw->thread = std::thread(
+      [this, spec, raw, first_step = request.first_step(), incarnation = request.incarnation()] {
+        RunJob(spec, first_step, incarnation, raw);
+      });
   return absl::OkStatus();
 }
 
@@ -257,7 +258,13 @@ grpc::ServerUnaryReactor* WorkerService::StartJob(grpc::CallbackServerContext* c
                                                   const StartJobRequest* request,
                                                   StartJobResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::Status status = DoStartJob(*request);
+  const Peer peer = PeerOf(*context);
+  absl::Status status = RequireUser(peer, "StartJob");
+  if (status.ok()) {
+    StartJobRequest owned = *request;
+    owned.mutable_spec()->set_owner(peer.name);  // Only its owner may stop it.
+    status = DoStartJob(owned);
+  }
   if (status.ok()) response->set_device(options_.device.description);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -267,15 +274,21 @@ grpc::ServerUnaryReactor* WorkerService::StopJob(grpc::CallbackServerContext* co
                                                  const StopJobRequest* request,
                                                  StopJobResponse* /*response*/) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const Peer peer = PeerOf(*context);
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(request->job_id());
   if (it == jobs_.end()) {
-    reactor->Finish(ToGrpcStatus(absl::NotFoundError(absl::StrCat(
-        "unknown job \"", request->job_id(), "\" on worker:", options_.worker_index))));
-  } else {
-    it->second->stop = true;
-    reactor->Finish(grpc::Status::OK);
+    absl::Status unknown = RequireUser(peer, "StopJob");
+    if (unknown.ok()) {
+      unknown = absl::NotFoundError(absl::StrCat("unknown job \"", request->job_id(),
+                                                 "\" on worker:", options_.worker_index));
+    }
+    reactor->Finish(ToGrpcStatus(unknown));
+    return reactor;
   }
+  absl::Status allowed = RequireOwner(peer, it->second->owner, request->job_id(), "stop");
+  if (allowed.ok()) it->second->stop = true;
+  reactor->Finish(ToGrpcStatus(allowed));
   return reactor;
 }
 
@@ -283,6 +296,10 @@ grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* 
                                                    const WorkerStatusRequest* /*request*/,
                                                    WorkerStatus* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status member = RequireMember(PeerOf(*context), "GetStatus"); !member.ok()) {
+    reactor->Finish(ToGrpcStatus(member));
+    return reactor;
+  }
   response->set_worker(options_.worker_index);
   response->set_device(options_.device.description);
   absl::MutexLock lock(&mu_);
@@ -296,25 +313,26 @@ grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* 
   return reactor;
 }
 
-grpc::ServerWriteReactor<JobProgress>* WorkerService::WatchJob(
-    grpc::CallbackServerContext* context, const WatchJobRequest* request) {
+grpc::ServerWriteReactor<JobProgress>* WorkerService::WatchJob(grpc::CallbackServerContext* context,
+                                                               const WatchJobRequest* request) {
   std::shared_ptr<ProgressLog> log;
-  {
+  absl::Status status = RequireMember(PeerOf(*context), "WatchJob");
+  if (status.ok()) {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(request->job_id());
     if (it != jobs_.end()) log = it->second->progress;
   }
   if (log == nullptr) {
-    class NotFound : public grpc::ServerWriteReactor<JobProgress> {
+    class Refused : public grpc::ServerWriteReactor<JobProgress> {
      public:
-      explicit NotFound(const std::string& message) {
-        Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, message));
-      }
+      explicit Refused(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
       void OnDone() override { delete this; }
     };
-    (void)context;
-    return new NotFound(absl::StrCat("unknown job \"", request->job_id(), "\" on worker:",
-                                     options_.worker_index));
+    if (status.ok()) {
+      status = absl::NotFoundError(absl::StrCat("unknown job \"", request->job_id(),
+                                                "\" on worker:", options_.worker_index));
+    }
+    return new Refused(status);
   }
   return new WatchReactor(std::move(log));
 }

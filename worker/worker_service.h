@@ -64,6 +64,7 @@ class WorkerService final : public Worker::CallbackService {
     absl::Time finished_at;  // Written before `finished` is set.
     std::shared_ptr<ProgressLog> progress;
     std::thread thread;
+    std::string owner;  // JobSpec.owner: who may stop it.
   };
 
   absl::Status DoStartJob(const StartJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);

@@ -44,14 +44,16 @@ absl::Status DataRoots::Check(const std::string& path, absl::string_view field) 
   }
   if (roots_.empty()) {
     return absl::PermissionDeniedError(absl::StrCat(
-        field, " \"", path, "\": this worker reads no data files (it was started without "
+        field, " \"", path,
+        "\": this worker reads no data files (it was started without "
         "--data_root); start ps_worker with --data_root=DIR naming the directory that holds "
         "them, or use synthetic data"));
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      field, " \"", path, "\" is outside this worker's data directories (",
-      absl::StrJoin(roots_, ", "), "); put the file under one of them, or start ps_worker with "
-      "--data_root naming its directory"));
+  return absl::PermissionDeniedError(
+      absl::StrCat(field, " \"", path, "\" is outside this worker's data directories (",
+                   absl::StrJoin(roots_, ", "),
+                   "); put the file under one of them, or start ps_worker with "
+                   "--data_root naming its directory"));
 }
 
 }  // namespace ps

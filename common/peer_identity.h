@@ -1,0 +1,53 @@
+// Who is calling, and what they may do (DESIGN.md section 8, "identities"). Under mutual TLS a
+// caller is the certificate it presented (`psctl certs` makes them):
+//   organization "admin": a user (psctl); its common name is the user's name. Users start,
+//                         stop and delete jobs, and only their own.
+//   organization "task":  a ps or worker daemon (its host). Tasks push, pull and create shards
+//                         on behalf of a job a user started, and may not start, stop or delete
+//                         jobs.
+// A server without mutual TLS cannot tell callers apart and lets everyone do everything (as
+// on a trusted network or loopback); it warns when it listens elsewhere (common/grpc_server).
+#ifndef PS_COMMON_PEER_IDENTITY_H_
+#define PS_COMMON_PEER_IDENTITY_H_
+
+#include <grpcpp/server_context.h>
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace ps {
+
+struct Peer {
+  enum class Role {
+    kUnauthenticated,  // No client certificate: the server does not use mutual TLS.
+    kUser,             // O=admin.
+    kTask,             // O=task.
+    kOther,            // A certificate of the cluster's CA with another organization.
+  };
+  Role role = Role::kUnauthenticated;
+  std::string name;  // The certificate's common name; empty when unauthenticated.
+
+  std::string Describe() const;  // "user alice", "task 10.0.0.3", "an unauthenticated caller".
+};
+
+// The caller of the call `context` serves.
+Peer PeerOf(const grpc::ServerContextBase& context);
+// The same from the certificate subject gRPC reports ("CN=alice,O=admin"); for tests.
+Peer PeerFromSubject(absl::string_view subject);
+
+// OK when `peer` may call a user's method (start, stop, delete a job, arm or restore its
+// checkpoints): a user, or anyone when unauthenticated. PERMISSION_DENIED naming the method.
+absl::Status RequireUser(const Peer& peer, absl::string_view method);
+// OK when `peer` may call a cluster member's method (push, pull, status): a user or a task,
+// or anyone when unauthenticated.
+absl::Status RequireMember(const Peer& peer, absl::string_view method);
+// OK when `peer` may stop or delete a job owned by `owner` ("" when the job has none: it was
+// started unauthenticated): its owner, or anyone when unauthenticated.
+absl::Status RequireOwner(const Peer& peer, const std::string& owner, absl::string_view job_id,
+                          absl::string_view method);
+
+}  // namespace ps
+
+#endif  // PS_COMMON_PEER_IDENTITY_H_

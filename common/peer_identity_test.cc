@@ -1,0 +1,46 @@
+#include "common/peer_identity.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PeerIdentityTest, TheCertificateSubjectSaysWhoAndWhichRole) {
+  Peer alice = PeerFromSubject("CN=alice,O=admin");
+  EXPECT_EQ(alice.role, Peer::Role::kUser);
+  EXPECT_EQ(alice.name, "alice");
+  Peer task = PeerFromSubject("O=task, CN=10.0.0.3");
+  EXPECT_EQ(task.role, Peer::Role::kTask);
+  EXPECT_EQ(task.name, "10.0.0.3");
+  EXPECT_EQ(PeerFromSubject("CN=mallory,O=guests").role, Peer::Role::kOther);
+}
+
+TEST(PeerIdentityTest, UsersStartAndStopTheirOwnJobsTasksNeither) {
+  const Peer alice = PeerFromSubject("CN=alice,O=admin"), bob = PeerFromSubject("CN=bob,O=admin");
+  const Peer task = PeerFromSubject("CN=10.0.0.3,O=task"), other = PeerFromSubject("CN=x,O=y");
+  EXPECT_TRUE(RequireUser(alice, "StartJob").ok());
+  EXPECT_EQ(RequireUser(task, "StartJob").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(RequireUser(task, "StopJob").message(), HasSubstr("task 10.0.0.3 may not call it"));
+  EXPECT_TRUE(RequireMember(task, "Push").ok());
+  EXPECT_TRUE(RequireMember(alice, "Pull").ok());
+  EXPECT_EQ(RequireMember(other, "Pull").code(), absl::StatusCode::kPermissionDenied);
+
+  EXPECT_TRUE(RequireOwner(alice, "alice", "j", "stop").ok());
+  absl::Status refused = RequireOwner(bob, "alice", "j", "stop");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(refused.message(), HasSubstr("job \"j\" belongs to user alice; user bob may not"));
+  EXPECT_EQ(RequireOwner(task, "alice", "j", "stop").code(), absl::StatusCode::kPermissionDenied);
+}
+
+TEST(PeerIdentityTest, WithoutMutualTlsEveryoneMayDoEverything) {
+  const Peer anyone;
+  EXPECT_TRUE(RequireUser(anyone, "StartJob").ok());
+  EXPECT_TRUE(RequireMember(anyone, "Push").ok());
+  EXPECT_TRUE(RequireOwner(anyone, "alice", "j", "stop").ok());
+}
+
+}  // namespace
+}  // namespace ps
