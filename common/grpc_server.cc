@@ -1,17 +1,40 @@
 #include "common/grpc_server.h"
 
+#include <glog/logging.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <grpcpp/server_builder.h>
-#include <glog/logging.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
 namespace ps {
+namespace {
+
+// Takes gRPC's reflection plugin out of a server: once its library is linked, the plugin
+// registers itself for every server the process builds.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments* /*arguments*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    const std::string reflection = grpc::reflection::ProtoServerReflectionPlugin().name();
+    plugins->erase(
+        std::remove_if(plugins->begin(), plugins->end(),
+                       [&reflection](const auto& plugin) { return plugin->name() == reflection; }),
+        plugins->end());
+  }
+};
+
+}  // namespace
 
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address, grpc::Service* service,
                                               int max_message_bytes,
-                                              const TransportSecurity& security) {
+                                              const TransportSecurity& security, bool reflection) {
   const std::string host = address.substr(0, address.rfind(':'));
   if (!security.tls() && !IsLoopbackHost(host)) {
     LOG(WARNING) << "listening on " << address
@@ -25,6 +48,7 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address, grpc::
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, ServerCredentialsFor(security), &started.bound_port);
   builder.RegisterService(service);
+  if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(max_message_bytes);

@@ -1,13 +1,13 @@
 // How every daemon starts its gRPC server: the standard health service (grpc.health.v1),
-// server reflection, SO_REUSEPORT off (else a second server on a taken port "succeeds"), and a
-// message size limit.
+// server reflection when asked for, SO_REUSEPORT off (else a second server on a taken port
+// "succeeds"), and a message size limit.
 #ifndef PS_COMMON_GRPC_SERVER_H_
 #define PS_COMMON_GRPC_SERVER_H_
 
+#include <grpcpp/server.h>
+
 #include <memory>
 #include <string>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "common/transport_security.h"
@@ -23,9 +23,12 @@ struct StartedServer {
 // (not owned; must outlive the server), speaking TLS as `security` says. UNAVAILABLE naming the
 // address when it cannot listen. A plaintext server on a host other than loopback logs a
 // warning: anyone who can reach the port can call it.
+// With `reflection`, the server also lists its services and their messages to anyone who asks
+// (grpc_cli, grpcurl): handy when debugging, off by default.
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address, grpc::Service* service,
                                               int max_message_bytes,
-                                              const TransportSecurity& security = {});
+                                              const TransportSecurity& security = {},
+                                              bool reflection = false);
 
 }  // namespace ps
 

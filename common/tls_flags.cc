@@ -6,6 +6,8 @@ DEFINE_string(tls_cert, "",
               "PEM certificate of this process (with --tls_key): servers speak TLS with it and "
               "channels present it; reloaded when the file changes");
 DEFINE_string(tls_key, "", "PEM private key of --tls_cert");
+DEFINE_bool(reflection, false,
+            "serve gRPC server reflection (grpc_cli, grpcurl list the services): for debugging");
 DEFINE_string(tls_ca, "",
               "PEM certificate of the cluster's CA: channels verify servers against it (and "
               "their host names); servers require client certificates it signed (mutual TLS)");
@@ -15,6 +17,8 @@ namespace ps {
 TransportSecurity TransportSecurityFromFlags() {
   return TransportSecurity{FLAGS_tls_cert, FLAGS_tls_key, FLAGS_tls_ca};
 }
+
+bool ReflectionFromFlags() { return FLAGS_reflection; }
 
 std::vector<std::string> TransportSecurityArgs(const TransportSecurity& security) {
   std::vector<std::string> args;

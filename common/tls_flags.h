@@ -1,5 +1,6 @@
 // The --tls_cert, --tls_key and --tls_ca flags that ps_server, ps_worker and psctl share
-// (common/transport_security.h says what each combination means).
+// (common/transport_security.h says what each combination means), and the daemons'
+// --reflection.
 #ifndef PS_COMMON_TLS_FLAGS_H_
 #define PS_COMMON_TLS_FLAGS_H_
 
@@ -12,6 +13,8 @@ namespace ps {
 
 // The flags' values.
 TransportSecurity TransportSecurityFromFlags();
+// --reflection (the daemons' servers only).
+bool ReflectionFromFlags();
 
 // The flags again, as a daemon started by this process takes them (psctl local); none when
 // plaintext.

@@ -18,7 +18,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   std::unique_ptr<PsServer> server(new PsServer());
   server->service_ = std::make_unique<ParameterService>(options.service);
   absl::StatusOr<StartedServer> started = StartGrpcServer(
-      address->ToString(), server->service_.get(), options.max_message_bytes, options.security);
+      address->ToString(), server->service_.get(), options.max_message_bytes, options.security,
+      options.reflection);
   if (!started.ok()) return started.status();
   server->server_ = std::move(started->server);
   server->bound_port_ = started->bound_port;

@@ -27,6 +27,7 @@ struct PsServerOptions {
   // same limit (PsClientOptions::max_message_bytes).
   int max_message_bytes = 1 << 30;
   TransportSecurity security;  // Plaintext by default.
+  bool reflection = false;     // Server reflection (--reflection).
 };
 
 class PsServer {

@@ -80,6 +80,7 @@ int Run() {
     return 2;
   }
   options.security = ps::TransportSecurityFromFlags();
+  options.reflection = ps::ReflectionFromFlags();
   if (absl::Status tls = ps::ValidateTransportSecurity(options.security, /*server=*/true);
       !tls.ok()) {
     std::cerr << "ps_server: " << tls.message() << "\n";

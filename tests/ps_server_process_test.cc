@@ -1,18 +1,21 @@
 // ps_server as a process: flags, TF_CONFIG, refusals, and a clean stop on SIGTERM while a pull
 // waits at a barrier.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/security/credentials.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
 
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/ps_client.h"
-#include "common/worker_session.h"
 #include "common/subprocess.h"
+#include "common/worker_session.h"
 
 namespace ps {
 namespace {
@@ -83,6 +86,71 @@ TEST(PsServerProcessTest, APortInUseIsAClearError) {
   EXPECT_NE(second.Output().find("cannot listen on 0.0.0.0:" + std::to_string(*port)),
             std::string::npos)
       << second.Output();
+}
+
+// Asks the server on `port` to list its services through gRPC server reflection; returns the
+// call's status (UNIMPLEMENTED when the server does not serve reflection).
+grpc::Status ListServicesByReflection(int port, std::string* answer) {
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::CompletionQueue queue;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call = stub.PrepareCall(
+      &context, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &queue);
+  void* tag;
+  bool ok;
+  auto wait = [&] { return queue.Next(&tag, &ok) && ok; };
+  call->StartCall(reinterpret_cast<void*>(1));
+  wait();
+  // ServerReflectionRequest{list_services: ""}: field 7, length-delimited, empty.
+  const char request[] = {0x3a, 0x00};
+  grpc::Slice slice(request, sizeof(request));
+  call->Write(grpc::ByteBuffer(&slice, 1), reinterpret_cast<void*>(2));
+  wait();
+  call->WritesDone(reinterpret_cast<void*>(3));
+  wait();
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(4));
+  if (wait()) {
+    std::vector<grpc::Slice> slices;
+    (void)response.Dump(&slices);
+    for (const grpc::Slice& part : slices) {
+      answer->append(reinterpret_cast<const char*>(part.begin()), part.size());
+    }
+  }
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  queue.Next(&tag, &ok);
+  queue.Shutdown();
+  while (queue.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+// Reflection tells anyone who can reach the port every service and message: off unless asked.
+TEST(PsServerProcessTest, ServesReflectionOnlyWhenAskedTo) {
+  const std::string spec = WriteSpec();
+  for (bool reflection : {false, true}) {
+    const std::string port_file = TempPath(absl::StrCat("reflection-", reflection, ".port"));
+    std::vector<std::string> flags = {"--cluster_spec=" + spec, "--task=ps:0", "--port=0",
+                                      "--bind_host=127.0.0.1", "--port_file=" + port_file};
+    if (reflection) flags.push_back("--reflection");
+    Subprocess server = StartServer(flags, absl::StrCat("reflection-", reflection));
+    absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Seconds(20));
+    ASSERT_TRUE(port.ok()) << port.status() << server.Output();
+    std::string answer;
+    grpc::Status status = ListServicesByReflection(*port, &answer);
+    if (reflection) {
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      EXPECT_NE(answer.find("ps.ParameterServer"), std::string::npos) << answer;
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED) << status.error_message();
+    }
+    server.Signal(SIGTERM);
+    EXPECT_EQ(server.Wait(absl::Seconds(20)), std::optional<int>(0)) << server.Output();
+  }
 }
 
 ParameterSpec SyncSpec() {

@@ -107,7 +107,8 @@ int Run() {
   ps::BlockStopSignals();  // Before any thread starts.
 
   absl::StatusOr<ps::StartedServer> started =
-      ps::StartGrpcServer(listen, &service, FLAGS_max_message_mb << 20, security);
+      ps::StartGrpcServer(listen, &service, FLAGS_max_message_mb << 20, security,
+                          ps::ReflectionFromFlags());
   if (!started.ok()) {
     std::cerr << "ps_worker: " << started.status().message() << "\n";
     return 1;
