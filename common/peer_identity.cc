@@ -8,10 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/auth_token.h"
 
 namespace ps {
 
 std::string Peer::Describe() const {
+  if (by_token) return role == Role::kUser ? "the admin token" : "the cluster's task token";
   switch (role) {
     case Role::kUnauthenticated:
       return "an unauthenticated caller";
@@ -21,6 +23,8 @@ std::string Peer::Describe() const {
       return absl::StrCat("task ", name);
     case Role::kOther:
       return absl::StrCat("certificate ", name, " (neither a user's nor a task's)");
+    case Role::kNoToken:
+      return "a caller without this cluster's token";
   }
   return "?";
 }
@@ -39,7 +43,9 @@ Peer PeerFromSubject(absl::string_view subject) {
   return peer;
 }
 
-Peer PeerOf(const grpc::ServerContextBase& context) {
+namespace {
+
+Peer CertificatePeer(const grpc::ServerContextBase& context) {
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) return Peer();
   std::vector<grpc::string_ref> subject = auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME);
@@ -47,16 +53,48 @@ Peer PeerOf(const grpc::ServerContextBase& context) {
   return PeerFromSubject(absl::string_view(subject[0].data(), subject[0].size()));
 }
 
+absl::Status NoToken(absl::string_view method) {
+  return absl::UnauthenticatedError(
+      absl::StrCat(method,
+                   ": this cluster requires a token and the call's is missing or wrong: give psctl "
+                   "--admin_token_file (or PS_ADMIN_TOKEN), and each task --auth_token_file (or "
+                   "PS_AUTH_TOKEN), naming the cluster's token files"));
+}
+
+}  // namespace
+
+Peer PeerOf(const grpc::ServerContextBase& context) {
+  Peer peer = CertificatePeer(context);
+  const AuthTokens& tokens = ProcessAuthTokens();
+  if (!tokens.any()) return peer;
+  absl::string_view presented;
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find("authorization");
+  if (it != metadata.end()) presented = absl::string_view(it->second.data(), it->second.size());
+  if (!absl::ConsumePrefix(&presented, "Bearer ")) presented = "";
+  const bool admin = !tokens.admin.empty() && ConstantTimeEquals(presented, tokens.admin);
+  const bool task = !tokens.task.empty() && ConstantTimeEquals(presented, tokens.task);
+  if (!admin && !task) return Peer{Peer::Role::kNoToken, "", false};
+  if (peer.role == Peer::Role::kUnauthenticated) {
+    peer = admin ? Peer{Peer::Role::kUser, "admin", true} : Peer{Peer::Role::kTask, "task", true};
+  }
+  return peer;
+}
+
 absl::Status RequireUser(const Peer& peer, absl::string_view method) {
+  if (peer.role == Peer::Role::kNoToken) return NoToken(method);
   if (peer.role == Peer::Role::kUnauthenticated || peer.role == Peer::Role::kUser) {
     return absl::OkStatus();
   }
   return absl::PermissionDeniedError(
-      absl::StrCat(method, " is for users (psctl's certificate, organization \"admin\"); ",
+      absl::StrCat(method,
+                   " is for users (a user's certificate, organization \"admin\", or the "
+                   "admin token); ",
                    peer.Describe(), " may not call it"));
 }
 
 absl::Status RequireMember(const Peer& peer, absl::string_view method) {
+  if (peer.role == Peer::Role::kNoToken) return NoToken(method);
   if (peer.role != Peer::Role::kOther) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(method, " is for the cluster's users and tasks; ",
                                                   peer.Describe(), " is neither"));
@@ -64,6 +102,7 @@ absl::Status RequireMember(const Peer& peer, absl::string_view method) {
 
 absl::Status RequireOwner(const Peer& peer, const std::string& owner, absl::string_view job_id,
                           absl::string_view method) {
+  if (peer.role == Peer::Role::kNoToken) return NoToken(method);
   if (peer.role == Peer::Role::kUnauthenticated) return absl::OkStatus();
   absl::Status user = RequireUser(peer, method);
   if (!user.ok()) return user;

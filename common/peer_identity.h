@@ -25,18 +25,25 @@ struct Peer {
     kUser,             // O=admin.
     kTask,             // O=task.
     kOther,            // A certificate of the cluster's CA with another organization.
+    kNoToken,          // The server requires a token (common/auth_token.h) and the call's
+                       // was missing or wrong: refused with UNAUTHENTICATED.
   };
   Role role = Role::kUnauthenticated;
-  std::string name;  // The certificate's common name; empty when unauthenticated.
+  std::string name;       // The certificate's common name; empty when unauthenticated.
+  bool by_token = false;  // Known by the token it presented, not by a certificate.
 
   std::string Describe() const;  // "user alice", "task 10.0.0.3", "an unauthenticated caller".
 };
 
-// The caller of the call `context` serves.
+// The caller of the call `context` serves. When this process has tokens (ProcessAuthTokens),
+// the call must carry one of them: the admin token makes an unauthenticated caller a user
+// ("admin token"), the cluster's token a task ("task token"); under mutual TLS the certificate
+// says who, and the token must still be right.
 Peer PeerOf(const grpc::ServerContextBase& context);
 // The same from the certificate subject gRPC reports ("CN=alice,O=admin"); for tests.
 Peer PeerFromSubject(absl::string_view subject);
 
+// Every Require* is UNAUTHENTICATED for kNoToken, saying what to set.
 // OK when `peer` may call a user's method (start, stop, delete a job, arm or restore its
 // checkpoints): a user, or anyone when unauthenticated. PERMISSION_DENIED naming the method.
 absl::Status RequireUser(const Peer& peer, absl::string_view method);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_deadline.h"
+#include "common/auth_token.h"
 #include "common/grpc_reconnect.h"
 #include "common/grpc_status.h"
 #include "common/host_port.h"
@@ -59,8 +60,9 @@ absl::StatusOr<std::unique_ptr<PsConnections>> PsConnections::Create(
       arguments.SetInt("ps.connection_index", c);
       SetQuickReconnect(&arguments, options.max_reconnect_backoff);
       Connection connection;
-      connection.channel = grpc::CreateCustomChannel(
-          address->ToString(), ChannelCredentialsFor(options.security), arguments);
+      connection.channel = grpc::experimental::CreateCustomChannelWithInterceptors(
+          address->ToString(), ChannelCredentialsFor(options.security), arguments,
+          BearerTokenInterceptors(options.token));
       connection.stub = std::make_unique<grpc::GenericStub>(connection.channel);
       connections->connections_.back().push_back(std::move(connection));
     }

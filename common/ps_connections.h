@@ -51,6 +51,8 @@ struct PsClientOptions {
   int max_message_bytes = 1 << 30;
   // How the channels to the ps tasks are secured (plaintext by default).
   TransportSecurity security;
+  // The bearer token every call presents (common/auth_token.h); none when empty.
+  std::string token;
 };
 
 // Thread-safe.

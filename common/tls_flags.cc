@@ -2,10 +2,18 @@
 
 #include <gflags/gflags.h>
 
+#include <filesystem>
+
 DEFINE_string(tls_cert, "",
               "PEM certificate of this process (with --tls_key): servers speak TLS with it and "
               "channels present it; reloaded when the file changes");
 DEFINE_string(tls_key, "", "PEM private key of --tls_cert");
+DEFINE_string(auth_token_file, "",
+              "file holding the cluster's token: tasks present it and servers require it (or "
+              "the admin token) on every call; PS_AUTH_TOKEN when empty");
+DEFINE_string(admin_token_file, "",
+              "file holding the users' token: psctl presents it (start, stop, delete jobs) and "
+              "servers accept it; PS_ADMIN_TOKEN when empty");
 DEFINE_bool(reflection, false,
             "serve gRPC server reflection (grpc_cli, grpcurl list the services): for debugging");
 DEFINE_string(tls_ca, "",
@@ -19,6 +27,20 @@ TransportSecurity TransportSecurityFromFlags() {
 }
 
 bool ReflectionFromFlags() { return FLAGS_reflection; }
+
+absl::StatusOr<AuthTokens> AuthTokensFromFlags() {
+  return ReadAuthTokens(FLAGS_auth_token_file, FLAGS_admin_token_file);
+}
+
+std::vector<std::string> TokenFileArgs() {
+  std::vector<std::string> args;
+  for (const auto& [flag, file] :
+       {std::pair<const char*, std::string>("--auth_token_file=", FLAGS_auth_token_file),
+        std::pair<const char*, std::string>("--admin_token_file=", FLAGS_admin_token_file)}) {
+    if (!file.empty()) args.push_back(flag + std::filesystem::absolute(file).string());
+  }
+  return args;
+}
 
 std::vector<std::string> TransportSecurityArgs(const TransportSecurity& security) {
   std::vector<std::string> args;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "common/auth_token.h"
 #include "common/transport_security.h"
 
 namespace ps {
@@ -15,6 +17,10 @@ namespace ps {
 TransportSecurity TransportSecurityFromFlags();
 // --reflection (the daemons' servers only).
 bool ReflectionFromFlags();
+// --auth_token_file and --admin_token_file read (or the environment; common/auth_token.h).
+absl::StatusOr<AuthTokens> AuthTokensFromFlags();
+// Those two flags again, with absolute paths, for daemons this process starts (psctl local).
+std::vector<std::string> TokenFileArgs();
 
 // The flags again, as a daemon started by this process takes them (psctl local); none when
 // plaintext.

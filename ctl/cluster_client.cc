@@ -24,13 +24,14 @@ constexpr char kDetailPayload[] = "ps.cluster_client.detail";
 constexpr absl::Duration kMaxReconnectBackoff = absl::Milliseconds(500);
 
 std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::string>& addresses,
-                                                     const TransportSecurity& security) {
+                                                     const TransportSecurity& security,
+                                                     const std::string& token) {
   grpc::ChannelArguments arguments;
   SetQuickReconnect(&arguments, kMaxReconnectBackoff);
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& address : addresses) {
-    channels.push_back(
-        grpc::CreateCustomChannel(address, ChannelCredentialsFor(security), arguments));
+    channels.push_back(grpc::experimental::CreateCustomChannelWithInterceptors(
+        address, ChannelCredentialsFor(security), arguments, BearerTokenInterceptors(token)));
   }
   return channels;
 }
@@ -43,6 +44,7 @@ absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Create(
   ps_options.ps_addresses = cluster.Tasks(kPsJob);
   ps_options.max_attempts = options.ps_max_attempts;
   ps_options.security = options.security;
+  ps_options.token = options.token;
   absl::StatusOr<std::unique_ptr<PsClient>> ps = PsClient::Create(ps_options);
   if (!ps.ok()) return ps.status();
   return std::unique_ptr<ClusterClient>(new ClusterClient(cluster, options, *std::move(ps)));
@@ -53,8 +55,8 @@ ClusterClient::ClusterClient(const ClusterSpec& cluster, const ClusterClientOpti
     : cluster_(cluster),
       options_(options),
       ps_(std::move(ps)),
-      ps_channels_(Channels(cluster.Tasks(kPsJob), options.security)),
-      worker_channels_(Channels(cluster.Tasks(kWorkerJob), options.security)) {}
+      ps_channels_(Channels(cluster.Tasks(kPsJob), options.security, options.token)),
+      worker_channels_(Channels(cluster.Tasks(kWorkerJob), options.security, options.token)) {}
 
 std::string ClusterClient::TaskName(absl::string_view job, int index) const {
   return absl::StrCat(job, ":", index, " (", cluster_.Tasks(job)[index], ")");

@@ -27,6 +27,7 @@
 #include "common/ps_client.h"
 #include "proto/health.pb.h"
 #include "proto/ps_service.grpc.pb.h"
+#include "common/auth_token.h"
 #include "common/transport_security.h"
 #include "proto/worker_service.pb.h"
 
@@ -45,8 +46,9 @@ struct ClusterClientOptions {
   int ps_max_attempts = 2;
   // The checkpoint calls that touch the disk (commit, list, restore).
   absl::Duration checkpoint_timeout = absl::Minutes(5);
-  // psctl's identity (its --tls_* flags) on every channel.
+  // psctl's identity (its --tls_* flags and its token) on every channel.
   TransportSecurity security = ProcessTransportSecurity();
+  std::string token = PresentedToken(ProcessAuthTokens());
 };
 
 // Thread-safe.

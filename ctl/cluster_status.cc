@@ -15,6 +15,10 @@ namespace {
 // The one-line status of a task: "ps:0 (h:2222): up, ..." or why it is down.
 std::string TaskLine(const ClusterClient& client, absl::string_view job, int index,
                      const absl::Status& status, const std::string& up) {
+  if (absl::IsUnauthenticated(status) || absl::IsPermissionDenied(status)) {
+    return absl::StrCat(client.TaskName(job, index), ": REFUSED (", ClusterClient::Detail(status),
+                        ")\n");
+  }
   if (!status.ok()) {
     return absl::StrCat(client.TaskName(job, index), ": DOWN (", ClusterClient::Detail(status),
                         ")\n");

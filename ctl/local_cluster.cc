@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                                        absl::StrCat("--task=", job, ":", i),
                                        "--bind_host=127.0.0.1", "--port_file=" + port_file};
       for (const std::string& arg : TransportSecurityArgs(options.security)) argv.push_back(arg);
+      for (const std::string& arg : options.daemon_args) argv.push_back(arg);
       if (job == kPsJob && !options.checkpoint_dir.empty()) {
         argv.push_back(absl::StrCat("--checkpoint_dir=", options.checkpoint_dir, "/ps-", i));
       }

@@ -30,6 +30,8 @@ struct LocalClusterOptions {
   std::string checkpoint_dir;
   // The daemons' --tls_* flags: psctl's own (each host is this one).
   TransportSecurity security = ProcessTransportSecurity();
+  // More flags for every daemon: psctl's token files (TokenFileArgs).
+  std::vector<std::string> daemon_args;
   // Each worker's --data_root: the directories its jobs' data files are in (DataDirectories).
   std::vector<std::string> data_roots;
 };

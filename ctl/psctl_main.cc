@@ -158,6 +158,7 @@ int Local() {
   options.device = FLAGS_device;
   options.checkpoint_dir = std::filesystem::absolute(FLAGS_checkpoint_dir).string();
   options.data_roots = DataDirectories(*spec);
+  options.daemon_args = TokenFileArgs();
   options.ps_server_path =
       FLAGS_ps_server_binary.empty() ? SiblingBinary("server/ps_server") : FLAGS_ps_server_binary;
   options.ps_worker_path =
@@ -229,6 +230,7 @@ int Experiment() {
   int default_workers = FLAGS_workers;
   if (FLAGS_local) {
     options.local.device = FLAGS_device;
+    options.local.daemon_args = TokenFileArgs();
     options.local.ps_server_path = FLAGS_ps_server_binary.empty()
                                        ? SiblingBinary("server/ps_server")
                                        : FLAGS_ps_server_binary;
@@ -313,6 +315,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   ps::SetProcessTransportSecurity(security);
+  absl::StatusOr<ps::AuthTokens> tokens = ps::AuthTokensFromFlags();
+  if (!tokens.ok()) {
+    std::cerr << "psctl: " << tokens.status().message() << "\n";
+    return 2;
+  }
+  ps::SetProcessAuthTokens(*tokens);
   // Only report takes an argument after the command: the directory.
   const bool report = argc >= 2 && std::string(argv[1]) == "report";
   if (argc != (report ? 3 : 2)) {

@@ -79,6 +79,12 @@ int Run() {
                  "--max_memory_mb at least 0\n";
     return 2;
   }
+  absl::StatusOr<ps::AuthTokens> tokens = ps::AuthTokensFromFlags();
+  if (!tokens.ok()) {
+    std::cerr << "ps_server: " << tokens.status().message() << "\n";
+    return 2;
+  }
+  ps::SetProcessAuthTokens(*tokens);
   options.security = ps::TransportSecurityFromFlags();
   options.reflection = ps::ReflectionFromFlags();
   if (absl::Status tls = ps::ValidateTransportSecurity(options.security, /*server=*/true);

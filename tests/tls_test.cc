@@ -80,14 +80,18 @@ class TlsTest : public ::testing::Test {
             "--tls_ca=" + dir + "/ca.crt"};
   }
 
-  // Starts 2 ps and 2 workers with the host certificate in `certs`.
-  void StartCluster(const std::string& certs) {
+  // Starts 2 ps and 2 workers with the host certificate in `certs` (none: plaintext), and
+  // `extra` flags.
+  void StartCluster(const std::string& certs, const std::vector<std::string>& extra = {}) {
     for (const char* task : {"ps:0", "ps:1", "worker:0", "worker:1"}) {
       const bool ps = task[0] == 'p';
       std::vector<std::string> argv = {ps ? kPsServer : kPsWorker, "--cluster_spec=" + spec_,
                                        std::string("--task=") + task};
       if (!ps) argv.push_back("--device=cpu");
-      for (const std::string& flag : Tls(certs, "127.0.0.1")) argv.push_back(flag);
+      if (!certs.empty()) {
+        for (const std::string& flag : Tls(certs, "127.0.0.1")) argv.push_back(flag);
+      }
+      argv.insert(argv.end(), extra.begin(), extra.end());
       const std::string name =
           absl::StrCat(dir_, "/", std::string(task).replace(std::string(task).find(':'), 1, "-"));
       argv.push_back("--port_file=" + name + ".port");
@@ -112,7 +116,7 @@ class TlsTest : public ::testing::Test {
     return path;
   }
 
-  // `psctl status` with `flags`: the lines of the tasks it could not reach.
+  // `psctl status` with `flags`: the lines of the tasks that refused it or it could not reach.
   std::vector<std::string> DownTasks(const std::vector<std::string>& flags) {
     std::vector<std::string> args = {"status", "--cluster_spec=" + spec_};
     args.insert(args.end(), flags.begin(), flags.end());
@@ -120,7 +124,9 @@ class TlsTest : public ::testing::Test {
     EXPECT_EQ(status.Wait(), 0) << status.Output();
     std::vector<std::string> down;
     for (const std::string& line : Lines(status.Stdout())) {
-      if (absl::StrContains(line, ": DOWN (")) down.push_back(line);
+      if (absl::StrContains(line, ": DOWN (") || absl::StrContains(line, ": REFUSED (")) {
+        down.push_back(line);
+      }
     }
     return down;
   }
@@ -221,6 +227,44 @@ TEST_F(TlsTest, CertificatesRenewedDuringAJobAreServedWithoutARestart) {
   EXPECT_FALSE(job.Ended()) << "the job ended before the renewal was served: make it longer";
   ASSERT_EQ(job.Wait(), 0) << job.Output();
   EXPECT_EQ(nlohmann::json::parse(ReadFile(dir_ + "/r/summary.json"))["state"], "DONE");
+}
+
+// Bearer tokens on a plaintext cluster: every call needs the cluster's token or the admin
+// token; the task token may not stop a job; a token never reaches a log.
+TEST_F(TlsTest, TokensAreRequiredOnEveryCallAndOnlyTheAdminTokenStopsAJob) {
+  const std::string task_token = "task-token-0123456789abcdef",
+                    admin_token = "admin-token-0123456789abcdef";
+  std::ofstream(dir_ + "/task.token") << task_token << "\n";
+  std::ofstream(dir_ + "/admin.token") << admin_token << "\n";
+  std::ofstream(dir_ + "/wrong.token") << "wrong-token-0123456789abcdef\n";
+  StartCluster("", {"--auth_token_file=" + dir_ + "/task.token",
+                    "--admin_token_file=" + dir_ + "/admin.token"});
+  Psctl job({"submit", "--cluster_spec=" + spec_, "--job=" + Job("tokens", 3000),
+             "--results=" + dir_ + "/tokens", "--admin_token_file=" + dir_ + "/admin.token"},
+            dir_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!std::filesystem::exists(dir_ + "/tokens/metrics.csv") && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  const std::vector<std::string> missing = DownTasks({});
+  ASSERT_EQ(missing.size(), 4u);
+  EXPECT_THAT(missing[0], HasSubstr("REFUSED (ListJobs: this cluster requires a token"));
+  EXPECT_THAT(missing[0], HasSubstr("--admin_token_file"));
+  EXPECT_EQ(DownTasks({"--admin_token_file=" + dir_ + "/wrong.token"}).size(), 4u);
+  EXPECT_TRUE(DownTasks({"--auth_token_file=" + dir_ + "/task.token"}).empty());
+
+  Psctl stop({"stop", "--cluster_spec=" + spec_, "--job=tokens",
+              "--auth_token_file=" + dir_ + "/task.token"},
+             dir_);
+  EXPECT_NE(stop.Wait(), 0) << stop.Output();
+  EXPECT_THAT(stop.Stderr(), HasSubstr("the cluster's task token may not call it"));
+  EXPECT_FALSE(job.Ended()) << "the job ended before the refusals: make it longer";
+  ASSERT_EQ(job.Wait(), 0) << job.Output();
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(dir_ + "/tokens/summary.json"))["state"], "DONE");
+  for (Subprocess& daemon : daemons_) {
+    EXPECT_THAT(daemon.Output(), ::testing::Not(HasSubstr("token-0123456789")));
+  }
+  EXPECT_THAT(job.Output(), ::testing::Not(HasSubstr("token-0123456789")));
 }
 
 }  // namespace

@@ -85,6 +85,13 @@ int Run() {
     return 2;
   }
   options.ps_client.security = security;
+  absl::StatusOr<ps::AuthTokens> tokens = ps::AuthTokensFromFlags();
+  if (!tokens.ok()) {
+    std::cerr << "ps_worker: " << tokens.status().message() << "\n";
+    return 2;
+  }
+  ps::SetProcessAuthTokens(*tokens);  // Checked on the calls this worker serves.
+  options.ps_client.token = tokens->task;  // What it presents to the ps: a task's token.
   absl::StatusOr<ps::DataRoots> roots =
       ps::DataRoots::Create(absl::StrSplit(FLAGS_data_root, ',', absl::SkipEmpty()));
   if (!roots.ok()) {
