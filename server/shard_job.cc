@@ -8,19 +8,25 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "common/finite.h"
 #include "common/job_schema.h"
-#include "server/initializer.h"
 #include "server/consistency/rule_factory.h"
+#include "server/initializer.h"
 #include "server/learning_rate.h"
 #include "server/parallel_for.h"
 
 namespace ps {
+namespace {
 
-absl::StatusOr<int64_t> ShardJob::MemoryBytes(const ParameterSpec& spec, int num_ps,
-                                               int ps_index) {
+// How far ahead of a worker's last push a push_id may be (pushes in flight at once, arriving
+// out of order).
+constexpr int64_t kMaxPushIdAhead = 64;
+
+}  // namespace
+
+absl::StatusOr<int64_t> ShardJob::MemoryBytes(const ParameterSpec& spec, int num_ps, int ps_index) {
   absl::Status status = ValidateParameterSpec(spec);
   if (!status.ok()) return status;
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
@@ -48,8 +54,8 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
   absl::Status status = ValidateParameterSpec(spec);
   if (!status.ok()) return status;
   if (ps_index < 0 || ps_index >= num_ps) {
-    return absl::InvalidArgumentError(absl::StrCat("ps_index ", ps_index,
-                                                   " is out of range for num_ps ", num_ps));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ps_index ", ps_index, " is out of range for num_ps ", num_ps));
   }
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
   if (!optimizer.ok()) {
@@ -79,8 +85,8 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
     absl::MutexLock lock(&slice->mu);
     slice->values = std::make_shared<Values>();
     slice->values->buffer = job->value_buffers_->Acquire(slice->placement.num_elements());
-    InitializeSlice(spec.variables(slice->placement.variable_index), slice->placement,
-                    spec.seed(), absl::MakeSpan(*slice->values->buffer));
+    InitializeSlice(spec.variables(slice->placement.variable_index), slice->placement, spec.seed(),
+                    absl::MakeSpan(*slice->values->buffer));
     std::vector<absl::Span<float>> slots;
     for (int s = 0; s < job->optimizer_->num_slots(); ++s) {
       auto slot = std::make_shared<Values>();
@@ -143,9 +149,8 @@ absl::Status ShardJob::CheckPushSlices(const PushRequestHeader& header) {
   if (matches) return absl::OkStatus();
   std::vector<std::string> expected;
   for (const auto& slice : slices_) {
-    expected.push_back(absl::StrCat(slice->placement.variable, "[", slice->placement.row_begin,
-                                    ":", slice->placement.row_begin + slice->placement.row_count,
-                                    "]"));
+    expected.push_back(absl::StrCat(slice->placement.variable, "[", slice->placement.row_begin, ":",
+                                    slice->placement.row_begin + slice->placement.row_count, "]"));
   }
   CountRejected("shape");
   return absl::InvalidArgumentError(absl::StrCat(
@@ -178,9 +183,9 @@ absl::Status ShardJob::CheckPushSender(const PushRequestHeader& header) {
   }
   if (header.push_id() < 1) {
     CountRejected("push_id");
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "push_id is ", header.push_id(),
-        ": number each worker's pushes from 1 up, so that retries can be recognized"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, "push_id is ", header.push_id(),
+                     ": number each worker's pushes from 1 up, so that retries can be recognized"));
   }
   return absl::OkStatus();
 }
@@ -235,12 +240,11 @@ std::string ShardJob::FindNonFinite(absl::Span<const float> gradient) const {
 absl::Status ShardJob::CheckIncarnationLocked(int worker, int incarnation, int64_t clock) {
   if (incarnation == incarnation_[worker]) return absl::OkStatus();
   if (incarnation < incarnation_[worker]) {
-    return RejectLocked(
-        "incarnation",
-        absl::FailedPreconditionError(absl::StrCat(
-            JobPrefix(spec_.job_id()), "a request of worker ", worker, "'s incarnation ",
-            incarnation, ", which incarnation ", incarnation_[worker],
-            " has replaced in this run: stop the older process")));
+    return RejectLocked("incarnation", absl::FailedPreconditionError(absl::StrCat(
+                                           JobPrefix(spec_.job_id()), "a request of worker ",
+                                           worker, "'s incarnation ", incarnation,
+                                           ", which incarnation ", incarnation_[worker],
+                                           " has replaced in this run: stop the older process")));
   }
   incarnation_[worker] = incarnation;
   last_push_id_[worker] = 0;
@@ -251,17 +255,15 @@ absl::Status ShardJob::CheckIncarnationLocked(int worker, int incarnation, int64
 }
 
 absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHeader& header,
-                                                             PushResponse* response) {
+                                                           PushResponse* response) {
   const std::string prefix = JobPrefix(spec_.job_id());
   HeardLocked(header.worker());
-  steps_pushed_[header.worker()] =
-      std::max(steps_pushed_[header.worker()], header.clock() + 1);
+  steps_pushed_[header.worker()] = std::max(steps_pushed_[header.worker()], header.clock() + 1);
   if (header.read_version() < 0 || header.read_version() > version_) {
-    return RejectLocked("future_version",
-                        absl::InvalidArgumentError(absl::StrCat(
-                            prefix, "read_version ", header.read_version(),
-                            " is not a version this shard has had (it is at ", version_,
-                            "); send the version the pull returned")));
+    return RejectLocked("future_version", absl::InvalidArgumentError(absl::StrCat(
+                                              prefix, "read_version ", header.read_version(),
+                                              " is not a version this shard has had (it is at ",
+                                              version_, "); send the version the pull returned")));
   }
   const int64_t staleness = version_ - header.read_version();
   response->set_staleness(staleness);
@@ -269,9 +271,9 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
   response->set_step(rule_->step());
   PushDecision decision = rule_->Admit(header, staleness);
   if (decision.action == PushDecision::kReject) {
-    return RejectLocked(decision.reason,
-                        absl::Status(decision.status.code(),
-                                     prefix + std::string(decision.status.message())));
+    return RejectLocked(
+        decision.reason,
+        absl::Status(decision.status.code(), prefix + std::string(decision.status.message())));
   }
   last_push_id_[header.worker()] = header.push_id();
   if (decision.action == PushDecision::kDrop) {
@@ -283,8 +285,7 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
 }
 
 absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
-                                            absl::Span<const float> gradient,
-                                            bool known_finite) {
+                                            absl::Span<const float> gradient, bool known_finite) {
   std::string prefix = JobPrefix(spec_.job_id());
   absl::Status sender = CheckPushSender(header);
   if (!sender.ok()) return sender;
@@ -298,18 +299,26 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
     // Checked again where the push is admitted, since a retry may arrive while the first
     // attempt is still being handled; this early check skips the work for most retries.
     absl::MutexLock lock(&mu_);
-    absl::Status incarnation =
-        CheckIncarnationLocked(worker, header.incarnation(), header.clock());
+    absl::Status incarnation = CheckIncarnationLocked(worker, header.incarnation(), header.clock());
     if (!incarnation.ok()) return incarnation;
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
+    // A worker numbers its pushes 1, 2, 3, ...; one far ahead would make the shard take every
+    // later push of the real worker for a retry and drop it.
+    if (header.push_id() > last_push_id_[worker] + kMaxPushIdAhead) {
+      ++rejected_["push_id_jump"];
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "push_id ", header.push_id(), " of worker ", worker,
+                       " is more than ", kMaxPushIdAhead, " ahead of its last, ",
+                       last_push_id_[worker], ": a worker numbers its pushes one by one"));
+    }
   }
   if (!spec_.allow_non_finite() && !known_finite) {
     std::string where = FindNonFinite(gradient);
     if (!where.empty()) {
       CountRejected("non_finite");
-      return absl::InvalidArgumentError(absl::StrCat(
-          prefix, "the gradient from worker ", worker, " has ", where,
-          "; nothing was applied (lower the learning rate, or set allow_non_finite)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "the gradient from worker ", worker, " has ", where,
+                       "; nothing was applied (lower the learning rate, or set allow_non_finite)"));
     }
   }
   if (aggregates_) {
@@ -328,8 +337,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &ShardJob::NotCheckpointingLocked));
-    absl::Status incarnation =
-        CheckIncarnationLocked(worker, header.incarnation(), header.clock());
+    absl::Status incarnation = CheckIncarnationLocked(worker, header.incarnation(), header.clock());
     if (!incarnation.ok()) return incarnation;
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
@@ -370,8 +378,7 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
-    absl::Status incarnation =
-        CheckIncarnationLocked(worker, header.incarnation(), header.clock());
+    absl::Status incarnation = CheckIncarnationLocked(worker, header.incarnation(), header.clock());
     if (!incarnation.ok()) return incarnation;
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
@@ -433,8 +440,7 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   for (ArmedCheckpoint& armed : due) TakeCheckpoint(std::move(armed));
 }
 
-ShardJob::ValuesReader::ValuesReader(std::shared_ptr<Values> values)
-    : values_(std::move(values)) {
+ShardJob::ValuesReader::ValuesReader(std::shared_ptr<Values> values) : values_(std::move(values)) {
   values_->readers.fetch_add(1, std::memory_order_relaxed);  // Under the slice's lock.
 }
 

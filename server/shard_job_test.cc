@@ -1064,6 +1064,26 @@ TEST(ShardJobBadInputTest, RepeatedPushIdIsDuplicateAndAppliesNothing) {
   EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
 }
 
+// A push posing as a worker with a push_id far ahead (found: one such push made the shard drop
+// every later push of the real worker as a retry) is refused, counted, and changes nothing; the
+// real worker's next push is applied.
+TEST(ShardJobBadInputTest, APushIdFarAheadIsRefusedAndTheRealWorkerGoesOn) {
+  std::unique_ptr<ShardJob> job = CreateJob(MakeSpec(ConsistencyConfig::ASYNC, 2));
+  ASSERT_NE(job, nullptr);
+  ASSERT_TRUE(PushGradient(job.get(), MakeHeader(*job, 0, 1, 0), DyadicGradient(1)).ok());
+  const JobState before = Observe(job.get());
+  absl::StatusOr<PushResponse> forged =
+      PushGradient(job.get(), MakeHeader(*job, 0, 1000000, 1), DyadicGradient(2));
+  EXPECT_EQ(forged.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(forged.status().message(), HasSubstr("push_id 1000000 of worker 0 is more than"));
+  ExpectUnchanged(job.get(), before);
+  EXPECT_EQ(job->Stats().rejected().at("push_id_jump"), 1);
+  absl::StatusOr<PushResponse> next =
+      PushGradient(job.get(), MakeHeader(*job, 0, 2, 1), DyadicGradient(3));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->outcome(), PushResponse::APPLIED);
+}
+
 // The runs of a job id never mix: a push, pull or leave of another run (an earlier
 // submission's worker still running) is refused, counted, and changes nothing.
 TEST(ShardJobBadInputTest, RequestsOfAnotherRunAreRefusedAndChangeNothing) {
