@@ -1,12 +1,13 @@
 #include "server/ps_service.h"
 
-#include <glog/logging.h>
-#include <google/protobuf/util/message_differencer.h>
 #include <malloc.h>
 #include <unistd.h>
 
 #include <optional>
 #include <utility>
+
+#include <glog/logging.h>
+#include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"

@@ -8,8 +8,6 @@
 // CHAOS_KILLS (5) and CHAOS_SEED (1) come from the environment: tools/chaos.sh runs 20 kills.
 // The measurements (per recovery: steps done again, time from the ps's restart to the job's
 // next applied step) are printed, and the results are kept in TEST_UNDECLARED_OUTPUTS_DIR.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -18,11 +16,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"

@@ -1,21 +1,28 @@
-// Mutual TLS on every connection (common/transport_security.h): a cluster whose daemons and
-// psctl carry certificates from `psctl certs` trains a job to the weights of the same job on a
-// plaintext cluster, refuses strangers at the handshake while the job runs (leaving its weights
-// as an undisturbed run's), and serves certificates renewed during a job without a restart.
+// Mutual TLS on every connection (common/transport_security.h), who may do what
+// (common/peer_identity.h) and bearer tokens (common/auth_token.h):
+//  - A cluster whose daemons and psctl carry certificates from `psctl certs` trains a job to
+//    the weights of the same job on a plaintext cluster.
+//  - While the job runs, strangers are refused at the handshake: plaintext, no certificate,
+//    another CA's, an expired one. A task's identity and another user may not stop the job,
+//    and the job's weights stay those of an undisturbed run.
+//  - Certificates renewed during a job are served without a restart.
+//  - Tokens are required on every call, and only the admin token stops jobs.
 // Needs OpenSSL's command line tool (tools/setup.sh); skips without it.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -131,6 +138,32 @@ class TlsTest : public ::testing::Test {
     return down;
   }
 
+  // A user certificate the cluster's CA signed that expired in 2020 (openssl ca can backdate;
+  // psctl certs cannot): `dir`/expired.crt and .key.
+  void MakeExpiredUserCertificate(const std::string& dir) {
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/index.txt");
+    std::ofstream(dir + "/serial") << "1000\n";
+    std::ofstream(dir + "/ca.cnf") << absl::Substitute(
+        "[ca]\ndefault_ca = local\n[local]\ndatabase = $0/index.txt\nserial = $0/serial\n"
+        "new_certs_dir = $0\ndefault_md = sha256\npolicy = anything\n"
+        "[anything]\norganizationName = optional\ncommonName = supplied\n",
+        dir);
+    const std::string openssl = "/usr/bin/openssl", quiet = " >/dev/null 2>&1";
+    ASSERT_EQ(std::system((openssl + " req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 " +
+                           "-nodes -keyout " + dir + "/expired.key -out " + dir +
+                           "/expired.csr -subj /O=admin/CN=expired" + quiet)
+                              .c_str()),
+              0);
+    ASSERT_EQ(std::system((openssl + " ca -batch -notext -config " + dir + "/ca.cnf -cert " +
+                           certs_ + "/ca.crt -keyfile " + certs_ + "/ca.key -in " + dir +
+                           "/expired.csr -out " + dir + "/expired.crt -startdate 20200101000000Z " +
+                           "-enddate 20200102000000Z" + quiet)
+                              .c_str()),
+              0);
+    std::filesystem::copy_file(certs_ + "/ca.crt", dir + "/ca.crt");
+  }
+
   // The serial number of the certificate the ps on `port` serves now.
   std::string ServedSerial(int port) {
     return Capture(
@@ -172,6 +205,9 @@ TEST_F(TlsTest, AMutualTlsClusterTrainsToThePlaintextWeightsAndRefusesStrangers)
   std::vector<std::string> stranger = Tls(dir_ + "/other", "psctl");
   stranger.back() = "--tls_ca=" + certs_ + "/ca.crt";  // Trusts the cluster; signed by another.
   EXPECT_EQ(DownTasks(stranger).size(), 4u);
+  MakeExpiredUserCertificate(dir_ + "/expired");
+  EXPECT_EQ(DownTasks(Tls(dir_ + "/expired", "expired")).size(), 4u)
+      << "a certificate of the cluster's CA that has expired is refused too";
   EXPECT_TRUE(DownTasks(Tls(certs_, "psctl")).empty()) << "psctl's own identity is let in";
 
   // Members of the cluster may not stop a job that is not theirs: a task's identity may not
