@@ -24,33 +24,14 @@ namespace {
 // out of order).
 constexpr int64_t kMaxPushIdAhead = 64;
 
-}  // namespace
+// What a job of `spec` is made of on shard `ps_index` of `num_ps`, before anything of its size
+// is allocated; INVALID_ARGUMENT for a spec that cannot be a job.
+struct Layout {
+  std::unique_ptr<Optimizer> optimizer;
+  Placement placement;
+};
 
-absl::StatusOr<int64_t> ShardJob::MemoryBytes(const ParameterSpec& spec, int num_ps, int ps_index) {
-  absl::Status status = ValidateParameterSpec(spec);
-  if (!status.ok()) return status;
-  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
-  if (!optimizer.ok()) {
-    return absl::InvalidArgumentError(JobPrefix(spec.job_id()) +
-                                      std::string(optimizer.status().message()));
-  }
-  absl::StatusOr<Placement> placement = PlaceVariables(spec, num_ps);
-  if (!placement.ok()) {
-    return absl::InvalidArgumentError(JobPrefix(spec.job_id()) +
-                                      std::string(placement.status().message()));
-  }
-  int64_t elements = 0;
-  for (int index : placement->SlicesOn(ps_index)) {
-    elements += placement->slices[index].num_elements();
-  }
-  // Per worker: counters, lease and incarnation state, a staleness histogram.
-  constexpr int64_t kWorkerBytes = 1024;
-  return 2 * elements * static_cast<int64_t>(sizeof(float)) * (1 + (*optimizer)->num_slots()) +
-         spec.num_workers() * kWorkerBytes;
-}
-
-absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& spec, int num_ps,
-                                                           int ps_index) {
+absl::StatusOr<Layout> LayOut(const ParameterSpec& spec, int num_ps, int ps_index) {
   absl::Status status = ValidateParameterSpec(spec);
   if (!status.ok()) return status;
   if (ps_index < 0 || ps_index >= num_ps) {
@@ -67,13 +48,37 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
     return absl::InvalidArgumentError(JobPrefix(spec.job_id()) +
                                       std::string(placement.status().message()));
   }
+  return Layout{*std::move(optimizer), *std::move(placement)};
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ShardJob::MemoryBytes(const ParameterSpec& spec, int num_ps, int ps_index) {
+  absl::StatusOr<Layout> layout = LayOut(spec, num_ps, ps_index);
+  if (!layout.ok()) return layout.status();
+  int64_t elements = 0;
+  for (int index : layout->placement.SlicesOn(ps_index)) {
+    elements += layout->placement.slices[index].num_elements();
+  }
+  // Per worker: counters, lease and incarnation state, a staleness histogram.
+  constexpr int64_t kWorkerBytes = 1024;
+  return 2 * elements * static_cast<int64_t>(sizeof(float)) *
+             (1 + layout->optimizer->num_slots()) +
+         spec.num_workers() * kWorkerBytes;
+}
+
+absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& spec, int num_ps,
+                                                           int ps_index) {
+  absl::StatusOr<Layout> layout = LayOut(spec, num_ps, ps_index);
+  if (!layout.ok()) return layout.status();
+  const Placement* placement = &layout->placement;
   std::unique_ptr<ConsistencyRule> rule = CreateConsistencyRule(spec);
   if (rule == nullptr) {
     return absl::InternalError(JobPrefix(spec.job_id()) + "no consistency rule for mode " +
                                ConsistencyConfig::Mode_Name(spec.consistency().mode()));
   }
   std::unique_ptr<ShardJob> job(
-      new ShardJob(spec, num_ps, ps_index, *std::move(optimizer), std::move(rule)));
+      new ShardJob(spec, num_ps, ps_index, std::move(layout->optimizer), std::move(rule)));
   // A spare buffer for the values and each slot of every slice (copied on write).
   job->value_buffers_ = BufferPool::Create(std::max<size_t>(
       1, placement->SlicesOn(ps_index).size() * (1 + job->optimizer_->num_slots())));
