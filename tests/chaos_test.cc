@@ -49,8 +49,10 @@ int EnvInt(const char* name, int fallback) {
 
 const int kKills = EnvInt("CHAOS_KILLS", 5);
 const int kSeed = EnvInt("CHAOS_SEED", 1);
-// Long enough (about 300 steps a second here) that the job outlasts every kill.
-const int kSteps = std::max(9000, 1500 * kKills);
+// Long enough that the job outlasts every kill on any machine: each worker sleeps 4 ms a step
+// on average (the job's stragglers), so a worker's steps take at least 4 ms x kSteps (36 s for
+// 5 kills), and the kills at most 6 s each (30 s).
+const int kSteps = std::max(9000, 2000 * kKills);
 
 // One row of a results directory's events.csv (ctl/results_writer.h).
 struct Event {
@@ -164,7 +166,7 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {
             "learning_rate": {"base": 0.1}, "consistency": {"mode": "$1"}, "batch_size": 32,
             "steps": $2, "seed": 7, "min_slice_bytes": 64, "worker_lease_s": 5,
             "checkpoint": {"every_steps": $3},
-            "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2}})",
+            "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 4}})",
         id, GetParam(), kSteps, kCheckpointEverySteps);
     return path;
   }
