@@ -1,20 +1,14 @@
 #include "ctl/job_runner.h"
 
-#include <grpcpp/client_context.h>
-
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <random>
-#include <set>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "common/job_schema.h"
 #include "common/ps_client.h"
 #include "common/worker_session.h"
@@ -22,6 +16,7 @@
 #include "ctl/checkpoint_restore.h"
 #include "ctl/cluster_client.h"
 #include "ctl/cluster_probe.h"
+#include "ctl/job_follower.h"
 #include "ctl/lost_workers.h"
 #include "ctl/results_writer.h"
 #include "proto/ps_service.pb.h"
@@ -29,118 +24,6 @@
 
 namespace ps {
 namespace {
-
-// Follows every worker's progress stream until each reports a final state.
-class Follower {
- public:
-  // `client` must outlive the follower.
-  Follower(const ClusterClient& client, const std::string& job_id, ResultsWriter* results)
-      : client_(client), last_(client.num_workers()), results_(results) {
-    for (int w = 0; w < client.num_workers(); ++w) {
-      last_[w].set_worker(w);
-      threads_.emplace_back([this, w, job_id] { Follow(w, job_id); });
-    }
-  }
-  ~Follower() {
-    for (auto& context : contexts_) context->TryCancel();
-    for (std::thread& thread : threads_) thread.join();
-  }
-
-  bool AllFinal() {
-    absl::MutexLock lock(&mu_);
-    return finished_ == client_.num_workers();
-  }
-  bool WaitAllFinal(absl::Duration timeout) {
-    absl::MutexLock lock(&mu_);
-    auto all = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return finished_ == client_.num_workers();
-    };
-    return mu_.AwaitWithTimeout(absl::Condition(&all), timeout);
-  }
-  std::vector<JobProgress> Last() {
-    absl::MutexLock lock(&mu_);
-    return last_;
-  }
-  // The workers whose stream broke before a final state (their daemon or host is gone), as
-  // opposed to those that reported their own failure.
-  std::set<int> Gone() {
-    absl::MutexLock lock(&mu_);
-    return gone_;
-  }
-  // Follows `worker` again, started anew: RUNNING until its new stream says otherwise.
-  // REQUIRES: its earlier stream has ended (its state is final).
-  void Refollow(int worker, const std::string& job_id) {
-    {
-      absl::MutexLock lock(&mu_);
-      last_[worker] = JobProgress();
-      last_[worker].set_worker(worker);
-      gone_.erase(worker);
-      --finished_;
-    }
-    threads_.emplace_back([this, worker, job_id] { Follow(worker, job_id); });
-  }
-
- private:
-  void Follow(int worker, const std::string& job_id) {
-    auto context = std::make_unique<grpc::ClientContext>();
-    grpc::ClientContext* raw = context.get();
-    {
-      absl::MutexLock lock(&mu_);
-      contexts_.push_back(std::move(context));
-    }
-    absl::Status status =
-        client_.WatchJob(worker, job_id, raw, [this, worker](const JobProgress& progress) {
-          if (results_ != nullptr) results_->RecordProgress(progress);
-          absl::MutexLock lock(&mu_);
-          last_[worker] = progress;
-        });
-    absl::MutexLock lock(&mu_);
-    if (last_[worker].state() == JobProgress::RUNNING) {
-      // The stream broke before a final state: the worker died or went away.
-      gone_.insert(worker);
-      last_[worker].set_state(JobProgress::FAILED);
-      last_[worker].set_error_code(status.ok() ? static_cast<int>(absl::StatusCode::kUnavailable)
-                                               : static_cast<int>(status.code()));
-      last_[worker].set_error(absl::StrCat("lost the progress stream: ",
-                                           status.ok() ? "it ended early" : status.message()));
-    }
-    ++finished_;
-  }
-
-  const ClusterClient& client_;
-  std::vector<std::thread> threads_;
-  absl::Mutex mu_;
-  std::vector<JobProgress> last_ ABSL_GUARDED_BY(mu_);
-  std::set<int> gone_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts_ ABSL_GUARDED_BY(mu_);
-  int finished_ ABSL_GUARDED_BY(mu_) = 0;
-  ResultsWriter* const results_;
-};
-
-std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last) {
-  int64_t step = -1;
-  double examples_per_second = 0, staleness = 0;
-  for (const JobProgress& progress : last) {
-    step = step < 0 ? progress.step() : std::min(step, progress.step());
-    examples_per_second += progress.examples_per_second();
-    staleness += progress.staleness() / last.size();
-  }
-  const JobProgress& chief = last[0];
-  double elapsed = chief.elapsed_seconds();
-  std::string total = spec.steps() > 0 ? absl::StrCat("/", spec.steps()) : "";
-  std::string eta;
-  if (spec.steps() > 0 && step > 0) {
-    eta = absl::StrFormat(", ETA %.0fs", elapsed * (spec.steps() - step) / step);
-  }
-  std::string eval;
-  if (chief.has_eval()) {
-    eval =
-        absl::StrFormat(" | eval loss %.4f acc %.3f", chief.eval().loss(), chief.eval().accuracy());
-  }
-  return absl::StrFormat("step %d%s | loss %.4f | %.0f ex/s | staleness %.2f | %.1fs%s%s",
-                         std::max<int64_t>(step, 0), total, chief.loss(), examples_per_second,
-                         staleness, elapsed, eta, eval);
-}
 
 // The shards' statistics and parameters into `results`. REQUIRES: the job is still on the
 // shards (SubmitJob deletes a stopped job only after this).
@@ -224,9 +107,13 @@ namespace {
 
 // Where a run starts: step 0, or a resumed job's checkpoint.
 struct RunStart {
-  int64_t first_step = 0;             // The fewest of worker_steps.
   std::vector<int64_t> worker_steps;  // Per worker (WorkerResumeSteps).
   std::string checkpoint;             // The checkpoint resumed from; empty: none.
+
+  // The slowest worker's step: where the run as a whole starts.
+  int64_t first_step() const {
+    return worker_steps.empty() ? 0 : *std::min_element(worker_steps.begin(), worker_steps.end());
+  }
 };
 
 // What comes before the workers start: the checkpoint settings checked, the job id claimed,
@@ -247,13 +134,12 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
   absl::Status status =
       ClaimJobId(cluster, client, spec.job_id(), options.replace || options.resume, out);
   if (!status.ok()) return status;
-  if (!options.resume) return RunStart{0, std::vector<int64_t>(client.num_workers(), 0), ""};
+  if (!options.resume) return RunStart{std::vector<int64_t>(client.num_workers(), 0), ""};
   absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(client, spec, out);
   if (!restored.ok()) return restored.status();
   out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name() << " at step "
       << restored->resume_step() << " as run " << spec.run_id() << "\n";
-  return RunStart{restored->resume_step(), WorkerResumeSteps(*restored, client.num_workers()),
-                  restored->name()};
+  return RunStart{WorkerResumeSteps(*restored, client.num_workers()), restored->name()};
 }
 
 // Starts the run on every worker w from first_steps[w]; on a failure, stops it on those started.
@@ -312,8 +198,11 @@ std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::s
 // Why a run is to be recovered, and where it was.
 struct Recovery {
   LostShard shard;
-  int64_t at_step = 0;                // The furthest step a worker had reached.
-  std::vector<int64_t> worker_steps;  // Each worker's.
+  std::vector<int64_t> worker_steps;  // The step each worker had reached.
+
+  int64_t furthest_step() const {
+    return worker_steps.empty() ? 0 : *std::max_element(worker_steps.begin(), worker_steps.end());
+  }
 };
 
 // When a worker failed because a ps lost the job, the run is to be recovered (rolled back to a
@@ -326,9 +215,8 @@ std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::s
   if (!failed) return std::nullopt;
   std::optional<LostShard> lost = FindLostShard(client, job_id);
   if (!lost.has_value()) return std::nullopt;
-  Recovery recovery{*std::move(lost), 0, {}};
+  Recovery recovery{*std::move(lost), {}};
   for (const JobProgress& worker : workers) {
-    recovery.at_step = std::max(recovery.at_step, worker.step());
     recovery.worker_steps.push_back(worker.step());
   }
   return recovery;
@@ -349,9 +237,9 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<Clus
                                 const Recovery& recovery, ResultsWriter* results) {
   std::ostream& out = *options.out;
   const std::string task = absl::StrCat("ps:", recovery.shard.ps);
-  out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step " << recovery.at_step
+  out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step " << recovery.furthest_step()
       << ": recovering the job from its latest complete checkpoint\n";
-  results->RecordEvent({"recovering", task, recovery.at_step, "", -1, recovery.shard.why});
+  results->RecordEvent({"recovering", task, recovery.furthest_step(), "", -1, recovery.shard.why});
   const absl::Time start = absl::Now(), deadline = start + kRecoveryDeadline;
   absl::Status last;
   for (int attempt = 1;; ++attempt) {
@@ -555,8 +443,8 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     checkpoints->set_results(results.get());
     if (!run->checkpoint.empty()) {
       results->RecordEvent(
-          {"resumed", "", run->first_step, run->checkpoint, -1,
-           absl::StrCat("from checkpoint ", run->checkpoint, " at step ", run->first_step)});
+          {"resumed", "", run->first_step(), run->checkpoint, -1,
+           absl::StrCat("from checkpoint ", run->checkpoint, " at step ", run->first_step())});
     }
   }
   const absl::Time start = absl::Now();
@@ -566,7 +454,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     *options.out << spec.job_id() << "\n";
     return absl::OkStatus();
   }
-  int64_t first_step = run->first_step;
+  int64_t first_step = run->first_step();
   while (true) {
     std::optional<Recovery> recover;
     status = FollowJob(cluster, **client, spec, options, *checkpoints, results.get(), start,

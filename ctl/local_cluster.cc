@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "common/file_system.h"
 #include "common/job_spec.h"
-#include "common/tls_flags.h"
+#include "common/security_flags.h"
 
 namespace ps {
 namespace {

@@ -33,7 +33,7 @@
 #include "common/daemon.h"
 #include "common/job_schema.h"
 #include "common/job_spec.h"
-#include "common/tls_flags.h"
+#include "common/security_flags.h"
 #include "ctl/certs.h"
 #include "ctl/checkpoint_export.h"
 #include "ctl/cluster_probe.h"

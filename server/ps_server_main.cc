@@ -17,7 +17,7 @@
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
 #include "common/host_port.h"
-#include "common/tls_flags.h"
+#include "common/security_flags.h"
 #include "server/ps_server.h"
 
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file (TensorFlow's form); TF_CONFIG if empty");

@@ -1,7 +1,6 @@
-// psctl as a user runs it, as a process: `psctl local` end to end (the results directory, and
-// no daemon left behind after success, Ctrl-C or a failure), bad input refused before anything
-// starts, and submit, status and stop against daemons this test starts itself.
-#include <dirent.h>
+// psctl as a user runs it, as a process: submit, status and stop against daemons this test
+// starts itself, and what happens when one of them dies (tests/psctl_local_test.cc: psctl
+// local).
 #include <signal.h>
 #include <unistd.h>
 
@@ -9,9 +8,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
-#include <set>
-#include <sstream>
 
 #include <gmock/gmock.h>
 #include <grpcpp/create_channel.h>
@@ -20,12 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/substitute.h"
 #include "common/grpc_deadline.h"
 #include "common/subprocess.h"
 #include "tests/psctl_testing.h"
@@ -41,283 +35,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
-
-// A small job: softmax regression on a 4-class Gaussian mixture, a fraction of a second.
-std::string JobJson(const std::string& id, int64_t steps,
-                    const std::string& consistency = R"({"mode": "SYNC"})",
-                    const std::string& extra_fields = "") {
-  return absl::Substitute(R"({"job_id": "$0",
-  "model": {"kind": "SOFTMAX_REGRESSION"},
-  "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000, "feature_dim": 16,
-                         "num_classes": 4},
-           "test_fraction": 0.2},
-  "learning_rate": {"base": 0.2},
-  "consistency": $1,
-  "batch_size": 32, "steps": $2, "eval_interval": 100, "seed": 7, "time_limit_s": 120,
-  "min_slice_bytes": 64$3}
-)",
-                          id, consistency, steps, extra_fields);
-}
-
-std::string WriteJob(const std::string& dir, const std::string& name, const std::string& json) {
-  std::string path = absl::StrCat(dir, "/", name, ".json");
-  std::ofstream(path) << json;
-  return path;
-}
-
-nlohmann::json ReadJson(const std::string& path) {
-  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
-}
-
-// Rows of a CSV file, the header first.
-std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
-  std::vector<std::vector<std::string>> rows;
-  for (const std::string& line : Lines(ReadFile(path))) rows.push_back(absl::StrSplit(line, ','));
-  return rows;
-}
-
-int64_t Column(const std::vector<std::string>& row, size_t column) {
-  int64_t value = -1;
-  if (column < row.size()) {
-    EXPECT_TRUE(absl::SimpleAtoi(row[column], &value)) << row[column];
-  }
-  return value;
-}
-
-// The shape in a .npy file's header, after checking the header (NumPy format 1.0, little-endian
-// float32, C order, padded to 64 bytes) and that the data fills the rest of the file.
-std::vector<int64_t> NpyShape(const std::string& path) {
-  std::string bytes = ReadFile(path);
-  if (bytes.size() < 10 || bytes.compare(0, 8, std::string("\x93NUMPY\x01\x00", 8)) != 0) {
-    ADD_FAILURE() << path << ": not a .npy file (version 1.0)";
-    return {};
-  }
-  size_t header_length = static_cast<unsigned char>(bytes[8]) |
-                         static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
-  EXPECT_EQ((10 + header_length) % 64, 0u) << path;
-  std::string header = bytes.substr(10, header_length);
-  EXPECT_EQ(header.back(), '\n') << path;
-  EXPECT_THAT(header, HasSubstr("'descr': '<f4'")) << path;
-  EXPECT_THAT(header, HasSubstr("'fortran_order': False")) << path;
-  std::smatch match;
-  if (!std::regex_search(header, match, std::regex(R"('shape': \(([0-9, ]*)\))"))) {
-    ADD_FAILURE() << path << ": no shape in " << header;
-    return {};
-  }
-  std::vector<int64_t> shape;
-  int64_t count = 1;
-  for (absl::string_view dimension : absl::StrSplit(match[1].str(), ',', absl::SkipWhitespace())) {
-    int64_t value = 0;
-    EXPECT_TRUE(absl::SimpleAtoi(dimension, &value)) << header;
-    shape.push_back(value);
-    count *= value;
-  }
-  EXPECT_EQ(bytes.size(), 10 + header_length + 4 * count) << path;
-  return shape;
-}
-
-// Waits until `path` has at least `lines` lines.
-bool WaitForLines(const std::string& path, size_t lines, absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (Lines(ReadFile(path)).size() < lines) {
-    if (absl::Now() >= deadline) return false;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return true;
-}
-
-// `psctl local`: every daemon it starts has this test's results path in its command line.
-class PsctlLocalTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = TestDir();
-    results_ = dir_ + "/results";
-  }
-
-  void TearDown() override {
-    std::vector<pid_t> pids;
-    ProcessesMentioning(results_, &pids);
-    for (pid_t pid : pids) kill(pid, SIGKILL);  // Left behind: already a failure; clean up.
-  }
-
-  // The checks every bad input shares: exit 2, one line on stderr, nothing started.
-  void ExpectRefused(Psctl& psctl, const std::string& message) {
-    EXPECT_EQ(psctl.Wait(), 2) << psctl.Output();
-    std::vector<std::string> lines = Lines(psctl.Stderr());
-    ASSERT_EQ(lines.size(), 1u) << psctl.Output();
-    EXPECT_THAT(lines[0], StartsWith("psctl: "));
-    EXPECT_THAT(lines[0], HasSubstr(message));
-    EXPECT_EQ(psctl.Stdout(), "");
-    EXPECT_FALSE(std::filesystem::exists(results_ + ".cluster"));
-    EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
-  }
-
-  std::string dir_;
-  std::string results_;
-};
-
-TEST_F(PsctlLocalTest, RunsAJobWritesItsResultsAndStopsEveryDaemon) {
-  std::string job = WriteJob(dir_, "job", JobJson("psctl-local", 300));
-  Psctl psctl(
-      {"local", "--job=" + job, "--results=" + results_, "--ps=2", "--workers=2", "--device=cpu"},
-      dir_);
-  ASSERT_EQ(psctl.Wait(), 0) << psctl.Output();
-  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
-  EXPECT_THAT(psctl.Stdout(), HasSubstr("stopped the local cluster"));
-
-  nlohmann::json summary = ReadJson(results_ + "/summary.json");
-  ASSERT_TRUE(summary.is_object()) << ReadFile(results_ + "/summary.json");
-  EXPECT_EQ(summary["job_id"], "psctl-local");
-  EXPECT_EQ(summary["state"], "DONE");
-  EXPECT_EQ(summary["steps"], 300);
-  EXPECT_GE(summary["final_eval_accuracy"].get<double>(), 0.9) << summary.dump();
-
-  // The spec as sent, and the ClusterSpec psctl generated (the file it printed).
-  nlohmann::json job_json = ReadJson(results_ + "/job.json");
-  ASSERT_TRUE(job_json.is_object()) << ReadFile(results_ + "/job.json");
-  EXPECT_EQ(job_json["spec"]["job_id"], "psctl-local");
-  EXPECT_EQ(job_json["cluster"]["cluster"]["ps"].size(), 2u) << job_json.dump();
-  EXPECT_EQ(job_json["cluster"]["cluster"]["worker"].size(), 2u) << job_json.dump();
-  EXPECT_FALSE(job_json["version"].get<std::string>().empty());
-  std::smatch spec_path;
-  std::string out = psctl.Stdout();
-  ASSERT_TRUE(std::regex_search(out, spec_path, std::regex("cluster: (\\S+)"))) << out;
-  EXPECT_EQ(ReadJson(spec_path[1].str()), job_json["cluster"]);
-
-  std::vector<std::vector<std::string>> metrics = ReadCsv(results_ + "/metrics.csv");
-  ASSERT_GE(metrics.size(), 2u);
-  EXPECT_THAT(metrics[0], ElementsAre("time_s", "worker", "step", "global_step", "epoch", "loss",
-                                      "examples_per_second", "staleness"));
-  int64_t last_step[2] = {0, 0};
-  for (size_t r = 1; r < metrics.size(); ++r) {
-    ASSERT_EQ(metrics[r].size(), 8u) << absl::StrJoin(metrics[r], ",");
-    int64_t worker = Column(metrics[r], 1);
-    ASSERT_TRUE(worker == 0 || worker == 1) << worker;
-    last_step[worker] = std::max(last_step[worker], Column(metrics[r], 2));
-  }
-  EXPECT_EQ(last_step[0], 300);
-  EXPECT_EQ(last_step[1], 300);
-
-  std::vector<std::vector<std::string>> eval = ReadCsv(results_ + "/eval.csv");
-  ASSERT_GE(eval.size(), 2u);
-  EXPECT_THAT(eval[0], ElementsAre("time_s", "step", "loss", "accuracy", "examples"));
-  EXPECT_EQ(Column(eval.back(), 1), 300);
-
-  // SYNC with both workers: every gradient of every step applied on both shards, staleness 0.
-  std::vector<std::vector<std::string>> staleness = ReadCsv(results_ + "/staleness.csv");
-  ASSERT_GE(staleness.size(), 2u);
-  EXPECT_THAT(staleness[0], ElementsAre("shard", "worker", "staleness", "count"));
-  int64_t applied = 0;
-  for (size_t r = 1; r < staleness.size(); ++r) {
-    EXPECT_EQ(Column(staleness[r], 2), 0);
-    applied += Column(staleness[r], 3);
-  }
-  EXPECT_EQ(applied, 2 * 2 * 300);
-
-  std::set<std::string> params;
-  for (const auto& entry : std::filesystem::directory_iterator(results_ + "/params")) {
-    params.insert(entry.path().filename());
-  }
-  EXPECT_THAT(params, ElementsAre("layer0_bias.npy", "layer0_weights.npy"));
-  EXPECT_THAT(NpyShape(results_ + "/params/layer0_weights.npy"), ElementsAre(16, 4));
-  EXPECT_THAT(NpyShape(results_ + "/params/layer0_bias.npy"), ElementsAre(4));
-}
-
-TEST_F(PsctlLocalTest, SigintStopsTheJobAndEveryDaemon) {
-  std::string job = WriteJob(dir_, "job", JobJson("psctl-interrupted", 1000000));
-  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu"}, dir_);
-  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << psctl.Output();
-  kill(psctl.pid(), SIGINT);
-  // 130 is also how a death by SIGINT reads: the messages tell psctl's own exit apart.
-  EXPECT_EQ(psctl.Wait(absl::Seconds(30)), 130) << psctl.Output();
-  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
-  EXPECT_THAT(psctl.Stdout(), HasSubstr("interrupted: stopping job psctl-interrupted everywhere"));
-  EXPECT_THAT(psctl.Stderr(), HasSubstr("interrupted"));
-  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "STOPPED");
-}
-
-// Ctrl-C on a terminal signals the whole foreground process group: the daemons as well.
-TEST_F(PsctlLocalTest, CtrlCThatReachesTheDaemonsTooIsAnInterruption) {
-  std::string job = WriteJob(dir_, "job", JobJson("psctl-ctrl-c", 1000000));
-  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu"}, dir_);
-  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << psctl.Output();
-  std::vector<pid_t> pids;
-  ProcessesMentioning(results_, &pids);
-  ASSERT_EQ(pids.size(), 5u);  // psctl, 2 ps, 2 workers.
-  kill(psctl.pid(), SIGINT);
-  for (pid_t pid : pids) {
-    if (pid != psctl.pid()) kill(pid, SIGINT);
-  }
-  EXPECT_EQ(psctl.Wait(absl::Seconds(30)), 130) << psctl.Output();
-  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
-  EXPECT_THAT(Lines(psctl.Stderr()), ElementsAre("psctl: interrupted; the job was stopped"));
-}
-
-TEST_F(PsctlLocalTest, AJobThatFailsStopsEveryDaemonAndSaysWhy) {
-  std::string job = WriteJob(dir_, "job", JobJson("psctl-failing", 1000000));
-  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu"}, dir_);
-  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << psctl.Output();
-  std::vector<pid_t> ps1;
-  ASSERT_EQ(ProcessesMentioning(results_ + ".cluster/ps-1.port", &ps1).size(), 1u);
-  kill(ps1[0], SIGKILL);
-  // Promptly: not after the other worker's pull timed out at a barrier (60 s).
-  EXPECT_EQ(psctl.Wait(absl::Seconds(20)), 1) << psctl.Output();
-  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
-  EXPECT_THAT(psctl.Stderr(), StartsWith("psctl: worker:"));
-  EXPECT_THAT(psctl.Stderr(), HasSubstr("ps:1 (127.0.0.1:"));
-  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
-}
-
-TEST_F(PsctlLocalTest, ADaemonThatCannotStartFailsAtOnceWithItsLog) {
-  std::string job = WriteJob(dir_, "job", JobJson("psctl-no-device", 300));
-  // No build and no machine has a usable cuda:7 here: ps_worker refuses it and exits.
-  absl::Time start = absl::Now();
-  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cuda:7"}, dir_);
-  EXPECT_EQ(psctl.Wait(), 1) << psctl.Output();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "psctl waited for a daemon that had exited";
-  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
-  EXPECT_THAT(psctl.Stderr(), StartsWith("psctl: worker:0 ("));
-  EXPECT_THAT(psctl.Stderr(), HasSubstr("exit code 2"));
-  EXPECT_THAT(psctl.Stderr(), HasSubstr("cuda:7"));
-  EXPECT_FALSE(std::filesystem::exists(results_));
-}
-
-TEST_F(PsctlLocalTest, AMissingDaemonBinaryStopsThoseStarted) {
-  std::string job = WriteJob(dir_, "job", JobJson("psctl-no-binary", 300));
-  Psctl psctl({"local", "--job=" + job, "--results=" + results_,
-               "--ps_server_binary=" + std::string(kPsServer),
-               "--ps_worker_binary=" + dir_ + "/no_such_worker"},
-              dir_);
-  EXPECT_EQ(psctl.Wait(), 1) << psctl.Output();
-  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
-  EXPECT_THAT(psctl.Stderr(), HasSubstr("cannot start " + dir_ + "/no_such_worker"));
-}
-
-TEST_F(PsctlLocalTest, RefusesAJobWithAnUnknownField) {
-  std::string job = WriteJob(
-      dir_, "job", JobJson("psctl-bad", 300, R"({"mode": "SYNC"})", R"(, "learning_rat": 0.1)"));
-  Psctl psctl({"local", "--job=" + job, "--results=" + results_}, dir_);
-  ExpectRefused(psctl, job + ": not a valid job: learning_rat");
-  EXPECT_FALSE(std::filesystem::exists(results_));
-}
-
-TEST_F(PsctlLocalTest, RefusesAJobWithABadValue) {
-  std::string job = WriteJob(
-      dir_, "job", JobJson("psctl-bad", 300, R"({"mode": "SYNC", "replicas_to_aggregate": 3})"));
-  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--workers=2"}, dir_);
-  ExpectRefused(psctl, "consistency.replicas_to_aggregate is 3 but the cluster has 2 workers");
-  EXPECT_FALSE(std::filesystem::exists(results_));
-}
-
-TEST_F(PsctlLocalTest, RefusesAResultsDirectoryThatExists) {
-  std::string job = WriteJob(dir_, "job", JobJson("psctl-exists", 300));
-  std::filesystem::create_directories(results_);
-  std::ofstream(results_ + "/earlier.txt") << "an earlier run\n";
-  Psctl psctl({"local", "--job=" + job, "--results=" + results_}, dir_);
-  ExpectRefused(psctl, "the results directory " + results_ + " exists");
-  EXPECT_THAT(psctl.Stderr(), HasSubstr("--overwrite"));
-  EXPECT_EQ(ReadFile(results_ + "/earlier.txt"), "an earlier run\n");
-}
 
 // Two ps and two workers started by the test, as on machines psctl does not manage.
 class PsctlClusterTest : public ::testing::Test {

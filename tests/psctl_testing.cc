@@ -8,14 +8,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/substitute.h"
+#include "absl/time/clock.h"
 
 namespace ps {
 
@@ -123,6 +127,84 @@ int Psctl::Wait(absl::Duration timeout) {
 
 std::string Psctl::Output() const {
   return absl::StrCat("stdout:\n", Stdout(), "stderr:\n", Stderr());
+}
+
+std::string JobJson(const std::string& id, int64_t steps, const std::string& consistency,
+                    const std::string& extra_fields) {
+  return absl::Substitute(R"({"job_id": "$0",
+  "model": {"kind": "SOFTMAX_REGRESSION"},
+  "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000, "feature_dim": 16,
+                         "num_classes": 4},
+           "test_fraction": 0.2},
+  "learning_rate": {"base": 0.2},
+  "consistency": $1,
+  "batch_size": 32, "steps": $2, "eval_interval": 100, "seed": 7, "time_limit_s": 120,
+  "min_slice_bytes": 64$3}
+)",
+                          id, consistency, steps, extra_fields);
+}
+
+std::string WriteJob(const std::string& dir, const std::string& name, const std::string& json) {
+  std::string path = absl::StrCat(dir, "/", name, ".json");
+  std::ofstream(path) << json;
+  return path;
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  return nlohmann::json::parse(ReadFile(path), nullptr, /*allow_exceptions=*/false);
+}
+
+std::vector<std::vector<std::string>> ReadCsv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& line : Lines(ReadFile(path))) rows.push_back(absl::StrSplit(line, ','));
+  return rows;
+}
+
+int64_t Column(const std::vector<std::string>& row, size_t column) {
+  int64_t value = -1;
+  if (column < row.size()) {
+    EXPECT_TRUE(absl::SimpleAtoi(row[column], &value)) << row[column];
+  }
+  return value;
+}
+
+std::vector<int64_t> NpyShape(const std::string& path) {
+  std::string bytes = ReadFile(path);
+  if (bytes.size() < 10 || bytes.compare(0, 8, std::string("\x93NUMPY\x01\x00", 8)) != 0) {
+    ADD_FAILURE() << path << ": not a .npy file (version 1.0)";
+    return {};
+  }
+  size_t header_length = static_cast<unsigned char>(bytes[8]) |
+                         static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+  EXPECT_EQ((10 + header_length) % 64, 0u) << path;
+  std::string header = bytes.substr(10, header_length);
+  EXPECT_EQ(header.back(), '\n') << path;
+  EXPECT_THAT(header, ::testing::HasSubstr("'descr': '<f4'")) << path;
+  EXPECT_THAT(header, ::testing::HasSubstr("'fortran_order': False")) << path;
+  std::smatch match;
+  if (!std::regex_search(header, match, std::regex(R"('shape': \(([0-9, ]*)\))"))) {
+    ADD_FAILURE() << path << ": no shape in " << header;
+    return {};
+  }
+  std::vector<int64_t> shape;
+  int64_t count = 1;
+  for (absl::string_view dimension : absl::StrSplit(match[1].str(), ',', absl::SkipWhitespace())) {
+    int64_t value = 0;
+    EXPECT_TRUE(absl::SimpleAtoi(dimension, &value)) << header;
+    shape.push_back(value);
+    count *= value;
+  }
+  EXPECT_EQ(bytes.size(), 10 + header_length + 4 * count) << path;
+  return shape;
+}
+
+bool WaitForLines(const std::string& path, size_t lines, absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (Lines(ReadFile(path)).size() < lines) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
 }
 
 }  // namespace ps

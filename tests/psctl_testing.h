@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/time/time.h"
 #include "common/subprocess.h"
 
@@ -41,6 +43,25 @@ std::string TestDir();
 // Processes other than this one whose command line mentions `text`, as "PID: command line".
 std::vector<std::string> ProcessesMentioning(const std::string& text,
                                              std::vector<pid_t>* pids = nullptr);
+
+// A small job: softmax regression on a 4-class Gaussian mixture, a fraction of a second per
+// hundred steps. `consistency` and `extra_fields` (", \"name\": value ...") are JSON text.
+std::string JobJson(const std::string& id, int64_t steps,
+                    const std::string& consistency = R"({"mode": "SYNC"})",
+                    const std::string& extra_fields = "");
+// Writes `json` to `dir`/`name`.json and returns that path.
+std::string WriteJob(const std::string& dir, const std::string& name, const std::string& json);
+// The file's JSON; a discarded value when it does not parse.
+nlohmann::json ReadJson(const std::string& path);
+// Rows of a CSV file, the header first.
+std::vector<std::vector<std::string>> ReadCsv(const std::string& path);
+// The whole number in `row`[`column`] (a test failure when it is not one), or -1.
+int64_t Column(const std::vector<std::string>& row, size_t column);
+// The shape in a .npy file's header, after checking the header (NumPy format 1.0, little-endian
+// float32, C order, padded to 64 bytes) and that the data fills the rest of the file.
+std::vector<int64_t> NpyShape(const std::string& path);
+// Waits until `path` has at least `lines` lines.
+bool WaitForLines(const std::string& path, size_t lines, absl::Duration timeout);
 
 // One psctl run; stdout and stderr go to separate files in `dir`.
 class Psctl {

@@ -19,7 +19,7 @@
 #include "common/grpc_deadline.h"
 #include "common/grpc_server.h"
 #include "common/host_port.h"
-#include "common/tls_flags.h"
+#include "common/security_flags.h"
 #include "worker/compute/cpu_threads.h"
 #include "worker/compute/device.h"
 #include "worker/worker_service.h"

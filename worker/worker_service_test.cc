@@ -55,6 +55,35 @@ std::vector<std::string> Jobs(Worker::Stub& stub) {
   return jobs;
 }
 
+// A WorkerService served on a free port of 127.0.0.1, and a stub that reaches it.
+class ServedWorker {
+ public:
+  explicit ServedWorker(const WorkerServiceOptions& options) : service_(options) {
+    absl::StatusOr<StartedServer> started = StartGrpcServer("127.0.0.1:0", &service_, 64 << 20);
+    EXPECT_TRUE(started.ok()) << started.status();
+    if (!started.ok()) return;
+    server_ = std::move(started->server);
+    stub_ = Worker::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", started->bound_port),
+                                                grpc::InsecureChannelCredentials()));
+  }
+  ~ServedWorker() {
+    if (server_ != nullptr) server_->Shutdown(GrpcDeadline(absl::Seconds(1)));
+  }
+
+  Worker::Stub& stub() { return *stub_; }
+  grpc::Status StartJob(const StartJobRequest& request) {
+    grpc::ClientContext context;
+    context.set_deadline(GrpcDeadline(absl::Seconds(5)));
+    StartJobResponse response;
+    return stub_->StartJob(&context, request, &response);
+  }
+
+ private:
+  WorkerService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<Worker::Stub> stub_;
+};
+
 TEST(WorkerServiceTest, AJobThatEndedIsForgottenAfterTheRetention) {
   SetCpuComputeThreads(1);
   absl::StatusOr<std::unique_ptr<InProcessPsCluster>> ps =
@@ -64,36 +93,27 @@ TEST(WorkerServiceTest, AJobThatEndedIsForgottenAfterTheRetention) {
       absl::StrCat(R"({"ps": [")", (*ps)->addresses()[0], R"("], "worker": ["127.0.0.1:1"]})"),
       "test");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  WorkerServiceOptions options{
-      *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Milliseconds(300), {}};
-  WorkerService service(options);
-  absl::StatusOr<StartedServer> server = StartGrpcServer("127.0.0.1:0", &service, 64 << 20);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<Worker::Stub> stub = Worker::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", server->bound_port), grpc::InsecureChannelCredentials()));
+  ServedWorker worker(WorkerServiceOptions{
+      *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Milliseconds(300), {}});
 
   StartJobRequest request;
   *request.mutable_spec() = SmallJob("short");
   *request.mutable_cluster() = cluster->ToProto();
-  grpc::ClientContext context;
-  context.set_deadline(GrpcDeadline(absl::Seconds(5)));
-  StartJobResponse response;
-  grpc::Status started = stub->StartJob(&context, request, &response);
+  grpc::Status started = worker.StartJob(request);
   ASSERT_TRUE(started.ok()) << started.error_message();
 
   // DONE, listed for a while, then forgotten.
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   std::vector<std::string> jobs;
-  while ((jobs = Jobs(*stub)) != std::vector<std::string>{"short DONE"} &&
+  while ((jobs = Jobs(worker.stub())) != std::vector<std::string>{"short DONE"} &&
          absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   ASSERT_EQ(jobs, std::vector<std::string>{"short DONE"});
-  while (!(jobs = Jobs(*stub)).empty() && absl::Now() < deadline) {
+  while (!(jobs = Jobs(worker.stub())).empty() && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   EXPECT_TRUE(jobs.empty());
-  server->server->Shutdown();
 }
 
 // A job naming a data file outside the worker's --data_root directories is refused before it
@@ -107,27 +127,18 @@ TEST(WorkerServiceTest, AJobReadingOutsideTheDataRootsIsRefused) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   absl::StatusOr<DataRoots> roots = DataRoots::Create({roots_dir + "/data"});
   ASSERT_TRUE(roots.ok()) << roots.status();
-  WorkerServiceOptions options{
-      *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Hours(1), *roots};
-  WorkerService service(options);
-  absl::StatusOr<StartedServer> server = StartGrpcServer("127.0.0.1:0", &service, 64 << 20);
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::unique_ptr<Worker::Stub> stub = Worker::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", server->bound_port), grpc::InsecureChannelCredentials()));
+  ServedWorker worker(WorkerServiceOptions{
+      *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Hours(1), *roots});
 
   StartJobRequest request;
   *request.mutable_spec() = SmallJob("outside");
   request.mutable_spec()->mutable_data()->set_csv(roots_dir + "/data/../secret");
   *request.mutable_cluster() = cluster->ToProto();
-  grpc::ClientContext context;
-  context.set_deadline(GrpcDeadline(absl::Seconds(5)));
-  StartJobResponse response;
-  grpc::Status refused = stub->StartJob(&context, request, &response);
+  grpc::Status refused = worker.StartJob(request);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("is outside this worker's data"));
   EXPECT_THAT(refused.error_message(), ::testing::Not(::testing::HasSubstr("SECRET")));
-  EXPECT_TRUE(Jobs(*stub).empty()) << "the refused job must not be listed";
-  server->server->Shutdown(GrpcDeadline(absl::Seconds(1)));
+  EXPECT_TRUE(Jobs(worker.stub()).empty()) << "the refused job must not be listed";
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-// The --tls_cert, --tls_key and --tls_ca flags that ps_server, ps_worker and psctl share
-// (common/transport_security.h says what each combination means), and the daemons'
-// --reflection.
-#ifndef PS_COMMON_TLS_FLAGS_H_
-#define PS_COMMON_TLS_FLAGS_H_
+// The security flags ps_server, ps_worker and psctl share: --tls_cert, --tls_key and --tls_ca
+// (common/transport_security.h says what each combination means), --auth_token_file and
+// --admin_token_file (common/auth_token.h), and the daemons' --reflection.
+#ifndef PS_COMMON_SECURITY_FLAGS_H_
+#define PS_COMMON_SECURITY_FLAGS_H_
 
 #include <string>
 #include <vector>
@@ -28,4 +28,4 @@ std::vector<std::string> TransportSecurityArgs(const TransportSecurity& security
 
 }  // namespace ps
 
-#endif  // PS_COMMON_TLS_FLAGS_H_
+#endif  // PS_COMMON_SECURITY_FLAGS_H_

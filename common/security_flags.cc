@@ -1,4 +1,4 @@
-#include "common/tls_flags.h"
+#include "common/security_flags.h"
 
 #include <gflags/gflags.h>
 
