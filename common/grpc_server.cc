@@ -32,7 +32,8 @@ class WithoutReflection : public grpc::ServerBuilderOption {
 
 }  // namespace
 
-absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address, grpc::Service* service,
+absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
+                                              const std::vector<grpc::Service*>& services,
                                               int max_message_bytes,
                                               const TransportSecurity& security, bool reflection,
                                               RpcMetrics* rpc_metrics) {
@@ -48,7 +49,7 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address, grpc::
   StartedServer started;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, ServerCredentialsFor(security), &started.bound_port);
-  builder.RegisterService(service);
+  for (grpc::Service* service : services) builder.RegisterService(service);
   if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(max_message_bytes);

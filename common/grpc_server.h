@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/rpc_metrics.h"
@@ -20,14 +21,15 @@ struct StartedServer {
   int bound_port = 0;
 };
 
-// Starts a server listening on `address` ("host:port"; port 0 picks a free one) with `service`
-// (not owned; must outlive the server), speaking TLS as `security` says. UNAVAILABLE naming the
+// Starts a server listening on `address` ("host:port"; port 0 picks a free one) with `services`
+// (not owned; each must outlive the server), speaking TLS as `security` says. UNAVAILABLE naming the
 // address when it cannot listen. A plaintext server on a host other than loopback logs a
 // warning: anyone who can reach the port can call it.
 // With `reflection`, the server also lists its services and their messages to anyone who asks
 // (grpc_cli, grpcurl): handy when debugging, off by default. With `rpc_metrics` (not owned;
 // must outlive the server), every call answered is counted there.
-absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address, grpc::Service* service,
+absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
+                                              const std::vector<grpc::Service*>& services,
                                               int max_message_bytes,
                                               const TransportSecurity& security = {},
                                               bool reflection = false,

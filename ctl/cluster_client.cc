@@ -12,6 +12,7 @@
 #include "common/grpc_status.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/ps_service.grpc.pb.h"
+#include "proto/task.grpc.pb.h"
 #include "proto/worker_service.grpc.pb.h"
 
 namespace ps {
@@ -217,6 +218,17 @@ absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> ClusterClie
                 ->Check(&context, grpc::health::v1::HealthCheckRequest(), &response));
   if (!status.ok()) return status;
   return response.status();
+}
+
+absl::StatusOr<TaskInfo> ClusterClient::GetTaskInfo(absl::string_view job, int index) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  TaskInfo response;
+  absl::Status status =
+      Named(job, index, "GetTaskInfo",
+            Task::NewStub(Channel(job, index))->GetTaskInfo(&context, TaskInfoRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
 }
 
 }  // namespace ps

@@ -26,9 +26,10 @@
 #include "common/cluster_spec.h"
 #include "common/ps_client.h"
 #include "proto/health.pb.h"
-#include "proto/ps_service.grpc.pb.h"
 #include "common/auth_token.h"
 #include "common/transport_security.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "proto/task.pb.h"
 #include "proto/worker_service.pb.h"
 
 namespace ps {
@@ -98,6 +99,8 @@ class ClusterClient {
   // The task's grpc.health.v1 serving status for the whole server.
   absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> CheckHealth(
       absl::string_view job, int index) const;
+  // What the task says of its process (proto/task.proto).
+  absl::StatusOr<TaskInfo> GetTaskInfo(absl::string_view job, int index) const;
 
  private:
   ClusterClient(const ClusterSpec& cluster, const ClusterClientOptions& options,

@@ -9,6 +9,7 @@
 #include "common/grpc_deadline.h"
 #include "common/grpc_server.h"
 #include "common/host_port.h"
+#include "common/process_stats.h"
 
 namespace ps {
 
@@ -20,12 +21,15 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   }
   std::unique_ptr<PsServer> server(new PsServer());
   server->service_ = std::make_unique<ParameterService>(options.service);
+  server->task_service_ = std::make_unique<TaskService>("ps", options.service.ps_index);
   if (options.metrics_port >= 0) {
     server->rpc_metrics_ = std::make_unique<RpcMetrics>(
-        "ps", std::vector<std::string>{ParameterServer::service_full_name()});
+        "ps", std::vector<std::string>{ParameterServer::service_full_name(),
+                                       Task::service_full_name()});
   }
   absl::StatusOr<StartedServer> started =
-      StartGrpcServer(address->ToString(), server->service_.get(), options.max_message_bytes,
+      StartGrpcServer(address->ToString(), {server->service_.get(), server->task_service_.get()},
+                      options.max_message_bytes,
                       options.security, options.reflection, server->rpc_metrics_.get());
   if (!started.ok()) return started.status();
   server->server_ = std::move(started->server);
@@ -34,6 +38,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
     ParameterService* service = server->service_.get();
     RpcMetrics* rpc_metrics = server->rpc_metrics_.get();
     server->metrics_.AddCollector([service, rpc_metrics](MetricsWriter* writer) {
+      WriteProcessMetrics(writer);
       rpc_metrics->WriteMetrics(writer);
       service->WriteMetrics(writer);
     });
@@ -41,6 +46,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
         MetricsHttpServer::Start(address->host, options.metrics_port, &server->metrics_);
     if (!metrics.ok()) return metrics.status();
     server->metrics_server_ = std::move(*metrics);
+    server->task_service_->set_metrics_port(server->metrics_server_->bound_port());
     LOG(INFO) << "metrics at http://"
               << HostPort{address->host, server->metrics_server_->bound_port(), address->is_ipv6}
                      .ToString()

@@ -1,5 +1,6 @@
-// A running ps task: the gRPC server with the ParameterServer service, the standard health
-// service (grpc.health.v1) and, where the installed gRPC has it, server reflection.
+// A running ps task: the gRPC server with the ParameterServer service, the Task service
+// (common/task_service.h), the standard health service (grpc.health.v1) and, when asked for,
+// server reflection.
 //
 // Lifecycle: Start() returns a server in STARTED; Shutdown() moves it to STOPPED: it refuses
 // new calls, ends parked pulls with UNAVAILABLE, and lets calls in flight finish within
@@ -19,6 +20,7 @@
 #include "common/metrics.h"
 #include "common/metrics_http_server.h"
 #include "common/rpc_metrics.h"
+#include "common/task_service.h"
 #include "common/transport_security.h"
 #include "server/ps_service.h"
 
@@ -59,6 +61,7 @@ class PsServer {
   PsServer() = default;
 
   std::unique_ptr<ParameterService> service_;
+  std::unique_ptr<TaskService> task_service_;
   // Before server_, whose calls it counts. Null without a metrics port.
   std::unique_ptr<RpcMetrics> rpc_metrics_;
   std::unique_ptr<grpc::Server> server_;

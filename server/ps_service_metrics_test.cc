@@ -1,6 +1,7 @@
 // The ps's /metrics after scripted jobs: every count equals what the script did, exactly.
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -9,12 +10,15 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
 #include <httplib.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/ps_client.h"
 #include "common/worker_session.h"
 #include "proto/ps_service.pb.h"
+#include "proto/task.grpc.pb.h"
 #include "server/ps_server.h"
 #include "tests/in_process_ps_cluster.h"
 
@@ -256,9 +260,26 @@ TEST_F(MetricsTest, SyncJobCountsStepsAndStaleStepDropsExactly) {
   EXPECT_EQ(Value(samples, Series("ps_job_waiting_for_worker", "sync", ",worker=\"2\"")), 1);
 }
 
-TEST_F(MetricsTest, NoJobsAndNoCallsIsOneSample) {
+TEST_F(MetricsTest, NoJobsAndNoCallsIsOneSampleBesideTheProcess) {
   std::map<std::string, double> samples = Scrape();
+  EXPECT_GT(Value(samples, "process_resident_memory_bytes"), 0);
+  EXPECT_GT(Value(samples, "process_cpu_seconds_total"), 0);
+  for (auto it = samples.begin(); it != samples.end();) {
+    it = it->first.rfind("process_", 0) == 0 ? samples.erase(it) : std::next(it);
+  }
   EXPECT_EQ(samples, (std::map<std::string, double>{{R"(ps_jobs{shard="0"})", 0}}));
+}
+
+TEST_F(MetricsTest, TaskInfoNamesTheMetricsPort) {
+  std::unique_ptr<Task::Stub> stub = Task::NewStub(
+      grpc::CreateChannel(cluster_->addresses()[0], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  TaskInfo info;
+  grpc::Status status = stub->GetTaskInfo(&context, TaskInfoRequest(), &info);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(info.job(), "ps");
+  EXPECT_EQ(info.index(), 0);
+  EXPECT_EQ(info.metrics_port(), cluster_->server(0).metrics_port());
 }
 
 }  // namespace

@@ -28,7 +28,9 @@
 #include "common/metrics.h"
 #include "common/metrics_flags.h"
 #include "common/metrics_http_server.h"
+#include "common/process_stats.h"
 #include "common/rpc_metrics.h"
+#include "common/task_service.h"
 #include "common/security_flags.h"
 #include "common/slurm_cluster.h"
 #include "worker/compute/cpu_threads.h"
@@ -134,8 +136,10 @@ int Run() {
     return 2;
   }
   ps::WorkerService service(options);
+  ps::TaskService task_service("worker", config->task.index(), options.device.description);
   // Outlives the server, whose calls it counts.
-  ps::RpcMetrics rpc_metrics("ps_worker", {ps::Worker::service_full_name()});
+  ps::RpcMetrics rpc_metrics("ps_worker",
+                             {ps::Worker::service_full_name(), ps::Task::service_full_name()});
 
   absl::StatusOr<ps::HostPort> own = ps::ParseHostPort(config->cluster.Address(config->task));
   int port = FLAGS_port >= 0 ? FLAGS_port : own->port;
@@ -147,7 +151,7 @@ int Run() {
   ps::BlockStopSignals();  // Before any thread starts.
 
   absl::StatusOr<ps::StartedServer> started =
-      ps::StartGrpcServer(listen, &service, FLAGS_max_message_mb << 20, security,
+      ps::StartGrpcServer(listen, {&service, &task_service}, FLAGS_max_message_mb << 20, security,
                           ps::ReflectionFromFlags(), *metrics_port >= 0 ? &rpc_metrics : nullptr);
   if (!started.ok()) {
     std::cerr << "ps_worker: " << started.status().message() << "\n";
@@ -160,6 +164,7 @@ int Run() {
   std::unique_ptr<ps::MetricsHttpServer> metrics_server;
   if (*metrics_port >= 0) {
     metrics.AddCollector([&service, &rpc_metrics](ps::MetricsWriter* writer) {
+      ps::WriteProcessMetrics(writer);
       rpc_metrics.WriteMetrics(writer);
       service.WriteMetrics(writer);
     });
@@ -172,6 +177,7 @@ int Run() {
     }
     metrics_server = *std::move(started_metrics);
     LOG(INFO) << "metrics on port " << metrics_server->bound_port();
+    task_service.set_metrics_port(metrics_server->bound_port());
     if (absl::Status written = ps::WriteMetricsPortFileFromFlags(metrics_server->bound_port());
         !written.ok()) {
       std::cerr << "ps_worker: " << written.message() << "\n";

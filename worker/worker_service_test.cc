@@ -69,7 +69,7 @@ std::vector<std::string> Jobs(Worker::Stub& stub) {
 class ServedWorker {
  public:
   explicit ServedWorker(const WorkerServiceOptions& options) : service_(options) {
-    absl::StatusOr<StartedServer> started = StartGrpcServer("127.0.0.1:0", &service_, 64 << 20);
+    absl::StatusOr<StartedServer> started = StartGrpcServer("127.0.0.1:0", {&service_}, 64 << 20);
     EXPECT_TRUE(started.ok()) << started.status();
     if (!started.ok()) return;
     server_ = std::move(started->server);
