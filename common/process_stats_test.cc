@@ -31,8 +31,9 @@ TEST(ProcessStatsTest, ReadsThisProcess) {
 TEST(ProcessStatsTest, WritesPrometheusFamilies) {
   MetricsWriter writer;
   WriteProcessMetrics(&writer);
-  for (const char* family : {"process_cpu_seconds_total counter", "process_resident_memory_bytes "
-                             "gauge", "process_threads gauge", "process_start_time_seconds gauge"}) {
+  for (const char* family :
+       {"process_cpu_seconds_total counter", "process_resident_memory_bytes gauge",
+        "process_threads gauge", "process_start_time_seconds gauge"}) {
     EXPECT_NE(writer.text().find(std::string("# TYPE ") + family), std::string::npos) << family;
   }
 }

@@ -23,9 +23,9 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   server->service_ = std::make_unique<ParameterService>(options.service);
   server->task_service_ = std::make_unique<TaskService>("ps", options.service.ps_index);
   if (options.metrics_port >= 0) {
-    server->rpc_metrics_ = std::make_unique<RpcMetrics>(
-        "ps", std::vector<std::string>{ParameterServer::service_full_name(),
-                                       Task::service_full_name()});
+    const std::vector<std::string> services = {ParameterServer::service_full_name(),
+                                               Task::service_full_name()};
+    server->rpc_metrics_ = std::make_unique<RpcMetrics>("ps", services);
   }
   absl::StatusOr<StartedServer> started =
       StartGrpcServer(address->ToString(), {server->service_.get(), server->task_service_.get()},
