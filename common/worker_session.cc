@@ -163,6 +163,7 @@ void WorkerSession::PullState::Record(int ps, const PullResponseHeader& header) 
   absl::MutexLock lock(&mu);
   result.versions[ps] = std::min(result.versions[ps], header.version());
   result.step = std::min(result.step, header.step());
+  result.parked = std::max(result.parked, absl::Microseconds(header.parked_us()));
 }
 
 WorkerSession::PullState::PullState(int num_ps) {

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/partitioner.h"
 #include "common/ps_client.h"
@@ -46,6 +47,9 @@ class WorkerSession {
   struct PullResult {
     std::vector<int64_t> versions;  // Per shard.
     int64_t step = 0;               // SYNC: the step the values begin (the smallest over shards).
+    // The longest any shard kept the pull waiting (a SYNC barrier, an SSP bound) before it read
+    // the values (PullResponseHeader.parked_us).
+    absl::Duration parked;
   };
   // Fills every variable of the job in `out` from all shards in parallel; remembers the
   // versions for the next Push. INVALID_ARGUMENT if a variable is missing or of the wrong size.

@@ -23,6 +23,11 @@ namespace {
 // explanation (who the barrier waits for) rather than a bare DEADLINE_EXCEEDED.
 constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
 
+// absl's codes are gRPC's, number for number.
+grpc::StatusCode GrpcCode(const absl::Status& status) {
+  return static_cast<grpc::StatusCode>(status.code());
+}
+
 }  // namespace
 
 // One Pull call. It may finish at once (in Start), or later from whichever thread completes the
@@ -31,9 +36,16 @@ constexpr absl::Duration kDeadlineMargin = absl::Milliseconds(100);
 class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
  public:
   // `slot` is the call's place among its peer's requests in flight, given back as it finishes.
+  // The call counts in its job's traffic as `method`, with `received` bytes in.
   PullReactor(ParameterService* service, grpc::CallbackServerContext* context,
-              grpc::ByteBuffer* response, RequestsInFlight::Slot slot)
-      : service_(service), context_(context), response_(response), slot_(std::move(slot)) {}
+              grpc::ByteBuffer* response, RequestsInFlight::Slot slot, JobMethod method,
+              int64_t received)
+      : service_(service),
+        context_(context),
+        response_(response),
+        slot_(std::move(slot)),
+        method_(method),
+        received_(received) {}
 
   // Answers `request`, now or once it may proceed; `push` (PushPull) goes into the header.
   void Start(const PullRequest& request, std::optional<PushResponse> push = std::nullopt) {
@@ -104,11 +116,13 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   // Finishes the call; `this` may be gone when it returns.
   void FinishWith(absl::StatusOr<ShardJob::PullSnapshot> result) {
     if (!result.ok()) {
+      job_->traffic().Count(method_, GrpcCode(result.status()), received_, 0);
       ParameterService::Finish(this, &slot_, result.status());
       return;
     }
     if (push_.has_value()) *result->header.mutable_push() = *std::move(push_);
     *response_ = EncodeTensorMessage(result->header, result->pieces, result->keep_alive);
+    job_->traffic().Count(method_, grpc::StatusCode::OK, received_, response_->Length());
     ParameterService::Finish(this, &slot_, absl::OkStatus());
   }
 
@@ -116,7 +130,9 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   grpc::CallbackServerContext* const context_;
   grpc::ByteBuffer* const response_;
   RequestsInFlight::Slot slot_;  // Released by whichever thread finishes the call.
-  std::shared_ptr<ShardJob> job_;
+  const JobMethod method_;
+  const int64_t received_;
+  std::shared_ptr<ShardJob> job_;  // Set before a result can arrive.
   std::optional<PushResponse> push_;  // Written in Start, before the result can arrive.
   uint64_t timer_handle_ = 0;         // Written in Start before any path can reach OnDone.
 
@@ -375,7 +391,8 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
   absl::Status status = ParseFromByteBuffer(*request, &pull);
   if (status.ok()) status = RequireWorkerHost(peer, pull.worker(), options_.worker_hosts, "Pull");
   if (!status.ok()) return Answer(context, &slot, status);
-  auto* reactor = new PullReactor(this, context, response, std::move(slot));
+  auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPull,
+                                  request->Length());
   reactor->Start(pull);
   return reactor;
 }
@@ -390,21 +407,29 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
     return refused;
   }
   PushRequestHeader header;
-  absl::StatusOr<PushResponse> pushed = DoPush(peer, *request, /*allow_chunks=*/false, &header);
-  if (!pushed.ok()) return Answer(context, &slot, pushed.status());
+  std::shared_ptr<ShardJob> job;
+  absl::StatusOr<PushResponse> pushed =
+      DoPush(peer, *request, /*allow_chunks=*/false, &header, &job);
+  if (!pushed.ok()) {
+    if (job != nullptr) {
+      job->traffic().Count(JobMethod::kPushPull, GrpcCode(pushed.status()), request->Length(), 0);
+    }
+    return Answer(context, &slot, pushed.status());
+  }
   PullRequest pull = header.then_pull();
   pull.set_job_id(header.job_id());
   pull.set_worker(header.worker());
   pull.set_run_id(header.run_id());
-  auto* reactor = new PullReactor(this, context, response, std::move(slot));
+  auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPushPull,
+                                  request->Length());
   reactor->Start(pull, *std::move(pushed));
   return reactor;
 }
 
 absl::StatusOr<PushResponse> ParameterService::DoPush(const Peer& peer,
                                                       const grpc::ByteBuffer& request,
-                                                      bool allow_chunks,
-                                                      PushRequestHeader* header) {
+                                                      bool allow_chunks, PushRequestHeader* header,
+                                                      std::shared_ptr<ShardJob>* job) {
   const char* method = allow_chunks ? "Push" : "PushPull";
   return DecodeAndApplyPush(
       request, allow_chunks,
@@ -412,7 +437,9 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const Peer& peer,
         absl::Status allowed =
             RequireWorkerHost(peer, decoded.worker(), options_.worker_hosts, method);
         if (!allowed.ok()) return allowed;
-        return FindJob(decoded.job_id());
+        absl::StatusOr<std::shared_ptr<ShardJob>> found = FindJob(decoded.job_id());
+        if (found.ok()) *job = *found;
+        return found;
       },
       header);
 }
@@ -426,8 +453,14 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
     return refused;
   }
   PushRequestHeader header;
-  absl::StatusOr<PushResponse> result = DoPush(peer, *request, /*allow_chunks=*/true, &header);
+  std::shared_ptr<ShardJob> job;
+  absl::StatusOr<PushResponse> result =
+      DoPush(peer, *request, /*allow_chunks=*/true, &header, &job);
   if (result.ok()) *response = SerializeToByteBuffer(*result);
+  if (job != nullptr) {
+    job->traffic().Count(JobMethod::kPush, GrpcCode(result.status()), request->Length(),
+                         result.ok() ? response->Length() : 0);
+  }
   return Answer(context, &slot, result.status());
 }
 

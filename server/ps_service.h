@@ -144,10 +144,12 @@ class ParameterService final : public ParameterServerBase {
   absl::Status CheckTask(int num_ps, int ps_index) const;
   absl::StatusOr<CreateJobResponse> DoCreateJob(const CreateJobRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Decodes and handles a push from `peer`; `header` receives its header. Chunks
-  // (total_chunks >= 2) are INVALID_ARGUMENT unless `allow_chunks`.
+  // Decodes and handles a push from `peer`; `header` receives its header, `job` the job it
+  // named once found (else it stays null). Chunks (total_chunks >= 2) are INVALID_ARGUMENT
+  // unless `allow_chunks`.
   absl::StatusOr<PushResponse> DoPush(const Peer& peer, const grpc::ByteBuffer& request,
-                                      bool allow_chunks, PushRequestHeader* header);
+                                      bool allow_chunks, PushRequestHeader* header,
+                                      std::shared_ptr<ShardJob>* job);
   std::string TaskName() const;
   // Who may make a call (common/peer_identity.h): RequireMember, RequireUser.
   using AccessRule = absl::Status (*)(const Peer& peer, absl::string_view method);

@@ -66,6 +66,7 @@ void ParameterService::WriteCheckpoint(const std::weak_ptr<ShardJob>& job,
                                                 taken->blocks, &entry);
   taken->blocks.clear();  // Lets go of the values it held.
   entry.set_written_at_ms(absl::ToUnixMillis(absl::Now()));
+  entry.set_write_ms(absl::ToInt64Milliseconds(absl::Now() - start));
   if (status.ok()) {
     LOG(INFO) << "checkpoint " << name << ": wrote " << entry.file() << " (" << entry.bytes()
               << " bytes) in " << absl::Now() - start << " on " << TaskName();

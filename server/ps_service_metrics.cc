@@ -6,8 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/metrics.h"
+#include "server/job_traffic.h"
 #include "server/ps_service.h"
 #include "server/staleness_histogram.h"
 
@@ -160,6 +162,57 @@ void ParameterService::WriteMetrics(MetricsWriter* writer) {
                  MetricType::kGauge);
   for (const auto& [job, entry] : checkpointed) {
     writer->Sample("ps_job_last_checkpoint_bytes", labels(*job), entry->bytes());
+  }
+  writer->Family("ps_job_last_checkpoint_write_seconds",
+                 "How long writing the shard's latest checkpoint file took.", MetricType::kGauge);
+  for (const auto& [job, entry] : checkpointed) {
+    writer->Sample("ps_job_last_checkpoint_write_seconds", labels(*job), entry->write_ms() / 1000.0);
+  }
+  writer->Family("ps_job_checkpoint_write_seconds",
+                 "How long writing each checkpoint file of the shard took.",
+                 MetricType::kHistogram);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i]->checkpoint_write_seconds().Write("ps_job_checkpoint_write_seconds", labels(stats[i]),
+                                              writer);
+  }
+  writer->Family("ps_job_park_seconds",
+                 "How long pulls waited at the shard (SYNC barrier, SSP bound), of those that "
+                 "waited.",
+                 MetricType::kHistogram);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i]->park_seconds().Write("ps_job_park_seconds", labels(stats[i]), writer);
+  }
+  writer->Family("ps_job_oldest_parked_pull_seconds",
+                 "How long the oldest pull waiting right now has waited (0: none waits).",
+                 MetricType::kGauge);
+  for (const JobStats& job : stats) {
+    writer->Sample("ps_job_oldest_parked_pull_seconds", labels(job),
+                   job.oldest_parked_pull_ms() / 1000.0);
+  }
+  writer->Family("ps_job_requests_total",
+                 "Pull, Push and PushPull calls that named the job, by method and status code.",
+                 MetricType::kCounter);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    for (JobMethod method : kJobMethods) {
+      for (int code = 0; code < JobTraffic::kNumCodes; ++code) {
+        const int64_t calls = jobs[i]->traffic().calls(method, code);
+        if (calls == 0) continue;
+        MetricLabels series = with(stats[i], "method", JobMethodName(method));
+        series.emplace_back("code",
+                            absl::StatusCodeToString(static_cast<absl::StatusCode>(code)));
+        writer->Sample("ps_job_requests_total", series, static_cast<double>(calls));
+      }
+    }
+  }
+  writer->Family("ps_job_received_bytes_total", "Bytes of the calls that named the job.",
+                 MetricType::kCounter);
+  for (const JobStats& job : stats) {
+    writer->Sample("ps_job_received_bytes_total", labels(job), job.bytes_received());
+  }
+  writer->Family("ps_job_sent_bytes_total", "Bytes of the answers to calls that named the job.",
+                 MetricType::kCounter);
+  for (const JobStats& job : stats) {
+    writer->Sample("ps_job_sent_bytes_total", labels(job), job.bytes_sent());
   }
   writer->Family("ps_job_staleness",
                  "Staleness of applied gradients (version at apply time minus version read).",

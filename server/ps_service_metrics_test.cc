@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -195,6 +196,21 @@ TEST_F(MetricsTest, AsyncJobCountsStalenessDropsAndRejectionsExactly) {
   int rpc_series = 0;
   for (const auto& [series, value] : samples) rpc_series += series.rfind("ps_rpcs_total", 0) == 0;
   EXPECT_EQ(rpc_series, 4);
+  // The same calls, of this job (CreateJob is not one of its requests).
+  EXPECT_EQ(Value(samples, Series("ps_job_requests_total", "async", R"(,method="Pull",code="OK")")),
+            1);
+  EXPECT_EQ(Value(samples, Series("ps_job_requests_total", "async", R"(,method="Push",code="OK")")),
+            7);
+  EXPECT_EQ(Value(samples, Series("ps_job_requests_total", "async",
+                                  R"(,method="Push",code="INVALID_ARGUMENT")")),
+            1);
+  // 8 pushes of 16 floats each and their headers in; the pull's 16 floats and 7 answers out.
+  const double received = Value(samples, Series("ps_job_received_bytes_total", "async"));
+  EXPECT_GE(received, 8 * 64);
+  EXPECT_LE(received, 8 * (64 + 200));
+  const double sent = Value(samples, Series("ps_job_sent_bytes_total", "async"));
+  EXPECT_GE(sent, 64 + 7 * 2);
+  EXPECT_LE(sent, 64 + 100 + 7 * 50);
 }
 
 TEST_F(MetricsTest, SyncJobCountsStepsAndStaleStepDropsExactly) {
@@ -258,6 +274,54 @@ TEST_F(MetricsTest, SyncJobCountsStepsAndStaleStepDropsExactly) {
   EXPECT_EQ(Value(samples, Series("ps_job_workers_waited_for", "sync")), 2);
   EXPECT_EQ(samples.count(Series("ps_job_waiting_for_worker", "sync", ",worker=\"1\"")), 0u);
   EXPECT_EQ(Value(samples, Series("ps_job_waiting_for_worker", "sync", ",worker=\"2\"")), 1);
+}
+
+TEST_F(MetricsTest, SyncBarrierWaitIsTimedOnTheShardAndReportedToTheWorker) {
+  ParameterSpec spec = MakeSpec("barrier", ConsistencyConfig::SYNC, 2);
+  ASSERT_TRUE(client_->CreateJob(spec).ok());
+  std::vector<std::unique_ptr<WorkerSession>> sessions = Sessions(spec);
+  ASSERT_EQ(sessions.size(), 2u);
+  std::vector<float> values(16), late_values(16), gradient(16, 1.0f);
+  WorkerSession::PushOptions push;  // Step 0.
+  ASSERT_TRUE(sessions[0]->Push(push, {{"w", absl::MakeConstSpan(gradient)}}).ok());
+  // Worker 0 waits for step 1, which needs worker 1's gradient.
+  absl::StatusOr<WorkerSession::PullResult> parked;
+  std::thread waiting([&] {
+    WorkerSession::PullOptions pull;
+    pull.step = 1;
+    parked = sessions[0]->Pull(pull, {{"w", absl::MakeSpan(values)}});
+  });
+  constexpr absl::Duration kWait = absl::Milliseconds(300);
+  absl::SleepFor(kWait);
+  std::map<std::string, double> samples = Scrape();
+  EXPECT_EQ(Value(samples, Series("ps_job_parked_pulls", "barrier")), 1);
+  EXPECT_GE(Value(samples, Series("ps_job_oldest_parked_pull_seconds", "barrier")),
+            absl::ToDoubleSeconds(kWait) - 0.05);
+  EXPECT_EQ(Value(samples, Series("ps_job_park_seconds_count", "barrier")), 0);
+  ASSERT_TRUE(sessions[1]->Push(push, {{"w", absl::MakeConstSpan(gradient)}}).ok());
+  waiting.join();
+  ASSERT_TRUE(parked.ok()) << parked.status();
+  EXPECT_EQ(parked->step, 1);
+  EXPECT_GE(parked->parked, kWait);
+  EXPECT_LT(parked->parked, absl::Seconds(10));
+  // A pull that need not wait reports no wait.
+  WorkerSession::PullOptions pull;
+  pull.step = 1;
+  absl::StatusOr<WorkerSession::PullResult> at_once =
+      sessions[1]->Pull(pull, {{"w", absl::MakeSpan(late_values)}});
+  ASSERT_TRUE(at_once.ok()) << at_once.status();
+  EXPECT_EQ(at_once->parked, absl::ZeroDuration());
+
+  samples = Scrape();
+  EXPECT_EQ(Value(samples, Series("ps_job_parked_pulls", "barrier")), 0);
+  EXPECT_EQ(Value(samples, Series("ps_job_oldest_parked_pull_seconds", "barrier")), 0);
+  EXPECT_EQ(Value(samples, Series("ps_job_park_seconds_count", "barrier")), 1);
+  EXPECT_GE(Value(samples, Series("ps_job_park_seconds_sum", "barrier")),
+            absl::ToDoubleSeconds(kWait));
+  EXPECT_EQ(Value(samples, Series("ps_job_park_seconds_bucket", "barrier", R"(,le="0.1")")), 0);
+  EXPECT_EQ(Value(samples, Series("ps_job_park_seconds_bucket", "barrier", R"(,le="+Inf")")), 1);
+  EXPECT_EQ(Value(samples, Series("ps_job_requests_total", "barrier", R"(,method="Pull",code="OK")")),
+            2);
 }
 
 TEST_F(MetricsTest, NoJobsAndNoCallsIsOneSampleBesideTheProcess) {

@@ -525,6 +525,13 @@ JobStats ShardJob::Stats() const {
   }
   for (int w : rule_->WaitingFor()) stats.add_waiting_for(w);
   stats.set_parked_pulls(static_cast<int64_t>(waiters_.size()));
+  if (!waiters_.empty()) {
+    absl::Time oldest = absl::InfiniteFuture();
+    for (const auto& [id, waiter] : waiters_) oldest = std::min(oldest, waiter.parked_at);
+    stats.set_oldest_parked_pull_ms(absl::ToInt64Milliseconds(absl::Now() - oldest));
+  }
+  stats.set_bytes_received(traffic_.bytes_received());
+  stats.set_bytes_sent(traffic_.bytes_sent());
   for (const ShardCheckpoint& checkpoint : checkpoints_) *stats.add_checkpoints() = checkpoint;
   stats.set_failed_checkpoints(failed_checkpoints_);
   stats.set_checkpoint_clock(rule_->checkpoint_clock(version_));

@@ -38,7 +38,9 @@
 #include "proto/ps_service.pb.h"
 #include "server/buffer_pool.h"
 #include "common/checkpoint_file.h"
+#include "common/metrics.h"
 #include "server/consistency/consistency_rule.h"
+#include "server/job_traffic.h"
 #include "server/optimizer.h"
 #include "server/staleness_histogram.h"
 
@@ -202,6 +204,18 @@ class ShardJob {
 
   JobStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The calls that named this job, counted by ParameterService (bytes_received and bytes_sent
+  // of Stats).
+  JobTraffic& traffic() { return traffic_; }
+  // How long each parked pull waited before it ended (answered, timed out or cancelled), in
+  // seconds; pulls answered at once are not in it.
+  const Histogram& park_seconds() const { return park_seconds_; }
+  // How long writing each of its checkpoint files took (written ones), in seconds.
+  const Histogram& checkpoint_write_seconds() const { return checkpoint_write_seconds_; }
+  // The two histograms' upper bounds.
+  static const std::vector<double>& ParkSecondsBounds();
+  static const std::vector<double>& CheckpointSecondsBounds();
+
  private:
   // A slice's values (or one of its optimizer slots), shared copy-on-write: pulls hand gRPC
   // the values' buffer itself, and a checkpoint holds the values and slots while it writes
@@ -236,6 +250,7 @@ class ShardJob {
   struct Waiter {
     PullRequest request;
     PullCallback done;
+    absl::Time parked_at;
   };
   // A pull row range: rows [row_begin, row_begin + row_count) of slices_[slice].
   struct PullRange {
@@ -278,6 +293,8 @@ class ShardJob {
   // Answers pulls whose condition holds. REQUIRES: mu_ not held.
   void Complete(std::vector<Waiter> waiters);
   PullSnapshot Snapshot(const PullRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts a parked pull's wait as it ends (park_seconds_); returns it.
+  absl::Duration EndPark(const Waiter& waiter);
 
   // The answer to a push whose push_id was already seen, counted (`count`: false for the
   // chunks of a push after its first, so that a push counts once).
@@ -394,6 +411,9 @@ class ShardJob {
   int64_t restored_step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  Histogram park_seconds_{ParkSecondsBounds()};
+  Histogram checkpoint_write_seconds_{CheckpointSecondsBounds()};
+  JobTraffic traffic_;
 };
 
 }  // namespace ps

@@ -154,8 +154,15 @@ void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
   armed.sink(std::move(taken));
 }
 
+const std::vector<double>& ShardJob::CheckpointSecondsBounds() {
+  static const std::vector<double>* const bounds =
+      new std::vector<double>{0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300};
+  return *bounds;
+}
+
 void ShardJob::CheckpointWritten(const ShardCheckpoint& entry) {
   constexpr size_t kRemembered = 8;
+  if (entry.error().empty()) checkpoint_write_seconds_.Observe(entry.write_ms() / 1000.0);
   absl::MutexLock lock(&mu_);
   if (!entry.error().empty()) ++failed_checkpoints_;
   checkpoints_.push_back(entry);

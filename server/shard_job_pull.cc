@@ -80,7 +80,7 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
       if (!observer) HeardLocked(request.worker());
       if (!rule_->PullReady(request)) {
         int64_t id = next_waiter_id_++;
-        waiters_.emplace(id, Waiter{request, std::move(done)});
+        waiters_.emplace(id, Waiter{request, std::move(done), absl::Now()});
         return id;
       }
     }
@@ -135,8 +135,25 @@ std::vector<ShardJob::Waiter> ShardJob::TakeReadyWaitersLocked() {
   return ready;
 }
 
+const std::vector<double>& ShardJob::ParkSecondsBounds() {
+  static const std::vector<double>* const bounds = new std::vector<double>{
+      0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100};
+  return *bounds;
+}
+
+absl::Duration ShardJob::EndPark(const Waiter& waiter) {
+  const absl::Duration parked = absl::Now() - waiter.parked_at;
+  park_seconds_.Observe(absl::ToDoubleSeconds(parked));
+  return parked;
+}
+
 void ShardJob::Complete(std::vector<Waiter> waiters) {
-  for (Waiter& waiter : waiters) waiter.done(Snapshot(waiter.request));
+  for (Waiter& waiter : waiters) {
+    const absl::Duration parked = EndPark(waiter);
+    PullSnapshot snapshot = Snapshot(waiter.request);
+    snapshot.header.set_parked_us(absl::ToInt64Microseconds(parked));
+    waiter.done(std::move(snapshot));
+  }
 }
 
 void ShardJob::ExpireWaiter(int64_t id) {
@@ -150,6 +167,7 @@ void ShardJob::ExpireWaiter(int64_t id) {
     waiters_.erase(it);
     reason = rule_->WaitReason(waiter.request);
   }
+  EndPark(waiter);
   waiter.done(absl::DeadlineExceededError(JobPrefix(spec_.job_id()) + reason));
 }
 
@@ -162,6 +180,7 @@ bool ShardJob::CancelWaiter(int64_t id, const absl::Status& status) {
     waiter = std::move(it->second);
     waiters_.erase(it);
   }
+  EndPark(waiter);
   waiter.done(status);
   return true;
 }
@@ -172,7 +191,10 @@ void ShardJob::CancelAllWaiters(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     waiters.swap(waiters_);
   }
-  for (auto& [id, waiter] : waiters) waiter.done(status);
+  for (auto& [id, waiter] : waiters) {
+    EndPark(waiter);
+    waiter.done(status);
+  }
 }
 
 bool ShardJob::AllWorkersLeft() const {
