@@ -130,6 +130,26 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
 
 // The training loop: data, compute, stragglers, stop rules, evaluation and reports. What a
 // step's weights are and where its gradient goes is the exchange's (worker/exchange/).
+// Times one exchange phase: End adds the time since construction to `phase`, less the part the
+// exchange's pulls waited at the shards meanwhile, which goes to `wait`.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(const Exchange& exchange)
+      : exchange_(&exchange), start_(absl::Now()), parked_before_(exchange.parked_time()) {}
+
+  void End(absl::Duration* phase, absl::Duration* wait) const {
+    const absl::Duration took = absl::Now() - start_;
+    const absl::Duration waited = std::min(took, exchange_->parked_time() - parked_before_);
+    *phase += took - waited;
+    *wait += waited;
+  }
+
+ private:
+  const Exchange* exchange_;
+  absl::Time start_;
+  absl::Duration parked_before_;
+};
+
 class TrainingLoop {
  public:
   // `start`: when the job began on this worker, for time_limit_s.
@@ -172,7 +192,9 @@ class TrainingLoop {
   std::vector<float> batch_features_, batch_labels_;
   JobProgress progress_;
   int64_t examples_ = 0;
-  absl::Duration compute_time_, communication_time_;
+  // Step time by phase: computing; BeforeCompute (pulls) and AfterCompute (pushes, and a
+  // PushPull's pull) less their waits at the shards; and those waits.
+  absl::Duration compute_time_, pull_time_, push_time_, wait_time_;
   bool target_reached_ = false;
 };
 
@@ -184,10 +206,10 @@ absl::Status TrainingLoop::Run() {
     if (spec_.time_limit_s() > 0 && absl::Now() - start_ > absl::Seconds(spec_.time_limit_s())) {
       break;
     }
-    absl::Time phase = absl::Now();
+    PhaseTimer phase(exchange_);
     absl::Status status = exchange_.BeforeCompute(step);
     if (!status.ok()) return status;
-    communication_time_ += absl::Now() - phase;
+    phase.End(&pull_time_, &wait_time_);
     progress_.set_global_step(exchange_.global_step());
     if (exchange_.job_step() >= job_.step_limit) {  // The job's steps are all done.
       if (context_.worker == 0) {
@@ -199,10 +221,10 @@ absl::Status TrainingLoop::Run() {
     }
     absl::StatusOr<BatchMetrics> metrics = Compute();
     if (!metrics.ok()) return metrics.status();
-    phase = absl::Now();
+    phase = PhaseTimer(exchange_);
     status = exchange_.AfterCompute(step, gradients_);
     if (!status.ok()) return status;
-    communication_time_ += absl::Now() - phase;
+    phase.End(&push_time_, &wait_time_);
     status = MaybeEvaluate(step);
     if (!status.ok()) return status;
     Report(step, metrics->loss);
@@ -262,7 +284,11 @@ void TrainingLoop::Report(int64_t step, double loss) {
   progress_.set_examples_per_second(elapsed > 0 ? examples_ / elapsed : 0);
   progress_.set_staleness(exchange_.mean_staleness());
   progress_.set_compute_seconds(absl::ToDoubleSeconds(compute_time_));
-  progress_.set_communication_seconds(absl::ToDoubleSeconds(communication_time_));
+  progress_.set_pull_seconds(absl::ToDoubleSeconds(pull_time_));
+  progress_.set_push_seconds(absl::ToDoubleSeconds(push_time_));
+  progress_.set_wait_seconds(absl::ToDoubleSeconds(wait_time_));
+  progress_.set_communication_seconds(absl::ToDoubleSeconds(pull_time_ + push_time_ + wait_time_));
+  progress_.set_device_memory_bytes(context_.backend->DeviceMemoryInUse());
   context_.report(progress_);
 }
 

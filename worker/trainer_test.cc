@@ -482,6 +482,39 @@ TEST_F(TrainerTest, FixedStragglerIsSlowerByItsFactor) {
   EXPECT_GT(slow.elapsed_seconds(), fast.elapsed_seconds() + slow.compute_seconds())
       << fast.DebugString() << slow.DebugString();
   EXPECT_LT(slow.examples_per_second(), fast.examples_per_second());
+  // ASYNC pulls never wait at the shards.
+  EXPECT_EQ(fast.wait_seconds(), 0);
+  EXPECT_EQ(slow.wait_seconds(), 0);
+}
+
+// In SYNC the fast worker's pulls wait at the barrier for the straggler's sleeps (2x its
+// compute each step), and its step time says so: as wait, not as pull.
+TEST_F(TrainerTest, SyncBarrierWaitIsReportedAsWait) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("barrier_wait", ConsistencyConfig::SYNC);
+  spec.mutable_model()->set_kind(ModelSpec::MLP);
+  spec.mutable_model()->add_hidden_sizes(512);
+  spec.mutable_data()->mutable_synthetic()->set_num_examples(2400);
+  spec.mutable_data()->mutable_synthetic()->set_feature_dim(128);
+  spec.mutable_learning_rate()->set_base(0.05f);
+  spec.set_batch_size(1024);
+  spec.set_steps(10);
+  spec.mutable_stragglers()->set_distribution(StragglerSpec::FIXED);
+  spec.mutable_stragglers()->add_workers(1);
+  spec.mutable_stragglers()->set_factor(3);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  for (const WorkerRun& run : runs) ASSERT_TRUE(run.status.ok()) << run.status;
+  const JobProgress& fast = runs[0].last();
+  const JobProgress& slow = runs[1].last();
+  EXPECT_GE(fast.wait_seconds(), slow.compute_seconds()) << fast.DebugString()
+                                                         << slow.DebugString();
+  EXPECT_GT(fast.wait_seconds(), fast.pull_seconds() + fast.push_seconds()) << fast.DebugString();
+  EXPECT_LT(slow.wait_seconds(), fast.wait_seconds()) << slow.DebugString();
+  for (const JobProgress& worker : {fast, slow}) {
+    EXPECT_NEAR(worker.communication_seconds(),
+                worker.pull_seconds() + worker.push_seconds() + worker.wait_seconds(), 1e-6);
+    EXPECT_EQ(worker.device_memory_bytes(), 0);  // The CPU.
+  }
 }
 
 TEST_F(TrainerTest, MissingCsvFileFailsNamingIt) {

@@ -40,9 +40,21 @@ void WorkerService::WriteMetrics(MetricsWriter* writer) {
        MetricType::kGauge, [](const JobProgress& job) { return job.staleness(); }},
       {"ps_worker_compute_seconds_total", "Time spent computing.", MetricType::kCounter,
        [](const JobProgress& job) { return job.compute_seconds(); }},
-      {"ps_worker_communication_seconds_total",
-       "Time spent pulling and pushing (waits at barriers and SSP bounds included).",
+      {"ps_worker_pull_seconds_total",
+       "Time spent getting weights, less the waits at the shards.", MetricType::kCounter,
+       [](const JobProgress& job) { return job.pull_seconds(); }},
+      {"ps_worker_push_seconds_total",
+       "Time spent sending gradients, less the waits at the shards.", MetricType::kCounter,
+       [](const JobProgress& job) { return job.push_seconds(); }},
+      {"ps_worker_wait_seconds_total",
+       "Time pulls waited at the shards (SYNC barriers, SSP bounds), as they reported it.",
+       MetricType::kCounter, [](const JobProgress& job) { return job.wait_seconds(); }},
+      {"ps_worker_communication_seconds_total", "Pull, push and wait time together.",
        MetricType::kCounter, [](const JobProgress& job) { return job.communication_seconds(); }},
+      {"ps_worker_device_memory_bytes",
+       "GPU memory in use on the worker's device (every process's); 0 on the CPU.",
+       MetricType::kGauge,
+       [](const JobProgress& job) { return static_cast<double>(job.device_memory_bytes()); }},
   };
   for (const Family& family : kFamilies) {
     writer->Family(family.name, family.help, family.type);

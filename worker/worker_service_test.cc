@@ -159,6 +159,12 @@ TEST(WorkerServiceTest, MetricsShowAFinishedJobsProgress) {
   EXPECT_NE(page.find("ps_worker_examples_per_second{job_id=\"measured\",worker=\"0\"} "),
             std::string::npos)
       << page;
+  for (const char* family : {"ps_worker_pull_seconds_total", "ps_worker_push_seconds_total",
+                             "ps_worker_wait_seconds_total", "ps_worker_device_memory_bytes"}) {
+    EXPECT_NE(page.find(absl::StrCat(family, "{job_id=\"measured\",worker=\"0\"} ")),
+              std::string::npos)
+        << family;
+  }
 }
 
 // A job naming a data file outside the worker's --data_root directories is refused before it

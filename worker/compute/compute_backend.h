@@ -67,6 +67,10 @@ class ComputeBackend {
 
   // Returns once every operation before it has finished (for timing phases apart).
   virtual void Synchronize() = 0;
+
+  // Bytes of memory in use on the backend's device (a GPU's total less its free memory, which
+  // counts every process on it); 0 for the host.
+  virtual int64_t DeviceMemoryInUse() { return 0; }
 };
 
 // The CPU backend (OpenBLAS through CBLAS).

@@ -544,6 +544,13 @@ class CudaBackend : public ComputeBackend {
     PS_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
+  int64_t DeviceMemoryInUse() override {
+    MakeDeviceCurrent();
+    size_t free_bytes = 0, total_bytes = 0;
+    PS_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return static_cast<int64_t>(total_bytes - free_bytes);
+  }
+
  private:
   static void Report(cudaError_t error, const char* call) {
     if (error != cudaSuccess) {

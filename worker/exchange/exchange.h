@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "worker/host_variables.h"
 
 namespace ps {
@@ -47,6 +48,10 @@ class Exchange {
   virtual int64_t global_step() const = 0;
   // The mean staleness of the gradients sent so far, as the ps reported it (0 before any).
   virtual double mean_staleness() const = 0;
+  // How long its pulls have waited at the shards so far (barriers, staleness bounds), as they
+  // reported it; part of the time BeforeCompute and AfterCompute took, or, where pulls run in
+  // the background, of the time they overlapped.
+  virtual absl::Duration parked_time() const = 0;
 };
 
 }  // namespace ps

@@ -22,6 +22,7 @@ absl::Status OverlappedPsExchange::BeforeCompute(int64_t step) {
   absl::StatusOr<WorkerSession::PullResult> pulled = session_->Pull(pull, weights_->mutable_view());
   if (!pulled.ok()) return pulled.status();
   weights_versions_ = pulled->versions;
+  progress_.Answered(*pulled);
   progress_.Pulled(*pulled);
   return absl::OkStatus();
 }
@@ -83,6 +84,7 @@ absl::Status OverlappedPsExchange::FinishInFlight() {
   if (in_flight_pulled_.has_value()) {
     std::swap(weights_, spare_weights_);
     weights_versions_ = in_flight_pulled_->versions;
+    progress_.Answered(*in_flight_pulled_);
     progress_.Pulled(*in_flight_pulled_);
   }
   return absl::OkStatus();

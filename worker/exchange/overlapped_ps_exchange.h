@@ -37,6 +37,7 @@ class OverlappedPsExchange : public Exchange {
   const HostVariables& weights() const override { return *weights_; }
   int64_t global_step() const override { return progress_.global_step(); }
   double mean_staleness() const override { return progress_.mean_staleness(); }
+  absl::Duration parked_time() const override { return progress_.parked_time(); }
 
  private:
   // Waits for the exchange in flight (if any), takes the weights it pulled and counts the

@@ -30,6 +30,7 @@ absl::Status PsExchange::BeforeCompute(int64_t step) {
     pull.step = next_step_;
     pull.clock = step;
     pulled = session_->Pull(pull, weights_.mutable_view());
+    if (pulled.ok()) progress_.Answered(*pulled);
   }
   if (!pulled.ok()) return pulled.status();
   step_tag_ = pulled->step;
@@ -57,6 +58,7 @@ absl::Status PsExchange::AfterCompute(int64_t step, const HostVariables& gradien
       absl::StatusOr<WorkerSession::PushPullResult> both =
           session_->PushPull(push, to_push->const_view(), next, weights_.mutable_view());
       if (!both.ok()) return both.status();
+      progress_.Answered(both->pulled);
       pushed = std::move(both->pushed);
       prefetched_ = std::move(both->pulled);
     } else {

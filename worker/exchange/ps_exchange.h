@@ -41,6 +41,7 @@ class PsExchange : public Exchange {
   int64_t job_step() const override { return options_.counts_steps ? step_tag_ : -1; }
   int64_t global_step() const override { return progress_.global_step(); }
   double mean_staleness() const override { return progress_.mean_staleness(); }
+  absl::Duration parked_time() const override { return progress_.parked_time(); }
 
  private:
   const std::unique_ptr<WorkerSession> session_;

@@ -1,5 +1,5 @@
-// What a ps exchange reports of the job's progress: the global step its pulls saw and the
-// staleness of its pushes, as the shards answered them.
+// What a ps exchange reports of the job's progress: the global step its pulls saw, the
+// staleness of its pushes and how long its pulls waited at the shards, as the shards answered.
 #ifndef PS_WORKER_EXCHANGE_PS_PROGRESS_H_
 #define PS_WORKER_EXCHANGE_PS_PROGRESS_H_
 
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "common/worker_session.h"
 #include "proto/ps_service.pb.h"
 
@@ -22,6 +23,9 @@ class PsProgress {
     global_step_ = counts_steps_ ? pulled.step
                                  : *std::min_element(pulled.versions.begin(), pulled.versions.end());
   }
+  // A pull's answer came: it had waited at the shards for `pulled.parked`. Called when the call
+  // returns, which may be a step before Pulled takes its values (a PushPull's).
+  void Answered(const WorkerSession::PullResult& pulled) { parked_time_ += pulled.parked; }
   void Pushed(const std::vector<PushResponse>& responses) {
     for (const PushResponse& response : responses) {
       staleness_sum_ += response.staleness();
@@ -30,6 +34,7 @@ class PsProgress {
   }
 
   int64_t global_step() const { return global_step_; }
+  absl::Duration parked_time() const { return parked_time_; }
   double mean_staleness() const {
     return staleness_count_ > 0 ? staleness_sum_ / staleness_count_ : 0;
   }
@@ -39,6 +44,7 @@ class PsProgress {
   int64_t global_step_ = 0;
   double staleness_sum_ = 0;
   int64_t staleness_count_ = 0;
+  absl::Duration parked_time_;
 };
 
 }  // namespace ps
