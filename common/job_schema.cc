@@ -1,6 +1,7 @@
 #include "common/job_schema.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -93,7 +94,34 @@ absl::Status ValidateData(const DataSpec& data) {
   if (data.test_fraction() < 0 || data.test_fraction() >= 1) {
     return FieldError("data.test_fraction", "must be in [0, 1)");
   }
+  if (data.validation_fraction() < 0 || data.validation_fraction() >= 1) {
+    return FieldError("data.validation_fraction", "must be in [0, 1)");
+  }
+  if (!data.test_data().empty()) {
+    if (data.source_case() == DataSpec::kSynthetic) {
+      return FieldError("data.test_data", "needs a file source (mnist_images, libsvm or csv); "
+                                          "synthetic data is split by test_fraction");
+    }
+    if (data.test_fraction() > 0) {
+      return FieldError("data.test_fraction",
+                        "must be unset or 0 with data.test_data: the test set is that file");
+    }
+    if (data.source_case() == DataSpec::kMnistImages && data.test_labels().empty()) {
+      return FieldError("data.test_labels", "is empty: MNIST test_data needs its labels file");
+    }
+  }
+  if (!data.test_labels().empty() &&
+      (data.test_data().empty() || data.source_case() != DataSpec::kMnistImages)) {
+    return FieldError("data.test_labels", "is only for MNIST, beside data.test_data");
+  }
   return absl::OkStatus();
+}
+
+// Whether the job has examples to evaluate on: a validation split or a test set.
+bool HasEvaluationData(const DataSpec& data) {
+  const bool test = !data.test_data().empty() || !data.has_test_fraction() ||
+                    data.test_fraction() > 0;
+  return test || data.validation_fraction() > 0;
 }
 
 // Batch size, when to stop and when to evaluate.
@@ -111,8 +139,18 @@ absl::Status ValidateStopRules(const JobSpec& spec) {
     return FieldError("steps", "is 0 and so are epochs, target_loss and time_limit_s: "
                                "give the job a stop condition");
   }
-  if (spec.target_loss() > 0 && spec.eval_interval() < 1) {
-    return FieldError("eval_interval", "must be >= 1 when target_loss is set");
+  if (spec.early_stopping_evals() < 0) return FieldError("early_stopping_evals", "must be >= 0");
+  for (const auto& [field, set] : {std::pair<const char*, bool>{"target_loss",
+                                                                spec.target_loss() > 0},
+                                   {"early_stopping_evals", spec.early_stopping_evals() > 0}}) {
+    if (!set) continue;
+    if (spec.eval_interval() < 1) {
+      return FieldError("eval_interval", absl::StrCat("must be >= 1 when ", field, " is set"));
+    }
+    if (!HasEvaluationData(spec.data())) {
+      return FieldError(field, "needs examples to evaluate on, and data.test_fraction is 0: set "
+                               "data.validation_fraction (or a test set)");
+    }
   }
   if (spec.eval_interval() < 0) return FieldError("eval_interval", "must be >= 0");
   return absl::OkStatus();

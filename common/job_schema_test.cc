@@ -69,6 +69,39 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
        "optimizer.momentum"},
       {[](JobSpec* s) { s->set_target_loss(0.1f); }, "eval_interval"},
       {[](JobSpec* s) {
+         s->set_target_loss(0.1f);
+         s->set_eval_interval(5);
+         s->mutable_data()->set_test_fraction(0);
+       },
+       "target_loss needs examples to evaluate on"},
+      {[](JobSpec* s) {
+         s->set_early_stopping_evals(3);
+         s->set_eval_interval(5);
+         s->mutable_data()->set_test_fraction(0);
+       },
+       "set data.validation_fraction"},
+      {[](JobSpec* s) { s->set_early_stopping_evals(3); }, "eval_interval must be >= 1 when "
+                                                           "early_stopping_evals"},
+      {[](JobSpec* s) { s->set_early_stopping_evals(-1); }, "early_stopping_evals"},
+      {[](JobSpec* s) { s->mutable_data()->set_validation_fraction(1); },
+       "data.validation_fraction"},
+      {[](JobSpec* s) { s->mutable_data()->set_test_data("/data/test.csv"); },
+       "data.test_data needs a file source"},
+      {[](JobSpec* s) {
+         s->mutable_data()->set_csv("/data/train.csv");
+         s->mutable_data()->set_test_data("/data/test.csv");
+         s->mutable_data()->set_test_fraction(0.2f);
+       },
+       "data.test_fraction must be unset or 0 with data.test_data"},
+      {[](JobSpec* s) {
+         s->mutable_data()->set_mnist_images("/data/train-images.idx");
+         s->mutable_data()->set_mnist_labels("/data/train-labels.idx");
+         s->mutable_data()->set_test_data("/data/t10k-images.idx");
+       },
+       "data.test_labels is empty"},
+      {[](JobSpec* s) { s->mutable_data()->set_test_labels("/data/t10k-labels.idx"); },
+       "data.test_labels is only for MNIST"},
+      {[](JobSpec* s) {
          s->mutable_consistency()->set_mode(ConsistencyConfig::SSP);
          s->mutable_downpour()->set_overlap_communication(true);
        },

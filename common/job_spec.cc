@@ -53,7 +53,7 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
 std::vector<std::string> DataFiles(const DataSpec& data) {
   std::vector<std::string> files;
   for (const std::string& file : {data.mnist_images(), data.mnist_labels(), data.libsvm(),
-                                  data.csv()}) {
+                                  data.csv(), data.test_data(), data.test_labels()}) {
     if (!file.empty()) files.push_back(file);
   }
   return files;

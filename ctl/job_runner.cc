@@ -105,6 +105,15 @@ absl::StatusOr<StartJobResponse> StartOnWorker(const ClusterClient& client, int 
 
 namespace {
 
+// Whether any worker has run a step: before that (loading data, or failing to) a progress line
+// would only say "step 0".
+bool AnyStepRun(const std::vector<JobProgress>& last) {
+  for (const JobProgress& progress : last) {
+    if (progress.step() > 0) return true;
+  }
+  return false;
+}
+
 // Where a run starts: step 0, or a resumed job's checkpoint.
 struct RunStart {
   std::vector<int64_t> worker_steps;  // Per worker (WorkerResumeSteps).
@@ -359,7 +368,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     }
     if (!stopped) checkpoints.Poll(absl::Now());
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
-    if (absl::Now() - last_line >= every) {
+    if (absl::Now() - last_line >= every && AnyStepRun(follower.Last())) {
       last_line = absl::Now();
       std::string line = ProgressLine(spec, follower.Last());
       if (options.live_line) {
@@ -374,7 +383,9 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     *recover = RecoveryNeeded(client, spec.job_id(), last);
     if (recover->has_value()) return absl::OkStatus();
   }
-  out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
+  if (AnyStepRun(last)) {
+    out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
+  }
   bool all_done = true;  // Every worker but those lost.
   for (const JobProgress& progress : last) {
     all_done = all_done &&

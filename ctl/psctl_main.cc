@@ -45,6 +45,7 @@
 #include "ctl/checkpoint_export.h"
 #include "ctl/cluster_probe.h"
 #include "ctl/cluster_status.h"
+#include "ctl/exit_code.h"
 #include "ctl/experiment.h"
 #include "ctl/job_runner.h"
 #include "ctl/local_cluster.h"
@@ -117,12 +118,7 @@ std::atomic<bool> interrupted{false};
 
 int Fail(const absl::Status& status) {
   std::cerr << "psctl: " << status.message() << "\n";
-  if (absl::IsCancelled(status)) return 130;
-  if (absl::IsInvalidArgument(status) || absl::IsNotFound(status) ||
-      absl::IsFailedPrecondition(status) || absl::IsAlreadyExists(status)) {
-    return 2;
-  }
-  return 1;
+  return ExitCode(status);
 }
 
 absl::StatusOr<ClusterSpec> Cluster() {

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
+#include <vector>
 
 #include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/npy.h"
@@ -175,6 +177,11 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
     if (progress.state() != JobProgress::DONE && state != "FAILED") {
       state = JobProgress::State_Name(progress.state());
     }
+    if (progress.state() == JobProgress::FAILED && !summary.contains("error")) {
+      summary["error"] = absl::StrCat("worker:", progress.worker(), ": ", progress.error());
+      summary["error_code"] = absl::StatusCodeToString(
+          static_cast<absl::StatusCode>(progress.error_code()));
+    }
     steps = std::max(steps, progress.step());
     examples_per_second += progress.examples_per_second();
   }
@@ -184,6 +191,24 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   summary["wall_time_s"] = absl::ToDoubleSeconds(wall_time);
   summary["examples_per_second"] = examples_per_second;
   if (!last.empty()) {
+    if (!last[0].note().empty()) summary["note"] = last[0].note();
+    if (last[0].has_data()) {
+      const DataSummary& data = last[0].data();
+      summary["data"] = {{"train_examples", data.train_examples()},
+                         {"validation_examples", data.validation_examples()},
+                         {"test_examples", data.test_examples()},
+                         {"scaling", data.scaling()}};
+      if (data.scaling() == "min_max") {
+        summary["data"]["feature_min"] = std::vector<float>(data.feature_min().begin(),
+                                                            data.feature_min().end());
+        summary["data"]["feature_max"] = std::vector<float>(data.feature_max().begin(),
+                                                            data.feature_max().end());
+      }
+    }
+    if (last[0].has_validation()) {
+      summary["final_validation_loss"] = last[0].validation().loss();
+      summary["final_validation_accuracy"] = last[0].validation().accuracy();
+    }
     summary["final_train_loss"] = last[0].loss();
     if (last[0].has_eval()) {
       summary["final_eval_loss"] = last[0].eval().loss();

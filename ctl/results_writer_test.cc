@@ -111,12 +111,43 @@ TEST(ResultsWriterTest, SummaryOfAFailedJobSaysFailed) {
   absl::StatusOr<std::unique_ptr<ResultsWriter>> writer = ResultsWriter::Create(dir, false);
   ASSERT_TRUE(writer.ok()) << writer.status();
   JobProgress failed, stopped;
+  failed.set_worker(1);
   failed.set_state(JobProgress::FAILED);
+  failed.set_error_code(static_cast<int>(absl::StatusCode::kDataLoss));
+  failed.set_error("/data/t.idx is truncated at byte 16");
   stopped.set_state(JobProgress::STOPPED);
   ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {failed, stopped}, {}, absl::Seconds(1)).ok());
-  EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
+  nlohmann::json summary = nlohmann::json::parse(Read(dir + "/summary.json"));
+  EXPECT_EQ(summary["state"], "FAILED");
+  // The reason is in the summary, not only on psctl's stderr.
+  EXPECT_EQ(summary["error"], "worker:1: /data/t.idx is truncated at byte 16");
+  EXPECT_EQ(summary["error_code"], "DATA_LOSS");
   ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {stopped, failed}, {}, absl::Seconds(1)).ok());
   EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
+}
+
+// What the chief trained and evaluated on, and the scaling to apply to new data.
+TEST(ResultsWriterTest, SummaryRecordsTheDataSplitsAndScaling) {
+  std::string dir = Dir("data");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer = ResultsWriter::Create(dir, false);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  JobProgress chief;
+  chief.set_state(JobProgress::DONE);
+  chief.set_note("stopped early at step 15");
+  DataSummary* data = chief.mutable_data();
+  data->set_train_examples(270);
+  data->set_validation_examples(90);
+  data->set_test_examples(40);
+  data->set_scaling("min_max");
+  data->add_feature_min(-1.5f);
+  data->add_feature_max(2);
+  ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {chief}, {}, absl::Seconds(1)).ok());
+  nlohmann::json summary = nlohmann::json::parse(Read(dir + "/summary.json"));
+  EXPECT_EQ(summary["note"], "stopped early at step 15");
+  EXPECT_EQ(summary["data"], nlohmann::json::parse(R"({"train_examples": 270,
+      "validation_examples": 90, "test_examples": 40, "scaling": "min_max",
+      "feature_min": [-1.5], "feature_max": [2.0]})"));
+  EXPECT_FALSE(summary.contains("error"));
 }
 
 // A worker the job went on without (its mode allows it) is listed, and does not fail the job.

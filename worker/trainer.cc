@@ -10,6 +10,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/job_spec.h"
 #include "worker/data/dataset.h"
@@ -44,6 +45,27 @@ absl::StatusOr<EvalResult> Evaluate(Model* model, const Dataset& data, int batch
     result.set_accuracy(correct / data.num_examples);
   }
   return result;
+}
+
+DataSummary Summarize(const DataSplits& data) {
+  DataSummary summary;
+  summary.set_train_examples(data.train.num_examples);
+  summary.set_validation_examples(data.validation.num_examples);
+  summary.set_test_examples(data.test.num_examples);
+  switch (data.scaling.kind) {
+    case FeatureScaling::Kind::kNone:
+      summary.set_scaling("none");
+      break;
+    case FeatureScaling::Kind::kDivideBy255:
+      summary.set_scaling("divide_by_255");
+      break;
+    case FeatureScaling::Kind::kMinMax:
+      summary.set_scaling("min_max");
+      summary.mutable_feature_min()->Assign(data.scaling.low.begin(), data.scaling.low.end());
+      summary.mutable_feature_max()->Assign(data.scaling.high.begin(), data.scaling.high.end());
+      break;
+  }
+  return summary;
 }
 
 // Extra delay of a straggling step that took `compute` to compute.
@@ -84,7 +106,7 @@ int64_t StepLimit(const JobSpec& spec, int64_t train_examples, int num_workers) 
 // What the loop runs on, made before it starts: the data, the model, the job on the ps and the
 // exchange of its mode.
 struct PreparedJob {
-  TrainTestSplit split;
+  DataSplits data;
   std::unique_ptr<Model> model;
   int64_t step_limit = 0;
   std::unique_ptr<Exchange> exchange;
@@ -92,12 +114,12 @@ struct PreparedJob {
 
 absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& context) {
   const JobSpec& spec = context.spec;
-  absl::StatusOr<Dataset> data = LoadDataset(spec.data(), spec.seed());
+  absl::StatusOr<DataSplits> data = LoadSplits(spec.data(), spec.seed());
   if (!data.ok()) return data.status();
   auto job = std::make_unique<PreparedJob>();
-  double test_fraction = spec.data().test_fraction() > 0 ? spec.data().test_fraction() : 0.1;
-  job->split = SplitTrainTest(*std::move(data), test_fraction);
-  const Dataset& train = job->split.train;
+  job->data = *std::move(data);
+  const Dataset& train = job->data.train;
+  if (context.data_summary != nullptr) *context.data_summary = Summarize(job->data);
   if (train.num_examples < context.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("the training data has ", train.num_examples,
                                                    " examples, fewer than the ",
@@ -105,7 +127,8 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
   }
   // No batch is larger than the data (nor the model's buffers for one).
   const int max_batch_size = static_cast<int>(std::min<int64_t>(
-      spec.batch_size(), std::max(train.num_examples, job->split.test.num_examples)));
+      spec.batch_size(), std::max({train.num_examples, job->data.validation.num_examples,
+                                   job->data.test.num_examples})));
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
       spec.model(), train.feature_dim, train.num_classes, max_batch_size, context.backend);
   if (!model.ok()) return model.status();
@@ -159,7 +182,7 @@ class TrainingLoop {
         job_(*job),
         exchange_(*job->exchange),
         start_(start),
-        reader_(&job->split.train, context.worker, context.num_workers, spec_.seed(),
+        reader_(&job->data.train, context.worker, context.num_workers, spec_.seed(),
                 !spec_.data().no_shuffle()),
         gradients_(job->model->variables()),
         straggler_random_(spec_.seed() * 1000003 + context.worker) {
@@ -174,9 +197,11 @@ class TrainingLoop {
   // Computes step's gradient on the exchange's weights into gradients_, then waits out the
   // straggler delay.
   absl::StatusOr<BatchMetrics> Compute();
-  // The current weights on the test split (the training split when there is none).
+  // The current weights on the test set (into progress_.eval) and the validation set (into
+  // progress_.validation), each where the job has one.
   absl::Status Evaluate(int64_t at_step);
-  // Evaluates after step `step` where the spec asks for it; sets target_reached_.
+  // Evaluates after step `step` where the spec asks for it; applies the stop rules
+  // (target_loss, early_stopping_evals) to the validation loss, else the test loss.
   absl::Status MaybeEvaluate(int64_t step);
   void Report(int64_t step, double loss);
 
@@ -195,13 +220,18 @@ class TrainingLoop {
   // Step time by phase: computing; BeforeCompute (pulls) and AfterCompute (pushes, and a
   // PushPull's pull) less their waits at the shards; and those waits.
   absl::Duration compute_time_, pull_time_, push_time_, wait_time_;
-  bool target_reached_ = false;
+  bool stopped_early_ = false;  // A stop rule ended the job; progress_.note says which.
+  // Early stopping: the best loss the stop rules saw, its step, and the evaluations since.
+  int64_t evaluations_ = 0;
+  double best_loss_ = 0;
+  int64_t best_step_ = 0;
+  int evaluations_since_best_ = 0;
 };
 
 absl::Status TrainingLoop::Run() {
   // Throughput and elapsed time count from here: after loading data and creating the job.
   loop_start_ = absl::Now();
-  for (int64_t step = context_.first_step; step < job_.step_limit && !target_reached_; ++step) {
+  for (int64_t step = context_.first_step; step < job_.step_limit && !stopped_early_; ++step) {
     if (context_.stop->load()) return absl::CancelledError("stopped by request");
     if (spec_.time_limit_s() > 0 && absl::Now() - start_ > absl::Seconds(spec_.time_limit_s())) {
       break;
@@ -237,7 +267,7 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {
   const absl::Time begin = absl::Now();
   Batch batch;
   batch.size = reader_.NextBatch(spec_.batch_size(), &batch_features_, &batch_labels_);
-  batch.feature_dim = job_.split.train.feature_dim;
+  batch.feature_dim = job_.data.train.feature_dim;
   batch.features = batch_features_.data();
   batch.labels = batch_labels_.data();
   absl::StatusOr<BatchMetrics> metrics = job_.model->ComputeGradients(
@@ -251,25 +281,49 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {
 }
 
 absl::Status TrainingLoop::Evaluate(int64_t at_step) {
-  const TrainTestSplit& split = job_.split;
-  absl::StatusOr<EvalResult> eval =
-      ps::Evaluate(job_.model.get(), split.test.num_examples > 0 ? split.test : split.train,
-                   spec_.batch_size(), exchange_.weights().const_view());
-  if (!eval.ok()) return eval.status();
-  eval->set_step(at_step);
-  *progress_.mutable_eval() = *eval;
+  for (const bool validation : {false, true}) {
+    const Dataset& data = validation ? job_.data.validation : job_.data.test;
+    if (data.num_examples == 0) continue;
+    absl::StatusOr<EvalResult> eval = ps::Evaluate(job_.model.get(), data, spec_.batch_size(),
+                                                   exchange_.weights().const_view());
+    if (!eval.ok()) return eval.status();
+    eval->set_step(at_step);
+    *(validation ? progress_.mutable_validation() : progress_.mutable_eval()) = *eval;
+  }
   return absl::OkStatus();
 }
 
 absl::Status TrainingLoop::MaybeEvaluate(int64_t step) {
-  // Everyone when a target loss may stop the job, else the chief only.
+  // Everyone when a stop rule may end the job, else the chief only.
+  const bool stop_rules = spec_.target_loss() > 0 || spec_.early_stopping_evals() > 0;
   const bool last = step + 1 == job_.step_limit;
   const bool interval = spec_.eval_interval() > 0 && (step + 1) % spec_.eval_interval() == 0;
-  if ((interval && (context_.worker == 0 || spec_.target_loss() > 0)) ||
-      (last && context_.worker == 0)) {
-    absl::Status evaluated = Evaluate(step + 1);
-    if (!evaluated.ok()) return evaluated;
-    target_reached_ = spec_.target_loss() > 0 && progress_.eval().loss() < spec_.target_loss();
+  if (!(interval && (context_.worker == 0 || stop_rules)) && !(last && context_.worker == 0)) {
+    return absl::OkStatus();
+  }
+  absl::Status evaluated = Evaluate(step + 1);
+  if (!evaluated.ok() || !interval || !stop_rules) return evaluated;
+  const bool validation = job_.data.validation.num_examples > 0;
+  const double loss = validation ? progress_.validation().loss() : progress_.eval().loss();
+  const char* judged = validation ? "validation" : "test";
+  if (spec_.target_loss() > 0 && loss < spec_.target_loss()) {
+    stopped_early_ = true;
+    progress_.set_note(absl::StrFormat("stopped at step %d: the %s loss %.6g is below target_loss",
+                                       step + 1, judged, loss));
+  }
+  if (spec_.early_stopping_evals() > 0) {
+    if (evaluations_ == 0 || loss < best_loss_) {
+      best_loss_ = loss;
+      best_step_ = step + 1;
+      evaluations_since_best_ = 0;
+    } else if (++evaluations_since_best_ >= spec_.early_stopping_evals() && !stopped_early_) {
+      stopped_early_ = true;
+      progress_.set_note(absl::StrFormat(
+          "stopped early at step %d: the %s loss has not fallen below its best, %.6g at step %d, "
+          "in %d evaluations (early_stopping_evals)",
+          step + 1, judged, best_loss_, best_step_, evaluations_since_best_));
+    }
+    ++evaluations_;
   }
   return absl::OkStatus();
 }

@@ -36,6 +36,9 @@ struct TrainerContext {
   const std::atomic<bool>* stop = nullptr;  // Set to ask the loop to stop.
   // Called on the training thread after each step and evaluation; must not block for long.
   std::function<void(const JobProgress&)> report;
+  // Filled once the data is loaded, when given: what the job trains and evaluates on (for the
+  // report that ends the job).
+  DataSummary* data_summary = nullptr;
 };
 
 // Runs the job: OK when it reached its stop condition, CANCELLED when asked to stop, else the

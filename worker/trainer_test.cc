@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -307,6 +308,87 @@ TEST_F(TrainerTest, TargetLossStopsEveryWorkerAtTheSameEarlyStep) {
   EXPECT_EQ(runs[0].last().step(), runs[1].last().step());
   std::vector<JobStats> stats = Stats("target");
   for (const JobStats& shard : stats) EXPECT_EQ(shard.step(), runs[0].last().step());
+}
+
+TEST_F(TrainerTest, TestFractionZeroEvaluatesNothing) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("no_test", ConsistencyConfig::SYNC);
+  spec.mutable_data()->set_test_fraction(0);
+  spec.set_eval_interval(10);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 30);
+  for (const WorkerRun& run : runs) {
+    for (const JobProgress& progress : run.reports) {
+      EXPECT_FALSE(progress.has_eval());
+      EXPECT_FALSE(progress.has_validation());
+    }
+  }
+  // All 400 examples train: 2 workers x 30 steps x 16 = 960 = 2.4 epochs of 400 (of 360, 2.67).
+  EXPECT_EQ(runs[0].last().epoch(), 2);
+}
+
+// A test file of its own: the chief evaluates on exactly its rows, and the whole source trains.
+TEST_F(TrainerTest, ATestFileIsEvaluatedWhole) {
+  StartServers(1);
+  const std::string dir = ::testing::TempDir();
+  std::ofstream train(dir + "/train.csv"), test(dir + "/test.csv");
+  for (int i = 0; i < 64; ++i) train << i % 2 << "," << (i % 2 ? 1.0 : -1.0) + 0.01 * i << "\n";
+  for (int i = 0; i < 7; ++i) test << (i < 3) << "," << (i < 3 ? 1.5 : -1.5) << "\n";
+  train.close();
+  test.close();
+  JobSpec spec = SoftmaxJob("test_file", ConsistencyConfig::SYNC);
+  spec.mutable_data()->set_csv(dir + "/train.csv");
+  spec.mutable_data()->set_test_data(dir + "/test.csv");
+  spec.set_steps(20);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 20);
+  EXPECT_EQ(runs[0].last().eval().examples(), 7);
+  EXPECT_EQ(runs[0].last().eval().accuracy(), 1.0) << runs[0].last().eval().DebugString();
+}
+
+// With a validation split, the stop rules look at it, not at the test set, and say so.
+TEST_F(TrainerTest, TheValidationSplitDecidesTargetLoss) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("validated", ConsistencyConfig::SYNC);
+  spec.mutable_data()->set_validation_fraction(0.25f);  // 90 of the 360 training examples.
+  spec.set_steps(500);
+  spec.set_eval_interval(5);
+  spec.set_target_loss(0.2f);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  for (const WorkerRun& run : runs) {
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    const JobProgress& last = run.last();
+    EXPECT_LT(last.step(), 500);
+    EXPECT_EQ(last.validation().examples(), 90);
+    EXPECT_EQ(last.validation().step(), last.step());
+    EXPECT_LT(last.validation().loss(), 0.2);
+    EXPECT_THAT(last.note(), HasSubstr("validation loss"));
+  }
+  EXPECT_EQ(runs[0].last().eval().examples(), 40);  // The test set is still reported.
+}
+
+// Early stopping: with a learning rate too small to change any weight's float, the loss never
+// falls below its first value, so the job ends early_stopping_evals evaluations after the first.
+TEST_F(TrainerTest, EarlyStoppingEndsAJobWhoseLossStopsFalling) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("plateau", ConsistencyConfig::SYNC);
+  spec.mutable_learning_rate()->set_base(1e-30f);
+  spec.set_steps(500);
+  spec.set_eval_interval(5);
+  spec.set_early_stopping_evals(2);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  for (const WorkerRun& run : runs) {
+    ASSERT_TRUE(run.status.ok()) << run.status;
+    EXPECT_EQ(run.last().step(), 15);
+    EXPECT_THAT(run.last().note(), HasSubstr("stopped early at step 15"));
+  }
+  // A job that learns is not stopped.
+  spec.set_job_id("learning");
+  spec.mutable_learning_rate()->set_base(0.2f);
+  spec.set_steps(30);
+  runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 30);
+  EXPECT_EQ(runs[0].last().note(), "");
 }
 
 TEST_F(TrainerTest, TimeLimitEndsTheJob) {

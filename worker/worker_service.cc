@@ -220,12 +220,15 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   context.backend = backend->get();
   context.stop = &job->stop;
   JobProgress last;
+  DataSummary data;
+  context.data_summary = &data;
   context.report = [&](const JobProgress& progress) {
     last = progress;
     job->progress->Publish(progress);
   };
   absl::Status status = RunTrainer(context);
   last.set_job_id(spec.job_id());
+  *last.mutable_data() = data;
   last.set_worker(options_.worker_index);
   if (status.ok()) {
     last.set_state(JobProgress::DONE);

@@ -17,23 +17,39 @@ namespace {
 // The job seed's stream for shuffles; the index is the epoch.
 constexpr uint64_t kShuffleStream = 3;
 
-// Scales each feature to [0, 1] by its minimum and maximum over the whole set; a constant
-// feature becomes 0.
-void MinMaxNormalize(Dataset& data) {
+// The per-feature minimum and maximum of `data`.
+FeatureScaling MinMaxOf(const Dataset& data) {
   const size_t dim = static_cast<size_t>(data.feature_dim);
-  std::vector<float> low(dim, std::numeric_limits<float>::infinity());
-  std::vector<float> high(dim, -std::numeric_limits<float>::infinity());
+  FeatureScaling scaling;
+  scaling.kind = FeatureScaling::Kind::kMinMax;
+  scaling.low.assign(dim, std::numeric_limits<float>::infinity());
+  scaling.high.assign(dim, -std::numeric_limits<float>::infinity());
   for (size_t row = 0; row < data.features.size(); row += dim) {
     for (size_t j = 0; j < dim; ++j) {
-      low[j] = std::min(low[j], data.features[row + j]);
-      high[j] = std::max(high[j], data.features[row + j]);
+      scaling.low[j] = std::min(scaling.low[j], data.features[row + j]);
+      scaling.high[j] = std::max(scaling.high[j], data.features[row + j]);
     }
   }
-  for (size_t row = 0; row < data.features.size(); row += dim) {
-    for (size_t j = 0; j < dim; ++j) {
-      const float range = high[j] - low[j];
-      float& x = data.features[row + j];
-      x = range > 0 ? (x - low[j]) / range : 0.0f;
+  return scaling;
+}
+
+void Scale(const FeatureScaling& scaling, Dataset& data) {
+  switch (scaling.kind) {
+    case FeatureScaling::Kind::kNone:
+      return;
+    case FeatureScaling::Kind::kDivideBy255:
+      for (float& pixel : data.features) pixel /= 255.0f;
+      return;
+    case FeatureScaling::Kind::kMinMax: {
+      const size_t dim = scaling.low.size();
+      for (size_t row = 0; row < data.features.size(); row += dim) {
+        for (size_t j = 0; j < dim; ++j) {
+          const float range = scaling.high[j] - scaling.low[j];
+          float& x = data.features[row + j];
+          x = range > 0 ? (x - scaling.low[j]) / range : 0.0f;
+        }
+      }
+      return;
     }
   }
 }
@@ -72,6 +88,26 @@ absl::StatusOr<Dataset> LoadSource(const DataSpec& spec, uint64_t seed) {
       "data has no source: set one of data.synthetic, data.mnist_images, data.libsvm, data.csv");
 }
 
+// DataSpec.test_data, read as the source's format.
+absl::StatusOr<Dataset> LoadTestData(const DataSpec& spec) {
+  switch (spec.source_case()) {
+    case DataSpec::kMnistImages:
+      if (spec.test_labels().empty()) {
+        return absl::InvalidArgumentError(
+            "data.test_labels is empty; MNIST test_data needs the matching labels file");
+      }
+      return ReadMnist(spec.test_data(), spec.test_labels());
+    case DataSpec::kLibsvm:
+      return ReadLibsvm(spec.test_data(), spec.feature_dim());
+    case DataSpec::kCsv:
+      return ReadCsv(spec.test_data(), spec.label_column(), spec.csv_header());
+    default:
+      return absl::InvalidArgumentError(
+          "data.test_data needs a file source (mnist_images, libsvm or csv); synthetic data is "
+          "split by test_fraction");
+  }
+}
+
 // Examples [begin, end) of `data`.
 Dataset Slice(const Dataset& data, int64_t begin, int64_t end) {
   Dataset slice;
@@ -87,14 +123,54 @@ Dataset Slice(const Dataset& data, int64_t begin, int64_t end) {
 }  // namespace
 
 absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, uint64_t seed) {
-  absl::StatusOr<Dataset> data = LoadSource(spec, seed);
-  if (!data.ok() || !spec.normalize()) return data;
-  if (spec.source_case() == DataSpec::kMnistImages) {
-    for (float& pixel : data->features) pixel /= 255.0f;
+  return LoadSource(spec, seed);
+}
+
+absl::StatusOr<DataSplits> LoadSplits(const DataSpec& spec, uint64_t seed) {
+  absl::StatusOr<Dataset> source = LoadSource(spec, seed);
+  if (!source.ok()) return source.status();
+  DataSplits splits;
+  if (spec.test_data().empty()) {
+    TrainTestSplit split =
+        SplitTrainTest(*std::move(source), spec.has_test_fraction() ? spec.test_fraction() : 0.1);
+    splits.train = std::move(split.train);
+    splits.test = std::move(split.test);
   } else {
-    MinMaxNormalize(*data);
+    absl::StatusOr<Dataset> test = LoadTestData(spec);
+    if (!test.ok()) return test.status();
+    if (test->feature_dim != source->feature_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data.test_data \"", spec.test_data(), "\" has ", test->feature_dim,
+          " features but the training data has ", source->feature_dim,
+          "; give a test file with the same columns"));
+    }
+    if ((test->num_classes == 0) != (source->num_classes == 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data.test_data \"", spec.test_data(), "\" has ",
+          test->num_classes == 0 ? "regression targets" : "class labels",
+          " but the training data has ",
+          source->num_classes == 0 ? "regression targets" : "class labels",
+          "; give a test file of the same task"));
+    }
+    const int classes = std::max(test->num_classes, source->num_classes);
+    splits.train = *std::move(source);
+    splits.test = *std::move(test);
+    splits.train.num_classes = splits.test.num_classes = classes;
   }
-  return data;
+  TrainTestSplit validation = SplitTrainTest(std::move(splits.train), spec.validation_fraction());
+  splits.train = std::move(validation.train);
+  splits.validation = std::move(validation.test);
+  if (spec.normalize()) {
+    if (spec.source_case() == DataSpec::kMnistImages) {
+      splits.scaling.kind = FeatureScaling::Kind::kDivideBy255;
+    } else {
+      splits.scaling = MinMaxOf(splits.train);
+    }
+    for (Dataset* data : {&splits.train, &splits.validation, &splits.test}) {
+      Scale(splits.scaling, *data);
+    }
+  }
+  return splits;
 }
 
 TrainTestSplit SplitTrainTest(Dataset data, double test_fraction) {

@@ -29,12 +29,36 @@ struct Dataset {
   std::vector<float> labels;    // Class ids (as floats) or regression targets.
 };
 
-// Loads or generates the data `spec` names; synthetic sets depend only on (spec, seed).
-// Errors name the file and the line (text formats) or byte offset (IDX): NOT_FOUND for a
-// missing file, INVALID_ARGUMENT (DATA_LOSS for a short or corrupt file) otherwise.
-// With spec.normalize, MNIST's pixels are divided by 255 and other features scaled to [0, 1]
-// by their minimum and maximum over the whole set (test examples included).
+// Loads or generates the source `spec` names (not its test_data), unscaled; synthetic sets
+// depend only on (spec, seed). Errors name the file and the line (text formats) or byte offset
+// (IDX): NOT_FOUND for a missing file, INVALID_ARGUMENT (DATA_LOSS for a short or corrupt file)
+// otherwise.
 absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, uint64_t seed);
+
+// How features were scaled (DataSpec.normalize): x' = (x - offset[j]) * scale[j] for feature j,
+// with the training examples' statistics only.
+struct FeatureScaling {
+  enum class Kind { kNone, kDivideBy255, kMinMax };
+  Kind kind = Kind::kNone;
+  // kMinMax: per feature, the training examples' minimum and maximum (a constant feature's
+  // scaled values are 0).
+  std::vector<float> low, high;
+};
+
+// What a job trains, stops and reports on.
+struct DataSplits {
+  Dataset train;
+  Dataset validation;  // Empty without DataSpec.validation_fraction.
+  Dataset test;        // Empty with test_fraction 0 and no test_data.
+  FeatureScaling scaling;
+};
+
+// The source, and test_data when given, split as DataSpec says: the test set is test_data, else
+// the source's last test_fraction (0.1 when unset); the validation set the last
+// validation_fraction of the rest; training the remainder. Then scaled by the training set's
+// statistics (normalize). A test_data file whose features or format do not match the source is
+// INVALID_ARGUMENT naming both; num_classes is the larger of the two files'.
+absl::StatusOr<DataSplits> LoadSplits(const DataSpec& spec, uint64_t seed);
 
 // Individual sources (LoadDataset dispatches to these). Files may be gzip-compressed (found by
 // gzip's magic bytes). MNIST's num_classes is the largest label + 1. LIBSVM and CSV labels: all
@@ -53,7 +77,8 @@ struct TrainTestSplit {
   Dataset test;
 };
 // The last round(test_fraction * n) examples (at least 1 when test_fraction > 0 and n > 1,
-// at most n - 1) form the test set. REQUIRES: 0 <= test_fraction < 1.
+// at most n - 1) form the test set (LoadSplits also splits validation examples off this way).
+// REQUIRES: 0 <= test_fraction < 1.
 TrainTestSplit SplitTrainTest(Dataset data, double test_fraction);
 
 // Worker `worker` of `num_workers` reading its shard of `data` batch by batch, epoch after

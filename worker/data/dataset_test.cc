@@ -195,34 +195,91 @@ TEST(LoadDatasetTest, GeneratesSyntheticData) {
   EXPECT_EQ(loaded->num_classes, 3);
 }
 
-TEST(LoadDatasetTest, NormalizeScalesEachFeatureToTheUnitInterval) {
+TEST(LoadSplitsTest, NormalizeScalesEachFeatureByTheTrainingExamplesAlone) {
   DataSpec spec;
   spec.mutable_synthetic()->set_kind(SyntheticData::LINEAR);
   spec.mutable_synthetic()->set_num_examples(200);
   spec.mutable_synthetic()->set_feature_dim(3);
+  spec.set_validation_fraction(0.25f);
   spec.set_normalize(true);
-  absl::StatusOr<Dataset> data = LoadDataset(spec, 5);
-  ASSERT_TRUE(data.ok()) << data.status();
+  absl::StatusOr<Dataset> raw = LoadDataset(spec, 5);
+  absl::StatusOr<DataSplits> splits = LoadSplits(spec, 5);
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  ASSERT_TRUE(splits.ok()) << splits.status();
+  EXPECT_EQ(splits->test.num_examples, 20);        // The default 0.1.
+  EXPECT_EQ(splits->validation.num_examples, 45);  // 0.25 of the other 180.
+  EXPECT_EQ(splits->train.num_examples, 135);
+  ASSERT_EQ(splits->scaling.kind, FeatureScaling::Kind::kMinMax);
   for (int j = 0; j < 3; ++j) {
-    float low = 1;
-    float high = 0;
-    for (int64_t i = 0; i < data->num_examples; ++i) {
-      low = std::min(low, data->features[i * 3 + j]);
-      high = std::max(high, data->features[i * 3 + j]);
+    // The statistics are the raw training rows' (the first 135), not the whole file's.
+    float low = raw->features[j], high = raw->features[j];
+    for (int64_t i = 0; i < 135; ++i) {
+      low = std::min(low, raw->features[i * 3 + j]);
+      high = std::max(high, raw->features[i * 3 + j]);
     }
-    EXPECT_EQ(low, 0) << "feature " << j;
-    EXPECT_EQ(high, 1) << "feature " << j;
+    EXPECT_EQ(splits->scaling.low[j], low) << "feature " << j;
+    EXPECT_EQ(splits->scaling.high[j], high) << "feature " << j;
+    float train_low = 1, train_high = 0;
+    for (int64_t i = 0; i < 135; ++i) {
+      train_low = std::min(train_low, splits->train.features[i * 3 + j]);
+      train_high = std::max(train_high, splits->train.features[i * 3 + j]);
+    }
+    EXPECT_EQ(train_low, 0) << "feature " << j;
+    EXPECT_EQ(train_high, 1) << "feature " << j;
+    // Held-out rows are scaled alike: the first test row's value from its raw one.
+    const float raw_test = raw->features[180 * 3 + j];
+    EXPECT_FLOAT_EQ(splits->test.features[j], (raw_test - low) / (high - low)) << "feature " << j;
   }
 }
 
-TEST(LoadDatasetTest, NormalizeMapsAConstantFeatureToZero) {
+TEST(LoadSplitsTest, NormalizeMapsAConstantFeatureToZero) {
   DataSpec spec;
   spec.set_csv(testing_files::WriteTestFile("constant_feature.csv", "1,5,2\n0,5,4\n1,5,3\n"));
+  spec.set_test_fraction(0);
   spec.set_normalize(true);
-  absl::StatusOr<Dataset> data = LoadDataset(spec, 0);
+  absl::StatusOr<DataSplits> data = LoadSplits(spec, 0);
   ASSERT_TRUE(data.ok()) << data.status();
-  EXPECT_EQ(data->features, (std::vector<float>{0, 0, 0, 1, 0, 0.5f}));
-  EXPECT_EQ(data->labels, (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(data->test.num_examples, 0);
+  EXPECT_EQ(data->train.features, (std::vector<float>{0, 0, 0, 1, 0, 0.5f}));
+  EXPECT_EQ(data->train.labels, (std::vector<float>{1, 0, 1}));
+}
+
+TEST(LoadSplitsTest, TestFractionZeroHoldsOutNothing) {
+  DataSpec spec;
+  spec.mutable_synthetic()->set_kind(SyntheticData::LINEAR);
+  spec.mutable_synthetic()->set_num_examples(50);
+  spec.mutable_synthetic()->set_feature_dim(2);
+  spec.set_test_fraction(0);
+  absl::StatusOr<DataSplits> splits = LoadSplits(spec, 1);
+  ASSERT_TRUE(splits.ok()) << splits.status();
+  EXPECT_EQ(splits->train.num_examples, 50);
+  EXPECT_EQ(splits->test.num_examples, 0);
+  EXPECT_EQ(splits->validation.num_examples, 0);
+  spec.clear_test_fraction();  // Unset: the default 0.1.
+  splits = LoadSplits(spec, 1);
+  ASSERT_TRUE(splits.ok()) << splits.status();
+  EXPECT_EQ(splits->test.num_examples, 5);
+}
+
+TEST(LoadSplitsTest, ATestFileIsTheWholeTestSetAndTheSourceAllTraining) {
+  DataSpec spec;
+  spec.set_csv(testing_files::WriteTestFile("train.csv", "0,1,2\n1,3,4\n0,5,6\n1,7,8\n"));
+  spec.set_test_data(testing_files::WriteTestFile("test.csv", "2,10,20\n0,30,40\n"));
+  spec.set_normalize(true);
+  absl::StatusOr<DataSplits> splits = LoadSplits(spec, 0);
+  ASSERT_TRUE(splits.ok()) << splits.status();
+  EXPECT_EQ(splits->train.num_examples, 4);
+  EXPECT_EQ(splits->test.num_examples, 2);
+  EXPECT_EQ(splits->test.labels, (std::vector<float>{2, 0}));
+  // Three classes in all, though training has two; test rows scaled by training's 1..7, 2..8.
+  EXPECT_EQ(splits->train.num_classes, 3);
+  EXPECT_EQ(splits->test.num_classes, 3);
+  EXPECT_EQ(splits->test.features, (std::vector<float>{1.5f, 3, 29.0f / 6, 38.0f / 6}));
+
+  spec.set_test_data(testing_files::WriteTestFile("narrow.csv", "1,2\n"));
+  absl::StatusOr<DataSplits> narrow = LoadSplits(spec, 0);
+  EXPECT_EQ(narrow.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(narrow.status().message(), HasSubstr("has 1 features but the training data has 2"));
 }
 
 TEST(LoadDatasetTest, RejectsAMissingSourceOrPath) {

@@ -60,14 +60,32 @@ TEST(ReadMnistTest, ReadsGzipFiles) {
                               WriteGzipTestFile("labels.idx.gz", IdxLabels({3, 0, 9}))));
 }
 
-TEST(ReadMnistTest, LoadDatasetNormalizesByDividingBy255) {
+TEST(ReadMnistTest, LoadSplitsNormalizesByDividingBy255) {
   DataSpec spec;
   spec.set_mnist_images(WriteTestFile("norm-images.idx", IdxImages(40, 2, 2)));
   spec.set_mnist_labels(WriteTestFile("norm-labels.idx", IdxLabels(std::vector<uint8_t>(40, 1))));
+  spec.set_test_fraction(0);
   spec.set_normalize(true);
-  absl::StatusOr<Dataset> data = LoadDataset(spec, 0);
+  absl::StatusOr<DataSplits> data = LoadSplits(spec, 0);
   ASSERT_TRUE(data.ok()) << data.status();
-  for (int i = 0; i < 160; ++i) EXPECT_FLOAT_EQ(data->features[i], ((i * 7) % 256) / 255.0f);
+  EXPECT_EQ(data->scaling.kind, FeatureScaling::Kind::kDivideBy255);
+  for (int i = 0; i < 160; ++i) {
+    EXPECT_FLOAT_EQ(data->train.features[i], ((i * 7) % 256) / 255.0f);
+  }
+}
+
+TEST(ReadMnistTest, ATestPairOfIdxFilesIsTheTestSet) {
+  DataSpec spec;
+  spec.set_mnist_images(WriteTestFile("train-images.idx", IdxImages(10, 2, 2)));
+  spec.set_mnist_labels(WriteTestFile("train-labels.idx", IdxLabels(std::vector<uint8_t>(10, 1))));
+  spec.set_test_data(WriteTestFile("t10k-images.idx", IdxImages(3, 2, 2)));
+  spec.set_test_labels(WriteTestFile("t10k-labels.idx", IdxLabels({7, 0, 2})));
+  absl::StatusOr<DataSplits> data = LoadSplits(spec, 0);
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->train.num_examples, 10);
+  EXPECT_EQ(data->test.num_examples, 3);
+  EXPECT_EQ(data->test.labels, (std::vector<float>{7, 0, 2}));
+  EXPECT_EQ(data->train.num_classes, 8);
 }
 
 TEST(ReadMnistTest, MissingFileIsNotFound) {
