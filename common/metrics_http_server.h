@@ -1,26 +1,20 @@
-// The HTTP server of a daemon's /metrics page (cpp-httplib, on its own threads): GET /metrics
-// answers 200 with MetricsRegistry::Render() as `text/plain; version=0.0.4`, anything else 404.
+// The HTTP server of a daemon's /metrics page (common/http_server.h): GET /metrics answers 200
+// with MetricsRegistry::Render() as `text/plain; version=0.0.4`, anything else 404.
 // Plaintext always, also where the daemon's gRPC port uses TLS: Prometheus scrapes plaintext
 // by default, and the page holds counts, not parameters.
-// One request per connection (a scrape every few seconds needs no more), so that Stop never
-// waits on a scraper's idle connection for more than a second.
 //
 // Lifecycle: Start() returns a server that is listening; Stop() (or the destructor) closes the
 // port and joins its threads, after which the registry is no longer read.
 #ifndef PS_COMMON_METRICS_HTTP_SERVER_H_
 #define PS_COMMON_METRICS_HTTP_SERVER_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 
 #include "absl/status/statusor.h"
+#include "common/http_server.h"
 #include "common/metrics.h"
-
-namespace httplib {
-class Server;
-}  // namespace httplib
 
 namespace ps {
 
@@ -31,21 +25,16 @@ class MetricsHttpServer {
   // when it cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& host, int port,
                                                                   const MetricsRegistry* registry);
-  ~MetricsHttpServer();
 
-  int bound_port() const { return bound_port_; }
+  int bound_port() const { return http_->bound_port(); }
 
   // Idempotent. Not thread-safe against itself.
-  void Stop();
+  void Stop() { http_->Stop(); }
 
  private:
-  MetricsHttpServer() = default;
+  explicit MetricsHttpServer(std::unique_ptr<HttpServer> http) : http_(std::move(http)) {}
 
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;  // Runs the server's accept loop.
-  std::atomic<bool> loop_ended_{false};
-  int bound_port_ = 0;
-  bool stopped_ = false;
+  const std::unique_ptr<HttpServer> http_;
 };
 
 }  // namespace ps

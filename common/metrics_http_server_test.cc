@@ -1,6 +1,5 @@
 #include "common/metrics_http_server.h"
 
-#include <chrono>
 #include <memory>
 #include <string>
 
@@ -31,40 +30,6 @@ TEST(MetricsHttpServerTest, ServesTheRegistryAtMetricsAndNothingElse) {
   EXPECT_EQ(other->status, 404);
   (*server)->Stop();
   EXPECT_FALSE(httplib::Client("127.0.0.1", (*server)->bound_port()).Get("/metrics"));
-}
-
-TEST(MetricsHttpServerTest, AnotherServerCannotTakeABoundPort) {
-  MetricsRegistry registry;
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> first =
-      MetricsHttpServer::Start("127.0.0.1", 0, &registry);
-  ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> second =
-      MetricsHttpServer::Start("127.0.0.1", (*first)->bound_port(), &registry);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-}
-
-// A scraper keeps its connection open between scrapes; Stop (a daemon's SIGTERM) does not wait
-// for it to go.
-TEST(MetricsHttpServerTest, StopsPromptlyWhileAScraperKeepsItsConnectionOpen) {
-  MetricsRegistry registry;
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
-      MetricsHttpServer::Start("127.0.0.1", 0, &registry);
-  ASSERT_TRUE(server.ok()) << server.status();
-  httplib::Client client("127.0.0.1", (*server)->bound_port());
-  client.set_keep_alive(true);
-  ASSERT_TRUE(client.Get("/metrics"));
-  const auto start = std::chrono::steady_clock::now();
-  (*server)->Stop();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
-}
-
-TEST(MetricsHttpServerTest, StopsRightAfterStart) {
-  MetricsRegistry registry;
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
-      MetricsHttpServer::Start("127.0.0.1", 0, &registry);
-  ASSERT_TRUE(server.ok()) << server.status();
-  (*server)->Stop();
-  (*server)->Stop();
 }
 
 }  // namespace
