@@ -1,0 +1,464 @@
+// psctl dashboard's page: polls api/snapshot once a second (ctl/cluster_snapshot.h's JSON), keeps
+// each job's history in this tab, and draws the tasks, the jobs, and for every running or
+// selected job its loss and examples/s per worker over time and each worker's staleness
+// distribution. A failed poll is shown on the page and retried; nothing is thrown.
+'use strict';
+
+(function() {
+const POLL_MS = 1000;
+const HISTORY_POINTS = 600;  // Ten minutes of snapshots per job.
+const CHART_HEIGHT = 220;
+// Worker w's colour is PALETTE[w % PALETTE.length], in every chart.
+const PALETTE = [
+  '#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#bcbd22'
+];
+const AXIS = {
+  stroke: '#5f6368',
+  grid: {stroke: '#eceff1', width: 1},
+  ticks: {stroke: '#dadce0', width: 1}
+};
+
+const history = new Map();    // job_id -> {times: [s], workers: Map(worker -> {loss, eps})}
+const cpuSeen = new Map();    // task -> {time_ms, cpu_seconds}: for CPU use between snapshots.
+const selected = new Set();   // Jobs charted although not running.
+const jobCharts = new Map();  // job_id -> {section, loss, eps, staleness}
+let snapshots = 0;
+let latest = null;
+
+const $ = (id) => document.getElementById(id);
+
+function workerColor(worker) {
+  return PALETTE[worker % PALETTE.length];
+}
+
+function finite(value) {
+  return typeof value === 'number' && Number.isFinite(value) ? value : null;
+}
+
+function formatNumber(value, digits) {
+  const number = finite(value);
+  return number === null ? '' : number.toFixed(digits);
+}
+
+function formatBytes(bytes) {
+  const number = finite(bytes);
+  if (number === null) return '';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let scaled = number;
+  let unit = 0;
+  while (scaled >= 1024 && unit < units.length - 1) {
+    scaled /= 1024;
+    unit++;
+  }
+  return scaled.toFixed(unit === 0 ? 0 : 1) + ' ' + units[unit];
+}
+
+function formatDuration(seconds) {
+  const number = finite(seconds);
+  if (number === null) return '';
+  if (number < 60) return number.toFixed(1) + ' s';
+  const whole = Math.floor(number);
+  const h = Math.floor(whole / 3600);
+  const m = Math.floor((whole % 3600) / 60);
+  const s = whole % 60;
+  return (h > 0 ? h + 'h ' : '') + String(m).padStart(h > 0 ? 2 : 1, '0') + 'm ' +
+      String(s).padStart(2, '0') + 's';
+}
+
+function showError(message) {
+  const error = $('error');
+  error.textContent = message;
+  error.hidden = message === '';
+}
+
+// A table row of `cells`: each a string, or {text, className, title}.
+function row(cells) {
+  const tr = document.createElement('tr');
+  for (const cell of cells) {
+    const td = document.createElement('td');
+    const spec = typeof cell === 'object' && cell !== null ? cell : {text: cell};
+    td.textContent = spec.text === undefined || spec.text === null ? '' : String(spec.text);
+    if (spec.className) td.className = spec.className;
+    if (spec.title) td.title = spec.title;
+    tr.appendChild(td);
+  }
+  return tr;
+}
+
+function renderTasks(snapshot) {
+  const body = $('tasks').tBodies[0];
+  body.replaceChildren();
+  for (const task of snapshot.tasks || []) {
+    let cpuUse = '';
+    const seen = cpuSeen.get(task.task);
+    if (task.up && seen && snapshot.time_ms > seen.time_ms) {
+      const share =
+          (task.cpu_seconds - seen.cpu_seconds) / ((snapshot.time_ms - seen.time_ms) / 1000);
+      if (Number.isFinite(share) && share >= 0) cpuUse = (100 * share).toFixed(0) + ' %';
+    }
+    if (task.up) cpuSeen.set(task.task, {time_ms: snapshot.time_ms, cpu_seconds: task.cpu_seconds});
+    const health = task.up ?
+        {text: 'up', className: 'up'} :
+        {text: 'down' + (task.error ? ': ' + task.error : ''), className: 'down'};
+    const tr = row([
+      task.task,
+      task.address,
+      health,
+      task.up ? task.version : '',
+      {text: task.up ? task.pid : '', className: 'number'},
+      {text: task.up ? formatDuration(task.uptime_seconds) : '', className: 'number'},
+      {
+        text: cpuUse,
+        className: 'number',
+        title: 'CPU time used per second since the last snapshot'
+      },
+      {text: task.up ? formatNumber(task.cpu_seconds, 1) + ' s' : '', className: 'number'},
+      {text: task.up ? formatBytes(task.resident_bytes) : '', className: 'number'},
+      {text: task.up ? task.threads : '', className: 'number'},
+      {text: task.up && task.metrics_port > 0 ? task.metrics_port : '', className: 'number'},
+    ]);
+    tr.dataset.task = task.task;
+    tr.dataset.up = task.up ? 'true' : 'false';
+    body.appendChild(tr);
+  }
+}
+
+// The job's figures for its row: step, examples/s, loss, staleness, barrier waits.
+function jobSummary(job) {
+  const workers = job.workers || [];
+  const shards = job.shards || [];
+  let step = null;
+  for (const shard of shards) step = Math.max(step === null ? 0 : step, finite(shard.step) || 0);
+  for (const worker of workers) {
+    step = Math.max(step === null ? 0 : step, finite(worker.global_step) || 0);
+  }
+  let examples = null;
+  let lossSum = 0;
+  let lossCount = 0;
+  let stalenessWeighted = 0;
+  let gradients = 0;
+  let stalenessMax = null;
+  for (const worker of workers) {
+    const rate = finite(worker.examples_per_second);
+    if (rate !== null) examples = (examples || 0) + rate;
+    const loss = finite(worker.loss);
+    if (loss !== null) {
+      lossSum += loss;
+      lossCount++;
+    }
+    const count = (worker.staleness_counts || []).reduce((a, b) => a + b, 0);
+    const mean = finite(worker.staleness_mean);
+    if (mean !== null && count > 0) {
+      stalenessWeighted += mean * count;
+      gradients += count;
+    }
+    const max = finite(worker.staleness_max);
+    if (max !== null) stalenessMax = stalenessMax === null ? max : Math.max(stalenessMax, max);
+  }
+  const waits = new Map();  // worker -> longest wait (s)
+  for (const shard of shards) {
+    for (const worker of shard.waiting_for || []) {
+      waits.set(worker, Math.max(waits.get(worker) || 0, finite(shard.oldest_wait_seconds) || 0));
+    }
+  }
+  const waitText =
+      [...waits.keys()]
+          .sort((a, b) => a - b)
+          .map((worker) => 'worker ' + worker + ' (' + waits.get(worker).toFixed(1) + ' s)')
+          .join(', ');
+  return {
+    step: step,
+    examples: examples,
+    loss: lossCount > 0 ? lossSum / lossCount : null,
+    stalenessMean: gradients > 0 ? stalenessWeighted / gradients : null,
+    stalenessMax: stalenessMax,
+    waits: waitText,
+  };
+}
+
+function renderJobs(snapshot) {
+  const body = $('jobs').tBodies[0];
+  body.replaceChildren();
+  for (const job of snapshot.jobs || []) {
+    const summary = jobSummary(job);
+    const tr = row([
+      job.job_id,
+      {text: job.state, title: job.state_line},
+      job.mode,
+      {text: summary.step === null ? '' : summary.step, className: 'number'},
+      {text: formatNumber(summary.examples, 0), className: 'number'},
+      {text: formatNumber(summary.loss, 4), className: 'number'},
+      {text: formatNumber(summary.stalenessMean, 2), className: 'number'},
+      {text: summary.stalenessMax === null ? '' : summary.stalenessMax, className: 'number'},
+      {text: summary.waits, className: 'detail'},
+    ]);
+    tr.dataset.job = job.job_id;
+    tr.dataset.state = job.state;
+    tr.title = job.state_line || '';
+    if (selected.has(job.job_id)) tr.classList.add('selected');
+    tr.addEventListener('click', () => {
+      if (selected.has(job.job_id))
+        selected.delete(job.job_id);
+      else
+        selected.add(job.job_id);
+      if (latest) render(latest);
+    });
+    body.appendChild(tr);
+  }
+}
+
+// Appends the snapshot's values to each job's history; forgets jobs no longer listed.
+function record(snapshot) {
+  const time = snapshot.time_ms / 1000;
+  const listed = new Set();
+  for (const job of snapshot.jobs || []) {
+    listed.add(job.job_id);
+    let past = history.get(job.job_id);
+    if (!past) {
+      past = {times: [], workers: new Map()};
+      history.set(job.job_id, past);
+    }
+    past.times.push(time);
+    const seen = new Set();
+    for (const worker of job.workers || []) {
+      seen.add(worker.worker);
+      let series = past.workers.get(worker.worker);
+      if (!series) {  // A worker first seen now has no values before.
+        series = {
+          loss: new Array(past.times.length - 1).fill(null),
+          eps: new Array(past.times.length - 1).fill(null)
+        };
+        past.workers.set(worker.worker, series);
+      }
+      series.loss.push(finite(worker.loss));
+      series.eps.push(finite(worker.examples_per_second));
+    }
+    for (const [worker, series] of past.workers) {
+      if (!seen.has(worker)) {
+        series.loss.push(null);
+        series.eps.push(null);
+      }
+    }
+    if (past.times.length > HISTORY_POINTS) {
+      const drop = past.times.length - HISTORY_POINTS;
+      past.times.splice(0, drop);
+      for (const series of past.workers.values()) {
+        series.loss.splice(0, drop);
+        series.eps.splice(0, drop);
+      }
+    }
+  }
+  for (const jobId of [...history.keys()]) {
+    if (!listed.has(jobId)) history.delete(jobId);
+  }
+}
+
+function chartWidth(container) {
+  return Math.max(300, container.clientWidth - 8);
+}
+
+// A uPlot chart in `holder`, made again when `key` (its series) changes, else given `data`.
+function drawChart(holder, key, makeOptions, data) {
+  if (holder.plot && holder.key === key) {
+    holder.plot.setData(data);
+    return;
+  }
+  if (holder.plot) holder.plot.destroy();
+  holder.element.replaceChildren();
+  holder.key = key;
+  holder.plot = new uPlot(makeOptions(chartWidth(holder.element)), data, holder.element);
+}
+
+function lineOptions(title, unit, workers) {
+  return (width) => ({
+           title: title,
+           width: width,
+           height: CHART_HEIGHT,
+           scales: {x: {time: true}},
+           series: [{label: 'time'}].concat(workers.map((worker) => ({
+                                                          label: 'worker ' + worker,
+                                                          stroke: workerColor(worker),
+                                                          width: 2,
+                                                          points: {show: false},
+                                                        }))),
+           axes: [Object.assign({}, AXIS), Object.assign({label: unit, size: 64}, AXIS)],
+           legend: {live: false},
+         });
+}
+
+function drawLines(holder, past, field, title, unit) {
+  const workers = [...past.workers.keys()].sort((a, b) => a - b);
+  const data =
+      [past.times.slice()].concat(workers.map((worker) => past.workers.get(worker)[field].slice()));
+  drawChart(holder, workers.join(','), lineOptions(title, unit, workers), data);
+}
+
+// Each worker's share of its applied gradients by staleness (the last bucket: that many or
+// more), as bars grouped by staleness: one x position per (bucket, worker).
+function drawStaleness(holder, job) {
+  const workers = (job.workers || []).slice().sort((a, b) => a.worker - b.worker);
+  const buckets = Math.max(1, ...workers.map((worker) => (worker.staleness_counts || []).length));
+  const width = 0.8 / Math.max(1, workers.length);
+  const xs = [];
+  const shares = workers.map(() => []);
+  for (let bucket = 0; bucket < buckets; bucket++) {
+    workers.forEach((worker, index) => {
+      xs.push(bucket + (index - (workers.length - 1) / 2) * width);
+      workers.forEach((other, otherIndex) => {
+        if (otherIndex !== index) {
+          shares[otherIndex].push(null);
+          return;
+        }
+        const counts = worker.staleness_counts || [];
+        const total = counts.reduce((a, b) => a + b, 0);
+        shares[index].push(total > 0 ? 100 * (counts[bucket] || 0) / total : null);
+      });
+    });
+  }
+  const ids = workers.map((worker) => worker.worker);
+  const makeOptions =
+      (chartWidthPx) =>
+          (
+              {
+                title: 'Staleness of applied gradients',
+                width: chartWidthPx,
+                height: CHART_HEIGHT,
+                scales: {
+                  x: {time: false, range: [-0.5, buckets - 0.5]},
+                  y: {range: (u, min, max) => [0, Math.max(10, Math.ceil((max || 0) / 10) * 10)]},
+                },
+                series: [{label: 'staleness'}].concat(
+                    ids.map((worker) => ({
+                              label: 'worker ' + worker,
+                              stroke: workerColor(worker),
+                              fill: workerColor(worker),
+                              width: 1,
+                              paths: uPlot.paths.bars({size: [0.9, 60], align: 0}),
+                              points: {show: false},
+                            }))),
+                axes:
+                    [
+                      Object.assign(
+                          {
+                            label: 'staleness (versions behind)',
+                            splits: () => Array.from({length: buckets}, (_, bucket) => bucket),
+                            values: (u, splits) => splits.map(
+                                (bucket) => bucket === buckets - 1 && buckets > 1 ?
+                                    '\u2265' + bucket :
+                                    String(bucket)),
+                          },
+                          AXIS),
+                      Object.assign({label: '% of gradients', size: 64}, AXIS),
+                    ],
+                legend: {live: false},
+                cursor: {show: false},
+              });
+  drawChart(holder, ids.join(',') + '/' + buckets, makeOptions, [xs].concat(shares));
+}
+
+function newJobCharts(jobId) {
+  const section = document.createElement('section');
+  section.className = 'job-charts';
+  section.dataset.job = jobId;
+  const heading = document.createElement('h3');
+  section.appendChild(heading);
+  const grid = document.createElement('div');
+  grid.className = 'charts';
+  section.appendChild(grid);
+  const holder = (kind) => {
+    const element = document.createElement('div');
+    element.className = 'chart';
+    element.dataset.chart = kind;
+    grid.appendChild(element);
+    return {element: element, plot: null, key: null};
+  };
+  return {
+    section: section,
+    heading: heading,
+    loss: holder('loss'),
+    eps: holder('examples_per_second'),
+    staleness: holder('staleness')
+  };
+}
+
+function renderCharts(snapshot) {
+  const shown = new Set();
+  const container = $('charts');
+  for (const job of snapshot.jobs || []) {
+    if (job.state !== 'RUNNING' && !selected.has(job.job_id)) continue;
+    const past = history.get(job.job_id);
+    if (!past) continue;
+    shown.add(job.job_id);
+    let charts = jobCharts.get(job.job_id);
+    if (!charts) {
+      charts = newJobCharts(job.job_id);
+      jobCharts.set(job.job_id, charts);
+    }
+    container.appendChild(charts.section);  // Keeps the sections in the snapshot's order.
+    charts.heading.textContent = 'Job ' + job.job_id + ' (' + job.state + ', ' + job.mode + ')';
+    drawLines(charts.loss, past, 'loss', 'Training loss', 'loss');
+    drawLines(charts.eps, past, 'eps', 'Examples per second', 'examples/s');
+    drawStaleness(charts.staleness, job);
+  }
+  for (const [jobId, charts] of jobCharts) {
+    if (shown.has(jobId)) continue;
+    for (const holder of [charts.loss, charts.eps, charts.staleness]) {
+      if (holder.plot) holder.plot.destroy();
+    }
+    charts.section.remove();
+    jobCharts.delete(jobId);
+  }
+}
+
+function render(snapshot) {
+  renderTasks(snapshot);
+  renderJobs(snapshot);
+  renderCharts(snapshot);
+}
+
+function resizeCharts() {
+  for (const charts of jobCharts.values()) {
+    for (const holder of [charts.loss, charts.eps, charts.staleness]) {
+      if (holder.plot) {
+        holder.plot.setSize({width: chartWidth(holder.element), height: CHART_HEIGHT});
+      }
+    }
+  }
+}
+
+async function poll() {
+  let snapshot;
+  try {
+    const response = await fetch('api/snapshot', {cache: 'no-store'});
+    if (!response.ok) throw new Error('HTTP ' + response.status + ' ' + response.statusText);
+    snapshot = await response.json();
+  } catch (error) {
+    showError(
+        'Cannot read the cluster\'s snapshot from psctl dashboard (' + error.message +
+        '); trying again every second.');
+    setTimeout(poll, POLL_MS);
+    return;
+  }
+  try {
+    record(snapshot);
+    render(snapshot);
+    latest = snapshot;
+    snapshots++;
+    const status = $('status');
+    status.dataset.snapshots = String(snapshots);
+    status.textContent = 'snapshot of ' + new Date(snapshot.time_ms).toLocaleTimeString() + ' (' +
+        snapshots + ' since this page opened; one a second)';
+    showError('');
+  } catch (error) {
+    showError('Cannot show the cluster\'s snapshot: ' + error.message);
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+let resizeTimer = null;
+window.addEventListener('resize', () => {
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(resizeCharts, 200);
+});
+poll();
+})();
