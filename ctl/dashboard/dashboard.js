@@ -35,6 +35,27 @@ function finite(value) {
   return typeof value === 'number' && Number.isFinite(value) ? value : null;
 }
 
+// `value` to `digits` significant digits ("0.0001234", "1.500e-7"), '' when not a number.
+function formatSignificant(value, digits) {
+  const number = finite(value);
+  return number === null ? '' : number.toPrecision(digits);
+}
+
+// Labels for an axis's ticks `increment` apart: as many decimals as the increment needs, or
+// powers of ten below 0.0001, where decimals would hide the differences.
+function tickLabels(u, splits, axisIndex, space, increment) {
+  const decimals = Math.max(0, -Math.floor(Math.log10(increment)));
+  return splits.map((value) => {
+    if (value === null) return '';
+    if (decimals <= 4 || value === 0) {
+      return value.toLocaleString(
+          'en-US', {minimumFractionDigits: decimals, maximumFractionDigits: decimals});
+    }
+    const digits = Math.floor(Math.log10(Math.abs(value))) - Math.floor(Math.log10(increment));
+    return value.toExponential(Math.min(6, Math.max(1, digits)));
+  });
+}
+
 function formatNumber(value, digits) {
   const number = finite(value);
   return number === null ? '' : number.toFixed(digits);
@@ -104,7 +125,9 @@ function renderTasks(snapshot) {
       task.task,
       task.address,
       health,
-      task.up ? task.version : '',
+      // The version's first word; the whole of it (commit, build) on hover.
+      {text: task.up ? task.version.split(' ')[0] : '', title: task.up ? task.version : ''},
+      task.up ? task.device || '' : '',
       {text: task.up ? task.pid : '', className: 'number'},
       {text: task.up ? formatDuration(task.uptime_seconds) : '', className: 'number'},
       {
@@ -139,12 +162,14 @@ function jobSummary(job) {
   let gradients = 0;
   let stalenessMax = null;
   for (const worker of workers) {
-    const rate = finite(worker.examples_per_second);
-    if (rate !== null) examples = (examples || 0) + rate;
-    const loss = finite(worker.loss);
-    if (loss !== null) {
-      lossSum += loss;
-      lossCount++;
+    if ((finite(worker.step) || 0) > 0) {  // Else no loss or rate yet.
+      const rate = finite(worker.examples_per_second);
+      if (rate !== null) examples = (examples || 0) + rate;
+      const loss = finite(worker.loss);
+      if (loss !== null) {
+        lossSum += loss;
+        lossCount++;
+      }
     }
     const count = (worker.staleness_counts || []).reduce((a, b) => a + b, 0);
     const mean = finite(worker.staleness_mean);
@@ -187,7 +212,7 @@ function renderJobs(snapshot) {
       job.mode,
       {text: summary.step === null ? '' : summary.step, className: 'number'},
       {text: formatNumber(summary.examples, 0), className: 'number'},
-      {text: formatNumber(summary.loss, 4), className: 'number'},
+      {text: formatSignificant(summary.loss, 4), className: 'number'},
       {text: formatNumber(summary.stalenessMean, 2), className: 'number'},
       {text: summary.stalenessMax === null ? '' : summary.stalenessMax, className: 'number'},
       {text: summary.waits, className: 'detail'},
@@ -230,8 +255,10 @@ function record(snapshot) {
         };
         past.workers.set(worker.worker, series);
       }
-      series.loss.push(finite(worker.loss));
-      series.eps.push(finite(worker.examples_per_second));
+      // A worker that has run no step yet has no loss or rate to show.
+      const started = (finite(worker.step) || 0) > 0;
+      series.loss.push(started ? finite(worker.loss) : null);
+      series.eps.push(started ? finite(worker.examples_per_second) : null);
     }
     for (const [worker, series] of past.workers) {
       if (!seen.has(worker)) {
@@ -281,7 +308,10 @@ function lineOptions(title, unit, workers) {
                                                           width: 2,
                                                           points: {show: false},
                                                         }))),
-           axes: [Object.assign({}, AXIS), Object.assign({label: unit, size: 64}, AXIS)],
+           axes: [
+             Object.assign({}, AXIS),
+             Object.assign({label: unit, size: 72, values: tickLabels}, AXIS),
+           ],
            legend: {live: false},
          });
 }
