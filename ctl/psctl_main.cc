@@ -11,12 +11,14 @@
 //   psctl certs  --cluster_spec=FILE --out=DIR [--days=365]
 //   psctl report DIR
 //   psctl slurm-spec --slurm_num_ps=N [--slurm_base_port=8888]
+//   psctl dashboard --cluster_spec=FILE [--bind_host=127.0.0.1] [--port=0] [--port_file=FILE]
 //
 // Every command that takes --cluster_spec takes --cluster_resolver=slurm instead (with
 // --slurm_num_ps and --slurm_base_port) inside a Slurm job: deploy/slurm/.
 //
 // Exit status: 0 on success; 1 when the job or the cluster failed (the message says why);
-// 2 for bad input or usage; 130 when interrupted (the job is stopped everywhere).
+// 2 for bad input or usage; 130 when interrupted (the job is stopped everywhere). dashboard
+// runs until SIGINT or SIGTERM, then stops and exits 0.
 #include <unistd.h>
 
 #include <atomic>
@@ -43,8 +45,11 @@
 #include "common/security_flags.h"
 #include "ctl/certs.h"
 #include "ctl/checkpoint_export.h"
+#include "ctl/cluster_client.h"
 #include "ctl/cluster_probe.h"
+#include "ctl/cluster_snapshot.h"
 #include "ctl/cluster_status.h"
+#include "ctl/dashboard.h"
 #include "ctl/exit_code.h"
 #include "ctl/experiment.h"
 #include "ctl/job_runner.h"
@@ -86,6 +91,10 @@ DEFINE_string(python, "/usr/bin/python3", "report: the python with matplotlib");
 DEFINE_string(device, "auto", "local: each worker's --device");
 DEFINE_string(ps_server_binary, "", "local: the ps_server program (default: beside psctl)");
 DEFINE_string(ps_worker_binary, "", "local: the ps_worker program (default: beside psctl)");
+DEFINE_string(bind_host, "127.0.0.1", "dashboard: the interface to serve the page on (plain "
+                                      "HTTP: a trusted one)");
+DEFINE_int32(port, 0, "dashboard: the page's HTTP port (0: any free one, see --port_file)");
+DEFINE_string(port_file, "", "dashboard: if set, write the bound port here once listening");
 
 namespace ps {
 namespace {
@@ -112,6 +121,8 @@ constexpr char kUsage[] =
     "  slurm-spec  the ClusterSpec JSON of this Slurm job (with this task's inside srun):\n"
     "           psctl slurm-spec --slurm_num_ps=N [--slurm_base_port=8888]; inside a Slurm job\n"
     "           every command takes --cluster_resolver=slurm instead of --cluster_spec\n"
+    "  dashboard  a status page with live charts, until Ctrl-C: psctl dashboard --cluster_spec=F\n"
+    "           [--bind_host=127.0.0.1] [--port=0: any free one] [--port_file=F]\n"
     "  (psctl --helpfull lists every flag)";
 
 std::atomic<bool> interrupted{false};
@@ -312,6 +323,34 @@ int SlurmSpec() {
   return 0;
 }
 
+// Serves the status page until SIGINT or SIGTERM, taking a snapshot of the cluster for each of
+// its polls.
+int Dashboard() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
+  if (!client.ok()) return Fail(client.status());
+  if (FLAGS_port < 0 || FLAGS_port > 65535) {
+    return Fail(absl::InvalidArgumentError("--port is a port, or 0 for any free one"));
+  }
+  const ClusterClient* snapshot_client = client->get();
+  absl::StatusOr<std::unique_ptr<DashboardServer>> server = DashboardServer::Start(
+      FLAGS_bind_host, FLAGS_port,
+      [snapshot_client] { return ClusterSnapshotJson(TakeClusterSnapshot(*snapshot_client)); });
+  if (!server.ok()) return Fail(server.status());
+  if (!FLAGS_port_file.empty()) {
+    absl::Status written = WritePortFile(FLAGS_port_file, (*server)->bound_port());
+    if (!written.ok()) return Fail(written);
+  }
+  const bool ipv6 = FLAGS_bind_host.find(':') != std::string::npos;
+  std::cout << "psctl dashboard: http://" << (ipv6 ? "[" : "") << FLAGS_bind_host
+            << (ipv6 ? "]" : "") << ":" << (*server)->bound_port() << "/ (Ctrl-C stops it)"
+            << std::endl;
+  while (!interrupted) absl::SleepFor(absl::Milliseconds(100));
+  (*server)->Stop();
+  return 0;
+}
+
 int Report(const std::string& dir) {
   ReportOptions options;
   options.script = FLAGS_report_script;
@@ -370,6 +409,7 @@ int main(int argc, char** argv) {
   if (command == "export") return ps::Export();
   if (command == "certs") return ps::Certs();
   if (command == "slurm-spec") return ps::SlurmSpec();
+  if (command == "dashboard") return ps::Dashboard();
   std::cerr << "psctl: unknown command \"" << command << "\"\n" << ps::kUsage << "\n";
   return 2;
 }

@@ -30,6 +30,8 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   # The container image and its test (deploy/container, tests/container_test.sh).
   podman runc
+  # psctl dashboard's page in a real browser (tests/dashboard_chromium_test.sh).
+  chromium
 )
 # The Kubernetes manifests' validator (tests/kubernetes_manifests_test.sh) runs on Node.js and
 # installs its checkers with npm. Any Node.js with npm will do (some machines have NodeSource's,

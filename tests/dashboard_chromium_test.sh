@@ -1,0 +1,186 @@
+#!/bin/bash
+# psctl dashboard seen in a real headless Chromium during a job. Starts a local cluster (2 ps,
+# 2 workers) running an ASYNC job with `psctl local`, then `psctl dashboard` on a free port
+# against its ClusterSpec, and opens the page with tests/dashboard_chromium_check.js, which
+# drives Chromium over the DevTools protocol: once the page has shown the job RUNNING for 8
+# snapshots (8 s of history), it checks that the page logged no console error and threw no
+# exception, requested nothing but the dashboard (every other host name fails to resolve), lists
+# the 4 tasks up and the job, and draws each worker's series in the loss, examples/s and
+# staleness charts (its colour's pixels in each chart's canvas in a screenshot). Then SIGTERM
+# stops the dashboard (exit 0, within 5 s) and psctl local (the job and the daemons with it), and
+# no process started for the test may be left. Also: psctl dashboard prints its address, and
+# refuses a port out of range (exit 2) and a port in use (exit 1). The screenshot, the DOM, the
+# console and the requests are kept in the test's undeclared outputs.
+#
+# Installs Debian's chromium when no chromium or chromium-headless-shell is found (root and
+# apt-get needed); skips (passes), saying why, where it cannot, or where there is no node.
+set -euo pipefail
+
+readonly PSCTL="$PWD/ctl/psctl"
+readonly CHECK="$PWD/tests/dashboard_chromium_check.js"
+readonly JOB_ID=dashboard
+DIR=""
+PIDS=()  # psctl local, psctl dashboard: stopped in reverse order.
+
+log() { echo "dashboard_chromium_test: $*"; }
+skip() {
+  log "SKIPPED: $*"
+  exit 0
+}
+show_logs() {
+  [ -n "$DIR" ] || return 0
+  for file in "$DIR"/*.log "$DIR"/results.cluster/*.log; do
+    [ -f "$file" ] && { echo "== $file"; tail -n 20 "$file"; }
+  done
+  return 0
+}
+fail() {
+  log "FAILED: $*"
+  show_logs
+  exit 1
+}
+
+# SIGTERM to child `pid`; SIGKILL after `grace_s`. Sets STOPPED to how it ended: its exit
+# status, or "killed".
+STOPPED=""
+stop_pid() {
+  local pid=$1 grace_s=$2
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq $((grace_s * 10))); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    STOPPED=killed
+    return
+  fi
+  STOPPED=0
+  wait "$pid" 2>/dev/null || STOPPED=$?
+}
+
+# Processes whose command line mentions the test's directory (every one it started does).
+left_behind() {
+  local listing
+  listing=$(ps -eo pid=,args=)
+  grep -F -- "$DIR" <<< "$listing" | awk '{ print $1 }' || true
+}
+
+cleanup() {
+  local status=$?
+  set +e
+  trap - ERR
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[i]}" 15; done
+  if [ -n "$DIR" ]; then
+    left=$(left_behind)
+    if [ -n "$left" ]; then
+      log "processes left behind, killed: $(ps -o pid=,args= -p "${left//$'\n'/,}" | tr '\n' ';')"
+      for pid in $left; do kill -KILL "$pid" 2>/dev/null; done
+      [ "$status" = 0 ] && status=1
+    fi
+    if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
+      cp -r "$DIR"/out/. "$DIR"/*.log "$TEST_UNDECLARED_OUTPUTS_DIR"/ 2>/dev/null
+    fi
+    rm -rf "$DIR"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'log "FAILED: line $LINENO: $BASH_COMMAND"' ERR
+
+# --- Chromium and node, Chromium installed if missing.
+find_chromium() {
+  for name in chromium chromium-headless-shell; do
+    if command -v "$name" > /dev/null; then
+      command -v "$name"
+      return
+    fi
+  done
+}
+command -v node > /dev/null || skip "no node (Node.js) to drive Chromium with"
+CHROMIUM=$(find_chromium)
+if [ -z "$CHROMIUM" ]; then
+  [ "$(id -u)" = 0 ] || skip "no chromium, and installing it needs root"
+  command -v apt-get > /dev/null || skip "no chromium, and no apt-get to install it"
+  log "installing chromium"
+  if ! output=$(DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y \
+                  --no-install-recommends chromium 2>&1); then
+    skip "apt-get cannot install chromium: $(tail -n 3 <<< "$output" | tr '\n' ' ')"
+  fi
+  CHROMIUM=$(find_chromium)
+  [ -n "$CHROMIUM" ] || skip "installed chromium, but there is no chromium command"
+fi
+log "$("$CHROMIUM" --version 2>/dev/null | head -n 1) at $CHROMIUM"
+# Chromium will not run as root with its sandbox.
+NO_SANDBOX=()
+[ "$(id -u)" = 0 ] && NO_SANDBOX=(--no_sandbox)
+
+DIR=$(mktemp -d "${TEST_TMPDIR:-/tmp}/dashboard.XXXXXX")
+
+# --- A local cluster running a job long enough to chart (psctl local stops it at the end).
+cat > "$DIR/job.json" <<EOF
+{"job_id": "$JOB_ID",
+ "model": {"kind": "SOFTMAX_REGRESSION"},
+ "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000, "feature_dim": 16,
+                        "num_classes": 4},
+          "test_fraction": 0.2},
+ "learning_rate": {"base": 0.05},
+ "consistency": {"mode": "ASYNC", "max_staleness": 16},
+ "batch_size": 32, "steps": 100000000, "eval_interval": 1000, "seed": 5, "min_slice_bytes": 64,
+ "time_limit_s": 300}
+EOF
+"$PSCTL" local --job="$DIR/job.json" --ps=2 --workers=2 --device=cpu --results="$DIR/results" \
+  --checkpoint_dir="$DIR/checkpoints" > "$DIR/local.log" 2>&1 &
+PIDS+=($!)
+SPEC=""
+for _ in $(seq 600); do
+  SPEC=$(sed -n 's/^cluster: //p' "$DIR/local.log")
+  [ -n "$SPEC" ] && break
+  kill -0 "${PIDS[0]}" 2>/dev/null || fail "psctl local exited before its cluster listened"
+  sleep 0.1
+done
+[ -n "$SPEC" ] || fail "psctl local's cluster did not come up within 60 s"
+log "cluster: $SPEC"
+
+# --- The dashboard on a free port.
+"$PSCTL" dashboard --cluster_spec="$SPEC" --port=0 --port_file="$DIR/dashboard.port" \
+  > "$DIR/dashboard.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 300); do
+  [ -s "$DIR/dashboard.port" ] && break
+  kill -0 "${PIDS[1]}" 2>/dev/null || fail "psctl dashboard exited"
+  sleep 0.1
+done
+[ -s "$DIR/dashboard.port" ] || fail "psctl dashboard did not listen within 30 s"
+PORT=$(cat "$DIR/dashboard.port")
+URL="http://127.0.0.1:$PORT/"
+printed=$(cat "$DIR/dashboard.log")
+[[ "$printed" == *"psctl dashboard: $URL "* ]] || fail "psctl dashboard did not print $URL: $printed"
+log "dashboard: $URL"
+# Refusals: a port out of range (exit 2), the port taken (exit 1), each saying so.
+code=0
+output=$("$PSCTL" dashboard --cluster_spec="$SPEC" --port=70000 2>&1) || code=$?
+[[ "$code" = 2 && "$output" == *"--port is a port"* ]] ||
+  fail "psctl dashboard --port=70000: exit $code, $output"
+code=0
+output=$(timeout 20 "$PSCTL" dashboard --cluster_spec="$SPEC" --port="$PORT" 2>&1) || code=$?
+[[ "$code" = 1 && "$output" == *"dashboard: cannot listen on 127.0.0.1:$PORT"* ]] ||
+  fail "a second psctl dashboard on port $PORT: exit $code, $output"
+
+# --- The page in Chromium, once the job has run for 8 of the page's snapshots.
+if ! node "$CHECK" --chromium="$CHROMIUM" --url="$URL" --out="$DIR/out" \
+       --tasks=ps:0,ps:1,worker:0,worker:1 --job="$JOB_ID" --workers=2 --min_snapshots=8 \
+       --timeout_s=90 "${NO_SANDBOX[@]}"; then
+  fail "the page in Chromium (see above; the screenshot and logs are in the test's outputs)"
+fi
+
+# --- A clean stop: the dashboard at once, then the job and the cluster.
+stop_pid "${PIDS[1]}" 5
+[ "$STOPPED" = 0 ] || fail "psctl dashboard did not exit 0 within 5 s of SIGTERM: $STOPPED"
+stop_pid "${PIDS[0]}" 30
+[ "$STOPPED" = 130 ] || fail "psctl local did not stop the job with exit status 130: $STOPPED"
+PIDS=()
+left=$(left_behind)
+[ -z "$left" ] || fail "processes left running: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
+log "PASSED"
