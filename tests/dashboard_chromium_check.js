@@ -6,9 +6,11 @@
 //    fails to resolve, so a reference to the internet would show as a failed load);
 //  - the tasks table lists exactly the expected tasks, each up; the jobs table has the job,
 //    RUNNING; the page shows no error;
-//  - for the job, the loss, examples/s and staleness charts each draw every worker's series: the
-//    screenshot holds at least --min_pixels pixels of each series' colour (read from the chart's
-//    legend) inside that chart's canvas, so an empty chart fails.
+//  - for the job, the loss, examples/s and staleness charts each draw every worker's series:
+//    each series holds data (the page's points per series, data-points on the chart) and the
+//    screenshot holds at least --min_pixels pixels of the series' colours (read from the chart's
+//    legend) inside that chart's canvas for every series, counted together: two workers' lines
+//    at the same values overlap, and the one drawn last hides the other. An empty chart fails.
 // Writes dashboard.png (the screenshot), dashboard.html (the DOM), console.txt and requests.txt
 // to --out. Exit status 0 when every check passes, 1 otherwise (each failure printed).
 //
@@ -182,6 +184,7 @@ const READ_PAGE = `(() => {
       const rect = canvas ? canvas.getBoundingClientRect() : null;
       return {
         kind: chart.dataset.chart,
+        points: JSON.parse(chart.dataset.points || '[]'),
         rect: rect && {x: rect.x + window.scrollX, y: rect.y + window.scrollY,
                        width: rect.width, height: rect.height},
         series: [...chart.querySelectorAll('.u-legend .u-series')]
@@ -392,16 +395,22 @@ async function main() {
               workers + ')');
         }
         const counts = [];
-        for (const series of chart.series) {
+        let total = 0;
+        chart.series.forEach((series, index) => {
           const rgb = (series.color.match(/\d+/g) || []).slice(0, 3).map(Number);
           const pixels = rgb.length === 3 ? countColor(image, chart.rect, rgb, 40) : 0;
-          counts.push(series.label + ' ' + series.color + ': ' + pixels + ' px');
-          if (pixels < minPixels) {
-            fail(
-                chart.kind + ' chart: ' + series.label + ' has ' + pixels +
-                ' pixels of its colour ' + series.color + ' (at least ' + minPixels +
-                ' expected): nothing drawn?');
+          const points = chart.points[index] || 0;
+          total += pixels;
+          counts.push(series.label + ' ' + series.color + ': ' + pixels + ' px, ' + points +
+                      ' points');
+          if (points < 2) {
+            fail(chart.kind + ' chart: ' + series.label + ' has ' + points +
+                 ' data points (at least 2 expected): nothing to draw?');
           }
+        });
+        if (total < minPixels * chart.series.length) {
+          fail(chart.kind + ' chart: ' + total + ' pixels of its series\' colours (at least ' +
+               minPixels * chart.series.length + ' expected): nothing drawn?');
         }
         console.log(chart.kind + ' chart: ' + counts.join(', '));
       }

@@ -273,10 +273,12 @@ TEST_F(PsctlClusterTest, ASecondRunOfAJobIdIsRefusedUnlessItReplacesTheFirst) {
 // stopped included, and then leaves the shards (so that its id may be submitted again).
 TEST_F(PsctlClusterTest, AFailedRunWritesItsParametersBeforeItLeavesTheShards) {
   // A learning rate this large overflows within a few steps; the shards refuse the non-finite
-  // gradients and the workers fail.
-  std::string json = absl::StrReplaceAll(JobJson("psctl-diverges", 300),
-                                         {{R"("learning_rate": {"base": 0.2})",
-                                           R"("learning_rate": {"base": 3e38})"}});
+  // gradients and the workers fail (continue_on_divergence: the workers' own rule would stop
+  // the job first, on its NaN loss; this is about the shards).
+  std::string json = absl::StrReplaceAll(
+      JobJson("psctl-diverges", 300),
+      {{R"("learning_rate": {"base": 0.2})",
+        R"("learning_rate": {"base": 3e38}, "continue_on_divergence": true)"}});
   std::string job = WriteJob(dir_, "job", json);
   Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
                dir_);

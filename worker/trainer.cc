@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "common/job_spec.h"
 #include "worker/data/dataset.h"
+#include "worker/divergence.h"
 #include "worker/exchange/exchange.h"
 #include "worker/exchange/exchange_factory.h"
 #include "worker/host_variables.h"
@@ -119,7 +122,7 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
   auto job = std::make_unique<PreparedJob>();
   job->data = *std::move(data);
   const Dataset& train = job->data.train;
-  if (context.data_summary != nullptr) *context.data_summary = Summarize(job->data);
+  if (context.outcome != nullptr) context.outcome->data = Summarize(job->data);
   if (train.num_examples < context.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("the training data has ", train.num_examples,
                                                    " examples, fewer than the ",
@@ -220,6 +223,7 @@ class TrainingLoop {
   // Step time by phase: computing; BeforeCompute (pulls) and AfterCompute (pushes, and a
   // PushPull's pull) less their waits at the shards; and those waits.
   absl::Duration compute_time_, pull_time_, push_time_, wait_time_;
+  DivergenceWatch divergence_;
   bool stopped_early_ = false;  // A stop rule ended the job; progress_.note says which.
   // Early stopping: the best loss the stop rules saw, its step, and the evaluations since.
   int64_t evaluations_ = 0;
@@ -251,6 +255,15 @@ absl::Status TrainingLoop::Run() {
     }
     absl::StatusOr<BatchMetrics> metrics = Compute();
     if (!metrics.ok()) return metrics.status();
+    if (std::optional<std::string> diverged = divergence_.Observe(step, metrics->loss)) {
+      if (!spec_.continue_on_divergence()) {
+        return absl::AbortedError(absl::StrCat(
+            "training diverged: ", *diverged,
+            "; lower the learning rate (or the momentum, which asynchrony adds to), or set "
+            "continue_on_divergence to go on"));
+      }
+      if (progress_.note().empty()) progress_.set_note("training diverged: " + *diverged);
+    }
     phase = PhaseTimer(exchange_);
     status = exchange_.AfterCompute(step, gradients_);
     if (!status.ok()) return status;
@@ -258,6 +271,9 @@ absl::Status TrainingLoop::Run() {
     status = MaybeEvaluate(step);
     if (!status.ok()) return status;
     Report(step, metrics->loss);
+  }
+  if (context_.outcome != nullptr && progress_.note().empty()) {
+    context_.outcome->note = divergence_.StallNote();
   }
   // A loop that ended early (time limit, target loss) may leave an exchange in flight.
   return exchange_.Finish();

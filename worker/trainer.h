@@ -24,6 +24,11 @@
 
 namespace ps {
 
+struct TrainerOutcome {
+  DataSummary data;
+  std::string note;  // Empty: nothing to say beyond the progress reports' own note.
+};
+
 struct TrainerContext {
   JobSpec spec;            // REQUIRES: ValidateJobSpec(spec, num_workers).ok().
   int worker = 0;
@@ -36,9 +41,9 @@ struct TrainerContext {
   const std::atomic<bool>* stop = nullptr;  // Set to ask the loop to stop.
   // Called on the training thread after each step and evaluation; must not block for long.
   std::function<void(const JobProgress&)> report;
-  // Filled once the data is loaded, when given: what the job trains and evaluates on (for the
-  // report that ends the job).
-  DataSummary* data_summary = nullptr;
+  // When given, filled for the report that ends the job: what it trained and evaluated on
+  // (once the data is loaded), and a note on how training went (a loss that stopped falling).
+  TrainerOutcome* outcome = nullptr;
 };
 
 // Runs the job: OK when it reached its stop condition, CANCELLED when asked to stop, else the

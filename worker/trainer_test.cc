@@ -391,6 +391,40 @@ TEST_F(TrainerTest, EarlyStoppingEndsAJobWhoseLossStopsFalling) {
   EXPECT_EQ(runs[0].last().note(), "");
 }
 
+// A learning rate far too large: the loss rises (or turns NaN) and the job fails saying so,
+// unless continue_on_divergence, when it goes on and its progress notes it. Every other test
+// here is a converging job the rule leaves alone.
+TEST_F(TrainerTest, ADivergingJobFailsSayingWhy) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("diverging", ConsistencyConfig::SYNC);
+  spec.mutable_learning_rate()->set_base(500.0f);
+  spec.set_steps(200);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  bool diverged = false;
+  for (const WorkerRun& run : runs) {
+    if (run.status.ok()) continue;
+    diverged = diverged || absl::IsAborted(run.status);
+    EXPECT_THAT(run.status.message(), HasSubstr("training diverged: the training loss"))
+        << run.status;
+    EXPECT_THAT(run.status.message(), HasSubstr("lower the learning rate"));
+  }
+  EXPECT_TRUE(diverged);
+  EXPECT_LT(runs[0].last().step(), 200);
+
+  spec.set_job_id("diverging_on");
+  spec.set_continue_on_divergence(true);
+  spec.set_steps(40);
+  runs = RunWorkers(spec, 2);
+  for (const WorkerRun& run : runs) {
+    // It may still fail, at the ps, once its gradients are no longer finite; what it did
+    // before is noted.
+    if (run.status.ok()) {
+      EXPECT_EQ(run.last().step(), 40);
+    }
+    EXPECT_THAT(run.last().note(), HasSubstr("training diverged")) << run.status;
+  }
+}
+
 TEST_F(TrainerTest, TimeLimitEndsTheJob) {
   StartServers(1);
   JobSpec spec = SoftmaxJob("time", ConsistencyConfig::ASYNC);

@@ -220,15 +220,16 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   context.backend = backend->get();
   context.stop = &job->stop;
   JobProgress last;
-  DataSummary data;
-  context.data_summary = &data;
+  TrainerOutcome outcome;
+  context.outcome = &outcome;
   context.report = [&](const JobProgress& progress) {
     last = progress;
     job->progress->Publish(progress);
   };
   absl::Status status = RunTrainer(context);
   last.set_job_id(spec.job_id());
-  *last.mutable_data() = data;
+  *last.mutable_data() = outcome.data;
+  if (!outcome.note.empty()) last.set_note(outcome.note);
   last.set_worker(options_.worker_index);
   if (status.ok()) {
     last.set_state(JobProgress::DONE);

@@ -284,8 +284,11 @@ function chartWidth(container) {
   return Math.max(300, container.clientWidth - 8);
 }
 
-// A uPlot chart in `holder`, made again when `key` (its series) changes, else given `data`.
+// A uPlot chart in `holder`, made again when `key` (its series) changes, else given `data`. The
+// chart's element says how many points each series has (data-points), for tests and tools.
 function drawChart(holder, key, makeOptions, data) {
+  holder.element.dataset.points =
+      JSON.stringify(data.slice(1).map((series) => series.filter((v) => v != null).length));
   if (holder.plot && holder.key === key) {
     holder.plot.setData(data);
     return;
