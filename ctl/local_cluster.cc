@@ -76,9 +76,15 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       std::string name = absl::StrCat(job, "-", i);
       std::string port_file = absl::StrCat(options.dir, "/", name, ".port");
       std::filesystem::remove(port_file, error);
+      std::string metrics_port_file = absl::StrCat(options.dir, "/", name, ".metrics_port");
+      std::filesystem::remove(metrics_port_file, error);
       std::vector<std::string> argv = {binary, "--cluster_spec=" + local->spec_path(),
                                        absl::StrCat("--task=", job, ":", i),
                                        "--bind_host=127.0.0.1", "--port_file=" + port_file};
+      if (options.metrics) {
+        argv.push_back("--metrics_port=0");
+        argv.push_back("--metrics_port_file=" + metrics_port_file);
+      }
       for (const std::string& arg : TransportSecurityArgs(options.security)) argv.push_back(arg);
       for (const std::string& arg : options.daemon_args) argv.push_back(arg);
       if (job == kPsJob && !options.checkpoint_dir.empty()) {
@@ -116,9 +122,23 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
             code.has_value() ? absl::StrCat(" (exit code ", *code, ")") : "", "; its log:\n",
             Tail(local->daemons_.back().Output())));
       }
+      if (options.metrics) {
+        // Both ports listen by now; the files are written one right after the other.
+        absl::StatusOr<int> metrics_port = WaitForPortFile(metrics_port_file, absl::Seconds(5));
+        if (!metrics_port.ok()) {
+          return absl::UnavailableError(absl::StrCat(
+              job, ":", i, " (", binary, ") wrote no --metrics_port_file ", metrics_port_file));
+        }
+        local->metrics_ports_[job].push_back(*metrics_port);
+      }
     }
   }
   return local;
+}
+
+int LocalCluster::metrics_port(absl::string_view job, int index) const {
+  auto ports = metrics_ports_.find(job);
+  return ports == metrics_ports_.end() ? 0 : ports->second[index];
 }
 
 LocalCluster::~LocalCluster() { Stop(); }

@@ -5,11 +5,13 @@
 #define PS_CTL_LOCAL_CLUSTER_H_
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/cluster_spec.h"
 #include "common/subprocess.h"
 #include "common/transport_security.h"
@@ -35,6 +37,8 @@ struct LocalClusterOptions {
   std::vector<std::string> daemon_args;
   // Each worker's --data_root: the directories its jobs' data files are in (DataDirectories).
   std::vector<std::string> data_roots;
+  // Every daemon serves /metrics on a free port of its own (--metrics_port=0); see metrics_port().
+  bool metrics = false;
 };
 
 // The directories, absolute, of the data files `spec` names: what a local cluster's workers
@@ -50,6 +54,9 @@ class LocalCluster {
 
   const ClusterSpec& cluster() const { return cluster_; }
   std::string spec_path() const { return options_.dir + "/cluster.json"; }
+  // The /metrics port of task `index` of `job` (kPsJob, kWorkerJob), on 127.0.0.1; 0 without
+  // LocalClusterOptions::metrics. REQUIRES: the task is in cluster().
+  int metrics_port(absl::string_view job, int index) const;
 
   // SIGTERM to every daemon, then SIGKILL to those still running after `grace`. Idempotent.
   void Stop(absl::Duration grace = absl::Seconds(10));
@@ -61,6 +68,8 @@ class LocalCluster {
   const LocalClusterOptions options_;
   const ClusterSpec cluster_;
   std::vector<Subprocess> daemons_;
+  // By job, in index order; empty without LocalClusterOptions::metrics.
+  std::map<std::string, std::vector<int>, std::less<>> metrics_ports_;
 };
 
 // The path of a daemon binary beside this program: in Bazel's layout (bazel-bin/ctl/psctl ->

@@ -18,12 +18,14 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/cluster_spec.h"
 #include "common/ps_client.h"
+#include "ctl/cluster_client.h"
 #include "ctl/cluster_probe.h"
 
 namespace ps {
@@ -113,6 +115,7 @@ TEST(LocalClusterTest, StartsAnsweringDaemonsAndStopsThem) {
     ports.insert(address.substr(address.find(':') + 1));
   }
   EXPECT_EQ(ports.size(), 3u);
+  EXPECT_EQ((*local)->metrics_port(kPsJob, 0), 0);  // No /metrics unless asked for.
 
   // Every task is up, healthy and of its role; the ps answers for a job it does not have.
   EXPECT_THAT(ProbeCluster(*written), IsEmpty());
@@ -127,6 +130,37 @@ TEST(LocalClusterTest, StartsAnsweringDaemonsAndStopsThem) {
   (*local)->Stop();
   ExpectNothingLeft(spec_path, addresses);
   (*local)->Stop();  // Idempotent.
+}
+
+TEST(LocalClusterTest, WithMetricsEveryDaemonServesThemOnAPortOfItsOwn) {
+  LocalClusterOptions options = SmallCluster();
+  options.metrics = true;
+  absl::StatusOr<std::unique_ptr<LocalCluster>> local = LocalCluster::Start(options);
+  ASSERT_TRUE(local.ok()) << local.status();
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client =
+      ClusterClient::Create((*local)->cluster());
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::set<int> ports;
+  for (const auto& [job, count] : {std::make_pair(kPsJob, 1), std::make_pair(kWorkerJob, 2)}) {
+    for (int i = 0; i < count; ++i) {
+      const int port = (*local)->metrics_port(job, i);
+      ASSERT_GT(port, 0) << job << ":" << i;
+      ports.insert(port);
+      // The port the daemon tells psctl (prometheus-config asks for it), serving /metrics.
+      absl::StatusOr<TaskInfo> info = (*client)->GetTaskInfo(job, i);
+      ASSERT_TRUE(info.ok()) << info.status();
+      EXPECT_EQ(info->metrics_port(), port);
+      httplib::Client http("127.0.0.1", port);
+      httplib::Result page = http.Get("/metrics");
+      ASSERT_TRUE(page) << job << ":" << i << ": " << httplib::to_string(page.error());
+      EXPECT_EQ(page->status, 200);
+      EXPECT_THAT(page->body, HasSubstr("\nprocess_cpu_seconds_total "));
+    }
+  }
+  EXPECT_EQ(ports.size(), 3u);
+  for (const std::string& address : AllAddresses((*local)->cluster())) {
+    EXPECT_EQ(ports.count(std::stoi(address.substr(address.find(':') + 1))), 0u) << address;
+  }
 }
 
 TEST(LocalClusterTest, DestructorStopsTheDaemons) {

@@ -1,7 +1,7 @@
 // psctl: the user's tool for a parameter-server cluster.
 //
 //   psctl local  [--job=config/jobs/default.json] [--ps=2] [--workers=2] [--results=DIR]
-//                [--checkpoint_dir=checkpoints] [--resume]
+//                [--checkpoint_dir=checkpoints] [--resume] [--metrics_port=0] [--keep_cluster]
 //   psctl submit --cluster_spec=FILE --job=FILE [--results=DIR] [--detach] [--replace|--resume]
 //   psctl status --cluster_spec=FILE [--job=ID]
 //   psctl stop   --cluster_spec=FILE --job=ID
@@ -12,6 +12,8 @@
 //   psctl report DIR
 //   psctl slurm-spec --slurm_num_ps=N [--slurm_base_port=8888]
 //   psctl dashboard --cluster_spec=FILE [--bind_host=127.0.0.1] [--port=0] [--port_file=FILE]
+//   psctl prometheus-config --cluster_spec=FILE [--out=FILE] [--scrape_interval=5s]
+//                [--metrics_port=PORT]
 //
 // Every command that takes --cluster_spec takes --cluster_resolver=slurm instead (with
 // --slurm_num_ps and --slurm_base_port) inside a Slurm job: deploy/slurm/.
@@ -40,6 +42,7 @@
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
 #include "common/environment.h"
+#include "common/file_system.h"
 #include "common/job_schema.h"
 #include "common/job_spec.h"
 #include "common/security_flags.h"
@@ -54,6 +57,7 @@
 #include "ctl/experiment.h"
 #include "ctl/job_runner.h"
 #include "ctl/local_cluster.h"
+#include "ctl/prometheus_config.h"
 #include "ctl/report_runner.h"
 #include "ctl/sweep.h"
 #include "worker/compute/device.h"
@@ -71,7 +75,8 @@ DEFINE_string(checkpoint_dir, "checkpoints",
               "one to --resume a job on a fresh local cluster. export: the directories (comma-"
               "separated) holding the shards' checkpoint files");
 DEFINE_string(checkpoint, "", "export: the checkpoint's name (default: the newest complete one)");
-DEFINE_string(out, "", "export: the directory to write the model to; certs: for the certificates");
+DEFINE_string(out, "", "export: the directory to write the model to; certs: for the "
+                       "certificates; prometheus-config: the file to write (default: stdout)");
 DEFINE_int32(days, 365, "certs: how long the certificates are valid");
 DEFINE_string(users, "", "certs: more users (comma-separated), each with a certificate of its own");
 DEFINE_bool(resume, false,
@@ -95,6 +100,13 @@ DEFINE_string(bind_host, "127.0.0.1", "dashboard: the interface to serve the pag
                                       "HTTP: a trusted one)");
 DEFINE_int32(port, 0, "dashboard: the page's HTTP port (0: any free one, see --port_file)");
 DEFINE_string(port_file, "", "dashboard: if set, write the bound port here once listening");
+DEFINE_int32(metrics_port, -1,
+             "local: 0 starts every daemon with /metrics on a free port of its own (-1: none). "
+             "prometheus-config: the /metrics port of every task (-1: ask each task for its own)");
+DEFINE_bool(keep_cluster, false,
+            "local: after the job, keep the cluster running (for psctl submit, status and "
+            "prometheus-config on DIR.cluster/cluster.json) until Ctrl-C or SIGTERM");
+DEFINE_string(scrape_interval, "5s", "prometheus-config: how often Prometheus scrapes each task");
 
 namespace ps {
 namespace {
@@ -103,7 +115,8 @@ constexpr char kUsage[] =
     "usage: psctl COMMAND [flags]\n"
     "  local    start a cluster on this machine, run a job on it, write results, stop it\n"
     "           psctl local [--job=config/jobs/default.json] [--ps=2] [--workers=2]\n"
-    "           [--checkpoint_dir=checkpoints] [--resume]\n"
+    "           [--checkpoint_dir=checkpoints] [--resume] [--metrics_port=0: /metrics on\n"
+    "           every daemon] [--keep_cluster: keep it running after the job, until Ctrl-C]\n"
     "  submit   run a job on a running cluster: psctl submit --cluster_spec=F --job=F\n"
     "           [--replace: the job id exists from an earlier run; delete that run first]\n"
     "           [--resume: continue the job from its latest complete checkpoint]\n"
@@ -123,6 +136,9 @@ constexpr char kUsage[] =
     "           every command takes --cluster_resolver=slurm instead of --cluster_spec\n"
     "  dashboard  a status page with live charts, until Ctrl-C: psctl dashboard --cluster_spec=F\n"
     "           [--bind_host=127.0.0.1] [--port=0: any free one] [--port_file=F]\n"
+    "  prometheus-config  a Prometheus scrape configuration for the cluster's /metrics pages:\n"
+    "           psctl prometheus-config --cluster_spec=F [--out=F] [--scrape_interval=5s]\n"
+    "           [--metrics_port=P: every task's port, else each task is asked for its own]\n"
     "  (psctl --helpfull lists every flag)";
 
 std::atomic<bool> interrupted{false};
@@ -168,7 +184,13 @@ int Local() {
         "the results directory ", results, " exists; choose another --results, or pass "
         "--overwrite")));
   }
+  if (FLAGS_metrics_port != -1 && FLAGS_metrics_port != 0) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "psctl local --metrics_port=", FLAGS_metrics_port, ": give 0 (every daemon on a free "
+        "port of its own; they share this machine) or -1 (no /metrics)")));
+  }
   LocalClusterOptions options;
+  options.metrics = FLAGS_metrics_port == 0;
   options.num_ps = FLAGS_ps;
   options.num_workers = FLAGS_workers;
   options.dir = results + ".cluster";
@@ -185,7 +207,21 @@ int Local() {
   absl::StatusOr<std::unique_ptr<LocalCluster>> local = LocalCluster::Start(options);
   if (!local.ok()) return Fail(local.status());
   std::cout << "cluster: " << (*local)->spec_path() << "\n";
+  if (options.metrics) {
+    for (absl::string_view job : {kPsJob, kWorkerJob}) {
+      for (int i = 0; i < (*local)->cluster().NumTasks(job); ++i) {
+        std::cout << job << ":" << i << " metrics: http://127.0.0.1:"
+                  << (*local)->metrics_port(job, i) << "/metrics\n";
+      }
+    }
+  }
+  std::cout << std::flush;
   int code = Submit((*local)->cluster(), *spec, results);
+  if (FLAGS_keep_cluster && !interrupted) {
+    std::cout << "the cluster keeps running (--keep_cluster): " << (*local)->spec_path()
+              << "; Ctrl-C stops it" << std::endl;
+    while (!interrupted) absl::SleepFor(absl::Milliseconds(100));
+  }
   (*local)->Stop();
   std::cout << "stopped the local cluster\n";
   return code;
@@ -351,6 +387,40 @@ int Dashboard() {
   return 0;
 }
 
+int PrometheusConfigCommand() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  absl::StatusOr<MetricsPorts> ports;
+  if (FLAGS_metrics_port > 0) {
+    ports = SameMetricsPort(*cluster, FLAGS_metrics_port);
+  } else if (FLAGS_metrics_port == -1) {
+    absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
+    if (!client.ok()) return Fail(client.status());
+    ports = AskMetricsPorts(**client);
+  } else {
+    ports = absl::InvalidArgumentError("--metrics_port: every task's /metrics port (1..65535), "
+                                       "or -1 to ask each task for its own");
+  }
+  if (!ports.ok()) return Fail(ports.status());
+  const ClusterSource source = ClusterSourceFromFlags(FLAGS_cluster_spec, "");
+  absl::StatusOr<std::string> yaml = PrometheusConfig(
+      *cluster, *ports, FLAGS_scrape_interval,
+      !source.cluster_spec_path.empty() ? source.cluster_spec_path
+      : source.resolver.empty()         ? std::string("TF_CONFIG")
+                                        : absl::StrCat("--cluster_resolver=", source.resolver));
+  if (!yaml.ok()) return Fail(yaml.status());
+  if (FLAGS_out.empty()) {
+    std::cout << *yaml;
+    return 0;
+  }
+  absl::Status written = FileSystem::Default()->WriteFileAtomically(FLAGS_out, *yaml);
+  if (!written.ok()) return Fail(written);
+  std::cout << "wrote " << FLAGS_out << ": scrape jobs ps and worker, "
+            << cluster->NumTasks(kPsJob) + cluster->NumTasks(kWorkerJob)
+            << " targets; run prometheus --config.file=" << FLAGS_out << "\n";
+  return 0;
+}
+
 int Report(const std::string& dir) {
   ReportOptions options;
   options.script = FLAGS_report_script;
@@ -410,6 +480,7 @@ int main(int argc, char** argv) {
   if (command == "certs") return ps::Certs();
   if (command == "slurm-spec") return ps::SlurmSpec();
   if (command == "dashboard") return ps::Dashboard();
+  if (command == "prometheus-config") return ps::PrometheusConfigCommand();
   std::cerr << "psctl: unknown command \"" << command << "\"\n" << ps::kUsage << "\n";
   return 2;
 }

@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
@@ -154,6 +156,50 @@ TEST_F(PsctlLocalTest, CtrlCThatReachesTheDaemonsTooIsAnInterruption) {
   EXPECT_EQ(psctl.Wait(absl::Seconds(30)), 130) << psctl.Output();
   EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
   EXPECT_THAT(Lines(psctl.Stderr()), ElementsAre("psctl: interrupted; the job was stopped"));
+}
+
+// --metrics_port=0: each daemon's /metrics on a port of its own, printed; --keep_cluster: the
+// daemons stay after the job, until psctl is stopped, which then exits with the job's status.
+TEST_F(PsctlLocalTest, MetricsOnEveryDaemonAndTheClusterKeptAfterTheJob) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-kept", 50));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu",
+               "--metrics_port=0", "--keep_cluster"},
+              dir_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!absl::StrContains(psctl.Stdout(), "the cluster keeps running") && !psctl.Ended() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_THAT(psctl.Stdout(), HasSubstr("the cluster keeps running (--keep_cluster)"))
+      << psctl.Output();
+  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "DONE");
+  std::set<int> ports;
+  for (const char* task : {"ps:0", "ps:1", "worker:0", "worker:1"}) {
+    std::smatch url;
+    const std::string out = psctl.Stdout();
+    const std::regex line(
+        absl::StrCat("\\n", task, " metrics: http://127.0.0.1:(\\d+)/metrics\\n"));
+    ASSERT_TRUE(std::regex_search(out, url, line)) << out;
+    ports.insert(std::stoi(url[1].str()));
+  }
+  EXPECT_EQ(ports.size(), 4u);
+  for (int port : ports) {
+    httplib::Client http("127.0.0.1", port);
+    httplib::Result page = http.Get("/metrics");
+    ASSERT_TRUE(page) << port << ": " << httplib::to_string(page.error());
+    EXPECT_THAT(page->body, HasSubstr("job_id=\"psctl-kept\""));
+  }
+  EXPECT_EQ(ProcessesMentioning(results_).size(), 5u);  // psctl, 2 ps, 2 workers.
+  kill(psctl.pid(), SIGTERM);
+  EXPECT_EQ(psctl.Wait(absl::Seconds(30)), 0) << psctl.Output();
+  EXPECT_THAT(psctl.Stdout(), HasSubstr("stopped the local cluster"));
+  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
+}
+
+TEST_F(PsctlLocalTest, RefusesAMetricsPortTheDaemonsWouldShare) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-port", 300));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--metrics_port=9100"}, dir_);
+  ExpectRefused(psctl, "psctl local --metrics_port=9100: give 0 (every daemon on a free port");
 }
 
 TEST_F(PsctlLocalTest, AJobThatFailsStopsEveryDaemonAndSaysWhy) {
