@@ -32,6 +32,9 @@ PACKAGES=(
   podman runc
   # psctl dashboard's page in a real browser (tests/dashboard_chromium_test.sh).
   chromium
+  # The real Prometheus that scrapes a local cluster (tests/prometheus_test.sh); the test runs
+  # its own server, so the package's service is kept from starting (below).
+  prometheus
 )
 # The Kubernetes manifests' validator (tests/kubernetes_manifests_test.sh) runs on Node.js and
 # installs its checkers with npm. Any Node.js with npm will do (some machines have NodeSource's,
@@ -55,8 +58,20 @@ if ((${#missing[@]} > 0)); then
     sudo=(sudo)
   fi
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # No package's service starts as it is installed (prometheus's would take port 9090): Debian's
+  # policy-rc.d, for the install only, unless the machine has its own.
+  policy_rc_d=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    policy_rc_d=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy_rc_d" >/dev/null
+    "${sudo[@]}" chmod +x "$policy_rc_d"
+  fi
+  status=0
+  { "${sudo[@]}" apt-get update -qq &&
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; } ||
+    status=$?
+  [[ -z "$policy_rc_d" ]] || "${sudo[@]}" rm -f "$policy_rc_d"
+  ((status == 0)) || { echo "setup: apt-get install failed (exit $status)" >&2; exit "$status"; }
   echo "setup: installed ${#missing[@]} package(s)"
 fi
 
