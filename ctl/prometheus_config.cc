@@ -39,12 +39,9 @@ bool IsPrometheusDuration(absl::string_view text) {
 
 }  // namespace
 
-MetricsPorts SameMetricsPort(const ClusterSpec& cluster, int port) {
-  MetricsPorts ports;
-  for (absl::string_view job : {kPsJob, kWorkerJob}) {
-    ports[std::string(job)] = std::vector<int>(cluster.NumTasks(job), port);
-  }
-  return ports;
+MetricsPorts FixedMetricsPorts(const ClusterSpec& cluster, int ps_port, int worker_port) {
+  return {{std::string(kPsJob), std::vector<int>(cluster.NumTasks(kPsJob), ps_port)},
+          {std::string(kWorkerJob), std::vector<int>(cluster.NumTasks(kWorkerJob), worker_port)}};
 }
 
 absl::StatusOr<MetricsPorts> AskMetricsPorts(const ClusterClient& client) {
@@ -74,8 +71,9 @@ absl::StatusOr<MetricsPorts> AskMetricsPorts(const ClusterClient& client) {
   if (problems.empty()) return ports;
   const std::string message = absl::StrCat(
       absl::StrJoin(problems, "\n"),
-      "\n(where every task serves /metrics on the same port, as the systemd and Kubernetes "
-      "deployments do, pass --metrics_port=PORT instead of asking the tasks)");
+      "\n(where the tasks serve /metrics on fixed ports, as the systemd and Kubernetes "
+      "deployments do, pass them instead of asking the tasks: --metrics_port=PORT for every "
+      "task, and --worker_metrics_port=PORT for the workers where theirs differs)");
   return down ? absl::UnavailableError(message) : absl::FailedPreconditionError(message);
 }
 

@@ -30,8 +30,9 @@ namespace ps {
 // The /metrics port of each task: by job (kPsJob, kWorkerJob), in index order.
 using MetricsPorts = std::map<std::string, std::vector<int>, std::less<>>;
 
-// Every task of `cluster` on the same `port`, as the systemd and Kubernetes deployments run them.
-MetricsPorts SameMetricsPort(const ClusterSpec& cluster, int port);
+// Every ps task of `cluster` on `ps_port`, every worker on `worker_port`: fixed ports, as the
+// systemd and Kubernetes deployments give them (9100 and 9101).
+MetricsPorts FixedMetricsPorts(const ClusterSpec& cluster, int ps_port, int worker_port);
 
 // Asks every task for its /metrics port (ClusterClient::GetTaskInfo, one task at a time). A task
 // that does not answer, answers as another task, or serves no /metrics is an error (UNAVAILABLE

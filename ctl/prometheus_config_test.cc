@@ -50,16 +50,16 @@ TEST(PrometheusConfigTest, OneTargetPerTaskOnItsHostLabelledWithTheTask) {
             "          task: \"worker:0\"\n");
 }
 
-TEST(PrometheusConfigTest, SameMetricsPortGivesEveryTaskThePort) {
+TEST(PrometheusConfigTest, FixedMetricsPortsGiveEachJobsTasksItsPort) {
   const ClusterSpec cluster =
       Cluster(R"({"ps": ["h1:2222", "h2:2222"], "worker": ["h3:2222", "h4:2222", "h5:2222"]})");
-  EXPECT_EQ(SameMetricsPort(cluster, 9100),
-            (MetricsPorts{{"ps", {9100, 9100}}, {"worker", {9100, 9100, 9100}}}));
+  EXPECT_EQ(FixedMetricsPorts(cluster, 9100, 9101),
+            (MetricsPorts{{"ps", {9100, 9100}}, {"worker", {9101, 9101, 9101}}}));
 }
 
 TEST(PrometheusConfigTest, TakesPrometheusDurationsOnly) {
   const ClusterSpec cluster = Cluster(R"({"ps": ["h1:2222"], "worker": ["h2:2222"]})");
-  const MetricsPorts ports = SameMetricsPort(cluster, 9100);
+  const MetricsPorts ports = FixedMetricsPorts(cluster, 9100, 9100);
   for (const char* good : {"1s", "15s", "1m30s", "500ms", "2h", "1d12h", "1w", "1y"}) {
     absl::StatusOr<std::string> yaml = PrometheusConfig(cluster, ports, good, "c");
     ASSERT_TRUE(yaml.ok()) << good << ": " << yaml.status();
@@ -142,7 +142,9 @@ TEST(AskMetricsPortsTest, NamesEveryTaskThatIsDownOrServesNoMetricsAndSaysWhatTo
   EXPECT_THAT(message, HasSubstr(absl::StrCat("worker:0 (", worker0.address(),
                                               "): cannot ask for its /metrics port (")));
   EXPECT_THAT(message, HasSubstr("is the daemon running?"));
-  EXPECT_THAT(message, HasSubstr("pass --metrics_port=PORT instead of asking the tasks"));
+  EXPECT_THAT(message, HasSubstr("--metrics_port=PORT for every task, and "
+                                 "--worker_metrics_port=PORT for the workers where theirs "
+                                 "differs"));
 }
 
 TEST(AskMetricsPortsTest, MetricsOffAloneIsAFailedPrecondition) {

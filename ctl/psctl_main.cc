@@ -13,7 +13,7 @@
 //   psctl slurm-spec --slurm_num_ps=N [--slurm_base_port=8888]
 //   psctl dashboard --cluster_spec=FILE [--bind_host=127.0.0.1] [--port=0] [--port_file=FILE]
 //   psctl prometheus-config --cluster_spec=FILE [--out=FILE] [--scrape_interval=5s]
-//                [--metrics_port=PORT]
+//                [--metrics_port=PORT [--worker_metrics_port=PORT]]
 //
 // Every command that takes --cluster_spec takes --cluster_resolver=slurm instead (with
 // --slurm_num_ps and --slurm_base_port) inside a Slurm job: deploy/slurm/.
@@ -103,6 +103,8 @@ DEFINE_string(port_file, "", "dashboard: if set, write the bound port here once 
 DEFINE_int32(metrics_port, -1,
              "local: 0 starts every daemon with /metrics on a free port of its own (-1: none). "
              "prometheus-config: the /metrics port of every task (-1: ask each task for its own)");
+DEFINE_int32(worker_metrics_port, -1,
+             "prometheus-config: the workers' /metrics port where it is not --metrics_port's");
 DEFINE_bool(keep_cluster, false,
             "local: after the job, keep the cluster running (for psctl submit, status and "
             "prometheus-config on DIR.cluster/cluster.json) until Ctrl-C or SIGTERM");
@@ -139,6 +141,7 @@ constexpr char kUsage[] =
     "  prometheus-config  a Prometheus scrape configuration for the cluster's /metrics pages:\n"
     "           psctl prometheus-config --cluster_spec=F [--out=F] [--scrape_interval=5s]\n"
     "           [--metrics_port=P: every task's port, else each task is asked for its own]\n"
+    "           [--worker_metrics_port=P: the workers' port, where not --metrics_port's]\n"
     "  (psctl --helpfull lists every flag)";
 
 std::atomic<bool> interrupted{false};
@@ -392,14 +395,17 @@ int PrometheusConfigCommand() {
   if (!cluster.ok()) return Fail(cluster.status());
   absl::StatusOr<MetricsPorts> ports;
   if (FLAGS_metrics_port > 0) {
-    ports = SameMetricsPort(*cluster, FLAGS_metrics_port);
-  } else if (FLAGS_metrics_port == -1) {
+    ports = FixedMetricsPorts(
+        *cluster, FLAGS_metrics_port,
+        FLAGS_worker_metrics_port == -1 ? FLAGS_metrics_port : FLAGS_worker_metrics_port);
+  } else if (FLAGS_metrics_port == -1 && FLAGS_worker_metrics_port == -1) {
     absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
     if (!client.ok()) return Fail(client.status());
     ports = AskMetricsPorts(**client);
   } else {
-    ports = absl::InvalidArgumentError("--metrics_port: every task's /metrics port (1..65535), "
-                                       "or -1 to ask each task for its own");
+    ports = absl::InvalidArgumentError(
+        "--metrics_port: every task's /metrics port (1..65535), or -1 to ask each task for its "
+        "own; --worker_metrics_port only with it");
   }
   if (!ports.ok()) return Fail(ports.status());
   const ClusterSource source = ClusterSourceFromFlags(FLAGS_cluster_spec, "");

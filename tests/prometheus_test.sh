@@ -12,7 +12,7 @@
 # target was scraped once more, and compares (its header says how, and why exactly). The job may
 # end before Prometheus's first scrape: the values checked are the final ones, which the daemons
 # keep after the job. Last, with the cluster stopped, prometheus-config must fail naming the
-# tasks that are down.
+# tasks that are down, and write fixed ports (--metrics_port, --worker_metrics_port) unasked.
 #
 # Skips (passes), saying why, where prometheus is missing and cannot be installed (not root, no
 # apt-get, no archive). Everything it starts is stopped by pid on every exit.
@@ -174,5 +174,12 @@ for task in ps:0 ps:1 worker:0 worker:1; do
   [[ "$output" == *"$task (127.0.0.1:"*"): cannot ask for its /metrics port"* ]] ||
     fail "prometheus-config on a stopped cluster does not name $task: $output"
 done
-[[ "$output" == *"pass --metrics_port=PORT"* ]] || fail "no fix in: $output"
+[[ "$output" == *"--metrics_port=PORT for every task"* ]] || fail "no fix in: $output"
+# Fixed ports (systemd's 9100 and 9101) are not asked for: the cluster may be down.
+output="$("$PSCTL" prometheus-config --cluster_spec="$DIR/results.cluster/cluster.json" \
+            --metrics_port=9100 --worker_metrics_port=9101)" ||
+  fail "prometheus-config with fixed ports failed: $output"
+targets_written="$(grep -o '"127.0.0.1:[0-9]*"' <<< "$output" | tr -d '"' | paste -sd, -)"
+[ "$targets_written" = "127.0.0.1:9100,127.0.0.1:9100,127.0.0.1:9101,127.0.0.1:9101" ] ||
+  fail "prometheus-config --metrics_port=9100 --worker_metrics_port=9101 wrote: $output"
 log "PASS"
