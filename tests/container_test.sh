@@ -2,7 +2,8 @@
 # Builds the container image (deploy/container/build.sh, from this build's binaries) and checks it
 # holds the programs and their libraries; then starts 2 ps and 2 worker containers on a podman
 # network with the args and environment of deploy/kubernetes/ (overlays/cpu), each under its pod's
-# name (ps-0 answers as ps-0.ps, through /etc/hosts), runs the submit Job's psctl and expects the job DONE. It removes
+# name (ps-0 answers as ps-0.ps, through /etc/hosts), runs the submit Job's psctl and expects the
+# job DONE, and psctl prometheus-config to find each daemon's /metrics port. It removes
 # every container, the network and the image it made. Where containers cannot run, it says why and
 # skips that part after the checks of the image.
 set -euo pipefail
@@ -69,7 +70,7 @@ sed -n '/cluster.json: |/,$p' deploy/kubernetes/base/cluster.yaml | tail -n +2 |
   >"$tmp/cluster.json"
 mkdir -p "$tmp/job" && cp config/jobs/default.json "$tmp/job/job.json"
 for arg in --task_from_hostname --checkpoint_dir=/var/lib/ps/checkpoints --device=cpu \
-    --compute_threads=4; do
+    --compute_threads=4 --metrics_port=9100 --metrics_port=9101; do
   grep -Rq -- "- $arg\$" deploy/kubernetes/base deploy/kubernetes/overlays/cpu ||
     { echo "FAIL: $arg is not in the manifests any more"; exit 1; }
 done
@@ -88,11 +89,11 @@ for i in 0 1; do
   $podman_cmd run -d --name "$id-ps-$i" --hostname "ps-$i" --ip "$subnet.1$i" \
     --tmpfs /var/lib/ps/checkpoints:mode=1777 "${common[@]}" "$image" \
     /usr/bin/ps_server --cluster_spec=/etc/ps/cluster/cluster.json --task_from_hostname \
-    --checkpoint_dir=/var/lib/ps/checkpoints >/dev/null
+    --checkpoint_dir=/var/lib/ps/checkpoints --metrics_port=9100 >/dev/null
   $podman_cmd run -d --name "$id-worker-$i" --hostname "worker-$i" --ip "$subnet.2$i" \
     "${common[@]}" "$image" \
     /usr/bin/ps_worker --cluster_spec=/etc/ps/cluster/cluster.json --task_from_hostname \
-    --device=cpu --compute_threads=4 >/dev/null
+    --device=cpu --compute_threads=4 --metrics_port=9101 >/dev/null
 done
 containers+=("$id-submit")
 if ! $podman_cmd run --name "$id-submit" "${common[@]}" -v "$tmp/job:/etc/ps/job:ro" \
@@ -114,4 +115,15 @@ for i in 0 1; do
   grep -q "ps:$i (/etc/ps/cluster/cluster.json, task from host name ps-$i)" <<<"$log" ||
     { echo "FAIL: ps-$i did not run ps:$i"; exit 1; }
 done
-echo "PASS: 2 ps and 2 worker containers ran the job to DONE ($podman_cmd run $flags)"
+# Each daemon tells psctl its /metrics port (the manifests' 9100 and 9101): the scrape
+# configuration names every pod there.
+containers+=("$id-prometheus-config")
+config="$($podman_cmd run --name "$id-prometheus-config" "${common[@]}" "$image" \
+  /usr/bin/psctl prometheus-config --cluster_spec=/etc/ps/cluster/cluster.json 2>&1)" ||
+  { echo "$config"; echo "FAIL: psctl prometheus-config in a container failed"; exit 1; }
+for target in ps-0.ps:9100 ps-1.ps:9100 worker-0.worker:9101 worker-1.worker:9101; do
+  [[ "$config" == *"- targets: [\"$target\"]"* ]] ||
+    { echo "$config"; echo "FAIL: the scrape configuration lacks $target"; exit 1; }
+done
+echo "PASS: 2 ps and 2 worker containers ran the job to DONE ($podman_cmd run $flags); psctl"
+echo "prometheus-config found their /metrics ports"

@@ -6,11 +6,14 @@
 //      with ajv) and each replica's pod template with kubernetes-models;
 //   2. checks what the schemas cannot: selectors that match the pods, Services and ConfigMaps
 //      that exist, probes on the served port, a ClusterSpec that names each StatefulSet pod, the
-//      job file equal to config/jobs/default.json, the operator's rules for a TFJob;
+//      job file equal to config/jobs/default.json, the operator's rules for a TFJob, /metrics on
+//      every ps and worker (--metrics_port, the port named "metrics" and the pod's prometheus.io
+//      annotations agreeing);
 //   3. with --binaries, checks every container's flags against the program's --helpfull, and
 //      with --run, starts ps_server and ps_worker with the args and environment each manifest
 //      gives its pods (the pod's host name faked with --task_hostname, TF_CONFIG as the operator
-//      writes it), on free loopback ports, and checks each resolves its task; then stops them.
+//      writes it), on free loopback ports, and checks each resolves its task and serves
+//      /metrics; then stops them.
 // Usage: node kubernetes_manifests_check.js --modules=DIR --manifests=DIR --schema=FILE
 //          --default_job=FILE [--binaries=ps_server=P,ps_worker=P,psctl=P] [--run --tmp=DIR]
 // Exits 1 with every problem found, one a line.
@@ -18,6 +21,7 @@
 
 const childProcess = require('child_process');
 const fs = require('fs');
+const http = require('http');
 const path = require('path');
 
 const args = Object.fromEntries(process.argv.slice(2).map((a) => {
@@ -187,6 +191,34 @@ function checkContainers(where, podSpec, volumes) {
   }
 }
 
+// Every ps and worker container serves /metrics (--metrics_port=N) on its port named "metrics",
+// N, and the pod's annotations point Prometheus's pod discovery at N.
+function checkMetrics(where, template) {
+  const annotations = (template.metadata && template.metadata.annotations) || {};
+  for (const c of template.spec.containers) {
+    const flag = (c.args || []).map((a) => a.match(/^--metrics_port=(\d+)$/)).find(Boolean);
+    const port = (c.ports || []).find((p) => p.name === 'metrics');
+    if (!flag) {
+      problem(where, `container ${c.name} serves no /metrics (no --metrics_port=PORT)`);
+      continue;
+    }
+    const n = Number(flag[1]);
+    if (!port) {
+      problem(where, `container ${c.name}: --metrics_port=${n} but no port named metrics`);
+    } else if (port.containerPort !== n) {
+      problem(where, `container ${c.name}: --metrics_port=${n} but its port named metrics is ` +
+              `${port.containerPort}`);
+    }
+    const scrape = annotations['prometheus.io/scrape'];
+    const annotated = annotations['prometheus.io/port'];
+    if (scrape !== 'true' || annotated !== String(n)) {
+      problem(where, `container ${c.name}: --metrics_port=${n} but the pod's annotations are ` +
+              `prometheus.io/scrape ${JSON.stringify(scrape)}, prometheus.io/port ` +
+              `${JSON.stringify(annotated)}`);
+    }
+  }
+}
+
 function checkRender(name, rendered) {
   const objects = rendered.map((r) => r.object);
   const where = (o) => `${name}: ${o.kind} ${o.metadata.name}`;
@@ -216,6 +248,7 @@ function checkRender(name, rendered) {
     const volumes = checkPodSpec(where(s), s.spec.template.spec, objects);
     for (const t of s.spec.volumeClaimTemplates || []) volumes.add(t.metadata.name);
     checkContainers(where(s), s.spec.template.spec, volumes);
+    checkMetrics(where(s), s.spec.template);
   }
   for (const j of byKind('Job')) {
     checkContainers(where(j), j.spec.template.spec, checkPodSpec(where(j), j.spec.template.spec, objects));
@@ -299,6 +332,7 @@ function checkTfJob(file, rendered) {
     }
     checkContainers(`${where} ${type}`, spec.template.spec,
                     checkPodSpec(`${where} ${type}`, spec.template.spec, objects));
+    if (type === 'PS' || type === 'Worker') checkMetrics(`${where} ${type}`, spec.template);
   }
 }
 
@@ -357,6 +391,12 @@ function runPod(where, pod, container, volumes, objects, extraEnv, expect) {
   const podArgs = (container.args || []).map((a) => mounts.reduce((x, [from, to]) => x.split(from).join(to), a));
   const portFile = path.join(dir, 'port');
   podArgs.push('--port=0', `--port_file=${portFile}`, '--bind_host=127.0.0.1');
+  // /metrics on a free port too, written to a file.
+  const metricsFile = path.join(dir, 'metrics_port');
+  const metrics = podArgs.findIndex((a) => a.startsWith('--metrics_port='));
+  if (metrics >= 0) {
+    podArgs.splice(metrics, 1, '--metrics_port=0', `--metrics_port_file=${metricsFile}`);
+  }
   if (podArgs.includes('--task_from_hostname')) podArgs.push(`--task_hostname=${pod}`);
   const env = { PATH: '/usr/bin:/bin' };
   for (const e of container.env || []) env[e.name] = e.value;
@@ -382,10 +422,18 @@ function runPod(where, pod, container, volumes, objects, extraEnv, expect) {
         for (const want of expect.log) {
           if (!text.includes(want)) problem(where, `${pod}: the log lacks "${want}": ${text}`);
         }
-        child.kill('SIGTERM');
-        return child.on('exit', (code) => {
-          if (code !== 0) problem(where, `${pod}: exit ${code} after SIGTERM`);
-          resolve();
+        const checked = metrics >= 0 ? checkMetricsPage(`${where}: ${pod}`, metricsFile) :
+                                       Promise.resolve();
+        return checked.then(() => {
+          if (exited !== null) {
+            problem(where, `${pod}: exited ${exited} while running`);
+            return resolve();
+          }
+          child.kill('SIGTERM');
+          child.on('exit', (code) => {
+            if (code !== 0) problem(where, `${pod}: exit ${code} after SIGTERM`);
+            resolve();
+          });
         });
       } else if (exited !== null) {
         problem(where, `${pod}: exited ${exited} before listening: ${text}`);
@@ -397,6 +445,39 @@ function runPod(where, pod, container, volumes, objects, extraEnv, expect) {
         return resolve();
       }
       setTimeout(poll, 100);
+    };
+    poll();
+  });
+}
+
+// GET /metrics on the port the daemon wrote to `portFile` (soon after its gRPC port file): a
+// Prometheus page with the process families.
+function checkMetricsPage(where, portFile) {
+  return new Promise((resolve) => {
+    const deadline = Date.now() + 5000;
+    const poll = () => {
+      const port = fs.existsSync(portFile) ? fs.readFileSync(portFile, 'utf8').trim() : '';
+      if (port === '') {
+        if (Date.now() > deadline) {
+          problem(where, `no --metrics_port_file ${portFile} after 5 s`);
+          return resolve();
+        }
+        return setTimeout(poll, 50);
+      }
+      http.get(`http://127.0.0.1:${port}/metrics`, (response) => {
+        let body = '';
+        response.on('data', (chunk) => { body += chunk; });
+        response.on('end', () => {
+          if (response.statusCode !== 200 || !body.includes('\nprocess_cpu_seconds_total ')) {
+            problem(where, `GET /metrics on port ${port}: ${response.statusCode}: ` +
+                    body.slice(0, 200));
+          }
+          resolve();
+        });
+      }).on('error', (e) => {
+        problem(where, `GET /metrics on port ${port}: ${e.message}`);
+        resolve();
+      });
     };
     poll();
   });
@@ -486,7 +567,8 @@ async function main() {
     process.exit(1);
   }
   console.log(`valid: ${Object.keys(renders).join(', ')}, tfjob.yaml` +
-              (args.run ? '; every pod\'s program started and resolved its task' : ''));
+              (args.run ? '; every pod\'s program started, resolved its task and served ' +
+                          '/metrics' : ''));
 }
 
 main();

@@ -3,8 +3,10 @@
 # StatefulSets, Services, PodDisruptionBudgets, ConfigMaps and the submit Job of base/ and of
 # each overlay against the Kubernetes OpenAPI schemas (the npm package kubernetes-models), the
 # TFJob against the training operator's CRD schema (tests/testdata/tfjob_v1_schema.json, ajv),
-# every container's flags against the programs, and each pod's program started with its args and
-# environment. Then it breaks copies of the manifests one way at a time and expects each to fail.
+# every container's flags against the programs, /metrics on every daemon (flag, port and
+# prometheus.io annotations agreeing), and each pod's program started with its args and
+# environment (its /metrics fetched). Then it breaks copies of the manifests one way at a time
+# and expects each to fail.
 #
 # The validator's npm packages are installed once, pinned, into a cache outside the repository
 # ($PS_KUBERNETES_VALIDATOR_DIR, default /tmp/ps-kubernetes-validator-$UID). Where node or npm's
@@ -80,6 +82,11 @@ cases=(
   "tfjob.yaml|s/    Worker:/    Evaluator:/|no Worker replicas"
   "tfjob.yaml|s/--device=auto/--devices=auto/|ps_worker has no flag --devices"
   "tfjob.yaml|0,/memory: 2Gi/s//memory: 2 GiB/|memory must"
+  "base/ps.yaml|s/--metrics_port=9100/--metrics_port=9102/|--metrics_port=9102 but its port named metrics is 9100"
+  "base/worker.yaml|s/prometheus.io\\/port: \"9101\"/prometheus.io\\/port: \"9100\"/|prometheus.io/port \"9100\""
+  "base/ps.yaml|s/targetPort: metrics/targetPort: metric/|targetPort metric names no container port"
+  "overlays/cpu/worker-cpu.yaml|/--metrics_port=9101/d|container ps-worker serves no /metrics"
+  "tfjob.yaml|0,/name: metrics/s//name: prom/|--metrics_port=9100 but no port named metrics"
 )
 failures=0
 for c in "${cases[@]}"; do
