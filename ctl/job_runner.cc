@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/job_schema.h"
+#include "common/job_warnings.h"
 #include "common/ps_client.h"
 #include "common/worker_session.h"
 #include "ctl/checkpoint_coordinator.h"
@@ -427,6 +428,9 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   if (spec.run_id().empty()) spec.set_run_id(NewRunId());
   absl::Status status = ValidateJobSpec(spec, cluster.NumTasks(kWorkerJob));
   if (!status.ok()) return absl::InvalidArgumentError(absl::StrCat("job: ", status.message()));
+  for (const std::string& warning : JobWarnings(spec, cluster.NumTasks(kWorkerJob))) {
+    *options.out << "warning: " << warning << "\n";
+  }
   std::vector<std::string> problems = ProbeCluster(cluster);
   if (!problems.empty()) {
     return absl::UnavailableError(

@@ -126,6 +126,31 @@ TEST(ResultsWriterTest, SummaryOfAFailedJobSaysFailed) {
   EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
 }
 
+// Staleness beyond the histogram's last bucket: the row of 63 counts it, the summary keeps the
+// exact maximum and mean.
+TEST(ResultsWriterTest, TheLastStalenessBucketHoldsThatManyOrMoreAndTheSummaryIsExact) {
+  std::string dir = Dir("beyond");
+  absl::StatusOr<std::unique_ptr<ResultsWriter>> writer = ResultsWriter::Create(dir, false);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  JobStats shard;
+  WorkerStats* worker = shard.add_workers();
+  StalenessHistogramData* histogram = worker->mutable_staleness();
+  histogram->mutable_counts()->Resize(64, 0);
+  histogram->set_counts(1, 1);
+  histogram->set_counts(63, 2);  // Gradients of staleness 70 and 100.
+  histogram->set_total(3);
+  histogram->set_sum(171);
+  histogram->set_mean(57);
+  histogram->set_max(100);
+  *shard.mutable_staleness() = *histogram;
+  ASSERT_TRUE((*writer)->WriteStaleness({shard}).ok());
+  EXPECT_EQ(Read(dir + "/staleness.csv"), "shard,worker,staleness,count\n0,0,1,1\n0,0,63,2\n");
+  ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {}, {shard}, absl::Seconds(1)).ok());
+  nlohmann::json summary = nlohmann::json::parse(Read(dir + "/summary.json"));
+  EXPECT_EQ(summary["staleness_max"], 100);
+  EXPECT_EQ(summary["staleness_mean"], 57.0);
+}
+
 // What the chief trained and evaluated on, and the scaling to apply to new data.
 TEST(ResultsWriterTest, SummaryRecordsTheDataSplitsAndScaling) {
   std::string dir = Dir("data");

@@ -239,6 +239,27 @@ TEST_F(PsctlClusterTest, SubmitRunsAJobAndStatusShowsTheShardsVersions) {
 // A job id names one job and its runs never share state: once the cluster holds it, a second
 // submission is refused before anything starts, and --replace starts it afresh (its shards at
 // version 0 again, not on top of the first run's 100 steps).
+// A known trap is named at submission; the job still runs (the setting is valid), and a
+// SYNC one of the same optimizer is not warned of.
+TEST_F(PsctlClusterTest, SubmitWarnsOfAsynchronyWithMomentum) {
+  std::string job = WriteJob(dir_, "job",
+                             JobJson("psctl-trap", 20, R"({"mode": "ASYNC"})",
+                                     R"(, "optimizer": {"kind": "MOMENTUM", "momentum": 0.9})"));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  submit.Wait();
+  EXPECT_THAT(submit.Stdout(), HasSubstr("warning: ASYNC with momentum 0.9 on 2 workers"))
+      << submit.Output();
+  std::string sync = WriteJob(dir_, "sync",
+                              JobJson("psctl-no-trap", 20, R"({"mode": "SYNC"})",
+                                      R"(, "optimizer": {"kind": "MOMENTUM", "momentum": 0.9})"));
+  Psctl quiet({"submit", "--cluster_spec=" + spec_path_, "--job=" + sync,
+               "--results=" + results_ + "-sync"},
+              dir_);
+  ASSERT_EQ(quiet.Wait(), 0) << quiet.Output();
+  EXPECT_THAT(quiet.Output(), Not(HasSubstr("warning:")));
+}
+
 TEST_F(PsctlClusterTest, ASecondRunOfAJobIdIsRefusedUnlessItReplacesTheFirst) {
   std::string job = WriteJob(dir_, "job", JobJson("psctl-rerun", 100));
   Psctl first({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
