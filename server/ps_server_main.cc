@@ -22,6 +22,7 @@
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
 #include "common/environment.h"
+#include "common/flag_help.h"
 #include "common/host_port.h"
 #include "common/job_schema.h"
 #include "common/metrics_flags.h"
@@ -53,6 +54,17 @@ DEFINE_int32(max_requests_per_peer, 1024,
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
 
 namespace {
+
+constexpr char kUsage[] = R"(ps_server: one shard of the parameter server (a ps task of the ClusterSpec). It holds its part of
+every job's model, applies the workers' updates under the job's consistency mode, and runs until
+SIGINT or SIGTERM.
+
+Usage: ps_server --cluster_spec=cluster.json --task=ps:0 [--port=N] [flags]
+
+Examples:
+  ps_server --cluster_spec=cluster.json --task=ps:0
+  ps_server --cluster_spec=cluster.json --task=ps:1 --checkpoint_dir=/var/lib/ps --metrics_port=9100
+  TF_CONFIG='{"cluster": {...}, "task": {"type": "ps", "index": 0}}' ps_server)";
 
 int Run() {
   absl::StatusOr<ps::ClusterConfig> config = ps::ResolveClusterConfig(
@@ -154,7 +166,8 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("ps_server --cluster_spec=cluster.json --task=ps:0 [--port=N]");
+  ps::HandleHelp(argc, argv, kUsage);
+  gflags::SetUsageMessage(kUsage);
   ps::SetVersionFlag();
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;

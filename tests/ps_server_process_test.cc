@@ -46,6 +46,25 @@ Subprocess StartServer(const std::vector<std::string>& flags, const std::string&
   return *std::move(process);
 }
 
+// --help starts with what the daemon is and its examples, then its own flags, not glog's.
+TEST(PsServerProcessTest, HelpShowsItsOwnUsageAndFlags) {
+  for (const char* binary : {kServer, "worker/ps_worker"}) {
+    const std::string name = std::string(binary).substr(std::string(binary).find('/') + 1);
+    absl::StatusOr<Subprocess> help =
+        Subprocess::Start({binary, "--help"}, TempPath(name + "-help.log"));
+    ASSERT_TRUE(help.ok()) << help.status();
+    std::optional<int> code = help->Wait(absl::Seconds(20));
+    ASSERT_TRUE(code.has_value());
+    EXPECT_EQ(*code, 0);
+    const std::string output = help->Output();
+    EXPECT_EQ(output.rfind(name + ": ", 0), 0u) << output;
+    EXPECT_NE(output.find("Examples:"), std::string::npos) << output;
+    EXPECT_NE(output.find("  --cluster_spec="), std::string::npos) << output;
+    EXPECT_NE(output.find("  --metrics_port=-1"), std::string::npos) << output;
+    EXPECT_EQ(output.find("logtostderr"), std::string::npos) << output;
+  }
+}
+
 TEST(PsServerProcessTest, RefusesATaskThatIsNotAPs) {
   Subprocess server =
       StartServer({"--cluster_spec=" + WriteSpec(), "--task=worker:0", "--port=0"}, "worker");

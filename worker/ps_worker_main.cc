@@ -22,6 +22,7 @@
 #include "common/cluster_spec.h"
 #include "common/daemon.h"
 #include "common/environment.h"
+#include "common/flag_help.h"
 #include "common/grpc_deadline.h"
 #include "common/grpc_server.h"
 #include "common/host_port.h"
@@ -57,6 +58,17 @@ DEFINE_int32(finished_job_retention_s, 3600,
              "-1: never");
 
 namespace {
+
+constexpr char kUsage[] = R"(ps_worker: a worker daemon (a worker task of the ClusterSpec). It runs the jobs psctl starts on
+it: reads its shard of the data, computes gradients (CPU or CUDA), and pulls and pushes to the
+ps tasks; it runs until SIGINT or SIGTERM.
+
+Usage: ps_worker --cluster_spec=cluster.json --task=worker:0 [--device=auto] [flags]
+
+Examples:
+  ps_worker --cluster_spec=cluster.json --task=worker:0
+  ps_worker --cluster_spec=cluster.json --task=worker:1 --device=cuda:0 --data_root=/data
+  TF_CONFIG='{"cluster": {...}, "task": {"type": "worker", "index": 0}}' ps_worker)";
 
 int Run() {
   absl::StatusOr<ps::ClusterConfig> config = ps::ResolveClusterConfig(
@@ -204,7 +216,8 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("ps_worker --cluster_spec=cluster.json --task=worker:0 [--device=auto]");
+  ps::HandleHelp(argc, argv, kUsage);
+  gflags::SetUsageMessage(kUsage);
   ps::SetVersionFlag();
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   FLAGS_logtostderr = true;
