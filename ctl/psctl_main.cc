@@ -34,6 +34,7 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -43,6 +44,7 @@
 #include "common/daemon.h"
 #include "common/environment.h"
 #include "common/file_system.h"
+#include "common/flag_help.h"
 #include "common/job_schema.h"
 #include "common/job_spec.h"
 #include "common/security_flags.h"
@@ -112,37 +114,6 @@ DEFINE_string(scrape_interval, "5s", "prometheus-config: how often Prometheus sc
 
 namespace ps {
 namespace {
-
-constexpr char kUsage[] =
-    "usage: psctl COMMAND [flags]\n"
-    "  local    start a cluster on this machine, run a job on it, write results, stop it\n"
-    "           psctl local [--job=config/jobs/default.json] [--ps=2] [--workers=2]\n"
-    "           [--checkpoint_dir=checkpoints] [--resume] [--metrics_port=0: /metrics on\n"
-    "           every daemon] [--keep_cluster: keep it running after the job, until Ctrl-C]\n"
-    "  submit   run a job on a running cluster: psctl submit --cluster_spec=F --job=F\n"
-    "           [--replace: the job id exists from an earlier run; delete that run first]\n"
-    "           [--resume: continue the job from its latest complete checkpoint]\n"
-    "  status   tasks, jobs, versions, staleness: psctl status --cluster_spec=F [--job=ID]\n"
-    "  export   a checkpoint's model as .npy files and model.safetensors:\n"
-    "           psctl export --checkpoint_dir=DIR[,DIR] --job=ID --out=DIR [--checkpoint=NAME]\n"
-    "  stop     stop a job everywhere: psctl stop --cluster_spec=F --job=ID\n"
-    "  check    validate a ClusterSpec: psctl check --cluster_spec=F [--task=ps:0]\n"
-    "  certs    a CA and certificates for mutual TLS: psctl certs --cluster_spec=F --out=DIR\n"
-    "           [--days=365] [--users=alice,bob]; every command takes --tls_cert, --tls_key and\n"
-    "           --tls_ca (a user's certificate: only its owner may stop a job)\n"
-    "  experiment  run every point of a sweep, resumably, and write the sweep table\n"
-    "           psctl experiment --sweep=config/sweeps/F.json (--local | --cluster_spec=F)\n"
-    "  report   a markdown report with tables and plots of a sweep: psctl report DIR\n"
-    "  slurm-spec  the ClusterSpec JSON of this Slurm job (with this task's inside srun):\n"
-    "           psctl slurm-spec --slurm_num_ps=N [--slurm_base_port=8888]; inside a Slurm job\n"
-    "           every command takes --cluster_resolver=slurm instead of --cluster_spec\n"
-    "  dashboard  a status page with live charts, until Ctrl-C: psctl dashboard --cluster_spec=F\n"
-    "           [--bind_host=127.0.0.1] [--port=0: any free one] [--port_file=F]\n"
-    "  prometheus-config  a Prometheus scrape configuration for the cluster's /metrics pages:\n"
-    "           psctl prometheus-config --cluster_spec=F [--out=F] [--scrape_interval=5s]\n"
-    "           [--metrics_port=P: every task's port, else each task is asked for its own]\n"
-    "           [--worker_metrics_port=P: the workers' port, where not --metrics_port's]\n"
-    "  (psctl --helpfull lists every flag)";
 
 std::atomic<bool> interrupted{false};
 
@@ -437,11 +408,159 @@ int Report(const std::string& dir) {
   return 0;
 }
 
+
+// Every command: how it runs, and its help (psctl COMMAND --help).
+struct Command {
+  const char* name;
+  int num_args;  // Words after the command (report's directory).
+  int (*run)(const std::vector<std::string>& args);
+  const char* summary;  // One line for psctl --help.
+  const char* usage;    // Its synopsis and examples.
+  std::vector<std::string> flags;
+};
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command>* const commands = new std::vector<Command>{
+      {"local", 0, [](const std::vector<std::string>&) { return Local(); },
+       "start a cluster on this machine, run a job on it, write results, stop it",
+       "psctl local [--job=config/jobs/default.json] [--ps=2] [--workers=2] [flags]\n\n"
+       "Examples:\n"
+       "  psctl local\n"
+       "  psctl local --job=config/jobs/mnist_sync.json --workers=4 --results=results/mnist\n"
+       "  psctl local --metrics_port=0 --keep_cluster   # /metrics on every daemon; Ctrl-C ends",
+       {"job", "ps", "workers", "results", "overwrite", "device", "checkpoint_dir", "resume",
+        "metrics_port", "keep_cluster", "ps_server_binary", "ps_worker_binary"}},
+      {"submit", 0, [](const std::vector<std::string>&) { return SubmitCommand(); },
+       "run a job on a running cluster and follow it to its end",
+       "psctl submit --cluster_spec=F --job=F [flags]\n\n"
+       "Examples:\n"
+       "  psctl submit --cluster_spec=cluster.json --job=config/jobs/default.json\n"
+       "  psctl submit --cluster_spec=cluster.json --job=job.json --replace   # its id ran before\n"
+       "  psctl submit --cluster_spec=cluster.json --job=job.json --resume    # from a checkpoint",
+       {"cluster_spec", "job", "results", "overwrite", "replace", "resume", "detach"}},
+      {"status", 0, [](const std::vector<std::string>&) { return Status(); },
+       "every task up or down, its jobs, and one job's versions and staleness",
+       "psctl status --cluster_spec=F [--job=ID]\n\n"
+       "Examples:\n"
+       "  psctl status --cluster_spec=cluster.json\n"
+       "  psctl status --cluster_spec=cluster.json --job=default",
+       {"cluster_spec", "job"}},
+      {"stop", 0, [](const std::vector<std::string>&) { return Stop(); },
+       "stop a job on every worker and delete it from every ps",
+       "psctl stop --cluster_spec=F --job=ID\n\n"
+       "Example:\n"
+       "  psctl stop --cluster_spec=cluster.json --job=default",
+       {"cluster_spec", "job"}},
+      {"check", 0, [](const std::vector<std::string>&) { return Check(); },
+       "validate a ClusterSpec (and a task of it)",
+       "psctl check --cluster_spec=F [--task=ps:0]\n\n"
+       "Examples:\n"
+       "  psctl check --cluster_spec=cluster.json\n"
+       "  psctl check --cluster_spec=cluster.json --task=worker:1",
+       {"cluster_spec", "task"}},
+      {"export", 0, [](const std::vector<std::string>&) { return Export(); },
+       "a checkpoint's model as .npy files and model.safetensors",
+       "psctl export --checkpoint_dir=DIR[,DIR] --job=ID --out=DIR [--checkpoint=NAME]\n\n"
+       "Example:\n"
+       "  psctl export --checkpoint_dir=/shared/ckpt --job=default --out=model/",
+       {"checkpoint_dir", "job", "out", "checkpoint"}},
+      {"certs", 0, [](const std::vector<std::string>&) { return Certs(); },
+       "a CA and certificates for mutual TLS",
+       "psctl certs --cluster_spec=F --out=DIR [--days=365] [--users=alice,bob]\n\n"
+       "Every command takes --tls_cert, --tls_key and --tls_ca; with a user's certificate only\n"
+       "its owner may stop a job.\n\n"
+       "Example:\n"
+       "  psctl certs --cluster_spec=cluster.json --out=certs --users=alice",
+       {"cluster_spec", "out", "days", "users"}},
+      {"experiment", 0, [](const std::vector<std::string>&) { return Experiment(); },
+       "run every point of a sweep, resumably, and write the sweep table",
+       "psctl experiment --sweep=config/sweeps/F.json (--local | --cluster_spec=F) [flags]\n\n"
+       "Examples:\n"
+       "  psctl experiment --sweep=config/sweeps/modes.json --local\n"
+       "  psctl experiment --sweep=config/sweeps/async_lr.json --cluster_spec=cluster.json",
+       {"sweep", "local", "cluster_spec", "results", "overwrite", "workers", "device",
+        "ps_server_binary", "ps_worker_binary"}},
+      {"report", 1,
+       [](const std::vector<std::string>& args) { return Report(args[0]); },
+       "a markdown report with tables and plots of a sweep's results",
+       "psctl report DIR\n\n"
+       "Example:\n"
+       "  psctl report results/modes",
+       {"report_script", "python"}},
+      {"slurm-spec", 0, [](const std::vector<std::string>&) { return SlurmSpec(); },
+       "the ClusterSpec JSON of this Slurm job (with this task's, inside srun)",
+       "psctl slurm-spec --slurm_num_ps=N [--slurm_base_port=8888]\n\n"
+       "Inside a Slurm job every command takes --cluster_resolver=slurm instead of\n"
+       "--cluster_spec.\n\n"
+       "Example:\n"
+       "  srun -n 4 psctl slurm-spec --slurm_num_ps=2",
+       {"slurm_num_ps", "slurm_base_port", "task"}},
+      {"dashboard", 0, [](const std::vector<std::string>&) { return Dashboard(); },
+       "a status page with live charts of the cluster's jobs, until Ctrl-C",
+       "psctl dashboard --cluster_spec=F [--bind_host=127.0.0.1] [--port=0] [--port_file=F]\n\n"
+       "Example:\n"
+       "  psctl dashboard --cluster_spec=cluster.json --port=8080   # http://127.0.0.1:8080/",
+       {"cluster_spec", "bind_host", "port", "port_file"}},
+      {"prometheus-config", 0,
+       [](const std::vector<std::string>&) { return PrometheusConfigCommand(); },
+       "a Prometheus scrape configuration for the cluster's /metrics pages",
+       "psctl prometheus-config --cluster_spec=F [--out=F] [--scrape_interval=5s] [flags]\n\n"
+       "Without --metrics_port each task is asked for its own /metrics port.\n\n"
+       "Examples:\n"
+       "  psctl prometheus-config --cluster_spec=cluster.json --out=prometheus.yml\n"
+       "  psctl prometheus-config --cluster_spec=cluster.json --metrics_port=9100 "
+       "--worker_metrics_port=9101",
+       {"cluster_spec", "out", "scrape_interval", "metrics_port", "worker_metrics_port"}},
+  };
+  return *commands;
+}
+
+const Command* FindCommand(const std::string& name) {
+  for (const Command& command : Commands()) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+// psctl --help: every command in a line.
+std::string Usage() {
+  std::string usage =
+      "psctl: runs jobs on a parameter-server cluster and looks inside it.\n\n"
+      "Usage: psctl COMMAND [flags]; psctl COMMAND --help for a command's flags and examples.\n\n"
+      "Commands:\n";
+  for (const Command& command : Commands()) {
+    usage += absl::StrFormat("  %-18s %s\n", command.name, command.summary);
+  }
+  usage +=
+      "\nEvery command that reaches a cluster takes --cluster_spec (or TF_CONFIG, or\n"
+      "--cluster_resolver=slurm), and --tls_cert, --tls_key, --tls_ca, --auth_token_file and\n"
+      "--admin_token_file where the cluster uses them.";
+  return usage;
+}
+
+// psctl COMMAND --help: its synopsis, examples and flags.
+std::string CommandUsage(const Command& command) {
+  return absl::StrCat("psctl ", command.name, ": ", command.summary, "\n\nUsage: ",
+                      command.usage);
+}
+
 }  // namespace
 }  // namespace ps
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(ps::kUsage);
+  if (ps::HelpRequested(argc, argv)) {
+    // The command is the first word that is not a flag.
+    const ps::Command* command = nullptr;
+    for (int i = 1; i < argc && command == nullptr; ++i) {
+      if (argv[i][0] != '-') command = ps::FindCommand(argv[i]);
+    }
+    if (command == nullptr) {
+      std::cout << ps::Usage() << "\n";
+      return 0;
+    }
+    ps::HandleHelp(argc, argv, ps::CommandUsage(*command), command->flags);
+  }
+  gflags::SetUsageMessage(ps::Usage());
   ps::SetVersionFlag();
   gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
   FLAGS_logtostderr = true;
@@ -462,10 +581,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   ps::SetProcessAuthTokens(*tokens);
-  // Only report takes an argument after the command: the directory.
-  const bool report = argc >= 2 && std::string(argv[1]) == "report";
-  if (argc != (report ? 3 : 2)) {
-    std::cerr << ps::kUsage << "\n";
+  const ps::Command* command = argc >= 2 ? ps::FindCommand(argv[1]) : nullptr;
+  if (command == nullptr) {
+    if (argc >= 2) std::cerr << "psctl: unknown command \"" << argv[1] << "\"\n";
+    std::cerr << ps::Usage() << "\n";
+    return 2;
+  }
+  if (argc != 2 + command->num_args) {
+    std::cerr << "psctl " << command->name << ": " << argc - 2 << " words after the command, "
+              << command->num_args << " expected\nUsage: " << command->usage << "\n";
     return 2;
   }
   // Ctrl-C and SIGTERM stop the job (and a local cluster) instead of killing psctl outright.
@@ -474,19 +598,5 @@ int main(int argc, char** argv) {
     ps::WaitForStopSignal();
     ps::interrupted = true;
   }).detach();
-  std::string command = argv[1];
-  if (command == "local") return ps::Local();
-  if (command == "submit") return ps::SubmitCommand();
-  if (command == "status") return ps::Status();
-  if (command == "stop") return ps::Stop();
-  if (command == "check") return ps::Check();
-  if (command == "experiment") return ps::Experiment();
-  if (command == "report") return ps::Report(argv[2]);
-  if (command == "export") return ps::Export();
-  if (command == "certs") return ps::Certs();
-  if (command == "slurm-spec") return ps::SlurmSpec();
-  if (command == "dashboard") return ps::Dashboard();
-  if (command == "prometheus-config") return ps::PrometheusConfigCommand();
-  std::cerr << "psctl: unknown command \"" << command << "\"\n" << ps::kUsage << "\n";
-  return 2;
+  return command->run(std::vector<std::string>(argv + 2, argv + argc));
 }

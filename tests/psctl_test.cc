@@ -173,6 +173,33 @@ class PsctlClusterTest : public ::testing::Test {
   std::vector<std::unique_ptr<Worker::Stub>> workers_;
 };
 
+// psctl --help lists the commands; psctl COMMAND --help starts with that command's own usage and
+// shows its flags and examples, not the logging library's flags.
+TEST(PsctlHelpTest, EveryCommandHasItsOwnHelp) {
+  const std::string dir = ::testing::TempDir();
+  Psctl overview({"--help"}, dir);
+  ASSERT_EQ(overview.Wait(), 0) << overview.Output();
+  const std::vector<std::string> commands = {
+      "local",  "submit", "status", "stop",       "check",     "export",
+      "certs",  "experiment", "report", "slurm-spec", "dashboard", "prometheus-config"};
+  for (const std::string& command : commands) {
+    EXPECT_THAT(overview.Stdout(), HasSubstr("\n  " + command + " ")) << command;
+    Psctl help({command, "--help"}, dir);
+    ASSERT_EQ(help.Wait(), 0) << help.Output();
+    EXPECT_THAT(help.Stdout(), StartsWith("psctl " + command + ": ")) << help.Output();
+    EXPECT_THAT(help.Stdout(), HasSubstr("Usage: psctl " + command)) << help.Output();
+    EXPECT_THAT(help.Stdout(), HasSubstr("Example")) << help.Output();
+    EXPECT_THAT(help.Stdout(), HasSubstr("\nFlags:\n  --")) << help.Output();
+    EXPECT_THAT(help.Stdout(), Not(HasSubstr("logtostderr"))) << help.Output();
+  }
+  Psctl flag_first({"--help", "submit"}, dir);  // The flag may come first.
+  ASSERT_EQ(flag_first.Wait(), 0) << flag_first.Output();
+  EXPECT_THAT(flag_first.Stdout(), StartsWith("psctl submit: "));
+  Psctl unknown({"launch"}, dir);
+  EXPECT_EQ(unknown.Wait(), 2);
+  EXPECT_THAT(unknown.Stderr(), HasSubstr("psctl: unknown command \"launch\""));
+}
+
 TEST_F(PsctlClusterTest, StatusListsEveryTaskAsUp) {
   Psctl psctl({"status", "--cluster_spec=" + spec_path_}, dir_);
   ASSERT_EQ(psctl.Wait(), 0) << psctl.Output();
