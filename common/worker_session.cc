@@ -225,6 +225,23 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
   }
 }
 
+absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
+  for (PsConnections::Call& call : calls) {
+    call.make_request = [this, make = std::move(call.make_request)] {
+      grpc::ByteBuffer request = make();
+      bytes_sent_.fetch_add(static_cast<int64_t>(request.Length()), std::memory_order_relaxed);
+      return request;
+    };
+    call.on_response = [this, handle = std::move(call.on_response)](
+                           const grpc::ByteBuffer& response) {
+      bytes_received_.fetch_add(static_cast<int64_t>(response.Length()),
+                                std::memory_order_relaxed);
+      return handle(response);
+    };
+  }
+  return connections_->RunCalls(std::move(calls));
+}
+
 absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions& options,
                                                               const MutableVariables& out) {
   absl::Status status = CheckVariables(out);
@@ -232,7 +249,7 @@ absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions&
   PullState state(connections_->num_ps());
   std::vector<PsConnections::Call> calls;
   AddPullCalls(options, out, &state, &calls);
-  status = connections_->RunCalls(std::move(calls));
+  status = RunCounted(std::move(calls));
   if (!status.ok()) return status;
   PullResult result = state.Finish();
   read_versions_ = result.versions;
@@ -336,7 +353,7 @@ absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(const PushOptions&
   std::vector<PsConnections::Call> calls;
   absl::Status status = AddPushCalls(options, gradients, push_id, &state, &calls);
   if (!status.ok()) return status;
-  status = connections_->RunCalls(std::move(calls));
+  status = RunCounted(std::move(calls));
   if (!status.ok()) return status;
   return state.Finish(*this, push_id);
 }
@@ -382,7 +399,7 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
         },
         connections_->options().wait_timeout + connections_->options().call_timeout, 0});
   }
-  status = connections_->RunCalls(std::move(calls));
+  status = RunCounted(std::move(calls));
   if (!status.ok()) return status;
   absl::StatusOr<std::vector<PushResponse>> pushed = push_state.Finish(*this, push_id);
   if (!pushed.ok()) return pushed.status();

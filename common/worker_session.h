@@ -5,6 +5,7 @@
 #ifndef PS_COMMON_WORKER_SESSION_H_
 #define PS_COMMON_WORKER_SESSION_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -80,6 +81,11 @@ class WorkerSession {
                                           const PullOptions& pull_options,
                                           const MutableVariables& out);
 
+  // Bytes of the messages this session has sent and received so far (every attempt's;
+  // serialized requests and responses, without gRPC's framing). Thread-safe.
+  int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+  int64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+
  private:
   // What the parallel pull responses of one Pull or PushPull gather. Thread-safe.
   struct PullState {
@@ -124,6 +130,8 @@ class WorkerSession {
   absl::StatusOr<ShardPush> MakeShardPush(int ps, const PushOptions& options,
                                           const ConstVariables& gradients,
                                           int64_t push_id) const;
+  // Runs `calls`, counting their bytes into bytes_sent_ and bytes_received_.
+  absl::Status RunCounted(std::vector<PsConnections::Call> calls);
   absl::Status AddPushCalls(const PushOptions& options, const ConstVariables& gradients,
                             int64_t push_id, PushState* state,
                             std::vector<PsConnections::Call>* calls) const;
@@ -144,6 +152,8 @@ class WorkerSession {
   absl::flat_hash_map<std::string, int64_t> variable_row_size_;
   std::vector<int64_t> read_versions_;
   int64_t next_push_id_ = 1;
+  std::atomic<int64_t> bytes_sent_{0};
+  std::atomic<int64_t> bytes_received_{0};
 };
 
 }  // namespace ps

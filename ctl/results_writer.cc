@@ -68,7 +68,8 @@ absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(
   absl::MutexLock lock(&writer->mu_);
   absl::StatusOr<std::unique_ptr<AppendableFile>> metrics = NewCsv(
       options.fs, dir + "/metrics.csv",
-      "time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness\n");
+      "time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness,bytes_sent,"
+      "bytes_received\n");
   if (!metrics.ok()) return metrics.status();
   writer->metrics_ = *std::move(metrics);
   absl::StatusOr<std::unique_ptr<AppendableFile>> eval =
@@ -102,7 +103,8 @@ void ResultsWriter::RecordProgress(const JobProgress& progress) {
     std::ostringstream row;
     row << time_s << "," << progress.worker() << "," << progress.step() << ","
         << progress.global_step() << "," << progress.epoch() << "," << progress.loss() << ","
-        << progress.examples_per_second() << "," << progress.staleness() << "\n";
+        << progress.examples_per_second() << "," << progress.staleness() << ","
+        << progress.bytes_sent() << "," << progress.bytes_received() << "\n";
     AppendRow(metrics_.get(), row.str());
   }
   if (progress.worker() == 0 && progress.has_eval() && progress.eval().step() > last_eval_step_) {
@@ -167,6 +169,7 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   int64_t steps = 0;
   double examples_per_second = 0;
   nlohmann::json lost_workers = nlohmann::json::array();
+  int64_t worker_steps = 0, bytes_sent = 0, bytes_received = 0;  // Of the workers not lost.
   for (const JobProgress& progress : last) {
     if (lost.count(progress.worker()) > 0) {
       lost_workers.push_back(
@@ -184,12 +187,20 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
     }
     steps = std::max(steps, progress.step());
     examples_per_second += progress.examples_per_second();
+    worker_steps += progress.step();
+    bytes_sent += progress.bytes_sent();
+    bytes_received += progress.bytes_received();
   }
   summary["state"] = state;
   summary["lost_workers"] = lost_workers;
   summary["steps"] = steps;
   summary["wall_time_s"] = absl::ToDoubleSeconds(wall_time);
   summary["examples_per_second"] = examples_per_second;
+  // A worker's bytes per step, over every worker's steps.
+  summary["bytes_sent_per_step"] =
+      worker_steps > 0 ? static_cast<double>(bytes_sent) / worker_steps : 0.0;
+  summary["bytes_received_per_step"] =
+      worker_steps > 0 ? static_cast<double>(bytes_received) / worker_steps : 0.0;
   if (!last.empty()) {
     if (!last[0].note().empty()) summary["note"] = last[0].note();
     if (last[0].has_data()) {

@@ -1,6 +1,7 @@
 // A job's results directory (DESIGN.md section 7; columns documented in the README):
 //   job.json        the JobSpec, the ClusterSpec and the software version
-//   metrics.csv     time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness
+//   metrics.csv     time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness,
+//                   bytes_sent,bytes_received
 //   eval.csv        time_s,step,loss,accuracy,examples (the chief's evaluations)
 //   events.csv      time_s,event,task,step,checkpoint,steps_lost,detail (JobEvent)
 //   staleness.csv   shard,worker,staleness,count (histograms of applied gradients)

@@ -359,6 +359,8 @@ void TrainingLoop::Report(int64_t step, double loss) {
   progress_.set_wait_seconds(absl::ToDoubleSeconds(wait_time_));
   progress_.set_communication_seconds(absl::ToDoubleSeconds(pull_time_ + push_time_ + wait_time_));
   progress_.set_device_memory_bytes(context_.backend->DeviceMemoryInUse());
+  progress_.set_bytes_sent(exchange_.bytes_sent());
+  progress_.set_bytes_received(exchange_.bytes_received());
   context_.report(progress_);
 }
 

@@ -425,6 +425,26 @@ TEST_F(TrainerTest, ADivergingJobFailsSayingWhy) {
   }
 }
 
+// A PS worker moves about twice the model each step: its gradient out, the weights back in (plus
+// each message's header). Softmax regression on 16 features and 4 classes: 68 floats, 272 bytes.
+TEST_F(TrainerTest, AWorkerCountsTheBytesOfItsStepsAsTheModelSizeSays) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("bytes", ConsistencyConfig::SYNC);
+  spec.set_steps(30);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 30);
+  constexpr int64_t kModelBytes = 68 * 4;
+  constexpr int64_t kHeaderBytes = 400;  // At most, per message.
+  for (const WorkerRun& run : runs) {
+    const JobProgress& last = run.last();
+    // 30 gradients out; 31 weight pulls in (the first before step 0).
+    EXPECT_GE(last.bytes_sent(), 30 * kModelBytes) << last.DebugString();
+    EXPECT_LE(last.bytes_sent(), 30 * (kModelBytes + kHeaderBytes)) << last.DebugString();
+    EXPECT_GE(last.bytes_received(), 30 * kModelBytes) << last.DebugString();
+    EXPECT_LE(last.bytes_received(), 31 * (kModelBytes + kHeaderBytes)) << last.DebugString();
+  }
+}
+
 TEST_F(TrainerTest, TimeLimitEndsTheJob) {
   StartServers(1);
   JobSpec spec = SoftmaxJob("time", ConsistencyConfig::ASYNC);

@@ -52,6 +52,11 @@ class Exchange {
   // reported it; part of the time BeforeCompute and AfterCompute took, or, where pulls run in
   // the background, of the time they overlapped.
   virtual absl::Duration parked_time() const = 0;
+  // Bytes it has sent and received so far for this worker (serialized messages, every attempt,
+  // without gRPC's framing): a PS worker moves about twice the model each step, a ring member
+  // 2 (N - 1) / N of it.
+  virtual int64_t bytes_sent() const = 0;
+  virtual int64_t bytes_received() const = 0;
 };
 
 }  // namespace ps

@@ -38,6 +38,8 @@ class OverlappedPsExchange : public Exchange {
   int64_t global_step() const override { return progress_.global_step(); }
   double mean_staleness() const override { return progress_.mean_staleness(); }
   absl::Duration parked_time() const override { return progress_.parked_time(); }
+  int64_t bytes_sent() const override { return session_->bytes_sent(); }
+  int64_t bytes_received() const override { return session_->bytes_received(); }
 
  private:
   // Waits for the exchange in flight (if any), takes the weights it pulled and counts the

@@ -42,6 +42,8 @@ class PsExchange : public Exchange {
   int64_t global_step() const override { return progress_.global_step(); }
   double mean_staleness() const override { return progress_.mean_staleness(); }
   absl::Duration parked_time() const override { return progress_.parked_time(); }
+  int64_t bytes_sent() const override { return session_->bytes_sent(); }
+  int64_t bytes_received() const override { return session_->bytes_received(); }
 
  private:
   const std::unique_ptr<WorkerSession> session_;
