@@ -14,7 +14,7 @@
 #include "common/job_schema.h"
 #include "server/consistency/rule_factory.h"
 #include "server/initializer.h"
-#include "server/learning_rate.h"
+#include "common/learning_rate.h"
 #include "server/parallel_for.h"
 
 namespace ps {

@@ -41,7 +41,7 @@
 #include "common/metrics.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/job_traffic.h"
-#include "server/optimizer.h"
+#include "common/optimizer.h"
 #include "server/staleness_histogram.h"
 
 namespace ps {

@@ -1,9 +1,9 @@
-// Server-side optimizers: SGD, momentum (optionally Nesterov), AdaGrad and Adam, applied to one
-// slice of a variable at a time. The rules are written beside OptimizerConfig in
-// proto/parameter.proto and match TensorFlow's ApplyGradientDescent, ApplyMomentum,
-// ApplyAdagrad (with epsilon) and ApplyAdam.
-#ifndef PS_SERVER_OPTIMIZER_H_
-#define PS_SERVER_OPTIMIZER_H_
+// Optimizers: SGD, momentum (optionally Nesterov), AdaGrad and Adam, applied to one slice of a
+// variable at a time, by the ps and by workers that update their own copy (all-reduce). The
+// rules are written beside OptimizerConfig in proto/parameter.proto and match TensorFlow's
+// ApplyGradientDescent, ApplyMomentum, ApplyAdagrad (with epsilon) and ApplyAdam.
+#ifndef PS_COMMON_OPTIMIZER_H_
+#define PS_COMMON_OPTIMIZER_H_
 
 #include <cstdint>
 #include <memory>
@@ -41,4 +41,4 @@ class Optimizer {
 
 }  // namespace ps
 
-#endif  // PS_SERVER_OPTIMIZER_H_
+#endif  // PS_COMMON_OPTIMIZER_H_

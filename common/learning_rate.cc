@@ -1,4 +1,4 @@
-#include "server/learning_rate.h"
+#include "common/learning_rate.h"
 
 #include <algorithm>
 #include <cmath>

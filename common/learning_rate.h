@@ -1,7 +1,7 @@
 // Learning-rate schedules (proto/parameter.proto's LearningRateSchedule) and the staleness
 // rule for asynchronous updates. Their settings are checked in common/job_schema.h.
-#ifndef PS_SERVER_LEARNING_RATE_H_
-#define PS_SERVER_LEARNING_RATE_H_
+#ifndef PS_COMMON_LEARNING_RATE_H_
+#define PS_COMMON_LEARNING_RATE_H_
 
 #include <cstdint>
 
@@ -22,4 +22,4 @@ float StalenessAdjustedLearningRate(float learning_rate,
 
 }  // namespace ps
 
-#endif  // PS_SERVER_LEARNING_RATE_H_
+#endif  // PS_COMMON_LEARNING_RATE_H_
