@@ -168,6 +168,26 @@ absl::Status ValidateDownpour(const DownpourSpec& downpour, ConsistencyConfig::M
   return absl::OkStatus();
 }
 
+// ALLREDUCE and LOCAL_SGD: the workers average among themselves; what belongs to the ps modes
+// does not apply.
+absl::Status ValidateRingModes(const JobSpec& spec) {
+  const ConsistencyConfig::Mode mode = spec.consistency().mode();
+  if (mode != ConsistencyConfig::ALLREDUCE && mode != ConsistencyConfig::LOCAL_SGD) {
+    return absl::OkStatus();
+  }
+  const std::string name = ConsistencyConfig::Mode_Name(mode);
+  if (spec.downpour().ByteSizeLong() > 0) {
+    return FieldError("downpour", absl::StrCat("is for ASYNC; ", name,
+                                               " workers average among themselves: unset it"));
+  }
+  if (spec.checkpoint().every_steps() > 0 || spec.checkpoint().every_seconds() > 0) {
+    return FieldError("checkpoint", absl::StrCat("is not supported in ", name,
+                                                 " yet (the optimizer's state lives on the "
+                                                 "workers, not the shards): unset it"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateStragglers(const StragglerSpec& stragglers, int num_workers) {
   for (int worker : stragglers.workers()) {
     if (worker < 0 || worker >= num_workers) {
@@ -278,6 +298,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   if (!status.ok()) return status;
   status = ValidateDownpour(spec.downpour(), spec.consistency().mode());
   if (!status.ok()) return status;
+  status = ValidateRingModes(spec);
+  if (!status.ok()) return status;
   status = ValidateStragglers(spec.stragglers(), num_workers);
   if (!status.ok()) return status;
   status = ValidateLearningRateSchedule(spec.learning_rate());
@@ -315,8 +337,19 @@ absl::Status ValidateConsistencyConfig(const ConsistencyConfig& consistency, int
                           absl::StrCat("is ", consistency.softsync_n(), ": it must be >= 1"));
       }
       return absl::OkStatus();
+    case ConsistencyConfig::ALLREDUCE:
+      return absl::OkStatus();
+    case ConsistencyConfig::LOCAL_SGD:
+      if (consistency.local_steps() < 1) {
+        return FieldError("consistency.local_steps",
+                          absl::StrCat("is ", consistency.local_steps(),
+                                       ": LOCAL_SGD averages the models every local_steps >= 1 "
+                                       "steps"));
+      }
+      return absl::OkStatus();
     default:
-      return FieldError("consistency.mode", "is not set: use SYNC, ASYNC, SSP or SOFTSYNC");
+      return FieldError("consistency.mode",
+                        "is not set: use SYNC, ASYNC, SSP, SOFTSYNC, ALLREDUCE or LOCAL_SGD");
   }
 }
 

@@ -347,6 +347,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   PushResponse response;
   int64_t staleness;
   float learning_rate;
+  bool assign;
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &ShardJob::NotCheckpointingLocked));
@@ -357,10 +358,16 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     if (!action.ok()) return action.status();
     if (*action == PushDecision::kDrop) return response;
     staleness = response.staleness();
-    learning_rate = rule_->LearningRate(spec_.learning_rate(), updates_started_++, staleness);
+    assign = *action == PushDecision::kAssign;
+    learning_rate =
+        assign ? 0 : rule_->LearningRate(spec_.learning_rate(), updates_started_++, staleness);
     ++applying_;
   }
-  ApplyToSlices(learning_rate, gradient);
+  if (assign) {
+    AssignToSlices(gradient);
+  } else {
+    ApplyToSlices(learning_rate, gradient);
+  }
   std::vector<Waiter> ready;
   std::vector<ArmedCheckpoint> due;
   {
@@ -494,6 +501,16 @@ void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradie
                   optimizer_->Apply(learning_rate, slice_gradient.subspan(begin, length),
                                     values.subspan(begin, length), slots, update_count);
                 });
+  }
+}
+
+void ShardJob::AssignToSlices(absl::Span<const float> values) {
+  for (const auto& slice : slices_) {
+    absl::MutexLock lock(&slice->mu);
+    const absl::Span<const float> source =
+        values.subspan(slice->offset, slice->placement.num_elements());
+    const absl::Span<float> destination = WritableLocked(slice->values);
+    std::copy(source.begin(), source.end(), destination.begin());
   }
 }
 

@@ -358,6 +358,9 @@ class ShardJob {
   absl::Span<float> WritableLocked(std::shared_ptr<Values>& values);
   // Applies `gradient` to every slice with `learning_rate`. REQUIRES: mu_ not held.
   void ApplyToSlices(float learning_rate, absl::Span<const float> gradient);
+  // Replaces the values with `values` (a published model, laid out as a gradient), leaving the
+  // optimizer's slots as they are. REQUIRES: mu_ not held.
+  void AssignToSlices(absl::Span<const float> values);
   // The first non-finite element, described, or "" when all are finite.
   std::string FindNonFinite(absl::Span<const float> gradient) const;
 

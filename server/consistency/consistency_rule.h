@@ -6,7 +6,7 @@
 // and statistics, and asks its rule.
 //
 // One class per mode, each in a file of its own (sync_rule, async_rule, ssp_rule,
-// softsync_rule), created once from the spec by CreateConsistencyRule (rule_factory.h). A new
+// softsync_rule, publish_rule), created once from the spec by CreateConsistencyRule (rule_factory.h). A new
 // mode is a new class in a file of its own and one line in rule_factory.cc.
 //
 // Not thread-safe: ShardJob calls a rule under its own lock. Rules hold no slices and start no
@@ -39,6 +39,7 @@ struct PushDecision {
     kApply,           // Apply this gradient alone, now.
     kAccumulate,      // Added to the open aggregate, which needs more gradients.
     kApplyAggregate,  // Added to the open aggregate, which is now complete: apply its mean.
+    kAssign,          // Its values replace the shard's (a model published, not a gradient).
   };
   Action action = kApply;
   std::string reason;   // kReject, kDrop: the counter's name ("stale_step", "clock", ...).

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "server/consistency/async_rule.h"
+#include "server/consistency/publish_rule.h"
 #include "server/consistency/softsync_rule.h"
 #include "server/consistency/ssp_rule.h"
 #include "server/consistency/sync_rule.h"
@@ -21,6 +22,9 @@ std::unique_ptr<ConsistencyRule> CreateConsistencyRule(const ParameterSpec& spec
       return std::make_unique<SspRule>(consistency, num_workers);
     case ConsistencyConfig::SOFTSYNC:
       return std::make_unique<SoftsyncRule>(consistency, num_workers);
+    case ConsistencyConfig::ALLREDUCE:
+    case ConsistencyConfig::LOCAL_SGD:
+      return std::make_unique<PublishRule>(num_workers);
     default:
       return nullptr;
   }
