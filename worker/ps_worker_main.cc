@@ -34,6 +34,8 @@
 #include "common/task_service.h"
 #include "common/security_flags.h"
 #include "common/slurm_cluster.h"
+#include "worker/allreduce/ring_mailbox.h"
+#include "worker/allreduce/ring_service.h"
 #include "worker/compute/cpu_threads.h"
 #include "worker/compute/device.h"
 #include "worker/worker_service.h"
@@ -53,6 +55,9 @@ DEFINE_int32(compute_threads, 0,
              "CPU backend threads (0: one per core); workers sharing a machine should split it");
 DEFINE_int32(max_message_mb, 1024, "largest request or response, in MiB");
 DEFINE_int32(ps_wait_timeout_s, 60, "how long a pull may wait at a barrier or SSP bound");
+DEFINE_int32(ring_mailbox_mb, 1024,
+             "ring all-reduce messages from the previous worker held at once, in MiB; more are "
+             "refused (RESOURCE_EXHAUSTED)");
 DEFINE_int32(finished_job_retention_s, 3600,
              "how long a job that ended stays (for psctl status) before this worker forgets it; "
              "-1: never");
@@ -149,9 +154,15 @@ int Run() {
   }
   ps::WorkerService service(options);
   ps::TaskService task_service("worker", config->task.index(), options.device.description);
+  // The ring all-reduce messages other workers send this one (worker/allreduce/).
+  ps::RingMailboxOptions mailbox_options;
+  mailbox_options.max_bytes = int64_t{FLAGS_ring_mailbox_mb} << 20;
+  ps::RingMailbox ring_mailbox(mailbox_options);
+  ps::RingService ring_service(&ring_mailbox);
   // Outlives the server, whose calls it counts.
   ps::RpcMetrics rpc_metrics("ps_worker",
-                             {ps::Worker::service_full_name(), ps::Task::service_full_name()});
+                             {ps::Worker::service_full_name(), ps::Task::service_full_name(),
+                              ps::Ring::service_full_name()});
 
   absl::StatusOr<ps::HostPort> own = ps::ParseHostPort(config->cluster.Address(config->task));
   int port = FLAGS_port >= 0 ? FLAGS_port : own->port;
@@ -162,9 +173,9 @@ int Run() {
   ps::TuneForTensorTraffic();
   ps::BlockStopSignals();  // Before any thread starts.
 
-  absl::StatusOr<ps::StartedServer> started =
-      ps::StartGrpcServer(listen, {&service, &task_service}, FLAGS_max_message_mb << 20, security,
-                          ps::ReflectionFromFlags(), *metrics_port >= 0 ? &rpc_metrics : nullptr);
+  absl::StatusOr<ps::StartedServer> started = ps::StartGrpcServer(
+      listen, {&service, &task_service, &ring_service}, FLAGS_max_message_mb << 20, security,
+      ps::ReflectionFromFlags(), *metrics_port >= 0 ? &rpc_metrics : nullptr);
   if (!started.ok()) {
     std::cerr << "ps_worker: " << started.status().message() << "\n";
     return 1;

@@ -1,0 +1,26 @@
+#include "worker/allreduce/ring_service.h"
+
+#include "common/grpc_status.h"
+#include "common/peer_identity.h"
+#include "common/proto_byte_buffer.h"
+#include "worker/allreduce/ring_piece.h"
+
+namespace ps {
+
+grpc::ServerUnaryReactor* RingService::Deliver(grpc::CallbackServerContext* context,
+                                               const grpc::ByteBuffer* request,
+                                               grpc::ByteBuffer* response) {
+  absl::Status status = RequireMember(PeerOf(*context), "Deliver");
+  if (status.ok()) {
+    absl::StatusOr<RingPieceHeader> header = PeekRingPieceHeader(*request);
+    status = header.status();
+    if (status.ok())
+      status = mailbox_->Put(header->job_id(), header->run_id(), header->tag(), *request);
+  }
+  if (status.ok()) *response = SerializeToByteBuffer(RingAck());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace ps
