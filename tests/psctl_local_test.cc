@@ -92,10 +92,11 @@ TEST_F(PsctlLocalTest, RunsAJobWritesItsResultsAndStopsEveryDaemon) {
   std::vector<std::vector<std::string>> metrics = ReadCsv(results_ + "/metrics.csv");
   ASSERT_GE(metrics.size(), 2u);
   EXPECT_THAT(metrics[0], ElementsAre("time_s", "worker", "step", "global_step", "epoch", "loss",
-                                      "examples_per_second", "staleness"));
+                                      "examples_per_second", "staleness", "bytes_sent",
+                                      "bytes_received"));
   int64_t last_step[2] = {0, 0};
   for (size_t r = 1; r < metrics.size(); ++r) {
-    ASSERT_EQ(metrics[r].size(), 8u) << absl::StrJoin(metrics[r], ",");
+    ASSERT_EQ(metrics[r].size(), 10u) << absl::StrJoin(metrics[r], ",");
     int64_t worker = Column(metrics[r], 1);
     ASSERT_TRUE(worker == 0 || worker == 1) << worker;
     last_step[worker] = std::max(last_step[worker], Column(metrics[r], 2));
@@ -126,6 +127,30 @@ TEST_F(PsctlLocalTest, RunsAJobWritesItsResultsAndStopsEveryDaemon) {
   EXPECT_THAT(params, ElementsAre("layer0_bias.npy", "layer0_weights.npy"));
   EXPECT_THAT(NpyShape(results_ + "/params/layer0_weights.npy"), ElementsAre(16, 4));
   EXPECT_THAT(NpyShape(results_ + "/params/layer0_bias.npy"), ElementsAre(4));
+}
+
+// ALLREDUCE across ps_worker daemons: their ring over gRPC averages the gradients, the chief
+// publishes the model, and each worker's bytes a step are the ring's 2 (N - 1) / N of the model
+// (softmax regression on 16 features and 4 classes: 68 floats), its one pull spread over them.
+TEST_F(PsctlLocalTest, AllReduceRunsOnARingOfTheWorkerDaemons) {
+  std::string job =
+      WriteJob(dir_, "job", JobJson("psctl-allreduce", 300, R"({"mode": "ALLREDUCE"})"));
+  Psctl psctl(
+      {"local", "--job=" + job, "--results=" + results_, "--ps=1", "--workers=3", "--device=cpu"},
+      dir_);
+  ASSERT_EQ(psctl.Wait(), 0) << psctl.Output();
+  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
+  nlohmann::json summary = ReadJson(results_ + "/summary.json");
+  ASSERT_TRUE(summary.is_object()) << ReadFile(results_ + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE");
+  EXPECT_GE(summary["final_eval_accuracy"].get<double>(), 0.9) << summary.dump();
+  const double ring_bytes = 2.0 * 2 / 3 * 68 * 4;
+  EXPECT_NEAR(summary["bytes_sent_per_step"].get<double>(), ring_bytes, 0.05 * ring_bytes)
+      << summary.dump();
+  EXPECT_NEAR(summary["bytes_received_per_step"].get<double>(), ring_bytes, 0.05 * ring_bytes)
+      << summary.dump();
+  // The results hold the shards' parameters: the model the chief published.
+  EXPECT_EQ(NpyShape(results_ + "/params/layer0_weights.npy"), std::vector<int64_t>({16, 4}));
 }
 
 TEST_F(PsctlLocalTest, SigintStopsTheJobAndEveryDaemon) {

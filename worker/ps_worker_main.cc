@@ -152,13 +152,15 @@ int Run() {
     std::cerr << "ps_worker: " << metrics_port.status().message() << "\n";
     return 2;
   }
-  ps::WorkerService service(options);
-  ps::TaskService task_service("worker", config->task.index(), options.device.description);
-  // The ring all-reduce messages other workers send this one (worker/allreduce/).
+  // The ring all-reduce messages other workers send this one (worker/allreduce/); before the
+  // service, whose jobs' links read it.
   ps::RingMailboxOptions mailbox_options;
   mailbox_options.max_bytes = int64_t{FLAGS_ring_mailbox_mb} << 20;
   ps::RingMailbox ring_mailbox(mailbox_options);
   ps::RingService ring_service(&ring_mailbox);
+  options.ring_mailbox = &ring_mailbox;
+  ps::WorkerService service(options);
+  ps::TaskService task_service("worker", config->task.index(), options.device.description);
   // Outlives the server, whose calls it counts.
   ps::RpcMetrics rpc_metrics("ps_worker",
                              {ps::Worker::service_full_name(), ps::Task::service_full_name(),

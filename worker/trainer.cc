@@ -146,6 +146,7 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
   exchange.worker = context.worker;
   exchange.incarnation = context.incarnation;
   exchange.ps = context.ps;
+  exchange.ring = context.ring;
   job->step_limit = StepLimit(spec, train.num_examples, context.num_workers);
   exchange.step_limit = job->step_limit;
   absl::StatusOr<std::unique_ptr<Exchange>> created = CreateExchange(exchange);
@@ -276,7 +277,12 @@ absl::Status TrainingLoop::Run() {
     context_.outcome->note = divergence_.StallNote();
   }
   // A loop that ended early (time limit, target loss) may leave an exchange in flight.
-  return exchange_.Finish();
+  absl::Status finished = exchange_.Finish();
+  if (context_.outcome != nullptr) {  // Finish's own traffic (a last averaging, a publish).
+    context_.outcome->bytes_sent = exchange_.bytes_sent();
+    context_.outcome->bytes_received = exchange_.bytes_received();
+  }
+  return finished;
 }
 
 absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {

@@ -13,6 +13,7 @@
 #define PS_WORKER_TRAINER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 
 #include "absl/status/status.h"
@@ -20,6 +21,7 @@
 #include "common/worker_session.h"
 #include "proto/job.pb.h"
 #include "proto/worker_service.pb.h"
+#include "worker/allreduce/ring_link.h"
 #include "worker/compute/compute_backend.h"
 
 namespace ps {
@@ -27,6 +29,10 @@ namespace ps {
 struct TrainerOutcome {
   DataSummary data;
   std::string note;  // Empty: nothing to say beyond the progress reports' own note.
+  // The exchange's bytes when the loop ended normally, its finishing included (-1: not known,
+  // the last report's stand).
+  int64_t bytes_sent = -1;
+  int64_t bytes_received = -1;
 };
 
 struct TrainerContext {
@@ -38,6 +44,7 @@ struct TrainerContext {
   int incarnation = 0;  // StartJobRequest.incarnation: which start of this worker in the run.
   PsClient* ps = nullptr;                  // Not owned.
   ComputeBackend* backend = nullptr;       // Not owned; used by this thread only.
+  RingLink* ring = nullptr;  // ALLREDUCE, LOCAL_SGD: links to the other workers; not owned.
   const std::atomic<bool>* stop = nullptr;  // Set to ask the loop to stop.
   // Called on the training thread after each step and evaluation; must not block for long.
   std::function<void(const JobProgress&)> report;

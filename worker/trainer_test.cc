@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <fstream>
@@ -24,12 +25,15 @@
 #include "absl/time/time.h"
 #include "common/job_schema.h"
 #include "common/ps_client.h"
+#include "common/worker_session.h"
 #include "proto/job.pb.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
 #include "tests/in_process_ps_cluster.h"
+#include "worker/allreduce/local_ring.h"
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/cpu_threads.h"
+#include "worker/host_variables.h"
 
 namespace ps {
 namespace {
@@ -106,6 +110,8 @@ class TrainerTest : public ::testing::Test {
     EXPECT_TRUE(valid.ok()) << valid;
     static const std::atomic<bool> kNeverStop{false};
     std::vector<WorkerRun> runs(num_workers);
+    // ALLREDUCE and LOCAL_SGD's ring, in process.
+    std::vector<std::unique_ptr<RingLink>> ring = MakeLocalRing(num_workers, absl::Seconds(30));
     std::vector<std::thread> threads;
     for (int w = 0; w < num_workers; ++w) {
       threads.emplace_back([&, w] {
@@ -118,6 +124,7 @@ class TrainerTest : public ::testing::Test {
         context.num_workers = num_workers;
         context.ps = client.get();
         context.backend = backend.get();
+        context.ring = ring[w].get();
         context.stop = stop != nullptr ? stop : &kNeverStop;
         context.report = [&runs, w, &on_report](const JobProgress& progress) {
           runs[w].reports.push_back(progress);
@@ -130,6 +137,26 @@ class TrainerTest : public ::testing::Test {
     }
     for (std::thread& thread : threads) thread.join();
     return runs;
+  }
+
+  // Every value the shards hold of `job_id` now, variable after variable.
+  std::vector<float> ShardValues(const std::string& job_id) {
+    std::vector<JobStats> stats = Stats(job_id);
+    if (stats.empty()) return {};
+    std::unique_ptr<PsClient> client = NewClient();
+    absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+        WorkerSession::Create(client.get(), stats[0].spec(), 0, OBSERVER_INCARNATION);
+    EXPECT_TRUE(session.ok()) << session.status();
+    if (!session.ok()) return {};
+    std::vector<VariableDef> variables(stats[0].spec().variables().begin(),
+                                       stats[0].spec().variables().end());
+    HostVariables values(variables);
+    EXPECT_TRUE((*session)->Pull({}, values.mutable_view()).ok());
+    std::vector<float> flat;
+    for (const std::vector<float>& array : values.arrays()) {
+      flat.insert(flat.end(), array.begin(), array.end());
+    }
+    return flat;
   }
 
   std::vector<JobStats> Stats(const std::string& job_id) {
@@ -442,6 +469,74 @@ TEST_F(TrainerTest, AWorkerCountsTheBytesOfItsStepsAsTheModelSizeSays) {
     EXPECT_LE(last.bytes_sent(), 30 * (kModelBytes + kHeaderBytes)) << last.DebugString();
     EXPECT_GE(last.bytes_received(), 30 * kModelBytes) << last.DebugString();
     EXPECT_LE(last.bytes_received(), 31 * (kModelBytes + kHeaderBytes)) << last.DebugString();
+  }
+}
+
+// The largest difference between two models of the same shape.
+float MaxDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float largest = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    largest = std::max(largest, std::abs(a[i] - b[i]));
+  }
+  return largest;
+}
+
+// ALLREDUCE averages the gradients among the workers and applies the optimizer on each: with
+// the same seed it ends where SYNC (every worker's gradient a step) ends, to float rounding;
+// the chief's published model is the shards'. With momentum, so that the workers' optimizer
+// state matters too.
+TEST_F(TrainerTest, AllReduceEqualsSync) {
+  StartServers(2);
+  JobSpec sync = SoftmaxJob("equal_sync", ConsistencyConfig::SYNC);
+  sync.mutable_optimizer()->set_kind(OptimizerConfig::MOMENTUM);
+  sync.mutable_learning_rate()->set_base(0.05f);
+  JobSpec allreduce = sync;
+  allreduce.set_job_id("equal_allreduce");
+  allreduce.mutable_consistency()->set_mode(ConsistencyConfig::ALLREDUCE);
+  ExpectTrainedFor(RunWorkers(sync, 3), 30);
+  std::vector<WorkerRun> runs = RunWorkers(allreduce, 3);
+  ExpectTrainedFor(runs, 30);
+  const std::vector<float> expected = ShardValues("equal_sync");
+  const std::vector<float> actual = ShardValues("equal_allreduce");
+  ASSERT_FALSE(expected.empty());
+  EXPECT_LT(MaxDifference(expected, actual), 1e-6f);
+  // Each worker moved 2 (N - 1) / N of the gradients a step through the ring, plus its one pull.
+  const int64_t model_bytes = 68 * 4;
+  for (const WorkerRun& run : runs) {
+    EXPECT_GE(run.last().bytes_sent(), 30 * 2 * 2 * model_bytes / 3 - 30 * 8);
+    EXPECT_LE(run.last().bytes_sent(), 30 * 2 * 2 * model_bytes / 3 + 30 * 8 + 4 * model_bytes);
+  }
+}
+
+// Local SGD with one local step and plain SGD averages w - lr g_i, which is w - lr mean(g_i):
+// SYNC's update.
+TEST_F(TrainerTest, LocalSgdWithOneStepEqualsSync) {
+  StartServers(1);
+  JobSpec sync = SoftmaxJob("local1_sync", ConsistencyConfig::SYNC);
+  JobSpec local = sync;
+  local.set_job_id("local1");
+  local.mutable_consistency()->set_mode(ConsistencyConfig::LOCAL_SGD);
+  local.mutable_consistency()->set_local_steps(1);
+  ExpectTrainedFor(RunWorkers(sync, 2), 30);
+  ExpectTrainedFor(RunWorkers(local, 2), 30);
+  EXPECT_LT(MaxDifference(ShardValues("local1_sync"), ShardValues("local1")), 1e-6f);
+}
+
+// With more local steps the copies drift apart between averagings and are averaged after the
+// last step, so the published model is every worker's, and it has trained.
+TEST_F(TrainerTest, LocalSgdAveragesEveryKStepsAndAtTheEnd) {
+  StartServers(1);
+  JobSpec local = SoftmaxJob("local4", ConsistencyConfig::LOCAL_SGD);
+  local.mutable_consistency()->set_local_steps(4);
+  local.set_steps(30);  // Averaged at 4, 8, ..., 28, and after 30.
+  std::vector<WorkerRun> runs = RunWorkers(local, 2);
+  ExpectTrainedFor(runs, 30);
+  // 7 averagings of the model through the ring by the last step's report, each
+  // 2 (N - 1) / N = 1 model for N = 2 (the 8th, after it, is in the job's final progress).
+  for (const WorkerRun& run : runs) {
+    EXPECT_GE(run.last().bytes_sent(), 7 * 68 * 4) << run.last().DebugString();
+    EXPECT_LE(run.last().bytes_sent(), 7 * 68 * 4 + 400) << run.last().DebugString();
   }
 }
 

@@ -11,6 +11,7 @@
 #include "common/job_schema.h"
 #include "common/job_spec.h"
 #include "common/peer_identity.h"
+#include "worker/allreduce/grpc_ring_link.h"
 #include "worker/trainer.h"
 
 namespace ps {
@@ -197,19 +198,22 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
 
 void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, RunningJob* job) {
   LOG(INFO) << "job " << spec.job_id() << ": starting on " << options_.device.description;
-  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = CreateBackend(options_.device);
-  if (!backend.ok()) {
+  // A job that cannot start ends FAILED with why.
+  auto fail = [&](const absl::Status& status) {
     JobProgress failed;
     failed.set_job_id(spec.job_id());
     failed.set_worker(options_.worker_index);
     failed.set_state(JobProgress::FAILED);
-    failed.set_error_code(static_cast<int>(backend.status().code()));
-    failed.set_error(std::string(backend.status().message()));
+    failed.set_error_code(static_cast<int>(status.code()));
+    failed.set_error(std::string(status.message()));
     job->finished_at = absl::Now();
     job->finished = true;
     job->progress->Publish(failed);
-    return;
-  }
+  };
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = CreateBackend(options_.device);
+  if (!backend.ok()) return fail(backend.status());
+  absl::StatusOr<std::unique_ptr<RingLink>> ring = MakeRing(spec);
+  if (!ring.ok()) return fail(ring.status());
   TrainerContext context;
   context.spec = spec;
   context.worker = options_.worker_index;
@@ -218,6 +222,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   context.incarnation = incarnation;
   context.ps = ps_client_.get();
   context.backend = backend->get();
+  context.ring = ring->get();
   context.stop = &job->stop;
   JobProgress last;
   TrainerOutcome outcome;
@@ -230,6 +235,10 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   last.set_job_id(spec.job_id());
   *last.mutable_data() = outcome.data;
   if (!outcome.note.empty()) last.set_note(outcome.note);
+  if (outcome.bytes_sent >= 0) {
+    last.set_bytes_sent(outcome.bytes_sent);
+    last.set_bytes_received(outcome.bytes_received);
+  }
   last.set_worker(options_.worker_index);
   if (status.ok()) {
     last.set_state(JobProgress::DONE);
@@ -246,6 +255,25 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   job->finished_at = absl::Now();
   job->finished = true;
   job->progress->Publish(last);
+}
+
+absl::StatusOr<std::unique_ptr<RingLink>> WorkerService::MakeRing(const JobSpec& spec) const {
+  const ConsistencyConfig::Mode mode = spec.consistency().mode();
+  if (mode != ConsistencyConfig::ALLREDUCE && mode != ConsistencyConfig::LOCAL_SGD) {
+    return std::unique_ptr<RingLink>();
+  }
+  if (options_.ring_mailbox == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker:", options_.worker_index, " has no ring to the other workers for ",
+        ConsistencyConfig::Mode_Name(mode), " (started without a Ring service)"));
+  }
+  GrpcRingLinkOptions link;
+  link.deadline = options_.ps_client.wait_timeout;  // As long as a barrier may wait.
+  link.security = options_.ps_client.security;
+  link.token = options_.ps_client.token;
+  link.max_message_bytes = options_.ps_client.max_message_bytes;
+  return MakeGrpcRingLink(options_.cluster, options_.worker_index, spec.job_id(), spec.run_id(),
+                          options_.ring_mailbox, link);
 }
 
 void WorkerService::ForgetFinishedJobsLocked() {

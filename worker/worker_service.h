@@ -18,6 +18,8 @@
 #include "common/metrics.h"
 #include "common/ps_client.h"
 #include "proto/worker_service.grpc.pb.h"
+#include "worker/allreduce/ring_link.h"
+#include "worker/allreduce/ring_mailbox.h"
 #include "worker/compute/device.h"
 #include "worker/data/data_roots.h"
 
@@ -35,6 +37,10 @@ struct WorkerServiceOptions {
   absl::Duration finished_job_retention = absl::Hours(1);
   // Where jobs' data files may be read from (--data_root); none: synthetic data only.
   DataRoots data_roots;
+  // The ring all-reduce messages the previous worker sends this one (its Ring service fills
+  // it), for ALLREDUCE and LOCAL_SGD jobs; not owned, outlives the service. Null: this worker
+  // runs no such job (it fails saying so).
+  RingMailbox* ring_mailbox = nullptr;
 };
 
 // Thread-safe.
@@ -78,6 +84,8 @@ class WorkerService final : public Worker::CallbackService {
   absl::Status DoStartJob(const StartJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   // Forgets the jobs that ended longer than finished_job_retention ago (joining their threads,
   // which have returned or are about to).
+  // ALLREDUCE and LOCAL_SGD: this worker's link in the job's ring; null for the other modes.
+  absl::StatusOr<std::unique_ptr<RingLink>> MakeRing(const JobSpec& spec) const;
   void ForgetFinishedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `spec` from step `first_step` as the worker's `incarnation` (StartJobRequest) on the
   // job's thread.

@@ -7,9 +7,11 @@
 //   PsExchange            the ps modes (SYNC, SSP, SOFTSYNC, and ASYNC with Downpour's n_fetch,
 //                         n_push and local accumulation), pulls and pushes in the step;
 //   OverlappedPsExchange  ASYNC with overlap_communication: a step's push and pull run in the
-//                         background while the next step computes.
-// A new family (all-reduce, parameter averaging) is a new class in a file of its own and a line
-// in exchange_factory.cc; the loop does not change.
+//                         background while the next step computes;
+//   RingExchange          ALLREDUCE and LOCAL_SGD: the workers average among themselves over a
+//                         ring (gradients every step, or models every local_steps steps).
+// A new family is a new class in a file of its own and a line in exchange_factory.cc; the loop
+// does not change.
 //
 // Not thread-safe: the training thread makes every call.
 #ifndef PS_WORKER_EXCHANGE_EXCHANGE_H_

@@ -2,11 +2,10 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-
 #include "worker/exchange/downpour.h"
 #include "worker/exchange/overlapped_ps_exchange.h"
 #include "worker/exchange/ps_exchange.h"
+#include "worker/exchange/ring_exchange.h"
 
 namespace ps {
 
@@ -17,9 +16,10 @@ absl::StatusOr<std::unique_ptr<Exchange>> CreateExchange(const ExchangeContext& 
   const JobSpec& spec = context.spec;
   if (spec.consistency().mode() == ConsistencyConfig::ALLREDUCE ||
       spec.consistency().mode() == ConsistencyConfig::LOCAL_SGD) {
-    return absl::UnimplementedError(absl::StrCat(
-        "consistency mode ", ConsistencyConfig::Mode_Name(spec.consistency().mode()),
-        " runs on a ring of the workers, whose exchange is not in this build yet"));
+    absl::StatusOr<std::unique_ptr<RingExchange>> ring = RingExchange::Create(
+        *std::move(session), context.ring, context.variables, spec, context.worker);
+    if (!ring.ok()) return ring.status();
+    return std::unique_ptr<Exchange>(*std::move(ring));
   }
   const DownpourSchedule downpour = DownpourSchedule::FromJobSpec(spec);
   if (spec.consistency().mode() == ConsistencyConfig::ASYNC &&

@@ -11,6 +11,7 @@
 #include "common/worker_session.h"
 #include "proto/job.pb.h"
 #include "proto/parameter.pb.h"
+#include "worker/allreduce/ring_link.h"
 #include "worker/exchange/exchange.h"
 
 namespace ps {
@@ -23,6 +24,9 @@ struct ExchangeContext {
   int incarnation = 0;     // StartJobRequest.incarnation.
   PsClient* ps = nullptr;  // Not owned; outlives the exchange.
   int64_t step_limit = 0;  // The loop runs steps [0, step_limit).
+  // ALLREDUCE and LOCAL_SGD: this worker's links to the others (not owned; outlives the
+  // exchange); null elsewhere.
+  RingLink* ring = nullptr;
 };
 
 // The exchange of the job's mode and options. INVALID_ARGUMENT when the worker's session

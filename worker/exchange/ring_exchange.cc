@@ -1,0 +1,112 @@
+#include "worker/exchange/ring_exchange.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/learning_rate.h"
+#include "worker/allreduce/ring_allreduce.h"
+
+namespace ps {
+
+absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
+    std::unique_ptr<WorkerSession> session, RingLink* ring,
+    const std::vector<VariableDef>& variables, const JobSpec& spec, int worker) {
+  if (ring == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        ConsistencyConfig::Mode_Name(spec.consistency().mode()),
+        " needs links to the other workers, which this worker was started without"));
+  }
+  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
+  if (!optimizer.ok()) return optimizer.status();
+  return std::unique_ptr<RingExchange>(new RingExchange(std::move(session), ring, variables, spec,
+                                                        worker, *std::move(optimizer)));
+}
+
+RingExchange::RingExchange(std::unique_ptr<WorkerSession> session, RingLink* ring,
+                           const std::vector<VariableDef>& variables, const JobSpec& spec,
+                           int worker, std::unique_ptr<Optimizer> optimizer)
+    : session_(std::move(session)),
+      ring_(ring),
+      spec_(spec),
+      worker_(worker),
+      optimizer_(std::move(optimizer)),
+      weights_(variables) {
+  for (const std::vector<float>& array : weights_.arrays()) {
+    slots_.emplace_back(optimizer_->num_slots(), std::vector<float>(array.size()));
+    std::vector<absl::Span<float>> views;
+    for (std::vector<float>& slot : slots_.back()) views.emplace_back(slot);
+    optimizer_->InitializeSlots(views);
+    mean_.emplace_back(array.size());
+  }
+}
+
+absl::Status RingExchange::BeforeCompute(int64_t step) {
+  (void)step;
+  if (pulled_) return absl::OkStatus();
+  // Every worker starts from the shards' initial values, as in the ps modes.
+  absl::StatusOr<WorkerSession::PullResult> pulled =
+      session_->Pull(WorkerSession::PullOptions(), weights_.mutable_view());
+  if (!pulled.ok()) return pulled.status();
+  pulled_ = true;
+  return absl::OkStatus();
+}
+
+void RingExchange::Apply(const std::vector<std::vector<float>>& gradient) {
+  const float learning_rate = LearningRateAt(spec_.learning_rate(), updates_);
+  for (size_t v = 0; v < gradient.size(); ++v) {
+    std::vector<absl::Span<float>> slots;
+    for (std::vector<float>& slot : slots_[v]) slots.emplace_back(slot);
+    optimizer_->Apply(learning_rate, gradient[v], absl::MakeSpan(weights_.arrays()[v]), slots,
+                      updates_);
+  }
+  ++updates_;
+}
+
+absl::Status RingExchange::AverageOverRing(uint64_t tag,
+                                           std::vector<std::vector<float>>* arrays) {
+  flat_.clear();
+  for (const std::vector<float>& array : *arrays) flat_.insert(flat_.end(), array.begin(), array.end());
+  absl::Status status = RingAllReduceMean(ring_, tag, absl::MakeSpan(flat_));
+  if (!status.ok()) return status;
+  size_t offset = 0;
+  for (std::vector<float>& array : *arrays) {
+    std::copy(flat_.begin() + offset, flat_.begin() + offset + array.size(), array.begin());
+    offset += array.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RingExchange::AfterCompute(int64_t step, const HostVariables& gradients) {
+  (void)step;
+  if (spec_.consistency().mode() == ConsistencyConfig::ALLREDUCE) {
+    mean_ = gradients.arrays();
+    absl::Status averaged = AverageOverRing(ring_calls_++, &mean_);
+    if (!averaged.ok()) return averaged;
+    Apply(mean_);
+    return absl::OkStatus();
+  }
+  Apply(gradients.arrays());
+  if (updates_ - averaged_at_ < spec_.consistency().local_steps()) return absl::OkStatus();
+  averaged_at_ = updates_;
+  return AverageOverRing(ring_calls_++, &weights_.arrays());
+}
+
+absl::Status RingExchange::Finish() {
+  if (spec_.consistency().mode() == ConsistencyConfig::LOCAL_SGD && updates_ > averaged_at_) {
+    // The steps since the last averaging: every worker ends with the same model.
+    averaged_at_ = updates_;
+    absl::Status averaged = AverageOverRing(ring_calls_++, &weights_.arrays());
+    if (!averaged.ok()) return averaged;
+  }
+  if (worker_ != 0) return absl::OkStatus();
+  // The chief publishes the model to the shards (PublishRule: the values replace theirs).
+  return session_->Push(WorkerSession::PushOptions(), weights_.const_view()).status();
+}
+
+int64_t RingExchange::bytes_sent() const { return session_->bytes_sent() + ring_->bytes_sent(); }
+
+int64_t RingExchange::bytes_received() const {
+  return session_->bytes_received() + ring_->bytes_received();
+}
+
+}  // namespace ps
