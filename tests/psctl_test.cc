@@ -357,6 +357,27 @@ TEST_F(PsctlClusterTest, AWorkerThatDiesStopsTheRunAtOnceWithItsParametersSaved)
   EXPECT_EQ(NpyShape(results_ + "/params/layer0_weights.npy"), std::vector<int64_t>({16, 4}));
 }
 
+// ALLREDUCE cannot go on without a worker of its ring: one that dies fails the run at once (the
+// survivors' ring calls end when psctl stops them, not at their 60 s deadline), and the
+// summary names it.
+TEST_F(PsctlClusterTest, AWorkerThatDiesEndsAnAllReduceRunNamingIt) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-ring-dies", 1000000,
+                                                  R"({"mode": "ALLREDUCE"})"));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << submit.Output();
+  daemons_[3].Signal(SIGKILL);  // worker:1.
+  const absl::Time killed = absl::Now();
+  EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  daemons_.erase(daemons_.begin() + 3);  // Reaped: TearDown stops the others.
+  EXPECT_EQ(submit.Wait(absl::Seconds(40)), 1) << submit.Output();
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(20)) << "not after the ring's 60 s deadline";
+  EXPECT_THAT(submit.Output(), HasSubstr("worker:1")) << submit.Output();
+  nlohmann::json summary = ReadJson(results_ + "/summary.json");
+  EXPECT_EQ(summary["state"], "FAILED") << summary.dump();
+  EXPECT_THAT(summary.value("error", ""), HasSubstr("worker:1")) << summary.dump();
+}
+
 void PsctlClusterTest::ExpectJobGoesOnWithoutWorker1(const std::string& mode,
                                                      const std::string& consistency) {
   const std::string id = "psctl-goes-on";

@@ -131,12 +131,18 @@ WorkerService::WorkerService(WorkerServiceOptions options) : options_(std::move(
 
 WorkerService::~WorkerService() { StopAll(); }
 
+void WorkerService::StopLocked(RunningJob* job) {
+  job->stop = true;
+  // A ring call waits for peers that are stopping too: it ends now, saying why.
+  if (job->ring != nullptr) job->ring->Abort(absl::CancelledError("the job was stopped"));
+}
+
 void WorkerService::StopAll() {
   std::vector<RunningJob*> jobs;
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, job] : jobs_) {
-      job->stop = true;
+      StopLocked(job.get());
       jobs.push_back(job.get());
     }
   }
@@ -214,6 +220,13 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   if (!backend.ok()) return fail(backend.status());
   absl::StatusOr<std::unique_ptr<RingLink>> ring = MakeRing(spec);
   if (!ring.ok()) return fail(ring.status());
+  {
+    absl::MutexLock lock(&mu_);
+    job->ring = ring->get();
+    if (job->stop && job->ring != nullptr) {
+      job->ring->Abort(absl::CancelledError("the job was stopped"));
+    }
+  }
   TrainerContext context;
   context.spec = spec;
   context.worker = options_.worker_index;
@@ -232,6 +245,10 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
     job->progress->Publish(progress);
   };
   absl::Status status = RunTrainer(context);
+  {
+    absl::MutexLock lock(&mu_);
+    job->ring = nullptr;  // The link goes with this function.
+  }
   last.set_job_id(spec.job_id());
   *last.mutable_data() = outcome.data;
   if (!outcome.note.empty()) last.set_note(outcome.note);
@@ -324,7 +341,7 @@ grpc::ServerUnaryReactor* WorkerService::StopJob(grpc::CallbackServerContext* co
     return reactor;
   }
   absl::Status allowed = RequireOwner(peer, it->second->owner, request->job_id(), "stop");
-  if (allowed.ok()) it->second->stop = true;
+  if (allowed.ok()) StopLocked(it->second.get());
   reactor->Finish(ToGrpcStatus(allowed));
   return reactor;
 }

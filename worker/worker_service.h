@@ -77,15 +77,19 @@ class WorkerService final : public Worker::CallbackService {
     std::shared_ptr<ProgressLog> progress;
     std::thread thread;
     std::string owner;  // JobSpec.owner: who may stop it.
+    // Its ring link while the job runs (ALLREDUCE, LOCAL_SGD), for StopLocked; under mu_.
+    RingLink* ring = nullptr;
   };
 
   // The latest progress of every job not yet forgotten (ForgetFinishedJobsLocked first).
   std::vector<JobProgress> LatestProgress() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status DoStartJob(const StartJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
-  // Forgets the jobs that ended longer than finished_job_retention ago (joining their threads,
-  // which have returned or are about to).
   // ALLREDUCE and LOCAL_SGD: this worker's link in the job's ring; null for the other modes.
   absl::StatusOr<std::unique_ptr<RingLink>> MakeRing(const JobSpec& spec) const;
+  // Asks `job` to stop: its loop at its next step, and its ring's calls at once.
+  static void StopLocked(RunningJob* job);
+  // Forgets the jobs that ended longer than finished_job_retention ago (joining their threads,
+  // which have returned or are about to).
   void ForgetFinishedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `spec` from step `first_step` as the worker's `incarnation` (StartJobRequest) on the
   // job's thread.
