@@ -16,6 +16,13 @@
 // over one connection, each message answered by one byte, with no gRPC or ps work: the kernel's
 // copying alone, a rough ceiling for a push (one message per shard). On a shared or virtual
 // machine it also shows how fast the machine was when the row was measured.
+//
+// Two sides can be compared in one run, alternating measurement by measurement (--rounds of
+// each, the order of the sides swapped every round), each side with its own in-process ps:
+// --tls_dir compares plaintext with mutual TLS, --metrics_compare the ps without /metrics with
+// the ps serving /metrics (its RPC interceptor counting every call) and a scraper thread getting
+// every ps's /metrics once a second while that side is measured. It prints the median ratio of
+// the second side to the first per measurement.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -23,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -37,6 +45,7 @@
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
+#include <httplib.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -68,6 +77,9 @@ DEFINE_bool(tcp_baseline, true, "also measure raw loopback TCP for each size");
 DEFINE_string(tls_dir, "",
               "a directory of `psctl certs` files for host 127.0.0.1: measure every size and the "
               "round trip over plaintext and over mutual TLS alternately, and print the ratios");
+DEFINE_bool(metrics_compare, false,
+            "measure every size and the round trip with the ps's /metrics off and on (scraped "
+            "once a second) alternately, and print the ratios");
 DEFINE_int32(rounds, 1, "measurements of each size (and round trip) per side");
 DEFINE_string(ps_addresses, "",
               "comma-separated host:port of running ps_server tasks (ps:0 first) to measure "
@@ -351,6 +363,49 @@ absl::StatusOr<Latency> MeasureLatency(const PsClientOptions& options, int itera
   return Latency{Percentile(micros, 0.50), Percentile(micros, 0.99)};
 }
 
+// Scrapes of /metrics, counted over every Scraper.
+struct ScrapeCounts {
+  int64_t good = 0;        // 200 with a body.
+  int64_t bad = 0;         // Anything else.
+  int64_t last_bytes = 0;  // The last good body's size.
+};
+
+// While it exists, a thread GETs http://127.0.0.1:P/metrics for each of `ports`, as Prometheus
+// would: at once, then once a second.
+class Scraper {
+ public:
+  Scraper(std::vector<int> ports, ScrapeCounts* counts)
+      : ports_(std::move(ports)), counts_(counts), thread_([this] { Loop(); }) {}
+  ~Scraper() {
+    stop_.Notify();
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    do {
+      for (int port : ports_) {
+        httplib::Result result = httplib::Client("127.0.0.1", port).Get("/metrics");
+        if (result && result->status == 200 && !result->body.empty()) {
+          ++counts_->good;
+          counts_->last_bytes = static_cast<int64_t>(result->body.size());
+        } else {
+          ++counts_->bad;
+          LOG(WARNING) << "scrape of port " << port << ": "
+                       << (result ? absl::StrCat("HTTP ", result->status, ", ", result->body.size(),
+                                                 " bytes")
+                                  : httplib::to_string(result.error()));
+        }
+      }
+    } while (!stop_.WaitForNotificationWithTimeout(absl::Seconds(1)));
+  }
+
+  const std::vector<int> ports_;
+  ScrapeCounts* const counts_;
+  absl::Notification stop_;
+  std::thread thread_;  // Last: starts once the rest is set.
+};
+
 int Run() {
   std::vector<int64_t> sizes;
   for (absl::string_view field : absl::StrSplit(FLAGS_size_mb, ',', absl::SkipWhitespace())) {
@@ -385,28 +440,37 @@ int Run() {
   }
   const int in_process = options.ps_addresses.empty() ? FLAGS_ps : 0;
   if (!options.ps_addresses.empty()) FLAGS_ps = static_cast<int>(options.ps_addresses.size());
-  if (!FLAGS_tls_dir.empty() && in_process == 0) {
-    std::fprintf(stderr, "ps_bench: --tls_dir needs the ps in this process (no --ps_addresses)\n");
+  if ((!FLAGS_tls_dir.empty() || FLAGS_metrics_compare) && in_process == 0) {
+    std::fprintf(stderr, "ps_bench: --tls_dir and --metrics_compare need the ps in this process "
+                         "(no --ps_addresses)\n");
+    return 2;
+  }
+  if (!FLAGS_tls_dir.empty() && FLAGS_metrics_compare) {
+    std::fprintf(stderr, "ps_bench: --tls_dir and --metrics_compare compare two sides each; "
+                         "give one of them\n");
     return 2;
   }
 
-  // The sides measured: plaintext, and with --tls_dir mutual TLS, alternately.
-  const TransportSecurity server_security{FLAGS_tls_dir + "/127.0.0.1.crt",
-                                          FLAGS_tls_dir + "/127.0.0.1.key",
-                                          FLAGS_tls_dir + "/ca.crt"};
+  // The sides measured alternately: one by default; plaintext and mutual TLS with --tls_dir;
+  // /metrics off and on with --metrics_compare.
   struct Side {
     std::string label;
     PsClientOptions options;
+    PsServerOptions server;  // Of the in-process ps.
     std::unique_ptr<InProcessPsCluster> servers;
+    std::vector<int> metrics_ports;      // Scraped while this side is measured.
     std::vector<Throughput> throughput;  // Per size and round.
     std::vector<Latency> latency[2];     // Per round: Push then Pull; PushPull.
   };
   std::vector<Side> sides;
-  sides.push_back(Side{"plaintext", options, nullptr, {}, {}});
+  sides.push_back(
+      Side{FLAGS_metrics_compare ? "metrics off" : "plaintext", options, {}, nullptr, {}, {}, {}});
   if (!FLAGS_tls_dir.empty()) {
+    const TransportSecurity server{FLAGS_tls_dir + "/127.0.0.1.crt",
+                                   FLAGS_tls_dir + "/127.0.0.1.key", FLAGS_tls_dir + "/ca.crt"};
     const TransportSecurity client{FLAGS_tls_dir + "/psctl.crt", FLAGS_tls_dir + "/psctl.key",
                                    FLAGS_tls_dir + "/ca.crt"};
-    for (const TransportSecurity& security : {server_security, client}) {
+    for (const TransportSecurity& security : {server, client}) {
       absl::Status valid = ValidateTransportSecurity(security, /*server=*/true);
       if (!valid.ok()) {
         std::fprintf(stderr, "ps_bench: --tls_dir: %s (psctl certs makes the files)\n",
@@ -414,15 +478,18 @@ int Run() {
         return 2;
       }
     }
-    sides.push_back(Side{"mTLS", options, nullptr, {}, {}});
+    sides.push_back(Side{"mTLS", options, {}, nullptr, {}, {}, {}});
     sides.back().options.security = client;
+    sides.back().server.security = server;
+  }
+  if (FLAGS_metrics_compare) {
+    sides.push_back(Side{"metrics on", options, {}, nullptr, {}, {}, {}});
+    sides.back().server.metrics_port = 0;
   }
   for (size_t i = 0; i < sides.size() && in_process > 0; ++i) {
     InProcessPsClusterOptions cluster_options;
     cluster_options.num_ps = in_process;
-    if (i == 1) {
-      cluster_options.server.security = server_security;
-    }
+    cluster_options.server = sides[i].server;
     absl::StatusOr<std::unique_ptr<InProcessPsCluster>> started =
         InProcessPsCluster::Start(cluster_options);
     if (!started.ok()) {
@@ -431,7 +498,17 @@ int Run() {
     }
     sides[i].servers = *std::move(started);
     sides[i].options.ps_addresses = sides[i].servers->addresses();
+    for (int ps = 0; ps < in_process; ++ps) {
+      const int port = sides[i].servers->server(ps).metrics_port();
+      if (port > 0) sides[i].metrics_ports.push_back(port);
+    }
   }
+  ScrapeCounts scrapes;
+  // The scraper of `side`'s /metrics while it is measured; null for a side without.
+  auto scraper_for = [&scrapes](const Side& side) {
+    return side.metrics_ports.empty() ? nullptr
+                                      : std::make_unique<Scraper>(side.metrics_ports, &scrapes);
+  };
 
   const std::string config = absl::StrCat(FLAGS_ps, " ps + ", FLAGS_clients, " client",
                                           FLAGS_clients == 1 ? "" : "s");
@@ -449,7 +526,9 @@ int Run() {
               FLAGS_tcp_baseline ? "raw TCP GB/s" : "");
   for (int64_t size_mb : sizes) {
     for (int round = 0; round < FLAGS_rounds; ++round) {
-      for (Side& side : sides) {
+      for (size_t k = 0; k < sides.size(); ++k) {
+        Side& side = sides[(k + round) % sides.size()];  // Each side first every other round.
+        std::unique_ptr<Scraper> scraper = scraper_for(side);
         absl::StatusOr<Throughput> throughput = MeasureThroughput(side.options, size_mb);
         if (!throughput.ok()) {
           std::fprintf(stderr, "ps_bench: %s, %lld MiB: %s\n", side.label.c_str(),
@@ -469,7 +548,9 @@ int Run() {
   }
   if (FLAGS_latency_iterations > 0) {
     for (int round = 0; round < FLAGS_rounds; ++round) {
-      for (Side& side : sides) {
+      for (size_t k = 0; k < sides.size(); ++k) {
+        Side& side = sides[(k + round) % sides.size()];
+        std::unique_ptr<Scraper> scraper = scraper_for(side);
         for (bool combined : {false, true}) {
           absl::StatusOr<Latency> latency =
               MeasureLatency(side.options, FLAGS_latency_iterations, combined);
@@ -487,12 +568,22 @@ int Run() {
     }
   }
   if (sides.size() == 2) {
-    // Medians over the rounds of mTLS / plaintext, per size.
-    auto median = [](std::vector<double> values) {
-      std::sort(values.begin(), values.end());
-      return values[values.size() / 2];
+    // Per measurement, the ratios second side / first over the rounds: median (min to max).
+    const std::string ratio = absl::StrCat(sides[1].label, " / ", sides[0].label);
+    std::printf("%s, median (min to max) of %d rounds:\n", ratio.c_str(), FLAGS_rounds);
+    double largest = 0;  // The largest |median - 1|.
+    std::string largest_what;
+    auto print = [&](const std::string& what, std::vector<double> ratios) {
+      std::sort(ratios.begin(), ratios.end());
+      const size_t n = ratios.size();
+      const double median = (ratios[(n - 1) / 2] + ratios[n / 2]) / 2;
+      std::printf("  %-36s %.3f (%.3f to %.3f)\n", what.c_str(), median, ratios.front(),
+                  ratios.back());
+      if (std::abs(median - 1) > largest) {
+        largest = std::abs(median - 1);
+        largest_what = what;
+      }
     };
-    std::printf("mTLS / plaintext, median of %d rounds:\n", FLAGS_rounds);
     for (size_t k = 0; k < sizes.size(); ++k) {
       std::vector<double> push, pull;
       for (int round = 0; round < FLAGS_rounds; ++round) {
@@ -502,8 +593,8 @@ int Run() {
         pull.push_back(sides[1].throughput[at].pull_gb_per_s /
                        sides[0].throughput[at].pull_gb_per_s);
       }
-      std::printf("  %lld MiB: push %.3f, pull %.3f\n", static_cast<long long>(sizes[k]),
-                  median(push), median(pull));
+      print(absl::StrCat("push GB/s, ", sizes[k], " MiB"), push);
+      print(absl::StrCat("pull GB/s, ", sizes[k], " MiB"), pull);
     }
     for (bool combined : {false, true}) {
       std::vector<double> p50;
@@ -512,9 +603,23 @@ int Run() {
                       sides[0].latency[combined][round].p50_us);
       }
       if (!p50.empty()) {
-        std::printf("  4 KB round trip p50, %s: %.3f\n",
-                    combined ? "one PushPull call" : "Push then Pull calls", median(p50));
+        print(absl::StrCat("4 KB round trip p50, ", combined ? "PushPull" : "Push then Pull"),
+              p50);
       }
+    }
+    if (!largest_what.empty()) {
+      std::printf("largest difference of a median ratio from 1: %.1f%% (%s)\n", 100 * largest,
+                  largest_what.c_str());
+    }
+  }
+  if (FLAGS_metrics_compare) {
+    std::printf("/metrics scrapes: %lld answered 200 with a body (the last %lld bytes), %lld "
+                "failed\n",
+                static_cast<long long>(scrapes.good), static_cast<long long>(scrapes.last_bytes),
+                static_cast<long long>(scrapes.bad));
+    if (scrapes.good == 0 || scrapes.bad > 0) {
+      std::fprintf(stderr, "ps_bench: /metrics was not scraped as it should be\n");
+      return 1;
     }
   }
   for (Side& side : sides) {
