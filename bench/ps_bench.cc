@@ -26,6 +26,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -50,6 +51,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
@@ -150,10 +152,24 @@ absl::StatusOr<std::vector<Client>> ConnectClients(const PsClientOptions& option
   return clients;
 }
 
+// CPU time (user + system) of this whole process so far: the servers', the clients' and any
+// scraper's threads. getrusage counts microseconds, where /proc's stat counts 10 ms ticks.
+double ProcessCpuSeconds() {
+  rusage usage = {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+struct Rate {
+  double ops_per_second = 0;      // Over the wall time.
+  double cpu_seconds_per_op = 0;  // The process's CPU time over the same time, per operation.
+};
+
 // Runs `op` on every client at once: `warmup_ops` times, then as often as it can until
-// `duration` has passed. Returns the operations completed per second over the wall time.
-absl::StatusOr<double> OpsPerSecond(std::vector<Client>& clients,
-                                    absl::Status (*op)(Client&), absl::Duration duration) {
+// `duration` has passed.
+absl::StatusOr<Rate> OpsPerSecond(std::vector<Client>& clients, absl::Status (*op)(Client&),
+                                  absl::Duration duration) {
   const int n = static_cast<int>(clients.size());
   std::vector<absl::Status> errors(n);
   std::vector<int64_t> ops(n, 0);
@@ -176,9 +192,11 @@ absl::StatusOr<double> OpsPerSecond(std::vector<Client>& clients,
     });
   }
   ready.Wait();
+  const double cpu_start = ProcessCpuSeconds();
   start = absl::Now();
   go.Notify();
   for (std::thread& thread : threads) thread.join();
+  const double cpu_seconds = ProcessCpuSeconds() - cpu_start;
   int64_t total_ops = 0;
   absl::Time last = start;
   for (int i = 0; i < n; ++i) {
@@ -186,7 +204,8 @@ absl::StatusOr<double> OpsPerSecond(std::vector<Client>& clients,
     total_ops += ops[i];
     last = std::max(last, finished[i]);
   }
-  return static_cast<double>(total_ops) / absl::ToDoubleSeconds(last - start);
+  const double done = static_cast<double>(total_ops);
+  return Rate{done / absl::ToDoubleSeconds(last - start), cpu_seconds / done};
 }
 
 // A connected pair of loopback TCP sockets, closed on destruction.
@@ -290,6 +309,8 @@ absl::StatusOr<double> TcpMessagesPerSecond(int64_t bytes, absl::Duration durati
 struct Throughput {
   double push_gb_per_s = 0;
   double pull_gb_per_s = 0;
+  double push_cpu_s_per_gb = 0;  // The process's CPU seconds per GB pushed.
+  double pull_cpu_s_per_gb = 0;
   double tcp_gb_per_s = 0;  // Raw loopback TCP; 0 when not measured.
 };
 
@@ -306,12 +327,15 @@ absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options, int
     if (!messages.ok()) return messages.status();
     result.tcp_gb_per_s = *messages * static_cast<double>(bytes) / kGigabyte;
   }
-  absl::StatusOr<double> pushes = OpsPerSecond(*clients, &PushOnce, duration);
+  const double gigabytes = static_cast<double>(bytes) / kGigabyte;
+  absl::StatusOr<Rate> pushes = OpsPerSecond(*clients, &PushOnce, duration);
   if (!pushes.ok()) return pushes.status();
-  result.push_gb_per_s = *pushes * static_cast<double>(bytes) / kGigabyte;
-  absl::StatusOr<double> pulls = OpsPerSecond(*clients, &PullOnce, duration);
+  result.push_gb_per_s = pushes->ops_per_second * gigabytes;
+  result.push_cpu_s_per_gb = pushes->cpu_seconds_per_op / gigabytes;
+  absl::StatusOr<Rate> pulls = OpsPerSecond(*clients, &PullOnce, duration);
   if (!pulls.ok()) return pulls.status();
-  result.pull_gb_per_s = *pulls * static_cast<double>(bytes) / kGigabyte;
+  result.pull_gb_per_s = pulls->ops_per_second * gigabytes;
+  result.pull_cpu_s_per_gb = pulls->cpu_seconds_per_op / gigabytes;
   absl::Status deleted = clients->front().client->DeleteJob(spec.job_id());
   if (!deleted.ok()) return deleted;
   return result;
@@ -320,6 +344,7 @@ absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options, int
 struct Latency {
   double p50_us = 0;
   double p99_us = 0;
+  double cpu_us = 0;  // The process's CPU time per round trip.
 };
 
 // The percentile `p` of `micros`, sorted in place (nearest rank).
@@ -352,15 +377,17 @@ absl::StatusOr<Latency> MeasureLatency(const PsClientOptions& options, int itera
     if (!status.ok()) return status;
   }
   std::vector<double> micros(iterations);
+  const double cpu_start = ProcessCpuSeconds();
   for (int i = 0; i < iterations; ++i) {
     const absl::Time begin = absl::Now();
     absl::Status status = round_trip();
     if (!status.ok()) return status;
     micros[i] = absl::ToDoubleMicroseconds(absl::Now() - begin);
   }
+  const double cpu_us = (ProcessCpuSeconds() - cpu_start) * 1e6 / iterations;
   absl::Status deleted = c.client->DeleteJob(spec.job_id());
   if (!deleted.ok()) return deleted;
-  return Latency{Percentile(micros, 0.50), Percentile(micros, 0.99)};
+  return Latency{Percentile(micros, 0.50), Percentile(micros, 0.99), cpu_us};
 }
 
 // Scrapes of /metrics, counted over every Scraper.
@@ -522,8 +549,9 @@ int Run() {
               config.c_str(), in_process > 0 ? "ps in this process" : "ps_server processes",
               std::thread::hardware_concurrency(), FLAGS_chunk_mb, FLAGS_connections,
               window.c_str(), FLAGS_seconds);
-  std::printf("%-28s %10s %12s %12s %16s\n", "config", "size", "push GB/s", "pull GB/s",
-              FLAGS_tcp_baseline ? "raw TCP GB/s" : "");
+  // CPU s/GB: the process's CPU seconds (servers and clients) per GB moved.
+  std::printf("%-28s %10s %12s %12s %13s %13s %16s\n", "config", "size", "push GB/s", "pull GB/s",
+              "push CPU s/GB", "pull CPU s/GB", FLAGS_tcp_baseline ? "raw TCP GB/s" : "");
   for (int64_t size_mb : sizes) {
     for (int round = 0; round < FLAGS_rounds; ++round) {
       for (size_t k = 0; k < sides.size(); ++k) {
@@ -537,9 +565,10 @@ int Run() {
         }
         side.throughput.push_back(*throughput);
         const std::string label = absl::StrCat(config, ", ", side.label);
-        std::printf("%-28s %6lld MiB %12.2f %12.2f", label.c_str(),
+        std::printf("%-28s %6lld MiB %12.2f %12.2f %13.3f %13.3f", label.c_str(),
                     static_cast<long long>(size_mb), throughput->push_gb_per_s,
-                    throughput->pull_gb_per_s);
+                    throughput->pull_gb_per_s, throughput->push_cpu_s_per_gb,
+                    throughput->pull_cpu_s_per_gb);
         if (FLAGS_tcp_baseline) std::printf(" %16.2f", throughput->tcp_gb_per_s);
         std::printf("\n");
         std::fflush(stdout);
@@ -560,9 +589,10 @@ int Run() {
           }
           side.latency[combined].push_back(*latency);
           std::printf("4 KB push+pull round trip, %-22s (%s, %d ps, 1 client, %d iterations): "
-                      "p50 %.1f us, p99 %.1f us\n",
+                      "p50 %.1f us, p99 %.1f us, CPU %.1f us\n",
                       combined ? "one PushPull call" : "Push then Pull calls", side.label.c_str(),
-                      FLAGS_ps, FLAGS_latency_iterations, latency->p50_us, latency->p99_us);
+                      FLAGS_ps, FLAGS_latency_iterations, latency->p50_us, latency->p99_us,
+                      latency->cpu_us);
         }
       }
     }
@@ -571,45 +601,60 @@ int Run() {
     // Per measurement, the ratios second side / first over the rounds: median (min to max).
     const std::string ratio = absl::StrCat(sides[1].label, " / ", sides[0].label);
     std::printf("%s, median (min to max) of %d rounds:\n", ratio.c_str(), FLAGS_rounds);
-    double largest = 0;  // The largest |median - 1|.
-    std::string largest_what;
+    // The largest |median - 1| of the speeds (GB/s, p50), and of the CPU times.
+    double largest[2] = {0, 0};
+    std::string largest_what[2];
     auto print = [&](const std::string& what, std::vector<double> ratios) {
+      const bool cpu = absl::StrContains(what, "CPU");
       std::sort(ratios.begin(), ratios.end());
       const size_t n = ratios.size();
       const double median = (ratios[(n - 1) / 2] + ratios[n / 2]) / 2;
-      std::printf("  %-36s %.3f (%.3f to %.3f)\n", what.c_str(), median, ratios.front(),
+      std::printf("  %-40s %.3f (%.3f to %.3f)\n", what.c_str(), median, ratios.front(),
                   ratios.back());
-      if (std::abs(median - 1) > largest) {
-        largest = std::abs(median - 1);
-        largest_what = what;
+      if (std::abs(median - 1) >= largest[cpu]) {
+        largest[cpu] = std::abs(median - 1);
+        largest_what[cpu] = what;
       }
     };
+    // The ratios of one figure over the rounds.
+    auto ratios = [](const std::vector<double>& first, const std::vector<double>& second) {
+      std::vector<double> ratios;
+      for (size_t i = 0; i < first.size(); ++i) ratios.push_back(second[i] / first[i]);
+      return ratios;
+    };
     for (size_t k = 0; k < sizes.size(); ++k) {
-      std::vector<double> push, pull;
-      for (int round = 0; round < FLAGS_rounds; ++round) {
-        const size_t at = k * FLAGS_rounds + round;
-        push.push_back(sides[1].throughput[at].push_gb_per_s /
-                       sides[0].throughput[at].push_gb_per_s);
-        pull.push_back(sides[1].throughput[at].pull_gb_per_s /
-                       sides[0].throughput[at].pull_gb_per_s);
+      std::vector<double> figures[2][4];  // Per side: push and pull GB/s, CPU s/GB.
+      for (int side = 0; side < 2; ++side) {
+        for (int round = 0; round < FLAGS_rounds; ++round) {
+          const Throughput& t = sides[side].throughput[k * FLAGS_rounds + round];
+          figures[side][0].push_back(t.push_gb_per_s);
+          figures[side][1].push_back(t.pull_gb_per_s);
+          figures[side][2].push_back(t.push_cpu_s_per_gb);
+          figures[side][3].push_back(t.pull_cpu_s_per_gb);
+        }
       }
-      print(absl::StrCat("push GB/s, ", sizes[k], " MiB"), push);
-      print(absl::StrCat("pull GB/s, ", sizes[k], " MiB"), pull);
+      const char* names[4] = {"push GB/s", "pull GB/s", "push CPU s/GB", "pull CPU s/GB"};
+      for (int f = 0; f < 4; ++f) {
+        print(absl::StrCat(names[f], ", ", sizes[k], " MiB"), ratios(figures[0][f], figures[1][f]));
+      }
     }
     for (bool combined : {false, true}) {
-      std::vector<double> p50;
-      for (int round = 0; round < FLAGS_rounds && FLAGS_latency_iterations > 0; ++round) {
-        p50.push_back(sides[1].latency[combined][round].p50_us /
-                      sides[0].latency[combined][round].p50_us);
+      if (FLAGS_latency_iterations == 0) break;
+      std::vector<double> p50[2], cpu[2];
+      for (int side = 0; side < 2; ++side) {
+        for (const Latency& latency : sides[side].latency[combined]) {
+          p50[side].push_back(latency.p50_us);
+          cpu[side].push_back(latency.cpu_us);
+        }
       }
-      if (!p50.empty()) {
-        print(absl::StrCat("4 KB round trip p50, ", combined ? "PushPull" : "Push then Pull"),
-              p50);
-      }
+      const std::string what =
+          absl::StrCat("4 KB round trip, ", combined ? "PushPull" : "Push then Pull");
+      print(absl::StrCat(what, ", p50"), ratios(p50[0], p50[1]));
+      print(absl::StrCat(what, ", CPU"), ratios(cpu[0], cpu[1]));
     }
-    if (!largest_what.empty()) {
-      std::printf("largest difference of a median ratio from 1: %.1f%% (%s)\n", 100 * largest,
-                  largest_what.c_str());
+    for (int cpu = 0; cpu < 2; ++cpu) {
+      std::printf("largest difference of a median ratio from 1, %s: %.1f%% (%s)\n",
+                  cpu ? "CPU time" : "speed", 100 * largest[cpu], largest_what[cpu].c_str());
     }
   }
   if (FLAGS_metrics_compare) {
