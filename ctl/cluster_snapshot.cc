@@ -37,35 +37,6 @@ std::string StateWord(const std::string& line, const std::string& job_id) {
   return rest.substr(0, rest.find(' '));
 }
 
-// A worker's staleness over every shard: counts by staleness (trailing zeros cut), max, mean.
-struct WorkerStaleness {
-  std::vector<int64_t> counts;
-  int64_t max = 0;
-  int64_t sum = 0;
-  int64_t total = 0;
-};
-
-std::map<int, WorkerStaleness> StalenessByWorker(const std::vector<JobStats>& shards) {
-  std::map<int, WorkerStaleness> by_worker;
-  for (const JobStats& shard : shards) {
-    for (const WorkerStats& worker : shard.workers()) {
-      WorkerStaleness& into = by_worker[worker.worker()];
-      const StalenessHistogramData& data = worker.staleness();
-      if (into.counts.size() < static_cast<size_t>(data.counts_size())) {
-        into.counts.resize(data.counts_size());
-      }
-      for (int i = 0; i < data.counts_size(); ++i) into.counts[i] += data.counts(i);
-      into.max = std::max(into.max, data.max());
-      into.sum += data.sum();
-      into.total += data.total();
-    }
-  }
-  for (auto& [worker, staleness] : by_worker) {
-    while (!staleness.counts.empty() && staleness.counts.back() == 0) staleness.counts.pop_back();
-  }
-  return by_worker;
-}
-
 nlohmann::json TaskJson(const TaskSnapshot& task, int64_t now_ms) {
   nlohmann::json json = {{"task", task.task}, {"address", task.address}, {"up", task.up},
                          {"error", task.error}};
@@ -125,7 +96,7 @@ nlohmann::json JobJson(const JobSnapshot& job) {
          {"pull_seconds", p.pull_seconds()},
          {"push_seconds", p.push_seconds()},
          {"wait_seconds", p.wait_seconds()},
-         {"staleness_mean", s.total > 0 ? static_cast<double>(s.sum) / s.total : 0.0},
+         {"staleness_mean", s.mean()},
          {"staleness_max", s.max},
          {"staleness_counts", s.counts}});
   }
@@ -133,6 +104,27 @@ nlohmann::json JobJson(const JobSnapshot& job) {
 }
 
 }  // namespace
+
+std::map<int, WorkerStaleness> StalenessByWorker(const std::vector<JobStats>& shards) {
+  std::map<int, WorkerStaleness> by_worker;
+  for (const JobStats& shard : shards) {
+    for (const WorkerStats& worker : shard.workers()) {
+      WorkerStaleness& into = by_worker[worker.worker()];
+      const StalenessHistogramData& data = worker.staleness();
+      if (into.counts.size() < static_cast<size_t>(data.counts_size())) {
+        into.counts.resize(data.counts_size());
+      }
+      for (int i = 0; i < data.counts_size(); ++i) into.counts[i] += data.counts(i);
+      into.max = std::max(into.max, data.max());
+      into.sum += data.sum();
+      into.total += data.total();
+    }
+  }
+  for (auto& [worker, staleness] : by_worker) {
+    while (!staleness.counts.empty() && staleness.counts.back() == 0) staleness.counts.pop_back();
+  }
+  return by_worker;
+}
 
 ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client) {
   ClusterSnapshot snapshot;

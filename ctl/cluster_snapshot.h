@@ -5,6 +5,7 @@
 #define PS_CTL_CLUSTER_SNAPSHOT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,21 @@ struct ClusterSnapshot {
   std::vector<TaskSnapshot> tasks;  // ps tasks, then workers, each in index order.
   std::vector<JobSnapshot> jobs;    // By job id.
 };
+
+// A worker's staleness over every shard of a job: counts[i] gradients applied with staleness i
+// (the last: that many or more; trailing zeros cut), their sum, total and max.
+struct WorkerStaleness {
+  std::vector<int64_t> counts;
+  int64_t max = 0;
+  int64_t sum = 0;
+  int64_t total = 0;
+  double mean() const {
+    return total > 0 ? static_cast<double>(sum) / static_cast<double>(total) : 0.0;
+  }
+};
+
+// By worker, every worker any shard lists.
+std::map<int, WorkerStaleness> StalenessByWorker(const std::vector<JobStats>& shards);
 
 // Asks every task (one call each for its process, its jobs; one per job per ps for its
 // statistics), each with the client's status_timeout. A task that does not answer is down, not

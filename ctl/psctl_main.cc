@@ -12,6 +12,7 @@
 //   psctl report DIR
 //   psctl slurm-spec --slurm_num_ps=N [--slurm_base_port=8888]
 //   psctl dashboard --cluster_spec=FILE [--bind_host=127.0.0.1] [--port=0] [--port_file=FILE]
+//   psctl top    --cluster_spec=FILE [--iterations=N]
 //   psctl prometheus-config --cluster_spec=FILE [--out=FILE] [--scrape_interval=5s]
 //                [--metrics_port=PORT [--worker_metrics_port=PORT]]
 //
@@ -20,13 +21,15 @@
 //
 // Exit status: 0 on success; 1 when the job or the cluster failed (the message says why);
 // 2 for bad input or usage; 130 when interrupted (the job is stopped everywhere). dashboard
-// runs until SIGINT or SIGTERM, then stops and exits 0.
+// runs until SIGINT or SIGTERM, then stops and exits 0; top likewise, or until q is pressed.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -57,11 +60,13 @@
 #include "ctl/dashboard.h"
 #include "ctl/exit_code.h"
 #include "ctl/experiment.h"
+#include "ctl/full_screen.h"
 #include "ctl/job_runner.h"
 #include "ctl/local_cluster.h"
 #include "ctl/prometheus_config.h"
 #include "ctl/report_runner.h"
 #include "ctl/sweep.h"
+#include "ctl/top.h"
 #include "worker/compute/device.h"
 
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file; TF_CONFIG is used when empty");
@@ -111,6 +116,8 @@ DEFINE_bool(keep_cluster, false,
             "local: after the job, keep the cluster running (for psctl submit, status and "
             "prometheus-config on DIR.cluster/cluster.json) until Ctrl-C or SIGTERM");
 DEFINE_string(scrape_interval, "5s", "prometheus-config: how often Prometheus scrapes each task");
+DEFINE_int32(iterations, 0, "top: screens to draw, one a second, before exiting (0: until q or "
+                            "Ctrl-C)");
 
 namespace ps {
 namespace {
@@ -361,6 +368,45 @@ int Dashboard() {
   return 0;
 }
 
+// Draws the cluster each second (ctl/top.h) until q, SIGINT or SIGTERM, or --iterations screens:
+// full screen on a terminal, else each screen after a blank line, without terminal codes.
+int Top() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (FLAGS_iterations < 0) {
+    return Fail(absl::InvalidArgumentError("--iterations is a number of screens (0: no end)"));
+  }
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
+  if (!client.ok()) return Fail(client.status());
+  std::unique_ptr<FullScreen> screen = FullScreen::Open();  // Null when not on a terminal.
+  // Waits until `deadline`: false when q was pressed or a stop signal came.
+  auto wait = [&screen](absl::Time deadline) {
+    for (absl::Time now = absl::Now(); now < deadline && !interrupted; now = absl::Now()) {
+      const absl::Time slice = std::min(deadline, now + absl::Milliseconds(100));
+      if (screen == nullptr) {
+        absl::SleepFor(slice - now);
+      } else if (const int key = screen->ReadKey(slice); key == 'q' || key == 'Q') {
+        return false;
+      }
+    }
+    return !interrupted;
+  };
+  std::optional<ClusterSnapshot> previous;
+  absl::Time next = absl::Now();
+  for (int drawn = 0; FLAGS_iterations == 0 || drawn < FLAGS_iterations; ++drawn) {
+    if (drawn > 0 && !wait(next = std::max(next + absl::Seconds(1), absl::Now()))) break;
+    ClusterSnapshot now = TakeClusterSnapshot(**client);
+    const ClusterSnapshot* before = previous.has_value() ? &*previous : nullptr;
+    if (screen != nullptr) {
+      screen->Draw(RenderTop(now, before, screen->columns()));
+    } else {
+      std::cout << (drawn > 0 ? "\n" : "") << RenderTop(now, before, 0) << std::flush;
+    }
+    previous = std::move(now);
+  }
+  return 0;
+}
+
 int PrometheusConfigCommand() {
   absl::StatusOr<ClusterSpec> cluster = Cluster();
   if (!cluster.ok()) return Fail(cluster.status());
@@ -501,6 +547,16 @@ const std::vector<Command>& Commands() {
        "Example:\n"
        "  psctl dashboard --cluster_spec=cluster.json --port=8080   # http://127.0.0.1:8080/",
        {"cluster_spec", "bind_host", "port", "port_file"}},
+      {"top", 0, [](const std::vector<std::string>&) { return Top(); },
+       "a live view of every task and job in the terminal, until q or Ctrl-C",
+       "psctl top --cluster_spec=F [--iterations=N]\n\n"
+       "Each second: every task up or down, its CPU, memory and uptime; every job's state, step,\n"
+       "examples/s, loss and staleness, whom a barrier waits for and for how long, and a row per\n"
+       "worker. Not on a terminal, each screen follows the last after a blank line.\n\n"
+       "Examples:\n"
+       "  psctl top --cluster_spec=cluster.json\n"
+       "  psctl top --cluster_spec=cluster.json --iterations=1 > cluster.txt",
+       {"cluster_spec", "iterations"}},
       {"prometheus-config", 0,
        [](const std::vector<std::string>&) { return PrometheusConfigCommand(); },
        "a Prometheus scrape configuration for the cluster's /metrics pages",

@@ -30,6 +30,7 @@ namespace ps {
 namespace {
 
 using ::testing::Contains;
+using ::testing::ContainsRegex;
 using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -181,7 +182,7 @@ TEST(PsctlHelpTest, EveryCommandHasItsOwnHelp) {
   ASSERT_EQ(overview.Wait(), 0) << overview.Output();
   const std::vector<std::string> commands = {
       "local",  "submit", "status", "stop",       "check",     "export",
-      "certs",  "experiment", "report", "slurm-spec", "dashboard", "prometheus-config"};
+      "certs",  "experiment", "report", "slurm-spec", "dashboard", "prometheus-config", "top"};
   for (const std::string& command : commands) {
     EXPECT_THAT(overview.Stdout(), HasSubstr("\n  " + command + " ")) << command;
     Psctl help({command, "--help"}, dir);
@@ -208,6 +209,29 @@ TEST_F(PsctlClusterTest, StatusListsEveryTaskAsUp) {
                           absl::StrCat("ps:1 (", addresses_[1], "): up, jobs: []"),
                           absl::StrCat("worker:0 (", addresses_[2], "): up on cpu"),
                           absl::StrCat("worker:1 (", addresses_[3], "): up on cpu")));
+}
+
+// Not on a terminal (a file here), psctl top prints each screen after a blank line, without
+// terminal codes; tests/psctl_top_test.sh drives it on a terminal.
+TEST_F(PsctlClusterTest, TopPrintsScreensWithoutTerminalCodesWhenNotOnATerminal) {
+  Psctl top({"top", "--cluster_spec=" + spec_path_, "--iterations=2"}, dir_);
+  ASSERT_EQ(top.Wait(), 0) << top.Output();
+  EXPECT_THAT(top.Stdout(), Not(HasSubstr("\x1b"))) << top.Output();
+  EXPECT_THAT(top.Stdout(), StartsWith("psctl top  20")) << top.Output();
+  std::vector<std::string> screens = absl::StrSplit(top.Stdout(), "\n\npsctl top  ");
+  ASSERT_EQ(screens.size(), 2u) << top.Output();
+  const char* tasks[] = {"ps:0", "ps:1", "worker:0", "worker:1"};
+  for (int i = 0; i < 4; ++i) {
+    // TASK ADDRESS STATE PID CPU% RSS UPTIME; the CPU % from the second screen on.
+    EXPECT_THAT(screens[0], ContainsRegex(absl::StrCat("\n", tasks[i], " +", addresses_[i],
+                                                       " +up +[0-9]+ +- +[0-9.]+ [KMG]iB ")));
+    EXPECT_THAT(screens[1], ContainsRegex(absl::StrCat("\n", tasks[i], " +", addresses_[i],
+                                                       " +up +[0-9]+ +[0-9]+\\.[0-9] ")));
+  }
+  EXPECT_THAT(screens[1], StartsWith("20")) << "the second screen's time";
+  Psctl bad({"top", "--cluster_spec=" + spec_path_, "--iterations=-1"}, dir_);
+  EXPECT_EQ(bad.Wait(), 2);
+  EXPECT_THAT(bad.Stderr(), HasSubstr("--iterations is a number of screens"));
 }
 
 TEST_F(PsctlClusterTest, StatusSaysWhichTaskIsDownAndWhy) {
