@@ -32,6 +32,8 @@ PACKAGES=(
   podman runc
   # psctl dashboard's page in a real browser (tests/dashboard_chromium_test.sh).
   chromium
+  # psctl top on a real terminal (tests/psctl_top_test.sh).
+  tmux
   # The real Prometheus that scrapes a local cluster (tests/prometheus_test.sh); the test runs
   # its own server, so the package's service is kept from starting (below).
   prometheus
