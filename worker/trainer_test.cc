@@ -101,6 +101,24 @@ class TrainerTest : public ::testing::Test {
     return spec;
   }
 
+  // An MLP whose steps take milliseconds to compute, `steps` of them, with worker 1 a FIXED
+  // straggler of factor 3 (it sleeps twice each step's compute time after it).
+  static JobSpec StragglerJob(const std::string& id, ConsistencyConfig::Mode mode,
+                              int64_t steps) {
+    JobSpec spec = SoftmaxJob(id, mode);
+    spec.mutable_model()->set_kind(ModelSpec::MLP);
+    spec.mutable_model()->add_hidden_sizes(512);
+    spec.mutable_data()->mutable_synthetic()->set_num_examples(2400);
+    spec.mutable_data()->mutable_synthetic()->set_feature_dim(128);
+    spec.mutable_learning_rate()->set_base(0.05f);
+    spec.set_batch_size(1024);
+    spec.set_steps(steps);
+    spec.mutable_stragglers()->set_distribution(StragglerSpec::FIXED);
+    spec.mutable_stragglers()->add_workers(1);
+    spec.mutable_stragglers()->set_factor(3);
+    return spec;
+  }
+
   // Runs `spec` on `num_workers` threads until every one returns. `stop` is shared by all
   // (a flag nobody sets when null); `on_report` sees every report, on the worker's thread.
   std::vector<WorkerRun> RunWorkers(
@@ -687,22 +705,11 @@ TEST_F(TrainerTest, OverlappedCommunicationReportsADeadPs) {
   EXPECT_LT(runs[0].last().step(), 1000000);
 }
 
-// A FIXED factor of 3 sleeps twice each step's compute time after it; measured on a model
-// whose steps take milliseconds to compute.
+// A FIXED factor of 3 sleeps twice each step's compute time after it.
 TEST_F(TrainerTest, FixedStragglerIsSlowerByItsFactor) {
   StartServers(1);
-  JobSpec spec = SoftmaxJob("straggler", ConsistencyConfig::ASYNC);
-  spec.mutable_model()->set_kind(ModelSpec::MLP);
-  spec.mutable_model()->add_hidden_sizes(512);
-  spec.mutable_data()->mutable_synthetic()->set_num_examples(2400);
-  spec.mutable_data()->mutable_synthetic()->set_feature_dim(128);
-  spec.mutable_learning_rate()->set_base(0.05f);
-  spec.set_batch_size(1024);
-  spec.set_steps(20);
-  spec.mutable_stragglers()->set_distribution(StragglerSpec::FIXED);
-  spec.mutable_stragglers()->add_workers(1);
-  spec.mutable_stragglers()->set_factor(3);
-  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  std::vector<WorkerRun> runs =
+      RunWorkers(StragglerJob("straggler", ConsistencyConfig::ASYNC, 20), 2);
   for (const WorkerRun& run : runs) ASSERT_TRUE(run.status.ok()) << run.status;
   const JobProgress& fast = runs[0].last();
   const JobProgress& slow = runs[1].last();
@@ -722,18 +729,8 @@ TEST_F(TrainerTest, FixedStragglerIsSlowerByItsFactor) {
 // compute each step), and its step time says so: as wait, not as pull.
 TEST_F(TrainerTest, SyncBarrierWaitIsReportedAsWait) {
   StartServers(1);
-  JobSpec spec = SoftmaxJob("barrier_wait", ConsistencyConfig::SYNC);
-  spec.mutable_model()->set_kind(ModelSpec::MLP);
-  spec.mutable_model()->add_hidden_sizes(512);
-  spec.mutable_data()->mutable_synthetic()->set_num_examples(2400);
-  spec.mutable_data()->mutable_synthetic()->set_feature_dim(128);
-  spec.mutable_learning_rate()->set_base(0.05f);
-  spec.set_batch_size(1024);
-  spec.set_steps(10);
-  spec.mutable_stragglers()->set_distribution(StragglerSpec::FIXED);
-  spec.mutable_stragglers()->add_workers(1);
-  spec.mutable_stragglers()->set_factor(3);
-  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  std::vector<WorkerRun> runs =
+      RunWorkers(StragglerJob("barrier_wait", ConsistencyConfig::SYNC, 10), 2);
   for (const WorkerRun& run : runs) ASSERT_TRUE(run.status.ok()) << run.status;
   const JobProgress& fast = runs[0].last();
   const JobProgress& slow = runs[1].last();
