@@ -1,4 +1,4 @@
-// Bearer tokens (DESIGN.md section 8: "alternatively bearer tokens"), with or without TLS:
+// Bearer tokens (docs/ARCHITECTURE.md section 7), with or without TLS:
 //   --auth_token_file   the cluster's token. Tasks present it; servers require it (or the
 //                       admin token) on every call.
 //   --admin_token_file  the users' token. psctl presents it; servers take it as a user's

@@ -1,4 +1,4 @@
-// Where a ps keeps its checkpoints, and the manifests that make them complete (DESIGN.md
+// Where a ps keeps its checkpoints, and the manifests that make them complete (docs/ARCHITECTURE.md
 // section 8; docs/checkpoints.md). A job's checkpoints live in one directory per job:
 //   <root>/<job_id>/<run_id>-<seq, 6 digits>/shard-<i>-of-<n>.ckpt   each shard's file
 //   <root>/<job_id>/<run_id>-<seq, 6 digits>/MANIFEST                 written last

@@ -18,7 +18,7 @@
 namespace ps {
 
 // Bounds on the counts and sizes in a job, checked here before anything is allocated from them
-// (DESIGN.md section 8, "limits"). What a ps holds of a job is bounded by its own limits too
+// (docs/ARCHITECTURE.md section 3). What a ps holds of a job is bounded by its own limits too
 // (ps_server --max_workers, --max_job_mb, ...), and a worker's data and model by theirs
 // (worker/data/dataset.h, worker/model/model.h).
 inline constexpr int kMaxVariables = 1 << 16;       // ParameterSpec.variables.
@@ -39,9 +39,9 @@ std::string JobPrefix(const std::string& job_id);
 // characters, since it names directories (checkpoints, results). `field` names it in the error.
 absl::Status ValidateId(const std::string& id, const std::string& field);
 
-// A job the ps can serve: job_id, variables (at most kMaxVariables, each with a name of at
-// most kMaxVariableNameBytes, at most kMaxVariableRank dimensions and a valid initializer),
-// 1 <= num_workers <= kMaxWorkers, optimizer, learning-rate schedule and consistency settings against
+// A job the ps can serve: job_id, variables (at most kMaxVariables, each with a name of at most
+// kMaxVariableNameBytes, at most kMaxVariableRank dimensions and a valid initializer), 1 <=
+// num_workers <= kMaxWorkers, optimizer, learning-rate schedule and consistency settings against
 // num_workers. Placement (dimensions, names, slice sizes) is checked by PlaceVariables.
 absl::Status ValidateParameterSpec(const ParameterSpec& spec);
 

@@ -1,4 +1,4 @@
-// Who is calling, and what they may do (DESIGN.md section 8, "identities"). Under mutual TLS a
+// Who is calling, and what they may do (docs/ARCHITECTURE.md section 7). Under mutual TLS a
 // caller is the certificate it presented (`psctl certs` makes them):
 //   organization "admin": a user (psctl); its common name is the user's name. Users start,
 //                         stop and delete jobs, and only their own.

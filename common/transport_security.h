@@ -1,4 +1,4 @@
-// How a process's servers and channels protect their connections (DESIGN.md section 8):
+// How a process's servers and channels protect their connections (docs/ARCHITECTURE.md section 7):
 // plaintext, TLS, or mutual TLS, with certificates reloaded when their files change.
 //
 //   - Nothing set: plaintext (the daemons then warn when they listen beyond loopback).

@@ -1,4 +1,4 @@
-// How psctl submit takes a job's periodic checkpoints (DESIGN.md section 8;
+// How psctl submit takes a job's periodic checkpoints (docs/ARCHITECTURE.md section 6;
 // docs/checkpoints.md): psctl runs the job, so it coordinates its checkpoints, as TensorFlow's
 // chief does. Two phases:
 //   1. Arm checkpoint N on every shard at an agreed clock (ArmCheckpoint): SYNC and SSP the same

@@ -236,7 +236,7 @@ std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::s
 // goes down while the job is restored.
 constexpr absl::Duration kRecoveryDeadline = absl::Seconds(60);
 
-// Recovers the job after a ps lost it (DESIGN.md section 8, "recovery is a rollback"; the
+// Recovers the job after a ps lost it (docs/ARCHITECTURE.md section 6, recovery as a rollback; the
 // departure is in docs/checkpoints.md): once every ps is up, stops the run everywhere, restores
 // the job's latest complete checkpoint on every shard as a new run (`spec`'s run_id is renewed)
 // and starts every worker that is up at its step, which it returns. A ps lost again meanwhile
@@ -247,8 +247,8 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<Clus
                                 const Recovery& recovery, ResultsWriter* results) {
   std::ostream& out = *options.out;
   const std::string task = absl::StrCat("ps:", recovery.shard.ps);
-  out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step " << recovery.furthest_step()
-      << ": recovering the job from its latest complete checkpoint\n";
+  out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step "
+      << recovery.furthest_step() << ": recovering the job from its latest complete checkpoint\n";
   results->RecordEvent({"recovering", task, recovery.furthest_step(), "", -1, recovery.shard.why});
   const absl::Time start = absl::Now(), deadline = start + kRecoveryDeadline;
   absl::Status last;

@@ -1,4 +1,4 @@
-// What psctl does when a worker of the job it follows fails (DESIGN.md section 8): go on
+// What psctl does when a worker of the job it follows fails (docs/ARCHITECTURE.md section 8): go on
 // without it where the job's mode allows, wait for its return where the mode needs it, or stop
 // the job; and take it back when its daemon is started again.
 #ifndef PS_CTL_LOST_WORKERS_H_

@@ -1,6 +1,6 @@
 // The ps service end to end over gRPC: ps servers started in-process on loopback, driven by
 // PsClient and WorkerSession as workers drive them. Covers the consistency models of
-// DESIGN.md section 5 (sync with and without backup workers, async staleness and its
+// docs/ARCHITECTURE.md section 5 (sync with and without backup workers, async staleness and its
 // learning-rate rule, SSP, softsync), concurrency, bad input, shutdown, retries and chunking.
 #include <algorithm>
 #include <atomic>

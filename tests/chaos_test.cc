@@ -1,9 +1,9 @@
-// The chaos test of live recovery (DESIGN.md section 8; issue 14): a cluster of 2 ps and 3
-// workers on this machine runs a job with a checkpoint every few hundred steps while a seeded
-// driver kill -9s a task drawn at random, every 2 to 4 s, and starts it again 0 to 2 s later.
-// The job must end DONE with the final test accuracy of the same job run undisturbed (within 1
-// point), roll back per ps kill no more than one checkpoint interval plus the checkpoint in
-// flight, leave every complete checkpoint readable, and leave no process behind.
+// The chaos test of live recovery (docs/ARCHITECTURE.md section 6; issue 14): a cluster of 2 ps and
+// 3 workers on this machine runs a job with a checkpoint every few hundred steps while a seeded
+// driver kill -9s a task drawn at random, every 2 to 4 s, and starts it again 0 to 2 s later. The
+// job must end DONE with the final test accuracy of the same job run undisturbed (within 1 point),
+// roll back per ps kill no more than one checkpoint interval plus the checkpoint in flight, leave
+// every complete checkpoint readable, and leave no process behind.
 //
 // CHAOS_KILLS (5) and CHAOS_SEED (1) come from the environment: tools/chaos.sh runs 20 kills.
 // The measurements (per recovery: steps done again, time from the ps's restart to the job's

@@ -1,14 +1,14 @@
-// One worker's training for one job (DESIGN.md sections 5-6): the loop in trainer.cc reads its
-// data shard, computes gradients, injects the JobSpec's straggler delays, evaluates and reports;
-// how a step gets its weights and where its gradient goes is the job's exchange, chosen once
-// from the JobSpec (worker/exchange/exchange.h lists them: the ps modes, SYNC's barrier steps,
-// SSP's clocks, SOFTSYNC, ASYNC with Downpour's n_fetch, n_push and local accumulation, and
-// ASYNC with overlapped communication). A new mode or family (all-reduce, averaging) is a new
-// exchange in worker/exchange/ and a line in exchange_factory.cc, not a change to the loop.
-// The loop stops at the first of: `steps`, `epochs` (converted to the same step count on every
-// worker), `time_limit_s`, evaluation loss below `target_loss` (every worker evaluates, so in
-// SYNC all stop at the same step), the job's step count as the exchange sees it (SYNC: the
-// shards'), or a stop request. Worker 0, the chief, reports evaluation results.
+// One worker's training for one job (docs/ARCHITECTURE.md section 4): the loop in trainer.cc reads
+// its data shard, computes gradients, injects the JobSpec's straggler delays, evaluates and
+// reports; how a step gets its weights and where its gradient goes is the job's exchange, chosen
+// once from the JobSpec (worker/exchange/exchange.h lists them: the ps modes, SYNC's barrier steps,
+// SSP's clocks, SOFTSYNC, ASYNC with Downpour's n_fetch, n_push and local accumulation, and ASYNC
+// with overlapped communication). A new mode or family (all-reduce, averaging) is a new exchange in
+// worker/exchange/ and a line in exchange_factory.cc, not a change to the loop. The loop stops at
+// the first of: `steps`, `epochs` (converted to the same step count on every worker),
+// `time_limit_s`, evaluation loss below `target_loss` (every worker evaluates, so in SYNC all stop
+// at the same step), the job's step count as the exchange sees it (SYNC: the shards'), or a stop
+// request. Worker 0, the chief, reports evaluation results.
 #ifndef PS_WORKER_TRAINER_H_
 #define PS_WORKER_TRAINER_H_
 

@@ -1,13 +1,13 @@
-// A consistency mode's rules on one ps shard (DESIGN.md section 5), apart from the data they
-// govern: what becomes of an admitted push (apply it now, add it to the open aggregate, apply
-// the aggregate it completes, drop it or reject it, and why), the learning rate of an update,
-// when a pull may proceed and what it waits for, and how the step and the workers' clocks
-// advance. ShardJob (server/shard_job.h) holds the slices, values, chunk assembly, parked pulls
-// and statistics, and asks its rule.
+// A consistency mode's rules on one ps shard (docs/ARCHITECTURE.md section 5), apart from the data
+// they govern: what becomes of an admitted push (apply it now, add it to the open aggregate, apply
+// the aggregate it completes, drop it or reject it, and why), the learning rate of an update, when
+// a pull may proceed and what it waits for, and how the step and the workers' clocks advance.
+// ShardJob (server/shard_job.h) holds the slices, values, chunk assembly, parked pulls and
+// statistics, and asks its rule.
 //
-// One class per mode, each in a file of its own (sync_rule, async_rule, ssp_rule,
-// softsync_rule, publish_rule), created once from the spec by CreateConsistencyRule (rule_factory.h). A new
-// mode is a new class in a file of its own and one line in rule_factory.cc.
+// One class per mode, each in a file of its own (sync_rule, async_rule, ssp_rule, softsync_rule,
+// publish_rule), created once from the spec by CreateConsistencyRule (rule_factory.h). A new mode
+// is a new class in a file of its own and one line in rule_factory.cc.
 //
 // Not thread-safe: ShardJob calls a rule under its own lock. Rules hold no slices and start no
 // threads, so their tests drive them call by call.

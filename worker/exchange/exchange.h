@@ -1,5 +1,5 @@
 // How a worker's training step gets its weights and where its gradient goes: the part of the
-// training loop that a consistency mode decides (DESIGN.md sections 5-6). The loop
+// training loop that a consistency mode decides (docs/ARCHITECTURE.md sections 4-5). The loop
 // (worker/trainer.cc) reads data, computes, evaluates and reports; each step it calls
 //   BeforeCompute(step)  -> weights() hold the values the step computes on;
 //   AfterCompute(step, gradients)

@@ -1,4 +1,4 @@
-// ALLREDUCE and LOCAL_SGD (DESIGN.md's comparisons beside the ps modes): the workers keep copies
+// ALLREDUCE and LOCAL_SGD (what users compare the ps modes with): the workers keep copies
 // of their own and average among themselves over a ring of their daemons
 // (worker/allreduce/ring_allreduce.h), applying the job's optimizer themselves, the same code the
 // ps applies (common/optimizer.h). The shards hold what the workers need of them: the initial
