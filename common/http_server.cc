@@ -19,11 +19,11 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string&
   // cpp-httplib's default is a thread per core.
   const int threads = options.threads;
   http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // One request per connection, and at most a second's wait for it: else a client's idle
-  // keep-alive connection holds Stop (a daemon's SIGTERM) for cpp-httplib's 5 s.
+  // One request per connection, and a short wait for it (idle_timeout_seconds): else a client's
+  // idle keep-alive connection holds Stop (a daemon's SIGTERM) for cpp-httplib's 5 s.
   http.set_keep_alive_max_count(1);
-  http.set_keep_alive_timeout(1);
-  http.set_read_timeout(1);
+  http.set_keep_alive_timeout(options.idle_timeout_seconds);
+  http.set_read_timeout(options.idle_timeout_seconds);
   // SO_REUSEADDR (a restarted process gets its port back) without cpp-httplib's default
   // SO_REUSEPORT, under which a second server given the same port would share it silently.
   http.set_socket_options([](int socket) {

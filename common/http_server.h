@@ -39,6 +39,11 @@ struct HttpServerOptions {
   std::map<std::string, std::function<HttpContent()>> get;
   // Requests answered at once; more wait for a thread.
   int threads = 2;
+  // How long a connection may sit without its request before it is closed; also the longest
+  // Stop waits for such a connection. A browser may open one ahead of its request (and be slow
+  // to send it on a loaded machine), which a short wait would close under it; a scraper sends
+  // at once.
+  int idle_timeout_seconds = 1;
 };
 
 class HttpServer {

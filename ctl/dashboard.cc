@@ -11,6 +11,9 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(const st
   options.name = "dashboard";
   // A page polls once a second, one request at a time; a few threads serve a few viewers.
   options.threads = 4;
+  // Browsers open connections ahead of their requests: closed after 1 s (the /metrics
+  // default), one could be gone by the time a slowed browser sends the request on it.
+  options.idle_timeout_seconds = 10;
   options.get["/"] = [] {
     return HttpContent{std::string(DashboardPage()), "text/html; charset=utf-8"};
   };
