@@ -1,5 +1,6 @@
 #include "worker/divergence.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -18,13 +19,20 @@ std::optional<std::string> DivergenceWatch::Observe(int64_t step, double loss) {
   }
   if (first_step_ < 0) first_step_ = step;
   losses_.push_back(loss);
-  if (first_step_ != 0 || losses_.size() < kWindow) return std::nullopt;
+  if (losses_.size() <= kWindow) start_ = std::max(start_, loss);
+  if (first_step_ != 0 || losses_.size() < 2 * kWindow) return std::nullopt;
   const double recent = MeanOf(losses_.size() - kWindow);
-  if (recent > kRiseFactor * losses_[0]) {
+  if (recent > kRiseFactor * start_) {
+    return absl::StrFormat(
+        "the training loss rose: its mean over steps %d-%d is %.6g, above %.6g, the largest "
+        "over steps %d-%d where it started",
+        step + 2 - kWindow, step + 1, recent, start_, first_step_ + 1, first_step_ + kWindow);
+  }
+  if (guessing_loss_ > 0 && recent > kRiseFactor * std::max(guessing_loss_, losses_[0])) {
     return absl::StrFormat(
         "the training loss rose: its mean over steps %d-%d is %.6g, above %.6g at step %d where "
-        "it started",
-        step + 2 - kWindow, step + 1, recent, losses_[0], first_step_ + 1);
+        "it started and far worse than guessing (%.6g)",
+        step + 2 - kWindow, step + 1, recent, losses_[0], first_step_ + 1, guessing_loss_);
   }
   return std::nullopt;
 }

@@ -4,8 +4,9 @@
 // momentum at a learning rate SYNC tolerates, do this and still end DONE unless watched.
 //
 // Recent losses are means over windows of kWindow steps, since one batch's loss is noisy; the
-// start is the first step's loss, on the initial weights (a window of them would already hold
-// the rise of a job that diverges at once).
+// start is the largest loss of the first window: a job that diverges at once still rises far
+// above it, while a worker that started late, on a model the others had trained already (ASYNC
+// on a loaded machine), has a small and noisy start that its noise alone must not exceed.
 #ifndef PS_WORKER_DIVERGENCE_H_
 #define PS_WORKER_DIVERGENCE_H_
 
@@ -18,15 +19,22 @@ namespace ps {
 
 class DivergenceWatch {
  public:
+  // `guessing_loss`: for a classifier, the loss of a uniform guess (ln of the number of
+  // classes); a recent mean above kRiseFactor times it (and above the first loss) is
+  // divergence too, however large the first window's losses. 0: not a classifier.
+  explicit DivergenceWatch(double guessing_loss = 0) : guessing_loss_(guessing_loss) {}
+
   static constexpr int kWindow = 10;
-  // Diverged: the last window's mean above the first loss by more than this factor.
+  // Diverged: the last window's mean above the first window's largest loss by more than this
+  // factor.
   static constexpr double kRiseFactor = 1.5;
 
   // Takes the loss of step `step`; returns why training diverged, if it has now: a NaN or
-  // infinite loss, or (once kWindow losses are in) the last kWindow losses' mean above
-  // kRiseFactor times the first loss. The rise is judged only where the first step observed is
-  // step 0, on the initial weights: a worker that resumes or rejoins mid-run starts from a
-  // trained model whose small loss is no start to rise from (its batch noise alone would).
+  // infinite loss, or (from the second window on, which shares no step with the first) the last
+  // kWindow losses' mean above kRiseFactor times the largest of the first kWindow, or above
+  // kRiseFactor times both the guessing loss and the first loss. The rise is
+  // judged only where the first step observed is step 0: a worker that resumes or rejoins
+  // mid-run starts from a trained model.
   std::optional<std::string> Observe(int64_t step, double loss);
 
   // At the end: a note when the loss had stopped falling (the last window's mean no lower than
@@ -38,6 +46,8 @@ class DivergenceWatch {
 
   std::vector<double> losses_;
   int64_t first_step_ = -1;
+  const double guessing_loss_;
+  double start_ = 0;  // The largest of the first kWindow losses.
 };
 
 }  // namespace ps

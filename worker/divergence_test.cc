@@ -28,21 +28,47 @@ TEST(DivergenceWatchTest, ARisingLossDivergesOnceItsMeanIsWellAboveTheStart) {
   std::optional<std::string> diverged;
   int step = 0;
   for (; step < 100 && !diverged.has_value(); ++step) {
-    diverged = watch.Observe(step, 1.0 + 0.1 * step);
+    diverged = watch.Observe(step, 1.0 + 0.2 * step);  // The first 10: at most 2.8.
   }
   ASSERT_TRUE(diverged.has_value());
-  // Steps 2-11 (losses 1.1 .. 2.0, mean 1.55 > 1.5 * 1.0) are the first window above.
-  EXPECT_EQ(step, 11);
-  EXPECT_THAT(*diverged, HasSubstr("the training loss rose: its mean over steps 2-11 is 1.55,"));
-  EXPECT_THAT(*diverged, HasSubstr("above 1 at step 1 where it started"));
+  // Steps 13-22 (losses 3.4 .. 5.2, mean 4.3 > 1.5 * 2.8) are the first window above.
+  EXPECT_EQ(step, 22);
+  EXPECT_THAT(*diverged, HasSubstr("the training loss rose: its mean over steps 13-22 is 4.3,"));
+  EXPECT_THAT(*diverged, HasSubstr("above 2.8, the largest over steps 1-10 where it started"));
 }
 
-TEST(DivergenceWatchTest, AJobThatBlowsUpAtOnceDiverges) {
+TEST(DivergenceWatchTest, ALossThatBlowsUpDiverges) {
   DivergenceWatch watch;
-  EXPECT_EQ(watch.Observe(0, 1.4), std::nullopt);
   std::optional<std::string> diverged;
-  for (int step = 1; step < 10; ++step) diverged = watch.Observe(step, 300.0);
+  for (int step = 0; step < 30 && !diverged.has_value(); ++step) {
+    diverged = watch.Observe(step, 1.4 * std::pow(2.0, step));  // Doubling from the start.
+  }
   ASSERT_TRUE(diverged.has_value());
+}
+
+// A classifier whose loss jumps at once and stays far above a uniform guess's.
+TEST(DivergenceWatchTest, AClassifierFarWorseThanGuessingDiverges) {
+  DivergenceWatch watch(std::log(4.0));
+  std::optional<std::string> diverged = watch.Observe(0, 1.4);
+  for (int step = 1; step < 20 && !diverged.has_value(); ++step) {
+    diverged = watch.Observe(step, step % 2 == 0 ? 300.0 : 250.0);
+  }
+  ASSERT_TRUE(diverged.has_value());
+  EXPECT_THAT(*diverged, HasSubstr("far worse than guessing (1.38629)"));
+  DivergenceWatch regression;  // Without a guessing loss, the first window's 300 is the start.
+  diverged = regression.Observe(0, 1.4);
+  for (int step = 1; step < 40; ++step) {
+    EXPECT_EQ(regression.Observe(step, step % 2 == 0 ? 300.0 : 250.0), std::nullopt);
+  }
+}
+
+// A worker that started once the others had trained the model (ASYNC on a loaded machine): its
+// loss is small and noisy from step 0, and that noise is no divergence.
+TEST(DivergenceWatchTest, ASmallNoisyStartIsNoDivergence) {
+  DivergenceWatch watch(std::log(10.0));
+  for (int step = 0; step < 200; ++step) {
+    EXPECT_EQ(watch.Observe(step, step % 3 == 0 ? 0.0009 : 0.0004), std::nullopt) << step;
+  }
 }
 
 TEST(DivergenceWatchTest, AWorkerThatResumesMidRunIsJudgedOnNonFiniteLossesOnly) {

@@ -1,6 +1,7 @@
 #include "worker/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -48,6 +49,13 @@ absl::StatusOr<EvalResult> Evaluate(Model* model, const Dataset& data, int batch
     result.set_accuracy(correct / data.num_examples);
   }
   return result;
+}
+
+// A uniform guess's loss for a classifier of `num_classes` classes (ln of their number); 0 for
+// regression (worker/divergence.h).
+double GuessingLoss(ModelSpec::Kind kind, int num_classes) {
+  if (kind == ModelSpec::LINEAR_REGRESSION || num_classes < 2) return 0;
+  return std::log(kind == ModelSpec::LOGISTIC_REGRESSION ? 2.0 : num_classes);
 }
 
 DataSummary Summarize(const DataSplits& data) {
@@ -224,7 +232,7 @@ class TrainingLoop {
   // Step time by phase: computing; BeforeCompute (pulls) and AfterCompute (pushes, and a
   // PushPull's pull) less their waits at the shards; and those waits.
   absl::Duration compute_time_, pull_time_, push_time_, wait_time_;
-  DivergenceWatch divergence_;
+  DivergenceWatch divergence_{GuessingLoss(spec_.model().kind(), job_.data.train.num_classes)};
   bool stopped_early_ = false;  // A stop rule ended the job; progress_.note says which.
   // Early stopping: the best loss the stop rules saw, its step, and the evaluations since.
   int64_t evaluations_ = 0;

