@@ -34,6 +34,8 @@ PACKAGES=(
   chromium
   # psctl top on a real terminal (tests/psctl_top_test.sh).
   tmux
+  # OpenMPI's MPI_Allreduce, the ring all-reduce's yardstick (bench/allreduce_bench.sh).
+  openmpi-bin libopenmpi-dev
   # The real Prometheus that scrapes a local cluster (tests/prometheus_test.sh); the test runs
   # its own server, so the package's service is kept from starting (below).
   prometheus

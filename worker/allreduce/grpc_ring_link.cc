@@ -6,14 +6,15 @@
 #include <utility>
 
 #include <grpcpp/client_context.h>
-#include <grpcpp/completion_queue.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/generic/generic_stub.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/auth_token.h"
+#include "common/grpc_deadline.h"
 #include "common/grpc_reconnect.h"
 #include "common/grpc_status.h"
 #include "common/host_port.h"
@@ -23,10 +24,10 @@ namespace ps {
 namespace {
 
 constexpr char kDeliverMethod[] = "/ps.Ring/Deliver";
-// A Send that finds the next worker unreachable tries again this often, backing off.
-constexpr int kSendAttempts = 5;
-constexpr absl::Duration kInitialBackoff = absl::Milliseconds(50);
-constexpr absl::Duration kMaxBackoff = absl::Milliseconds(400);
+// How long telling the next worker that this one gave up may take at most.
+constexpr absl::Duration kNoticeDeadline = absl::Seconds(5);
+// How long the channel waits at most between attempts to reach the next worker.
+constexpr absl::Duration kMaxReconnectBackoff = absl::Milliseconds(500);
 
 class GrpcRingLink final : public RingLink {
  public:
@@ -44,7 +45,14 @@ class GrpcRingLink final : public RingLink {
         previous_name_(std::move(previous_name)),
         stub_(std::move(channel)) {}
 
+  // Cancels the sends in flight and waits for their calls to end.
   ~GrpcRingLink() override {
+    {
+      absl::MutexLock lock(&mu_);
+      for (grpc::ClientContext* call : in_flight_) call->TryCancel();
+      auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_.empty(); };
+      mu_.Await(absl::Condition(&idle));
+    }
     mailbox_->EndRun(
         job_id_, run_id_,
         absl::FailedPreconditionError(absl::StrCat("run \"", run_id_, "\" of job \"", job_id_,
@@ -54,31 +62,55 @@ class GrpcRingLink final : public RingLink {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  absl::Status Send(uint64_t tag, absl::Span<const float> data) override ABSL_LOCKS_EXCLUDED(mu_) {
+  absl::Status Send(uint64_t tag, absl::Span<const float> data) override {
+    absl::Notification sent;
+    absl::Status status;
+    SendAsync(tag, data, [&](absl::Status done) {
+      status = std::move(done);
+      sent.Notify();
+    });
+    sent.WaitForNotification();
+    return status;
+  }
+
+  // One Deliver call through gRPC's callback API: `done` runs on a gRPC thread.
+  void SendAsync(uint64_t tag, absl::Span<const float> data,
+                 std::function<void(absl::Status)> done) override ABSL_LOCKS_EXCLUDED(mu_) {
     RingPieceHeader header;
     header.set_job_id(job_id_);
     header.set_run_id(run_id_);
     header.set_tag(tag);
     header.set_from_worker(rank_);
-    const absl::Time deadline = absl::Now() + deadline_;
-    absl::Duration backoff = kInitialBackoff;
-    for (int attempt = 1;; ++attempt) {
-      grpc::Status status = Deliver(header, data, deadline);
-      // ALREADY_EXISTS after an attempt that failed: that attempt had delivered it.
-      if (status.ok() || (attempt > 1 && status.error_code() == grpc::StatusCode::ALREADY_EXISTS)) {
-        bytes_sent_ += static_cast<int64_t>(data.size() * sizeof(float));
-        return absl::OkStatus();
+    auto* call = new OutgoingCall;
+    call->request = EncodeRingPiece(header, data);  // `data` outlives the call.
+    call->context.set_deadline(GrpcDeadline(deadline_));
+    {
+      absl::MutexLock lock(&mu_);
+      if (!aborted_.ok()) {
+        delete call;
+        done(aborted_);
+        return;
       }
-      if (absl::Status aborted = aborted_status(); !aborted.ok()) return aborted;
-      if (status.error_code() == grpc::StatusCode::UNAVAILABLE && attempt < kSendAttempts &&
-          absl::Now() + backoff < deadline) {
-        absl::MutexLock lock(&mu_);
-        mu_.AwaitWithTimeout(absl::Condition(this, &GrpcRingLink::AbortedLocked), backoff);
-        backoff = std::min(2 * backoff, kMaxBackoff);
-        continue;
-      }
-      return SendError(tag, status, attempt);
+      in_flight_.insert(&call->context);
     }
+    const int64_t bytes = static_cast<int64_t>(data.size() * sizeof(float));
+    stub_.UnaryCall(&call->context, kDeliverMethod, grpc::StubOptions(), &call->request,
+                    &call->response,
+                    [this, call, tag, bytes, done = std::move(done)](grpc::Status status) {
+                      absl::Status sent;
+                      {
+                        // The link may be destroyed as soon as its call is off the list.
+                        absl::MutexLock lock(&mu_);
+                        if (status.ok()) {
+                          bytes_sent_ += bytes;
+                        } else {
+                          sent = aborted_.ok() ? SendError(tag, status) : aborted_;
+                        }
+                        in_flight_.erase(&call->context);
+                      }
+                      delete call;
+                      done(std::move(sent));
+                    });
   }
 
   absl::Status Receive(uint64_t tag, absl::Span<float> out) override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -100,57 +132,55 @@ class GrpcRingLink final : public RingLink {
   }
 
   void Abort(const absl::Status& reason) override ABSL_LOCKS_EXCLUDED(mu_) {
+    const std::string gave_up =
+        absl::StrCat(own_name_, " gave up on the ring (", reason.ToString(), ")");
+    auto* notice = new OutgoingCall;
     {
       absl::MutexLock lock(&mu_);
-      if (aborted_.ok()) aborted_ = reason.ok() ? absl::CancelledError("aborted") : reason;
+      if (!aborted_.ok()) {
+        delete notice;
+        return;
+      }
+      aborted_ = reason.ok() ? absl::CancelledError("aborted") : reason;
       for (grpc::ClientContext* call : in_flight_) call->TryCancel();
+      in_flight_.insert(&notice->context);
     }
-    mailbox_->EndRun(job_id_, run_id_,
-                     absl::FailedPreconditionError(absl::StrCat(own_name_, " gave up on the ring (",
-                                                                reason.ToString(), ")")));
+    mailbox_->EndRun(job_id_, run_id_, absl::FailedPreconditionError(gave_up));
+    // Tells the next worker, which may be waiting for this one, so that it stops too (and so
+    // on round the ring); best effort.
+    RingPieceHeader header;
+    header.set_job_id(job_id_);
+    header.set_run_id(run_id_);
+    header.set_from_worker(rank_);
+    header.set_gave_up(gave_up);
+    notice->request = EncodeRingPiece(header, {});
+    notice->context.set_deadline(GrpcDeadline(std::min(deadline_, kNoticeDeadline)));
+    stub_.UnaryCall(&notice->context, kDeliverMethod, grpc::StubOptions(), &notice->request,
+                    &notice->response, [this, notice](grpc::Status) {
+                      {
+                        absl::MutexLock lock(&mu_);
+                        in_flight_.erase(&notice->context);
+                      }
+                      delete notice;
+                    });
   }
 
   int64_t bytes_sent() const override { return bytes_sent_; }
   int64_t bytes_received() const override { return bytes_received_; }
 
  private:
-  bool AbortedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !aborted_.ok(); }
+  struct OutgoingCall {
+    grpc::ClientContext context;
+    grpc::ByteBuffer request;
+    grpc::ByteBuffer response;
+  };
+
   absl::Status aborted_status() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     return aborted_;
   }
 
-  // One Deliver call, made on this thread through a completion queue of its own; Abort
-  // cancels it.
-  grpc::Status Deliver(const RingPieceHeader& header, absl::Span<const float> data,
-                       absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_) {
-    grpc::ByteBuffer request = EncodeRingPiece(header, data);  // `data` outlives the call.
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(deadline));
-    {
-      absl::MutexLock lock(&mu_);
-      if (!aborted_.ok()) return grpc::Status(grpc::StatusCode::CANCELLED, "aborted");
-      in_flight_.insert(&context);
-    }
-    grpc::CompletionQueue queue;
-    grpc::ByteBuffer response;
-    grpc::Status status;
-    std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader =
-        stub_.PrepareUnaryCall(&context, kDeliverMethod, request, &queue);
-    reader->StartCall();
-    reader->Finish(&response, &status, this);
-    void* event = nullptr;
-    bool ok = false;
-    queue.Next(&event, &ok);  // Finish's event, the only one this queue gets.
-    queue.Shutdown();
-    while (queue.Next(&event, &ok)) {
-    }
-    absl::MutexLock lock(&mu_);
-    in_flight_.erase(&context);
-    return status;
-  }
-
-  absl::Status SendError(uint64_t tag, const grpc::Status& status, int attempts) const {
+  absl::Status SendError(uint64_t tag, const grpc::Status& status) const {
     const std::string what =
         absl::StrCat("ring message ", tag, " of job \"", job_id_, "\" (run \"", run_id_, "\")");
     switch (status.error_code()) {
@@ -160,8 +190,8 @@ class GrpcRingLink final : public RingLink {
             ": is it running, or slow? (", status.error_message(), ")"));
       case grpc::StatusCode::UNAVAILABLE:
         return absl::UnavailableError(absl::StrCat(next_name_, " is unreachable: sending ", what,
-                                                   " failed ", attempts, " times (",
-                                                   status.error_message(), "); is it running?"));
+                                                   " failed (", status.error_message(),
+                                                   "); is it running?"));
       default: {
         absl::Status refused = FromGrpcStatus(status);
         return absl::Status(refused.code(),
@@ -185,7 +215,7 @@ class GrpcRingLink final : public RingLink {
 
   mutable absl::Mutex mu_;
   absl::Status aborted_ ABSL_GUARDED_BY(mu_);                      // Abort's reason; OK until then.
-  std::set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);  // Sends' calls.
+  std::set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);  // Sends' calls, to cancel.
 };
 
 }  // namespace
@@ -211,7 +241,7 @@ absl::StatusOr<std::unique_ptr<RingLink>> MakeGrpcRingLink(const ClusterSpec& cl
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
   arguments.SetMaxSendMessageSize(options.max_message_bytes);
-  SetQuickReconnect(&arguments, kMaxBackoff);
+  SetQuickReconnect(&arguments, kMaxReconnectBackoff);
   std::shared_ptr<grpc::Channel> channel = grpc::experimental::CreateCustomChannelWithInterceptors(
       address->ToString(), ChannelCredentialsFor(options.security), arguments,
       BearerTokenInterceptors(options.token));

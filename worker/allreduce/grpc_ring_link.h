@@ -1,7 +1,8 @@
 // A ring link between ps_worker daemons over gRPC: the ring is the cluster's workers in index
-// order. Send delivers each message to the next worker's Ring service (ring_service.h), one
-// unary call a message whose tensor bytes go out without a copy; Receive takes the previous
-// worker's messages from this worker's own mailbox, which its Ring service fills.
+// order. Send and SendAsync deliver each message to the next worker's Ring service
+// (ring_service.h), one unary call a message (gRPC's callback API, so sends overlap without
+// threads), whose tensor bytes go out without a copy; Receive takes the previous worker's
+// messages from this worker's own mailbox, which its Ring service fills.
 #ifndef PS_WORKER_ALLREDUCE_GRPC_RING_LINK_H_
 #define PS_WORKER_ALLREDUCE_GRPC_RING_LINK_H_
 
@@ -32,8 +33,9 @@ struct GrpcRingLinkOptions {
 // receiving through `mailbox` (this worker's, which its Ring service fills; not owned, must
 // outlive the link). Make one link per run on each worker and keep it while the run lasts:
 // destroying it ends the run in the mailbox (its messages dropped, later ones refused).
-// Errors name the peers as "worker:2 (host:port)". A Send that finds the next worker
-// unreachable (UNAVAILABLE) tries again a few times, for about a second, before it fails.
+// Errors name the peers as "worker:2 (host:port)". A send that finds the next worker
+// unreachable fails at once (UNAVAILABLE): the ring's workers listen before their jobs start,
+// and one that went away took its part of the run with it.
 // INVALID_ARGUMENT when `worker` is not a worker task of `cluster`.
 absl::StatusOr<std::unique_ptr<RingLink>> MakeGrpcRingLink(const ClusterSpec& cluster, int worker,
                                                            const std::string& job_id,

@@ -157,11 +157,15 @@ TEST(GrpcRingLinkTest, ASilentWorkerIsNamedByTheDeadline) {
   absl::Status status = RingAllReduceMean(link.get(), 0, absl::MakeSpan(data));  // worker:1 idle.
   EXPECT_TRUE(absl::IsDeadlineExceeded(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("waiting for " + ring.name(1)));
-  // worker:1's mailbox holds worker:0's half until the run ends there.
-  EXPECT_EQ(ring.mailbox(1)->bytes_held() > 0, true);
-  std::unique_ptr<RingLink> idle = *ring.Link(1, absl::Seconds(1));
-  idle.reset();
+  // worker:0 told worker:1, whose mailbox dropped worker:0's half and refuses the run's
+  // messages from then on, saying why.
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (ring.mailbox(1)->bytes_held() > 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   EXPECT_EQ(ring.mailbox(1)->bytes_held(), 0);
+  absl::Status refused = ring.mailbox(1)->Put("job", "run-1", 99, grpc::ByteBuffer());
+  EXPECT_THAT(refused.message(), HasSubstr(ring.name(0) + " gave up on the ring"));
 }
 
 TEST(GrpcRingLinkTest, AFullMailboxRefusesNamingTheWorker) {
@@ -192,6 +196,22 @@ TEST(GrpcRingLinkTest, AnAbortedWorkerRefusesMessagesSayingWhy) {
   EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
   EXPECT_THAT(refused.message(), HasSubstr(ring.name(1) + " gave up on the ring"));
   EXPECT_THAT(refused.message(), HasSubstr("worker:7 is gone"));
+}
+
+TEST(GrpcRingLinkTest, AnAbortEndsTheNextWorkersReceive) {
+  ServedRing ring(3);
+  std::unique_ptr<RingLink> first = *ring.Link(0, absl::Seconds(30));
+  std::unique_ptr<RingLink> second = *ring.Link(1, absl::Seconds(30));
+  std::vector<float> out(1);
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    first->Abort(absl::DeadlineExceededError("waiting for worker:2"));
+  });
+  absl::Status received = second->Receive(1, absl::MakeSpan(out));  // Waits on worker:0.
+  aborter.join();
+  EXPECT_TRUE(absl::IsFailedPrecondition(received)) << received;
+  EXPECT_THAT(received.message(), HasSubstr(ring.name(0) + " gave up on the ring"));
+  EXPECT_THAT(received.message(), HasSubstr("waiting for worker:2"));
 }
 
 TEST(GrpcRingLinkTest, TheClusterTokenIsRequiredWhenTheWorkersHaveOne) {

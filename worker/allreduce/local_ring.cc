@@ -49,8 +49,10 @@ class LocalRing {
     absl::MutexLock lock(&mu_);
     std::map<uint64_t, std::vector<float>>& inbox = members_[to].inbox;
     const absl::Status& aborted = members_[to].aborted;
+    const absl::Status& previous_gave_up = members_[to].previous_gave_up;
     auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return inbox.count(tag) > 0 || members_[from].closed || !aborted.ok();
+      return inbox.count(tag) > 0 || members_[from].closed || !aborted.ok() ||
+             !previous_gave_up.ok();
     };
     if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), deadline)) {
       return absl::DeadlineExceededError(absl::StrCat(
@@ -58,6 +60,7 @@ class LocalRing {
           absl::FormatDuration(deadline), " (is it slow, or stuck?)"));
     }
     if (!aborted.ok()) return aborted;
+    if (!previous_gave_up.ok()) return previous_gave_up;
     auto it = inbox.find(tag);
     if (it == inbox.end()) {
       return absl::UnavailableError(absl::StrCat(MemberName(from),
@@ -82,17 +85,26 @@ class LocalRing {
     members_[member].inbox.clear();
   }
 
+  // Member `member` gave up: its calls fail with `reason`, and the next member's Receive with
+  // the news.
   void Abort(int member, const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    if (members_[member].aborted.ok()) members_[member].aborted = reason;
+    if (!members_[member].aborted.ok()) return;
+    members_[member].aborted = reason.ok() ? absl::CancelledError("aborted") : reason;
     members_[member].inbox.clear();
+    Member& next = members_[(member + 1) % size()];
+    if (next.previous_gave_up.ok()) {
+      next.previous_gave_up = absl::FailedPreconditionError(
+          absl::StrCat(MemberName(member), " gave up on the ring (", reason.ToString(), ")"));
+    }
   }
 
  private:
   struct Member {
     std::map<uint64_t, std::vector<float>> inbox;
-    bool closed = false;   // Its link was destroyed.
-    absl::Status aborted;  // Why its link was aborted (RingLink::Abort); OK if it was not.
+    bool closed = false;            // Its link was destroyed.
+    absl::Status aborted;           // Why its link was aborted (RingLink::Abort), or OK.
+    absl::Status previous_gave_up;  // Why the previous member's was, or OK.
   };
 
   absl::Mutex mu_;

@@ -15,7 +15,8 @@ namespace ps {
 // into the next member's inbox and returns at once. Destroying a link closes its member, like
 // a process that died: a Send to it fails with UNAVAILABLE, and a Receive waiting on it ends
 // with UNAVAILABLE, both naming it. An aborted link (RingLink::Abort) fails its own calls with
-// the reason and refuses messages to its member. The links may be destroyed in any order.
+// the reason, refuses messages to its member, and ends the next member's Receive. The links
+// may be destroyed in any order.
 // REQUIRES: size >= 1.
 std::vector<std::unique_ptr<RingLink>> MakeLocalRing(int size, absl::Duration deadline);
 

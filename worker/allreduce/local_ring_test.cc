@@ -103,5 +103,19 @@ TEST(LocalRingTest, AnAbortedLinkFailsItsCallsAndRefusesMessages) {
   EXPECT_THAT(refused.message(), HasSubstr("worker:0 is gone"));
 }
 
+TEST(LocalRingTest, AnAbortEndsTheNextMembersReceive) {
+  std::vector<std::unique_ptr<RingLink>> links = MakeLocalRing(3, absl::Seconds(30));
+  std::vector<float> out(1);
+  std::thread aborter([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    links[0]->Abort(absl::DeadlineExceededError("waiting for worker:2"));
+  });
+  absl::Status received = links[1]->Receive(1, absl::MakeSpan(out));  // Waits on worker:0.
+  aborter.join();
+  EXPECT_TRUE(absl::IsFailedPrecondition(received)) << received;
+  EXPECT_THAT(received.message(), HasSubstr("worker:0 (in-process) gave up on the ring"));
+  EXPECT_THAT(received.message(), HasSubstr("waiting for worker:2"));
+}
+
 }  // namespace
 }  // namespace ps

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <deque>
-#include <thread>
+#include <memory>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -41,50 +41,56 @@ class RingLayout {
   const int64_t piece_floats_;
 };
 
-// Sends the pieces queued to it, in order, on `threads` threads of its own. The pieces'
-// memory must stay unchanged until they are sent (AwaitStep, AwaitAll). The destructor stops
-// taking pieces and waits for the sends in flight (each ends by the link's deadline).
+// Sends the pieces queued to it, in order, keeping at most `max_in_flight` sends in flight
+// through RingLink::SendAsync (the next piece starts from the thread that ends a send). The
+// pieces' memory must stay unchanged until they are sent (AwaitStep, AwaitAll). The destructor
+// stops taking pieces and waits for the sends in flight (each ends by the link's deadline, or
+// at once once the link is aborted).
 class PieceSender {
  public:
-  PieceSender(RingLink* link, int threads, int ring_steps) : link_(link), unsent_(ring_steps) {
-    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
-  }
+  PieceSender(RingLink* link, int max_in_flight, int ring_steps)
+      : state_(std::make_shared<State>(link, max_in_flight, ring_steps)) {}
   ~PieceSender() {
-    {
-      absl::MutexLock lock(&mu_);
-      stopping_ = true;
-    }
-    for (std::thread& thread : threads_) thread.join();
+    State& state = *state_;
+    absl::MutexLock lock(&state.mu);
+    state.stopping = true;
+    auto idle = [&state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) { return state.in_flight == 0; };
+    state.mu.Await(absl::Condition(&idle));
   }
 
-  void Queue(int ring_step, uint64_t tag, absl::Span<const float> piece) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back({ring_step, tag, piece});
-    ++unsent_[ring_step];
-    ++total_unsent_;
+  void Queue(int ring_step, uint64_t tag, absl::Span<const float> piece) {
+    {
+      absl::MutexLock lock(&state_->mu);
+      state_->queue.push_back({ring_step, tag, piece});
+      ++state_->unsent[ring_step];
+      ++state_->total_unsent;
+    }
+    Pump(state_);
   }
   // The first send's error, if any.
-  absl::Status error() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    return error_;
+  absl::Status error() {
+    absl::MutexLock lock(&state_->mu);
+    return state_->error;
   }
   // Waits until every piece queued for `ring_step` so far is sent, or a send failed.
-  absl::Status AwaitStep(int ring_step) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    auto done = [this, ring_step]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return unsent_[ring_step] == 0 || !error_.ok();
+  absl::Status AwaitStep(int ring_step) {
+    State& state = *state_;
+    absl::MutexLock lock(&state.mu);
+    auto done = [&state, ring_step]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+      return state.unsent[ring_step] == 0 || !state.error.ok();
     };
-    mu_.Await(absl::Condition(&done));
-    return error_;
+    state.mu.Await(absl::Condition(&done));
+    return state.error;
   }
   // Waits until every piece queued is sent, or a send failed.
-  absl::Status AwaitAll() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return total_unsent_ == 0 || !error_.ok();
+  absl::Status AwaitAll() {
+    State& state = *state_;
+    absl::MutexLock lock(&state.mu);
+    auto done = [&state]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state.mu) {
+      return state.total_unsent == 0 || !state.error.ok();
     };
-    mu_.Await(absl::Condition(&done));
-    return error_;
+    state.mu.Await(absl::Condition(&done));
+    return state.error;
   }
 
  private:
@@ -93,36 +99,52 @@ class PieceSender {
     uint64_t tag;
     absl::Span<const float> data;
   };
+  // Shared with the sends' callbacks, which may run after the sender is gone.
+  struct State {
+    State(RingLink* link, int max_in_flight, int ring_steps)
+        : link(link), max_in_flight(max_in_flight), unsent(ring_steps) {}
+    RingLink* const link;
+    const int max_in_flight;
 
-  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    while (true) {
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !error_.ok() || !queue_.empty();
-      };
-      mu_.Await(absl::Condition(&ready));
-      if (stopping_ || !error_.ok()) return;
-      const Piece piece = queue_.front();
-      queue_.pop_front();
-      mu_.Unlock();
-      absl::Status sent = link_->Send(piece.tag, piece.data);
-      if (!sent.ok()) link_->Abort(sent);  // Ends the caller's Receive at once.
-      mu_.Lock();
-      if (!sent.ok() && error_.ok()) error_ = sent;
-      --unsent_[piece.ring_step];
-      --total_unsent_;
+    absl::Mutex mu;
+    std::deque<Piece> queue ABSL_GUARDED_BY(mu);
+    std::vector<int64_t> unsent ABSL_GUARDED_BY(mu);  // Queued, not yet sent, per ring step.
+    int64_t total_unsent ABSL_GUARDED_BY(mu) = 0;
+    int in_flight ABSL_GUARDED_BY(mu) = 0;
+    bool pumping ABSL_GUARDED_BY(mu) = false;  // A thread is in Pump's loop.
+    absl::Status error ABSL_GUARDED_BY(mu);
+    bool stopping ABSL_GUARDED_BY(mu) = false;
+  };
+
+  // Starts queued pieces while fewer than max_in_flight are in flight, unless another thread
+  // already does (a send that ends inside SendAsync then only counts itself here).
+  static void Pump(const std::shared_ptr<State>& state) {
+    absl::MutexLock lock(&state->mu);
+    if (state->pumping) return;
+    state->pumping = true;
+    while (!state->stopping && state->error.ok() && !state->queue.empty() &&
+           state->in_flight < state->max_in_flight) {
+      const Piece piece = state->queue.front();
+      state->queue.pop_front();
+      ++state->in_flight;
+      state->mu.Unlock();
+      state->link->SendAsync(piece.tag, piece.data, [state, piece](absl::Status sent) {
+        if (!sent.ok()) state->link->Abort(sent);  // Ends the caller's Receive at once.
+        {
+          absl::MutexLock lock(&state->mu);
+          if (!sent.ok() && state->error.ok()) state->error = sent;
+          --state->in_flight;
+          --state->unsent[piece.ring_step];
+          --state->total_unsent;
+        }
+        Pump(state);
+      });
+      state->mu.Lock();
     }
+    state->pumping = false;
   }
 
-  RingLink* const link_;
-  std::vector<std::thread> threads_;
-
-  absl::Mutex mu_;
-  std::deque<Piece> queue_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> unsent_ ABSL_GUARDED_BY(mu_);  // Queued, not yet sent, per ring step.
-  int64_t total_unsent_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Status error_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  const std::shared_ptr<State> state_;
 };
 
 // The call's error once a Receive failed with `received`: a send's failure, which aborts the

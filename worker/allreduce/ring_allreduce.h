@@ -25,8 +25,8 @@ struct RingOptions {
   // Pipelining granularity (at least 4: one float). Smaller pieces overlap more of the
   // transfers with the reduction but cost a message each.
   int64_t piece_bytes = 1 << 20;
-  // Sends a member keeps in flight at once, each on a thread of the call. More than one hides
-  // a send's round trip (a gRPC link's Send waits for the peer's acknowledgement).
+  // Sends a member keeps in flight at once (RingLink::SendAsync). More than one hides a
+  // send's round trip (a gRPC link's send ends with the peer's acknowledgement).
   int sends_in_flight = 2;
 };
 

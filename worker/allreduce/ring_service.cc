@@ -14,8 +14,12 @@ grpc::ServerUnaryReactor* RingService::Deliver(grpc::CallbackServerContext* cont
   if (status.ok()) {
     absl::StatusOr<RingPieceHeader> header = PeekRingPieceHeader(*request);
     status = header.status();
-    if (status.ok())
+    if (status.ok() && !header->gave_up().empty()) {
+      mailbox_->EndRun(header->job_id(), header->run_id(),
+                       absl::FailedPreconditionError(header->gave_up()));
+    } else if (status.ok()) {
       status = mailbox_->Put(header->job_id(), header->run_id(), header->tag(), *request);
+    }
   }
   if (status.ok()) *response = SerializeToByteBuffer(RingAck());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
