@@ -13,12 +13,12 @@
 
 namespace ps {
 
-absl::StatusOr<std::unique_ptr<GrpcRingMember>> GrpcRingMember::Start(const std::vector<int>& ports,
-                                                                      int rank,
-                                                                      absl::Duration deadline) {
+absl::StatusOr<std::unique_ptr<GrpcRingMember>> GrpcRingMember::Start(
+    const std::vector<int>& ports, int rank, absl::Duration deadline,
+    const TransportSecurity& security) {
   std::unique_ptr<GrpcRingMember> member(new GrpcRingMember());
-  absl::StatusOr<StartedServer> server =
-      StartGrpcServer(absl::StrCat("127.0.0.1:", ports[rank]), {&member->service_}, 1 << 30);
+  absl::StatusOr<StartedServer> server = StartGrpcServer(absl::StrCat("127.0.0.1:", ports[rank]),
+                                                         {&member->service_}, 1 << 30, security);
   if (!server.ok()) return server.status();
   member->server_ = std::move(server->server);
   std::vector<std::string> workers;
@@ -30,12 +30,13 @@ absl::StatusOr<std::unique_ptr<GrpcRingMember>> GrpcRingMember::Start(const std:
   if (!cluster.ok()) return cluster.status();
   GrpcRingLinkOptions options;
   options.deadline = deadline;
+  options.security = security;
   absl::StatusOr<std::unique_ptr<RingLink>> link =
       MakeGrpcRingLink(*cluster, rank, "job", "run-1", &member->mailbox_, options);
   if (!link.ok()) return link.status();
   member->link_ = *std::move(link);
   const int next = ports[(rank + 1) % ports.size()];
-  if (!grpc::CreateChannel(absl::StrCat("127.0.0.1:", next), grpc::InsecureChannelCredentials())
+  if (!grpc::CreateChannel(absl::StrCat("127.0.0.1:", next), ChannelCredentialsFor(security))
            ->WaitForConnected(GrpcDeadline(absl::Minutes(1)))) {
     return absl::DeadlineExceededError(
         absl::StrCat("the next ring member never listened on port ", next));

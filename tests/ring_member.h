@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/transport_security.h"
 #include "worker/allreduce/ring_link.h"
 #include "worker/allreduce/ring_mailbox.h"
 #include "worker/allreduce/ring_service.h"
@@ -20,10 +21,11 @@ namespace ps {
 class GrpcRingMember {
  public:
   // Serves the Ring service on 127.0.0.1:ports[rank], makes the link of worker:`rank` in the
-  // ring of workers at `ports` (Send and Receive wait at most `deadline`), and waits up to a
-  // minute for the next member to listen.
-  static absl::StatusOr<std::unique_ptr<GrpcRingMember>> Start(const std::vector<int>& ports,
-                                                               int rank, absl::Duration deadline);
+  // ring of workers at `ports` (Send and Receive wait at most `deadline`), both secured as
+  // `security` says, and waits up to a minute for the next member to listen.
+  static absl::StatusOr<std::unique_ptr<GrpcRingMember>> Start(
+      const std::vector<int>& ports, int rank, absl::Duration deadline,
+      const TransportSecurity& security = {});
   // Ends the run and stops serving.
   ~GrpcRingMember();
 

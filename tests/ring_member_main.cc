@@ -2,6 +2,7 @@
 // data whose mean it knows exactly, checks every result, and prints "call C ok" after each:
 //
 //   ring_member --ports=P0,P1,P2 --rank=1 [--calls=5 (0: until a call fails)] [--length=N]
+//       [--tls_cert=F --tls_key=F --tls_ca=F]
 //
 // Exits 0 once its calls are done; 1, printing the error, when a call fails or a result is
 // wrong.
@@ -12,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/security_flags.h"
 #include "tests/ring_member.h"
 #include "worker/allreduce/ring_allreduce.h"
 
@@ -33,8 +35,8 @@ int main(int argc, char** argv) {
     }
     ports.push_back(value);
   }
-  absl::StatusOr<std::unique_ptr<ps::GrpcRingMember>> member =
-      ps::GrpcRingMember::Start(ports, FLAGS_rank, absl::Milliseconds(FLAGS_deadline_ms));
+  absl::StatusOr<std::unique_ptr<ps::GrpcRingMember>> member = ps::GrpcRingMember::Start(
+      ports, FLAGS_rank, absl::Milliseconds(FLAGS_deadline_ms), ps::TransportSecurityFromFlags());
   if (!member.ok()) {
     std::printf("ring_member: %s\n", member.status().ToString().c_str());
     return 1;
