@@ -135,7 +135,8 @@ class SweepProgress {
 };
 
 // Whether `dir` holds a finished run of `point`: summary.json says DONE, and job.json holds
-// the point's spec (but for the job id and the run id, unique to each run) on as many workers.
+// the point's spec (but for the job id and the run id, unique to each run) on as many workers
+// and ps tasks.
 absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir,
                                  FileSystem* fs) {
   nlohmann::json summary = ReadSummary(dir, fs);
@@ -147,8 +148,10 @@ absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir
   if (job.is_object() && job.contains("spec")) {
     absl::StatusOr<JobSpec> earlier = ParseJobSpecJson(job["spec"].dump(), dir + "/job.json");
     const nlohmann::json& workers = job["cluster"]["cluster"]["worker"];
+    const nlohmann::json& ps = job["cluster"]["cluster"]["ps"];
     if (earlier.ok() && workers.is_array() &&
-        static_cast<int>(workers.size()) == point.num_workers) {
+        static_cast<int>(workers.size()) == point.num_workers && ps.is_array() &&
+        static_cast<int>(ps.size()) == point.num_ps) {
       earlier->set_job_id(point.spec.job_id());
       earlier->set_run_id(point.spec.run_id());
       same = google::protobuf::util::MessageDifferencer::Equals(*earlier, point.spec);
@@ -163,6 +166,15 @@ absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir
   return true;
 }
 
+// On a running cluster: INVALID_ARGUMENT unless `point` needs as many tasks as it `has`.
+absl::Status CheckTasks(const Sweep& sweep, const SweepPoint& point, int needs, int has,
+                        absl::string_view noun, absl::string_view setting) {
+  if (needs == has) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      sweep.source, ": point ", point.id, " needs ", needs, " ", noun, " but the cluster has ", has,
+      ": sweep over \"", setting, "\" with --local, or give the cluster that many"));
+}
+
 absl::Status WriteSweepJson(const Sweep& sweep, const std::string& path, FileSystem* fs) {
   nlohmann::json json;
   json["name"] = sweep.name;
@@ -175,7 +187,7 @@ absl::Status WriteSweepJson(const Sweep& sweep, const std::string& path, FileSys
 }
 
 // Runs one point to its end; its output goes to `log`.
-absl::Status RunPoint(const Sweep& sweep, const SweepPoint& point, const JobSpec& spec,
+absl::Status RunPoint(const SweepPoint& point, const JobSpec& spec,
                       const ExperimentOptions& options, const std::string& results,
                       std::ostream* log) {
   SubmitOptions submit;
@@ -190,7 +202,7 @@ absl::Status RunPoint(const Sweep& sweep, const SweepPoint& point, const JobSpec
     return status;
   }
   LocalClusterOptions local = options.local;
-  local.num_ps = sweep.num_ps;
+  local.num_ps = point.num_ps;
   local.num_workers = point.num_workers;
   local.dir = absl::StrCat(options.results_dir, "/logs/", point.dir_name, ".cluster");
   for (const std::string& directory : DataDirectories(spec)) local.data_roots.push_back(directory);
@@ -211,15 +223,15 @@ absl::Status RunPoint(const Sweep& sweep, const SweepPoint& point, const JobSpec
 absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& points,
                            const ExperimentOptions& options) {
   if (options.cluster.has_value()) {
-    const int workers = options.cluster->NumTasks(kWorkerJob);
     for (const SweepPoint& point : points) {
-      if (point.num_workers != workers) {
-        return absl::InvalidArgumentError(absl::StrCat(sweep.source, ": point ", point.id,
-                                                       " needs ", point.num_workers,
-                                                       " workers but the cluster has ", workers,
-                                                       ": sweep over \"workers\" with --local, "
-                                                       "or give the cluster that many"));
+      absl::Status status =
+          CheckTasks(sweep, point, point.num_workers, options.cluster->NumTasks(kWorkerJob),
+                     "workers", kWorkersSetting);
+      if (status.ok()) {
+        status = CheckTasks(sweep, point, point.num_ps, options.cluster->NumTasks(kPsJob),
+                            "ps tasks", kPsSetting);
       }
+      if (!status.ok()) return status;
     }
   }
   absl::Status created = options.fs->CreateDirectories(options.results_dir + "/logs");
@@ -265,7 +277,7 @@ absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& po
       std::error_code ignored;
       std::filesystem::remove(results + "/summary.json", ignored);
       progress.Started(point, results);
-      status = RunPoint(sweep, point, spec, options, results, &log);
+      status = RunPoint(point, spec, options, results, &log);
       absl::Status written =
           WriteSweepTable(table, sweep, points, options.results_dir, options.fs);
       if (absl::IsCancelled(status)) return interrupted;

@@ -263,6 +263,7 @@ int Experiment() {
   if (!sweep.ok()) return Fail(sweep.status());
   ExperimentOptions options;
   int default_workers = FLAGS_workers;
+  int default_ps = sweep->num_ps;
   if (FLAGS_local) {
     options.local.device = FLAGS_device;
     options.local.daemon_args = TokenFileArgs();
@@ -276,9 +277,10 @@ int Experiment() {
     absl::StatusOr<ClusterSpec> cluster = Cluster();
     if (!cluster.ok()) return Fail(cluster.status());
     default_workers = cluster->NumTasks(kWorkerJob);
+    default_ps = cluster->NumTasks(kPsJob);
     options.cluster = *std::move(cluster);
   }
-  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, default_workers);
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, default_workers, default_ps);
   if (!points.ok()) return Fail(points.status());
   options.results_dir = FLAGS_results.empty() ? "results/" + sweep->name : FLAGS_results;
   options.overwrite = FLAGS_overwrite;

@@ -57,8 +57,11 @@ absl::StatusOr<std::vector<std::string>> FieldPath(const std::string& path) {
   return names;
 }
 
+// "workers" and "ps": numbers of tasks, not JobSpec fields.
+bool IsTaskCount(const std::string& path) { return path == kWorkersSetting || path == kPsSetting; }
+
 absl::Status CheckSettingPath(const std::string& path) {
-  if (path == kWorkersSetting) return absl::OkStatus();
+  if (IsTaskCount(path)) return absl::OkStatus();
   return FieldPath(path).status();
 }
 
@@ -79,10 +82,11 @@ absl::StatusOr<std::vector<SweepSetting>> ParseVariant(const Json& variant) {
   return settings;
 }
 
-absl::Status CheckWorkers(const Json& value) {
+// REQUIRES: IsTaskCount(path).
+absl::Status CheckTaskCount(const std::string& path, const Json& value) {
   if (!value.is_number_integer() || value.get<int64_t>() < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("workers must be a whole number >= 1, got ", value.dump()));
+        absl::StrCat(path, " must be a whole number >= 1, got ", value.dump()));
   }
   return absl::OkStatus();
 }
@@ -112,8 +116,8 @@ absl::Status ParseSettings(const Json& root, Sweep* sweep) {
         return Problem(absl::StrCat("variants[", i, "]"), variant.status().message());
       }
       for (const SweepSetting& setting : *variant) {
-        if (setting.path == kWorkersSetting) {
-          absl::Status status = CheckWorkers(setting.value);
+        if (IsTaskCount(setting.path)) {
+          absl::Status status = CheckTaskCount(setting.path, setting.value);
           if (!status.ok()) return Problem(absl::StrCat("variants[", i, "]"), status.message());
         }
         variant_paths.insert(setting.path);
@@ -135,8 +139,8 @@ absl::Status ParseSettings(const Json& root, Sweep* sweep) {
       }
       SweepAxis axis{path, {}};
       for (const Json& value : values) {
-        if (path == kWorkersSetting) {
-          status = CheckWorkers(value);
+        if (IsTaskCount(path)) {
+          status = CheckTaskCount(path, value);
           if (!status.ok()) return Problem(field, status.message());
         }
         axis.values.push_back(value);
@@ -266,7 +270,8 @@ std::vector<std::string> SettingPaths(const Sweep& sweep) {
   return paths;
 }
 
-absl::StatusOr<std::vector<SweepPoint>> ExpandSweep(const Sweep& sweep, int default_workers) {
+absl::StatusOr<std::vector<SweepPoint>> ExpandSweep(const Sweep& sweep, int default_workers,
+                                                    int default_ps) {
   std::vector<std::vector<SweepSetting>> variants = sweep.variants;
   if (variants.empty()) variants.emplace_back();
   // Each variant, then each combination of the axes' values (an odometer, last axis fastest).
@@ -294,12 +299,17 @@ absl::StatusOr<std::vector<SweepPoint>> ExpandSweep(const Sweep& sweep, int defa
       point.settings = settings;
       point.repeat = repeat;
       point.num_workers = default_workers;
+      point.num_ps = default_ps;
       point.spec = sweep.base_job;
       std::vector<std::string> id;
       for (const SweepSetting& setting : settings) {
         id.push_back(absl::StrCat(setting.path, "=", SettingText(setting.value)));
         if (setting.path == kWorkersSetting) {
           point.num_workers = setting.value.get<int>();
+          continue;
+        }
+        if (setting.path == kPsSetting) {
+          point.num_ps = setting.value.get<int>();
           continue;
         }
         absl::StatusOr<JobSpec> spec = OverrideField(point.spec, setting.path, setting.value);

@@ -8,10 +8,11 @@
 //    "axes": {"workers": [1, 2, 4, 8], "seed": [1, 2]},
 //    "repeats": 1, "target_loss": 0.5}
 //
-// A setting is a JobSpec field path (as in proto/job.proto, dotted) or "workers", the number
-// of workers. The points are the product of the variants (settings that go together) and of
-// every axis, with the first written outermost, each run `repeats` times with seeds seed,
-// seed + 1, ...; everything but "base_job" is optional.
+// A setting is a JobSpec field path (as in proto/job.proto, dotted), "workers", the number of
+// workers, or "ps", the number of ps tasks (the top-level "ps" where no setting gives it). The
+// points are the product of the variants (settings that go together) and of every axis, with
+// the first written outermost, each run `repeats` times with seeds seed, seed + 1, ...;
+// everything but "base_job" is optional.
 #ifndef PS_CTL_SWEEP_H_
 #define PS_CTL_SWEEP_H_
 
@@ -27,9 +28,10 @@
 namespace ps {
 
 constexpr char kWorkersSetting[] = "workers";
+constexpr char kPsSetting[] = "ps";
 
 struct SweepSetting {
-  std::string path;  // A JobSpec field path ("consistency.mode") or "workers".
+  std::string path;  // A JobSpec field path ("consistency.mode"), "workers" or "ps".
   nlohmann::ordered_json value;
 };
 
@@ -43,7 +45,7 @@ struct Sweep {
   std::string name;
   std::string description;
   JobSpec base_job;
-  int num_ps = 2;
+  int num_ps = 2;  // The top-level "ps": a local cluster's ps tasks where no setting gives them.
   std::vector<std::vector<SweepSetting>> variants;  // Empty: one variant with no settings.
   std::vector<SweepAxis> axes;
   int repeats = 1;
@@ -57,6 +59,7 @@ struct SweepPoint {
   std::vector<SweepSetting> settings;  // The variant's, then one per axis; id order.
   int repeat = 0;                      // 0-based; in the id only when the sweep has repeats.
   int num_workers = 0;
+  int num_ps = 0;
   JobSpec spec;  // job_id "<sweep name>-<index + 1>".
 };
 
@@ -65,11 +68,13 @@ struct SweepPoint {
 absl::StatusOr<Sweep> ParseSweep(absl::string_view json, absl::string_view source);
 absl::StatusOr<Sweep> ReadSweepFile(const std::string& path);
 
-// Every point, each spec validated for its number of workers. "workers" is
-// `default_workers` where no setting gives it. Errors name the sweep file, the setting or
-// point, and the problem: an unknown field path, a value of the wrong type, a job that does
+// Every point, each spec validated for its number of workers. "workers" is `default_workers`
+// and "ps" `default_ps` where no setting gives them (psctl passes the sweep's num_ps for local
+// clusters, a running cluster's own counts otherwise). Errors name the sweep file, the setting
+// or point, and the problem: an unknown field path, a value of the wrong type, a job that does
 // not validate.
-absl::StatusOr<std::vector<SweepPoint>> ExpandSweep(const Sweep& sweep, int default_workers);
+absl::StatusOr<std::vector<SweepPoint>> ExpandSweep(const Sweep& sweep, int default_workers,
+                                                    int default_ps);
 
 // The settings' paths in id order, each once: the sweep table's setting columns.
 std::vector<std::string> SettingPaths(const Sweep& sweep);

@@ -11,16 +11,21 @@
 namespace ps {
 namespace {
 
-// The summary.json fields copied into the table, in column order.
+constexpr char kTimePerStep[] = "time_per_step_s";
+
+// The columns from summary.json, in order: its fields of these names, and kTimePerStep.
 constexpr const char* kSummaryColumns[] = {"steps",
                                            "wall_time_s",
+                                           kTimePerStep,
                                            "examples_per_second",
                                            "final_train_loss",
                                            "final_eval_loss",
                                            "final_eval_accuracy",
                                            "staleness_mean",
                                            "staleness_max",
-                                           "dropped_gradients"};
+                                           "dropped_gradients",
+                                           "bytes_sent_per_step",
+                                           "bytes_received_per_step"};
 
 std::string CsvField(const std::string& text) {
   if (text.find_first_of(",\"\n") == std::string::npos) return text;
@@ -37,6 +42,15 @@ std::string Cell(const nlohmann::json& value) {
   if (value.is_string()) return value.get<std::string>();
   if (value.is_number_float()) return absl::StrCat(value.get<double>());
   return value.dump();
+}
+
+// A summary column's cell; empty where the summary lacks the field.
+std::string SummaryCell(const nlohmann::json& summary, const std::string& column) {
+  if (column != kTimePerStep) return Cell(summary.value(column, nlohmann::json()));
+  const nlohmann::json steps = summary.value("steps", nlohmann::json());
+  const nlohmann::json wall_time = summary.value("wall_time_s", nlohmann::json());
+  if (!steps.is_number() || steps.get<double>() <= 0 || !wall_time.is_number()) return "";
+  return absl::StrCat(wall_time.get<double>() / steps.get<double>());
 }
 
 }  // namespace
@@ -74,7 +88,9 @@ absl::Status WriteSweepTable(const std::string& path, const Sweep& sweep,
   };
   std::vector<std::string> header = {"point", "dir"};
   header.insert(header.end(), settings.begin(), settings.end());
-  if (!is_setting(kWorkersSetting)) header.push_back(kWorkersSetting);
+  for (const char* tasks : {kWorkersSetting, kPsSetting}) {
+    if (!is_setting(tasks)) header.push_back(tasks);
+  }
   header.push_back("repeat");
   if (!is_setting("seed")) header.push_back("seed");
   header.push_back("state");
@@ -84,21 +100,30 @@ absl::Status WriteSweepTable(const std::string& path, const Sweep& sweep,
   std::string text = absl::StrCat(absl::StrJoin(header, ","), "\n");
   for (const SweepPoint& point : points) {
     std::vector<std::string> row = {point.id, point.dir_name};
+    auto tasks = [&point](const std::string& setting) {
+      return absl::StrCat(setting == kWorkersSetting ? point.num_workers : point.num_ps);
+    };
     for (const std::string& setting : settings) {
+      if (setting == kWorkersSetting || setting == kPsSetting) {
+        row.push_back(tasks(setting));
+        continue;
+      }
       std::string cell;
       for (const SweepSetting& own : point.settings) {
         if (own.path == setting) cell = SettingText(own.value);
       }
       row.push_back(cell);
     }
-    if (!is_setting(kWorkersSetting)) row.push_back(absl::StrCat(point.num_workers));
+    for (const char* setting : {kWorkersSetting, kPsSetting}) {
+      if (!is_setting(setting)) row.push_back(tasks(setting));
+    }
     row.push_back(absl::StrCat(point.repeat));
     if (!is_setting("seed")) row.push_back(absl::StrCat(point.spec.seed()));
     std::string dir = absl::StrCat(results_dir, "/", point.dir_name);
     nlohmann::json summary = ReadSummary(dir, fs);
     row.push_back(summary.is_null() ? "PENDING" : Cell(summary.value("state", nlohmann::json())));
     for (const char* column : kSummaryColumns) {
-      row.push_back(summary.is_null() ? "" : Cell(summary.value(column, nlohmann::json())));
+      row.push_back(summary.is_null() ? "" : SummaryCell(summary, column));
     }
     std::optional<double> time_to_target;
     if (!summary.is_null() && sweep.target_loss > 0) {

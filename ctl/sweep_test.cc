@@ -41,7 +41,7 @@ TEST(SweepTest, AxesMakeAProductWithTheFirstAxisOutermost) {
   absl::StatusOr<Sweep> sweep =
       Parse(R"(, "axes": {"workers": [1, 2], "consistency.mode": ["SYNC", "ASYNC"]})");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
-  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 3);
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 3, 2);
   ASSERT_TRUE(points.ok()) << points.status();
   EXPECT_THAT(Ids(*points),
               ElementsAre("workers=1,consistency.mode=SYNC", "workers=1,consistency.mode=ASYNC",
@@ -67,7 +67,7 @@ TEST(SweepTest, VariantsGoTogetherAndRepeatsChangeTheSeed) {
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   EXPECT_THAT(SettingPaths(*sweep),
               ElementsAre("consistency.mode", "consistency.ssp_bound", "learningRate.base"));
-  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2);
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
   ASSERT_TRUE(points.ok()) << points.status();
   EXPECT_THAT(
       Ids(*points),
@@ -90,7 +90,7 @@ TEST(SweepTest, ObjectValuesReplaceAMessageAndNameASafeDirectory) {
   absl::StatusOr<Sweep> sweep = Parse(R"(, "axes": {"stragglers": [
       {}, {"distribution": "FIXED", "workers": [1], "factor": 3}]})");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
-  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2);
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
   ASSERT_TRUE(points.ok()) << points.status();
   ASSERT_EQ(points->size(), 2u);
   EXPECT_EQ((*points)[0].spec.stragglers().distribution(), StragglerSpec::NONE);
@@ -100,10 +100,52 @@ TEST(SweepTest, ObjectValuesReplaceAMessageAndNameASafeDirectory) {
   EXPECT_EQ((*points)[1].dir_name, "stragglers=__distribution___FIXED_,_workers___1_,_factor__3_");
 }
 
+// "ps", like "workers", is a number of tasks, in the variants or on an axis; the top-level
+// "ps" (passed as the default) is every other point's.
+TEST(SweepTest, PsSetsThePointsNumberOfPsTasks) {
+  absl::StatusOr<Sweep> sweep = Parse(R"(, "ps": 3,
+      "variants": [{"consistency.mode": "SYNC", "ps": 1}, {"consistency.mode": "SYNC", "ps": 2},
+                   {"consistency.mode": "ASYNC"}],
+      "axes": {"workers": [2, 4]})");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_EQ(sweep->num_ps, 3);
+  EXPECT_THAT(SettingPaths(*sweep), ElementsAre("consistency.mode", "ps", "workers"));
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 8, sweep->num_ps);
+  ASSERT_TRUE(points.ok()) << points.status();
+  EXPECT_THAT(
+      Ids(*points),
+      ElementsAre("consistency.mode=SYNC,ps=1,workers=2", "consistency.mode=SYNC,ps=1,workers=4",
+                  "consistency.mode=SYNC,ps=2,workers=2", "consistency.mode=SYNC,ps=2,workers=4",
+                  "consistency.mode=ASYNC,workers=2", "consistency.mode=ASYNC,workers=4"));
+  std::vector<int> ps, workers;
+  for (const SweepPoint& point : *points) {
+    ps.push_back(point.num_ps);
+    workers.push_back(point.num_workers);
+  }
+  EXPECT_THAT(ps, ElementsAre(1, 1, 2, 2, 3, 3));
+  EXPECT_THAT(workers, ElementsAre(2, 4, 2, 4, 2, 4));
+
+  sweep = Parse(R"(, "axes": {"ps": [1, 2], "consistency.mode": ["SYNC"]})");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  points = ExpandSweep(*sweep, 2, 5);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 2u);
+  EXPECT_EQ((*points)[0].num_ps, 1);
+  EXPECT_EQ((*points)[1].num_ps, 2);
+  EXPECT_EQ((*points)[1].id, "ps=2,consistency.mode=SYNC");
+
+  // Without a setting, every point has the default.
+  sweep = Parse(R"(, "axes": {"workers": [2]})");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  points = ExpandSweep(*sweep, 2, 5);
+  ASSERT_TRUE(points.ok()) << points.status();
+  EXPECT_EQ((*points)[0].num_ps, 5);
+}
+
 TEST(SweepTest, ASweepWithoutSettingsIsOnePoint) {
   absl::StatusOr<Sweep> sweep = Parse("");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
-  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2);
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
   ASSERT_TRUE(points.ok()) << points.status();
   EXPECT_THAT(Ids(*points), ElementsAre("base"));
 }
@@ -131,7 +173,7 @@ TEST(SweepTest, UnknownFieldPathsAreErrorsNamingTheFileAndTheAxis) {
 TEST(SweepTest, ValuesThatDoNotFitAreErrorsNamingTheSetting) {
   absl::StatusOr<Sweep> sweep = Parse(R"(, "axes": {"consistency.mode": ["SYNC", "SYNK"]})");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
-  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2);
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
   ASSERT_FALSE(points.ok());
   EXPECT_THAT(
       points.status().message(),
@@ -142,7 +184,7 @@ TEST(SweepTest, PointsThatDoNotValidateNameThePoint) {
   absl::StatusOr<Sweep> sweep =
       Parse(R"(, "axes": {"workers": [4, 2], "consistency.replicas_to_aggregate": [3]})");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
-  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2);
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
   ASSERT_FALSE(points.ok());
   EXPECT_THAT(points.status().message(),
               HasSubstr("unit.json: point workers=2,consistency.replicas_to_aggregate=3: "
@@ -164,6 +206,14 @@ TEST(SweepTest, MalformedSweepsAreErrors) {
            {absl::StrCat(R"({"name": "x", "repeats": 0, )", base, "}"), "repeats: must be"},
            {absl::StrCat(R"({"name": "x", "axes": {"workers": [0]}, )", base, "}"),
             "workers must be a whole number >= 1, got 0"},
+           {absl::StrCat(R"({"name": "x", "axes": {"ps": [1, 0]}, )", base, "}"),
+            "axes.\"ps\": ps must be a whole number >= 1, got 0"},
+           {absl::StrCat(R"({"name": "x", "variants": [{"ps": "2"}], )", base, "}"),
+            "variants[0]: ps must be a whole number >= 1, got \"2\""},
+           {absl::StrCat(R"({"name": "x", "variants": [{"ps": 1}], "axes": {"ps": [2]}, )", base,
+                         "}"),
+            "axes.\"ps\": is set by the variants too"},
+           {absl::StrCat(R"({"name": "x", "ps": 0, )", base, "}"), "ps: must be"},
            {absl::StrCat(R"({"name": "x", "axes": {"steps": []}, )", base, "}"),
             "must be a non-empty list"},
            {absl::StrCat(R"({"name": "x", "variants": [{"steps": 1}], "axes": {"steps": [2]}, )",
@@ -177,7 +227,7 @@ TEST(SweepTest, MalformedSweepsAreErrors) {
   }
   absl::StatusOr<Sweep> sweep = Parse(R"(, "variants": [{"steps": 1}, {"steps": 1}])");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
-  EXPECT_THAT(ExpandSweep(*sweep, 2).status().message(),
+  EXPECT_THAT(ExpandSweep(*sweep, 2, 2).status().message(),
               HasSubstr("two points have the id steps=1"));
 }
 
@@ -189,7 +239,7 @@ TEST(SweepTest, EveryExampleSweepExpands) {
     absl::StatusOr<Sweep> sweep = ReadSweepFile(entry.path().string());
     ASSERT_TRUE(sweep.ok()) << sweep.status();
     EXPECT_EQ(entry.path().stem().string(), sweep->name);
-    absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2);
+    absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
     ASSERT_TRUE(points.ok()) << points.status();
     EXPECT_FALSE(points->empty());
   }
@@ -230,34 +280,71 @@ TEST_F(SweepTableTest, OneRowPerPointWithItsSettingsAndResults) {
   absl::StatusOr<Sweep> sweep = Parse(R"(, "axes": {"consistency.mode": ["SYNC", "ASYNC"]},
                                           "target_loss": 0.5)");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
-  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2);
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
   ASSERT_TRUE(points.ok()) << points.status();
   Write("consistency.mode=SYNC/summary.json",
         R"({"state": "DONE", "steps": 10, "wall_time_s": 1.25, "examples_per_second": 100,
             "final_train_loss": 0.5, "final_eval_loss": 0.25, "final_eval_accuracy": 0.75,
-            "staleness_mean": 0, "staleness_max": 0, "dropped_gradients": 2})");
+            "staleness_mean": 0, "staleness_max": 0, "dropped_gradients": 2,
+            "bytes_sent_per_step": 4096.5, "bytes_received_per_step": 4100})");
   Write("consistency.mode=SYNC/eval.csv",
         "time_s,step,loss,accuracy,examples\n0.75,5,0.5,0.6,10\n");
   ASSERT_TRUE(WriteSweepTable(dir_ + "/sweep.csv", *sweep, *points, dir_).ok());
   EXPECT_EQ(Read("sweep.csv"),
-            "point,dir,consistency.mode,workers,repeat,seed,state,steps,wall_time_s,"
+            "point,dir,consistency.mode,workers,ps,repeat,seed,state,steps,wall_time_s,"
+            "time_per_step_s,examples_per_second,final_train_loss,final_eval_loss,"
+            "final_eval_accuracy,staleness_mean,staleness_max,dropped_gradients,"
+            "bytes_sent_per_step,bytes_received_per_step,time_to_target_s\n"
+            "consistency.mode=SYNC,consistency.mode=SYNC,SYNC,2,2,0,7,DONE,10,1.25,0.125,100,0.5,"
+            "0.25,0.75,0,0,2,4096.5,4100,0.75\n"
+            "consistency.mode=ASYNC,consistency.mode=ASYNC,ASYNC,2,2,0,7,PENDING,,,,,,,,,,,,,\n");
+}
+
+// A job that ended before its first step has no time per step; one from before the byte
+// counts has none of them either: empty cells, not zeros.
+TEST_F(SweepTableTest, ColumnsASummaryCannotGiveAreEmpty) {
+  absl::StatusOr<Sweep> sweep = Parse(R"(, "axes": {"ps": [1]})");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
+  ASSERT_TRUE(points.ok()) << points.status();
+  Write("ps=1/summary.json", R"({"state": "FAILED", "steps": 0, "wall_time_s": 0.5})");
+  ASSERT_TRUE(WriteSweepTable(dir_ + "/sweep.csv", *sweep, *points, dir_).ok());
+  EXPECT_EQ(Read("sweep.csv"),
+            "point,dir,ps,workers,repeat,seed,state,steps,wall_time_s,time_per_step_s,"
             "examples_per_second,final_train_loss,final_eval_loss,final_eval_accuracy,"
-            "staleness_mean,staleness_max,dropped_gradients,time_to_target_s\n"
-            "consistency.mode=SYNC,consistency.mode=SYNC,SYNC,2,0,7,DONE,10,1.25,100,0.5,0.25,"
-            "0.75,0,0,2,0.75\n"
-            "consistency.mode=ASYNC,consistency.mode=ASYNC,ASYNC,2,0,7,PENDING,,,,,,,,,,\n");
+            "staleness_mean,staleness_max,dropped_gradients,bytes_sent_per_step,"
+            "bytes_received_per_step,time_to_target_s\n"
+            "ps=1,ps=1,1,2,0,7,FAILED,0,0.5,,,,,,,,,,,\n");
+}
+
+// "workers" and "ps" columns hold every point's numbers, also where its variant sets neither.
+TEST_F(SweepTableTest, TaskCountColumnsHoldEveryPointsNumbers) {
+  absl::StatusOr<Sweep> sweep = Parse(R"(, "ps": 3,
+      "variants": [{"consistency.mode": "SYNC", "ps": 1}, {"consistency.mode": "ASYNC"}])");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 4, sweep->num_ps);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_TRUE(WriteSweepTable(dir_ + "/sweep.csv", *sweep, *points, dir_).ok());
+  EXPECT_THAT(Read("sweep.csv"),
+              HasSubstr("point,dir,consistency.mode,ps,workers,repeat,seed,state,"));
+  EXPECT_THAT(
+      Read("sweep.csv"),
+      HasSubstr("\n\"consistency.mode=SYNC,ps=1\",\"consistency.mode=SYNC,ps=1\",SYNC,1,4,0,7,"
+                "PENDING,"));
+  EXPECT_THAT(Read("sweep.csv"), HasSubstr("\nconsistency.mode=ASYNC,consistency.mode=ASYNC,ASYNC,"
+                                           "3,4,0,7,PENDING,"));
 }
 
 TEST_F(SweepTableTest, FieldsWithCommasAreQuoted) {
   absl::StatusOr<Sweep> sweep =
       Parse(R"(, "axes": {"workers": [2], "model.hidden_sizes": [[4, 4]]})");
   ASSERT_TRUE(sweep.ok()) << sweep.status();
-  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2);
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
   ASSERT_TRUE(points.ok()) << points.status();
   ASSERT_TRUE(WriteSweepTable(dir_ + "/sweep.csv", *sweep, *points, dir_).ok());
   EXPECT_THAT(Read("sweep.csv"),
               HasSubstr("\n\"workers=2,model.hidden_sizes=[4,4]\",\"workers=2,model.hidden_sizes="
-                        "_4,4_\",2,\"[4,4]\",0,7,PENDING,"));
+                        "_4,4_\",2,\"[4,4]\",2,0,7,PENDING,"));
 }
 
 }  // namespace

@@ -2,11 +2,14 @@
 // end to end on local clusters in well under two minutes, its report with every table and plot
 // it names, resuming, and input refused before anything starts.
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
+#include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -90,11 +93,16 @@ TEST(ExperimentTest, CiSweepRunsEndToEndResumesAndItsReportHoldsEveryPlot) {
   EXPECT_EQ(plots, (std::set<std::string>{"plots/loss_vs_step.png", "plots/loss_vs_time.png",
                                           "plots/test_accuracy.png", "plots/staleness.png",
                                           "plots/time_to_target.png"}));
-  for (const char* section : {"## Results", "## Staleness", "## Time to a test loss of 0.3"}) {
+  for (const char* section :
+       {"## Results", "## Pace of each worker", "## Staleness", "## Time to a test loss of 0.3"}) {
     EXPECT_THAT(markdown, HasSubstr(section));
   }
-  // Tables: results (a row per mode), staleness (a row per mode), time to target.
-  EXPECT_EQ(CountOf(markdown, "\n|---"), 3) << markdown;
+  // Tables: results, each worker's pace, staleness (a row per mode each), time to target.
+  EXPECT_EQ(CountOf(markdown, "\n|---"), 4) << markdown;
+  EXPECT_THAT(markdown, HasSubstr(" | time/step (ms) | bytes sent/step/worker | "
+                                  "bytes received/step/worker |\n"));
+  EXPECT_THAT(markdown,
+              HasSubstr("| mode | fastest worker (ms/step) | slowest worker (ms/step) |"));
   EXPECT_THAT(markdown, HasSubstr("\n| SYNC | 2 | 2 DONE | "));
   EXPECT_THAT(markdown, HasSubstr("\n| ASYNC | 2 | 2 DONE | "));
   EXPECT_THAT(markdown, HasSubstr("\n| mode=ASYNC | 2/2 | "));
@@ -162,6 +170,46 @@ TEST(ExperimentTest, TheCiSweepRunsOnARunningCluster) {
   PsctlRun status = RunPsctl({"status", "--cluster_spec=" + dir + "/cluster.json"}, dir, kTimeout);
   EXPECT_EQ(status.exit_code, 0) << status.output;
   EXPECT_EQ(CountOf(status.output, "up, jobs: []"), 2) << status.output;
+}
+
+// "ps" as a setting: each point's local cluster has that many ps tasks (the job.json psctl
+// wrote records the cluster it ran on), the top-level "ps" where a point does not set it, and
+// the table gives them with the time and bytes per step. (SYNC only: its runs are
+// deterministic.)
+TEST(ExperimentTest, APsAxisStartsEachLocalClusterWithThatManyPsTasks) {
+  const std::string dir = TestDir();
+  WriteFile(dir + "/ps.json", R"({"name": "ps", "ps": 3,
+      "base_job": {"model": {"kind": "SOFTMAX_REGRESSION"},
+                   "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 1000,
+                                          "feature_dim": 16, "num_classes": 4}},
+                   "learning_rate": {"base": 0.2}, "consistency": {"mode": "SYNC"},
+                   "batch_size": 16, "steps": 20,
+                   "min_slice_bytes": 64, "seed": 1},
+      "variants": [{"ps": 1}, {"ps": 2}, {"learning_rate.base": 0.1}]})");
+  PsctlRun run = RunPsctl({"experiment", "--sweep=" + dir + "/ps.json", "--local",
+                           "--results=" + dir + "/ps", "--device=cpu", "--workers=2"},
+                          dir, kTimeout);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::vector<std::map<std::string, std::string>> rows = ReadCsvRows(dir + "/ps/sweep.csv");
+  ASSERT_THAT(rows, SizeIs(3));
+  for (int i = 0; i < 3; ++i) {
+    const std::map<std::string, std::string>& row = rows[i];
+    const std::string expected_ps = i < 2 ? absl::StrCat(i + 1) : "3";
+    EXPECT_EQ(row.at("ps"), expected_ps) << row.at("point");
+    EXPECT_EQ(row.at("workers"), "2");
+    EXPECT_EQ(row.at("state"), "DONE") << row.at("point");
+    nlohmann::json job =
+        nlohmann::json::parse(ReadFile(dir + "/ps/" + row.at("dir") + "/job.json"));
+    EXPECT_EQ(job["cluster"]["cluster"]["ps"].size(), std::stoul(expected_ps)) << job.dump();
+    EXPECT_EQ(job["cluster"]["cluster"]["worker"].size(), 2u) << job.dump();
+    EXPECT_NEAR(Number(row.at("time_per_step_s")),
+                Number(row.at("wall_time_s")) / Number(row.at("steps")), 1e-6);
+    // Softmax regression 16 -> 4: 68 floats, 272 bytes each way and step at least.
+    EXPECT_GT(Number(row.at("bytes_sent_per_step")), 272) << row.at("point");
+    EXPECT_GT(Number(row.at("bytes_received_per_step")), 272) << row.at("point");
+  }
+  EXPECT_EQ(rows[0].at("point"), "ps=1");
+  EXPECT_EQ(rows[2].at("point"), "learning_rate.base=0.1");
 }
 
 TEST(ExperimentTest, ABadSweepIsRefusedBeforeAnythingStarts) {

@@ -72,8 +72,17 @@ class Run:
         self.mode = job.get("consistency", {}).get("mode", "?")
         self.classifier = job.get("model", {}).get("kind") != "LINEAR_REGRESSION"
         by_step = defaultdict(list)
+        by_worker = defaultdict(list)
         for metric in read_csv(os.path.join(directory, "metrics.csv")):
             by_step[int(metric["step"])].append((number(metric["time_s"]), number(metric["loss"])))
+            by_worker[metric["worker"]].append((int(metric["step"]), number(metric["time_s"])))
+        # Each worker's seconds per step in its training loop: from its first step's report to
+        # its last (so without the start-up before the first step).
+        self.worker_step_times = []
+        for rows in by_worker.values():
+            (first_step, first_time), (last_step, last_time) = min(rows), max(rows)
+            if last_step > first_step:
+                self.worker_step_times.append((last_time - first_time) / (last_step - first_step))
         steps = sorted(by_step)
         self.steps = np.array(steps, dtype=float)
         self.times = np.array([np.mean([t for t, _ in by_step[s]]) for s in steps])
@@ -111,6 +120,10 @@ class Group:
 
     def column(self, name):
         return [number(run.row.get(name)) for run in self.runs]
+
+    def worker_step_ms(self, pick):
+        """pick (min or max) over each run's workers of their ms per step, one value a run."""
+        return [1000 * pick(run.worker_step_times) for run in self.runs if run.worker_step_times]
 
 
 def short_names(columns):
@@ -150,7 +163,8 @@ def results_table(groups, varying, classifier):
     header = [short_names(varying)[c] for c in varying] or ["runs of"]
     header += ["runs", "state", "final test loss"]
     header += ["final test accuracy"] if classifier else []
-    header += ["staleness mean", "staleness max", "examples/s", "wall time (s)"]
+    header += ["staleness mean", "staleness max", "examples/s", "wall time (s)",
+               "time/step (ms)", "bytes sent/step/worker", "bytes received/step/worker"]
     body = []
     for group in groups:
         states = defaultdict(int)
@@ -162,6 +176,21 @@ def results_table(groups, varying, classifier):
         row += [mean_and_range(group.column("final_eval_accuracy"))] if classifier else []
         row += [mean_and_range(group.column(c)) for c in
                 ("staleness_mean", "staleness_max", "examples_per_second", "wall_time_s")]
+        row += [mean_and_range([None if t is None else 1000 * t
+                                for t in group.column("time_per_step_s")])]
+        row += [mean_and_range(group.column(c))
+                for c in ("bytes_sent_per_step", "bytes_received_per_step")]
+        body.append(row)
+    return table(header, body)
+
+
+def pace_table(groups, varying):
+    header = [short_names(varying)[c] for c in varying] or ["runs of"]
+    header += ["fastest worker (ms/step)", "slowest worker (ms/step)"]
+    body = []
+    for group in groups:
+        row = [group.values[c] for c in varying] or [group.label()]
+        row += [mean_and_range(group.worker_step_ms(min)), mean_and_range(group.worker_step_ms(max))]
         body.append(row)
     return table(header, body)
 
@@ -189,7 +218,14 @@ def main(directory):
                "differ; plots show the mean and shade the range.\n")
     if runs < len(rows):
         out.append(f"{len(rows) - runs} points have not run yet and are left out.\n")
-    out.append("## Results\n\n" + results_table(groups, varying, classifier))
+    out.append("## Results\n\n" + results_table(groups, varying, classifier) +
+               "\nTime/step is the wall time from submission (data, job creation and start-up "
+               "included) over the job's steps; bytes are a worker's messages for the job per "
+               "step of its own (`summary.json`).\n")
+    out.append("## Pace of each worker\n\n"
+               "Each worker's milliseconds per step in its training loop (`metrics.csv`: from "
+               "its first step to its last, so without the start-up), for the fastest and the "
+               "slowest worker of each run.\n\n" + pace_table(groups, varying))
 
     smoothed = ("the mean over the workers of each step's training-batch loss, smoothed over "
                 "1/40 of the run")
