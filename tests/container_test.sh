@@ -7,11 +7,10 @@
 # every container, the network and the image it made. Where containers cannot run, it says why and
 # skips that part after the checks of the image.
 set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
 
-if ! command -v podman >/dev/null; then
-  echo "SKIPPED: podman is not installed"
-  exit 0
-fi
+command -v podman >/dev/null || skip "podman is not installed"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 id="pstest$$"
 image="localhost/ps-test:$id"
@@ -22,12 +21,12 @@ cleanup() {
   podman network rm -f "$network" >/dev/null 2>&1 || true
   podman rmi -f "$image" >/dev/null 2>&1 || true
 }
-trap cleanup EXIT
+on_exit cleanup
 
 echo "== build"
-deploy/container/build.sh --bin_dir="$PWD" --tag="$image"
+deploy/container/build.sh --bin_dir="$RUNFILES" --tag="$image"
 size="$(podman image inspect --format '{{.Size}}' "$image")"
-((size > 0)) || { echo "FAIL: podman image inspect reports size $size"; exit 1; }
+((size > 0)) || fail "podman image inspect reports size $size"
 
 echo "== contents"
 containers+=("$id-files")
@@ -35,11 +34,11 @@ podman create --name "$id-files" "$image" >/dev/null
 podman export "$id-files" | tar -t >"$tmp/files"
 for built in server/ps_server worker/ps_worker ctl/psctl; do
   program="${built#*/}"
-  grep -qx "usr/bin/$program" "$tmp/files" || { echo "FAIL: no /usr/bin/$program"; exit 1; }
+  grep -qx "usr/bin/$program" "$tmp/files" || fail "no /usr/bin/$program"
   # Every library the program loads is in the image, at the path ldd finds it at.
   for library in $(ldd "$built" |
                    awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}'); do
-    grep -qx "${library#/}" "$tmp/files" || { echo "FAIL: $program needs $library"; exit 1; }
+    grep -qx "${library#/}" "$tmp/files" || fail "$program needs $library"
   done
 done
 echo "ok: the programs and $(grep -c '\.so' "$tmp/files") libraries, $((size / 1024 / 1024)) MiB"
@@ -60,10 +59,8 @@ for i in "${!runtimes[@]}"; do
   fi
   echo "cannot run containers with ${runtimes[$i]} run ${run_flags[$i]}: $error"
 done
-if [[ -z "$podman_cmd" ]]; then
-  echo "SKIPPED the cluster: no container runs here (above); the image was built and checked"
-  exit 0
-fi
+[[ -n "$podman_cmd" ]] ||
+  skip "the cluster: no container runs here (above); the image was built and checked"
 
 # The cpu overlay's args (tests/kubernetes_manifests_test.sh checks them against the programs).
 sed -n '/cluster.json: |/,$p' deploy/kubernetes/base/cluster.yaml | tail -n +2 | sed 's/^    //' \
@@ -72,7 +69,7 @@ mkdir -p "$tmp/job" && cp config/jobs/default.json "$tmp/job/job.json"
 for arg in --task_from_hostname --checkpoint_dir=/var/lib/ps/checkpoints --device=cpu \
     --compute_threads=4 --metrics_port=9100 --metrics_port=9101; do
   grep -Rq -- "- $arg\$" deploy/kubernetes/base deploy/kubernetes/overlays/cpu ||
-    { echo "FAIL: $arg is not in the manifests any more"; exit 1; }
+    fail "$arg is not in the manifests any more"
 done
 # Fixed addresses and /etc/hosts entries for the pods' DNS names: podman's CNI networks resolve
 # no names without the dnsname plugin.
@@ -102,28 +99,27 @@ if ! $podman_cmd run --name "$id-submit" "${common[@]}" -v "$tmp/job:/etc/ps/job
     --results=/results/default --replace --overwrite >"$tmp/submit.log" 2>&1; then
   cat "$tmp/submit.log"
   for c in "${containers[@]}"; do echo "== $c"; $podman_cmd logs "$c" 2>&1 | tail -5 || true; done
-  echo "FAIL: psctl submit in a container failed"
-  exit 1
+  fail "psctl submit in a container failed"
 fi
 tail -3 "$tmp/submit.log"
 # psctl submit exits 0 only for a job that ended DONE.
-grep -q "step 1000/1000" "$tmp/submit.log" || { echo "FAIL: the job did not run its 1000 steps"; exit 1; }
+grep -q "step 1000/1000" "$tmp/submit.log" || fail "the job did not run its 1000 steps"
 for i in 0 1; do
   # The whole log first: grep -q would end the pipe early, and pipefail would see podman's
   # SIGPIPE.
   log="$($podman_cmd logs "$id-ps-$i" 2>&1)"
   grep -q "ps:$i (/etc/ps/cluster/cluster.json, task from host name ps-$i)" <<<"$log" ||
-    { echo "FAIL: ps-$i did not run ps:$i"; exit 1; }
+    fail "ps-$i did not run ps:$i"
 done
 # Each daemon tells psctl its /metrics port (the manifests' 9100 and 9101): the scrape
 # configuration names every pod there.
 containers+=("$id-prometheus-config")
 config="$($podman_cmd run --name "$id-prometheus-config" "${common[@]}" "$image" \
   /usr/bin/psctl prometheus-config --cluster_spec=/etc/ps/cluster/cluster.json 2>&1)" ||
-  { echo "$config"; echo "FAIL: psctl prometheus-config in a container failed"; exit 1; }
+  { echo "$config"; fail "psctl prometheus-config in a container failed"; }
 for target in ps-0.ps:9100 ps-1.ps:9100 worker-0.worker:9101 worker-1.worker:9101; do
   [[ "$config" == *"- targets: [\"$target\"]"* ]] ||
-    { echo "$config"; echo "FAIL: the scrape configuration lacks $target"; exit 1; }
+    { echo "$config"; fail "the scrape configuration lacks $target"; }
 done
-echo "PASS: 2 ps and 2 worker containers ran the job to DONE ($podman_cmd run $flags); psctl"
-echo "prometheus-config found their /metrics ports"
+log "PASS: 2 ps and 2 worker containers ran the job to DONE ($podman_cmd run $flags); psctl" \
+  "prometheus-config found their /metrics ports"

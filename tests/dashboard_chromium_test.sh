@@ -15,50 +15,13 @@
 # Installs Debian's chromium when no chromium or chromium-headless-shell is found (root and
 # apt-get needed); skips (passes), saying why, where it cannot, or where there is no node.
 set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
 
-readonly PSCTL="$PWD/ctl/psctl"
-readonly CHECK="$PWD/tests/dashboard_chromium_check.js"
+readonly CHECK="$RUNFILES/tests/dashboard_chromium_check.js"
 readonly JOB_ID=dashboard
 DIR=""
-PIDS=()  # psctl local, psctl dashboard: stopped in reverse order.
-
-log() { echo "dashboard_chromium_test: $*"; }
-skip() {
-  log "SKIPPED: $*"
-  exit 0
-}
-show_logs() {
-  [ -n "$DIR" ] || return 0
-  for file in "$DIR"/*.log "$DIR"/results.cluster/*.log; do
-    [ -f "$file" ] && { echo "== $file"; tail -n 20 "$file"; }
-  done
-  return 0
-}
-fail() {
-  log "FAILED: $*"
-  show_logs
-  exit 1
-}
-
-# SIGTERM to child `pid`; SIGKILL after `grace_s`. Sets STOPPED to how it ended: its exit
-# status, or "killed".
-STOPPED=""
-stop_pid() {
-  local pid=$1 grace_s=$2
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq $((grace_s * 10))); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    STOPPED=killed
-    return
-  fi
-  STOPPED=0
-  wait "$pid" 2>/dev/null || STOPPED=$?
-}
+DASHBOARD_PID=""
 
 # Processes whose command line mentions the test's directory (every one it started does).
 left_behind() {
@@ -68,48 +31,22 @@ left_behind() {
 }
 
 cleanup() {
-  local status=$?
-  set +e
-  trap - ERR
-  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[i]}" 15; done
+  [ -n "$DASHBOARD_PID" ] && stop_pid "$DASHBOARD_PID" 15
+  [ -n "$PSCTL_LOCAL_PID" ] && stop_pid "$PSCTL_LOCAL_PID" 15
   if [ -n "$DIR" ]; then
-    left=$(left_behind)
-    if [ -n "$left" ]; then
-      log "processes left behind, killed: $(ps -o pid=,args= -p "${left//$'\n'/,}" | tr '\n' ';')"
-      for pid in $left; do kill -KILL "$pid" 2>/dev/null; done
-      [ "$status" = 0 ] && status=1
-    fi
-    if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
-      cp -r "$DIR"/out/. "$DIR"/*.log "$TEST_UNDECLARED_OUTPUTS_DIR"/ 2>/dev/null
-    fi
+    kill_left_behind "$(left_behind)" || EXIT_STATUS=1
+    keep_outputs "$DIR"/out/. "$DIR"/*.log
     rm -rf "$DIR"
   fi
-  exit "$status"
 }
-trap cleanup EXIT
-trap 'log "FAILED: line $LINENO: $BASH_COMMAND"' ERR
+on_exit cleanup
 
 # --- Chromium and node, Chromium installed if missing.
-find_chromium() {
-  for name in chromium chromium-headless-shell; do
-    if command -v "$name" > /dev/null; then
-      command -v "$name"
-      return
-    fi
-  done
-}
 command -v node > /dev/null || skip "no node (Node.js) to drive Chromium with"
-CHROMIUM=$(find_chromium)
+CHROMIUM=$(command -v chromium || command -v chromium-headless-shell || true)
 if [ -z "$CHROMIUM" ]; then
-  [ "$(id -u)" = 0 ] || skip "no chromium, and installing it needs root"
-  command -v apt-get > /dev/null || skip "no chromium, and no apt-get to install it"
-  log "installing chromium"
-  if ! output=$(DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y \
-                  --no-install-recommends chromium 2>&1); then
-    skip "apt-get cannot install chromium: $(tail -n 3 <<< "$output" | tr '\n' ' ')"
-  fi
-  CHROMIUM=$(find_chromium)
-  [ -n "$CHROMIUM" ] || skip "installed chromium, but there is no chromium command"
+  apt_install_if_missing chromium chromium
+  CHROMIUM=$(command -v chromium)
 fi
 log "$("$CHROMIUM" --version 2>/dev/null | head -n 1) at $CHROMIUM"
 # Chromium will not run as root with its sandbox.
@@ -117,6 +54,7 @@ NO_SANDBOX=()
 [ "$(id -u)" = 0 ] && NO_SANDBOX=(--no_sandbox)
 
 DIR=$(mktemp -d "${TEST_TMPDIR:-/tmp}/dashboard.XXXXXX")
+LOG_FILES=("$DIR/*.log" "$DIR/results.cluster/*.log")
 
 # --- A local cluster running a job long enough to chart (psctl local stops it at the end).
 cat > "$DIR/job.json" <<EOF
@@ -130,29 +68,16 @@ cat > "$DIR/job.json" <<EOF
  "batch_size": 32, "steps": 100000000, "eval_interval": 1000, "seed": 5, "min_slice_bytes": 64,
  "time_limit_s": 300}
 EOF
-"$PSCTL" local --job="$DIR/job.json" --ps=2 --workers=2 --device=cpu --results="$DIR/results" \
-  --checkpoint_dir="$DIR/checkpoints" > "$DIR/local.log" 2>&1 &
-PIDS+=($!)
-SPEC=""
-for _ in $(seq 600); do
-  SPEC=$(sed -n 's/^cluster: //p' "$DIR/local.log")
-  [ -n "$SPEC" ] && break
-  kill -0 "${PIDS[0]}" 2>/dev/null || fail "psctl local exited before its cluster listened"
-  sleep 0.1
-done
-[ -n "$SPEC" ] || fail "psctl local's cluster did not come up within 60 s"
-log "cluster: $SPEC"
+start_psctl_local "$DIR/local.log" --job="$DIR/job.json" --ps=2 --workers=2 --device=cpu \
+  --results="$DIR/results" --checkpoint_dir="$DIR/checkpoints"
+log "cluster: $CLUSTER_SPEC"
 
 # --- The dashboard on a free port.
-"$PSCTL" dashboard --cluster_spec="$SPEC" --port=0 --port_file="$DIR/dashboard.port" \
+"$PSCTL" dashboard --cluster_spec="$CLUSTER_SPEC" --port=0 --port_file="$DIR/dashboard.port" \
   > "$DIR/dashboard.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 300); do
-  [ -s "$DIR/dashboard.port" ] && break
-  kill -0 "${PIDS[1]}" 2>/dev/null || fail "psctl dashboard exited"
-  sleep 0.1
-done
-[ -s "$DIR/dashboard.port" ] || fail "psctl dashboard did not listen within 30 s"
+DASHBOARD_PID=$!
+wait_while_running "$DASHBOARD_PID" "psctl dashboard" 30 test -s "$DIR/dashboard.port" ||
+  fail "psctl dashboard did not listen within 30 s"
 PORT=$(cat "$DIR/dashboard.port")
 URL="http://127.0.0.1:$PORT/"
 printed=$(cat "$DIR/dashboard.log")
@@ -160,11 +85,11 @@ printed=$(cat "$DIR/dashboard.log")
 log "dashboard: $URL"
 # Refusals: a port out of range (exit 2), the port taken (exit 1), each saying so.
 code=0
-output=$("$PSCTL" dashboard --cluster_spec="$SPEC" --port=70000 2>&1) || code=$?
+output=$("$PSCTL" dashboard --cluster_spec="$CLUSTER_SPEC" --port=70000 2>&1) || code=$?
 [[ "$code" = 2 && "$output" == *"--port is a port"* ]] ||
   fail "psctl dashboard --port=70000: exit $code, $output"
 code=0
-output=$(timeout 20 "$PSCTL" dashboard --cluster_spec="$SPEC" --port="$PORT" 2>&1) || code=$?
+output=$(timeout 20 "$PSCTL" dashboard --cluster_spec="$CLUSTER_SPEC" --port="$PORT" 2>&1) || code=$?
 [[ "$code" = 1 && "$output" == *"dashboard: cannot listen on 127.0.0.1:$PORT"* ]] ||
   fail "a second psctl dashboard on port $PORT: exit $code, $output"
 
@@ -176,11 +101,12 @@ if ! node "$CHECK" --chromium="$CHROMIUM" --url="$URL" --out="$DIR/out" \
 fi
 
 # --- A clean stop: the dashboard at once, then the job and the cluster.
-stop_pid "${PIDS[1]}" 5
+stop_pid "$DASHBOARD_PID" 5
+DASHBOARD_PID=""
 [ "$STOPPED" = 0 ] || fail "psctl dashboard did not exit 0 within 5 s of SIGTERM: $STOPPED"
-stop_pid "${PIDS[0]}" 30
+stop_pid "$PSCTL_LOCAL_PID" 30
+PSCTL_LOCAL_PID=""
 [ "$STOPPED" = 130 ] || fail "psctl local did not stop the job with exit status 130: $STOPPED"
-PIDS=()
 left=$(left_behind)
 [ -z "$left" ] || fail "processes left running: $(ps -o pid=,args= -p "${left//$'\n'/,}")"
 log "PASSED"

@@ -12,19 +12,18 @@
 # ($PS_KUBERNETES_VALIDATOR_DIR, default /tmp/ps-kubernetes-validator-$UID). Where node or npm's
 # registry is unavailable and nothing is cached, the test skips, saying why.
 set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
 
 readonly PACKAGES=(kubernetes-models@4.5.1 yaml@2.9.1 ajv@8.20.0)
-manifests="$PWD/deploy/kubernetes"
-check="$PWD/tests/kubernetes_manifests_check.js"
-schema="$PWD/tests/testdata/tfjob_v1_schema.json"
-default_job="$PWD/config/jobs/default.json"
-binaries="ps_server=$PWD/server/ps_server,ps_worker=$PWD/worker/ps_worker,psctl=$PWD/ctl/psctl"
+manifests="$RUNFILES/deploy/kubernetes"
+check="$RUNFILES/tests/kubernetes_manifests_check.js"
+schema="$RUNFILES/tests/testdata/tfjob_v1_schema.json"
+default_job="$RUNFILES/config/jobs/default.json"
+binaries="ps_server=$PS_SERVER,ps_worker=$PS_WORKER,psctl=$PSCTL"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 
-if ! command -v node >/dev/null; then
-  echo "SKIPPED: node is not installed (apt-get install nodejs npm)"
-  exit 0
-fi
+command -v node >/dev/null || skip "node is not installed (apt-get install nodejs npm)"
 cache="${PS_KUBERNETES_VALIDATOR_DIR:-/tmp/ps-kubernetes-validator-$(id -u)}"
 stamp="$cache/installed-${PACKAGES[*]// /_}"
 stamp="${stamp// /+}"
@@ -39,9 +38,7 @@ if [[ ! -e "$stamp" ]]; then
   if ! npm install --prefix "$staging" --cache "$staging/.npm" --no-audit --no-fund \
       "${PACKAGES[@]}" >"$tmp/npm.log" 2>&1; then
     rm -rf "$staging"
-    echo "SKIPPED: npm cannot install ${PACKAGES[*]} (no registry?):"
-    tail -5 "$tmp/npm.log"
-    exit 0
+    skip "npm cannot install ${PACKAGES[*]} (no registry?): $(tail -n 5 "$tmp/npm.log")"
   fi
   rm -rf "$cache" && mv "$staging" "$cache" && touch "$stamp"
 fi
@@ -110,8 +107,5 @@ for c in "${cases[@]}"; do
     echo "ok: $file broken by $expression: $(grep -F -m1 -- "$want" <<<"$output" || true)"
   fi
 done
-if ((failures > 0)); then
-  echo "$failures broken manifests were not caught"
-  exit 1
-fi
-echo "PASS: the manifests are valid, and ${#cases[@]} broken copies were each refused"
+((failures == 0)) || fail "$failures broken manifests were not caught"
+log "PASS: the manifests are valid, and ${#cases[@]} broken copies were each refused"

@@ -8,50 +8,28 @@
 # Needs root (CAP_NET_ADMIN and `ip netns`); elsewhere it says why and skips (exit 0). Traffic
 # goes only to 10.77.N.x and loopback.
 set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
 
-readonly PSCTL="$PWD/ctl/psctl"
-readonly PS_SERVER="$PWD/server/ps_server"
-readonly PS_WORKER="$PWD/worker/ps_worker"
 readonly TAG="mh$$"                     # Unique per run: names below all start with it.
 readonly BRIDGE_NS="${TAG}b"            # The bridge lives in its own namespace.
 readonly ROOT_VETH="${TAG}r"            # The root namespace's leg on the bridge.
 readonly DIR="${TEST_TMPDIR:-/tmp}/multihost-$$"
 HOSTS=()                                # Host namespaces created so far.
 DAEMON_PIDS=()
+LOG_FILES=("$DIR/*.log")
+LOG_LINES=30
 
 # gRPC honors proxy variables; this traffic must go straight to the bridge.
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY grpc_proxy no_proxy no_grpc_proxy
 
-log() { echo "multihost_test: $*"; }
-skip() {
-  log "SKIPPED: $*"
-  exit 0
-}
-fail() {
-  log "FAILED: $*"
-  for file in "$DIR"/*.log; do
-    [ -f "$file" ] && { echo "== $file"; tail -n 30 "$file"; }
-  done
-  exit 1
-}
-
 cleanup() {
-  set +e
-  for pid in "${DAEMON_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for pid in "${DAEMON_PIDS[@]}"; do
-    for _ in $(seq 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-  done
+  stop_pids 10 "${DAEMON_PIDS[@]}"
   ip link del "$ROOT_VETH" 2>/dev/null
   for ns in "${HOSTS[@]}" "$BRIDGE_NS"; do ip netns del "$ns" 2>/dev/null; done
   rm -rf "$DIR"
 }
-trap cleanup EXIT
-trap 'log "FAILED: line $LINENO: $BASH_COMMAND"' ERR
+on_exit cleanup
 
 [ "$(id -u)" = 0 ] || skip "not root: creating network namespaces needs CAP_NET_ADMIN"
 command -v ip >/dev/null || skip "no ip command (iproute2)"
@@ -124,11 +102,7 @@ start_daemon 2 "$PS_SERVER" ps:1 ps-1
 start_daemon 3 "$PS_WORKER" worker:0 worker-0 --device=cpu
 start_daemon 4 "$PS_WORKER" worker:1 worker-1 --device=cpu
 for name in ps-0 ps-1 worker-0 worker-1; do
-  for _ in $(seq 300); do
-    [ -s "$DIR/$name.port" ] && break
-    sleep 0.1
-  done
-  [ -s "$DIR/$name.port" ] || fail "$name did not start listening within 30s"
+  wait_until 30 test -s "$DIR/$name.port" || fail "$name did not start listening within 30s"
 done
 
 timeout 120 "$PSCTL" submit --cluster_spec="$DIR/cluster.json" --job="$DIR/job.json" \

@@ -17,44 +17,13 @@
 # Skips (passes), saying why, where prometheus is missing and cannot be installed (not root, no
 # apt-get, no archive). Everything it starts is stopped by pid on every exit.
 set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
 
-readonly JOB="$PWD/config/jobs/async_downpour.json"
-readonly PSCTL="$PWD/ctl/psctl"
-readonly CHECK="$PWD/tests/prometheus_check.py"
+readonly JOB="$RUNFILES/config/jobs/async_downpour.json"
+readonly CHECK="$RUNFILES/tests/prometheus_check.py"
 DIR=""
-PSCTL_PID=""
 PROMETHEUS_PID=""
-POLICY_RC_D=""  # Set while apt-get runs with services held back.
-
-log() { echo "prometheus_test: $*"; }
-skip() {
-  log "SKIPPED: $*"
-  exit 0
-}
-show_logs() {
-  [ -n "$DIR" ] || return 0
-  for file in "$DIR"/psctl.out "$DIR"/prometheus.log "$DIR"/results.cluster/*.log; do
-    [ -f "$file" ] && { echo "== $file"; tail -n 20 "$file"; }
-  done
-  return 0
-}
-fail() {
-  log "FAILED: $*"
-  show_logs
-  exit 1
-}
-
-# SIGTERM to `pid`, SIGKILL after `grace_s`; reaps it.
-stop() {
-  local pid=$1 grace_s=$2
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq $((grace_s * 10))); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
@@ -67,54 +36,30 @@ http_status() {
 }
 
 cleanup() {
-  local status=$?
-  set +e
-  trap - ERR
-  [ -n "$PROMETHEUS_PID" ] && stop "$PROMETHEUS_PID" 10
+  [ -n "$PROMETHEUS_PID" ] && stop_pid "$PROMETHEUS_PID" 10
   # psctl local stops every daemon it started (SIGTERM, then SIGKILL after 10 s).
-  [ -n "$PSCTL_PID" ] && stop "$PSCTL_PID" 20
-  [ -n "$POLICY_RC_D" ] && rm -f "$POLICY_RC_D"
+  [ -n "$PSCTL_LOCAL_PID" ] && stop_pid "$PSCTL_LOCAL_PID" 20
   [ -n "$DIR" ] && rm -rf "$DIR"
-  exit "$status"
 }
-trap cleanup EXIT
-trap 'log "FAILED: line $LINENO: $BASH_COMMAND"' ERR
+on_exit cleanup
 
 # --- Prometheus, installed if missing.
-if ! command -v prometheus >/dev/null; then
-  [ "$(id -u)" = 0 ] || skip "prometheus is not installed, and installing it needs root"
-  command -v apt-get >/dev/null || skip "prometheus is not installed, and there is no apt-get"
-  log "installing prometheus"
-  if [ ! -e /usr/sbin/policy-rc.d ]; then  # Keep the package's own service from starting.
-    POLICY_RC_D=/usr/sbin/policy-rc.d
-    printf '#!/bin/sh\nexit 101\n' > "$POLICY_RC_D"
-    chmod +x "$POLICY_RC_D"
-  fi
-  if ! output=$(DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y \
-                  --no-install-recommends prometheus 2>&1); then
-    skip "apt-get cannot install prometheus: $(tail -n 3 <<< "$output" | tr '\n' ' ')"
-  fi
-  rm -f "$POLICY_RC_D"
-  POLICY_RC_D=""
-  command -v prometheus >/dev/null || skip "installed prometheus, but found no prometheus program"
-fi
+apt_install_if_missing prometheus prometheus
 log "$(prometheus --version 2>&1 | head -n 1)"
 
 DIR="$(mktemp -d "${TEST_TMPDIR:-/tmp}/prometheus_test.XXXXXX")"
+LOG_FILES=("$DIR/psctl.out" "$DIR/prometheus.log" "$DIR/results.cluster/*.log")
 
-# --- The cluster, with /metrics on every daemon, kept after the job.
-"$PSCTL" local --job="$JOB" --results="$DIR/results" --checkpoint_dir="$DIR/checkpoints" \
-  --device=cpu --metrics_port=0 --keep_cluster \
-  --ps_server_binary="$PWD/server/ps_server" --ps_worker_binary="$PWD/worker/ps_worker" \
-  >"$DIR/psctl.out" 2>&1 &
-PSCTL_PID=$!
-for _ in $(seq 600); do
+# --- The cluster, with /metrics on every daemon, kept after the job; psctl local prints each
+# task's /metrics address after its ClusterSpec.
+start_psctl_local "$DIR/psctl.out" --job="$JOB" --results="$DIR/results" \
+  --checkpoint_dir="$DIR/checkpoints" --device=cpu --metrics_port=0 --keep_cluster
+metrics_printed() {
   output="$(cat "$DIR/psctl.out")"
-  [[ "$output" == *"worker:1 metrics: "* ]] && break
-  kill -0 "$PSCTL_PID" 2>/dev/null || fail "psctl local exited before the cluster was up"
-  sleep 0.1
-done
-[[ "$output" == *"worker:1 metrics: "* ]] || fail "the cluster is not up after 60 s"
+  [[ "$output" == *"worker:1 metrics: "* ]]
+}
+wait_while_running "$PSCTL_LOCAL_PID" "psctl local" 60 metrics_printed ||
+  fail "the cluster is not up after 60 s"
 # "ps:0 metrics: http://127.0.0.1:PORT/metrics" -> "ps:0=127.0.0.1:PORT", for every task.
 targets="$(sed -n 's|^\([a-z]*:[0-9]*\) metrics: http://\([^/]*\)/metrics$|\1=\2|p' \
              <<< "$output" | paste -sd, -)"
@@ -122,7 +67,7 @@ targets="$(sed -n 's|^\([a-z]*:[0-9]*\) metrics: http://\([^/]*\)/metrics$|\1=\2
 log "the cluster's /metrics: $targets"
 
 # --- The scrape configuration, each task asked for its port.
-"$PSCTL" prometheus-config --cluster_spec="$DIR/results.cluster/cluster.json" \
+"$PSCTL" prometheus-config --cluster_spec="$CLUSTER_SPEC" \
   --scrape_interval=1s --out="$DIR/prometheus.yml" || fail "psctl prometheus-config failed"
 for target in ${targets//,/ }; do
   want="      - targets: [\"${target#*=}\"]"$'\n'"        labels:"
@@ -137,19 +82,19 @@ fi
 
 # --- Prometheus on a free loopback port (another can take it between the pick and the bind:
 # then it exits at once, and the next pick is tried).
+# Whether Prometheus is ready (`ready`: its /-/ready's HTTP status) or has ended.
+ready_or_ended() {
+  ready="$(http_status "http://127.0.0.1:$port/-/ready")"
+  [ "$ready" = 200 ] || ! kill -0 "$PROMETHEUS_PID" 2>/dev/null
+}
 for attempt in 1 2 3; do
   port="$(free_port)"
   prometheus --config.file="$DIR/prometheus.yml" --storage.tsdb.path="$DIR/tsdb" \
     --web.listen-address="127.0.0.1:$port" >"$DIR/prometheus.log" 2>&1 &
   PROMETHEUS_PID=$!
-  for _ in $(seq 300); do
-    ready="$(http_status "http://127.0.0.1:$port/-/ready")"
-    [ "$ready" = 200 ] && break
-    kill -0 "$PROMETHEUS_PID" 2>/dev/null || break
-    sleep 0.1
-  done
+  wait_until 30 ready_or_ended || true
   [ "$ready" = 200 ] && break
-  stop "$PROMETHEUS_PID" 5
+  stop_pid "$PROMETHEUS_PID" 5
   PROMETHEUS_PID=""
   log "prometheus did not come up on port $port (try $attempt): $(tail -n 2 "$DIR/prometheus.log")"
 done
@@ -162,12 +107,12 @@ python3 "$CHECK" --prometheus="http://127.0.0.1:$port" --results="$DIR/results" 
 tail -n 3 "$DIR/psctl.out"
 
 # --- With the cluster stopped, prometheus-config names the tasks it cannot ask.
-stop "$PSCTL_PID" 20
-PSCTL_PID=""
+stop_pid "$PSCTL_LOCAL_PID" 20
+PSCTL_LOCAL_PID=""
 [[ "$(cat "$DIR/psctl.out")" == *"stopped the local cluster"* ]] ||
   fail "psctl local did not stop its cluster"
 code=0
-output="$("$PSCTL" prometheus-config --cluster_spec="$DIR/results.cluster/cluster.json" 2>&1)" ||
+output="$("$PSCTL" prometheus-config --cluster_spec="$CLUSTER_SPEC" 2>&1)" ||
   code=$?
 [ "$code" = 1 ] || fail "prometheus-config on a stopped cluster: exit $code: $output"
 for task in ps:0 ps:1 worker:0 worker:1; do
@@ -176,7 +121,7 @@ for task in ps:0 ps:1 worker:0 worker:1; do
 done
 [[ "$output" == *"--metrics_port=PORT for every task"* ]] || fail "no fix in: $output"
 # Fixed ports (systemd's 9100 and 9101) are not asked for: the cluster may be down.
-output="$("$PSCTL" prometheus-config --cluster_spec="$DIR/results.cluster/cluster.json" \
+output="$("$PSCTL" prometheus-config --cluster_spec="$CLUSTER_SPEC" \
             --metrics_port=9100 --worker_metrics_port=9101)" ||
   fail "prometheus-config with fixed ports failed: $output"
 targets_written="$(grep -o '"127.0.0.1:[0-9]*"' <<< "$output" | tr -d '"' | paste -sd, -)"

@@ -5,14 +5,14 @@
 # unpacked from it (dpkg -x) run the default job from the installed layout (/usr/bin and
 # /usr/share/ps, with no Bazel tree around).
 set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
 
-runfiles="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 out="${TEST_TMPDIR}/dist"
-PACKAGE_UNRELEASED=1 "${runfiles}/tools/package.sh" "$runfiles" "$out"
+PACKAGE_UNRELEASED=1 "${RUNFILES}/tools/package.sh" "$RUNFILES" "$out"
 
 deb="$(ls "$out"/ps_*.deb)"
 tarball="$(ls "$out"/ps-*-linux-*.tar.gz)"
-fail() { echo "FAILED: $*"; exit 1; }
 
 info="$(dpkg-deb --info "$deb")"
 for dependency in libgrpc++ libprotobuf libabsl libgoogle-glog libopenblas libc6; do
@@ -29,7 +29,7 @@ done
 grep -q "root/root .* ./usr/bin/psctl$" <<<"$contents" || fail "files are not owned by root"
 listing="$(tar -tzf "$tarball")"
 grep -qx "ps-[0-9.]*/bin/psctl" <<<"$listing" || fail "the tarball lacks bin/psctl: $listing"
-echo "ok: the package and the tarball hold what a release needs"
+log "ok: the package and the tarball hold what a release needs"
 
 root="${TEST_TMPDIR}/installed"
 dpkg -x "$deb" "$root"
@@ -42,4 +42,4 @@ cd "${TEST_TMPDIR}"
   { cat "${TEST_TMPDIR}/local.log"; fail "psctl local from the unpacked package"; }
 grep -q '"state": *"DONE"' "${TEST_TMPDIR}/results/summary.json" ||
   fail "the job did not end DONE: $(cat "${TEST_TMPDIR}/results/summary.json")"
-echo "ok: the unpacked programs ran the default job to DONE"
+log "ok: the unpacked programs ran the default job to DONE"

@@ -14,37 +14,18 @@
 # Skips (passes), saying why, where it cannot run: not root, no Slurm and apt-get cannot
 # install it, no resolvable host name, or Slurm's daemons do not come up here.
 set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
 
-readonly BIN_DIR="$PWD"                       # The runfiles: server/, worker/, ctl/.
-readonly DEPLOY_DIR="$PWD/deploy/slurm"
+readonly DEPLOY_DIR="$RUNFILES/deploy/slurm"
 readonly JOB_WAIT_S=180
 # Every process this test starts, and every one Slurm starts for it, carries this variable.
 export PS_SLURM_TEST_TAG="ps-slurm-test-$$-$RANDOM"
 export PATH="$PATH:/usr/sbin:/sbin"
 DIR=""
 DAEMON_PIDS=()          # munged, slurmctld, slurmd: stopped in reverse order.
-POLICY_RC_D=""          # Set while apt-get runs with services held back.
 JOB_ID=""
-
-log() { echo "slurm_test: $*"; }
-skip() {
-  log "SKIPPED: $*"
-  exit 0
-}
-show_logs() {
-  [ -n "$DIR" ] || return 0
-  for file in "$DIR"/*.log "$DIR"/job.out "$DIR"/logs/*.log; do
-    [ -f "$file" ] && { echo "== $file"; tail -n 25 "$file"; }
-  done
-  if [ -n "${TEST_UNDECLARED_OUTPUTS_DIR:-}" ]; then
-    cp -r "$DIR"/*.log "$DIR"/job.out "$DIR"/logs "$TEST_UNDECLARED_OUTPUTS_DIR"/ 2>/dev/null || true
-  fi
-}
-fail() {
-  log "FAILED: $*"
-  show_logs
-  exit 1
-}
+LOG_LINES=25
 
 # The processes carrying our tag, but for this shell and its children (this function's
 # subshell among them).
@@ -62,63 +43,28 @@ tagged_pids() {
   done
 }
 
+# Whether Slurm has no job JOB_ID (any more).
+job_gone() { [ -z "$(squeue --noheader --jobs="$JOB_ID" 2>/dev/null)" ]; }
+
 cleanup() {
-  local status=$?
-  set +e
-  trap - ERR
   if [ -n "$JOB_ID" ] && [ "${#DAEMON_PIDS[@]}" -gt 0 ]; then
     scancel "$JOB_ID" 2>/dev/null
-    for _ in $(seq 60); do
-      [ -z "$(squeue --noheader --jobs="$JOB_ID" 2>/dev/null)" ] && break
-      sleep 0.5
-    done
+    WAIT_INTERVAL_S=0.5 wait_until 30 job_gone
   fi
-  for ((i = ${#DAEMON_PIDS[@]} - 1; i >= 0; i--)); do
-    pid=${DAEMON_PIDS[i]}
-    kill -TERM "$pid" 2>/dev/null
-    for _ in $(seq 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-  done
+  stop_pids 10 "${DAEMON_PIDS[@]}"
   # Anything Slurm started for the job that outlived it (a daemon, a slurmstepd).
-  left=$(tagged_pids)
-  if [ -n "$left" ]; then
-    log "processes left behind, killed: $(ps -o pid=,args= -p "${left//$'\n'/,}" | tr '\n' ';')"
-    for pid in $left; do kill -KILL "$pid" 2>/dev/null; done
-    [ "$status" = 0 ] && status=1
+  kill_left_behind "$(tagged_pids)" || EXIT_STATUS=1
+  if [ -n "$DIR" ]; then
+    [ "$EXIT_STATUS" = 0 ] || keep_outputs "$DIR"/*.log "$DIR"/job.out "$DIR"/logs
+    rm -rf "$DIR"
   fi
-  [ -n "$POLICY_RC_D" ] && rm -f "$POLICY_RC_D"
-  [ -n "$DIR" ] && rm -rf "$DIR"
-  exit "$status"
 }
-trap cleanup EXIT
-trap 'log "FAILED: line $LINENO: $BASH_COMMAND"' ERR
+on_exit cleanup
 
 # --- Slurm and munge, installed if missing.
 [ "$(id -u)" = 0 ] || skip "not root: Slurm's daemons run as root here, and installing them needs root"
-readonly TOOLS=(munged slurmctld slurmd sbatch srun squeue scontrol scancel sinfo)
-missing() {
-  for tool in "${TOOLS[@]}"; do command -v "$tool" >/dev/null || echo "$tool"; done
-}
-if [ -n "$(missing)" ]; then
-  command -v apt-get >/dev/null || skip "no $(missing | tr '\n' ' ')and no apt-get to install them"
-  log "installing slurm-wlm and munge (missing: $(missing | tr '\n' ' '))"
-  if [ ! -e /usr/sbin/policy-rc.d ]; then  # Keep the packages' services from starting.
-    POLICY_RC_D=/usr/sbin/policy-rc.d
-    printf '#!/bin/sh\nexit 101\n' > "$POLICY_RC_D"
-    chmod +x "$POLICY_RC_D"
-  fi
-  if ! output=$(DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y \
-                  --no-install-recommends slurm-wlm munge 2>&1); then
-    skip "apt-get cannot install slurm-wlm and munge: $(tail -n 3 <<< "$output" | tr '\n' ' ')"
-  fi
-  rm -f "$POLICY_RC_D"
-  POLICY_RC_D=""
-  [ -z "$(missing)" ] || skip "installed slurm-wlm and munge, but $(missing | tr '\n' ' ')is missing"
-fi
+apt_install_if_missing "slurm-wlm munge" munged slurmctld slurmd sbatch srun squeue scontrol \
+  scancel sinfo
 
 # --- The node: this host, by a name that resolves (the ClusterSpec dials it).
 NODE=$(hostname -s)
@@ -134,6 +80,7 @@ else
 fi
 chmod 711 "$DIR"  # munged wants its socket reachable.
 mkdir -p "$DIR/state" "$DIR/spool" "$DIR/logs"
+LOG_FILES=("$DIR/*.log" "$DIR/job.out" "$DIR/logs/*.log")
 
 # Free TCP ports: nothing listens on them (ports below Linux's ephemeral range).
 port_free() {
@@ -162,11 +109,8 @@ munged --foreground --force --socket="$DIR/munge.socket" --key-file="$DIR/munge.
   --pid-file="$DIR/munged.pid" --log-file="$DIR/munged.log" --seed-file="$DIR/munged.seed" \
   > "$DIR/munged.out.log" 2>&1 &
 DAEMON_PIDS+=($!)
-for _ in $(seq 100); do
-  [ -S "$DIR/munge.socket" ] && break
-  sleep 0.1
-done
-[ -S "$DIR/munge.socket" ] || skip "munged does not start here: $(tail -n 3 "$DIR/munged.out.log" | tr '\n' ' ')"
+wait_until 10 test -S "$DIR/munge.socket" ||
+  skip "munged does not start here: $(tail -n 3 "$DIR/munged.out.log" | tr '\n' ' ')"
 
 # --- slurmctld and slurmd.
 export SLURM_CONF="$DIR/slurm.conf"
@@ -210,13 +154,12 @@ slurmctld -D -i > "$DIR/slurmctld.out.log" 2>&1 &
 DAEMON_PIDS+=($!)
 slurmd -D -N "$NODE" > "$DIR/slurmd.out.log" 2>&1 &
 DAEMON_PIDS+=($!)
-state=""
-for _ in $(seq 60); do
+# Whether sinfo says the node is idle (its state in `state`).
+node_idle() {
   state=$(sinfo --noheader --nodes="$NODE" --format=%T 2>/dev/null || true)
-  [ "$state" = idle ] && break
-  sleep 1
-done
-if [ "$state" != idle ]; then
+  [ "$state" = idle ]
+}
+if ! WAIT_INTERVAL_S=1 wait_until 60 node_idle; then
   show_logs
   skip "Slurm's daemons did not bring node $NODE up within 60 s (sinfo: \"$state\"; logs above)"
 fi
@@ -235,16 +178,14 @@ cat > "$DIR/job.json" <<EOF
  "time_limit_s": 120}
 EOF
 start=$SECONDS
-JOB_ID=$(PS_NUM_PS=2 PS_BASE_PORT=$BASE_PORT PS_BIN_DIR=$BIN_DIR PS_DEPLOY_DIR=$DEPLOY_DIR \
+JOB_ID=$(PS_NUM_PS=2 PS_BASE_PORT=$BASE_PORT PS_BIN_DIR=$RUNFILES PS_DEPLOY_DIR=$DEPLOY_DIR \
          PS_LOG_DIR="$DIR/logs" PS_SERVER_FLAGS="--bind_host=$ADDRESS" \
          PS_WORKER_FLAGS="--bind_host=$ADDRESS --device=cpu --compute_threads=1" \
          sbatch --parsable --ntasks=4 --chdir="$DIR" --output="$DIR/job.out" \
            --time=10 "$DEPLOY_DIR/ps_job.sbatch" "$DIR/job.json" "$DIR/results")
 log "submitted job $JOB_ID (ps_job.sbatch, --ntasks=4, PS_NUM_PS=2, ports $BASE_PORT-$((BASE_PORT + 3)))"
-while [ -n "$(squeue --noheader --jobs="$JOB_ID" 2>/dev/null)" ]; do
-  ((SECONDS - start < JOB_WAIT_S)) || fail "job $JOB_ID still running after ${JOB_WAIT_S}s"
-  sleep 1
-done
+WAIT_INTERVAL_S=1 wait_until "$JOB_WAIT_S" job_gone ||
+  fail "job $JOB_ID still running after ${JOB_WAIT_S}s"
 job_state=$(scontrol show job "$JOB_ID" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
 exit_code=$(scontrol show job "$JOB_ID" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
 log "job $JOB_ID ended $job_state (exit $exit_code) after $((SECONDS - start))s"

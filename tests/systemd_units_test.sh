@@ -3,21 +3,20 @@
 # pointing at the binaries this build made (verify checks that they exist). And the check can
 # fail: a unit with a misspelt sandboxing key is reported.
 set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
 
-if ! command -v systemd-analyze >/dev/null; then
-  echo "SKIPPED: no systemd-analyze (Debian's systemd package; tools/setup.sh installs it)"
-  exit 0
-fi
+command -v systemd-analyze >/dev/null ||
+  skip "no systemd-analyze (Debian's systemd package; tools/setup.sh installs it)"
 
-runfiles="${TEST_SRCDIR}/${TEST_WORKSPACE}"
 work="${TEST_TMPDIR}/units"
 mkdir -p "$work"
 
 # The units as installed, but for the binaries' paths and an instance name.
 for unit in ps_server ps_worker; do
   package=$([[ $unit == ps_server ]] && echo server || echo worker)
-  sed "s|/usr/bin/${unit}|${runfiles}/${package}/${unit}|" \
-    "${runfiles}/deploy/systemd/${unit}@.service" >"${work}/${unit}@0.service"
+  sed "s|/usr/bin/${unit}|${RUNFILES}/${package}/${unit}|" \
+    "${RUNFILES}/deploy/systemd/${unit}@.service" >"${work}/${unit}@0.service"
 done
 
 verify() {
@@ -32,26 +31,23 @@ verify() {
   fi
 }
 
-if ! verify "${work}/ps_server@0.service" "${work}/ps_worker@0.service"; then
-  echo "FAILED: systemd-analyze verify complains about deploy/systemd's units (above)"
-  exit 1
-fi
-echo "ok: both units verify cleanly"
+verify "${work}/ps_server@0.service" "${work}/ps_worker@0.service" ||
+  fail "systemd-analyze verify complains about deploy/systemd's units (above)"
+log "ok: both units verify cleanly"
 
 sed 's/^ProtectSystem=/ProtectSytem=/' "${work}/ps_server@0.service" >"${work}/misspelt@0.service"
 if complaint="$(verify "${work}/misspelt@0.service")"; then
-  echo "FAILED: systemd-analyze verify did not notice a misspelt key; this test checks nothing"
-  exit 1
+  fail "systemd-analyze verify did not notice a misspelt key; this test checks nothing"
 fi
-grep -q "ProtectSytem" <<<"$complaint" || { echo "FAILED: unexpected complaint: $complaint"; exit 1; }
-echo "ok: a misspelt key is reported: $complaint"
+grep -q "ProtectSytem" <<<"$complaint" || fail "unexpected complaint: $complaint"
+log "ok: a misspelt key is reported: $complaint"
 
 # What the sandbox promises: no unit loses these lines unnoticed.
 for unit in ps_server ps_worker; do
   for line in DynamicUser=yes ProtectSystem=strict NoNewPrivileges=yes Restart=on-failure \
     "CapabilityBoundingSet=" "SystemCallFilter=@system-service"; do
-    grep -qx "$line" "${runfiles}/deploy/systemd/${unit}@.service" ||
-      { echo "FAILED: ${unit}@.service lost '${line}'"; exit 1; }
+    grep -qx "$line" "${RUNFILES}/deploy/systemd/${unit}@.service" ||
+      fail "${unit}@.service lost '${line}'"
   done
 done
-echo "ok: both units keep their restart policy and sandbox"
+log "ok: both units keep their restart policy and sandbox"
