@@ -22,7 +22,9 @@ std::optional<std::string> DivergenceWatch::Observe(int64_t step, double loss) {
   if (losses_.size() <= kWindow) start_ = std::max(start_, loss);
   if (first_step_ != 0 || losses_.size() < 2 * kWindow) return std::nullopt;
   const double recent = MeanOf(losses_.size() - kWindow);
-  if (recent > kRiseFactor * start_) {
+  // A classifier diverges when it does far worse than guessing; one whose tiny loss doubles
+  // (its batch noise, once the model is trained) has not.
+  if (guessing_loss_ <= 0 && recent > kRiseFactor * start_) {
     return absl::StrFormat(
         "the training loss rose: its mean over steps %d-%d is %.6g, above %.6g, the largest "
         "over steps %d-%d where it started",

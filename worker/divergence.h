@@ -3,10 +3,11 @@
 // loss it started at) or it stalls (the loss has stopped falling). Known traps, such as ASYNC with
 // momentum at a learning rate SYNC tolerates, do this and still end DONE unless watched.
 //
-// Recent losses are means over windows of kWindow steps, since one batch's loss is noisy; the
-// start is the largest loss of the first window: a job that diverges at once still rises far
-// above it, while a worker that started late, on a model the others had trained already (ASYNC
-// on a loaded machine), has a small and noisy start that its noise alone must not exceed.
+// Recent losses are means over windows of kWindow steps, since one batch's loss is noisy. A
+// classifier diverges when it does far worse than a uniform guess; a regression when its recent
+// mean rises well above the largest loss of its first window. Neither mistakes the noise of a
+// small loss for divergence: a worker that started late, on a model the others had trained
+// already (ASYNC on a loaded machine), starts small and noisy.
 #ifndef PS_WORKER_DIVERGENCE_H_
 #define PS_WORKER_DIVERGENCE_H_
 
@@ -20,8 +21,9 @@ namespace ps {
 class DivergenceWatch {
  public:
   // `guessing_loss`: for a classifier, the loss of a uniform guess (ln of the number of
-  // classes); a recent mean above kRiseFactor times it (and above the first loss) is
-  // divergence too, however large the first window's losses. 0: not a classifier.
+  // classes). A classifier diverges when its recent mean is above kRiseFactor times both that
+  // and its first loss (far worse than guessing), and only then: its loss near zero may double
+  // with batch noise alone. 0: not a classifier, judged by the rise over its first window.
   explicit DivergenceWatch(double guessing_loss = 0) : guessing_loss_(guessing_loss) {}
 
   static constexpr int kWindow = 10;
@@ -31,8 +33,9 @@ class DivergenceWatch {
 
   // Takes the loss of step `step`; returns why training diverged, if it has now: a NaN or
   // infinite loss, or (from the second window on, which shares no step with the first) the last
-  // kWindow losses' mean above kRiseFactor times the largest of the first kWindow, or above
-  // kRiseFactor times both the guessing loss and the first loss. The rise is
+  // kWindow losses' mean above kRiseFactor times the largest of the first kWindow (regression),
+  // or above kRiseFactor times both the guessing loss and the first loss (a classifier). The rise
+  // is
   // judged only where the first step observed is step 0: a worker that resumes or rejoins
   // mid-run starts from a trained model.
   std::optional<std::string> Observe(int64_t step, double loss);

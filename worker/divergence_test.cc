@@ -69,6 +69,11 @@ TEST(DivergenceWatchTest, ASmallNoisyStartIsNoDivergence) {
   for (int step = 0; step < 200; ++step) {
     EXPECT_EQ(watch.Observe(step, step % 3 == 0 ? 0.0009 : 0.0004), std::nullopt) << step;
   }
+  // Nor is a tiny loss that doubles, as the ci sweep's late ASYNC worker's did (0.0047 at its
+  // first step, 0.009 later).
+  DivergenceWatch doubling(std::log(4.0));
+  for (int step = 0; step < 10; ++step) EXPECT_EQ(doubling.Observe(step, 0.0047), std::nullopt);
+  for (int step = 10; step < 60; ++step) EXPECT_EQ(doubling.Observe(step, 0.009), std::nullopt);
 }
 
 TEST(DivergenceWatchTest, AWorkerThatResumesMidRunIsJudgedOnNonFiniteLossesOnly) {
