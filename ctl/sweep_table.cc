@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/json_text.h"
@@ -37,10 +38,14 @@ std::string CsvField(const std::string& text) {
   return quoted + "\"";
 }
 
+// 10 significant digits: bytes per step (millions) keep their last bytes, which StrCat's 6
+// would round away.
+std::string Number(double value) { return absl::StrFormat("%.10g", value); }
+
 std::string Cell(const nlohmann::json& value) {
   if (value.is_null()) return "";
   if (value.is_string()) return value.get<std::string>();
-  if (value.is_number_float()) return absl::StrCat(value.get<double>());
+  if (value.is_number_float()) return Number(value.get<double>());
   return value.dump();
 }
 
@@ -50,7 +55,7 @@ std::string SummaryCell(const nlohmann::json& summary, const std::string& column
   const nlohmann::json steps = summary.value("steps", nlohmann::json());
   const nlohmann::json wall_time = summary.value("wall_time_s", nlohmann::json());
   if (!steps.is_number() || steps.get<double>() <= 0 || !wall_time.is_number()) return "";
-  return absl::StrCat(wall_time.get<double>() / steps.get<double>());
+  return Number(wall_time.get<double>() / steps.get<double>());
 }
 
 }  // namespace

@@ -286,7 +286,7 @@ TEST_F(SweepTableTest, OneRowPerPointWithItsSettingsAndResults) {
         R"({"state": "DONE", "steps": 10, "wall_time_s": 1.25, "examples_per_second": 100,
             "final_train_loss": 0.5, "final_eval_loss": 0.25, "final_eval_accuracy": 0.75,
             "staleness_mean": 0, "staleness_max": 0, "dropped_gradients": 2,
-            "bytes_sent_per_step": 4096.5, "bytes_received_per_step": 4100})");
+            "bytes_sent_per_step": 2142490.25, "bytes_received_per_step": 4100})");
   Write("consistency.mode=SYNC/eval.csv",
         "time_s,step,loss,accuracy,examples\n0.75,5,0.5,0.6,10\n");
   ASSERT_TRUE(WriteSweepTable(dir_ + "/sweep.csv", *sweep, *points, dir_).ok());
@@ -296,7 +296,7 @@ TEST_F(SweepTableTest, OneRowPerPointWithItsSettingsAndResults) {
             "final_eval_accuracy,staleness_mean,staleness_max,dropped_gradients,"
             "bytes_sent_per_step,bytes_received_per_step,time_to_target_s\n"
             "consistency.mode=SYNC,consistency.mode=SYNC,SYNC,2,2,0,7,DONE,10,1.25,0.125,100,0.5,"
-            "0.25,0.75,0,0,2,4096.5,4100,0.75\n"
+            "0.25,0.75,0,0,2,2142490.25,4100,0.75\n"
             "consistency.mode=ASYNC,consistency.mode=ASYNC,ASYNC,2,2,0,7,PENDING,,,,,,,,,,,,,\n");
 }
 
