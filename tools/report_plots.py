@@ -34,13 +34,42 @@ def band(axis, runs_xy, label, color):
     return mean
 
 
+COLORS = 10  # matplotlib's default cycle: more curves in one panel would share colors.
+
+
 def facets(groups, varying):
-    """Panels by number of workers when it varies along with other settings, else one."""
-    if "workers" in varying and len(varying) > 1:
-        values = sorted({g.workers() for g in groups})
-        panels = [(f"workers={v}", [g for g in groups if g.workers() == v]) for v in values]
-        return panels, ("workers",)
-    return [("", groups)], ()
+    """The panels, the settings their titles give (left out of the curves' labels), and the
+    panels per row. By number of workers when it varies along with other settings, else one
+    panel. Where a panel would then hold more curves than there are colors, the panels are
+    split into rows by one more setting: the one with the fewest values that brings every
+    panel to at most COLORS curves (of those, the one with the fewest curves in a panel)."""
+    if "workers" not in varying or len(varying) == 1:
+        return [("", groups)], (), 1
+    workers = sorted({g.workers() for g in groups})
+    rows = [("", groups)]
+    leave_out = ("workers",)
+
+    def split(setting):
+        values = list(dict.fromkeys(g.values[setting] for g in groups))
+        return [(v, [g for g in groups if g.values[setting] == v]) for v in values]
+
+    def most_curves(row_groups, left_out):
+        return len({g.label(left_out) for g in row_groups})
+
+    if most_curves(groups, leave_out) > COLORS:
+        choices = []
+        for setting in (c for c in varying if c != "workers"):
+            parts = split(setting)
+            worst = max(most_curves(part, leave_out + (setting,)) for _, part in parts)
+            choices.append((worst > COLORS, len(parts), worst, setting))
+        *_, setting = min(choices)
+        name = groups[0].names[setting]
+        rows = [(f"{name}={value}", part) for value, part in split(setting)]
+        leave_out += (setting,)
+    panels = [(", ".join(t for t in (title, f"workers={w}") if t),
+               [g for g in row_groups if g.workers() == w])
+              for title, row_groups in rows for w in workers]
+    return panels, leave_out, len(workers) if len(rows) > 1 else min(4, len(panels))
 
 
 def save(figure, path):
@@ -49,10 +78,9 @@ def save(figure, path):
 
 
 def curves_plot(path, groups, varying, series, xlabel, ylabel, log_y):
-    panels, leave_out = facets(groups, varying)
+    panels, leave_out, columns = facets(groups, varying)
     labels = list(dict.fromkeys(g.label(leave_out) for g in groups))
-    colors = {label: f"C{i % 10}" for i, label in enumerate(labels)}
-    columns = min(4, len(panels))
+    colors = {label: f"C{i % COLORS}" for i, label in enumerate(labels)}
     rows = (len(panels) + columns - 1) // columns
     width = max(7.0, 4.2 * columns)
     figure, axes = plt.subplots(rows, columns, figsize=(width, 3.2 * rows), sharey=True,
@@ -176,8 +204,10 @@ def scaling_plot(path, groups):
                     points.append((group.workers(), np.mean(values), min(values), max(values)))
             if points:
                 x, mean, low, high = map(np.array, zip(*points))
+                # Past the colors, dashed: no two lines look alike up to 2 * COLORS.
                 axis.errorbar(x, mean, yerr=[mean - low, high - mean], label=label,
-                              color=f"C{i % 10}", marker="o", capsize=3)
+                              color=f"C{i % COLORS}", linestyle="-" if i < COLORS else "--",
+                              marker="o", capsize=3)
     axes[0].set_ylabel("examples/s (all workers)")
     axes[1].set_ylabel("final test loss")
     axes[1].set_yscale("log")
