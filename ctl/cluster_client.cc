@@ -224,9 +224,9 @@ absl::StatusOr<TaskInfo> ClusterClient::GetTaskInfo(absl::string_view job, int i
   grpc::ClientContext context;
   context.set_deadline(GrpcDeadline(options_.status_timeout));
   TaskInfo response;
-  absl::Status status =
-      Named(job, index, "GetTaskInfo",
-            Task::NewStub(Channel(job, index))->GetTaskInfo(&context, TaskInfoRequest(), &response));
+  std::unique_ptr<Task::Stub> stub = Task::NewStub(Channel(job, index));
+  absl::Status status = Named(job, index, "GetTaskInfo",
+                              stub->GetTaskInfo(&context, TaskInfoRequest(), &response));
   if (!status.ok()) return status;
   return response;
 }

@@ -65,7 +65,9 @@ void RingExchange::Apply(const std::vector<std::vector<float>>& gradient) {
 absl::Status RingExchange::AverageOverRing(uint64_t tag,
                                            std::vector<std::vector<float>>* arrays) {
   flat_.clear();
-  for (const std::vector<float>& array : *arrays) flat_.insert(flat_.end(), array.begin(), array.end());
+  for (const std::vector<float>& array : *arrays) {
+    flat_.insert(flat_.end(), array.begin(), array.end());
+  }
   absl::Status status = RingAllReduceMean(ring_, tag, absl::MakeSpan(flat_));
   if (!status.ok()) return status;
   size_t offset = 0;
