@@ -24,9 +24,9 @@ constexpr float kInitial = 1.0f;
 class ExchangeTest : public ::testing::Test {
  protected:
   // Starts one ps and creates the job "exchange-test" of `mode` for `num_workers` (SYNC: with
-  // `replicas_to_aggregate`, 0 for all).
-  void StartJob(ConsistencyConfig::Mode mode, int num_workers = 1,
-                int replicas_to_aggregate = 0) {
+  // `replicas_to_aggregate`, 0 for all; LOCAL_SGD: averaging every `local_steps`).
+  void StartJob(ConsistencyConfig::Mode mode, int num_workers = 1, int replicas_to_aggregate = 0,
+                int local_steps = 0) {
     absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster =
         InProcessPsCluster::Start(InProcessPsClusterOptions());
     ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -48,6 +48,7 @@ class ExchangeTest : public ::testing::Test {
     parameters_.mutable_learning_rate()->set_base(kLearningRate);
     parameters_.mutable_consistency()->set_mode(mode);
     parameters_.mutable_consistency()->set_replicas_to_aggregate(replicas_to_aggregate);
+    parameters_.mutable_consistency()->set_local_steps(local_steps);
     parameters_.set_num_workers(num_workers);
     variables_.assign(parameters_.variables().begin(), parameters_.variables().end());
     absl::StatusOr<Placement> placement = client_->CreateJob(parameters_);
