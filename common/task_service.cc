@@ -7,13 +7,17 @@
 
 #include "common/build_info.h"
 #include "common/grpc_status.h"
+#include "common/machine_info.h"
 #include "common/peer_identity.h"
 #include "common/process_stats.h"
 
 namespace ps {
 
 TaskService::TaskService(std::string job, int index, std::string device)
-    : job_(std::move(job)), index_(index), device_(std::move(device)) {}
+    : job_(std::move(job)),
+      index_(index),
+      device_(std::move(device)),
+      machine_(DescribeMachine()) {}
 
 grpc::ServerUnaryReactor* TaskService::GetTaskInfo(grpc::CallbackServerContext* context,
                                                    const TaskInfoRequest* /*request*/,
@@ -34,6 +38,7 @@ grpc::ServerUnaryReactor* TaskService::GetTaskInfo(grpc::CallbackServerContext* 
   response->set_threads(stats.threads);
   response->set_metrics_port(metrics_port_.load(std::memory_order_relaxed));
   response->set_device(device_);
+  *response->mutable_machine() = machine_;
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -1,5 +1,5 @@
 // The Task service (proto/task.proto) every daemon serves beside its own: what the process is
-// (its task, version, pid), how much it uses (CPU, memory, threads) and where its /metrics page
+// (its task, version, pid, machine), how much it uses (CPU, memory, threads) and where its /metrics page
 // is. Callers must be cluster members (common/peer_identity.h's RequireMember).
 #ifndef PS_COMMON_TASK_SERVICE_H_
 #define PS_COMMON_TASK_SERVICE_H_
@@ -28,6 +28,7 @@ class TaskService final : public Task::CallbackService {
   const std::string job_;
   const int index_;
   const std::string device_;
+  const MachineInfo machine_;  // Read once, at the start.
   std::atomic<int> metrics_port_{0};
 };
 

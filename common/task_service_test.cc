@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/build_info.h"
 #include "common/grpc_server.h"
+#include "common/machine_info.h"
 
 namespace ps {
 namespace {
@@ -35,6 +36,8 @@ TEST(TaskServiceTest, SaysWhatTheProcessIsAndWhereItsMetricsAre) {
   EXPECT_EQ(info.job(), "worker");
   EXPECT_EQ(info.index(), 3);
   EXPECT_EQ(info.device(), "cpu");
+  EXPECT_EQ(info.machine().SerializeAsString(), DescribeMachine().SerializeAsString());
+  EXPECT_GT(info.machine().cores(), 0);
   EXPECT_EQ(info.version(), VersionString());
   EXPECT_EQ(info.pid(), getpid());
   EXPECT_EQ(info.metrics_port(), 0);  // None yet.

@@ -1,0 +1,30 @@
+// What machine this process runs on (proto/task.proto's MachineInfo): host, CPU, memory,
+// kernel, and NVIDIA GPUs with their driver, read from /proc and uname. Every daemon reports it
+// in TaskInfo; psctl puts each task's into a run's manifest.json (ctl/run_manifest.h).
+#ifndef PS_COMMON_MACHINE_INFO_H_
+#define PS_COMMON_MACHINE_INFO_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "proto/task.pb.h"
+
+namespace ps {
+
+// This machine. Fields it cannot read (not Linux, no NVIDIA driver) stay empty or 0.
+MachineInfo DescribeMachine();
+
+// The parsers DescribeMachine uses, on a file's text.
+// The first "model name" of /proc/cpuinfo; empty when there is none (some ARM kernels).
+std::string CpuModelFromCpuinfo(absl::string_view cpuinfo);
+// MemTotal of /proc/meminfo in bytes; 0 when absent.
+int64_t MemTotalFromMeminfo(absl::string_view meminfo);
+// "Model:" of /proc/driver/nvidia/gpus/<bus id>/information.
+std::string GpuModelFromInformation(absl::string_view information);
+// The driver version in /proc/driver/nvidia/version's first line ("NVRM version: NVIDIA UNIX
+// x86_64 Kernel Module  535.104.05  Sat Aug 19 ..." -> "535.104.05"); empty when not found.
+std::string DriverVersionFromNvidiaVersion(absl::string_view version);
+
+}  // namespace ps
+
+#endif  // PS_COMMON_MACHINE_INFO_H_

@@ -1,0 +1,47 @@
+#include "common/machine_info.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+namespace ps {
+namespace {
+
+TEST(MachineInfoTest, ReadsTheFirstCpuModel) {
+  EXPECT_EQ(CpuModelFromCpuinfo("processor\t: 0\nvendor_id\t: GenuineIntel\n"
+                                "model name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\nflags\t\t: fpu\n\n"
+                                "processor\t: 1\nmodel name\t: Other\n"),
+            "Intel(R) Xeon(R) CPU @ 2.20GHz");
+  EXPECT_EQ(CpuModelFromCpuinfo("processor\t: 0\nBogoMIPS\t: 50.00\n"), "");
+}
+
+TEST(MachineInfoTest, ReadsMemTotalInBytes) {
+  EXPECT_EQ(MemTotalFromMeminfo("MemTotal:       24578148 kB\nMemFree:  1 kB\n"),
+            int64_t{24578148} * 1024);
+  EXPECT_EQ(MemTotalFromMeminfo("MemFree:  1 kB\n"), 0);
+  EXPECT_EQ(MemTotalFromMeminfo("MemTotal: lots\n"), 0);
+}
+
+TEST(MachineInfoTest, ReadsTheNvidiaDriversFiles) {
+  EXPECT_EQ(GpuModelFromInformation("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 123\n"),
+            "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(DriverVersionFromNvidiaVersion(
+                "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 "
+                "UTC 2023\nGCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"),
+            "535.104.05");
+  EXPECT_EQ(DriverVersionFromNvidiaVersion("no version here\n"), "");
+}
+
+TEST(MachineInfoTest, DescribesThisMachine) {
+  MachineInfo machine = DescribeMachine();
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
+  EXPECT_EQ(machine.hostname(), host);
+  EXPECT_EQ(machine.cores(), sysconf(_SC_NPROCESSORS_ONLN));
+  EXPECT_GT(machine.memory_bytes(), 0);
+  EXPECT_EQ(machine.kernel().rfind("Linux ", 0), 0u) << machine.kernel();
+  EXPECT_EQ(machine.gpus().empty(), machine.gpu_driver().empty());
+}
+
+}  // namespace
+}  // namespace ps
