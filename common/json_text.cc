@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/status/status.h"
 
 namespace ps {
@@ -22,6 +24,15 @@ absl::StatusOr<nlohmann::json> ParseJsonText(absl::string_view text) {
     }
     return absl::InvalidArgumentError(std::string(what));
   }
+}
+
+nlohmann::json ProtoToJson(const google::protobuf::Message& message) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  // Printing an in-memory message cannot fail, and its text is valid JSON.
+  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  return nlohmann::json::parse(text);
 }
 
 }  // namespace ps

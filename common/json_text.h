@@ -1,9 +1,11 @@
-// Parsing JSON text without exceptions escaping: nlohmann::json throws on malformed text, and
-// on a number too large for a double (1e999) even when told not to throw. Every reader of JSON
-// the project did not write itself in this run goes through ParseJsonText.
+// JSON text and nlohmann::json values: parsing without exceptions escaping (nlohmann::json
+// throws on malformed text, and on a number too large for a double (1e999) even when told not
+// to throw; every reader of JSON the project did not write itself in this run goes through
+// ParseJsonText), and protobuf messages as JSON values.
 #ifndef PS_COMMON_JSON_TEXT_H_
 #define PS_COMMON_JSON_TEXT_H_
 
+#include <google/protobuf/message.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
@@ -15,6 +17,10 @@ namespace ps {
 // nlohmann's "[json.exception...]" prefix: "syntax error at line 2, column 5: ..." or "number
 // overflow parsing '1e999'". Callers prefix the source and add the fix.
 absl::StatusOr<nlohmann::json> ParseJsonText(absl::string_view text);
+
+// `message` as protobuf's JSON mapping writes it, with the .proto's field names ("job_id", not
+// "jobId"); fields at their default are left out.
+nlohmann::json ProtoToJson(const google::protobuf::Message& message);
 
 }  // namespace ps
 

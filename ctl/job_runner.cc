@@ -20,6 +20,7 @@
 #include "ctl/job_follower.h"
 #include "ctl/lost_workers.h"
 #include "ctl/results_writer.h"
+#include "ctl/run_manifest.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
 
@@ -449,6 +450,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     if (created.ok()) {
       results = *std::move(created);
       status = results->WriteJob(spec, cluster);
+      results->SetTasks(DescribeTasks(**client, cluster));
     }
     if (!status.ok()) {
       // A resumed job is on the shards already: it goes, as the run does not start.

@@ -7,12 +7,12 @@
 #include <sstream>
 #include <vector>
 
-#include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/json_text.h"
 #include "common/npy.h"
 #include "common/version.h"
 
@@ -35,15 +35,6 @@ absl::StatusOr<std::unique_ptr<AppendableFile>> NewCsv(FileSystem* fs, const std
   if (status.ok()) status = (*file)->Flush();
   if (!status.ok()) return WithFix(status);
   return file;
-}
-
-nlohmann::json ProtoToJson(const google::protobuf::Message& message) {
-  std::string text;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  // Printing an in-memory message cannot fail.
-  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
-  return nlohmann::json::parse(text);
 }
 
 }  // namespace
@@ -88,7 +79,16 @@ absl::Status ResultsWriter::WriteJob(const JobSpec& spec, const ClusterSpec& clu
   job["spec"] = ProtoToJson(spec);
   job["cluster"] = nlohmann::json::parse(cluster.ToJson());
   job["version"] = kVersion;
+  {
+    absl::MutexLock lock(&mu_);
+    cluster_ = job["cluster"];
+  }
   return WriteFile("job.json", job.dump(2) + "\n");
+}
+
+void ResultsWriter::SetTasks(std::vector<TaskManifest> tasks) {
+  absl::MutexLock lock(&mu_);
+  tasks_ = std::move(tasks);
 }
 
 absl::Status ResultsWriter::WriteFile(const std::string& name, const std::string& text) {
@@ -249,6 +249,10 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   absl::Status written = WriteFile("summary.json", summary.dump(2) + "\n");
   if (!written.ok()) return written;
   absl::MutexLock lock(&mu_);
+  written = WriteFile("manifest.json",
+                      ManifestJson({spec, cluster_, tasks_, start_, absl::Now()}, summary).dump(2) +
+                          "\n");
+  if (!written.ok()) return written;
   return progress_error_;
 }
 

@@ -6,6 +6,7 @@
 //   events.csv      time_s,event,task,step,checkpoint,steps_lost,detail (JobEvent)
 //   staleness.csv   shard,worker,staleness,count (histograms of applied gradients)
 //   summary.json    final loss and accuracy, steps, wall time, throughput, staleness, drops
+//   manifest.json   what ran, where and on what (ctl/run_manifest.h), written with summary.json
 //   params/*.npy    the final parameters, one NumPy file per variable
 #ifndef PS_CTL_RESULTS_WRITER_H_
 #define PS_CTL_RESULTS_WRITER_H_
@@ -23,6 +24,7 @@
 #include "common/cluster_spec.h"
 #include "common/file_system.h"
 #include "common/variables.h"
+#include "ctl/run_manifest.h"
 #include "proto/job.pb.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
@@ -59,7 +61,10 @@ class ResultsWriter {
 
   const std::string& dir() const { return dir_; }
 
-  absl::Status WriteJob(const JobSpec& spec, const ClusterSpec& cluster);
+  // job.json; also keeps the cluster for manifest.json.
+  absl::Status WriteJob(const JobSpec& spec, const ClusterSpec& cluster) ABSL_LOCKS_EXCLUDED(mu_);
+  // The tasks as manifest.json will list them (DescribeTasks, when the run starts).
+  void SetTasks(std::vector<TaskManifest> tasks) ABSL_LOCKS_EXCLUDED(mu_);
   // One metrics.csv row; an eval.csv row when the chief reports a new evaluation. A row that
   // cannot be written is dropped, and the error kept for WriteSummary.
   void RecordProgress(const JobProgress& progress) ABSL_LOCKS_EXCLUDED(mu_);
@@ -68,13 +73,13 @@ class ResultsWriter {
   void RecordEvent(const JobEvent& event) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteStaleness(const std::vector<JobStats>& shards);
   absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values);
-  // summary.json from the workers' last updates and the shards' statistics. Then the first
-  // error writing metrics.csv or eval.csv, if any.
+  // summary.json from the workers' last updates and the shards' statistics, then manifest.json
+  // (the run ends now). Then the first error writing metrics.csv or eval.csv, if any.
   // `lost`: workers that failed and that the job went on without (its mode allows it): they
   // are listed under "lost_workers" and do not make the job's state FAILED.
   absl::Status WriteSummary(const JobSpec& spec, const std::vector<JobProgress>& last,
                             const std::vector<JobStats>& shards, absl::Duration wall_time,
-                            const std::set<int>& lost = {});
+                            const std::set<int>& lost = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   ResultsWriter(std::string dir, FileSystem* fs) : dir_(std::move(dir)), fs_(fs) {}
@@ -92,6 +97,8 @@ class ResultsWriter {
   std::unique_ptr<AppendableFile> eval_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<AppendableFile> events_ ABSL_GUARDED_BY(mu_);
   int64_t last_eval_step_ ABSL_GUARDED_BY(mu_) = 0;
+  nlohmann::json cluster_ ABSL_GUARDED_BY(mu_);  // WriteJob's, for the manifest.
+  std::vector<TaskManifest> tasks_ ABSL_GUARDED_BY(mu_);
   absl::Status progress_error_ ABSL_GUARDED_BY(mu_);
 };
 

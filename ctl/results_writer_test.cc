@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_split.h"
 #include "common/testing/fault_injecting_file_system.h"
+#include "ctl/run_manifest.h"
 
 namespace ps {
 namespace {
@@ -93,6 +94,12 @@ TEST(ResultsWriterTest, WritesEveryFile) {
   EXPECT_EQ(summary["dropped_gradients"], 2);
   EXPECT_DOUBLE_EQ(summary["staleness_mean"].get<double>(), 1.5);
   EXPECT_DOUBLE_EQ(summary["final_eval_accuracy"].get<double>(), 0.9);
+  // The manifest, with the summary: the cluster WriteJob had, and the summary's figures.
+  nlohmann::json manifest = nlohmann::json::parse(Read(dir + "/manifest.json"));
+  EXPECT_EQ(manifest["job_hash"], JobSpecHash(spec));
+  EXPECT_EQ(manifest["cluster"], job["cluster"]);
+  EXPECT_EQ(manifest["final"]["state"], "DONE");
+  EXPECT_EQ(manifest["final"]["steps"], 10);
 
   ParameterSpec parameters;
   VariableDef* w = parameters.add_variables();

@@ -89,6 +89,23 @@ TEST_F(PsctlLocalTest, RunsAJobWritesItsResultsAndStopsEveryDaemon) {
   ASSERT_TRUE(std::regex_search(out, spec_path, std::regex("cluster: (\\S+)"))) << out;
   EXPECT_EQ(ReadJson(spec_path[1].str()), job_json["cluster"]);
 
+  // The manifest: every daemon answered with its machine (this one), and the final figures.
+  nlohmann::json manifest = ReadJson(results_ + "/manifest.json");
+  ASSERT_TRUE(manifest.is_object()) << ReadFile(results_ + "/manifest.json");
+  EXPECT_EQ(manifest["job_hash"].get<std::string>().rfind("sha256:", 0), 0u);
+  EXPECT_EQ(manifest["cluster"], job_json["cluster"]);
+  ASSERT_EQ(manifest["tasks"].size(), 4u) << manifest.dump();
+  for (const nlohmann::json& task : manifest["tasks"]) {
+    EXPECT_FALSE(task.contains("error")) << task.dump();
+    EXPECT_FALSE(task["version"].get<std::string>().empty()) << task.dump();
+  }
+  EXPECT_EQ(manifest["tasks"][2]["device"], "cpu");
+  ASSERT_EQ(manifest["machines"].size(), 1u) << manifest.dump();
+  EXPECT_GT(manifest["machines"][0]["cores"].get<int>(), 0);
+  EXPECT_EQ(manifest["final"]["state"], "DONE");
+  EXPECT_EQ(manifest["final"]["steps"], 300);
+  EXPECT_LE(manifest["started_at"].get<std::string>(), manifest["ended_at"].get<std::string>());
+
   std::vector<std::vector<std::string>> metrics = ReadCsv(results_ + "/metrics.csv");
   ASSERT_GE(metrics.size(), 2u);
   EXPECT_THAT(metrics[0], ElementsAre("time_s", "worker", "step", "global_step", "epoch", "loss",
