@@ -446,11 +446,23 @@ int PrometheusConfigCommand() {
   return 0;
 }
 
-int Report(const std::string& dir) {
+// One directory with sweep.csv: the sweep's report; else the runs side by side.
+int Report(const std::vector<std::string>& dirs) {
   ReportOptions options;
   options.script = FLAGS_report_script;
   options.python = FLAGS_python;
-  absl::StatusOr<std::string> output = RunReport(dir, options);
+  std::error_code error;
+  auto holds = [&error](const std::string& dir, const char* file) {
+    return std::filesystem::exists(dir + "/" + file, error);
+  };
+  if (dirs.size() == 1 && !holds(dirs[0], "sweep.csv") && !holds(dirs[0], "manifest.json")) {
+    return Fail(absl::NotFoundError(
+        absl::StrCat(dirs[0], " holds no sweep.csv (give the results directory of `psctl "
+                     "experiment`) nor manifest.json (give runs' results directories)")));
+  }
+  absl::StatusOr<std::string> output = dirs.size() == 1 && holds(dirs[0], "sweep.csv")
+                                           ? RunReport(dirs[0], options)
+                                           : CompareRuns(dirs, options);
   if (!output.ok()) return Fail(output.status());
   std::cout << *output;
   return 0;
@@ -460,7 +472,7 @@ int Report(const std::string& dir) {
 // Every command: how it runs, and its help (psctl COMMAND --help).
 struct Command {
   const char* name;
-  int num_args;  // Words after the command (report's directory).
+  int num_args;  // Words after the command (report's directories); -1: one or more.
   int (*run)(const std::vector<std::string>& args);
   const char* summary;  // One line for psctl --help.
   const char* usage;    // Its synopsis and examples.
@@ -528,12 +540,15 @@ const std::vector<Command>& Commands() {
        "  psctl experiment --sweep=config/sweeps/async_lr.json --cluster_spec=cluster.json",
        {"sweep", "local", "cluster_spec", "results", "overwrite", "workers", "device",
         "ps_server_binary", "ps_worker_binary"}},
-      {"report", 1,
-       [](const std::vector<std::string>& args) { return Report(args[0]); },
-       "a markdown report with tables and plots of a sweep's results",
-       "psctl report DIR\n\n"
-       "Example:\n"
-       "  psctl report results/modes",
+      {"report", -1, [](const std::vector<std::string>& args) { return Report(args); },
+       "a sweep's report with tables and plots, or runs side by side",
+       "psctl report SWEEP_DIR | RUN_DIR [RUN_DIR...]\n\n"
+       "A sweep's results directory (psctl experiment) gets report.md and plots/ there. Runs'\n"
+       "results directories are printed side by side by their manifest.json: what ran, on\n"
+       "which machines and build, what it reached, and the settings that differ.\n\n"
+       "Examples:\n"
+       "  psctl report results/modes\n"
+       "  psctl report results/default results/async > compare.md",
        {"report_script", "python"}},
       {"slurm-spec", 0, [](const std::vector<std::string>&) { return SlurmSpec(); },
        "the ClusterSpec JSON of this Slurm job (with this task's, inside srun)",
@@ -645,9 +660,10 @@ int main(int argc, char** argv) {
     std::cerr << ps::Usage() << "\n";
     return 2;
   }
-  if (argc != 2 + command->num_args) {
+  if (command->num_args >= 0 ? argc != 2 + command->num_args : argc < 3) {
     std::cerr << "psctl " << command->name << ": " << argc - 2 << " words after the command, "
-              << command->num_args << " expected\nUsage: " << command->usage << "\n";
+              << (command->num_args >= 0 ? absl::StrCat(command->num_args) : "one or more")
+              << " expected\nUsage: " << command->usage << "\n";
     return 2;
   }
   // Ctrl-C and SIGTERM stop the job (and a local cluster) instead of killing psctl outright.

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -14,6 +15,7 @@ namespace {
 // Exit status of tools/report.py when matplotlib cannot be imported.
 constexpr int kMissingMatplotlib = 3;
 constexpr char kScript[] = "tools/report.py";
+constexpr char kCompareScript[] = "compare_runs.py";  // Beside report.py.
 
 std::string FindScript(const std::string& flag) {
   if (!flag.empty()) return flag;
@@ -30,16 +32,12 @@ std::string FindScript(const std::string& flag) {
   return kScript;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> RunReport(const std::string& results_dir,
+// Runs `python script args...`, its output in `log` meanwhile; returns the output, or the
+// errors RunReport and CompareRuns name.
+absl::StatusOr<std::string> RunScript(const std::string& script,
+                                      const std::vector<std::string>& args, const std::string& log,
                                       const ReportOptions& options) {
   std::error_code error;
-  if (!std::filesystem::exists(results_dir + "/sweep.csv", error)) {
-    return absl::NotFoundError(absl::StrCat(
-        results_dir, " holds no sweep.csv: give the results directory of `psctl experiment`"));
-  }
-  const std::string script = FindScript(options.script);
   if (!std::filesystem::exists(script, error)) {
     return absl::NotFoundError(absl::StrCat(
         "cannot find the report script ", script,
@@ -47,12 +45,12 @@ absl::StatusOr<std::string> RunReport(const std::string& results_dir,
   }
   if (access(options.python.c_str(), X_OK) != 0) {
     return absl::NotFoundError(absl::StrCat("psctl report needs ", options.python,
-                                            " with matplotlib: run tools/setup.sh (it installs "
-                                            "python3 and python3-matplotlib), or pass --python"));
+                                            ": run tools/setup.sh (it installs python3 and "
+                                            "python3-matplotlib), or pass --python"));
   }
-  const std::string log = results_dir + "/report.log";
-  absl::StatusOr<Subprocess> process =
-      Subprocess::Start({options.python, script, results_dir}, log);
+  std::vector<std::string> command = {options.python, script};
+  command.insert(command.end(), args.begin(), args.end());
+  absl::StatusOr<Subprocess> process = Subprocess::Start(command, log);
   if (!process.ok()) return process.status();
   std::optional<int> code = process->Wait(absl::InfiniteDuration());
   std::string output = process->Output();
@@ -63,6 +61,37 @@ absl::StatusOr<std::string> RunReport(const std::string& results_dir,
         absl::StrCat(script, " failed (exit code ", code.value_or(-1), "):\n", output));
   }
   return output;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunReport(const std::string& results_dir,
+                                      const ReportOptions& options) {
+  std::error_code error;
+  if (!std::filesystem::exists(results_dir + "/sweep.csv", error)) {
+    return absl::NotFoundError(absl::StrCat(
+        results_dir, " holds no sweep.csv: give the results directory of `psctl experiment`"));
+  }
+  return RunScript(FindScript(options.script), {results_dir}, results_dir + "/report.log",
+                   options);
+}
+
+absl::StatusOr<std::string> CompareRuns(const std::vector<std::string>& run_dirs,
+                                        const ReportOptions& options) {
+  std::error_code error;
+  for (const std::string& dir : run_dirs) {
+    if (!std::filesystem::exists(dir + "/manifest.json", error)) {
+      return absl::NotFoundError(absl::StrCat(
+          dir, " holds no manifest.json: give results directories of runs (psctl local, submit "
+          "or experiment's points)"));
+    }
+  }
+  const std::string script =
+      (std::filesystem::path(FindScript(options.script)).parent_path() / kCompareScript).string();
+  const std::string log =
+      (std::filesystem::temp_directory_path(error) / absl::StrCat("psctl-compare-", getpid()))
+          .string();
+  return RunScript(script, run_dirs, log, options);
 }
 
 }  // namespace ps

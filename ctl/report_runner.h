@@ -1,17 +1,19 @@
 // psctl report: runs tools/report.py (matplotlib, Debian's python3-matplotlib) on a sweep's
-// results directory, which writes report.md and plots/*.png there.
+// results directory, which writes report.md and plots/*.png there; or tools/compare_runs.py on
+// runs' results directories, which prints them side by side by their manifests.
 #ifndef PS_CTL_REPORT_RUNNER_H_
 #define PS_CTL_REPORT_RUNNER_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace ps {
 
 struct ReportOptions {
-  // tools/report.py; empty: the copy in this program's Bazel runfiles, else the one under the
-  // current directory.
+  // tools/report.py (tools/compare_runs.py is found beside it); empty: the copy in this
+  // program's Bazel runfiles, else the one under the current directory.
   std::string script;
   std::string python = "/usr/bin/python3";  // Debian's, where python3-matplotlib installs.
 };
@@ -21,6 +23,13 @@ struct ReportOptions {
 // missing; FAILED_PRECONDITION when matplotlib is missing (naming tools/setup.sh); INTERNAL
 // with the script's output when it fails otherwise.
 absl::StatusOr<std::string> RunReport(const std::string& results_dir, const ReportOptions& options);
+
+// Runs side by side (ctl/run_manifest.h): a markdown table of what each run was and what it
+// reached, and the JobSpec settings that differ, returned as the script's output. NOT_FOUND
+// when a directory holds no manifest.json, or python or the script is missing; INTERNAL with
+// the script's output when it fails.
+absl::StatusOr<std::string> CompareRuns(const std::vector<std::string>& run_dirs,
+                                        const ReportOptions& options);
 
 }  // namespace ps
 

@@ -310,5 +310,43 @@ TEST_F(PsctlLocalTest, RefusesAResultsDirectoryThatExists) {
   EXPECT_EQ(ReadFile(results_ + "/earlier.txt"), "an earlier run\n");
 }
 
+// Two runs, then `psctl report` puts them side by side by their manifests.
+TEST_F(PsctlLocalTest, ReportPutsRunsSideBySideByTheirManifests) {
+  const std::vector<std::pair<std::string, std::string>> runs = {{"sync", R"({"mode": "SYNC"})"},
+                                                                 {"async", R"({"mode": "ASYNC"})"}};
+  for (const auto& [name, consistency] : runs) {
+    std::string job = WriteJob(dir_, name, JobJson("psctl-compare", 100, consistency));
+    Psctl psctl({"local", "--job=" + job, "--results=" + results_ + "/" + name, "--device=cpu"},
+                dir_);
+    ASSERT_EQ(psctl.Wait(), 0) << psctl.Output();
+  }
+  const nlohmann::json sync = ReadJson(results_ + "/sync/manifest.json");
+  const nlohmann::json async = ReadJson(results_ + "/async/manifest.json");
+  EXPECT_NE(sync["job_hash"], async["job_hash"]);
+  Psctl report({"report", results_ + "/sync", results_ + "/async", results_ + "/sync"}, dir_);
+  ASSERT_EQ(report.Wait(), 0) << report.Output();
+  const std::string out = report.Stdout();
+  EXPECT_THAT(out, HasSubstr("| | run 1 | run 2 | run 3 |"));
+  EXPECT_THAT(out, HasSubstr("| job | psctl-compare | psctl-compare | psctl-compare |"));
+  EXPECT_THAT(out, HasSubstr("| state | DONE | DONE | DONE |"));
+  EXPECT_THAT(out, HasSubstr("| steps | 100 | 100 | 100 |"));
+  EXPECT_THAT(out, HasSubstr("| tasks | 2 ps, 2 worker | 2 ps, 2 worker | 2 ps, 2 worker |"));
+  EXPECT_THAT(out, HasSubstr(sync["machines"][0]["cpu_model"].get<std::string>()));
+  // The only setting that differs, and the runs of one JobSpec.
+  EXPECT_THAT(out, HasSubstr("## Settings that differ"));
+  EXPECT_THAT(out, HasSubstr("| consistency.mode | SYNC | ASYNC | SYNC |"));
+  EXPECT_EQ(out.find("| seed |"), std::string::npos) << out;
+  EXPECT_THAT(out, HasSubstr("Same JobSpec (equal job hash): runs 1, 3."));
+
+  // A directory that is neither a run's nor a sweep's.
+  Psctl wrong({"report", dir_}, dir_);
+  EXPECT_EQ(wrong.Wait(), 2) << wrong.Output();
+  EXPECT_THAT(wrong.Stderr(), HasSubstr(dir_ + " holds no sweep.csv"));
+  EXPECT_THAT(wrong.Stderr(), HasSubstr("nor manifest.json"));
+  Psctl mixed({"report", results_ + "/sync", dir_}, dir_);
+  EXPECT_EQ(mixed.Wait(), 2) << mixed.Output();
+  EXPECT_THAT(mixed.Stderr(), HasSubstr(dir_ + " holds no manifest.json"));
+}
+
 }  // namespace
 }  // namespace ps

@@ -23,7 +23,7 @@ cp "$bin/server/ps_server" "$bin/worker/ps_worker" "$bin/ctl/psctl" "$root/bin/"
 chmod 0755 "$root/bin/"*
 cp -rL config "$root/share/ps/config"
 find "$root/share/ps/config" -name BUILD -delete
-cp tools/report.py tools/report_plots.py "$root/share/ps/tools/"
+cp tools/report.py tools/report_plots.py tools/compare_runs.py "$root/share/ps/tools/"
 cp deploy/systemd/*.service deploy/systemd/*.example "$root/share/ps/systemd/"
 mkdir -p "$root/share/ps/slurm"
 cp -L deploy/slurm/* "$root/share/ps/slurm/"
