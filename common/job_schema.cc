@@ -180,10 +180,21 @@ absl::Status ValidateRingModes(const JobSpec& spec) {
     return FieldError("downpour", absl::StrCat("is for ASYNC; ", name,
                                                " workers average among themselves: unset it"));
   }
-  if (spec.checkpoint().every_steps() > 0 || spec.checkpoint().every_seconds() > 0) {
-    return FieldError("checkpoint", absl::StrCat("is not supported in ", name,
-                                                 " yet (the optimizer's state lives on the "
-                                                 "workers, not the shards): unset it"));
+  // The chief publishes the model for a checkpoint at steps it knows (server/consistency/
+  // publish_rule.h); after an averaging in LOCAL_SGD, when every worker holds that model.
+  if (spec.checkpoint().every_seconds() > 0) {
+    return FieldError("checkpoint.every_seconds",
+                      absl::StrCat("is not supported in ", name,
+                                   " (the chief publishes the model for a checkpoint at steps it "
+                                   "knows): use checkpoint.every_steps"));
+  }
+  const int64_t every = spec.checkpoint().every_steps();
+  if (mode == ConsistencyConfig::LOCAL_SGD && every > 0 &&
+      every % spec.consistency().local_steps() != 0) {
+    return FieldError("checkpoint.every_steps",
+                      absl::StrCat("is ", every, ", not a multiple of consistency.local_steps (",
+                                   spec.consistency().local_steps(),
+                                   "): LOCAL_SGD's workers hold one model only after an averaging"));
   }
   return absl::OkStatus();
 }

@@ -69,6 +69,17 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
        "optimizer.momentum"},
       {[](JobSpec* s) { s->set_target_loss(0.1f); }, "eval_interval"},
       {[](JobSpec* s) {
+         s->mutable_consistency()->set_mode(ConsistencyConfig::ALLREDUCE);
+         s->mutable_checkpoint()->set_every_seconds(10);
+       },
+       "checkpoint.every_seconds is not supported in ALLREDUCE"},
+      {[](JobSpec* s) {
+         s->mutable_consistency()->set_mode(ConsistencyConfig::LOCAL_SGD);
+         s->mutable_consistency()->set_local_steps(4);
+         s->mutable_checkpoint()->set_every_steps(10);
+       },
+       "checkpoint.every_steps is 10, not a multiple of consistency.local_steps (4)"},
+      {[](JobSpec* s) {
          s->set_target_loss(0.1f);
          s->set_eval_interval(5);
          s->mutable_data()->set_test_fraction(0);
@@ -138,6 +149,16 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
     EXPECT_NE(status.message().find(c.field), absl::string_view::npos)
         << c.field << " not in: " << status.message();
   }
+}
+
+TEST(JobSpecTest, RingModesTakeCheckpointsEveryFewSteps) {
+  JobSpec spec = Valid();
+  spec.mutable_consistency()->set_mode(ConsistencyConfig::ALLREDUCE);
+  spec.mutable_checkpoint()->set_every_steps(10);
+  EXPECT_TRUE(ValidateJobSpec(spec, 2).ok()) << ValidateJobSpec(spec, 2);
+  spec.mutable_consistency()->set_mode(ConsistencyConfig::LOCAL_SGD);
+  spec.mutable_consistency()->set_local_steps(5);
+  EXPECT_TRUE(ValidateJobSpec(spec, 2).ok()) << ValidateJobSpec(spec, 2);
 }
 
 // ----- ParameterSpec -----

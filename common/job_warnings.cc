@@ -56,6 +56,16 @@ std::vector<std::string> JobWarnings(const JobSpec& spec, int num_workers) {
         "INVERSE or max_staleness, or lower the learning rate",
         num_workers, spec.learning_rate().base(), num_workers - 1));
   }
+  const bool ring = consistency.mode() == ConsistencyConfig::ALLREDUCE ||
+                    consistency.mode() == ConsistencyConfig::LOCAL_SGD;
+  if (ring && spec.checkpoint().every_steps() > 0 &&
+      spec.optimizer().kind() != OptimizerConfig::SGD) {
+    warnings.push_back(absl::StrCat(
+        mode, " checkpoints hold the chief's weights but not the state of its ",
+        OptimizerConfig::Kind_Name(spec.optimizer().kind()),
+        " optimizer, which lives on the workers: a run resumed from one starts that state "
+        "afresh (only plain SGD resumes exactly)"));
+  }
   return warnings;
 }
 

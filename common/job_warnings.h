@@ -18,7 +18,10 @@ namespace ps {
 //    sum overshoots at a learning rate SYNC tolerates;
 //  - ASYNC on 4+ workers at a constant rate with neither staleness_learning_rate nor
 //    max_staleness: each gradient is about N - 1 updates stale, and gradient descent with delay
-//    tau is stable only below a rate that falls as 1 / (2 tau + 1).
+//    tau is stable only below a rate that falls as 1 / (2 tau + 1);
+//  - checkpoints of ALLREDUCE or LOCAL_SGD with an optimizer that keeps state (MOMENTUM,
+//    ADAGRAD, ADAM): the state lives on the workers, not in the checkpoints, so a resumed run
+//    starts it afresh (its weights are the checkpoint's; plain SGD resumes exactly).
 std::vector<std::string> JobWarnings(const JobSpec& spec, int num_workers);
 
 }  // namespace ps

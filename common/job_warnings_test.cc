@@ -51,5 +51,16 @@ TEST(JobWarningsTest, ManyAsyncWorkersAtAFixedRateAreATrapUnlessStalenessIsHandl
   EXPECT_THAT(JobWarnings(Job(ConsistencyConfig::ASYNC, OptimizerConfig::SGD), 3), IsEmpty());
 }
 
+TEST(JobWarningsTest, RingCheckpointsWithAnOptimizersStateSayItIsNotKept) {
+  JobSpec spec = Job(ConsistencyConfig::ALLREDUCE, OptimizerConfig::ADAM);
+  EXPECT_THAT(JobWarnings(spec, 2), IsEmpty());  // No checkpoints.
+  spec.mutable_checkpoint()->set_every_steps(10);
+  EXPECT_THAT(JobWarnings(spec, 2),
+              ElementsAre(HasSubstr("ALLREDUCE checkpoints hold the chief's weights but not the "
+                                    "state of its ADAM optimizer")));
+  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
+  EXPECT_THAT(JobWarnings(spec, 2), IsEmpty());
+}
+
 }  // namespace
 }  // namespace ps

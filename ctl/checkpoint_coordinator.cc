@@ -18,8 +18,15 @@ bool CheckpointCoordinator::enabled() const {
 }
 
 bool CheckpointCoordinator::agreed_step() const {
-  const ConsistencyConfig::Mode mode = spec_.consistency().mode();
-  return mode == ConsistencyConfig::SYNC || mode == ConsistencyConfig::SSP;
+  switch (spec_.consistency().mode()) {
+    case ConsistencyConfig::SYNC:
+    case ConsistencyConfig::SSP:
+    case ConsistencyConfig::ALLREDUCE:  // The steps of the model the chief published.
+    case ConsistencyConfig::LOCAL_SGD:
+      return true;
+    default:
+      return false;
+  }
 }
 
 absl::Status CheckpointCoordinator::CheckDirectories() const {

@@ -59,7 +59,8 @@ class CheckpointCoordinator {
     int64_t seq = 0;
     int64_t at_clock = 0;  // -1: now.
   };
-  bool agreed_step() const;  // SYNC or SSP: every shard at the same step.
+  // SYNC, SSP, ALLREDUCE and LOCAL_SGD: every shard passes the same steps.
+  bool agreed_step() const;
   // Every shard's statistics of the job; false when a shard did not answer.
   bool ReadShards(std::vector<JobStats>* shards) const;
   // Settles what it can of armed_; returns the shards' furthest clock.

@@ -101,9 +101,7 @@ absl::Status ShardJob::ArmCheckpoint(const std::string& run_id, int64_t seq, int
   {
     absl::MutexLock lock(&mu_);
     const int64_t clock = rule_->checkpoint_clock(version_);
-    const ConsistencyConfig::Mode mode = spec_.consistency().mode();
-    const bool agreed = mode == ConsistencyConfig::SYNC || mode == ConsistencyConfig::SSP;
-    if (agreed && at_clock >= 0 && clock > at_clock) {
+    if (rule_->agreed_checkpoint_clock() && at_clock >= 0 && clock > at_clock) {
       return absl::FailedPreconditionError(absl::StrCat(
           JobPrefix(spec_.job_id()), "checkpoint ", seq, " was armed for clock ", at_clock,
           " but ps:", ps_index_, " is at ", clock, " already; arm it further ahead"));

@@ -26,17 +26,18 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// A SYNC job of 2 workers whose steps take a couple of milliseconds (straggler delays, which
-// change no value), with a checkpoint every 60 steps.
-std::string JobJson(const std::string& id) {
+// A job of 2 workers whose steps take a couple of milliseconds (straggler delays, which change
+// no value), with a checkpoint every 60 steps: SYNC with Adam, or `mode` with `optimizer`.
+std::string JobJson(const std::string& id, const std::string& mode = "SYNC",
+                    const std::string& optimizer = "ADAM") {
   return absl::StrCat(R"({
     "job_id": ")", id, R"(",
     "model": {"kind": "MLP", "hidden_sizes": [16]},
     "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 1200, "feature_dim": 8,
                            "num_classes": 3}},
-    "optimizer": {"kind": "ADAM"},
+    "optimizer": {"kind": ")", optimizer, R"("},
     "learning_rate": {"base": 0.01},
-    "consistency": {"mode": "SYNC"},
+    "consistency": {"mode": ")", mode, R"("},
     "batch_size": 16,
     "steps": 600,
     "seed": 7,
@@ -183,6 +184,30 @@ TEST_F(CheckpointTest, AResumedSyncJobEndsWithTheWeightsOfOneNeverStoppedPastADa
     EXPECT_EQ(ReadNpy(dir_ + "/exported/" + name), values) << name;
   }
   ExpectNumpyReads(dir_ + "/exported/model.safetensors", actual);
+}
+
+// ALLREDUCE: the chief publishes the model for each checkpoint; with plain SGD (no optimizer
+// state on the workers) a run resumed from one ends with the weights of one never stopped.
+TEST_F(CheckpointTest, AResumedAllReduceJobEndsWithTheWeightsOfOneNeverStopped) {
+  std::ofstream(job_) << JobJson("resumable", "ALLREDUCE", "SGD");
+  Psctl whole = Local(dir_ + "/whole");
+  ASSERT_EQ(whole.Wait(), 0) << whole.Output();
+  std::vector<Completed> completed = CompletedCheckpoints(whole.Stdout());
+  ASSERT_GE(completed.size(), 2u) << whole.Output();
+  // Each at a multiple of 60 steps (where the chief published), the last at the end.
+  for (const Completed& c : completed) EXPECT_EQ(c.step % 60, 0) << c.name;
+  EXPECT_EQ(completed.back().step, 600);
+  const Completed& c = completed[0];
+  ASSERT_LT(c.step, 600);
+  for (size_t i = 1; i < completed.size(); ++i) Delete(completed[i].name);
+
+  Psctl resumed = Local(dir_ + "/resumed", {"--resume"});
+  ASSERT_EQ(resumed.Wait(), 0) << resumed.Output();
+  EXPECT_THAT(resumed.Stdout(), HasSubstr(absl::StrCat("from checkpoint ", c.name, " at step ",
+                                                       c.step)));
+  ExpectSameParameters(ResultParameters(dir_ + "/whole"), ResultParameters(dir_ + "/resumed"),
+                       1e-6);
+  EXPECT_THAT(ProcessesMentioning(dir_), IsEmpty());
 }
 
 TEST_F(CheckpointTest, ResumingAJobWithoutACheckpointIsRefusedSayingWhatToDo) {

@@ -157,6 +157,7 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
   exchange.ring = context.ring;
   job->step_limit = StepLimit(spec, train.num_examples, context.num_workers);
   exchange.step_limit = job->step_limit;
+  exchange.first_step = context.first_step;
   absl::StatusOr<std::unique_ptr<Exchange>> created = CreateExchange(exchange);
   if (!created.ok()) return created.status();
   job->exchange = *std::move(created);

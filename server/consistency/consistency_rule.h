@@ -101,8 +101,13 @@ class ConsistencyRule {
     return 0;
   }
   // The clock checkpoints are agreed in (ShardJob::ArmCheckpoint), on a shard at `version`:
-  // SYNC the steps applied, SSP the slowest worker's clock, else the version itself.
+  // SYNC the steps applied, SSP the slowest worker's clock, ALLREDUCE and LOCAL_SGD the steps of
+  // the model published, else the version itself.
   virtual int64_t checkpoint_clock(int64_t version) const { return version; }
+  // Whether every shard passes through the same clocks (SYNC, SSP, the ring modes' publishes),
+  // so that a checkpoint armed at a clock a shard has passed cannot be taken at one point on
+  // every shard (ArmCheckpoint refuses it); else each shard takes it at its own version.
+  virtual bool agreed_checkpoint_clock() const { return false; }
   // The workers the open step waits for (SYNC); empty in the other modes.
   virtual std::vector<int> WaitingFor() const { return {}; }
 

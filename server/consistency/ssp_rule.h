@@ -26,6 +26,7 @@ class SspRule : public ConsistencyRule {
   void Rejoin(int worker, int64_t clock) override;
   // The slowest clock of the workers still in the job; once all have left, the furthest.
   int64_t checkpoint_clock(int64_t version) const override;
+  bool agreed_checkpoint_clock() const override { return true; }
   void SaveState(ShardCheckpointState* state) const override;
   absl::Status RestoreState(const ShardCheckpointState& state) override;
 

@@ -34,6 +34,7 @@ class SyncRule : public ConsistencyRule {
     (void)version;
     return step_;
   }
+  bool agreed_checkpoint_clock() const override { return true; }
   std::vector<int> WaitingFor() const override;
   void SaveState(ShardCheckpointState* state) const override;
   absl::Status RestoreState(const ShardCheckpointState& state) override;

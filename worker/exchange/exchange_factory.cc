@@ -17,7 +17,8 @@ absl::StatusOr<std::unique_ptr<Exchange>> CreateExchange(const ExchangeContext& 
   if (spec.consistency().mode() == ConsistencyConfig::ALLREDUCE ||
       spec.consistency().mode() == ConsistencyConfig::LOCAL_SGD) {
     absl::StatusOr<std::unique_ptr<RingExchange>> ring = RingExchange::Create(
-        *std::move(session), context.ring, context.variables, spec, context.worker);
+        *std::move(session), context.ring, context.variables, spec, context.worker,
+        context.first_step);
     if (!ring.ok()) return ring.status();
     return std::unique_ptr<Exchange>(*std::move(ring));
   }

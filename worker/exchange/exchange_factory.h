@@ -23,7 +23,8 @@ struct ExchangeContext {
   int worker = 0;
   int incarnation = 0;     // StartJobRequest.incarnation.
   PsClient* ps = nullptr;  // Not owned; outlives the exchange.
-  int64_t step_limit = 0;  // The loop runs steps [0, step_limit).
+  int64_t step_limit = 0;  // The loop runs steps [first_step, step_limit).
+  int64_t first_step = 0;  // A resumed run's (StartJobRequest.first_step).
   // ALLREDUCE and LOCAL_SGD: this worker's links to the others (not owned; outlives the
   // exchange); null elsewhere.
   RingLink* ring = nullptr;

@@ -10,7 +10,8 @@ namespace ps {
 
 absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
     std::unique_ptr<WorkerSession> session, RingLink* ring,
-    const std::vector<VariableDef>& variables, const JobSpec& spec, int worker) {
+    const std::vector<VariableDef>& variables, const JobSpec& spec, int worker,
+    int64_t first_step) {
   if (ring == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         ConsistencyConfig::Mode_Name(spec.consistency().mode()),
@@ -18,19 +19,22 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
   }
   absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
   if (!optimizer.ok()) return optimizer.status();
-  return std::unique_ptr<RingExchange>(new RingExchange(std::move(session), ring, variables, spec,
-                                                        worker, *std::move(optimizer)));
+  return std::unique_ptr<RingExchange>(new RingExchange(
+      std::move(session), ring, variables, spec, worker, first_step, *std::move(optimizer)));
 }
 
 RingExchange::RingExchange(std::unique_ptr<WorkerSession> session, RingLink* ring,
                            const std::vector<VariableDef>& variables, const JobSpec& spec,
-                           int worker, std::unique_ptr<Optimizer> optimizer)
+                           int worker, int64_t first_step, std::unique_ptr<Optimizer> optimizer)
     : session_(std::move(session)),
       ring_(ring),
       spec_(spec),
       worker_(worker),
       optimizer_(std::move(optimizer)),
-      weights_(variables) {
+      weights_(variables),
+      first_step_(first_step),
+      updates_(first_step),
+      averaged_at_(first_step) {
   for (const std::vector<float>& array : weights_.arrays()) {
     slots_.emplace_back(optimizer_->num_slots(), std::vector<float>(array.size()));
     std::vector<absl::Span<float>> views;
@@ -43,7 +47,8 @@ RingExchange::RingExchange(std::unique_ptr<WorkerSession> session, RingLink* rin
 absl::Status RingExchange::BeforeCompute(int64_t step) {
   (void)step;
   if (pulled_) return absl::OkStatus();
-  // Every worker starts from the shards' initial values, as in the ps modes.
+  // Every worker starts from the shards' values (the initial ones, or a checkpoint's), as in the
+  // ps modes.
   absl::StatusOr<WorkerSession::PullResult> pulled =
       session_->Pull(WorkerSession::PullOptions(), weights_.mutable_view());
   if (!pulled.ok()) return pulled.status();
@@ -56,8 +61,9 @@ void RingExchange::Apply(const std::vector<std::vector<float>>& gradient) {
   for (size_t v = 0; v < gradient.size(); ++v) {
     std::vector<absl::Span<float>> slots;
     for (std::vector<float>& slot : slots_[v]) slots.emplace_back(slot);
+    // The optimizer's state began at first_step_ (it is not checkpointed).
     optimizer_->Apply(learning_rate, gradient[v], absl::MakeSpan(weights_.arrays()[v]), slots,
-                      updates_);
+                      updates_ - first_step_);
   }
   ++updates_;
 }
@@ -85,12 +91,26 @@ absl::Status RingExchange::AfterCompute(int64_t step, const HostVariables& gradi
     absl::Status averaged = AverageOverRing(ring_calls_++, &mean_);
     if (!averaged.ok()) return averaged;
     Apply(mean_);
-    return absl::OkStatus();
+    return MaybePublish(/*final=*/false);
   }
   Apply(gradients.arrays());
   if (updates_ - averaged_at_ < spec_.consistency().local_steps()) return absl::OkStatus();
   averaged_at_ = updates_;
-  return AverageOverRing(ring_calls_++, &weights_.arrays());
+  absl::Status averaged = AverageOverRing(ring_calls_++, &weights_.arrays());
+  if (!averaged.ok()) return averaged;
+  return MaybePublish(/*final=*/false);
+}
+
+absl::Status RingExchange::MaybePublish(bool final) {
+  const int64_t every = spec_.checkpoint().every_steps();
+  if (worker_ != 0 || published_at_ == updates_) return absl::OkStatus();
+  if (!final && (every <= 0 || updates_ % every != 0)) return absl::OkStatus();
+  // PublishRule: the values replace the shards'; the steps become their clock.
+  WorkerSession::PushOptions options;
+  options.step = updates_;
+  absl::Status published = session_->Push(options, weights_.const_view()).status();
+  if (published.ok()) published_at_ = updates_;
+  return published;
 }
 
 absl::Status RingExchange::Finish() {
@@ -100,9 +120,7 @@ absl::Status RingExchange::Finish() {
     absl::Status averaged = AverageOverRing(ring_calls_++, &weights_.arrays());
     if (!averaged.ok()) return averaged;
   }
-  if (worker_ != 0) return absl::OkStatus();
-  // The chief publishes the model to the shards (PublishRule: the values replace theirs).
-  return session_->Push(WorkerSession::PushOptions(), weights_.const_view()).status();
+  return MaybePublish(/*final=*/true);
 }
 
 int64_t RingExchange::bytes_sent() const { return session_->bytes_sent() + ring_->bytes_sent(); }

@@ -2,8 +2,11 @@
 // of their own and average among themselves over a ring of their daemons
 // (worker/allreduce/ring_allreduce.h), applying the job's optimizer themselves, the same code the
 // ps applies (common/optimizer.h). The shards hold what the workers need of them: the initial
-// values, pulled once before the first step, and the model the chief (worker 0) publishes when
-// the job ends (server/consistency/publish_rule.h), which the results read.
+// values, pulled once before the first step (a resumed run's: the checkpoint's), and the model
+// the chief (worker 0) publishes (server/consistency/publish_rule.h) every
+// checkpoint.every_steps steps, for the checkpoint the shards then take, and when the job ends,
+// for the results. The optimizer's state is each worker's own and is not checkpointed: a
+// resumed run starts it afresh (Adam's bias correction counts from the resume too).
 //   ALLREDUCE  each step: the ring averages the gradients, then every worker applies the mean
 //              with the schedule's rate at its step, so with the same seed the copies stay equal
 //              and equal to SYNC's with every worker's gradient (to float rounding).
@@ -31,11 +34,13 @@ namespace ps {
 class RingExchange : public Exchange {
  public:
   // `session`: the worker's calls to the shards (the initial pull; the chief's publish);
-  // `ring`: its links to the other workers, not owned, outliving the exchange.
+  // `ring`: its links to the other workers, not owned, outliving the exchange; `first_step`:
+  // the step the worker starts at (a resumed run's), whose model the shards hold.
   // INVALID_ARGUMENT for an optimizer the spec's config does not make.
   static absl::StatusOr<std::unique_ptr<RingExchange>> Create(
       std::unique_ptr<WorkerSession> session, RingLink* ring,
-      const std::vector<VariableDef>& variables, const JobSpec& spec, int worker);
+      const std::vector<VariableDef>& variables, const JobSpec& spec, int worker,
+      int64_t first_step = 0);
 
   absl::Status BeforeCompute(int64_t step) override;
   absl::Status AfterCompute(int64_t step, const HostVariables& gradients) override;
@@ -50,11 +55,14 @@ class RingExchange : public Exchange {
  private:
   RingExchange(std::unique_ptr<WorkerSession> session, RingLink* ring,
                const std::vector<VariableDef>& variables, const JobSpec& spec, int worker,
-               std::unique_ptr<Optimizer> optimizer);
+               int64_t first_step, std::unique_ptr<Optimizer> optimizer);
   // Applies `gradient` (one array per variable) to weights_ with the rate at updates_.
   void Apply(const std::vector<std::vector<float>>& gradient);
   // Replaces `arrays` by their mean over the ring (call `tag`).
   absl::Status AverageOverRing(uint64_t tag, std::vector<std::vector<float>>* arrays);
+  // The chief, every worker holding the same model after updates_ steps: publishes it where a
+  // checkpoint is due (updates_ a multiple of checkpoint.every_steps), or always when `final`.
+  absl::Status MaybePublish(bool final);
 
   const std::unique_ptr<WorkerSession> session_;
   RingLink* const ring_;
@@ -66,8 +74,10 @@ class RingExchange : public Exchange {
   std::vector<std::vector<float>> mean_;  // ALLREDUCE: the step's mean gradient.
   std::vector<float> flat_;               // The ring's buffer.
   bool pulled_ = false;
-  int64_t updates_ = 0;           // Optimizer steps applied to weights_.
-  int64_t averaged_at_ = 0;       // LOCAL_SGD: updates_ at the last averaging.
+  const int64_t first_step_;
+  int64_t updates_;               // The steps weights_ has taken (from first_step_).
+  int64_t averaged_at_;           // LOCAL_SGD: updates_ at the last averaging.
+  int64_t published_at_ = -1;     // updates_ at the chief's last publish.
   uint64_t ring_calls_ = 0;       // Tags of the ring's calls.
 };
 

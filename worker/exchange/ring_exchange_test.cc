@@ -27,16 +27,19 @@ constexpr int kModelBytes = 4 * 4;  // "w": 4 floats.
 
 class RingExchangeTest : public exchange_testing::ExchangeTest {
  protected:
-  void StartRing(ConsistencyConfig::Mode mode, int local_steps = 0) {
+  // With `checkpoint_every` steps (checkpoint.every_steps), from `first_step`.
+  void StartRing(ConsistencyConfig::Mode mode, int local_steps = 0, int checkpoint_every = 0,
+                 int64_t first_step = 0) {
     StartJob(mode, kWorkers, 0, local_steps);
     ring_ = MakeLocalRing(kWorkers, absl::Seconds(10));
     JobSpec spec;
     *spec.mutable_optimizer() = parameters_.optimizer();
     *spec.mutable_learning_rate() = parameters_.learning_rate();
     *spec.mutable_consistency() = parameters_.consistency();
+    spec.mutable_checkpoint()->set_every_steps(checkpoint_every);
     for (int w = 0; w < kWorkers; ++w) {
       absl::StatusOr<std::unique_ptr<RingExchange>> exchange =
-          RingExchange::Create(NewSession(w), ring_[w].get(), variables_, spec, w);
+          RingExchange::Create(NewSession(w), ring_[w].get(), variables_, spec, w, first_step);
       ASSERT_TRUE(exchange.ok()) << exchange.status();
       exchanges_.push_back(*std::move(exchange));
     }
@@ -103,6 +106,38 @@ TEST_F(RingExchangeTest, LocalSgdTakesLocalStepsThenAveragesTheModels) {
   OnEveryWorker([&](int w) { return exchanges_[w]->Finish(); });
   for (int w = 0; w < kWorkers; ++w) EXPECT_THAT(W(w), Each(-1.0f - kLearningRate * 2.0f)) << w;
   EXPECT_THAT(ShardValues(), Each(-1.0f - kLearningRate * 2.0f));
+}
+
+TEST_F(RingExchangeTest, TheChiefPublishesWhereACheckpointIsDueWithItsSteps) {
+  StartRing(ConsistencyConfig::ALLREDUCE, 0, /*checkpoint_every=*/2);
+  Step(0);
+  EXPECT_EQ(Stats().step(), 0);  // Not due: the initial values.
+  EXPECT_THAT(ShardValues(), Each(kInitial));
+  Step(1);
+  // Published after 2 steps: the shard's step (its checkpoint clock) and values are the model's.
+  EXPECT_EQ(Stats().step(), 2);
+  EXPECT_THAT(ShardValues(), Each(kInitial - 2 * kLearningRate * 2.0f));
+  Step(2);
+  EXPECT_EQ(Stats().step(), 2);
+  OnEveryWorker([&](int w) { return exchanges_[w]->Finish(); });  // The final publish.
+  EXPECT_EQ(Stats().step(), 3);
+  EXPECT_EQ(Stats().version(), 2);  // Two publishes.
+}
+
+TEST_F(RingExchangeTest, LocalSgdPublishesAfterTheAveragingThatACheckpointFollows) {
+  StartRing(ConsistencyConfig::LOCAL_SGD, /*local_steps=*/2, /*checkpoint_every=*/2);
+  Step(0);
+  Step(1);
+  EXPECT_EQ(Stats().step(), 2);
+  EXPECT_THAT(ShardValues(), Each(-1.0f));  // The average, not the chief's own copy.
+}
+
+TEST_F(RingExchangeTest, AResumedRunCountsItsStepsFromTheResume) {
+  StartRing(ConsistencyConfig::ALLREDUCE, 0, /*checkpoint_every=*/2, /*first_step=*/4);
+  Step(4);
+  EXPECT_EQ(exchanges_[0]->global_step(), 5);
+  Step(5);
+  EXPECT_EQ(Stats().step(), 6);  // Due at 6, a multiple of 2 counted from the job's start.
 }
 
 TEST_F(RingExchangeTest, CountsTheRingsBytesAsTheFormulaSays) {
