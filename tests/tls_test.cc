@@ -118,16 +118,16 @@ class TlsTest : public ::testing::Test {
     }
   }
 
-  std::string Job(const std::string& id, int steps) const {
+  std::string Job(const std::string& id, int steps, const std::string& mode = "SYNC") const {
     const std::string path = absl::StrCat(dir_, "/", id, ".json");
     std::ofstream(path) << absl::Substitute(
         R"({"job_id": "$0", "model": {"kind": "SOFTMAX_REGRESSION"},
             "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000,
                                    "feature_dim": 16, "num_classes": 4}},
-            "learning_rate": {"base": 0.2}, "consistency": {"mode": "SYNC"}, "batch_size": 32,
+            "learning_rate": {"base": 0.2}, "consistency": {"mode": "$2"}, "batch_size": 32,
             "steps": $1, "seed": 7, "min_slice_bytes": 64,
             "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 2}})",
-        id, steps);
+        id, steps, mode);
     return path;
   }
 
@@ -247,6 +247,28 @@ TEST_F(TlsTest, AMutualTlsClusterTrainsToThePlaintextWeightsAndRefusesStrangers)
   ASSERT_EQ(job.Wait(), 0) << job.Output();
   nlohmann::json summary = nlohmann::json::parse(ReadFile(dir_ + "/tls/summary.json"));
   EXPECT_EQ(summary["state"], "DONE");
+  ExpectSameParameters(ResultParameters(dir_ + "/plain"), ResultParameters(dir_ + "/tls"), 1e-6);
+}
+
+// The workers' ring (worker to worker, worker/allreduce/grpc_ring_link.h) runs over the same
+// mutual TLS as every other call, and trains to the plaintext ring's weights.
+TEST_F(TlsTest, AnAllReduceRingOverMutualTlsTrainsToThePlaintextWeights) {
+  Psctl plain({"local", "--job=" + Job("plain-ring", 300, "ALLREDUCE"),
+               "--results=" + dir_ + "/plain", "--ps=2", "--workers=2", "--device=cpu"},
+              dir_);
+  ASSERT_EQ(plain.Wait(), 0) << plain.Output();
+
+  StartCluster(certs_);
+  std::vector<std::string> submit = {"submit", "--cluster_spec=" + spec_,
+                                     "--job=" + Job("tls-ring", 300, "ALLREDUCE"),
+                                     "--results=" + dir_ + "/tls"};
+  for (const std::string& flag : Tls(certs_, "psctl")) submit.push_back(flag);
+  Psctl job(submit, dir_);
+  ASSERT_EQ(job.Wait(), 0) << job.Output();
+  nlohmann::json summary = nlohmann::json::parse(ReadFile(dir_ + "/tls/summary.json"));
+  EXPECT_EQ(summary["state"], "DONE");
+  // The ring moved the gradients: 2 (N - 1) / N of them per step each way, well above nothing.
+  EXPECT_GT(summary["bytes_sent_per_step"].get<double>(), 16 * 4 * 4);
   ExpectSameParameters(ResultParameters(dir_ + "/plain"), ResultParameters(dir_ + "/tls"), 1e-6);
 }
 
