@@ -291,6 +291,12 @@ TEST_F(MetricsTest, SyncBarrierWaitIsTimedOnTheShardAndReportedToTheWorker) {
     pull.step = 1;
     parked = sessions[0]->Pull(pull, {{"w", absl::MakeSpan(values)}});
   });
+  // Once the shard holds the pull parked (the thread may take a moment to send it), it waits
+  // at least kWait.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (Value(Scrape(), Series("ps_job_parked_pulls", "barrier")) != 1 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   constexpr absl::Duration kWait = absl::Milliseconds(300);
   absl::SleepFor(kWait);
   std::map<std::string, double> samples = Scrape();
