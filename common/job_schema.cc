@@ -199,6 +199,19 @@ absl::Status ValidateRingModes(const JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// DELAYED keeps its old values only in memory: a checkpoint would not hold them.
+absl::Status ValidateDelayed(const JobSpec& spec) {
+  if (spec.consistency().mode() != ConsistencyConfig::DELAYED) return absl::OkStatus();
+  if (spec.checkpoint().every_steps() > 0 || spec.checkpoint().every_seconds() > 0) {
+    return FieldError("checkpoint", "is not supported in DELAYED (the old values it serves are "
+                                    "kept in memory only): unset it");
+  }
+  if (spec.downpour().ByteSizeLong() > 0) {
+    return FieldError("downpour", "is for ASYNC; DELAYED sets the delay itself: unset it");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateStragglers(const StragglerSpec& stragglers, int num_workers) {
   for (int worker : stragglers.workers()) {
     if (worker < 0 || worker >= num_workers) {
@@ -311,6 +324,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   if (!status.ok()) return status;
   status = ValidateRingModes(spec);
   if (!status.ok()) return status;
+  status = ValidateDelayed(spec);
+  if (!status.ok()) return status;
   status = ValidateStragglers(spec.stragglers(), num_workers);
   if (!status.ok()) return status;
   status = ValidateLearningRateSchedule(spec.learning_rate());
@@ -350,6 +365,13 @@ absl::Status ValidateConsistencyConfig(const ConsistencyConfig& consistency, int
       return absl::OkStatus();
     case ConsistencyConfig::ALLREDUCE:
       return absl::OkStatus();
+    case ConsistencyConfig::DELAYED:
+      if (consistency.delay() < 0 || consistency.delay() > kMaxDelay) {
+        return FieldError("consistency.delay",
+                          absl::StrCat("is ", consistency.delay(), ": DELAYED serves values 0 to ",
+                                       kMaxDelay, " updates old"));
+      }
+      return absl::OkStatus();
     case ConsistencyConfig::LOCAL_SGD:
       if (consistency.local_steps() < 1) {
         return FieldError("consistency.local_steps",
@@ -360,7 +382,8 @@ absl::Status ValidateConsistencyConfig(const ConsistencyConfig& consistency, int
       return absl::OkStatus();
     default:
       return FieldError("consistency.mode",
-                        "is not set: use SYNC, ASYNC, SSP, SOFTSYNC, ALLREDUCE or LOCAL_SGD");
+                        "is not set: use SYNC, ASYNC, SSP, SOFTSYNC, ALLREDUCE, LOCAL_SGD or "
+                        "DELAYED");
   }
 }
 

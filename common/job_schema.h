@@ -31,6 +31,8 @@ inline constexpr int kMaxBatchSize = 1 << 20;       // JobSpec.batch_size.
 inline constexpr int kMaxHiddenLayers = 256;        // ModelSpec.hidden_sizes.
 inline constexpr int kMaxLayerWidth = 1 << 20;      // Each of ModelSpec.hidden_sizes.
 inline constexpr int kMaxFeatureDim = 1 << 24;      // DataSpec.feature_dim, synthetic's too.
+// ConsistencyConfig.delay: a shard keeps that many old copies of its values.
+inline constexpr int kMaxDelay = 1024;
 
 // "job \"ID\": ", the start of every message about a job on a ps.
 std::string JobPrefix(const std::string& job_id);
@@ -55,7 +57,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers);
 
 // The settings of `consistency.mode` for `num_workers` workers: replicas_to_aggregate from 0
 // (all) to num_workers for SYNC, max_staleness >= 0 for ASYNC, ssp_bound >= 0 for SSP,
-// softsync_n >= 1 for SOFTSYNC; the mode must be set.
+// softsync_n >= 1 for SOFTSYNC, local_steps >= 1 for LOCAL_SGD, 0 <= delay <= kMaxDelay for
+// DELAYED; the mode must be set.
 absl::Status ValidateConsistencyConfig(const ConsistencyConfig& consistency, int num_workers);
 
 // The settings `config.kind` uses, as given (a 0 stands for the default in parameter.proto,

@@ -22,6 +22,7 @@ bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
   switch (consistency.mode()) {
     case ConsistencyConfig::ASYNC:
     case ConsistencyConfig::SOFTSYNC:
+    case ConsistencyConfig::DELAYED:
       return true;
     case ConsistencyConfig::SSP:
       return spec.worker_lease_s() > 0;

@@ -112,6 +112,7 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
       ps_index_(ps_index),
       optimizer_(std::move(optimizer)),
       aggregates_(rule->aggregates()),
+      served_delay_(rule->served_delay()),
       rule_(std::move(rule)) {
   {
     absl::MutexLock lock(&chunks_mu_);
@@ -479,6 +480,14 @@ absl::Span<float> ShardJob::WritableLocked(std::shared_ptr<Values>& values) {
   return absl::MakeSpan(*values->buffer);
 }
 
+absl::Span<float> ShardJob::ValuesToUpdateLocked(Slice& slice) {
+  if (served_delay_ > 0) {
+    slice.history.push_front(std::make_unique<ValuesReader>(slice.values));
+    if (static_cast<int>(slice.history.size()) > served_delay_) slice.history.pop_back();
+  }
+  return WritableLocked(slice.values);
+}
+
 void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradient) {
   // Below this many floats (1 MiB) an update stays on the calling thread.
   constexpr int64_t kParallelGrain = 1 << 18;
@@ -486,7 +495,7 @@ void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradie
     absl::MutexLock lock(&slice->mu);
     const absl::Span<const float> slice_gradient =
         gradient.subspan(slice->offset, slice->placement.num_elements());
-    const absl::Span<float> values = WritableLocked(slice->values);
+    const absl::Span<float> values = ValuesToUpdateLocked(*slice);
     std::vector<absl::Span<float>> slot_values;
     for (std::shared_ptr<Values>& slot : slice->slots) slot_values.push_back(WritableLocked(slot));
     const int64_t update_count = slice->update_count++;
@@ -509,7 +518,7 @@ void ShardJob::AssignToSlices(absl::Span<const float> values) {
     absl::MutexLock lock(&slice->mu);
     const absl::Span<const float> source =
         values.subspan(slice->offset, slice->placement.num_elements());
-    const absl::Span<float> destination = WritableLocked(slice->values);
+    const absl::Span<float> destination = ValuesToUpdateLocked(*slice);
     std::copy(source.begin(), source.end(), destination.begin());
   }
 }

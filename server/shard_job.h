@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -235,6 +236,7 @@ class ShardJob {
     ValuesReader& operator=(const ValuesReader&) = delete;
     ~ValuesReader();
     const std::vector<float>& buffer() const { return *values_->buffer; }
+    const std::shared_ptr<Values>& values() const { return values_; }
 
    private:
     const std::shared_ptr<Values> values_;
@@ -246,6 +248,9 @@ class ShardJob {
     std::shared_ptr<Values> values ABSL_GUARDED_BY(mu);
     std::vector<std::shared_ptr<Values>> slots ABSL_GUARDED_BY(mu);  // The optimizer's.
     int64_t update_count ABSL_GUARDED_BY(mu) = 0;
+    // DELAYED: the values before each of the last served_delay() updates, newest first, held
+    // as readers so that an update writes to a fresh copy and leaves them as they were.
+    std::deque<std::unique_ptr<ValuesReader>> history ABSL_GUARDED_BY(mu);
   };
   struct Waiter {
     PullRequest request;
@@ -356,6 +361,9 @@ class ShardJob {
   // it, else a fresh copy that replaces it (the readers keep the old one).
   // REQUIRES: the slice's mu held.
   absl::Span<float> WritableLocked(std::shared_ptr<Values>& values);
+  // The slice's values, about to be updated: kept in its history (DELAYED), and writable.
+  // REQUIRES: the slice's mu held.
+  absl::Span<float> ValuesToUpdateLocked(Slice& slice);
   // Applies `gradient` to every slice with `learning_rate`. REQUIRES: mu_ not held.
   void ApplyToSlices(float learning_rate, absl::Span<const float> gradient);
   // Replaces the values with `values` (a published model, laid out as a gradient), leaving the
@@ -369,6 +377,7 @@ class ShardJob {
   const int ps_index_;
   const std::unique_ptr<Optimizer> optimizer_;
   const bool aggregates_;                       // rule_->aggregates(), fixed.
+  const int served_delay_;                      // rule_->served_delay(), fixed.
   std::vector<std::unique_ptr<Slice>> slices_;  // Fixed after construction.
   int64_t num_elements_ = 0;                    // Over slices_.
   // Push buffers (the shard's size) and the slices' values (copied on write) come from

@@ -97,11 +97,14 @@ ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
   std::vector<PullRange> ranges;
   ValidatePull(request, &ranges).IgnoreError();  // Validated before.
   PullSnapshot snapshot;
+  int64_t version;
   {
     absl::MutexLock lock(&mu_);
-    snapshot.header.set_version(version_);
+    version = version_;
     snapshot.header.set_step(rule_->step());
   }
+  // DELAYED: how many updates old the values served are (fewer while fewer were applied).
+  int64_t served_delay = 0;
   // References to the values, not copies: see Values.
   auto readers = std::make_shared<std::vector<std::unique_ptr<ValuesReader>>>();
   for (const PullRange& range : ranges) {
@@ -110,7 +113,9 @@ ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
     int64_t count = range.row_count * slice.placement.row_size;
     {
       absl::MutexLock lock(&slice.mu);
-      readers->push_back(std::make_unique<ValuesReader>(slice.values));
+      served_delay = std::min<int64_t>(served_delay_, slice.history.size());
+      readers->push_back(std::make_unique<ValuesReader>(
+          served_delay == 0 ? slice.values : slice.history[served_delay - 1]->values()));
     }
     SliceRef* ref = snapshot.header.add_slices();
     ref->set_variable(slice.placement.variable);
@@ -118,6 +123,7 @@ ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
     ref->set_row_count(range.row_count);
     snapshot.pieces.emplace_back(readers->back()->buffer().data() + begin, count);
   }
+  snapshot.header.set_version(version - served_delay);
   snapshot.keep_alive = std::move(readers);
   return snapshot;
 }

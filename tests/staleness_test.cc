@@ -97,5 +97,32 @@ TEST(StalenessTest, EightAsyncWorkersDivergeWithAFixedRateAndConvergeWithRateOve
   EXPECT_GT(std::stod(inverse.at("staleness_mean")), 1);  // The gradients were stale.
 }
 
+// DELAYED: staleness as a controlled variable. One worker, each pull served the values `delay`
+// updates old: step t's gradient has staleness min(t, delay) exactly, on every shard.
+TEST(StalenessTest, DelayedServesEveryWorkerValuesExactlyDelayUpdatesOld) {
+  const std::string dir = TestDir();
+  auto rows = RunSweep(R"({"name": "delayed", "base_job": {
+      "model": {"kind": "LINEAR_REGRESSION"},
+      "data": {"synthetic": {"kind": "LINEAR", "num_examples": 2000, "feature_dim": 10,
+                             "noise": 0.1}},
+      "optimizer": {"kind": "SGD"},
+      "learning_rate": {"base": 0.05},
+      "consistency": {"mode": "DELAYED"},
+      "batch_size": 32, "steps": 100, "eval_interval": 50, "min_slice_bytes": 16, "seed": 1},
+    "axes": {"workers": [1], "consistency.delay": [0, 3]}})",
+                       dir);
+  ASSERT_THAT(rows, SizeIs(2));
+  for (const auto& row : rows) {
+    const int delay = std::stoi(row.at("consistency.delay"));
+    EXPECT_EQ(row.at("state"), "DONE") << delay;
+    nlohmann::json summary = ReadSummary(dir + "/results/" + row.at("dir"));
+    // Steps 0..delay-1 see every update; the rest exactly `delay`.
+    const double expected_mean = (delay * (delay - 1) / 2.0 + (100 - delay) * delay) / 100;
+    EXPECT_NEAR(summary["staleness_mean"].get<double>(), expected_mean, 1e-9) << summary.dump();
+    EXPECT_EQ(summary["staleness_max"], delay) << summary.dump();
+    EXPECT_LT(std::stod(row.at("final_eval_loss")), 0.1) << delay;  // Still converges.
+  }
+}
+
 }  // namespace
 }  // namespace ps

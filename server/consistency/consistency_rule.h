@@ -6,7 +6,7 @@
 // statistics, and asks its rule.
 //
 // One class per mode, each in a file of its own (sync_rule, async_rule, ssp_rule, softsync_rule,
-// publish_rule), created once from the spec by CreateConsistencyRule (rule_factory.h). A new mode
+// publish_rule, delayed_rule), created once from the spec by CreateConsistencyRule (rule_factory.h). A new mode
 // is a new class in a file of its own and one line in rule_factory.cc.
 //
 // Not thread-safe: ShardJob calls a rule under its own lock. Rules hold no slices and start no
@@ -108,6 +108,9 @@ class ConsistencyRule {
   // so that a checkpoint armed at a clock a shard has passed cannot be taken at one point on
   // every shard (ArmCheckpoint refuses it); else each shard takes it at its own version.
   virtual bool agreed_checkpoint_clock() const { return false; }
+  // How many updates old the values a pull is served are (DELAYED); 0: the latest. Fixed for
+  // the rule's life.
+  virtual int served_delay() const { return 0; }
   // The workers the open step waits for (SYNC); empty in the other modes.
   virtual std::vector<int> WaitingFor() const { return {}; }
 

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "server/consistency/async_rule.h"
+#include "server/consistency/delayed_rule.h"
 #include "server/consistency/publish_rule.h"
 #include "server/consistency/softsync_rule.h"
 #include "server/consistency/ssp_rule.h"
@@ -25,6 +26,8 @@ std::unique_ptr<ConsistencyRule> CreateConsistencyRule(const ParameterSpec& spec
     case ConsistencyConfig::ALLREDUCE:
     case ConsistencyConfig::LOCAL_SGD:
       return std::make_unique<PublishRule>(num_workers);
+    case ConsistencyConfig::DELAYED:
+      return std::make_unique<DelayedRule>(consistency.delay(), num_workers);
     default:
       return nullptr;
   }

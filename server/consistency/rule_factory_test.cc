@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "server/consistency/async_rule.h"
+#include "server/consistency/delayed_rule.h"
+#include "server/consistency/publish_rule.h"
 #include "server/consistency/softsync_rule.h"
 #include "server/consistency/ssp_rule.h"
 #include "server/consistency/sync_rule.h"
@@ -28,6 +30,14 @@ TEST(RuleFactoryTest, EachModeGetsItsOwnRule) {
   EXPECT_NE(
       dynamic_cast<SoftsyncRule*>(CreateConsistencyRule(SpecOf(ConsistencyConfig::SOFTSYNC)).get()),
       nullptr);
+  for (ConsistencyConfig::Mode ring : {ConsistencyConfig::ALLREDUCE, ConsistencyConfig::LOCAL_SGD}) {
+    EXPECT_NE(dynamic_cast<PublishRule*>(CreateConsistencyRule(SpecOf(ring)).get()), nullptr);
+  }
+  ParameterSpec delayed = SpecOf(ConsistencyConfig::DELAYED);
+  delayed.mutable_consistency()->set_delay(4);
+  const std::unique_ptr<ConsistencyRule> rule = CreateConsistencyRule(delayed);
+  ASSERT_NE(dynamic_cast<DelayedRule*>(rule.get()), nullptr);
+  EXPECT_EQ(rule->served_delay(), 4);
   EXPECT_EQ(CreateConsistencyRule(SpecOf(ConsistencyConfig::SYNC))->num_workers(), 3);
 }
 
