@@ -6,7 +6,6 @@
 #include <system_error>
 #include <thread>
 
-#include <google/protobuf/util/message_differencer.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +15,7 @@
 #include "common/job_spec.h"
 #include "common/json_text.h"
 #include "ctl/job_runner.h"
+#include "ctl/run_manifest.h"
 #include "ctl/sweep_table.h"
 
 namespace ps {
@@ -134,28 +134,24 @@ class SweepProgress {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Whether `dir` holds a finished run of `point`: summary.json says DONE, and job.json holds
-// the point's spec (but for the job id and the run id, unique to each run) on as many workers
-// and ps tasks.
+// Whether `dir` holds a finished run of `point`: summary.json says DONE, and its manifest.json
+// (ctl/run_manifest.h) has the point's settings hash (its JobSpec but for the job and run ids,
+// unique to each run) on as many workers and ps tasks.
 absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir,
                                  FileSystem* fs) {
   nlohmann::json summary = ReadSummary(dir, fs);
   if (summary.is_null() || summary.value("state", "") != "DONE") return false;
-  absl::StatusOr<std::string> text = fs->ReadFile(dir + "/job.json");
+  absl::StatusOr<std::string> text = fs->ReadFile(dir + "/manifest.json");
   absl::StatusOr<nlohmann::json> parsed = ParseJsonText(text.ok() ? *text : "");
-  const nlohmann::json job = parsed.ok() ? *std::move(parsed) : nlohmann::json();
+  const nlohmann::json manifest = parsed.ok() ? *std::move(parsed) : nlohmann::json();
   bool same = false;
-  if (job.is_object() && job.contains("spec")) {
-    absl::StatusOr<JobSpec> earlier = ParseJobSpecJson(job["spec"].dump(), dir + "/job.json");
-    const nlohmann::json& workers = job["cluster"]["cluster"]["worker"];
-    const nlohmann::json& ps = job["cluster"]["cluster"]["ps"];
-    if (earlier.ok() && workers.is_array() &&
-        static_cast<int>(workers.size()) == point.num_workers && ps.is_array() &&
-        static_cast<int>(ps.size()) == point.num_ps) {
-      earlier->set_job_id(point.spec.job_id());
-      earlier->set_run_id(point.spec.run_id());
-      same = google::protobuf::util::MessageDifferencer::Equals(*earlier, point.spec);
-    }
+  if (manifest.is_object() && manifest.contains("settings_hash") &&
+      manifest["settings_hash"].is_string() && manifest.contains("cluster")) {
+    const nlohmann::json& workers = manifest["cluster"]["cluster"]["worker"];
+    const nlohmann::json& ps = manifest["cluster"]["cluster"]["ps"];
+    same = manifest["settings_hash"].get<std::string>() == SettingsHash(point.spec) &&
+           workers.is_array() && static_cast<int>(workers.size()) == point.num_workers &&
+           ps.is_array() && static_cast<int>(ps.size()) == point.num_ps;
   }
   if (!same) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -276,6 +272,7 @@ absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& po
       // What an earlier, unfinished run left says nothing about this one.
       std::error_code ignored;
       std::filesystem::remove(results + "/summary.json", ignored);
+      std::filesystem::remove(results + "/manifest.json", ignored);
       progress.Started(point, results);
       status = RunPoint(point, spec, options, results, &log);
       absl::Status written =

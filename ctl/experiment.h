@@ -6,7 +6,8 @@
 //   sweep.json       the sweep's name, description, target loss and setting paths (the report
 //                    reads them)
 //   logs/            per point: psctl's output and, with a local cluster, its daemons' logs
-// Run again, it resumes: points whose summary.json says DONE for the same job are skipped.
+// Run again, it resumes: points whose summary.json says DONE and whose manifest.json has the
+// point's settings hash (ctl/run_manifest.h) on as many tasks are skipped.
 #ifndef PS_CTL_EXPERIMENT_H_
 #define PS_CTL_EXPERIMENT_H_
 

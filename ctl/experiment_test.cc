@@ -10,6 +10,7 @@
 #include "common/cluster_spec.h"
 #include "common/job_spec.h"
 #include "common/testing/fault_injecting_file_system.h"
+#include "ctl/run_manifest.h"
 
 namespace ps {
 namespace {
@@ -51,7 +52,7 @@ TEST_F(ExperimentFilesTest, AFailedWriteOfTheTableNamesTheFile) {
   EXPECT_TRUE(fs_.ReadFile(options_.results_dir + "/sweep.csv").ok());
 }
 
-TEST_F(ExperimentFilesTest, AFinishedPointWhoseJobJsonCannotBeReadIsNotTakenAsDone) {
+TEST_F(ExperimentFilesTest, AFinishedPointWhoseManifestCannotBeReadIsNotTakenAsDone) {
   SweepPoint point;
   point.id = "workers=1";
   point.dir_name = "workers_1";
@@ -59,15 +60,16 @@ TEST_F(ExperimentFilesTest, AFinishedPointWhoseJobJsonCannotBeReadIsNotTakenAsDo
   const std::string dir = options_.results_dir + "/" + point.dir_name;
   ASSERT_TRUE(fs_.CreateDirectories(dir).ok());
   ASSERT_TRUE(fs_.WriteFileAtomically(dir + "/summary.json", R"({"state": "DONE"})").ok());
-  ASSERT_TRUE(fs_.WriteFileAtomically(dir + "/job.json", "{}").ok());
-  fs_.HideFiles("workers_1/job.json");
+  ASSERT_TRUE(fs_.WriteFileAtomically(dir + "/manifest.json", "{}").ok());
+  fs_.HideFiles("workers_1/manifest.json");
   absl::Status status = RunExperiment(sweep_, {point}, options_);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), HasSubstr(dir + " holds a finished job other than point"));
 }
 
-// A finished point: job.json with `spec` on a cluster of `num_ps` ps and `num_workers` workers.
-void WriteFinishedPoint(FileSystem* fs, const std::string& dir, const std::string& spec, int num_ps,
+// A finished point: manifest.json of a run of `spec` on a cluster of `num_ps` ps and
+// `num_workers` workers.
+void WriteFinishedPoint(FileSystem* fs, const std::string& dir, const JobSpec& spec, int num_ps,
                         int num_workers) {
   std::string ps, workers;
   for (int i = 0; i < num_ps; ++i) ps += absl::StrCat(i > 0 ? ", " : "", "\"h:", i + 1, "\"");
@@ -77,9 +79,10 @@ void WriteFinishedPoint(FileSystem* fs, const std::string& dir, const std::strin
   ASSERT_TRUE(fs->CreateDirectories(dir).ok());
   ASSERT_TRUE(fs->WriteFileAtomically(dir + "/summary.json", R"({"state": "DONE"})").ok());
   ASSERT_TRUE(fs->WriteFileAtomically(
-                    dir + "/job.json",
-                    absl::StrCat(R"({"spec": )", spec, R"(, "cluster": {"cluster": {"ps": [)", ps,
-                                 R"(], "worker": [)", workers, "]}}}"))
+                    dir + "/manifest.json",
+                    absl::StrCat(R"({"settings_hash": ")", SettingsHash(spec),
+                                 R"(", "cluster": {"cluster": {"ps": [)", ps, R"(], "worker": [)",
+                                 workers, "]}}}"))
                   .ok());
 }
 
@@ -100,11 +103,14 @@ TEST_F(ExperimentFilesTest, AFinishedPointCountsAsDoneOnlyOnItsNumberOfPsTasks) 
   point.num_ps = 1;
   point.spec = *spec;
   const std::string dir = options_.results_dir + "/" + point.dir_name;
-  WriteFinishedPoint(&fs_, dir, kSpec, 1, 2);
+  // Run earlier under another job id (each run of a sweep tags its points' ids).
+  JobSpec earlier = *spec;
+  earlier.set_job_id("test-1-20261123-120000");
+  WriteFinishedPoint(&fs_, dir, earlier, 1, 2);
   ASSERT_TRUE(RunExperiment(sweep_, {point}, options_).ok()) << out_.str();
   EXPECT_THAT(out_.str(), HasSubstr("ps=1: done earlier, skipped"));
 
-  WriteFinishedPoint(&fs_, dir, kSpec, 2, 2);
+  WriteFinishedPoint(&fs_, dir, earlier, 2, 2);
   absl::Status status = RunExperiment(sweep_, {point}, options_);
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), HasSubstr(dir + " holds a finished job other than point ps=1"));

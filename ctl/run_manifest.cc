@@ -48,6 +48,12 @@ std::string JobSpecHash(const JobSpec& spec) {
                                                           sizeof(digest))));
 }
 
+std::string SettingsHash(const JobSpec& spec) {
+  JobSpec settings = spec;
+  settings.clear_job_id();
+  return JobSpecHash(settings);
+}
+
 std::vector<TaskManifest> DescribeTasks(const ClusterClient& client, const ClusterSpec& cluster) {
   std::vector<TaskManifest> tasks;
   for (absl::string_view job : {kPsJob, kWorkerJob}) {
@@ -68,6 +74,7 @@ nlohmann::json ManifestJson(const RunManifest& run, const nlohmann::json& summar
   manifest["job_id"] = run.spec.job_id();
   manifest["run_id"] = run.spec.run_id();
   manifest["job_hash"] = JobSpecHash(run.spec);
+  manifest["settings_hash"] = SettingsHash(run.spec);
   manifest["software"] = {{"version", VersionString()},
                           {"commit", BuildCommit()},
                           {"optimized", OptimizedBuild()}};

@@ -2,6 +2,8 @@
 // ran, where and on what, so that runs can be told apart, compared (psctl report RUN_DIR...)
 // and not run twice (psctl experiment):
 //   job_hash     "sha256:<hex>" of the canonical JobSpec (JobSpecHash)
+//   settings_hash   the same without the job's id (SettingsHash): psctl experiment matches a
+//                point with a finished run by it
 //   software     psctl's version, git commit (stamped builds) and whether it was optimized
 //   cluster      the ClusterSpec
 //   tasks        per task: its address, version, device and machine (TaskInfo), or the error
@@ -30,6 +32,9 @@ namespace ps {
 // with the fields that name a run rather than what it does (run_id, owner) cleared. Any other
 // field changes it; how the JSON it was read from ordered or spaced its keys does not.
 std::string JobSpecHash(const JobSpec& spec);
+// JobSpecHash of `spec` without its job_id too: what the job does, whatever it is called (a
+// sweep's points get a fresh job id on every run of the sweep).
+std::string SettingsHash(const JobSpec& spec);
 
 // One task as the manifest records it.
 struct TaskManifest {

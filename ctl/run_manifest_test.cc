@@ -41,6 +41,19 @@ TEST(JobSpecHashTest, IgnoresTheRunsNameAndOwnerOnly) {
   spec.set_run_id("run-2");
   spec.set_owner("alice");
   EXPECT_EQ(JobSpecHash(spec), base);
+  spec.set_job_id("k");
+  EXPECT_NE(JobSpecHash(spec), base);
+}
+
+TEST(SettingsHashTest, IgnoresTheJobsIdButNoSetting) {
+  JobSpec spec = Parse(R"({"job_id": "sweep-1-20261123", "batch_size": 32})");
+  const std::string base = SettingsHash(spec);
+  EXPECT_NE(base, JobSpecHash(spec));
+  spec.set_job_id("sweep-1-20261124");
+  spec.set_run_id("another");
+  EXPECT_EQ(SettingsHash(spec), base);
+  spec.set_batch_size(33);
+  EXPECT_NE(SettingsHash(spec), base);
 }
 
 // Sets `field` of `message` to a value other than its default (for a message field, one of the
@@ -135,6 +148,7 @@ TEST(ManifestJsonTest, RecordsTheRunItsTasksMachinesAndFinalFigures) {
   EXPECT_EQ(manifest["job_id"], "j");
   EXPECT_EQ(manifest["run_id"], "run-1");
   EXPECT_EQ(manifest["job_hash"], JobSpecHash(run.spec));
+  EXPECT_EQ(manifest["settings_hash"], SettingsHash(run.spec));
   EXPECT_EQ(manifest["software"]["version"], VersionString());
   EXPECT_EQ(manifest["cluster"], run.cluster);
   ASSERT_EQ(manifest["tasks"].size(), 3u);
