@@ -22,6 +22,9 @@ PACKAGES=(
   iproute2 procps
   # psctl report's plots (tools/report.py); numpy reads exported checkpoints in tests.
   python3 python3-matplotlib python3-numpy
+  # Real data for the experiments: scikit-learn's copy of the UCI handwritten digits
+  # (tools/prepare_digits.py).
+  python3-sklearn
   # psctl certs (the cluster's CA and certificates for mutual TLS).
   openssl
   # systemd-analyze checks deploy/systemd's units (tests/systemd_units_test.sh).
