@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <system_error>
 #include <thread>
 
@@ -32,8 +33,9 @@ std::string Seconds(absl::Duration duration) {
 // finished points are printed in both cases. Thread-safe.
 class SweepProgress {
  public:
-  SweepProgress(std::ostream* out, bool live_line, int total)
-      : out_(*out), live_line_(live_line), total_(total) {
+  // `parallel`: how many points run at once.
+  SweepProgress(std::ostream* out, bool live_line, int total, int parallel)
+      : out_(*out), live_line_(live_line), total_(total), parallel_(parallel) {
     if (live_line_) ticker_ = std::thread([this] { Tick(); });
   }
   ~SweepProgress() {
@@ -52,19 +54,18 @@ class SweepProgress {
   }
   void Started(const SweepPoint& point, const std::string& results) {
     absl::MutexLock lock(&mu_);
-    current_ = point.id;
-    current_start_ = absl::Now();
+    running_[point.index] = {point.id, absl::Now()};
     if (!live_line_) Print(absl::StrCat(Prefix(point), "running (", results, ")"));
   }
   // `failure`: why the job failed, if it did.
   void Finished(const SweepPoint& point, const nlohmann::json& summary,
                 const absl::Status& failure) {
     absl::MutexLock lock(&mu_);
-    absl::Duration took = absl::Now() - current_start_;
+    absl::Duration took = absl::Now() - running_[point.index].start;
+    running_.erase(point.index);
     ++done_;
     ++run_;
     run_time_ += took;
-    current_.clear();
     std::string line = absl::StrCat(Prefix(point), summary.value("state", "?"), " in ",
                                     absl::StrFormat("%.1fs", absl::ToDoubleSeconds(took)));
     if (summary.contains("final_eval_loss") && summary["final_eval_loss"].is_number()) {
@@ -86,21 +87,25 @@ class SweepProgress {
   std::string Prefix(const SweepPoint& point) const {
     return absl::StrCat("[", point.index + 1, "/", total_, "] ", point.id, ": ");
   }
-  // The mean time of the points run so far times the points left, less the current one's.
+  // The mean time of the points run so far times the points left, less the time the running
+  // ones have had, over the points run at once.
   absl::Duration Eta() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (run_ == 0) return absl::ZeroDuration();
     absl::Duration eta = run_time_ / run_ * (total_ - done_);
-    if (!current_.empty()) eta -= absl::Now() - current_start_;
-    return std::max(eta, absl::ZeroDuration());
+    for (const auto& [index, point] : running_) eta -= absl::Now() - point.start;
+    return std::max(eta / parallel_, absl::ZeroDuration());
   }
   std::string Bar() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     constexpr int kWidth = 24;
     int filled = total_ > 0 ? kWidth * done_ / total_ : kWidth;
     std::string bar = absl::StrCat("[", std::string(filled, '#'), std::string(kWidth - filled, '.'),
                                    "] ", done_, "/", total_, " points");
-    if (!current_.empty()) {
-      absl::StrAppend(&bar, " | running ", current_, " (", Seconds(absl::Now() - current_start_),
+    if (running_.size() == 1) {
+      const Running& point = running_.begin()->second;
+      absl::StrAppend(&bar, " | running ", point.id, " (", Seconds(absl::Now() - point.start),
                       ")");
+    } else if (!running_.empty()) {
+      absl::StrAppend(&bar, " | running ", running_.size(), " points");
     }
     if (run_ > 0 && done_ < total_) absl::StrAppend(&bar, " | ETA ", Seconds(Eta()));
     return bar;
@@ -124,13 +129,17 @@ class SweepProgress {
   std::ostream& out_;
   const bool live_line_;
   const int total_;
+  const int parallel_;
   std::thread ticker_;
   absl::Mutex mu_;
   int done_ ABSL_GUARDED_BY(mu_) = 0;  // Finished or skipped.
   int run_ ABSL_GUARDED_BY(mu_) = 0;   // Run by this call.
   absl::Duration run_time_ ABSL_GUARDED_BY(mu_);
-  std::string current_ ABSL_GUARDED_BY(mu_);
-  absl::Time current_start_ ABSL_GUARDED_BY(mu_);
+  struct Running {
+    std::string id;
+    absl::Time start;
+  };
+  std::map<int, Running> running_ ABSL_GUARDED_BY(mu_);  // By point index.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
@@ -218,6 +227,11 @@ absl::Status RunPoint(const SweepPoint& point, const JobSpec& spec,
 
 absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& points,
                            const ExperimentOptions& options) {
+  if (options.parallel < 1 || options.parallel > kMaxParallelPoints) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--parallel is ", options.parallel, ": run 1 to ", kMaxParallelPoints,
+        " points at once (1: one after another)"));
+  }
   if (options.cluster.has_value()) {
     for (const SweepPoint& point : points) {
       absl::Status status =
@@ -254,15 +268,31 @@ absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& po
       absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
   const absl::Status interrupted = absl::CancelledError(
       "interrupted; the points done so far are kept: run the same command again to resume");
-  {
-    SweepProgress progress(options.out, options.live_line, static_cast<int>(points.size()));
-    for (size_t i = 0; i < points.size(); ++i) {
-      const SweepPoint& point = points[i];
-      if (done[i]) {
-        progress.Skipped(point);
-        continue;
+  SweepProgress progress(options.out, options.live_line, static_cast<int>(points.size()),
+                         options.parallel);
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (done[i]) progress.Skipped(points[i]);
+  }
+  // Up to `parallel` points at once, in order: each runner takes the next point not done. The
+  // first point that cannot be run at all (or an interrupt) stops new points from starting; the
+  // points running finish (an interrupt stops them too).
+  absl::Mutex mu;
+  size_t next = 0;
+  absl::Status first_error;  // Guarded by mu.
+  auto run_points = [&]() {
+    while (true) {
+      size_t i;
+      {
+        absl::MutexLock lock(&mu);
+        while (next < points.size() && done[next]) ++next;
+        if (next == points.size() || !first_error.ok()) return;
+        if (options.interrupted != nullptr && options.interrupted->load()) {
+          first_error = interrupted;
+          return;
+        }
+        i = next++;
       }
-      if (options.interrupted != nullptr && options.interrupted->load()) return interrupted;
+      const SweepPoint& point = points[i];
       const std::string results = absl::StrCat(options.results_dir, "/", point.dir_name);
       const std::string log_path =
           absl::StrCat(options.results_dir, "/logs/", point.dir_name, ".log");
@@ -274,20 +304,38 @@ absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& po
       std::filesystem::remove(results + "/summary.json", ignored);
       std::filesystem::remove(results + "/manifest.json", ignored);
       progress.Started(point, results);
-      status = RunPoint(point, spec, options, results, &log);
+      absl::Status status = RunPoint(point, spec, options, results, &log);
+      nlohmann::json summary = ReadSummary(results, options.fs);
+      absl::MutexLock lock(&mu);
       absl::Status written =
           WriteSweepTable(table, sweep, points, options.results_dir, options.fs);
-      if (absl::IsCancelled(status)) return interrupted;
-      nlohmann::json summary = ReadSummary(results, options.fs);
-      if (summary.is_null()) {
-        return absl::Status(status.code(), absl::StrCat("point ", point.id, ": ", status.message(),
-                                                        " (psctl's output: ", log_path, ")"));
+      if (absl::IsCancelled(status)) {
+        if (first_error.ok()) first_error = interrupted;
+        return;
       }
-      if (!written.ok()) return written;
+      if (summary.is_null()) {
+        if (first_error.ok()) {
+          first_error =
+              absl::Status(status.code(), absl::StrCat("point ", point.id, ": ", status.message(),
+                                                       " (psctl's output: ", log_path, ")"));
+        }
+        return;
+      }
+      if (!written.ok()) {
+        if (first_error.ok()) first_error = written;
+        return;
+      }
       if (!status.ok()) log << "psctl: " << status.message() << "\n";
       progress.Finished(point, summary, status);
     }
+  };
+  {
+    std::vector<std::thread> runners;
+    for (int r = 1; r < options.parallel; ++r) runners.emplace_back(run_points);
+    run_points();
+    for (std::thread& runner : runners) runner.join();
   }
+  if (!first_error.ok()) return first_error;
   int failed = 0;
   for (const SweepPoint& point : points) {
     nlohmann::json summary =

@@ -1,5 +1,7 @@
-// Running a sweep (psctl experiment): every point in turn, on a running cluster or on a local
-// cluster started for each point, with a progress bar over the whole sweep. The results
+// Running a sweep (psctl experiment): every point, in order, one at a time or `parallel` at
+// once, on a running cluster (its daemons then hold that many jobs side by side, each its own
+// job id) or on a local cluster started for each point (that many clusters at once), with a
+// progress bar over the whole sweep. The results
 // directory holds:
 //   <point dir>/     one job's results directory per point (ctl/results_writer.h)
 //   sweep.csv        the sweep table (ctl/sweep_table.h), rewritten after every point
@@ -25,6 +27,8 @@
 
 namespace ps {
 
+inline constexpr int kMaxParallelPoints = 64;
+
 struct ExperimentOptions {
   std::string results_dir;  // Required.
   bool overwrite = false;   // Run every point again, also those done earlier.
@@ -34,6 +38,8 @@ struct ExperimentOptions {
   LocalClusterOptions local;
   // Set (from a signal handler thread) to stop the current point and return CANCELLED.
   const std::atomic<bool>* interrupted = nullptr;
+  // Points run at once, 1 to kMaxParallelPoints. SYNC points give the same results either way.
+  int parallel = 1;
   std::ostream* out = nullptr;  // Progress: a live bar when `live_line`, else log lines.
   bool live_line = false;
   // Where sweep.json, sweep.csv and the points' summaries are read and written; a test passes
@@ -41,9 +47,10 @@ struct ExperimentOptions {
   FileSystem* fs = FileSystem::Default();
 };
 
-// Runs the points that are not done yet, in order. OK once every point has a result, DONE or
-// FAILED (a job that diverges fails: the table says so); CANCELLED when interrupted;
-// INVALID_ARGUMENT when a point's number of workers differs from the cluster's;
+// Runs the points that are not done yet, in order (`parallel` at once). OK once every point has
+// a result, DONE or FAILED (a job that diverges fails: the table says so); CANCELLED when
+// interrupted; INVALID_ARGUMENT when a point's number of workers differs from the cluster's, or
+// for `parallel` out of range;
 // FAILED_PRECONDITION when a point's directory holds a finished job other than the point's
 // (the sweep changed: use another results directory or `overwrite`); any other error when
 // a point could not be run at all (a local cluster that does not start, an unreachable

@@ -97,6 +97,9 @@ DEFINE_int32(workers, 2, "local: worker tasks to start (experiment --local: wher
                          "does not set \"workers\")");
 DEFINE_string(sweep, "", "experiment: the sweep file (config/sweeps/*.json)");
 DEFINE_bool(local, false, "experiment: run each point on a local cluster started for it");
+DEFINE_int32(parallel, 1,
+             "experiment: points run at once: jobs side by side on the cluster's daemons, or "
+             "local clusters at once with --local");
 DEFINE_string(report_script, "", "report: tools/report.py (default: found beside psctl or "
                                  "under the current directory)");
 DEFINE_string(python, "/usr/bin/python3", "report: the python with matplotlib");
@@ -285,11 +288,13 @@ int Experiment() {
   options.results_dir = FLAGS_results.empty() ? "results/" + sweep->name : FLAGS_results;
   options.overwrite = FLAGS_overwrite;
   options.interrupted = &interrupted;
+  options.parallel = FLAGS_parallel;
   options.out = &std::cout;
   options.live_line = isatty(STDOUT_FILENO);
   std::cout << "sweep " << sweep->name << ": " << points->size() << " points"
-            << (FLAGS_local ? ", each on a local cluster" : "") << "; results in "
-            << options.results_dir << "\n";
+            << (FLAGS_local ? ", each on a local cluster" : "")
+            << (FLAGS_parallel > 1 ? absl::StrCat(", ", FLAGS_parallel, " at once") : "")
+            << "; results in " << options.results_dir << "\n";
   absl::Status status = RunExperiment(*sweep, *points, options);
   return status.ok() ? 0 : Fail(status);
 }
@@ -537,9 +542,11 @@ const std::vector<Command>& Commands() {
        "psctl experiment --sweep=config/sweeps/F.json (--local | --cluster_spec=F) [flags]\n\n"
        "Examples:\n"
        "  psctl experiment --sweep=config/sweeps/modes.json --local\n"
-       "  psctl experiment --sweep=config/sweeps/async_lr.json --cluster_spec=cluster.json",
-       {"sweep", "local", "cluster_spec", "results", "overwrite", "workers", "device",
-        "ps_server_binary", "ps_worker_binary"}},
+       "  psctl experiment --sweep=config/sweeps/async_lr.json --cluster_spec=cluster.json\n"
+       "  psctl experiment --sweep=config/sweeps/modes.json --cluster_spec=cluster.json "
+       "--parallel=4",
+       {"sweep", "local", "cluster_spec", "results", "overwrite", "workers", "parallel",
+        "device", "ps_server_binary", "ps_worker_binary"}},
       {"report", -1, [](const std::vector<std::string>& args) { return Report(args); },
        "a sweep's report with tables and plots, or runs side by side",
        "psctl report SWEEP_DIR | RUN_DIR [RUN_DIR...]\n\n"

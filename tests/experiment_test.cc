@@ -136,12 +136,13 @@ TEST(ExperimentTest, CiSweepRunsEndToEndResumesAndItsReportHoldsEveryPlot) {
   EXPECT_THAT(run.output, HasSubstr("--overwrite"));
 }
 
-// On daemons psctl did not start: every point runs there, and leaves no job on the shards.
-TEST(ExperimentTest, TheCiSweepRunsOnARunningCluster) {
-  const std::string dir = TestDir();
+// Starts a cluster of 2 ps and 2 workers on free ports, its ClusterSpec in dir/cluster.json;
+// the daemons stop (SIGKILL) when the returned processes go.
+std::vector<Subprocess> StartRunningCluster(const std::string& dir) {
   std::vector<std::string> addresses;
   absl::StatusOr<std::vector<int>> ports = PickUnusedPorts(4);
-  ASSERT_TRUE(ports.ok()) << ports.status();
+  EXPECT_TRUE(ports.ok()) << ports.status();
+  if (!ports.ok()) return {};
   for (int port : *ports) addresses.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
   WriteFile(dir + "/cluster.json",
             absl::StrCat(R"({"cluster": {"ps": [)", addresses[0], ", ", addresses[1],
@@ -156,10 +157,21 @@ TEST(ExperimentTest, TheCiSweepRunsOnARunningCluster) {
                                      "--port_file=" + name + ".port"};
     if (worker) argv.push_back("--device=cpu");
     absl::StatusOr<Subprocess> daemon = Subprocess::Start(argv, name + ".log");
-    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    EXPECT_TRUE(daemon.ok()) << daemon.status();
+    if (!daemon.ok()) return {};
     daemons.push_back(*std::move(daemon));
-    ASSERT_TRUE(WaitForPortFile(name + ".port", absl::Seconds(30)).ok()) << daemons.back().Output();
+    absl::StatusOr<int> up = WaitForPortFile(name + ".port", absl::Seconds(30));
+    EXPECT_TRUE(up.ok()) << daemons.back().Output();
+    if (!up.ok()) return {};
   }
+  return daemons;
+}
+
+// On daemons psctl did not start: every point runs there, and leaves no job on the shards.
+TEST(ExperimentTest, TheCiSweepRunsOnARunningCluster) {
+  const std::string dir = TestDir();
+  std::vector<Subprocess> daemons = StartRunningCluster(dir);
+  ASSERT_EQ(daemons.size(), 4u);
   PsctlRun run = RunPsctl({"experiment", "--sweep=config/sweeps/ci.json",
                            "--cluster_spec=" + dir + "/cluster.json", "--results=" + dir + "/ci"},
                           dir, kTimeout);
@@ -210,6 +222,65 @@ TEST(ExperimentTest, APsAxisStartsEachLocalClusterWithThatManyPsTasks) {
   }
   EXPECT_EQ(rows[0].at("point"), "ps=1");
   EXPECT_EQ(rows[2].at("point"), "learning_rate.base=0.1");
+}
+
+// --parallel on a running cluster: the points run side by side on the same daemons (their runs
+// overlap in time) and, SYNC being deterministic, end with the serial run's weights bit for bit.
+TEST(ExperimentTest, ParallelPointsOnOneClusterEndWhereSerialOnesDo) {
+  const std::string dir = TestDir();
+  std::vector<Subprocess> daemons = StartRunningCluster(dir);
+  ASSERT_EQ(daemons.size(), 4u);
+  WriteFile(dir + "/sync.json", R"({"name": "sync",
+      "base_job": {"model": {"kind": "MLP", "hidden_sizes": [16]},
+                   "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 2000,
+                                          "feature_dim": 16, "num_classes": 4}},
+                   "learning_rate": {"base": 0.2}, "consistency": {"mode": "SYNC"},
+                   "batch_size": 16, "steps": 150, "eval_interval": 50, "min_slice_bytes": 64,
+                   "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 4}, "seed": 1},
+      "axes": {"learning_rate.base": [0.1, 0.2], "seed": [1, 2]}})");
+  const std::string cluster = "--cluster_spec=" + dir + "/cluster.json";
+  PsctlRun serial = RunPsctl({"experiment", "--sweep=" + dir + "/sync.json", cluster,
+                              "--results=" + dir + "/serial"},
+                             dir, kTimeout);
+  ASSERT_EQ(serial.exit_code, 0) << serial.output;
+  PsctlRun parallel = RunPsctl({"experiment", "--sweep=" + dir + "/sync.json", cluster,
+                                "--results=" + dir + "/parallel", "--parallel=4"},
+                               dir, kTimeout);
+  ASSERT_EQ(parallel.exit_code, 0) << parallel.output;
+  EXPECT_THAT(parallel.output, HasSubstr("sync: 4 points, 4 at once"));
+  std::vector<std::map<std::string, std::string>> rows = ReadCsvRows(dir + "/parallel/sweep.csv");
+  ASSERT_THAT(rows, SizeIs(4));
+  std::vector<std::pair<std::string, std::string>> spans;  // Each run's start and end.
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("state"), "DONE") << row.at("point");
+    const std::string point = "/" + row.at("dir");
+    for (const auto& entry : std::filesystem::directory_iterator(dir + "/serial" + point +
+                                                                   "/params")) {
+      const std::string name = entry.path().filename().string();
+      EXPECT_EQ(ReadFile(dir + "/parallel" + point + "/params/" + name),
+                ReadFile(entry.path().string()))
+          << row.at("point") << ": " << name << " differs from the serial run's";
+    }
+    EXPECT_EQ(ReadSummary(dir + "/parallel" + point)["final_eval_loss"],
+              ReadSummary(dir + "/serial" + point)["final_eval_loss"]);
+    const nlohmann::json manifest =
+        nlohmann::json::parse(ReadFile(dir + "/parallel" + point + "/manifest.json"));
+    spans.emplace_back(manifest["started_at"], manifest["ended_at"]);
+  }
+  // Side by side: some run started before another ended (RFC 3339 times order as strings).
+  int overlapping = 0;
+  for (size_t a = 0; a < spans.size(); ++a) {
+    for (size_t b = a + 1; b < spans.size(); ++b) {
+      overlapping += spans[a].first < spans[b].second && spans[b].first < spans[a].second;
+    }
+  }
+  EXPECT_GT(overlapping, 0) << parallel.output;
+
+  PsctlRun zero = RunPsctl({"experiment", "--sweep=" + dir + "/sync.json", cluster,
+                            "--results=" + dir + "/zero", "--parallel=0"},
+                           dir, kTimeout);
+  EXPECT_EQ(zero.exit_code, 2) << zero.output;
+  EXPECT_THAT(zero.output, HasSubstr("--parallel is 0: run 1 to 64 points at once"));
 }
 
 TEST(ExperimentTest, ABadSweepIsRefusedBeforeAnythingStarts) {
