@@ -1,0 +1,193 @@
+// psctl's commands that set up and look at a cluster: export, certs, slurm-spec, dashboard, top
+// and prometheus-config (ctl/psctl_commands.h).
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/cluster_flags.h"
+#include "common/cluster_spec.h"
+#include "common/daemon.h"
+#include "common/environment.h"
+#include "common/file_system.h"
+#include "ctl/certs.h"
+#include "ctl/checkpoint_export.h"
+#include "ctl/cluster_client.h"
+#include "ctl/cluster_snapshot.h"
+#include "ctl/dashboard.h"
+#include "ctl/full_screen.h"
+#include "ctl/local_cluster.h"
+#include "ctl/prometheus_config.h"
+#include "ctl/top.h"
+#include "ctl/psctl_commands.h"
+#include "ctl/psctl_flags.h"
+
+namespace ps {
+
+int Export() {
+  if (FLAGS_job.empty() || FLAGS_out.empty()) {
+    return Fail(absl::InvalidArgumentError("--job=ID and --out=DIR are required"));
+  }
+  ExportOptions options;
+  options.checkpoint_dirs = absl::StrSplit(FLAGS_checkpoint_dir, ',', absl::SkipEmpty());
+  options.job_id = FLAGS_job;
+  options.checkpoint = FLAGS_checkpoint;
+  options.out_dir = FLAGS_out;
+  absl::StatusOr<CheckpointManifest> exported = ExportCheckpoint(options);
+  if (!exported.ok()) return Fail(exported.status());
+  std::cout << "exported checkpoint " << exported->name() << " of job " << FLAGS_job
+            << " (step " << exported->resume_step() << ") to " << FLAGS_out
+            << ": one .npy per variable and model.safetensors\n";
+  return 0;
+}
+
+int Certs() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (FLAGS_out.empty()) return Fail(absl::InvalidArgumentError("--out=DIR is required"));
+  std::cout << "the cluster's CA and certificates, in " << FLAGS_out
+            << "; give each task the files of its host:\n";
+  absl::Status status = MakeClusterCertificates(
+      *cluster, FLAGS_out, FLAGS_days, std::cout,
+      absl::StrSplit(FLAGS_users, ',', absl::SkipEmpty()));
+  if (!status.ok()) return Fail(status);
+  return 0;
+}
+
+// The cluster --cluster_resolver=slurm resolves here, as the daemons' ClusterSpec JSON; inside a
+// job step (srun sets SLURM_STEP_ID) with this task's "task" field, as each daemon resolves it.
+int SlurmSpec() {
+  ClusterSource source = ClusterSourceFromFlags(FLAGS_cluster_spec, FLAGS_task);
+  source.resolver = "slurm";
+  const Environment environment = ProcessEnvironment();
+  absl::StatusOr<ClusterSpec> cluster = LoadClusterSpec(source, environment);
+  if (!cluster.ok()) return Fail(cluster.status());
+  std::optional<TaskId> task;
+  if (FindVariable(environment, "SLURM_STEP_ID") != nullptr || !FLAGS_task.empty()) {
+    absl::StatusOr<ClusterConfig> config = ResolveClusterConfig(source, environment);
+    if (!config.ok()) return Fail(config.status());
+    task = config->task;
+  }
+  std::cout << cluster->ToJson(task) << "\n";
+  return 0;
+}
+
+// Serves the status page until SIGINT or SIGTERM, taking a snapshot of the cluster for each of
+// its polls.
+int Dashboard() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
+  if (!client.ok()) return Fail(client.status());
+  if (FLAGS_port < 0 || FLAGS_port > 65535) {
+    return Fail(absl::InvalidArgumentError("--port is a port, or 0 for any free one"));
+  }
+  const ClusterClient* snapshot_client = client->get();
+  absl::StatusOr<std::unique_ptr<DashboardServer>> server = DashboardServer::Start(
+      FLAGS_bind_host, FLAGS_port,
+      [snapshot_client] { return ClusterSnapshotJson(TakeClusterSnapshot(*snapshot_client)); });
+  if (!server.ok()) return Fail(server.status());
+  if (!FLAGS_port_file.empty()) {
+    absl::Status written = WritePortFile(FLAGS_port_file, (*server)->bound_port());
+    if (!written.ok()) return Fail(written);
+  }
+  const bool ipv6 = FLAGS_bind_host.find(':') != std::string::npos;
+  std::cout << "psctl dashboard: http://" << (ipv6 ? "[" : "") << FLAGS_bind_host
+            << (ipv6 ? "]" : "") << ":" << (*server)->bound_port() << "/ (Ctrl-C stops it)"
+            << std::endl;
+  while (!interrupted) absl::SleepFor(absl::Milliseconds(100));
+  (*server)->Stop();
+  return 0;
+}
+
+// Draws the cluster each second (ctl/top.h) until q, SIGINT or SIGTERM, or --iterations screens:
+// full screen on a terminal, else each screen after a blank line, without terminal codes.
+int Top() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (FLAGS_iterations < 0) {
+    return Fail(absl::InvalidArgumentError("--iterations is a number of screens (0: no end)"));
+  }
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
+  if (!client.ok()) return Fail(client.status());
+  std::unique_ptr<FullScreen> screen = FullScreen::Open();  // Null when not on a terminal.
+  // Waits until `deadline`: false when q was pressed or a stop signal came.
+  auto wait = [&screen](absl::Time deadline) {
+    for (absl::Time now = absl::Now(); now < deadline && !interrupted; now = absl::Now()) {
+      const absl::Time slice = std::min(deadline, now + absl::Milliseconds(100));
+      if (screen == nullptr) {
+        absl::SleepFor(slice - now);
+      } else if (const int key = screen->ReadKey(slice); key == 'q' || key == 'Q') {
+        return false;
+      }
+    }
+    return !interrupted;
+  };
+  std::optional<ClusterSnapshot> previous;
+  absl::Time next = absl::Now();
+  for (int drawn = 0; FLAGS_iterations == 0 || drawn < FLAGS_iterations; ++drawn) {
+    if (drawn > 0 && !wait(next = std::max(next + absl::Seconds(1), absl::Now()))) break;
+    ClusterSnapshot now = TakeClusterSnapshot(**client);
+    const ClusterSnapshot* before = previous.has_value() ? &*previous : nullptr;
+    if (screen != nullptr) {
+      screen->Draw(RenderTop(now, before, screen->columns()));
+    } else {
+      std::cout << (drawn > 0 ? "\n" : "") << RenderTop(now, before, 0) << std::flush;
+    }
+    previous = std::move(now);
+  }
+  return 0;
+}
+
+int PrometheusConfigCommand() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  absl::StatusOr<MetricsPorts> ports;
+  if (FLAGS_metrics_port > 0) {
+    ports = FixedMetricsPorts(
+        *cluster, FLAGS_metrics_port,
+        FLAGS_worker_metrics_port == -1 ? FLAGS_metrics_port : FLAGS_worker_metrics_port);
+  } else if (FLAGS_metrics_port == -1 && FLAGS_worker_metrics_port == -1) {
+    absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
+    if (!client.ok()) return Fail(client.status());
+    ports = AskMetricsPorts(**client);
+  } else {
+    ports = absl::InvalidArgumentError(
+        "--metrics_port: every task's /metrics port (1..65535), or -1 to ask each task for its "
+        "own; --worker_metrics_port only with it");
+  }
+  if (!ports.ok()) return Fail(ports.status());
+  const ClusterSource source = ClusterSourceFromFlags(FLAGS_cluster_spec, "");
+  absl::StatusOr<std::string> yaml = PrometheusConfig(
+      *cluster, *ports, FLAGS_scrape_interval,
+      !source.cluster_spec_path.empty() ? source.cluster_spec_path
+      : source.resolver.empty()         ? std::string("TF_CONFIG")
+                                        : absl::StrCat("--cluster_resolver=", source.resolver));
+  if (!yaml.ok()) return Fail(yaml.status());
+  if (FLAGS_out.empty()) {
+    std::cout << *yaml;
+    return 0;
+  }
+  absl::Status written = FileSystem::Default()->WriteFileAtomically(FLAGS_out, *yaml);
+  if (!written.ok()) return Fail(written);
+  std::cout << "wrote " << FLAGS_out << ": scrape jobs ps and worker, "
+            << cluster->NumTasks(kPsJob) + cluster->NumTasks(kWorkerJob)
+            << " targets; run prometheus --config.file=" << FLAGS_out << "\n";
+  return 0;
+}
+
+}  // namespace ps

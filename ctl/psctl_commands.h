@@ -1,0 +1,45 @@
+// psctl's commands (ctl/psctl_main.cc runs them from its command table), in two files:
+// psctl_job_commands.cc runs jobs and sweeps (local, submit, status, stop, check, experiment,
+// report); psctl_cluster_commands.cc serves and sets up a cluster (export, certs, slurm-spec,
+// dashboard, top, prometheus-config). Each reads its flags (ctl/psctl_flags.h) and returns
+// psctl's exit status (ctl/exit_code.h).
+#ifndef PS_CTL_PSCTL_COMMANDS_H_
+#define PS_CTL_PSCTL_COMMANDS_H_
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/cluster_spec.h"
+
+namespace ps {
+
+// Set once Ctrl-C or SIGTERM arrives (main's signal thread): commands stop what they run.
+extern std::atomic<bool> interrupted;
+
+// Prints "psctl: MESSAGE" on stderr and returns the status's exit code.
+int Fail(const absl::Status& status);
+// The cluster of --cluster_spec, TF_CONFIG or --cluster_resolver.
+absl::StatusOr<ClusterSpec> Cluster();
+
+int Local();
+int SubmitCommand();
+int Status();
+int Stop();
+int Check();
+int Experiment();
+// One directory with sweep.csv: the sweep's report; else the runs side by side.
+int Report(const std::vector<std::string>& dirs);
+
+int Export();
+int Certs();
+int SlurmSpec();
+int Dashboard();
+int Top();
+int PrometheusConfigCommand();
+
+}  // namespace ps
+
+#endif  // PS_CTL_PSCTL_COMMANDS_H_

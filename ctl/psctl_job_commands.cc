@@ -1,0 +1,241 @@
+// psctl's commands that run jobs and sweeps: local, submit, status, stop, check, experiment and
+// report (ctl/psctl_commands.h).
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <gflags/gflags.h>
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/cluster_flags.h"
+#include "common/cluster_spec.h"
+#include "common/environment.h"
+#include "common/job_schema.h"
+#include "common/job_spec.h"
+#include "common/security_flags.h"
+#include "ctl/cluster_status.h"
+#include "ctl/dashboard.h"
+#include "ctl/exit_code.h"
+#include "ctl/experiment.h"
+#include "ctl/job_runner.h"
+#include "ctl/local_cluster.h"
+#include "ctl/report_runner.h"
+#include "ctl/sweep.h"
+#include "worker/compute/device.h"
+#include "ctl/psctl_commands.h"
+#include "ctl/psctl_flags.h"
+
+namespace ps {
+
+std::atomic<bool> interrupted{false};
+
+int Fail(const absl::Status& status) {
+  std::cerr << "psctl: " << status.message() << "\n";
+  return ExitCode(status);
+}
+
+absl::StatusOr<ClusterSpec> Cluster() {
+  return LoadClusterSpec(ClusterSourceFromFlags(FLAGS_cluster_spec, ""), ProcessEnvironment());
+}
+
+namespace {
+
+// Runs `spec` on `cluster`, following it with a live line on a terminal.
+int Submit(const ClusterSpec& cluster, const JobSpec& spec, const std::string& results) {
+  SubmitOptions options;
+  options.results_dir = results;
+  options.overwrite = FLAGS_overwrite;
+  options.detach = FLAGS_detach;
+  options.replace = FLAGS_replace;
+  options.resume = FLAGS_resume;
+  options.interrupted = &interrupted;
+  options.out = &std::cout;
+  options.live_line = isatty(STDOUT_FILENO);
+  absl::Status status = SubmitJob(cluster, spec, options);
+  return status.ok() ? 0 : Fail(status);
+}
+
+std::string ResultsDir(const JobSpec& spec) {
+  return FLAGS_results.empty() ? absl::StrCat("results/", spec.job_id()) : FLAGS_results;
+}
+
+}  // namespace
+
+int Local() {
+  std::string job_path = FLAGS_job.empty() ? "config/jobs/default.json" : FLAGS_job;
+  absl::StatusOr<JobSpec> spec = ReadJobSpecFile(job_path);
+  if (!spec.ok()) return Fail(spec.status());
+  absl::Status valid = ValidateJobSpec(*spec, FLAGS_workers);
+  if (!valid.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(job_path, ": ", valid.message())));
+  std::string results = ResultsDir(*spec);
+  // Refuse a used results directory before starting anything.
+  if (!FLAGS_overwrite && access(results.c_str(), F_OK) == 0) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "the results directory ", results, " exists; choose another --results, or pass "
+        "--overwrite")));
+  }
+  if (FLAGS_metrics_port != -1 && FLAGS_metrics_port != 0) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "psctl local --metrics_port=", FLAGS_metrics_port, ": give 0 (every daemon on a free "
+        "port of its own; they share this machine) or -1 (no /metrics)")));
+  }
+  LocalClusterOptions options;
+  options.metrics = FLAGS_metrics_port == 0;
+  options.num_ps = FLAGS_ps;
+  options.num_workers = FLAGS_workers;
+  options.dir = results + ".cluster";
+  options.device = FLAGS_device;
+  options.checkpoint_dir = std::filesystem::absolute(FLAGS_checkpoint_dir).string();
+  options.data_roots = DataDirectories(*spec);
+  options.daemon_args = TokenFileArgs();
+  options.ps_server_path =
+      FLAGS_ps_server_binary.empty() ? SiblingBinary("server/ps_server") : FLAGS_ps_server_binary;
+  options.ps_worker_path =
+      FLAGS_ps_worker_binary.empty() ? SiblingBinary("worker/ps_worker") : FLAGS_ps_worker_binary;
+  std::cout << "starting " << FLAGS_ps << " ps and " << FLAGS_workers
+            << " workers on this machine (logs in " << options.dir << ")\n";
+  absl::StatusOr<std::unique_ptr<LocalCluster>> local = LocalCluster::Start(options);
+  if (!local.ok()) return Fail(local.status());
+  std::cout << "cluster: " << (*local)->spec_path() << "\n";
+  if (options.metrics) {
+    for (absl::string_view job : {kPsJob, kWorkerJob}) {
+      for (int i = 0; i < (*local)->cluster().NumTasks(job); ++i) {
+        std::cout << job << ":" << i << " metrics: http://127.0.0.1:"
+                  << (*local)->metrics_port(job, i) << "/metrics\n";
+      }
+    }
+  }
+  std::cout << std::flush;
+  int code = Submit((*local)->cluster(), *spec, results);
+  if (FLAGS_keep_cluster && !interrupted) {
+    std::cout << "the cluster keeps running (--keep_cluster): " << (*local)->spec_path()
+              << "; Ctrl-C stops it" << std::endl;
+    while (!interrupted) absl::SleepFor(absl::Milliseconds(100));
+  }
+  (*local)->Stop();
+  std::cout << "stopped the local cluster\n";
+  return code;
+}
+
+int SubmitCommand() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (FLAGS_job.empty()) return Fail(absl::InvalidArgumentError("--job=FILE is required"));
+  absl::StatusOr<JobSpec> spec = ReadJobSpecFile(FLAGS_job);
+  if (!spec.ok()) return Fail(spec.status());
+  return Submit(*cluster, *spec, ResultsDir(*spec));
+}
+
+int Status() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  std::cout << ClusterStatus(*cluster, FLAGS_job);
+  return 0;
+}
+
+int Stop() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (FLAGS_job.empty()) return Fail(absl::InvalidArgumentError("--job=ID is required"));
+  absl::Status status = StopJobEverywhere(*cluster, FLAGS_job);
+  if (!status.ok()) return Fail(status);
+  std::cout << "stopped job " << FLAGS_job << "\n";
+  return 0;
+}
+
+int Check() {
+  const ClusterSource source = ClusterSourceFromFlags(FLAGS_cluster_spec, FLAGS_task);
+  const Environment environment = ProcessEnvironment();
+  absl::StatusOr<ClusterSpec> cluster = LoadClusterSpec(source, environment);
+  if (!cluster.ok()) return Fail(cluster.status());
+  if (!FLAGS_task.empty()) {
+    absl::StatusOr<ClusterConfig> config = ResolveClusterConfig(source, environment);
+    if (!config.ok()) return Fail(config.status());
+  }
+  for (absl::string_view job : {kPsJob, kWorkerJob}) {
+    const std::vector<std::string>& tasks = cluster->Tasks(job);
+    for (size_t i = 0; i < tasks.size(); ++i) std::cout << job << ":" << i << "\t" << tasks[i] << "\n";
+  }
+  absl::StatusOr<Device> device = SelectDevice("auto", QueryUsableGpus());
+  std::cout << "workers on this machine would compute on: " << device->description << "\n";
+  return 0;
+}
+
+int Experiment() {
+  if (FLAGS_sweep.empty()) return Fail(absl::InvalidArgumentError("--sweep=FILE is required"));
+  const ClusterSource source = ClusterSourceFromFlags(FLAGS_cluster_spec, "");
+  if (FLAGS_local == (!source.cluster_spec_path.empty() || !source.resolver.empty())) {
+    return Fail(absl::InvalidArgumentError("give either --local (a local cluster for each point) "
+                                           "or --cluster_spec=FILE (or --cluster_resolver)"));
+  }
+  absl::StatusOr<Sweep> sweep = ReadSweepFile(FLAGS_sweep);
+  if (!sweep.ok()) return Fail(sweep.status());
+  ExperimentOptions options;
+  int default_workers = FLAGS_workers;
+  int default_ps = sweep->num_ps;
+  if (FLAGS_local) {
+    options.local.device = FLAGS_device;
+    options.local.daemon_args = TokenFileArgs();
+    options.local.ps_server_path = FLAGS_ps_server_binary.empty()
+                                       ? SiblingBinary("server/ps_server")
+                                       : FLAGS_ps_server_binary;
+    options.local.ps_worker_path = FLAGS_ps_worker_binary.empty()
+                                       ? SiblingBinary("worker/ps_worker")
+                                       : FLAGS_ps_worker_binary;
+  } else {
+    absl::StatusOr<ClusterSpec> cluster = Cluster();
+    if (!cluster.ok()) return Fail(cluster.status());
+    default_workers = cluster->NumTasks(kWorkerJob);
+    default_ps = cluster->NumTasks(kPsJob);
+    options.cluster = *std::move(cluster);
+  }
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, default_workers, default_ps);
+  if (!points.ok()) return Fail(points.status());
+  options.results_dir = FLAGS_results.empty() ? "results/" + sweep->name : FLAGS_results;
+  options.overwrite = FLAGS_overwrite;
+  options.interrupted = &interrupted;
+  options.parallel = FLAGS_parallel;
+  options.out = &std::cout;
+  options.live_line = isatty(STDOUT_FILENO);
+  std::cout << "sweep " << sweep->name << ": " << points->size() << " points"
+            << (FLAGS_local ? ", each on a local cluster" : "")
+            << (FLAGS_parallel > 1 ? absl::StrCat(", ", FLAGS_parallel, " at once") : "")
+            << "; results in " << options.results_dir << "\n";
+  absl::Status status = RunExperiment(*sweep, *points, options);
+  return status.ok() ? 0 : Fail(status);
+}
+
+int Report(const std::vector<std::string>& dirs) {
+  ReportOptions options;
+  options.script = FLAGS_report_script;
+  options.python = FLAGS_python;
+  std::error_code error;
+  auto holds = [&error](const std::string& dir, const char* file) {
+    return std::filesystem::exists(dir + "/" + file, error);
+  };
+  if (dirs.size() == 1 && !holds(dirs[0], "sweep.csv") && !holds(dirs[0], "manifest.json")) {
+    return Fail(absl::NotFoundError(
+        absl::StrCat(dirs[0], " holds no sweep.csv (give the results directory of `psctl "
+                     "experiment`) nor manifest.json (give runs' results directories)")));
+  }
+  absl::StatusOr<std::string> output = dirs.size() == 1 && holds(dirs[0], "sweep.csv")
+                                           ? RunReport(dirs[0], options)
+                                           : CompareRuns(dirs, options);
+  if (!output.ok()) return Fail(output.status());
+  std::cout << *output;
+  return 0;
+}
+
+}  // namespace ps
