@@ -78,7 +78,9 @@ int Local() {
   absl::StatusOr<JobSpec> spec = ReadJobSpecFile(job_path);
   if (!spec.ok()) return Fail(spec.status());
   absl::Status valid = ValidateJobSpec(*spec, FLAGS_workers);
-  if (!valid.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(job_path, ": ", valid.message())));
+  if (!valid.ok()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(job_path, ": ", valid.message())));
+  }
   std::string results = ResultsDir(*spec);
   // Refuse a used results directory before starting anything.
   if (!FLAGS_overwrite && access(results.c_str(), F_OK) == 0) {
@@ -166,7 +168,9 @@ int Check() {
   }
   for (absl::string_view job : {kPsJob, kWorkerJob}) {
     const std::vector<std::string>& tasks = cluster->Tasks(job);
-    for (size_t i = 0; i < tasks.size(); ++i) std::cout << job << ":" << i << "\t" << tasks[i] << "\n";
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      std::cout << job << ":" << i << "\t" << tasks[i] << "\n";
+    }
   }
   absl::StatusOr<Device> device = SelectDevice("auto", QueryUsableGpus());
   std::cout << "workers on this machine would compute on: " << device->description << "\n";
