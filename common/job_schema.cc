@@ -199,6 +199,18 @@ absl::Status ValidateRingModes(const JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// The apply log replays ASYNC, whose result depends on the order updates arrive in; the other
+// modes decide that order themselves (SYNC's barrier, SSP's clocks) or average it away.
+absl::Status ValidateApplyLog(const JobSpec& spec) {
+  if (!spec.record_apply_log() || spec.consistency().mode() == ConsistencyConfig::ASYNC) {
+    return absl::OkStatus();
+  }
+  return FieldError("record_apply_log",
+                    absl::StrCat("is for ASYNC, whose result depends on the order its updates "
+                                 "arrive in; unset it for ",
+                                 ConsistencyConfig::Mode_Name(spec.consistency().mode())));
+}
+
 // DELAYED keeps its old values only in memory: a checkpoint would not hold them.
 absl::Status ValidateDelayed(const JobSpec& spec) {
   if (spec.consistency().mode() != ConsistencyConfig::DELAYED) return absl::OkStatus();
@@ -325,6 +337,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   status = ValidateRingModes(spec);
   if (!status.ok()) return status;
   status = ValidateDelayed(spec);
+  if (!status.ok()) return status;
+  status = ValidateApplyLog(spec);
   if (!status.ok()) return status;
   status = ValidateStragglers(spec.stragglers(), num_workers);
   if (!status.ok()) return status;

@@ -47,6 +47,7 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
   parameters.set_run_id(spec.run_id());
   parameters.set_worker_lease_ms(std::llround(spec.worker_lease_s() * 1000.0));
   parameters.set_owner(spec.owner());
+  parameters.set_record_apply_log(spec.record_apply_log());
   return parameters;
 }
 

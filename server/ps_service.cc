@@ -309,6 +309,7 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   absl::StatusOr<std::unique_ptr<ShardJob>> created =
       ShardJob::Create(request.spec(), options_.num_ps, options_.ps_index);
   if (!created.ok()) return created.status();
+  if (request.replaying()) (*created)->StartReplay(request.replay());
   std::shared_ptr<ShardJob> job = *std::move(created);
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = jobs_.emplace(id, job);
@@ -473,6 +474,18 @@ grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerCont
   }
   absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
   if (job.ok()) *response = (*job)->Stats();
+  return Answer(context, &slot, job.status());
+}
+
+grpc::ServerUnaryReactor* ParameterService::GetApplyLog(grpc::CallbackServerContext* context,
+                                                        const ApplyLogRequest* request,
+                                                        ApplyLog* response) {
+  RequestsInFlight::Slot slot;
+  if (grpc::ServerUnaryReactor* refused = Admit(context, "GetApplyLog", RequireMember, &slot)) {
+    return refused;
+  }
+  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
+  if (job.ok()) *response = (*job)->GetApplyLog();
   return Answer(context, &slot, job.status());
 }
 

@@ -79,7 +79,8 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
                                 ParameterServer::WithCallbackMethod_CommitCheckpoint<
                                     ParameterServer::WithCallbackMethod_ListCheckpoints<
                                         ParameterServer::WithCallbackMethod_RestoreJob<
-                                            ParameterServer::Service>>>>>>>>>>>>;
+                                            ParameterServer::WithCallbackMethod_GetApplyLog<
+                                                ParameterServer::Service>>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -113,6 +114,9 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* GetJobStats(grpc::CallbackServerContext* context,
                                         const JobStatsRequest* request,
                                         JobStats* response) override;
+  grpc::ServerUnaryReactor* GetApplyLog(grpc::CallbackServerContext* context,
+                                        const ApplyLogRequest* request,
+                                        ApplyLog* response) override;
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const ListJobsRequest* request,
                                      ListJobsResponse* response) override;

@@ -335,6 +335,7 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
                        "; nothing was applied (lower the learning rate, or set allow_non_finite)"));
     }
   }
+  if (replaying_) return QueueForReplay(header, gradient);
   if (aggregates_) {
     absl::MutexLock lock(&aggregate_mu_);
     return Aggregate(header, gradient);
@@ -349,6 +350,14 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   int64_t staleness;
   float learning_rate;
   bool assign;
+  // Recording: one update at a time, each whole before the next pull (see GetApplyLog).
+  std::optional<absl::MutexLock> order;
+  if (recording()) order.emplace(&order_mu_);
+  ApplyLogEntry entry;
+  entry.set_worker(worker);
+  entry.set_push_id(header.push_id());
+  entry.set_clock(header.clock());
+  entry.set_version(header.read_version());
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &ShardJob::NotCheckpointingLocked));
@@ -357,7 +366,14 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
     if (!action.ok()) return action.status();
-    if (*action == PushDecision::kDrop) return response;
+    if (*action == PushDecision::kDrop) {
+      if (recording()) {
+        entry.set_kind(ApplyLogEntry::DROP);
+        entry.set_drop_reason(response.drop_reason());
+        log_.push_back(entry);
+      }
+      return response;
+    }
     staleness = response.staleness();
     assign = *action == PushDecision::kAssign;
     learning_rate =
@@ -385,6 +401,12 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     ready = TakeReadyWaitersLocked();
     due = TakeDueLocked();
   }
+  if (recording()) {
+    entry.set_kind(ApplyLogEntry::APPLY);
+    entry.set_learning_rate(learning_rate);
+    log_.push_back(entry);
+  }
+  order.reset();  // Before answering pulls: their snapshots take the order too.
   Complete(std::move(ready));
   for (ArmedCheckpoint& armed : due) TakeCheckpoint(std::move(armed));
   return response;

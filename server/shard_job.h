@@ -196,6 +196,20 @@ class ShardJob {
       const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
       int ps_index, const ResumePoint& at);
 
+  // The apply log (ParameterSpec.record_apply_log, ASYNC; shard_job_replay.cc): the shard
+  // records each worker pull it serves (the version) and each push it applies (the version read,
+  // the learning rate) or drops, in the order it does them. While it records, a pull and an
+  // update do not overlap (a pull sees an update whole), so that the log says all that decided
+  // the values.
+  ApplyLog GetApplyLog() const ABSL_LOCKS_EXCLUDED(order_mu_);
+  // Makes this job replay `log` (CreateJobRequest.replay): from then on every worker pull and
+  // push waits for its turn in the log (pulls park, pushes are held and answered QUEUED), and
+  // is served or applied then, with the recorded learning rate, so that the run ends with the
+  // recorded run's values bit for bit. A pull that is not served the version the log says ends
+  // with DATA_LOSS (the run differs from the recorded one: another job, data or program).
+  // REQUIRES: a fresh job, before any pull or push.
+  void StartReplay(ApplyLog log) ABSL_LOCKS_EXCLUDED(order_mu_, mu_);
+
   // Whether every worker has left the job (Leave) or is lost (ExpireLeases): it is finished on
   // this shard.
   bool AllWorkersLeft() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -295,9 +309,30 @@ class ShardJob {
   absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
   std::vector<Waiter> TakeReadyWaitersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A push held for its turn in a replay.
+  struct QueuedPush {
+    PushRequestHeader header;
+    std::vector<float> gradient;
+  };
+  bool recording() const { return spec_.record_apply_log(); }
+  // Replay: holds a checked push for its turn (QUEUED), then advances.
+  absl::StatusOr<PushResponse> QueueForReplay(const PushRequestHeader& header,
+                                              absl::Span<const float> gradient)
+      ABSL_LOCKS_EXCLUDED(order_mu_, mu_);
+  // Replay: serves and applies what the log says next while it is there (parked pulls, held
+  // pushes), on the calling thread.
+  void AdvanceReplay() ABSL_LOCKS_EXCLUDED(order_mu_, mu_);
+  // Whether the log's next event can happen now (its pull parked, or its push held).
+  bool NextReplayEventHereLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a parked replay pull waits for (for its DEADLINE_EXCEEDED).
+  std::string ReplayWaitReasonLocked(const PullRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers pulls whose condition holds. REQUIRES: mu_ not held.
   void Complete(std::vector<Waiter> waiters);
-  PullSnapshot Snapshot(const PullRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
+  // A pull's values now; a worker's pull is logged while recording.
+  PullSnapshot Snapshot(const PullRequest& request) const ABSL_LOCKS_EXCLUDED(order_mu_, mu_);
+  // The values and version, without the log. REQUIRES: mu_ not held.
+  PullSnapshot ReadSnapshot(const PullRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
   // Counts a parked pull's wait as it ends (park_seconds_); returns it.
   absl::Duration EndPark(const Waiter& waiter);
 
@@ -393,6 +428,17 @@ class ShardJob {
   // rule's open aggregate from a push's admission to its apply.
   absl::Mutex aggregate_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<float> sum_ ABSL_GUARDED_BY(aggregate_mu_);
+
+  // The apply log: held, while recording or replaying, by each update from its admission to
+  // its version bump and by each worker pull's snapshot, so that they happen one at a time in
+  // the log's order.
+  mutable absl::Mutex order_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable std::vector<ApplyLogEntry> log_ ABSL_GUARDED_BY(order_mu_);
+  // Replay (StartReplay): the recorded log, the next entry's index, and the pushes held.
+  bool replaying_ = false;  // Set once, before any request.
+  std::vector<ApplyLogEntry> replay_;
+  size_t cursor_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::pair<int, int64_t>, QueuedPush> queued_ ABSL_GUARDED_BY(mu_);  // (worker, id).
 
   mutable absl::Mutex mu_;
   const std::unique_ptr<ConsistencyRule> rule_ ABSL_PT_GUARDED_BY(mu_);

@@ -70,6 +70,7 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
     done(status);
     return 0;
   }
+  int64_t replayed_id = 0;  // A replay: parked for its turn in the log.
   {
     absl::MutexLock lock(&mu_);
     const bool observer = request.incarnation() == OBSERVER_INCARNATION;
@@ -78,12 +79,19 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
     }
     if (status.ok()) {
       if (!observer) HeardLocked(request.worker());
-      if (!rule_->PullReady(request)) {
+      if (replaying_ && !observer) {
+        replayed_id = next_waiter_id_++;
+        waiters_.emplace(replayed_id, Waiter{request, std::move(done), absl::Now()});
+      } else if (!rule_->PullReady(request)) {
         int64_t id = next_waiter_id_++;
         waiters_.emplace(id, Waiter{request, std::move(done), absl::Now()});
         return id;
       }
     }
+  }
+  if (replayed_id != 0) {
+    AdvanceReplay();  // Served here if its turn has come.
+    return replayed_id;
   }
   if (!status.ok()) {
     done(status);
@@ -94,6 +102,20 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
 }
 
 ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
+  if (!recording() || request.incarnation() == OBSERVER_INCARNATION) {
+    return ReadSnapshot(request);
+  }
+  absl::MutexLock order(&order_mu_);
+  PullSnapshot snapshot = ReadSnapshot(request);
+  ApplyLogEntry entry;
+  entry.set_kind(ApplyLogEntry::PULL);
+  entry.set_worker(request.worker());
+  entry.set_version(snapshot.header.version());
+  log_.push_back(entry);
+  return snapshot;
+}
+
+ShardJob::PullSnapshot ShardJob::ReadSnapshot(const PullRequest& request) const {
   std::vector<PullRange> ranges;
   ValidatePull(request, &ranges).IgnoreError();  // Validated before.
   PullSnapshot snapshot;
@@ -130,6 +152,7 @@ ShardJob::PullSnapshot ShardJob::Snapshot(const PullRequest& request) const {
 
 std::vector<ShardJob::Waiter> ShardJob::TakeReadyWaitersLocked() {
   std::vector<Waiter> ready;
+  if (replaying_) return ready;  // Replayed pulls wait for their turn (AdvanceReplay).
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (rule_->PullReady(it->second.request)) {
       ready.push_back(std::move(it->second));
@@ -171,7 +194,7 @@ void ShardJob::ExpireWaiter(int64_t id) {
     if (it == waiters_.end()) return;
     waiter = std::move(it->second);
     waiters_.erase(it);
-    reason = rule_->WaitReason(waiter.request);
+    reason = replaying_ ? ReplayWaitReasonLocked(waiter.request) : rule_->WaitReason(waiter.request);
   }
   EndPark(waiter);
   waiter.done(absl::DeadlineExceededError(JobPrefix(spec_.job_id()) + reason));
