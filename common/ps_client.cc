@@ -32,15 +32,24 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
   return std::unique_ptr<PsClient>(new PsClient(*std::move(connections)));
 }
 
-absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec) {
+absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
+                                              const std::vector<ApplyLog>* replay) {
   absl::StatusOr<Placement> placement = PlaceVariables(spec, num_ps());
   if (!placement.ok()) return placement.status();
+  if (replay != nullptr && static_cast<int>(replay->size()) != num_ps()) {
+    return absl::InvalidArgumentError(absl::StrCat("a replay needs one apply log per ps: ",
+                                                   replay->size(), " for ", num_ps(), " ps"));
+  }
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
     CreateJobRequest request;
     *request.mutable_spec() = spec;
     request.set_num_ps(num_ps());
     request.set_ps_index(ps);
+    if (replay != nullptr) {
+      *request.mutable_replay() = (*replay)[ps];
+      request.set_replaying(true);
+    }
     calls.push_back(AdminCall(*connections_, ps, "CreateJob", request));
   }
   absl::Status status = connections_->RunCalls(std::move(calls));
@@ -80,6 +89,22 @@ absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& ru
     calls.push_back(AdminCall(*connections_, ps, "LeaveJob", request));
   }
   return connections_->RunCalls(std::move(calls));
+}
+
+absl::StatusOr<std::vector<ApplyLog>> PsClient::GetApplyLogs(const std::string& job_id) {
+  ApplyLogRequest request;
+  request.set_job_id(job_id);
+  std::vector<ApplyLog> logs(num_ps());
+  std::vector<PsConnections::Call> calls;
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    calls.push_back(AdminCall(*connections_, ps, "GetApplyLog", request,
+                              [&logs, ps](const grpc::ByteBuffer& response) {
+                                return ParseFromByteBuffer(response, &logs[ps]);
+                              }));
+  }
+  absl::Status status = connections_->RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  return logs;
 }
 
 absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& job_id) {

@@ -31,13 +31,18 @@ class PsClient {
   PsConnections* connections() const { return connections_.get(); }
 
   // Creates the job on every shard (idempotent for the same spec) and returns its placement.
-  absl::StatusOr<Placement> CreateJob(const ParameterSpec& spec);
+  // With `replay` (one log per shard, in ps order: psctl replay), each shard replays its log
+  // (CreateJobRequest.replay).
+  absl::StatusOr<Placement> CreateJob(const ParameterSpec& spec,
+                                      const std::vector<ApplyLog>* replay = nullptr);
   // Deletes the job on every shard; NOT_FOUND only if no shard had it.
   absl::Status DeleteJob(const std::string& job_id);
   // Tells every shard that `worker` is done with run `run_id` of the job (see LeaveJobRequest).
   absl::Status LeaveJob(const std::string& job_id, const std::string& run_id, int worker);
   // Each shard's statistics, in ps order.
   absl::StatusOr<std::vector<JobStats>> GetJobStats(const std::string& job_id);
+  // Each shard's apply log of the job (ParameterSpec.record_apply_log), in ps order.
+  absl::StatusOr<std::vector<ApplyLog>> GetApplyLogs(const std::string& job_id);
 
  private:
   explicit PsClient(std::unique_ptr<PsConnections> connections)

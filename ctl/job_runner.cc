@@ -51,6 +51,14 @@ std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSp
   if ((*session)->Pull(pull, values).ok()) {
     results->WriteParameters(parameters, values).IgnoreError();
   }
+  if (spec.record_apply_log()) {
+    absl::StatusOr<std::vector<ApplyLog>> logs = client.ps()->GetApplyLogs(spec.job_id());
+    absl::Status written = logs.status();
+    if (logs.ok()) written = WriteApplyLogFiles(results->dir(), parameters, *logs);
+    if (!written.ok()) {
+      results->RecordEvent({"apply_log_lost", "", -1, "", -1, std::string(written.message())});
+    }
+  }
   return *std::move(stats);
 }
 
@@ -145,6 +153,19 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
   absl::Status status =
       ClaimJobId(cluster, client, spec.job_id(), options.replace || options.resume, out);
   if (!status.ok()) return status;
+  if (options.replay != nullptr) {
+    // The recorded run's shards' spec, as this run's workers will make it (same JobSpec).
+    ParameterSpec parameters = options.replay->parameters;
+    parameters.set_job_id(spec.job_id());
+    parameters.set_run_id(spec.run_id());
+    parameters.set_owner(spec.owner());
+    absl::StatusOr<Placement> created = client.ps()->CreateJob(parameters, &options.replay->logs);
+    if (!created.ok()) return created.status();
+    int64_t events = 0;
+    for (const ApplyLog& log : options.replay->logs) events += log.entries_size();
+    out << "replaying " << events << " recorded pulls and updates on " << client.num_ps()
+        << " ps in their recorded order\n";
+  }
   if (!options.resume) return RunStart{std::vector<int64_t>(client.num_workers(), 0), ""};
   absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(client, spec, out);
   if (!restored.ok()) return restored.status();

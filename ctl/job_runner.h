@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "common/cluster_spec.h"
+#include "ctl/apply_log_files.h"
 #include "proto/job.pb.h"
 
 namespace ps {
@@ -26,6 +27,10 @@ struct SubmitOptions {
   const std::atomic<bool>* interrupted = nullptr;
   std::ostream* out = nullptr;   // Progress: a live line when `live_line`, else log lines.
   bool live_line = false;
+  // psctl replay: the recorded run's apply logs (not owned). The job is created on every shard
+  // with its shard's log before the workers start (CreateJobRequest.replay), so that each
+  // shard serves and applies in the recorded order.
+  const ApplyLogFiles* replay = nullptr;
 };
 
 // Checks the cluster (one line per problem), starts `spec` on every worker as a new run (a fresh

@@ -25,6 +25,9 @@ int Fail(const absl::Status& status);
 absl::StatusOr<ClusterSpec> Cluster();
 
 int Local();
+// Runs a recorded run (its results directory) again on a local cluster of its size, every
+// shard serving and applying in the recorded order: the same final weights, bit for bit.
+int Replay(const std::string& recorded);
 int SubmitCommand();
 int Status();
 int Stop();

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
@@ -34,6 +35,8 @@
 #include "ctl/report_runner.h"
 #include "ctl/sweep.h"
 #include "worker/compute/device.h"
+#include "common/json_text.h"
+#include "ctl/apply_log_files.h"
 #include "ctl/psctl_commands.h"
 #include "ctl/psctl_flags.h"
 
@@ -73,6 +76,32 @@ std::string ResultsDir(const JobSpec& spec) {
 
 }  // namespace
 
+// A cluster of `num_ps` ps and `num_workers` workers on this machine for `spec` (its data
+// directories readable), its logs beside `results`; says so on stdout.
+absl::StatusOr<std::unique_ptr<LocalCluster>> StartLocal(const JobSpec& spec, int num_ps,
+                                                         int num_workers,
+                                                         const std::string& results,
+                                                         bool metrics) {
+  LocalClusterOptions options;
+  options.metrics = metrics;
+  options.num_ps = num_ps;
+  options.num_workers = num_workers;
+  options.dir = results + ".cluster";
+  options.device = FLAGS_device;
+  options.checkpoint_dir = std::filesystem::absolute(FLAGS_checkpoint_dir).string();
+  options.data_roots = DataDirectories(spec);
+  options.daemon_args = TokenFileArgs();
+  options.ps_server_path =
+      FLAGS_ps_server_binary.empty() ? SiblingBinary("server/ps_server") : FLAGS_ps_server_binary;
+  options.ps_worker_path =
+      FLAGS_ps_worker_binary.empty() ? SiblingBinary("worker/ps_worker") : FLAGS_ps_worker_binary;
+  std::cout << "starting " << num_ps << " ps and " << num_workers
+            << " workers on this machine (logs in " << options.dir << ")\n";
+  absl::StatusOr<std::unique_ptr<LocalCluster>> local = LocalCluster::Start(options);
+  if (local.ok()) std::cout << "cluster: " << (*local)->spec_path() << "\n";
+  return local;
+}
+
 int Local() {
   std::string job_path = FLAGS_job.empty() ? "config/jobs/default.json" : FLAGS_job;
   absl::StatusOr<JobSpec> spec = ReadJobSpecFile(job_path);
@@ -93,25 +122,10 @@ int Local() {
         "psctl local --metrics_port=", FLAGS_metrics_port, ": give 0 (every daemon on a free "
         "port of its own; they share this machine) or -1 (no /metrics)")));
   }
-  LocalClusterOptions options;
-  options.metrics = FLAGS_metrics_port == 0;
-  options.num_ps = FLAGS_ps;
-  options.num_workers = FLAGS_workers;
-  options.dir = results + ".cluster";
-  options.device = FLAGS_device;
-  options.checkpoint_dir = std::filesystem::absolute(FLAGS_checkpoint_dir).string();
-  options.data_roots = DataDirectories(*spec);
-  options.daemon_args = TokenFileArgs();
-  options.ps_server_path =
-      FLAGS_ps_server_binary.empty() ? SiblingBinary("server/ps_server") : FLAGS_ps_server_binary;
-  options.ps_worker_path =
-      FLAGS_ps_worker_binary.empty() ? SiblingBinary("worker/ps_worker") : FLAGS_ps_worker_binary;
-  std::cout << "starting " << FLAGS_ps << " ps and " << FLAGS_workers
-            << " workers on this machine (logs in " << options.dir << ")\n";
-  absl::StatusOr<std::unique_ptr<LocalCluster>> local = LocalCluster::Start(options);
+  absl::StatusOr<std::unique_ptr<LocalCluster>> local =
+      StartLocal(*spec, FLAGS_ps, FLAGS_workers, results, FLAGS_metrics_port == 0);
   if (!local.ok()) return Fail(local.status());
-  std::cout << "cluster: " << (*local)->spec_path() << "\n";
-  if (options.metrics) {
+  if (FLAGS_metrics_port == 0) {
     for (absl::string_view job : {kPsJob, kWorkerJob}) {
       for (int i = 0; i < (*local)->cluster().NumTasks(job); ++i) {
         std::cout << job << ":" << i << " metrics: http://127.0.0.1:"
@@ -129,6 +143,55 @@ int Local() {
   (*local)->Stop();
   std::cout << "stopped the local cluster\n";
   return code;
+}
+
+int Replay(const std::string& recorded) {
+  // The recorded run: its job, its cluster's size and its shards' logs.
+  const std::string job_path = recorded + "/job.json";
+  absl::StatusOr<std::string> text = FileSystem::Default()->ReadFile(job_path);
+  if (!text.ok()) {
+    return Fail(absl::NotFoundError(absl::StrCat(
+        job_path, " cannot be read: give the results directory of a recorded run")));
+  }
+  absl::StatusOr<nlohmann::json> job = ParseJsonText(*text);
+  if (!job.ok() || !job->contains("spec") || !job->contains("cluster")) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat(job_path, " is not a results directory's job.json")));
+  }
+  absl::StatusOr<JobSpec> spec = ParseJobSpecJson((*job)["spec"].dump(), job_path);
+  if (!spec.ok()) return Fail(spec.status());
+  const nlohmann::json& tasks = (*job)["cluster"]["cluster"];
+  const int num_ps = tasks.contains("ps") ? static_cast<int>(tasks["ps"].size()) : 0;
+  const int num_workers = tasks.contains("worker") ? static_cast<int>(tasks["worker"].size()) : 0;
+  if (!spec->record_apply_log()) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        job_path, ": the run did not record its apply log: run it again with \"record_apply_log\": "
+        "true in its job, then replay that run")));
+  }
+  absl::StatusOr<ApplyLogFiles> logs = ReadApplyLogFiles(recorded, num_ps);
+  if (!logs.ok()) return Fail(logs.status());
+  spec->clear_run_id();  // A run of its own.
+  const std::string results = FLAGS_results.empty() ? recorded + "-replay" : FLAGS_results;
+  if (!FLAGS_overwrite && access(results.c_str(), F_OK) == 0) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "the results directory ", results, " exists; choose another --results, or pass "
+        "--overwrite")));
+  }
+  absl::StatusOr<std::unique_ptr<LocalCluster>> local =
+      StartLocal(*spec, num_ps, num_workers, results, /*metrics=*/false);
+  if (!local.ok()) return Fail(local.status());
+  std::cout << std::flush;
+  SubmitOptions options;
+  options.results_dir = results;
+  options.overwrite = FLAGS_overwrite;
+  options.interrupted = &interrupted;
+  options.out = &std::cout;
+  options.live_line = isatty(STDOUT_FILENO);
+  options.replay = &*logs;
+  absl::Status status = SubmitJob((*local)->cluster(), *spec, options);
+  (*local)->Stop();
+  std::cout << "stopped the local cluster\n";
+  return status.ok() ? 0 : Fail(status);
 }
 
 int SubmitCommand() {

@@ -10,6 +10,7 @@
 //   psctl export --checkpoint_dir=DIR[,DIR] --job=ID --out=DIR [--checkpoint=NAME]
 //   psctl certs  --cluster_spec=FILE --out=DIR [--days=365]
 //   psctl report SWEEP_DIR | RUN_DIR [RUN_DIR...]
+//   psctl replay RESULTS_DIR [--results=DIR]
 //   psctl slurm-spec --slurm_num_ps=N [--slurm_base_port=8888]
 //   psctl dashboard --cluster_spec=FILE [--bind_host=127.0.0.1] [--port=0] [--port_file=FILE]
 //   psctl top    --cluster_spec=FILE [--iterations=N]
@@ -130,6 +131,17 @@ const std::vector<Command>& Commands() {
        "--parallel=4",
        {"sweep", "local", "cluster_spec", "results", "overwrite", "workers", "parallel",
         "device", "ps_server_binary", "ps_worker_binary"}},
+      {"replay", 1, [](const std::vector<std::string>& args) { return Replay(args[0]); },
+       "run a recorded ASYNC run again in its recorded order, to the same weights",
+       "psctl replay RESULTS_DIR [--results=DIR] [--overwrite] [--device=cpu]\n\n"
+       "RESULTS_DIR is a run whose job set \"record_apply_log\": true (apply_log/ in it). A local\n"
+       "cluster of its size runs the job again, every ps serving each pull and applying each\n"
+       "update at its turn in the recorded order: the final weights are the recorded run's, bit\n"
+       "for bit, and the replay records its own log to compare (default --results:\n"
+       "RESULTS_DIR-replay).\n\n"
+       "Example:\n"
+       "  psctl replay results/async   # -> results/async-replay",
+       {"results", "overwrite", "device", "ps_server_binary", "ps_worker_binary"}},
       {"report", -1, [](const std::vector<std::string>& args) { return Report(args); },
        "a sweep's report with tables and plots, or runs side by side",
        "psctl report SWEEP_DIR | RUN_DIR [RUN_DIR...]\n\n"

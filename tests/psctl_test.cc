@@ -182,7 +182,8 @@ TEST(PsctlHelpTest, EveryCommandHasItsOwnHelp) {
   ASSERT_EQ(overview.Wait(), 0) << overview.Output();
   const std::vector<std::string> commands = {
       "local",  "submit", "status", "stop",       "check",     "export",
-      "certs",  "experiment", "report", "slurm-spec", "dashboard", "prometheus-config", "top"};
+      "certs",  "experiment", "report", "replay", "slurm-spec", "dashboard", "prometheus-config",
+      "top"};
   for (const std::string& command : commands) {
     EXPECT_THAT(overview.Stdout(), HasSubstr("\n  " + command + " ")) << command;
     Psctl help({command, "--help"}, dir);
