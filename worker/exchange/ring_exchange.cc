@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "common/learning_rate.h"
 #include "worker/allreduce/ring_allreduce.h"
 
 namespace ps {
@@ -17,7 +16,8 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
         ConsistencyConfig::Mode_Name(spec.consistency().mode()),
         " needs links to the other workers, which this worker was started without"));
   }
-  absl::StatusOr<std::unique_ptr<Optimizer>> optimizer = Optimizer::Create(spec.optimizer());
+  absl::StatusOr<std::unique_ptr<LocalOptimizer>> optimizer =
+      LocalOptimizer::Create(spec.optimizer(), spec.learning_rate(), variables, first_step);
   if (!optimizer.ok()) return optimizer.status();
   return std::unique_ptr<RingExchange>(new RingExchange(
       std::move(session), ring, variables, spec, worker, first_step, *std::move(optimizer)));
@@ -25,23 +25,16 @@ absl::StatusOr<std::unique_ptr<RingExchange>> RingExchange::Create(
 
 RingExchange::RingExchange(std::unique_ptr<WorkerSession> session, RingLink* ring,
                            const std::vector<VariableDef>& variables, const JobSpec& spec,
-                           int worker, int64_t first_step, std::unique_ptr<Optimizer> optimizer)
+                           int worker, int64_t first_step,
+                           std::unique_ptr<LocalOptimizer> optimizer)
     : session_(std::move(session)),
       ring_(ring),
       spec_(spec),
       worker_(worker),
       optimizer_(std::move(optimizer)),
       weights_(variables),
-      first_step_(first_step),
-      updates_(first_step),
       averaged_at_(first_step) {
-  for (const std::vector<float>& array : weights_.arrays()) {
-    slots_.emplace_back(optimizer_->num_slots(), std::vector<float>(array.size()));
-    std::vector<absl::Span<float>> views;
-    for (std::vector<float>& slot : slots_.back()) views.emplace_back(slot);
-    optimizer_->InitializeSlots(views);
-    mean_.emplace_back(array.size());
-  }
+  for (const std::vector<float>& array : weights_.arrays()) mean_.emplace_back(array.size());
 }
 
 absl::Status RingExchange::BeforeCompute(int64_t step) {
@@ -54,18 +47,6 @@ absl::Status RingExchange::BeforeCompute(int64_t step) {
   if (!pulled.ok()) return pulled.status();
   pulled_ = true;
   return absl::OkStatus();
-}
-
-void RingExchange::Apply(const std::vector<std::vector<float>>& gradient) {
-  const float learning_rate = LearningRateAt(spec_.learning_rate(), updates_);
-  for (size_t v = 0; v < gradient.size(); ++v) {
-    std::vector<absl::Span<float>> slots;
-    for (std::vector<float>& slot : slots_[v]) slots.emplace_back(slot);
-    // The optimizer's state began at first_step_ (it is not checkpointed).
-    optimizer_->Apply(learning_rate, gradient[v], absl::MakeSpan(weights_.arrays()[v]), slots,
-                      updates_ - first_step_);
-  }
-  ++updates_;
 }
 
 absl::Status RingExchange::AverageOverRing(uint64_t tag,
@@ -90,12 +71,13 @@ absl::Status RingExchange::AfterCompute(int64_t step, const HostVariables& gradi
     mean_ = gradients.arrays();
     absl::Status averaged = AverageOverRing(ring_calls_++, &mean_);
     if (!averaged.ok()) return averaged;
-    Apply(mean_);
+    optimizer_->Apply(mean_, &weights_);
     return MaybePublish(/*final=*/false);
   }
-  Apply(gradients.arrays());
-  if (updates_ - averaged_at_ < spec_.consistency().local_steps()) return absl::OkStatus();
-  averaged_at_ = updates_;
+  optimizer_->Apply(gradients.arrays(), &weights_);
+  const int64_t updates = optimizer_->updates();
+  if (updates - averaged_at_ < spec_.consistency().local_steps()) return absl::OkStatus();
+  averaged_at_ = updates;
   absl::Status averaged = AverageOverRing(ring_calls_++, &weights_.arrays());
   if (!averaged.ok()) return averaged;
   return MaybePublish(/*final=*/false);
@@ -103,20 +85,22 @@ absl::Status RingExchange::AfterCompute(int64_t step, const HostVariables& gradi
 
 absl::Status RingExchange::MaybePublish(bool final) {
   const int64_t every = spec_.checkpoint().every_steps();
-  if (worker_ != 0 || published_at_ == updates_) return absl::OkStatus();
-  if (!final && (every <= 0 || updates_ % every != 0)) return absl::OkStatus();
+  const int64_t updates = optimizer_->updates();
+  if (worker_ != 0 || published_at_ == updates) return absl::OkStatus();
+  if (!final && (every <= 0 || updates % every != 0)) return absl::OkStatus();
   // PublishRule: the values replace the shards'; the steps become their clock.
   WorkerSession::PushOptions options;
-  options.step = updates_;
+  options.step = updates;
   absl::Status published = session_->Push(options, weights_.const_view()).status();
-  if (published.ok()) published_at_ = updates_;
+  if (published.ok()) published_at_ = updates;
   return published;
 }
 
 absl::Status RingExchange::Finish() {
-  if (spec_.consistency().mode() == ConsistencyConfig::LOCAL_SGD && updates_ > averaged_at_) {
+  if (spec_.consistency().mode() == ConsistencyConfig::LOCAL_SGD &&
+      optimizer_->updates() > averaged_at_) {
     // The steps since the last averaging: every worker ends with the same model.
-    averaged_at_ = updates_;
+    averaged_at_ = optimizer_->updates();
     absl::Status averaged = AverageOverRing(ring_calls_++, &weights_.arrays());
     if (!averaged.ok()) return averaged;
   }

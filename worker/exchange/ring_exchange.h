@@ -22,11 +22,11 @@
 #include <memory>
 #include <vector>
 
-#include "common/optimizer.h"
 #include "common/worker_session.h"
 #include "proto/job.pb.h"
 #include "worker/allreduce/ring_link.h"
 #include "worker/exchange/exchange.h"
+#include "worker/exchange/local_optimizer.h"
 #include "worker/host_variables.h"
 
 namespace ps {
@@ -46,7 +46,7 @@ class RingExchange : public Exchange {
   absl::Status AfterCompute(int64_t step, const HostVariables& gradients) override;
   absl::Status Finish() override;
   const HostVariables& weights() const override { return weights_; }
-  int64_t global_step() const override { return updates_; }
+  int64_t global_step() const override { return optimizer_->updates(); }
   double mean_staleness() const override { return 0; }
   absl::Duration parked_time() const override { return absl::ZeroDuration(); }
   int64_t bytes_sent() const override;
@@ -55,29 +55,25 @@ class RingExchange : public Exchange {
  private:
   RingExchange(std::unique_ptr<WorkerSession> session, RingLink* ring,
                const std::vector<VariableDef>& variables, const JobSpec& spec, int worker,
-               int64_t first_step, std::unique_ptr<Optimizer> optimizer);
-  // Applies `gradient` (one array per variable) to weights_ with the rate at updates_.
-  void Apply(const std::vector<std::vector<float>>& gradient);
+               int64_t first_step, std::unique_ptr<LocalOptimizer> optimizer);
   // Replaces `arrays` by their mean over the ring (call `tag`).
   absl::Status AverageOverRing(uint64_t tag, std::vector<std::vector<float>>* arrays);
-  // The chief, every worker holding the same model after updates_ steps: publishes it where a
-  // checkpoint is due (updates_ a multiple of checkpoint.every_steps), or always when `final`.
+  // The chief, every worker holding the same model after the optimizer's updates(): publishes
+  // it where a checkpoint is due (a multiple of checkpoint.every_steps), or always when
+  // `final`.
   absl::Status MaybePublish(bool final);
 
   const std::unique_ptr<WorkerSession> session_;
   RingLink* const ring_;
   const JobSpec spec_;
   const int worker_;
-  const std::unique_ptr<Optimizer> optimizer_;
+  const std::unique_ptr<LocalOptimizer> optimizer_;
   HostVariables weights_;
-  std::vector<std::vector<std::vector<float>>> slots_;  // Per variable, the optimizer's slots.
   std::vector<std::vector<float>> mean_;  // ALLREDUCE: the step's mean gradient.
   std::vector<float> flat_;               // The ring's buffer.
   bool pulled_ = false;
-  const int64_t first_step_;
-  int64_t updates_;               // The steps weights_ has taken (from first_step_).
-  int64_t averaged_at_;           // LOCAL_SGD: updates_ at the last averaging.
-  int64_t published_at_ = -1;     // updates_ at the chief's last publish.
+  int64_t averaged_at_;           // LOCAL_SGD: the optimizer's updates() at the last averaging.
+  int64_t published_at_ = -1;     // updates() at the chief's last publish.
   uint64_t ring_calls_ = 0;       // Tags of the ring's calls.
 };
 
