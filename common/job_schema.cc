@@ -224,6 +224,21 @@ absl::Status ValidateDelayed(const JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// EASGD's workers keep copies of their own: Downpour's settings are ASYNC's, and checkpoints
+// would hold the center but not the copies.
+absl::Status ValidateEasgd(const JobSpec& spec) {
+  if (spec.consistency().mode() != ConsistencyConfig::EASGD) return absl::OkStatus();
+  if (spec.downpour().ByteSizeLong() > 0) {
+    return FieldError("downpour", "is for ASYNC; EASGD's workers keep copies of their own and "
+                                  "meet the center every easgd_period steps: unset it");
+  }
+  if (spec.checkpoint().every_steps() > 0 || spec.checkpoint().every_seconds() > 0) {
+    return FieldError("checkpoint", "is not supported in EASGD (the workers' copies are not in "
+                                    "the shards): unset it");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateStragglers(const StragglerSpec& stragglers, int num_workers) {
   for (int worker : stragglers.workers()) {
     if (worker < 0 || worker >= num_workers) {
@@ -338,6 +353,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   if (!status.ok()) return status;
   status = ValidateDelayed(spec);
   if (!status.ok()) return status;
+  status = ValidateEasgd(spec);
+  if (!status.ok()) return status;
   status = ValidateApplyLog(spec);
   if (!status.ok()) return status;
   status = ValidateStragglers(spec.stragglers(), num_workers);
@@ -379,6 +396,20 @@ absl::Status ValidateConsistencyConfig(const ConsistencyConfig& consistency, int
       return absl::OkStatus();
     case ConsistencyConfig::ALLREDUCE:
       return absl::OkStatus();
+    case ConsistencyConfig::EASGD:
+      if (!(consistency.easgd_alpha() > 0 && consistency.easgd_alpha() <= 1)) {
+        return FieldError("consistency.easgd_alpha",
+                          absl::StrCat("is ", consistency.easgd_alpha(),
+                                       ": EASGD moves each copy and the center by a fraction in "
+                                       "(0, 1] of their difference (0.9 / workers is usual)"));
+      }
+      if (consistency.easgd_period() < 1) {
+        return FieldError("consistency.easgd_period",
+                          absl::StrCat("is ", consistency.easgd_period(),
+                                       ": a worker meets the center every easgd_period >= 1 "
+                                       "steps"));
+      }
+      return absl::OkStatus();
     case ConsistencyConfig::DELAYED:
       if (consistency.delay() < 0 || consistency.delay() > kMaxDelay) {
         return FieldError("consistency.delay",
@@ -396,8 +427,8 @@ absl::Status ValidateConsistencyConfig(const ConsistencyConfig& consistency, int
       return absl::OkStatus();
     default:
       return FieldError("consistency.mode",
-                        "is not set: use SYNC, ASYNC, SSP, SOFTSYNC, ALLREDUCE, LOCAL_SGD or "
-                        "DELAYED");
+                        "is not set: use SYNC, ASYNC, SSP, SOFTSYNC, ALLREDUCE, LOCAL_SGD, "
+                        "DELAYED or EASGD");
   }
 }
 

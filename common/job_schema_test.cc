@@ -80,6 +80,23 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
        },
        "checkpoint.every_steps is 10, not a multiple of consistency.local_steps (4)"},
       {[](JobSpec* s) {
+         s->mutable_consistency()->set_mode(ConsistencyConfig::EASGD);
+         s->mutable_consistency()->set_easgd_period(4);
+       },
+       "consistency.easgd_alpha is 0"},
+      {[](JobSpec* s) {
+         s->mutable_consistency()->set_mode(ConsistencyConfig::EASGD);
+         s->mutable_consistency()->set_easgd_alpha(0.5f);
+       },
+       "consistency.easgd_period is 0"},
+      {[](JobSpec* s) {
+         s->mutable_consistency()->set_mode(ConsistencyConfig::DELAYED);
+         s->mutable_consistency()->set_delay(-1);
+       },
+       "consistency.delay is -1"},
+      {[](JobSpec* s) { s->set_record_apply_log(true); },
+       "record_apply_log is for ASYNC"},
+      {[](JobSpec* s) {
          s->set_target_loss(0.1f);
          s->set_eval_interval(5);
          s->mutable_data()->set_test_fraction(0);

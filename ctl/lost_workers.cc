@@ -23,6 +23,7 @@ bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
     case ConsistencyConfig::ASYNC:
     case ConsistencyConfig::SOFTSYNC:
     case ConsistencyConfig::DELAYED:
+    case ConsistencyConfig::EASGD:
       return true;
     case ConsistencyConfig::SSP:
       return spec.worker_lease_s() > 0;

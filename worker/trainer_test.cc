@@ -93,6 +93,25 @@ TEST_F(TrainerTest, SspKeepsClocksAndStalenessBounded) {
   }
 }
 
+// EASGD: each worker trains its own copy and meets the center every 4 steps; both train, and
+// the center (what the shards hold, the results' model) moved from its start.
+TEST_F(TrainerTest, EasgdWorkersTrainTheirCopiesAndMoveTheCenter) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("easgd", ConsistencyConfig::EASGD);
+  spec.mutable_consistency()->set_easgd_alpha(0.45f);
+  spec.mutable_consistency()->set_easgd_period(4);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 30);
+  std::vector<JobStats> stats = Stats("easgd");
+  ASSERT_EQ(stats.size(), 2u);
+  for (const JobStats& shard : stats) {
+    // 30 steps a worker, a meeting every 4: 7 elastic differences each, applied alone.
+    EXPECT_EQ(shard.applied_updates(), 2 * 7);
+    EXPECT_EQ(shard.spec().learning_rate().base(), 1.0f);
+    EXPECT_EQ(shard.spec().optimizer().kind(), OptimizerConfig::SGD);
+  }
+}
+
 TEST_F(TrainerTest, SoftsyncAveragesEveryCGradients) {
   StartServers(2);
   JobSpec spec = SoftmaxJob("softsync", ConsistencyConfig::SOFTSYNC);

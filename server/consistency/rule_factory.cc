@@ -18,6 +18,7 @@ std::unique_ptr<ConsistencyRule> CreateConsistencyRule(const ParameterSpec& spec
     case ConsistencyConfig::SYNC:
       return std::make_unique<SyncRule>(consistency, num_workers);
     case ConsistencyConfig::ASYNC:
+    case ConsistencyConfig::EASGD:  // Each elastic difference added as it arrives.
       return std::make_unique<AsyncRule>(consistency, num_workers);
     case ConsistencyConfig::SSP:
       return std::make_unique<SspRule>(consistency, num_workers);

@@ -9,7 +9,9 @@
 //   OverlappedPsExchange  ASYNC with overlap_communication: a step's push and pull run in the
 //                         background while the next step computes;
 //   RingExchange          ALLREDUCE and LOCAL_SGD: the workers average among themselves over a
-//                         ring (gradients every step, or models every local_steps steps).
+//                         ring (gradients every step, or models every local_steps steps);
+//   EasgdExchange         EASGD: a copy of its own, pulled towards the shards' center every
+//                         easgd_period steps, the center towards it.
 // A new family is a new class in a file of its own and a line in exchange_factory.cc; the loop
 // does not change.
 //

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "worker/exchange/downpour.h"
+#include "worker/exchange/easgd_exchange.h"
 #include "worker/exchange/overlapped_ps_exchange.h"
 #include "worker/exchange/ps_exchange.h"
 #include "worker/exchange/ring_exchange.h"
@@ -21,6 +22,12 @@ absl::StatusOr<std::unique_ptr<Exchange>> CreateExchange(const ExchangeContext& 
         context.first_step);
     if (!ring.ok()) return ring.status();
     return std::unique_ptr<Exchange>(*std::move(ring));
+  }
+  if (spec.consistency().mode() == ConsistencyConfig::EASGD) {
+    absl::StatusOr<std::unique_ptr<EasgdExchange>> easgd =
+        EasgdExchange::Create(*std::move(session), context.variables, spec);
+    if (!easgd.ok()) return easgd.status();
+    return std::unique_ptr<Exchange>(*std::move(easgd));
   }
   const DownpourSchedule downpour = DownpourSchedule::FromJobSpec(spec);
   if (spec.consistency().mode() == ConsistencyConfig::ASYNC &&
