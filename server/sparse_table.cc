@@ -114,12 +114,8 @@ absl::Status SparseTable::CheckRoom(
       " (the ps's memory): give the ps more memory or use fewer keys"));
 }
 
-absl::Status SparseTable::Read(absl::Span<const uint64_t> keys, absl::Span<float> out) {
-  if (out.size() != keys.size() * static_cast<size_t>(width_)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sparse table \"", name_, "\": ", keys.size(), " keys of width ", width_, " need ",
-        keys.size() * width_, " floats, not ", out.size()));
-  }
+template <typename PerRow>
+absl::Status SparseTable::ForEachRow(absl::Span<const uint64_t> keys, PerRow per_row) {
   const std::array<std::vector<int32_t>, kStripes> by_stripe = ByStripe(keys);
   absl::Status room = CheckRoom(keys, by_stripe);
   if (!room.ok()) return room;
@@ -128,12 +124,21 @@ absl::Status SparseTable::Read(absl::Span<const uint64_t> keys, absl::Span<float
     Stripe& stripe = stripes_[s];
     absl::MutexLock lock(&stripe.mu);
     for (int32_t i : by_stripe[s]) {
-      const int64_t row = FindOrCreateLocked(stripe, keys[i]);
-      std::memcpy(out.data() + static_cast<size_t>(i) * width_, RowLocked(stripe, 0, row),
-                  width_ * sizeof(float));
+      per_row(stripe, static_cast<size_t>(i), FindOrCreateLocked(stripe, keys[i]));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status SparseTable::Read(absl::Span<const uint64_t> keys, absl::Span<float> out) {
+  if (out.size() != keys.size() * static_cast<size_t>(width_)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sparse table \"", name_, "\": ", keys.size(), " keys of width ", width_, " need ",
+        keys.size() * width_, " floats, not ", out.size()));
+  }
+  return ForEachRow(keys, [&](Stripe& stripe, size_t i, int64_t row) {
+    std::memcpy(out.data() + i * width_, RowLocked(stripe, 0, row), width_ * sizeof(float));
+  });
 }
 
 absl::Status SparseTable::Update(float learning_rate, absl::Span<const uint64_t> keys,
@@ -161,25 +166,15 @@ absl::Status SparseTable::Update(float learning_rate, absl::Span<const uint64_t>
       }
     }
   }
-  const std::array<std::vector<int32_t>, kStripes> by_stripe = ByStripe(keys);
-  absl::Status room = CheckRoom(keys, by_stripe);
-  if (!room.ok()) return room;
   std::vector<absl::Span<float>> slots(arrays_ - 1);
-  for (int s = 0; s < kStripes; ++s) {
-    if (by_stripe[s].empty()) continue;
-    Stripe& stripe = stripes_[s];
-    absl::MutexLock lock(&stripe.mu);
-    for (int32_t i : by_stripe[s]) {
-      const int64_t row = FindOrCreateLocked(stripe, keys[i]);
-      for (int array = 1; array < arrays_; ++array) {
-        slots[array - 1] = absl::MakeSpan(RowLocked(stripe, array, row), width_);
-      }
-      optimizer_->Apply(learning_rate, gradient.subspan(static_cast<size_t>(i) * width_, width_),
-                        absl::MakeSpan(RowLocked(stripe, 0, row), width_), slots,
-                        counts_updates_ ? stripe.update_counts[row]++ : 0);
+  return ForEachRow(keys, [&](Stripe& stripe, size_t i, int64_t row) {
+    for (int array = 1; array < arrays_; ++array) {
+      slots[array - 1] = absl::MakeSpan(RowLocked(stripe, array, row), width_);
     }
-  }
-  return absl::OkStatus();
+    optimizer_->Apply(learning_rate, gradient.subspan(i * width_, width_),
+                      absl::MakeSpan(RowLocked(stripe, 0, row), width_), slots,
+                      counts_updates_ ? stripe.update_counts[row]++ : 0);
+  });
 }
 
 int64_t SparseTable::rows() const { return rows_.load(std::memory_order_relaxed); }

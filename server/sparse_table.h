@@ -127,6 +127,10 @@ class SparseTable {
   float* RowLocked(Stripe& stripe, int array, int64_t row) const;
   // For each stripe, the positions in `keys` of the keys that fall in it.
   static std::array<std::vector<int32_t>, kStripes> ByStripe(absl::Span<const uint64_t> keys);
+  // Calls per_row(stripe, i, row) for every keys[i] with its stripe's lock held, stripe by
+  // stripe, creating missing rows; RESOURCE_EXHAUSTED first, making none, past max_rows.
+  template <typename PerRow>
+  absl::Status ForEachRow(absl::Span<const uint64_t> keys, PerRow per_row);
   // OK unless creating the missing keys among `keys` would pass max_rows (each stripe counted
   // under its lock in turn: rows made meanwhile by other calls may pass it slightly).
   absl::Status CheckRoom(absl::Span<const uint64_t> keys,
