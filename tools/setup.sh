@@ -25,6 +25,9 @@ PACKAGES=(
   # Real data for the experiments: scikit-learn's copy of the UCI handwritten digits
   # (tools/prepare_digits.py).
   python3-sklearn
+  # LIBLINEAR and its heart_scale, the sparse logistic regression's reference
+  # (tests/liblinear_reference_test).
+  liblinear-tools
   # psctl certs (the cluster's CA and certificates for mutual TLS).
   openssl
   # systemd-analyze checks deploy/systemd's units (tests/systemd_units_test.sh).
