@@ -281,6 +281,46 @@ absl::Status ValidateId(const std::string& id, const std::string& field) {
 
 std::string JobPrefix(const std::string& job_id) { return absl::StrCat("job \"", job_id, "\": "); }
 
+// Sparse tables: named uniquely (also apart from the variables), rows of 1 to kMaxLayerWidth
+// floats, a valid initializer, in a mode that keeps the model on the shards.
+absl::Status ValidateSparseTables(const ParameterSpec& spec) {
+  if (spec.sparse_tables().empty()) return absl::OkStatus();
+  const ConsistencyConfig::Mode mode = spec.consistency().mode();
+  if (mode != ConsistencyConfig::SYNC && mode != ConsistencyConfig::ASYNC &&
+      mode != ConsistencyConfig::SSP && mode != ConsistencyConfig::SOFTSYNC) {
+    return FieldError("sparse_tables",
+                      absl::StrCat("are for SYNC, ASYNC, SSP and SOFTSYNC, not ",
+                                   ConsistencyConfig::Mode_Name(mode),
+                                   " (its shards hold no model of their own, or old copies)"));
+  }
+  std::set<std::string> names;
+  for (const VariableDef& variable : spec.variables()) names.insert(variable.name());
+  for (int t = 0; t < spec.sparse_tables_size(); ++t) {
+    const SparseTableDef& table = spec.sparse_tables(t);
+    const std::string field = absl::StrCat("sparse_tables[", t, "]");
+    if (table.name().empty() || table.name().size() > static_cast<size_t>(kMaxVariableNameBytes)) {
+      return FieldError(field + ".name",
+                        absl::StrCat("must be 1 to ", kMaxVariableNameBytes, " bytes"));
+    }
+    if (!names.insert(table.name()).second) {
+      return FieldError(field + ".name", absl::StrCat("\"", table.name(),
+                                                      "\" is taken by another table or variable"));
+    }
+    if (table.width() < 1 || table.width() > kMaxLayerWidth) {
+      return FieldError(field + ".width", absl::StrCat("is ", table.width(), ": a row holds 1 to ",
+                                                       kMaxLayerWidth, " floats"));
+    }
+    VariableDef as_variable;  // The initializer's view of a row.
+    as_variable.set_name(table.name());
+    as_variable.add_shape(1);
+    as_variable.add_shape(table.width());
+    *as_variable.mutable_initializer() = table.initializer();
+    absl::Status status = ValidateInitializer(as_variable);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
   absl::Status id = ValidateId(spec.job_id(), "job_id");
   if (!id.ok()) return id;
@@ -320,7 +360,9 @@ absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
     absl::Status status = ValidateInitializer(variable);
     if (!status.ok()) return Prefixed(prefix, status);
   }
-  absl::Status status = ValidateLearningRateSchedule(spec.learning_rate());
+  absl::Status status = ValidateSparseTables(spec);
+  if (!status.ok()) return Prefixed(prefix, status);
+  status = ValidateLearningRateSchedule(spec.learning_rate());
   if (!status.ok()) return Prefixed(prefix, status);
   status = ValidateConsistencyConfig(spec.consistency(), spec.num_workers());
   if (!status.ok()) return Prefixed(prefix, status);

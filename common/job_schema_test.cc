@@ -206,6 +206,20 @@ TEST(ParameterSpecTest, ErrorsNameTheJobAndTheField) {
          s->mutable_optimizer()->set_epsilon(-1);
        },
        "job \"j\": optimizer.epsilon"},
+      {[](ParameterSpec* s) {
+         s->add_sparse_tables()->set_name("w");
+         s->mutable_sparse_tables(0)->set_width(4);
+       },
+       "sparse_tables[0].name \"w\" is taken by another table or variable"},
+      {[](ParameterSpec* s) { s->add_sparse_tables()->set_name("emb"); },
+       "sparse_tables[0].width is 0"},
+      {[](ParameterSpec* s) {
+         SparseTableDef* table = s->add_sparse_tables();
+         table->set_name("emb");
+         table->set_width(8);
+         s->mutable_consistency()->set_mode(ConsistencyConfig::ALLREDUCE);
+       },
+       "sparse_tables are for SYNC, ASYNC, SSP and SOFTSYNC, not ALLREDUCE"},
   };
   for (const Case& c : kCases) {
     ParameterSpec spec = ValidParameters();

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/random.h"
 
 namespace ps {
 namespace {
@@ -149,6 +150,10 @@ absl::StatusOr<Placement> PlaceVariables(const ParameterSpec& spec, int num_ps) 
     loads.push({least.first + slice.num_bytes(), least.second});
   }
   return placement;
+}
+
+int SparseShardOf(uint64_t key, int num_ps) {
+  return static_cast<int>(Mix64(key) % static_cast<uint64_t>(num_ps));
 }
 
 }  // namespace ps

@@ -19,6 +19,11 @@ namespace ps {
 
 inline constexpr int64_t kDefaultMinSliceBytes = 256 * 1024;
 
+// The ps task that holds key `key` of a sparse table (ParameterSpec.sparse_tables) on a cluster of
+// `num_ps`: a 64-bit mix of the key, modulo num_ps, so that hashed ids spread evenly. Every party
+// (worker, ps, psctl) places keys with this one function. REQUIRES: num_ps >= 1.
+int SparseShardOf(uint64_t key, int num_ps);
+
 struct SlicePlacement {
   int variable_index = 0;  // Into the spec's variables.
   std::string variable;

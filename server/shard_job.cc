@@ -102,6 +102,17 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
     job->optimizer_->InitializeSlots(slots);
     job->slices_.push_back(std::move(slice));
   }
+  for (const SparseTableDef& def : spec.sparse_tables()) {
+    SparseTable::Options options;
+    options.name = def.name();
+    options.width = def.width();
+    options.initializer = def.initializer();
+    options.seed = spec.seed();
+    options.optimizer = spec.optimizer();
+    absl::StatusOr<std::unique_ptr<SparseTable>> table = SparseTable::Create(options);
+    if (!table.ok()) return table.status();
+    job->tables_.emplace(def.name(), *std::move(table));
+  }
   return job;
 }
 
@@ -207,12 +218,17 @@ absl::Status ShardJob::CheckPushSender(const PushRequestHeader& header) {
 absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
     const PushRequestHeader& header, std::vector<absl::Span<float>>* destinations) {
   absl::Status status = CheckPushSlices(header);
+  if (status.ok()) status = CheckSparse(header.sparse(), /*distinct=*/true);
   if (!status.ok()) return status;
-  std::shared_ptr<std::vector<float>> buffer = push_buffers_->Acquire(num_elements_);
+  const int64_t sparse = SparseFloats(header.sparse());
+  std::shared_ptr<std::vector<float>> buffer =
+      sparse == 0 ? push_buffers_->Acquire(num_elements_)
+                  : std::make_shared<std::vector<float>>(num_elements_ + sparse);
   destinations->clear();
   for (const auto& slice : slices_) {
     destinations->emplace_back(buffer->data() + slice->offset, slice->placement.num_elements());
   }
+  if (sparse > 0) destinations->emplace_back(buffer->data() + num_elements_, sparse);
   return buffer;
 }
 
@@ -304,10 +320,16 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
   absl::Status sender = CheckPushSender(header);
   if (!sender.ok()) return sender;
   const int worker = header.worker();
-  if (static_cast<int64_t>(gradient.size()) != num_elements_) {
+  absl::Status sparse = CheckSparse(header.sparse(), /*distinct=*/true);
+  if (!sparse.ok()) return sparse;
+  const int64_t sparse_floats = SparseFloats(header.sparse());
+  if (static_cast<int64_t>(gradient.size()) != num_elements_ + sparse_floats) {
     CountRejected("shape");
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "the gradient has ", gradient.size(),
-                                                   " values; this shard holds ", num_elements_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "the gradient has ", gradient.size(), " values; this shard holds ",
+        num_elements_, sparse_floats > 0 ? absl::StrCat(" and the push names ", sparse_floats,
+                                                        " of sparse rows")
+                                         : ""));
   }
   {
     // Checked again where the push is admitted, since a retry may arrive while the first
@@ -328,6 +350,9 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
   }
   if (!spec_.allow_non_finite() && !known_finite) {
     std::string where = FindNonFinite(gradient);
+    if (where.empty()) {
+      where = FindNonFiniteSparse(header.sparse(), gradient.subspan(num_elements_));
+    }
     if (!where.empty()) {
       CountRejected("non_finite");
       return absl::InvalidArgumentError(
@@ -384,6 +409,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     AssignToSlices(gradient);
   } else {
     ApplyToSlices(learning_rate, gradient);
+    ApplySparse(learning_rate, header.sparse(), gradient.subspan(num_elements_));
   }
   std::vector<Waiter> ready;
   std::vector<ArmedCheckpoint> due;
@@ -432,10 +458,11 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
     if (last) learning_rate = NextAggregateLearningRateLocked();
   }
   if (first) {
-    sum_.assign(gradient.begin(), gradient.end());
+    sum_.assign(gradient.begin(), gradient.begin() + num_elements_);
   } else {
     for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += gradient[i];
   }
+  AccumulateSparse(header.sparse(), gradient.subspan(num_elements_), first);
   if (!last) {
     response.set_outcome(PushResponse::ACCUMULATED);
     return response;
@@ -457,6 +484,7 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   const float scale = 1.0f / static_cast<float>(count);
   for (float& value : sum_) value *= scale;
   ApplyToSlices(learning_rate, sum_);
+  ApplySparseSums(learning_rate, scale);
   std::vector<Waiter> ready;
   std::vector<ArmedCheckpoint> due;
   {
@@ -553,6 +581,7 @@ JobStats ShardJob::Stats() const {
   *stats.mutable_spec() = spec_;
   for (const SliceRef& ref : SliceRefs()) *stats.add_slices() = ref;
   absl::MutexLock lock(&mu_);
+  for (const auto& [name, table] : tables_) (*stats.mutable_sparse_rows())[name] = table->rows();
   stats.set_version(version_);
   stats.set_step(rule_->step());
   stats.set_applied_updates(version_);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -42,6 +43,7 @@
 #include "common/metrics.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/job_traffic.h"
+#include "server/sparse_table.h"
 #include "common/optimizer.h"
 #include "server/staleness_histogram.h"
 
@@ -93,8 +95,9 @@ class ShardJob {
   // Ends every parked pull with `status` (job deleted, server stopping).
   void CancelAllWaiters(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Checks a push header's slices against the placement and returns a buffer for its
-  // gradient, with `destinations` pointing into it slice by slice (for DecodeTensorMessage).
+  // Checks a push header's slices (and sparse rows) against the placement and returns a buffer
+  // for its gradient, with `destinations` pointing into it slice by slice, then the sparse rows
+  // (for DecodeTensorMessage).
   absl::StatusOr<std::shared_ptr<std::vector<float>>> PushBuffer(
       const PushRequestHeader& header, std::vector<absl::Span<float>>* destinations);
 
@@ -309,6 +312,32 @@ class ShardJob {
   absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
   std::vector<Waiter> TakeReadyWaitersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sparse tables (shard_job_sparse.cc; ParameterSpec.sparse_tables): a pull's or push's rows
+  // come after the dense values in its data, table entry by table entry.
+  // Floats of the rows `entries` name.
+  int64_t SparseFloats(const google::protobuf::RepeatedPtrField<SparseRows>& entries) const;
+  // INVALID_ARGUMENT (counted, for a push) for an unknown table, a key another shard holds, or
+  // (`distinct`: a push's) a key twice in one table's entry.
+  absl::Status CheckSparse(const google::protobuf::RepeatedPtrField<SparseRows>& entries,
+                           bool distinct) const;
+  // The first Inf or NaN of a push's sparse rows, described, or "".
+  std::string FindNonFiniteSparse(const google::protobuf::RepeatedPtrField<SparseRows>& entries,
+                                  absl::Span<const float> rows) const;
+  // Runs the optimizer at `learning_rate` on the rows (ApplyNow's update).
+  void ApplySparse(float learning_rate,
+                   const google::protobuf::RepeatedPtrField<SparseRows>& entries,
+                   absl::Span<const float> rows);
+  // Adds a push's rows to the open aggregate's sums, by key.
+  void AccumulateSparse(const google::protobuf::RepeatedPtrField<SparseRows>& entries,
+                        absl::Span<const float> rows, bool first)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_);
+  // Applies the aggregate's row sums times `scale` at `learning_rate`, and clears them.
+  void ApplySparseSums(float learning_rate, float scale)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_);
+  // Reads a pull's rows into `out` (SparseFloats floats).
+  void ReadSparse(const google::protobuf::RepeatedPtrField<SparseRows>& entries,
+                  absl::Span<float> out) const;
+
   // A push held for its turn in a replay.
   struct QueuedPush {
     PushRequestHeader header;
@@ -428,6 +457,11 @@ class ShardJob {
   // rule's open aggregate from a push's admission to its apply.
   absl::Mutex aggregate_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<float> sum_ ABSL_GUARDED_BY(aggregate_mu_);
+  // The open aggregate's sparse rows: per table, per key, their sum.
+  std::map<std::string, absl::flat_hash_map<uint64_t, std::vector<float>>> sparse_sums_
+      ABSL_GUARDED_BY(aggregate_mu_);
+  // The sparse tables' rows on this shard, by name (fixed after Create).
+  std::map<std::string, std::unique_ptr<SparseTable>> tables_;
 
   // The apply log: held, while recording or replaying, by each update from its admission to
   // its version bump and by each worker pull's snapshot, so that they happen one at a time in

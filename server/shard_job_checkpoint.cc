@@ -97,6 +97,11 @@ absl::Status ShardJob::ArmCheckpoint(const std::string& run_id, int64_t seq, int
                                      CheckpointSink sink) {
   absl::Status status = CheckRun(run_id, "checkpoint");
   if (!status.ok()) return status;
+  if (!tables_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        JobPrefix(spec_.job_id()), "checkpoints of sparse tables are not supported yet: run the "
+        "job without checkpoint settings"));
+  }
   ArmedCheckpoint armed{seq, at_clock, std::move(sink)};
   {
     absl::MutexLock lock(&mu_);

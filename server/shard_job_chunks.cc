@@ -34,6 +34,11 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
   absl::Status status = CheckPushSender(header);
   if (status.ok()) status = CheckPushSlices(header);
   if (!status.ok()) return status;
+  if (!header.sparse().empty()) {
+    CountRejected("shape");
+    return absl::InvalidArgumentError(
+        prefix + "a chunked push carries dense values only: push sparse rows unchunked");
+  }
   const int64_t offset = header.chunk_offset();
   const int64_t size = header.chunk_size();
   if (size < 1 || offset < 0 || offset > num_elements_ - size ||

@@ -24,6 +24,8 @@ absl::Status ShardJob::ValidatePull(const PullRequest& request,
   if (request.step() < 0 || request.clock() < 0) {
     return absl::InvalidArgumentError(prefix + "step and clock must be >= 0");
   }
+  absl::Status sparse = CheckSparse(request.sparse(), /*distinct=*/false);
+  if (!sparse.ok()) return sparse;
   if (request.slices().empty()) {
     for (size_t i = 0; i < slices_.size(); ++i) {
       ranges->push_back({static_cast<int>(i), slices_[i]->placement.row_begin,
@@ -146,6 +148,16 @@ ShardJob::PullSnapshot ShardJob::ReadSnapshot(const PullRequest& request) const 
     snapshot.pieces.emplace_back(readers->back()->buffer().data() + begin, count);
   }
   snapshot.header.set_version(version - served_delay);
+  if (!request.sparse().empty()) {
+    // Rows are read into a buffer of the answer's own (a table's rows change in place).
+    auto rows = std::make_shared<std::vector<float>>(SparseFloats(request.sparse()));
+    ReadSparse(request.sparse(), absl::MakeSpan(*rows));
+    *snapshot.header.mutable_sparse() = request.sparse();
+    snapshot.pieces.emplace_back(*rows);
+    snapshot.keep_alive = std::make_shared<std::pair<decltype(readers), decltype(rows)>>(
+        std::move(readers), std::move(rows));
+    return snapshot;
+  }
   snapshot.keep_alive = std::move(readers);
   return snapshot;
 }
