@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/partitioner.h"
 #include "common/proto_byte_buffer.h"
 #include "common/tensor_coding.h"
 
@@ -61,6 +62,72 @@ WorkerSession::WorkerSession(PsConnections* connections, const ParameterSpec& sp
     variable_row_size_[variable.name()] = row_size;
     variable_elements_[variable.name()] = row_size * variable.shape(0);
   }
+  for (const SparseTableDef& table : spec_.sparse_tables()) {
+    table_width_[table.name()] = table.width();
+  }
+}
+
+template <typename Sparse>
+absl::StatusOr<std::vector<WorkerSession::ShardSparse>> WorkerSession::SplitSparse(
+    const std::vector<Sparse>& tables) const {
+  const int num_ps = connections_->num_ps();
+  std::vector<ShardSparse> shards(num_ps);
+  for (const Sparse& table : tables) {
+    auto width = table_width_.find(table.table);
+    if (width == table_width_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("no sparse table \"", table.table,
+                                                     "\" in job \"", spec_.job_id(), "\""));
+    }
+    if (table.rows.size() != table.keys.size() * static_cast<size_t>(width->second)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sparse table \"", table.table, "\": ", table.keys.size(), " keys of width ",
+          width->second, " need ", table.keys.size() * width->second, " floats, not ",
+          table.rows.size()));
+    }
+    for (ShardSparse& shard : shards) {
+      shard.entries.emplace_back();
+      shard.entries.back().set_table(table.table);
+      shard.positions.emplace_back();
+    }
+    for (size_t k = 0; k < table.keys.size(); ++k) {
+      ShardSparse& shard = shards[SparseShardOf(table.keys[k], num_ps)];
+      shard.entries.back().add_keys(table.keys[k]);
+      shard.positions.back().push_back(k);
+      shard.floats += width->second;
+    }
+  }
+  // Tables with no key on a shard are left out of its request.
+  for (ShardSparse& shard : shards) {
+    ShardSparse kept;
+    kept.floats = shard.floats;
+    for (size_t e = 0; e < shard.entries.size(); ++e) {
+      if (shard.entries[e].keys().empty()) continue;
+      kept.entries.push_back(std::move(shard.entries[e]));
+      kept.positions.push_back(std::move(shard.positions[e]));
+    }
+    shard = std::move(kept);
+  }
+  return shards;
+}
+
+void WorkerSession::ScatterRows(const ShardSparse& shard, absl::Span<const float> staging,
+                                const std::vector<SparsePull>& sparse,
+                                const absl::flat_hash_map<std::string, int64_t>& widths) {
+  size_t at = 0;
+  for (size_t e = 0; e < shard.entries.size(); ++e) {
+    const std::string& name = shard.entries[e].table();
+    const int64_t width = widths.at(name);
+    // The caller's table of this name (the first: a table named twice is pulled twice).
+    for (const SparsePull& table : sparse) {
+      if (table.table != name) continue;
+      for (size_t position : shard.positions[e]) {
+        std::copy(staging.begin() + at, staging.begin() + at + width,
+                  table.rows.begin() + position * width);
+        at += width;
+      }
+      break;
+    }
+  }
 }
 
 template <typename T>
@@ -115,6 +182,10 @@ std::vector<SliceRef> WorkerSession::ShardSlices(int ps) const {
   return refs;
 }
 
+bool WorkerSession::TakesPushes(int ps) const {
+  return !placement_.SlicesOn(ps).empty() || !spec_.sparse_tables().empty();
+}
+
 int64_t WorkerSession::ChunkFloats() const {
   return std::max<int64_t>(1,
                            connections_->options().chunk_bytes / static_cast<int64_t>(sizeof(float)));
@@ -135,7 +206,8 @@ int64_t WorkerSession::ShardFloats(int ps) const {
 absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
                                          const std::vector<SliceRef>& expected,
                                          const MutableVariables& out,
-                                         PullResponseHeader* header) const {
+                                         PullResponseHeader* header,
+                                         absl::Span<float> sparse_staging) const {
   return DecodeTensorMessage(
       bytes, header,
       [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
@@ -155,6 +227,7 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
           if (!span.ok()) return span.status();
           destinations.push_back(*span);
         }
+        if (!sparse_staging.empty()) destinations.push_back(sparse_staging);
         return destinations;
       });
 }
@@ -180,7 +253,9 @@ WorkerSession::PullResult WorkerSession::PullState::Finish() {
 }
 
 void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariables& out,
-                                 PullState* state, std::vector<PsConnections::Call>* calls) const {
+                                 const std::vector<SparsePull>& sparse,
+                                 const std::vector<ShardSparse>& shard_sparse, PullState* state,
+                                 std::vector<PsConnections::Call>* calls) const {
   const PsClientOptions& client_options = connections_->options();
   for (int ps = 0; ps < connections_->num_ps(); ++ps) {
     // Row ranges of at most chunk_bytes (at least one row), packed into requests of up to
@@ -206,21 +281,35 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
         response_bytes.back() += rows * row_bytes;
       }
     }
+    // The shard's sparse rows go with its first request.
+    const ShardSparse* rows = shard_sparse.empty() ? nullptr : &shard_sparse[ps];
     for (size_t chunk = 0; chunk < requests.size(); ++chunk) {
-      if (requests[chunk].slices().empty()) continue;  // A shard holding nothing of this job.
+      const bool with_rows = chunk == 0 && rows != nullptr && !rows->entries.empty();
+      // A shard holding no slice of the job and asked no row (a request without slices
+      // reads every slice the shard holds: here none).
+      if (requests[chunk].slices().empty() && !with_rows) continue;
       PullRequest request = MakePullRequest(options);
       request.mutable_slices()->Swap(requests[chunk].mutable_slices());
+      std::shared_ptr<std::vector<float>> staging;
+      if (with_rows) {
+        for (const SparseRows& entry : rows->entries) *request.add_sparse() = entry;
+        staging = std::make_shared<std::vector<float>>(rows->floats);
+      }
       std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
       calls->push_back(PsConnections::Call{
           ps, "Pull", [request] { return SerializeToByteBuffer(request); },
-          [this, expected, ps, &out, state](const grpc::ByteBuffer& bytes) {
+          [this, expected, ps, &out, state, staging, rows, &sparse](const grpc::ByteBuffer& bytes) {
             PullResponseHeader header;
-            absl::Status status = DecodeValues(bytes, expected, out, &header);
-            if (status.ok()) state->Record(ps, header);
+            absl::Status status =
+                DecodeValues(bytes, expected, out, &header,
+                             staging ? absl::MakeSpan(*staging) : absl::Span<float>());
+            if (!status.ok()) return status;
+            if (staging) ScatterRows(*rows, *staging, sparse, table_width_);
+            state->Record(ps, header);
             return status;
           },
           client_options.wait_timeout + client_options.call_timeout, static_cast<int>(chunk),
-          response_bytes[chunk]});
+          response_bytes[chunk] + (staging ? static_cast<int64_t>(staging->size() * 4) : 0)});
     }
   }
 }
@@ -242,13 +331,16 @@ absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
   return connections_->RunCalls(std::move(calls));
 }
 
-absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(const PullOptions& options,
-                                                              const MutableVariables& out) {
+absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(
+    const PullOptions& options, const MutableVariables& out,
+    const std::vector<SparsePull>& sparse) {
   absl::Status status = CheckVariables(out);
   if (!status.ok()) return status;
+  absl::StatusOr<std::vector<ShardSparse>> shard_sparse = SplitSparse(sparse);
+  if (!shard_sparse.ok()) return shard_sparse.status();
   PullState state(connections_->num_ps());
   std::vector<PsConnections::Call> calls;
-  AddPullCalls(options, out, &state, &calls);
+  AddPullCalls(options, out, sparse, *shard_sparse, &state, &calls);
   status = RunCounted(std::move(calls));
   if (!status.ok()) return status;
   PullResult result = state.Finish();
@@ -262,11 +354,10 @@ void WorkerSession::PushState::Record(int ps, PushResponse response) {
   responses[ps] = std::move(response);
 }
 
-absl::StatusOr<std::vector<PushResponse>> WorkerSession::PushState::Finish(
-    const WorkerSession& session, int64_t push_id) {
+absl::StatusOr<std::vector<PushResponse>> WorkerSession::PushState::Finish(int64_t push_id) {
   std::vector<PushResponse> result(responses.size());
   for (size_t ps = 0; ps < responses.size(); ++ps) {
-    if (session.placement_.SlicesOn(static_cast<int>(ps)).empty()) continue;
+    if (!sent[ps]) continue;
     if (!responses[ps].has_value()) {
       return absl::InternalError(absl::StrCat(
           "ps:", ps, ": Push: every chunk of push ", push_id,
@@ -278,7 +369,8 @@ absl::StatusOr<std::vector<PushResponse>> WorkerSession::PushState::Finish(
 }
 
 absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
-    int ps, const PushOptions& options, const ConstVariables& gradients, int64_t push_id) const {
+    int ps, const PushOptions& options, const ConstVariables& gradients, int64_t push_id,
+    const std::vector<SparsePush>& sparse, const ShardSparse& shard_sparse) const {
   if (!options.read_versions.empty() &&
       options.read_versions.size() != read_versions_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -303,18 +395,48 @@ absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
     if (!span.ok()) return span.status();
     push.tensors.push_back(*span);
   }
+  if (!shard_sparse.entries.empty()) {
+    push.sparse_rows = std::make_shared<std::vector<float>>();
+    push.sparse_rows->reserve(shard_sparse.floats);
+    for (size_t e = 0; e < shard_sparse.entries.size(); ++e) {
+      const SparseRows& entry = shard_sparse.entries[e];
+      *push.header.add_sparse() = entry;
+      const int64_t width = table_width_.at(entry.table());
+      for (const SparsePush& table : sparse) {
+        if (table.table != entry.table()) continue;
+        for (size_t position : shard_sparse.positions[e]) {
+          const absl::Span<const float> row = table.rows.subspan(position * width, width);
+          push.sparse_rows->insert(push.sparse_rows->end(), row.begin(), row.end());
+        }
+        break;
+      }
+    }
+    push.tensors.push_back(*push.sparse_rows);
+  }
   return push;
 }
 
 absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
                                          const ConstVariables& gradients, int64_t push_id,
+                                         const std::vector<SparsePush>& sparse,
                                          PushState* state,
                                          std::vector<PsConnections::Call>* calls) const {
   const int64_t chunk_floats = ChunkFloats();
+  absl::StatusOr<std::vector<ShardSparse>> shard_sparse = SplitSparse(sparse);
+  if (!shard_sparse.ok()) return shard_sparse.status();
   for (int ps = 0; ps < connections_->num_ps(); ++ps) {
-    if (placement_.SlicesOn(ps).empty()) continue;
-    absl::StatusOr<ShardPush> push = MakeShardPush(ps, options, gradients, push_id);
+    const ShardSparse& rows = (*shard_sparse)[ps];
+    if (!TakesPushes(ps)) continue;
+    if (!rows.entries.empty() && PushChunks(ps) > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ps:", ps, "'s dense gradient needs chunks, which carry no sparse rows: push the "
+          "sparse rows of a model whose dense part on a shard is over chunk_bytes separately"));
+    }
+    absl::StatusOr<ShardPush> push =
+        MakeShardPush(ps, options, gradients, push_id, sparse, rows);
     if (!push.ok()) return push.status();
+    state->sent[ps] = true;
+    std::shared_ptr<std::vector<float>> sparse_rows = push->sparse_rows;
     // Large gradients go in chunks over the shard's connections, so that the server decodes
     // one while the next is in transit (see PushRequestHeader.total_chunks).
     const int64_t total = ShardFloats(ps);
@@ -332,8 +454,11 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
       }
       calls->push_back(PsConnections::Call{
           ps, "Push",
-          // The gradients stay alive and unchanged until the call returns (Push's contract).
-          [header, pieces] { return EncodeTensorMessage(*header, *pieces, nullptr); },
+          // The gradients stay alive and unchanged until the call returns (Push's contract);
+          // the sparse rows' copy lives with the call.
+          [header, pieces, sparse_rows] {
+            return EncodeTensorMessage(*header, *pieces, nullptr);
+          },
           [state, ps](const grpc::ByteBuffer& bytes) {
             PushResponse response;
             absl::Status status = ParseFromByteBuffer(bytes, &response);
@@ -346,30 +471,34 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(const PushOptions& options,
-                                                              const ConstVariables& gradients) {
+absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(
+    const PushOptions& options, const ConstVariables& gradients,
+    const std::vector<SparsePush>& sparse) {
   const int64_t push_id = next_push_id_++;
   PushState state(connections_->num_ps());
   std::vector<PsConnections::Call> calls;
-  absl::Status status = AddPushCalls(options, gradients, push_id, &state, &calls);
+  absl::Status status = AddPushCalls(options, gradients, push_id, sparse, &state, &calls);
   if (!status.ok()) return status;
   status = RunCounted(std::move(calls));
   if (!status.ok()) return status;
-  return state.Finish(*this, push_id);
+  return state.Finish(push_id);
 }
 
 absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
     const PushOptions& push_options, const ConstVariables& gradients,
-    const PullOptions& pull_options, const MutableVariables& out) {
+    const PullOptions& pull_options, const MutableVariables& out,
+    const std::vector<SparsePush>& push_sparse, const std::vector<SparsePull>& pull_sparse) {
   absl::Status status = CheckVariables(out);
   if (!status.ok()) return status;
   bool small = true;
   for (int ps = 0; ps < connections_->num_ps(); ++ps) small = small && PushChunks(ps) == 1;
   PushPullResult result;
-  if (!small) {  // Chunks, which PushPull does not take: two round trips.
-    absl::StatusOr<std::vector<PushResponse>> pushed = Push(push_options, gradients);
+  // Chunks, which PushPull does not take, or sparse rows (whose keys need not fall on the same
+  // shards for the push and the pull): two round trips.
+  if (!small || !push_sparse.empty() || !pull_sparse.empty()) {
+    absl::StatusOr<std::vector<PushResponse>> pushed = Push(push_options, gradients, push_sparse);
     if (!pushed.ok()) return pushed.status();
-    absl::StatusOr<PullResult> pulled = Pull(pull_options, out);
+    absl::StatusOr<PullResult> pulled = Pull(pull_options, out, pull_sparse);
     if (!pulled.ok()) return pulled.status();
     result.pushed = *std::move(pushed);
     result.pulled = *std::move(pulled);
@@ -380,9 +509,11 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
   PullState pull_state(connections_->num_ps());
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < connections_->num_ps(); ++ps) {
-    if (placement_.SlicesOn(ps).empty()) continue;
-    absl::StatusOr<ShardPush> push = MakeShardPush(ps, push_options, gradients, push_id);
+    if (!TakesPushes(ps)) continue;
+    absl::StatusOr<ShardPush> push =
+        MakeShardPush(ps, push_options, gradients, push_id, {}, ShardSparse());
     if (!push.ok()) return push.status();
+    push_state.sent[ps] = true;
     *push->header.mutable_then_pull() = MakePullRequest(pull_options);
     auto shared = std::make_shared<ShardPush>(*std::move(push));
     std::vector<SliceRef> expected = ShardSlices(ps);
@@ -401,7 +532,7 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
   }
   status = RunCounted(std::move(calls));
   if (!status.ok()) return status;
-  absl::StatusOr<std::vector<PushResponse>> pushed = push_state.Finish(*this, push_id);
+  absl::StatusOr<std::vector<PushResponse>> pushed = push_state.Finish(push_id);
   if (!pushed.ok()) return pushed.status();
   result.pushed = *std::move(pushed);
   result.pulled = pull_state.Finish();

@@ -45,6 +45,20 @@ class WorkerSession {
     int64_t step = 0;   // SYNC: the step to pull for (waits until it begins).
     int64_t clock = 0;  // SSP: this worker's clock.
   };
+  // Rows of a sparse table (ParameterSpec.sparse_tables) by key, as the caller holds them:
+  // `rows` holds keys.size() rows of the table's width, in key order. The session sends each
+  // key to its shard (SparseShardOf) and puts the rows back in the caller's order.
+  struct SparsePull {
+    std::string table;
+    absl::Span<const uint64_t> keys;  // May repeat.
+    absl::Span<float> rows;
+  };
+  struct SparsePush {
+    std::string table;
+    absl::Span<const uint64_t> keys;  // Distinct: a key's gradients summed first.
+    absl::Span<const float> rows;
+  };
+
   struct PullResult {
     std::vector<int64_t> versions;  // Per shard.
     int64_t step = 0;               // SYNC: the step the values begin (the smallest over shards).
@@ -52,9 +66,12 @@ class WorkerSession {
     // the values (PullResponseHeader.parked_us).
     absl::Duration parked;
   };
-  // Fills every variable of the job in `out` from all shards in parallel; remembers the
-  // versions for the next Push. INVALID_ARGUMENT if a variable is missing or of the wrong size.
-  absl::StatusOr<PullResult> Pull(const PullOptions& options, const MutableVariables& out);
+  // Fills every variable of the job in `out` from all shards in parallel, and the rows `sparse`
+  // names (made on their shards when missing); remembers the versions for the next Push.
+  // INVALID_ARGUMENT if a variable is missing or of the wrong size, or a table is unknown or
+  // its rows are not keys.size() x its width.
+  absl::StatusOr<PullResult> Pull(const PullOptions& options, const MutableVariables& out,
+                                  const std::vector<SparsePull>& sparse = {});
 
   struct PushOptions {
     int64_t step = 0;   // SYNC: the step the gradient is for.
@@ -66,8 +83,12 @@ class WorkerSession {
   // Sends `gradients` (every variable of the job) to all shards in parallel, tagged with the
   // read versions (above). The gradients' memory is sent without copying: it must stay
   // unchanged until Push returns. Returns each shard's response, in ps order.
+  // With `sparse`, the gradient rows of sparse tables go with the dense gradient to their
+  // shards (copied; INVALID_ARGUMENT as Pull's, and where a shard's dense gradient needs
+  // chunks: sparse rows go in one message).
   absl::StatusOr<std::vector<PushResponse>> Push(const PushOptions& options,
-                                                 const ConstVariables& gradients);
+                                                 const ConstVariables& gradients,
+                                                 const std::vector<SparsePush>& sparse = {});
 
   struct PushPullResult {
     std::vector<PushResponse> pushed;  // As Push returns them.
@@ -79,7 +100,9 @@ class WorkerSession {
   absl::StatusOr<PushPullResult> PushPull(const PushOptions& push_options,
                                           const ConstVariables& gradients,
                                           const PullOptions& pull_options,
-                                          const MutableVariables& out);
+                                          const MutableVariables& out,
+                                          const std::vector<SparsePush>& push_sparse = {},
+                                          const std::vector<SparsePull>& pull_sparse = {});
 
   // Bytes of the messages this session has sent and received so far (every attempt's;
   // serialized requests and responses, without gRPC's framing). Thread-safe.
@@ -98,23 +121,45 @@ class WorkerSession {
   };
   // The outcome of a push on each shard. Thread-safe.
   struct PushState {
-    explicit PushState(int num_ps) : responses(num_ps) {}
+    explicit PushState(int num_ps) : responses(num_ps), sent(num_ps, false) {}
     // Keeps the push's outcome (ignores RECEIVED chunks).
     void Record(int ps, PushResponse response) ABSL_LOCKS_EXCLUDED(mu);
     // Every shard's outcome, INTERNAL if one is missing.
-    absl::StatusOr<std::vector<PushResponse>> Finish(const WorkerSession& session,
-                                                     int64_t push_id);
+    absl::StatusOr<std::vector<PushResponse>> Finish(int64_t push_id);
     absl::Mutex mu;
     std::vector<std::optional<PushResponse>> responses;
+    std::vector<bool> sent;  // Per shard: something was pushed there (set before the calls).
   };
-  // One shard's push: its header (no chunk fields) and its slices' gradients.
+  // One shard's push: its header (no chunk fields) and its slices' gradients, then its sparse
+  // rows (copied into `sparse_rows`, kept alive with the push).
   struct ShardPush {
     PushRequestHeader header;
     std::vector<absl::Span<const float>> tensors;
+    std::shared_ptr<std::vector<float>> sparse_rows;
   };
+  // One shard's part of a pull's sparse rows: the entries to ask for and, per entry, where
+  // each key's row goes among the caller's (its index in the caller's keys).
+  struct ShardSparse {
+    std::vector<SparseRows> entries;
+    std::vector<std::vector<size_t>> positions;
+    int64_t floats = 0;
+  };
+  // Splits `tables`' keys (SparsePull or SparsePush) by shard; INVALID_ARGUMENT for an unknown
+  // table or rows of the wrong size.
+  template <typename Sparse>
+  absl::StatusOr<std::vector<ShardSparse>> SplitSparse(const std::vector<Sparse>& tables) const;
+  // Copies the rows of a pull's `staging` (a shard's answer, in its entries' order) into the
+  // caller's rows.
+  static void ScatterRows(const ShardSparse& shard, absl::Span<const float> staging,
+                          const std::vector<SparsePull>& sparse,
+                          const absl::flat_hash_map<std::string, int64_t>& widths);
 
   absl::Status CheckVariables(const MutableVariables& out) const;
   PullRequest MakePullRequest(const PullOptions& options) const;
+  // Whether every push goes to shard `ps`: it holds slices of the job, or the job has sparse
+  // tables (any shard may hold rows, and a SYNC step or an SSP clock needs every worker's push
+  // on every shard, rows or none).
+  bool TakesPushes(int ps) const;
   // The slices on shard `ps`, in placement order, and their number of floats.
   std::vector<SliceRef> ShardSlices(int ps) const;
   int64_t ShardFloats(int ps) const;
@@ -122,19 +167,24 @@ class WorkerSession {
   // message, no chunk fields).
   int64_t ChunkFloats() const;
   int64_t PushChunks(int ps) const;
-  // Decodes a PullResponse for the row ranges `expected` into `out`.
+  // Decodes a PullResponse for the row ranges `expected` into `out`, and its sparse rows (if
+  // any) into `sparse_staging`.
   absl::Status DecodeValues(const grpc::ByteBuffer& bytes, const std::vector<SliceRef>& expected,
-                            const MutableVariables& out, PullResponseHeader* header) const;
-  void AddPullCalls(const PullOptions& options, const MutableVariables& out, PullState* state,
+                            const MutableVariables& out, PullResponseHeader* header,
+                            absl::Span<float> sparse_staging = {}) const;
+  void AddPullCalls(const PullOptions& options, const MutableVariables& out,
+                    const std::vector<SparsePull>& sparse,
+                    const std::vector<ShardSparse>& shard_sparse, PullState* state,
                     std::vector<PsConnections::Call>* calls) const;
   absl::StatusOr<ShardPush> MakeShardPush(int ps, const PushOptions& options,
-                                          const ConstVariables& gradients,
-                                          int64_t push_id) const;
+                                          const ConstVariables& gradients, int64_t push_id,
+                                          const std::vector<SparsePush>& sparse,
+                                          const ShardSparse& shard_sparse) const;
   // Runs `calls`, counting their bytes into bytes_sent_ and bytes_received_.
   absl::Status RunCounted(std::vector<PsConnections::Call> calls);
   absl::Status AddPushCalls(const PushOptions& options, const ConstVariables& gradients,
-                            int64_t push_id, PushState* state,
-                            std::vector<PsConnections::Call>* calls) const;
+                            int64_t push_id, const std::vector<SparsePush>& sparse,
+                            PushState* state, std::vector<PsConnections::Call>* calls) const;
   WorkerSession(PsConnections* connections, const ParameterSpec& spec, int worker,
                 Placement placement);
   // The span of `slice`'s rows in a whole-variable span.
@@ -150,6 +200,7 @@ class WorkerSession {
   const Placement placement_;
   absl::flat_hash_map<std::string, int64_t> variable_elements_;
   absl::flat_hash_map<std::string, int64_t> variable_row_size_;
+  absl::flat_hash_map<std::string, int64_t> table_width_;  // Sparse tables' row widths.
   std::vector<int64_t> read_versions_;
   int64_t next_push_id_ = 1;
   std::atomic<int64_t> bytes_sent_{0};
