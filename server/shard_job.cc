@@ -393,6 +393,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     if (!action.ok()) return action.status();
     if (*action == PushDecision::kDrop) {
       if (recording()) {
+        order_mu_.AssertHeld();  // Taken above when recording.
         entry.set_kind(ApplyLogEntry::DROP);
         entry.set_drop_reason(response.drop_reason());
         log_.push_back(entry);
@@ -428,6 +429,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     due = TakeDueLocked();
   }
   if (recording()) {
+    order_mu_.AssertHeld();  // Taken above when recording.
     entry.set_kind(ApplyLogEntry::APPLY);
     entry.set_learning_rate(learning_rate);
     log_.push_back(entry);

@@ -427,7 +427,7 @@ class ShardJob {
   absl::Span<float> WritableLocked(std::shared_ptr<Values>& values);
   // The slice's values, about to be updated: kept in its history (DELAYED), and writable.
   // REQUIRES: the slice's mu held.
-  absl::Span<float> ValuesToUpdateLocked(Slice& slice);
+  absl::Span<float> ValuesToUpdateLocked(Slice& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slice.mu);
   // Applies `gradient` to every slice with `learning_rate`. REQUIRES: mu_ not held.
   void ApplyToSlices(float learning_rate, absl::Span<const float> gradient);
   // Replaces the values with `values` (a published model, laid out as a gradient), leaving the

@@ -67,9 +67,11 @@ void ShardJob::AdvanceReplay() {
       std::optional<Waiter> pull;
       std::optional<QueuedPush> push;
       ApplyLogEntry entry;
+      size_t event;  // The entry's index in the log.
       {
         absl::MutexLock lock(&mu_);
         if (cursor_ >= replay_.size()) break;
+        event = cursor_;
         entry = replay_[cursor_];
         if (entry.kind() == ApplyLogEntry::PULL) {
           for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
@@ -94,7 +96,7 @@ void ShardJob::AdvanceReplay() {
         if (snapshot.header.version() != entry.version()) {
           pull->done(absl::DataLossError(absl::StrCat(
               JobPrefix(spec_.job_id()), "replay: worker ", entry.worker(), "'s pull (event ",
-              cursor_ - 1, ") read version ", snapshot.header.version(), " where the recorded run "
+              event, ") read version ", snapshot.header.version(), " where the recorded run "
               "read ", entry.version(), ": the run differs from the recorded one")));
           continue;
         }

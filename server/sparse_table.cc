@@ -43,8 +43,9 @@ SparseTable::SparseTable(const Options& options, std::unique_ptr<Optimizer> opti
   variable_.add_shape(width_);
   *variable_.mutable_initializer() = initializer_;
   for (int s = 0; s < kStripes; ++s) {
-    absl::MutexLock lock(&stripes_[s].mu);
-    stripes_[s].blocks.resize(arrays_);
+    Stripe& stripe = stripes_[s];
+    absl::MutexLock lock(&stripe.mu);
+    stripe.blocks.resize(arrays_);
   }
 }
 
@@ -100,10 +101,11 @@ absl::Status SparseTable::CheckRoom(
   int64_t missing = 0;
   for (int s = 0; s < kStripes; ++s) {
     if (by_stripe[s].empty()) continue;
-    absl::MutexLock lock(&stripes_[s].mu);
+    const Stripe& stripe = stripes_[s];
+    absl::MutexLock lock(&stripe.mu);
     absl::flat_hash_set<uint64_t> counted;
     for (int32_t i : by_stripe[s]) {
-      if (!stripes_[s].index.contains(keys[i]) && counted.insert(keys[i]).second) ++missing;
+      if (!stripe.index.contains(keys[i]) && counted.insert(keys[i]).second) ++missing;
     }
   }
   const int64_t rows = rows_.load(std::memory_order_relaxed);
@@ -137,6 +139,7 @@ absl::Status SparseTable::Read(absl::Span<const uint64_t> keys, absl::Span<float
         keys.size() * width_, " floats, not ", out.size()));
   }
   return ForEachRow(keys, [&](Stripe& stripe, size_t i, int64_t row) {
+    stripe.mu.AssertHeld();
     std::memcpy(out.data() + i * width_, RowLocked(stripe, 0, row), width_ * sizeof(float));
   });
 }
@@ -168,6 +171,7 @@ absl::Status SparseTable::Update(float learning_rate, absl::Span<const uint64_t>
   }
   std::vector<absl::Span<float>> slots(arrays_ - 1);
   return ForEachRow(keys, [&](Stripe& stripe, size_t i, int64_t row) {
+    stripe.mu.AssertHeld();
     for (int array = 1; array < arrays_; ++array) {
       slots[array - 1] = absl::MakeSpan(RowLocked(stripe, array, row), width_);
     }
@@ -182,8 +186,8 @@ int64_t SparseTable::rows() const { return rows_.load(std::memory_order_relaxed)
 int64_t SparseTable::OverheadBytes() const {
   int64_t bytes = static_cast<int64_t>(sizeof(*this)) + kStripes * sizeof(Stripe);
   for (int s = 0; s < kStripes; ++s) {
-    absl::MutexLock lock(&stripes_[s].mu);
     const Stripe& stripe = stripes_[s];
+    absl::MutexLock lock(&stripe.mu);
     // A flat_hash_set holds capacity() slots and capacity() + 16 control bytes (Abseil's
     // SwissTable layout).
     const int64_t capacity = static_cast<int64_t>(stripe.index.capacity());

@@ -62,8 +62,7 @@ class SparseTable {
   // Copies the rows of `keys` into `out` (keys.size() * width floats, in key order), creating
   // the rows that do not exist. Keys may repeat. RESOURCE_EXHAUSTED, creating no row, when the
   // new rows would pass max_rows. Thread-safe.
-  absl::Status Read(absl::Span<const uint64_t> keys, absl::Span<float> out)
-      ABSL_LOCKS_EXCLUDED(stripes_->mu);
+  absl::Status Read(absl::Span<const uint64_t> keys, absl::Span<float> out);
 
   // Applies one optimizer update at `learning_rate` to the rows of `keys` with their gradient
   // rows (keys.size() * width floats, in key order), creating rows that do not exist.
@@ -71,8 +70,7 @@ class SparseTable {
   // first), the gradient is not keys.size() * width floats, or holds NaN or Inf (unless
   // `allow_non_finite`); RESOURCE_EXHAUSTED as Read. Thread-safe.
   absl::Status Update(float learning_rate, absl::Span<const uint64_t> keys,
-                      absl::Span<const float> gradient, bool allow_non_finite = false)
-      ABSL_LOCKS_EXCLUDED(stripes_->mu);
+                      absl::Span<const float> gradient, bool allow_non_finite = false);
 
   int64_t rows() const;
   // Bytes the table holds beyond its rows' values and optimizer slots: the hash maps' slots and
@@ -122,13 +120,17 @@ class SparseTable {
   static int StripeOf(uint64_t key);
   // The number of `key`'s row in `stripe`, created (initialized) when missing.
   // REQUIRES: stripe.mu held.
-  int64_t FindOrCreateLocked(Stripe& stripe, uint64_t key);
+  int64_t FindOrCreateLocked(Stripe& stripe, uint64_t key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // Array `array` (0: values, 1...: slots) of row `row`. REQUIRES: stripe.mu held.
-  float* RowLocked(Stripe& stripe, int array, int64_t row) const;
+  float* RowLocked(Stripe& stripe, int array, int64_t row) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // For each stripe, the positions in `keys` of the keys that fall in it.
   static std::array<std::vector<int32_t>, kStripes> ByStripe(absl::Span<const uint64_t> keys);
   // Calls per_row(stripe, i, row) for every keys[i] with its stripe's lock held, stripe by
   // stripe, creating missing rows; RESOURCE_EXHAUSTED first, making none, past max_rows.
+  // (per_row asserts the lock, stripe.mu.AssertHeld(): the analysis does not follow it into a
+  // lambda.)
   template <typename PerRow>
   absl::Status ForEachRow(absl::Span<const uint64_t> keys, PerRow per_row);
   // OK unless creating the missing keys among `keys` would pass max_rows (each stripe counted
