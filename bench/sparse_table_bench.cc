@@ -95,7 +95,8 @@ int Run() {
     }
   }
   const double fill = Seconds(std::chrono::steady_clock::now() - start);
-  std::printf("table: %lld rows of %lld floats made in %.1f s (%.0f rows/s, initializer included)\n",
+  std::printf("table: %lld rows of %lld floats made in %.1f s (%.0f rows/s, initializer "
+              "included)\n",
               static_cast<long long>((*table)->rows()), static_cast<long long>(FLAGS_width), fill,
               (*table)->rows() / fill);
   std::printf("memory: values %.0f MiB; beyond them %.1f bytes a row (map slots and control "

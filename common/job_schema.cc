@@ -194,7 +194,8 @@ absl::Status ValidateRingModes(const JobSpec& spec) {
     return FieldError("checkpoint.every_steps",
                       absl::StrCat("is ", every, ", not a multiple of consistency.local_steps (",
                                    spec.consistency().local_steps(),
-                                   "): LOCAL_SGD's workers hold one model only after an averaging"));
+                                   "): LOCAL_SGD's workers hold one model only after an "
+                                   "averaging"));
   }
   return absl::OkStatus();
 }

@@ -206,7 +206,8 @@ void ShardJob::ExpireWaiter(int64_t id) {
     if (it == waiters_.end()) return;
     waiter = std::move(it->second);
     waiters_.erase(it);
-    reason = replaying_ ? ReplayWaitReasonLocked(waiter.request) : rule_->WaitReason(waiter.request);
+    reason = replaying_ ? ReplayWaitReasonLocked(waiter.request)
+                        : rule_->WaitReason(waiter.request);
   }
   EndPark(waiter);
   waiter.done(absl::DeadlineExceededError(JobPrefix(spec_.job_id()) + reason));

@@ -6,8 +6,9 @@
 // statistics, and asks its rule.
 //
 // One class per mode, each in a file of its own (sync_rule, async_rule, ssp_rule, softsync_rule,
-// publish_rule, delayed_rule), created once from the spec by CreateConsistencyRule (rule_factory.h). A new mode
-// is a new class in a file of its own and one line in rule_factory.cc.
+// publish_rule, delayed_rule), created once from the spec by CreateConsistencyRule
+// (rule_factory.h). A new mode is a new class in a file of its own and one line in
+// rule_factory.cc.
 //
 // Not thread-safe: ShardJob calls a rule under its own lock. Rules hold no slices and start no
 // threads, so their tests drive them call by call.

@@ -30,7 +30,8 @@ TEST(RuleFactoryTest, EachModeGetsItsOwnRule) {
   EXPECT_NE(
       dynamic_cast<SoftsyncRule*>(CreateConsistencyRule(SpecOf(ConsistencyConfig::SOFTSYNC)).get()),
       nullptr);
-  for (ConsistencyConfig::Mode ring : {ConsistencyConfig::ALLREDUCE, ConsistencyConfig::LOCAL_SGD}) {
+  for (ConsistencyConfig::Mode ring :
+       {ConsistencyConfig::ALLREDUCE, ConsistencyConfig::LOCAL_SGD}) {
     EXPECT_NE(dynamic_cast<PublishRule*>(CreateConsistencyRule(SpecOf(ring)).get()), nullptr);
   }
   ParameterSpec delayed = SpecOf(ConsistencyConfig::DELAYED);
