@@ -218,8 +218,12 @@ absl::Status ShardJob::CheckPushSender(const PushRequestHeader& header) {
 absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
     const PushRequestHeader& header, std::vector<absl::Span<float>>* destinations) {
   absl::Status status = CheckPushSlices(header);
-  if (status.ok()) status = CheckSparse(header.sparse(), /*distinct=*/true);
   if (!status.ok()) return status;
+  status = CheckSparse(header.sparse(), /*distinct=*/true);
+  if (!status.ok()) {
+    CountRejected("sparse");
+    return status;
+  }
   const int64_t sparse = SparseFloats(header.sparse());
   std::shared_ptr<std::vector<float>> buffer =
       sparse == 0 ? push_buffers_->Acquire(num_elements_)
@@ -321,7 +325,10 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
   if (!sender.ok()) return sender;
   const int worker = header.worker();
   absl::Status sparse = CheckSparse(header.sparse(), /*distinct=*/true);
-  if (!sparse.ok()) return sparse;
+  if (!sparse.ok()) {
+    CountRejected("sparse");
+    return sparse;
+  }
   const int64_t sparse_floats = SparseFloats(header.sparse());
   if (static_cast<int64_t>(gradient.size()) != num_elements_ + sparse_floats) {
     CountRejected("shape");

@@ -316,8 +316,8 @@ class ShardJob {
   // come after the dense values in its data, table entry by table entry.
   // Floats of the rows `entries` name.
   int64_t SparseFloats(const google::protobuf::RepeatedPtrField<SparseRows>& entries) const;
-  // INVALID_ARGUMENT (counted, for a push) for an unknown table, a key another shard holds, or
-  // (`distinct`: a push's) a key twice in one table's entry.
+  // INVALID_ARGUMENT for an unknown table, a key another shard holds, or (`distinct`: a push's)
+  // a key twice in one table's entry (a push counts it rejected as "sparse").
   absl::Status CheckSparse(const google::protobuf::RepeatedPtrField<SparseRows>& entries,
                            bool distinct) const;
   // The first Inf or NaN of a push's sparse rows, described, or "".

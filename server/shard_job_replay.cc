@@ -113,6 +113,8 @@ void ShardJob::AdvanceReplay() {
       }
       // APPLY, at the recorded rate; the gradient was computed from the version it read.
       ApplyToSlices(entry.learning_rate(), push->gradient);
+      ApplySparse(entry.learning_rate(), push->header.sparse(),
+                  absl::MakeConstSpan(push->gradient).subspan(num_elements_));
       std::vector<ArmedCheckpoint> due;
       {
         absl::MutexLock lock(&mu_);

@@ -172,6 +172,23 @@ TEST(ShardJobSparseTest, ABadSparsePushChangesNothing) {
   const JobStats stats = job->Stats();
   EXPECT_EQ(stats.version(), 0);
   EXPECT_EQ(stats.rejected().at("non_finite"), 1);
+  EXPECT_EQ(stats.rejected().at("sparse"), 2);  // The repeated key and the unknown table.
+}
+
+// A recorded ASYNC run with sparse rows replays them too (shard_job_replay.cc).
+TEST(ShardJobSparseTest, AReplayAppliesTheRecordedSparseRows) {
+  ParameterSpec spec = SparseSpec(ConsistencyConfig::ASYNC, 2);
+  spec.set_record_apply_log(true);
+  std::unique_ptr<ShardJob> recorded = NewJob(spec);
+  ASSERT_TRUE(PushRows(*recorded, 0, 0, 1.0f, {4}, {1, 2}).ok());
+  ASSERT_TRUE(PushRows(*recorded, 1, 0, 1.0f, {4, 9}, {3, 4, 5, 6}).ok());
+  std::unique_ptr<ShardJob> replayed = NewJob(spec);
+  replayed->StartReplay(recorded->GetApplyLog());
+  absl::StatusOr<PushResponse> queued = PushRows(*replayed, 1, 0, 1.0f, {4, 9}, {3, 4, 5, 6});
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_EQ(queued->outcome(), PushResponse::QUEUED);  // Worker 0's goes first.
+  ASSERT_TRUE(PushRows(*replayed, 0, 0, 1.0f, {4}, {1, 2}).ok());
+  EXPECT_EQ(PullRows(*replayed, {4, 9}), PullRows(*recorded, {4, 9}));
 }
 
 TEST(ShardJobSparseTest, CheckpointsOfSparseTablesAreRefusedSayingSo) {
