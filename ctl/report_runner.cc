@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -14,22 +16,36 @@ namespace {
 
 // Exit status of tools/report.py when matplotlib cannot be imported.
 constexpr int kMissingMatplotlib = 3;
-constexpr char kScript[] = "tools/report.py";
+constexpr char kReportScript[] = "report.py";
 constexpr char kCompareScript[] = "compare_runs.py";  // Beside report.py.
 
-std::string FindScript(const std::string& flag) {
-  if (!flag.empty()) return flag;
+// tools/<name>: beside --report_script when it is given; else the first copy found in the
+// runfiles Bazel names in the environment (bazel test and bazel run: the caller's tree, complete
+// before the caller starts), this program's own runfiles tree, a release's layout (/usr/bin/psctl,
+// /usr/share/ps/tools/), and last the current directory's tools/.
+std::string FindScript(const std::string& flag, const std::string& name) {
+  if (!flag.empty()) {
+    return name == kReportScript ? flag
+                                 : (std::filesystem::path(flag).parent_path() / name).string();
+  }
+  const std::string relative = std::string("tools/") + name;
+  std::vector<std::filesystem::path> candidates;
+  for (const char* variable : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    const char* dir = std::getenv(variable);
+    if (dir != nullptr && *dir != '\0') {
+      candidates.push_back(std::filesystem::path(dir) / "ps" / relative);
+    }
+  }
   std::error_code error;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) {
-    // Bazel's runfiles, then a release's layout (/usr/bin/psctl, /usr/share/ps/tools/report.py).
-    for (const std::filesystem::path& candidate :
-         {std::filesystem::path(self.string() + ".runfiles/ps/" + kScript),
-          self.parent_path().parent_path() / "share/ps" / kScript}) {
-      if (std::filesystem::exists(candidate, error)) return candidate.string();
-    }
+    candidates.push_back(std::filesystem::path(self.string() + ".runfiles/ps") / relative);
+    candidates.push_back(self.parent_path().parent_path() / "share/ps" / relative);
   }
-  return kScript;
+  for (const std::filesystem::path& candidate : candidates) {
+    if (std::filesystem::exists(candidate, error)) return candidate.string();
+  }
+  return relative;
 }
 
 // Runs `python script args...`, its output in `log` meanwhile; returns the output, or the
@@ -72,8 +88,8 @@ absl::StatusOr<std::string> RunReport(const std::string& results_dir,
     return absl::NotFoundError(absl::StrCat(
         results_dir, " holds no sweep.csv: give the results directory of `psctl experiment`"));
   }
-  return RunScript(FindScript(options.script), {results_dir}, results_dir + "/report.log",
-                   options);
+  return RunScript(FindScript(options.script, kReportScript), {results_dir},
+                   results_dir + "/report.log", options);
 }
 
 absl::StatusOr<std::string> CompareRuns(const std::vector<std::string>& run_dirs,
@@ -86,8 +102,7 @@ absl::StatusOr<std::string> CompareRuns(const std::vector<std::string>& run_dirs
           "or experiment's points)"));
     }
   }
-  const std::string script =
-      (std::filesystem::path(FindScript(options.script)).parent_path() / kCompareScript).string();
+  const std::string script = FindScript(options.script, kCompareScript);
   const std::string log =
       (std::filesystem::temp_directory_path(error) / absl::StrCat("psctl-compare-", getpid()))
           .string();

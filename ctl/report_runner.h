@@ -12,8 +12,8 @@
 namespace ps {
 
 struct ReportOptions {
-  // tools/report.py (tools/compare_runs.py is found beside it); empty: the copy in this
-  // program's Bazel runfiles, else the one under the current directory.
+  // tools/report.py (tools/compare_runs.py is found beside it); empty: the copy in the Bazel
+  // runfiles of the environment or of this program, a release's, else the current directory's.
   std::string script;
   std::string python = "/usr/bin/python3";  // Debian's, where python3-matplotlib installs.
 };
