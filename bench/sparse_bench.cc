@@ -16,9 +16,11 @@
 #include <gflags/gflags.h>
 
 #include "common/ps_client.h"
+#include "bench/sparse_keys.h"
 #include "common/random.h"
 #include "common/worker_session.h"
 #include "tests/in_process_ps_cluster.h"
+#include "tests/sparse_job.h"
 
 DEFINE_int64(rows, 10000000, "rows of the table (made first)");
 DEFINE_int64(width, 64, "floats a row");
@@ -27,39 +29,14 @@ DEFINE_int32(rounds, 5, "timed batches per client and case (the median is used)"
 namespace ps {
 namespace {
 
-double Seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
 ParameterSpec Spec(int clients) {
-  ParameterSpec spec;
-  spec.set_job_id("sparse-bench");
-  spec.set_run_id("run");
-  VariableDef* bias = spec.add_variables();
-  bias->set_name("b");
-  bias->add_shape(1);
-  SparseTableDef* table = spec.add_sparse_tables();
-  table->set_name("emb");
-  table->set_width(FLAGS_width);
-  table->mutable_initializer()->set_kind(InitializerConfig::UNIFORM);
-  table->mutable_initializer()->set_scale(0.01f);
-  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
-  spec.mutable_learning_rate()->set_base(0.01f);
-  spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
-  spec.set_num_workers(clients);
-  return spec;
-}
-
-// `count` distinct keys of the table's rows from a random start, stride prime to `rows`.
-std::vector<uint64_t> Keys(SplitMix64& random, int64_t count) {
-  constexpr uint64_t kStride = 2654435761;
-  std::vector<uint64_t> keys(count);
-  uint64_t id = random.Below(static_cast<uint64_t>(FLAGS_rows));
-  for (uint64_t& key : keys) {
-    key = Mix64(id);
-    id = (id + kStride) % static_cast<uint64_t>(FLAGS_rows);
-  }
-  return keys;
+  SparseJob job;
+  job.job_id = "sparse-bench";
+  job.num_workers = clients;
+  job.width = FLAGS_width;
+  job.initializer_scale = 0.01f;
+  job.learning_rate = 0.01f;
+  return SparseJobSpec(job);
 }
 
 struct Client {
@@ -92,7 +69,7 @@ int Run() {
     for (int64_t begin = 0; begin < FLAGS_rows; begin += kFill) {
       std::vector<uint64_t> keys;
       for (int64_t id = begin; id < std::min(FLAGS_rows, begin + kFill); ++id) {
-        keys.push_back(Mix64(id));
+        keys.push_back(RowKey(id));
       }
       if (!clients[0]
                .session
@@ -115,7 +92,7 @@ int Run() {
             std::vector<float> buffer(batch * FLAGS_width, 0.001f), bias_values(1, 0.0f);
             std::vector<double> per_batch;
             for (int r = 0; r < FLAGS_rounds; ++r) {
-              const std::vector<uint64_t> keys = Keys(random, batch);
+              const std::vector<uint64_t> keys = DistinctRandomKeys(random, FLAGS_rows, batch);
               const auto start = std::chrono::steady_clock::now();
               const bool ok =
                   push ? clients[c]

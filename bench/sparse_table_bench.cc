@@ -14,6 +14,7 @@
 
 #include <gflags/gflags.h>
 
+#include "bench/sparse_keys.h"
 #include "common/random.h"
 #include "server/sparse_table.h"
 
@@ -23,23 +24,6 @@ DEFINE_int32(rounds, 5, "timed batches per thread and case (the median is printe
 
 namespace ps {
 namespace {
-
-double Seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-// `count` distinct keys of the table's rows (ids 0..rows-1, scattered over 64 bits as hashed
-// ids are) from a random start with a stride prime to `rows`: distinct, as a push's keys are.
-std::vector<uint64_t> RandomKeys(SplitMix64& random, int64_t rows, int64_t count) {
-  constexpr uint64_t kStride = 2654435761;  // Prime, and no factor of 10^k.
-  std::vector<uint64_t> keys(count);
-  uint64_t id = random.Below(static_cast<uint64_t>(rows));
-  for (uint64_t& key : keys) {
-    key = Mix64(id);
-    id = (id + kStride) % static_cast<uint64_t>(rows);
-  }
-  return keys;
-}
 
 // Rows a second over `threads` threads each doing `rounds` batches of `batch` keys of `op`
 // (read or update), the median of the threads' batch rates times the threads.
@@ -52,7 +36,7 @@ double RowsPerSecond(SparseTable& table, int threads, int64_t batch, bool update
       std::vector<float> buffer(batch * FLAGS_width, 0.001f);
       std::vector<double> per_batch;
       for (int r = 0; r < FLAGS_rounds; ++r) {
-        const std::vector<uint64_t> keys = RandomKeys(random, FLAGS_rows, batch);
+        const std::vector<uint64_t> keys = DistinctRandomKeys(random, FLAGS_rows, batch);
         const auto start = std::chrono::steady_clock::now();
         absl::Status status = update ? table.Update(0.01f, keys, buffer)
                                      : table.Read(keys, absl::MakeSpan(buffer));
@@ -88,7 +72,7 @@ int Run() {
   for (int64_t begin = 0; begin < FLAGS_rows; begin += kFill) {
     std::vector<uint64_t> keys;
     for (int64_t k = begin; k < std::min(FLAGS_rows, begin + kFill); ++k) {
-      keys.push_back(Mix64(k));
+      keys.push_back(RowKey(k));
     }
     if (!(*table)->Read(keys, absl::MakeSpan(out.data(), keys.size() * FLAGS_width)).ok()) {
       return 1;

@@ -14,6 +14,7 @@
 #include "common/ps_client.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "tests/in_process_ps_cluster.h"
+#include "tests/sparse_job.h"
 
 namespace ps {
 namespace {
@@ -21,22 +22,13 @@ namespace {
 constexpr int kWidth = 3;
 
 ParameterSpec Spec() {
-  ParameterSpec spec;
-  spec.set_job_id("sparse-wire");
-  spec.set_run_id("run");
-  VariableDef* bias = spec.add_variables();
-  bias->set_name("b");
-  bias->add_shape(1);
-  SparseTableDef* table = spec.add_sparse_tables();
-  table->set_name("emb");
-  table->set_width(kWidth);
-  table->mutable_initializer()->set_kind(InitializerConfig::NORMAL);
-  table->mutable_initializer()->set_scale(0.1f);
-  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
-  spec.mutable_learning_rate()->set_base(1.0f);
-  spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
-  spec.set_num_workers(1);
-  return spec;
+  SparseJob job;
+  job.job_id = "sparse-wire";
+  job.width = kWidth;
+  job.initializer = InitializerConfig::NORMAL;
+  job.initializer_scale = 0.1f;
+  job.learning_rate = 1.0f;
+  return SparseJobSpec(job);
 }
 
 std::vector<float> Floats(const std::string& bytes) {

@@ -385,11 +385,6 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   // Recording: one update at a time, each whole before the next pull (see GetApplyLog).
   std::optional<absl::MutexLock> order;
   if (recording()) order.emplace(&order_mu_);
-  ApplyLogEntry entry;
-  entry.set_worker(worker);
-  entry.set_push_id(header.push_id());
-  entry.set_clock(header.clock());
-  entry.set_version(header.read_version());
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &ShardJob::NotCheckpointingLocked));
@@ -401,9 +396,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     if (*action == PushDecision::kDrop) {
       if (recording()) {
         order_mu_.AssertHeld();  // Taken above when recording.
-        entry.set_kind(ApplyLogEntry::DROP);
-        entry.set_drop_reason(response.drop_reason());
-        log_.push_back(entry);
+        log_.push_back(UpdateEntry(header, ApplyLogEntry::DROP, 0, response.drop_reason()));
       }
       return response;
     }
@@ -416,18 +409,13 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   if (assign) {
     AssignToSlices(gradient);
   } else {
-    ApplyToSlices(learning_rate, gradient);
-    ApplySparse(learning_rate, header.sparse(), gradient.subspan(num_elements_));
+    ApplyUpdate(learning_rate, header, gradient);
   }
   std::vector<Waiter> ready;
   std::vector<ArmedCheckpoint> due;
   {
     absl::MutexLock lock(&mu_);
-    ++version_;
-    ++applied_gradients_;
-    ++applied_by_worker_[worker];
-    staleness_.Record(staleness);
-    staleness_by_worker_[worker].Record(staleness);
+    CountAppliedLocked(worker, staleness);
     rule_->Applied(header);
     --applying_;
     response.set_outcome(PushResponse::APPLIED);
@@ -437,9 +425,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   }
   if (recording()) {
     order_mu_.AssertHeld();  // Taken above when recording.
-    entry.set_kind(ApplyLogEntry::APPLY);
-    entry.set_learning_rate(learning_rate);
-    log_.push_back(entry);
+    log_.push_back(UpdateEntry(header, ApplyLogEntry::APPLY, learning_rate, ""));
   }
   order.reset();  // Before answering pulls: their snapshots take the order too.
   Complete(std::move(ready));
@@ -545,6 +531,20 @@ absl::Span<float> ShardJob::ValuesToUpdateLocked(Slice& slice) {
     if (static_cast<int>(slice.history.size()) > served_delay_) slice.history.pop_back();
   }
   return WritableLocked(slice.values);
+}
+
+void ShardJob::CountAppliedLocked(int worker, int64_t staleness) {
+  ++version_;
+  ++applied_gradients_;
+  ++applied_by_worker_[worker];
+  staleness_.Record(staleness);
+  staleness_by_worker_[worker].Record(staleness);
+}
+
+void ShardJob::ApplyUpdate(float learning_rate, const PushRequestHeader& header,
+                           absl::Span<const float> gradient) {
+  ApplyToSlices(learning_rate, gradient);
+  ApplySparse(learning_rate, header.sparse(), gradient.subspan(num_elements_));
 }
 
 void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradient) {

@@ -344,6 +344,9 @@ class ShardJob {
     std::vector<float> gradient;
   };
   bool recording() const { return spec_.record_apply_log(); }
+  // The log's entry of an update from `header` (the version it read), for recording.
+  static ApplyLogEntry UpdateEntry(const PushRequestHeader& header, ApplyLogEntry::Kind kind,
+                                  float learning_rate, const std::string& drop_reason);
   // Replay: holds a checked push for its turn (QUEUED), then advances.
   absl::StatusOr<PushResponse> QueueForReplay(const PushRequestHeader& header,
                                               absl::Span<const float> gradient)
@@ -428,6 +431,13 @@ class ShardJob {
   // The slice's values, about to be updated: kept in its history (DELAYED), and writable.
   // REQUIRES: the slice's mu held.
   absl::Span<float> ValuesToUpdateLocked(Slice& slice) ABSL_EXCLUSIVE_LOCKS_REQUIRED(slice.mu);
+  // A push's effect on the statistics once applied: the version bumped, the gradient counted
+  // with its staleness.
+  void CountAppliedLocked(int worker, int64_t staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies a push's gradient, laid out as PushBuffer returns it (the slices' values, then the
+  // sparse rows header.sparse() names), at `learning_rate`. REQUIRES: mu_ not held.
+  void ApplyUpdate(float learning_rate, const PushRequestHeader& header,
+                   absl::Span<const float> gradient);
   // Applies `gradient` to every slice with `learning_rate`. REQUIRES: mu_ not held.
   void ApplyToSlices(float learning_rate, absl::Span<const float> gradient);
   // Replaces the values with `values` (a published model, laid out as a gradient), leaving the

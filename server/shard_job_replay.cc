@@ -10,6 +10,19 @@
 
 namespace ps {
 
+ApplyLogEntry ShardJob::UpdateEntry(const PushRequestHeader& header, ApplyLogEntry::Kind kind,
+                                    float learning_rate, const std::string& drop_reason) {
+  ApplyLogEntry entry;
+  entry.set_kind(kind);
+  entry.set_worker(header.worker());
+  entry.set_push_id(header.push_id());
+  entry.set_clock(header.clock());
+  entry.set_version(header.read_version());
+  entry.set_learning_rate(learning_rate);
+  entry.set_drop_reason(drop_reason);
+  return entry;
+}
+
 ApplyLog ShardJob::GetApplyLog() const {
   ApplyLog log;
   absl::MutexLock order(&order_mu_);
@@ -112,19 +125,12 @@ void ShardJob::AdvanceReplay() {
         continue;
       }
       // APPLY, at the recorded rate; the gradient was computed from the version it read.
-      ApplyToSlices(entry.learning_rate(), push->gradient);
-      ApplySparse(entry.learning_rate(), push->header.sparse(),
-                  absl::MakeConstSpan(push->gradient).subspan(num_elements_));
+      ApplyUpdate(entry.learning_rate(), push->header, push->gradient);
       std::vector<ArmedCheckpoint> due;
       {
         absl::MutexLock lock(&mu_);
-        const int64_t staleness = version_ - push->header.read_version();
-        ++version_;
         ++updates_started_;
-        ++applied_gradients_;
-        ++applied_by_worker_[entry.worker()];
-        staleness_.Record(staleness);
-        staleness_by_worker_[entry.worker()].Record(staleness);
+        CountAppliedLocked(entry.worker(), version_ - push->header.read_version());
         steps_pushed_[entry.worker()] =
             std::max(steps_pushed_[entry.worker()], push->header.clock() + 1);
         due = TakeDueLocked();

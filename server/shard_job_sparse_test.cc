@@ -11,6 +11,7 @@
 #include "common/partitioner.h"
 #include "server/shard_job.h"
 #include "server/shard_job_testing.h"
+#include "tests/sparse_job.h"
 
 namespace ps {
 namespace {
@@ -20,25 +21,15 @@ using ::testing::HasSubstr;
 constexpr float kLearningRate = 0.5f;
 constexpr int kWidth = 2;
 
-// A bias "b" of one float and a table "emb" of rows of kWidth, plain SGD at kLearningRate.
+// tests/sparse_job.h's job: rows of kWidth, plain SGD at kLearningRate.
 ParameterSpec SparseSpec(ConsistencyConfig::Mode mode, int num_workers) {
-  ParameterSpec spec;
-  spec.set_job_id("sparse");
-  spec.set_run_id("run-1");
-  VariableDef* bias = spec.add_variables();
-  bias->set_name("b");
-  bias->add_shape(1);
-  SparseTableDef* table = spec.add_sparse_tables();
-  table->set_name("emb");
-  table->set_width(kWidth);
-  table->mutable_initializer()->set_kind(InitializerConfig::UNIFORM);
-  table->mutable_initializer()->set_scale(0.5f);
-  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
-  spec.mutable_learning_rate()->set_base(kLearningRate);
-  spec.mutable_consistency()->set_mode(mode);
-  spec.set_num_workers(num_workers);
-  spec.set_seed(3);
-  return spec;
+  SparseJob job;
+  job.mode = mode;
+  job.num_workers = num_workers;
+  job.width = kWidth;
+  job.learning_rate = kLearningRate;
+  job.seed = 3;
+  return SparseJobSpec(job);
 }
 
 std::unique_ptr<ShardJob> NewJob(const ParameterSpec& spec, int num_ps = 1, int ps_index = 0) {
@@ -193,7 +184,8 @@ TEST(ShardJobSparseTest, AReplayAppliesTheRecordedSparseRows) {
 
 TEST(ShardJobSparseTest, CheckpointsOfSparseTablesAreRefusedSayingSo) {
   std::unique_ptr<ShardJob> job = NewJob(SparseSpec(ConsistencyConfig::SYNC, 2));
-  absl::Status armed = job->ArmCheckpoint("run-1", 1, -1, [](ShardJob::TakenCheckpoint) {});
+  absl::Status armed =
+      job->ArmCheckpoint(job->spec().run_id(), 1, -1, [](ShardJob::TakenCheckpoint) {});
   EXPECT_EQ(armed.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(armed.message(), HasSubstr("checkpoints of sparse tables are not supported"));
 }

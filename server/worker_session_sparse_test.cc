@@ -10,6 +10,7 @@
 #include "common/ps_client.h"
 #include "common/worker_session.h"
 #include "tests/in_process_ps_cluster.h"
+#include "tests/sparse_job.h"
 
 namespace ps {
 namespace {
@@ -19,23 +20,15 @@ constexpr int kWorkers = 4;
 constexpr float kLearningRate = 0.5f;
 
 ParameterSpec Spec() {
-  ParameterSpec spec;
-  spec.set_job_id("sparse-session");
-  spec.set_run_id("run");
-  VariableDef* bias = spec.add_variables();
-  bias->set_name("b");
-  bias->add_shape(1);
-  SparseTableDef* table = spec.add_sparse_tables();
-  table->set_name("emb");
-  table->set_width(kWidth);
-  table->mutable_initializer()->set_kind(InitializerConfig::UNIFORM);
-  table->mutable_initializer()->set_scale(1.0f);
-  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
-  spec.mutable_learning_rate()->set_base(kLearningRate);
-  spec.mutable_consistency()->set_mode(ConsistencyConfig::SYNC);
-  spec.set_num_workers(kWorkers);
-  spec.set_seed(5);
-  return spec;
+  SparseJob job;
+  job.job_id = "sparse-session";
+  job.mode = ConsistencyConfig::SYNC;
+  job.num_workers = kWorkers;
+  job.width = kWidth;
+  job.initializer_scale = 1.0f;
+  job.learning_rate = kLearningRate;
+  job.seed = 5;
+  return SparseJobSpec(job);
 }
 
 class WorkerSessionSparseTest : public ::testing::Test {
@@ -141,8 +134,9 @@ TEST_F(WorkerSessionSparseTest, BadRowsAreRefusedBeforeAnythingIsSent) {
   std::unique_ptr<WorkerSession> session = Session(0);
   std::vector<float> bias(1), rows(3);
   const std::vector<uint64_t> keys = {1, 2};
-  absl::StatusOr<WorkerSession::PullResult> pulled = session->Pull(
-      {}, {{"b", absl::MakeSpan(bias)}}, {{"emb", absl::MakeConstSpan(keys), absl::MakeSpan(rows)}});
+  absl::StatusOr<WorkerSession::PullResult> pulled =
+      session->Pull({}, {{"b", absl::MakeSpan(bias)}},
+                    {{"emb", absl::MakeConstSpan(keys), absl::MakeSpan(rows)}});
   EXPECT_EQ(pulled.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(pulled.status().message().find("need 4 floats, not 3"), absl::string_view::npos);
   pulled = session->Pull({}, {{"b", absl::MakeSpan(bias)}},
