@@ -180,6 +180,10 @@ absl::Status ValidateRingModes(const JobSpec& spec) {
     return FieldError("downpour", absl::StrCat("is for ASYNC; ", name,
                                                " workers average among themselves: unset it"));
   }
+  if (spec.compression().ByteSizeLong() > 0) {
+    return FieldError("compression", absl::StrCat("is for the pushes and pulls of the ps modes; ",
+                                                  name, "'s ring sends float32: unset it"));
+  }
   // The chief publishes the model for a checkpoint at steps it knows (server/consistency/
   // publish_rule.h); after an averaging in LOCAL_SGD, when every worker holds that model.
   if (spec.checkpoint().every_seconds() > 0) {
@@ -196,6 +200,23 @@ absl::Status ValidateRingModes(const JobSpec& spec) {
                                    spec.consistency().local_steps(),
                                    "): LOCAL_SGD's workers hold one model only after an "
                                    "averaging"));
+  }
+  return absl::OkStatus();
+}
+
+// What the wire can carry (proto/parameter.proto's CompressionSpec).
+absl::Status ValidateCompression(const CompressionSpec& compression) {
+  if (!TensorEncoding_IsValid(compression.encoding())) {
+    return FieldError("compression.encoding",
+                      absl::StrCat("is ", compression.encoding(),
+                                   ": give FLOAT32, FLOAT16 or BFLOAT16"));
+  }
+  const float fraction = compression.topk_fraction();
+  if (!(fraction >= 0 && fraction < 1)) {
+    return FieldError("compression.topk_fraction",
+                      absl::StrCat("is ", fraction,
+                                   ": give the fraction of each shard's gradient a push sends, "
+                                   "in (0, 1), or 0 to send all of it"));
   }
   return absl::OkStatus();
 }
@@ -363,6 +384,8 @@ absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
   }
   absl::Status status = ValidateSparseTables(spec);
   if (!status.ok()) return Prefixed(prefix, status);
+  status = ValidateCompression(spec.compression());
+  if (!status.ok()) return Prefixed(prefix, status);
   status = ValidateLearningRateSchedule(spec.learning_rate());
   if (!status.ok()) return Prefixed(prefix, status);
   status = ValidateConsistencyConfig(spec.consistency(), spec.num_workers());
@@ -391,6 +414,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   status = ValidateConsistencyConfig(spec.consistency(), num_workers);
   if (!status.ok()) return status;
   status = ValidateDownpour(spec.downpour(), spec.consistency().mode());
+  if (!status.ok()) return status;
+  status = ValidateCompression(spec.compression());
   if (!status.ok()) return status;
   status = ValidateRingModes(spec);
   if (!status.ok()) return status;

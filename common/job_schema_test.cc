@@ -96,6 +96,19 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
        "consistency.delay is -1"},
       {[](JobSpec* s) { s->set_record_apply_log(true); },
        "record_apply_log is for ASYNC"},
+      {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(1); },
+       "compression.topk_fraction is 1: give the fraction"},
+      {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(-0.5f); },
+       "compression.topk_fraction is -0.5"},
+      {[](JobSpec* s) {
+         s->mutable_compression()->set_encoding(static_cast<TensorEncoding>(9));
+       },
+       "compression.encoding is 9"},
+      {[](JobSpec* s) {
+         s->mutable_consistency()->set_mode(ConsistencyConfig::ALLREDUCE);
+         s->mutable_compression()->set_encoding(FLOAT16);
+       },
+       "compression is for the pushes and pulls of the ps modes; ALLREDUCE's ring"},
       {[](JobSpec* s) {
          s->set_target_loss(0.1f);
          s->set_eval_interval(5);

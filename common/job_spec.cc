@@ -48,6 +48,7 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
   parameters.set_worker_lease_ms(std::llround(spec.worker_lease_s() * 1000.0));
   parameters.set_owner(spec.owner());
   parameters.set_record_apply_log(spec.record_apply_log());
+  *parameters.mutable_compression() = spec.compression();
   if (spec.consistency().mode() == ConsistencyConfig::EASGD) {
     // The center moves by each pushed difference as it is: the job's optimizer and schedule
     // are the workers' (worker/exchange/easgd_exchange.h).

@@ -18,6 +18,7 @@
 #include "absl/base/config.h"
 #include "absl/strings/str_cat.h"
 #include "common/finite.h"
+#include "common/float16.h"
 
 // The wire carries IEEE-754 float32 in little-endian order, which is the tensors' memory layout
 // on the hosts we build for; a big-endian host would need a byte-swapping copy on both sides.
@@ -74,22 +75,44 @@ absl::Status Malformed(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed tensor message: ", what));
 }
 
+const char* EncodingName(TensorEncoding encoding) {
+  switch (encoding) {
+    case FLOAT16:
+      return "float16";
+    case BFLOAT16:
+      return "bfloat16";
+    default:
+      return "float32";
+  }
+}
+
 // Asks `destinations` where `data_bytes` of tensor data go and fills them in order with
-// `read_floats(absl::Span<float> to) -> bool` (false: the bytes are not there).
-template <typename ReadFloats>
-absl::Status FillDestinations(int data_bytes, const MessageLite& header,
-                              const TensorDestinations& destinations, ReadFloats read_floats) {
+// `read_values(absl::Span<float> to) -> bool` (false: the bytes are not there).
+template <typename ReadValues>
+absl::Status FillDestinations(int data_bytes, TensorEncoding encoding, const MessageLite& header,
+                              const TensorDestinations& destinations, ReadValues read_values) {
+  if (!TensorEncoding_IsValid(encoding)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor data in encoding ", static_cast<int>(encoding),
+        ", which this build does not know: send FLOAT32, FLOAT16 or BFLOAT16"));
+  }
+  const int value_bytes = EncodedValueBytes(encoding);
+  if (data_bytes % value_bytes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("tensor data is ", data_bytes,
+                                                   " bytes, not a whole number of ",
+                                                   EncodingName(encoding), " values"));
+  }
   absl::StatusOr<std::vector<absl::Span<float>>> spans = destinations(header);
   if (!spans.ok()) return spans.status();
-  size_t floats = 0;
-  for (absl::Span<float> span : *spans) floats += span.size();
-  if (floats * sizeof(float) != static_cast<size_t>(data_bytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tensor data is ", data_bytes, " bytes but the header describes ", floats,
-                     " floats (", floats * sizeof(float), " bytes)"));
+  size_t values = 0;
+  for (absl::Span<float> span : *spans) values += span.size();
+  if (values * value_bytes != static_cast<size_t>(data_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor data is ", data_bytes, " bytes but the header describes ", values, " ",
+        EncodingName(encoding), " values (", values * value_bytes, " bytes)"));
   }
   for (absl::Span<float> span : *spans) {
-    if (!span.empty() && !read_floats(span)) return Malformed("tensor data is truncated");
+    if (!span.empty() && !read_values(span)) return Malformed("tensor data is truncated");
   }
   return absl::OkStatus();
 }
@@ -118,17 +141,62 @@ bool ReadFloats(CodedInputStream* input, absl::Span<float> to, bool* all_finite)
   return true;
 }
 
+// Converts 16-bit values (`encoding`) into `to`, checking each converted block as ReadFloats does.
+void Widen(TensorEncoding encoding, absl::Span<const uint16_t> from, absl::Span<float> to,
+           bool* all_finite) {
+  if (encoding == FLOAT16) {
+    HalvesToFloats(from, to);
+  } else {
+    Bfloat16sToFloats(from, to);
+  }
+  if (all_finite != nullptr && *all_finite && !AllFinite(to)) *all_finite = false;
+}
+
+// Reads `to.size()` 16-bit values from `input` into `to` as floats, a cache-sized block at a time.
+bool Read16BitValues(CodedInputStream* input, TensorEncoding encoding, absl::Span<float> to,
+                     bool* all_finite) {
+  constexpr size_t kBlock = 4096;
+  uint16_t block[kBlock];
+  for (size_t done = 0; done < to.size();) {
+    const size_t n = std::min(kBlock, to.size() - done);
+    if (!input->ReadRaw(block, static_cast<int>(n * sizeof(uint16_t)))) return false;
+    Widen(encoding, absl::MakeConstSpan(block, n), to.subspan(done, n), all_finite);
+    done += n;
+  }
+  return true;
+}
+
 }  // namespace
+
+int EncodedValueBytes(TensorEncoding encoding) {
+  return encoding == FLOAT16 || encoding == BFLOAT16 ? 2 : 4;
+}
 
 grpc::ByteBuffer EncodeTensorMessage(const MessageLite& header,
                                      absl::Span<const absl::Span<const float>> tensors,
-                                     std::shared_ptr<const void> keep_alive) {
-  size_t data_bytes = 0;
-  for (absl::Span<const float> tensor : tensors) data_bytes += tensor.size() * sizeof(float);
+                                     std::shared_ptr<const void> keep_alive,
+                                     TensorEncoding encoding) {
+  size_t values = 0;
+  for (absl::Span<const float> tensor : tensors) values += tensor.size();
+  const size_t data_bytes = values * EncodedValueBytes(encoding);
 
   std::vector<grpc::Slice> slices;
   slices.reserve(1 + tensors.size());
   slices.push_back(EncodePrefix(header, data_bytes));
+  if (encoding == FLOAT16 || encoding == BFLOAT16) {
+    grpc_slice data = grpc_slice_malloc(data_bytes);
+    uint16_t* out = reinterpret_cast<uint16_t*>(GRPC_SLICE_START_PTR(data));
+    for (absl::Span<const float> tensor : tensors) {
+      if (encoding == FLOAT16) {
+        FloatsToHalves(tensor, absl::MakeSpan(out, tensor.size()));
+      } else {
+        FloatsToBfloat16s(tensor, absl::MakeSpan(out, tensor.size()));
+      }
+      out += tensor.size();
+    }
+    slices.emplace_back(data, grpc::Slice::STEAL_REF);
+    return grpc::ByteBuffer(slices.data(), slices.size());
+  }
   for (absl::Span<const float> tensor : tensors) {
     if (tensor.empty()) continue;
     const size_t bytes = tensor.size() * sizeof(float);
@@ -148,7 +216,8 @@ grpc::ByteBuffer EncodeTensorMessage(const MessageLite& header,
 // header field after data that was already delivered is rejected, as is a second data field
 // (the generated parser would merge or replace, which cannot be undone here).
 absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer, MessageLite* header,
-                                 const TensorDestinations& destinations, bool* all_finite) {
+                                 const TensorDestinations& destinations, bool* all_finite,
+                                 const TensorEncodingOf& encoding_of) {
   if (all_finite != nullptr) *all_finite = true;
   if (!buffer.Valid()) return Malformed("no payload");
   const size_t message_bytes = buffer.Length();
@@ -188,14 +257,13 @@ absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer, MessageLite* he
         return Malformed(absl::StrCat("tensor data is ", data_bytes, " bytes but only ",
                                       remaining, " bytes follow"));
       }
-      if (data_bytes % sizeof(float) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor data is ", data_bytes, " bytes, not a whole number of float32 values"));
-      }
       if (header_before_data) {
+        const TensorEncoding encoding = encoding_of ? encoding_of(*header) : FLOAT32;
         absl::Status filled = FillDestinations(
-            data_bytes, *header, destinations,
-            [&](absl::Span<float> to) { return ReadFloats(&input, to, all_finite); });
+            data_bytes, encoding, *header, destinations, [&](absl::Span<float> to) {
+              return encoding == FLOAT32 ? ReadFloats(&input, to, all_finite)
+                                         : Read16BitValues(&input, encoding, to, all_finite);
+            });
         if (!filled.ok()) return filled;
         data_delivered = true;
       } else if (!input.ReadString(&staged_data, data_bytes)) {
@@ -209,13 +277,21 @@ absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer, MessageLite* he
   if (data_delivered) return absl::OkStatus();
   // The data came before the header, or there was none (zero floats).
   size_t staged_offset = 0;
-  return FillDestinations(data_bytes, *header, destinations, [&](absl::Span<float> to) {
-    const size_t bytes = to.size() * sizeof(float);
-    std::memcpy(to.data(), staged_data.data() + staged_offset, bytes);
-    staged_offset += bytes;
-    if (all_finite != nullptr && *all_finite && !AllFinite(to)) *all_finite = false;
-    return true;
-  });
+  const TensorEncoding encoding = encoding_of ? encoding_of(*header) : FLOAT32;
+  return FillDestinations(
+      data_bytes, encoding, *header, destinations, [&](absl::Span<float> to) {
+        const char* from = staged_data.data() + staged_offset;
+        staged_offset += to.size() * EncodedValueBytes(encoding);
+        if (encoding != FLOAT32) {
+          std::vector<uint16_t> values(to.size());
+          std::memcpy(values.data(), from, values.size() * sizeof(uint16_t));
+          Widen(encoding, values, to, all_finite);
+          return true;
+        }
+        std::memcpy(to.data(), from, to.size() * sizeof(float));
+        if (all_finite != nullptr && *all_finite && !AllFinite(to)) *all_finite = false;
+        return true;
+      });
 }
 
 }  // namespace ps

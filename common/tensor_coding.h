@@ -12,6 +12,11 @@
 //    std::string or repeated field).
 // The bytes are exactly what the generated PushRequest/PullResponse would serialize, so other
 // clients may use the generated classes.
+//
+// The data may also carry the values as 16-bit floats (TensorEncoding FLOAT16 or BFLOAT16, named
+// by the message's header; common/float16.h): the encoder then converts them into one buffer of
+// its own (half the bytes, one copy), and the decoder converts them back to float32 as it
+// copies them into the destinations.
 #ifndef PS_COMMON_TENSOR_CODING_H_
 #define PS_COMMON_TENSOR_CODING_H_
 
@@ -25,8 +30,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "proto/parameter.pb.h"
 
 namespace ps {
+
+// Bytes a value takes in a message's data: 4 for FLOAT32, 2 for the 16-bit encodings.
+int EncodedValueBytes(TensorEncoding encoding);
 
 // Encodes {header = 1, data = 2} where data is `tensors` concatenated.
 //
@@ -34,22 +43,28 @@ namespace ps {
 // reference holds a copy of it and gRPC drops them when done, so the memory may be owned by
 // `keep_alive`. If it is null, the caller must keep every tensor alive and unchanged until the
 // RPC that sends the buffer has completed.
+// With a 16-bit `encoding` the values are converted into a buffer the ByteBuffer owns, and the
+// tensors need not outlive the call. `header` must name the same encoding to its receiver.
 // REQUIRES: the encoded message is smaller than 2 GiB (protobuf's and gRPC's reader's limit).
 grpc::ByteBuffer EncodeTensorMessage(const google::protobuf::MessageLite& header,
                                      absl::Span<const absl::Span<const float>> tensors,
-                                     std::shared_ptr<const void> keep_alive);
+                                     std::shared_ptr<const void> keep_alive,
+                                     TensorEncoding encoding = FLOAT32);
 
 // Given the parsed header, returns the spans the data must fill, in order; their sizes must
-// add up to the data's length in floats (else the message is rejected).
+// add up to the data's length in values (else the message is rejected).
 using TensorDestinations =
     std::function<absl::StatusOr<std::vector<absl::Span<float>>>(
         const google::protobuf::MessageLite& header)>;
+// Given the parsed header, how its data carries the values.
+using TensorEncodingOf = std::function<TensorEncoding(const google::protobuf::MessageLite& header)>;
 
 // Decodes a message of the layout above into `header` and the destinations. Fields may come in
 // either order (if data comes first it is staged, then copied), but data at most once and header
 // fields not on both sides of it. INVALID_ARGUMENT for malformed bytes, a data length that is not
-// a multiple of 4 or does not match the destinations; a destinations error is passed through as
-// is. On error, `header` and the destinations may have been partly written.
+// a whole number of values or does not match the destinations, or an encoding this code does not
+// know; a destinations error is passed through as is. On error, `header` and the destinations may
+// have been partly written. `encoding_of` null: the data is FLOAT32.
 //
 // With `all_finite` non-null, it is set to whether every float of the data is finite (no Inf
 // or NaN), checked piece by piece right after each is copied, while it is in cache: much
@@ -57,7 +72,8 @@ using TensorDestinations =
 absl::Status DecodeTensorMessage(const grpc::ByteBuffer& buffer,
                                  google::protobuf::MessageLite* header,
                                  const TensorDestinations& destinations,
-                                 bool* all_finite = nullptr);
+                                 bool* all_finite = nullptr,
+                                 const TensorEncodingOf& encoding_of = nullptr);
 
 }  // namespace ps
 

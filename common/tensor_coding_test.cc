@@ -11,6 +11,7 @@
 #include <grpcpp/support/slice.h>
 
 #include "absl/strings/escaping.h"
+#include "common/float16.h"
 #include "proto/ps_service.pb.h"
 
 namespace ps {
@@ -79,6 +80,7 @@ grpc::ByteBuffer ToByteBuffer(const std::string& bytes, size_t chunk = SIZE_MAX)
 }
 
 // Decodes a push into `header` and one tensor per header slice, sized by its row_count.
+// The data's encoding is the header's.
 absl::Status DecodePush(const grpc::ByteBuffer& buffer, PushRequestHeader* header,
                         std::vector<std::vector<float>>* tensors, bool* all_finite = nullptr) {
   return DecodeTensorMessage(
@@ -93,7 +95,10 @@ absl::Status DecodePush(const grpc::ByteBuffer& buffer, PushRequestHeader* heade
         }
         return spans;
       },
-      all_finite);
+      all_finite,
+      [](const MessageLite& decoded) {
+        return static_cast<const PushRequestHeader&>(decoded).encoding();
+      });
 }
 
 // Destinations of fixed sizes that must never be asked for.
@@ -298,7 +303,7 @@ TEST(TensorCodingTest, RejectsDataThatDoesNotMatchTheDestinations) {
   absl::Status status =
       DecodePush(EncodeTensorMessage(header, Spans(tensors), nullptr), &decoded, &received);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(status.message(), "tensor data is 12 bytes but the header describes 4 floats (16 bytes)");
+  EXPECT_EQ(status.message(), "tensor data is 12 bytes but the header describes 4 float32 values (16 bytes)");
 
   // A missing data field is zero floats.
   PushRequest header_only;
@@ -344,6 +349,82 @@ TEST(TensorCodingTest, RejectsGarbage) {
   PushRequestHeader decoded;
   EXPECT_EQ(DecodeTensorMessage(grpc::ByteBuffer(), &decoded, Unreachable()).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// `tensors` as they arrive in `encoding`.
+std::vector<std::vector<float>> AsSent(std::vector<std::vector<float>> tensors,
+                                       TensorEncoding encoding) {
+  for (std::vector<float>& tensor : tensors) {
+    for (float& value : tensor) {
+      value = encoding == FLOAT16 ? HalfToFloat(FloatToHalf(value))
+                                  : Bfloat16ToFloat(FloatToBfloat16(value));
+    }
+  }
+  return tensors;
+}
+
+TEST(TensorCodingEncodingTest, SixteenBitValuesRoundTripAtHalfTheBytes) {
+  std::vector<std::vector<float>> tensors = MakeTensors(kSizes);
+  tensors[0] = {1.0f / 3.0f, -70000.0f, 1e-9f};  // Rounded; beyond half's range; below it.
+  for (TensorEncoding encoding : {FLOAT16, BFLOAT16}) {
+    PushRequestHeader header = MakeHeader(kSizes);
+    header.set_encoding(encoding);
+    const grpc::ByteBuffer buffer = EncodeTensorMessage(header, Spans(tensors), nullptr, encoding);
+    const size_t float32_bytes = EncodeTensorMessage(header, Spans(tensors), nullptr).Length();
+    size_t values = 0;
+    for (const std::vector<float>& tensor : tensors) values += tensor.size();
+    EXPECT_EQ(buffer.Length(), float32_bytes - 2 * values);
+    const std::vector<std::vector<float>> expected = AsSent(tensors, encoding);
+    EXPECT_NE(expected, tensors);
+    // Cut into 3-byte slices (values split across them), or whole; data after the header, and
+    // before it (staged).
+    const std::string encoded = ToString(buffer);
+    PushRequest parsed;  // By the generated parser: the same message.
+    ASSERT_TRUE(parsed.ParseFromString(encoded));
+    for (size_t chunk : {size_t{3}, SIZE_MAX}) {
+      PushRequestHeader decoded;
+      std::vector<std::vector<float>> received;
+      bool all_finite = false;
+      absl::Status status = DecodePush(ToByteBuffer(encoded, chunk), &decoded, &received,
+                                       &all_finite);
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_EQ(decoded.SerializeAsString(), header.SerializeAsString());
+      EXPECT_EQ(Concatenate(received), Concatenate(expected)) << TensorEncoding_Name(encoding);
+      EXPECT_EQ(all_finite, encoding == BFLOAT16) << "-70000 is beyond float16's range";
+
+      PushRequest data_only;
+      data_only.set_data(parsed.data());
+      PushRequest header_only;
+      *header_only.mutable_header() = header;
+      received.clear();
+      status = DecodePush(
+          ToByteBuffer(data_only.SerializeAsString() + header_only.SerializeAsString(), chunk),
+          &decoded, &received, &all_finite);
+      ASSERT_TRUE(status.ok()) << status;
+      EXPECT_EQ(Concatenate(received), Concatenate(expected)) << "data before the header";
+      EXPECT_EQ(all_finite, encoding == BFLOAT16);
+    }
+  }
+}
+
+TEST(TensorCodingEncodingTest, RejectsAnOddLengthAndAnUnknownEncoding) {
+  PushRequest request;
+  request.mutable_header()->set_encoding(FLOAT16);
+  request.set_data(std::string(13, 'x'));
+  PushRequestHeader decoded;
+  std::vector<std::vector<float>> received;
+  absl::Status status =
+      DecodePush(ToByteBuffer(request.SerializeAsString()), &decoded, &received);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("not a whole number of float16 values"),
+            absl::string_view::npos)
+      << status;
+
+  request.mutable_header()->set_encoding(static_cast<TensorEncoding>(7));
+  request.set_data(std::string(16, 'x'));
+  status = DecodePush(ToByteBuffer(request.SerializeAsString()), &decoded, &received);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("encoding 7"), absl::string_view::npos) << status;
 }
 
 }  // namespace

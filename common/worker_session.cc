@@ -65,6 +65,13 @@ WorkerSession::WorkerSession(PsConnections* connections, const ParameterSpec& sp
   for (const SparseTableDef& table : spec_.sparse_tables()) {
     table_width_[table.name()] = table.width();
   }
+  const CompressionSpec& compression = spec_.compression();
+  if (compression.topk_fraction() > 0) {
+    for (int ps = 0; ps < connections->num_ps(); ++ps) {
+      topk_.push_back(std::make_unique<TopKCompressor>(
+          ShardFloats(ps), compression.topk_fraction(), compression.encoding()));
+    }
+  }
 }
 
 template <typename Sparse>
@@ -166,6 +173,7 @@ PullRequest WorkerSession::MakePullRequest(const PullOptions& options) const {
   request.set_step(options.step);
   request.set_clock(options.clock);
   request.set_wait_timeout_ms(absl::ToInt64Milliseconds(connections_->options().wait_timeout));
+  request.set_encoding(spec_.compression().encoding());
   return request;
 }
 
@@ -192,6 +200,7 @@ int64_t WorkerSession::ChunkFloats() const {
 }
 
 int64_t WorkerSession::PushChunks(int ps) const {
+  if (!topk_.empty()) return 1;  // A top-k push is small, and comes whole.
   const int64_t total = ShardFloats(ps);
   const int64_t chunk_floats = ChunkFloats();
   return total > chunk_floats ? (total + chunk_floats - 1) / chunk_floats : 1;
@@ -229,6 +238,10 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
         }
         if (!sparse_staging.empty()) destinations.push_back(sparse_staging);
         return destinations;
+      },
+      nullptr,
+      [](const google::protobuf::MessageLite& decoded) {
+        return static_cast<const PullResponseHeader&>(decoded).encoding();
       });
 }
 
@@ -370,7 +383,7 @@ absl::StatusOr<std::vector<PushResponse>> WorkerSession::PushState::Finish(int64
 
 absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
     int ps, const PushOptions& options, const ConstVariables& gradients, int64_t push_id,
-    const std::vector<SparsePush>& sparse, const ShardSparse& shard_sparse) const {
+    const std::vector<SparsePush>& sparse, const ShardSparse& shard_sparse) {
   if (!options.read_versions.empty() &&
       options.read_versions.size() != read_versions_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -388,12 +401,25 @@ absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
                                                              : options.read_versions[ps]);
   push.header.set_step(options.step);
   push.header.set_clock(options.clock);
+  push.header.set_encoding(spec_.compression().encoding());
   for (const SliceRef& ref : ShardSlices(ps)) {
     *push.header.add_slices() = ref;
     absl::StatusOr<absl::Span<const float>> span =
         SliceOf(gradients, ref.variable(), ref.row_begin(), ref.row_count());
     if (!span.ok()) return span.status();
     push.tensors.push_back(*span);
+  }
+  if (!topk_.empty() && ShardFloats(ps) > 0) {
+    absl::StatusOr<TopKCompressor::Compressed> compressed = topk_[ps]->Compress(push.tensors);
+    if (!compressed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("top-k compression of the push to ps:", ps, ": ",
+                       compressed.status().message()));
+    }
+    push.header.mutable_topk_index_gaps()->Add(compressed->index_gaps.begin(),
+                                               compressed->index_gaps.end());
+    push.topk_values = std::make_shared<std::vector<float>>(std::move(compressed->values));
+    push.tensors = {*push.topk_values};
   }
   if (!shard_sparse.entries.empty()) {
     push.sparse_rows = std::make_shared<std::vector<float>>();
@@ -420,7 +446,7 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
                                          const ConstVariables& gradients, int64_t push_id,
                                          const std::vector<SparsePush>& sparse,
                                          PushState* state,
-                                         std::vector<PsConnections::Call>* calls) const {
+                                         std::vector<PsConnections::Call>* calls) {
   const int64_t chunk_floats = ChunkFloats();
   absl::StatusOr<std::vector<ShardSparse>> shard_sparse = SplitSparse(sparse);
   if (!shard_sparse.ok()) return shard_sparse.status();
@@ -437,6 +463,7 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
     if (!push.ok()) return push.status();
     state->sent[ps] = true;
     std::shared_ptr<std::vector<float>> sparse_rows = push->sparse_rows;
+    std::shared_ptr<std::vector<float>> topk_values = push->topk_values;
     // Large gradients go in chunks over the shard's connections, so that the server decodes
     // one while the next is in transit (see PushRequestHeader.total_chunks).
     const int64_t total = ShardFloats(ps);
@@ -455,9 +482,9 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
       calls->push_back(PsConnections::Call{
           ps, "Push",
           // The gradients stay alive and unchanged until the call returns (Push's contract);
-          // the sparse rows' copy lives with the call.
-          [header, pieces, sparse_rows] {
-            return EncodeTensorMessage(*header, *pieces, nullptr);
+          // the copies (sparse rows, top-k values) live with the call.
+          [header, pieces, sparse_rows, topk_values] {
+            return EncodeTensorMessage(*header, *pieces, nullptr, header->encoding());
           },
           [state, ps](const grpc::ByteBuffer& bytes) {
             PushResponse response;
@@ -519,7 +546,10 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
     std::vector<SliceRef> expected = ShardSlices(ps);
     calls.push_back(PsConnections::Call{
         ps, "PushPull",
-        [shared] { return EncodeTensorMessage(shared->header, shared->tensors, nullptr); },
+        [shared] {
+          return EncodeTensorMessage(shared->header, shared->tensors, nullptr,
+                                     shared->header.encoding());
+        },
         [this, expected, ps, &out, &push_state, &pull_state](const grpc::ByteBuffer& bytes) {
           PullResponseHeader header;
           absl::Status status = DecodeValues(bytes, expected, out, &header);

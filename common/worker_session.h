@@ -1,7 +1,8 @@
 // One worker's pulls and pushes for one job, to every ps shard in parallel: the data path of
 // the service. Large tensors go in chunks; gradients are sent and values received without
 // copies (see tensor_coding.h). Calls go through PsConnections (deadlines, retries, errors
-// naming the shard).
+// naming the shard). The job's CompressionSpec applies to every push and pull: 16-bit values
+// on the wire, and top-k pushes with a residual per shard kept here (topk_compression.h).
 #ifndef PS_COMMON_WORKER_SESSION_H_
 #define PS_COMMON_WORKER_SESSION_H_
 
@@ -22,6 +23,7 @@
 #include "common/partitioner.h"
 #include "common/ps_client.h"
 #include "common/ps_connections.h"
+#include "common/topk_compression.h"
 #include "common/variables.h"
 #include "proto/ps_service.pb.h"
 
@@ -86,6 +88,9 @@ class WorkerSession {
   // With `sparse`, the gradient rows of sparse tables go with the dense gradient to their
   // shards (copied; INVALID_ARGUMENT as Pull's, and where a shard's dense gradient needs
   // chunks: sparse rows go in one message).
+  // With top-k compression each shard's dense gradient joins its residual and only the top k
+  // values go (one message, no chunks); INVALID_ARGUMENT, that residual unchanged, for a
+  // gradient TopKCompressor refuses. A push that fails after compressing loses what it sent.
   absl::StatusOr<std::vector<PushResponse>> Push(const PushOptions& options,
                                                  const ConstVariables& gradients,
                                                  const std::vector<SparsePush>& sparse = {});
@@ -136,6 +141,7 @@ class WorkerSession {
     PushRequestHeader header;
     std::vector<absl::Span<const float>> tensors;
     std::shared_ptr<std::vector<float>> sparse_rows;
+    std::shared_ptr<std::vector<float>> topk_values;  // A top-k push's, in place of the slices'.
   };
   // One shard's part of a pull's sparse rows: the entries to ask for and, per entry, where
   // each key's row goes among the caller's (its index in the caller's keys).
@@ -176,15 +182,16 @@ class WorkerSession {
                     const std::vector<SparsePull>& sparse,
                     const std::vector<ShardSparse>& shard_sparse, PullState* state,
                     std::vector<PsConnections::Call>* calls) const;
+  // Compresses (top-k) when the job says so, which moves that shard's residual.
   absl::StatusOr<ShardPush> MakeShardPush(int ps, const PushOptions& options,
                                           const ConstVariables& gradients, int64_t push_id,
                                           const std::vector<SparsePush>& sparse,
-                                          const ShardSparse& shard_sparse) const;
+                                          const ShardSparse& shard_sparse);
   // Runs `calls`, counting their bytes into bytes_sent_ and bytes_received_.
   absl::Status RunCounted(std::vector<PsConnections::Call> calls);
   absl::Status AddPushCalls(const PushOptions& options, const ConstVariables& gradients,
                             int64_t push_id, const std::vector<SparsePush>& sparse,
-                            PushState* state, std::vector<PsConnections::Call>* calls) const;
+                            PushState* state, std::vector<PsConnections::Call>* calls);
   WorkerSession(PsConnections* connections, const ParameterSpec& spec, int worker,
                 Placement placement);
   // The span of `slice`'s rows in a whole-variable span.
@@ -203,6 +210,8 @@ class WorkerSession {
   absl::flat_hash_map<std::string, int64_t> table_width_;  // Sparse tables' row widths.
   std::vector<int64_t> read_versions_;
   int64_t next_push_id_ = 1;
+  // Per shard, with CompressionSpec.topk_fraction: the pushes' compressor and residual.
+  std::vector<std::unique_ptr<TopKCompressor>> topk_;
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
 };

@@ -121,7 +121,8 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
       return;
     }
     if (push_.has_value()) *result->header.mutable_push() = *std::move(push_);
-    *response_ = EncodeTensorMessage(result->header, result->pieces, result->keep_alive);
+    *response_ = EncodeTensorMessage(result->header, result->pieces, result->keep_alive,
+                                     result->header.encoding());
     job_->traffic().Count(method_, grpc::StatusCode::OK, received_, response_->Length());
     ParameterService::Finish(this, &slot_, absl::OkStatus());
   }

@@ -6,7 +6,10 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "absl/strings/str_cat.h"
+#include "common/job_schema.h"
 #include "common/tensor_coding.h"
+#include "common/topk_compression.h"
 
 namespace ps {
 
@@ -17,6 +20,8 @@ absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
   std::shared_ptr<ShardJob> job;
   std::shared_ptr<std::vector<float>> gradient;  // Where the data goes, kept alive.
   std::optional<PushResponse> answer;            // A chunk answered without decoding it.
+  std::vector<float> topk_values;                // A top-k push's values, expanded after.
+  absl::Span<float> topk_dense;                  // Where they expand to: the dense gradient.
   bool all_finite = false;
   absl::Status status = DecodeTensorMessage(
       request, &header,
@@ -28,6 +33,11 @@ absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
         if (ShardJob::IsChunk(header) && !allow_chunks) {
           return absl::InvalidArgumentError(
               "PushPull takes a whole push, not a chunk: push large gradients with Push");
+        }
+        if (ShardJob::IsChunk(header) && !header.topk_index_gaps().empty()) {
+          job->CountRejected("topk");
+          return absl::InvalidArgumentError(
+              "a top-k push comes whole, not in chunks: send its values in one message");
         }
         if (ShardJob::IsChunk(header)) {
           absl::StatusOr<ShardJob::ChunkTarget> target = job->PushChunkBuffer(header);
@@ -44,9 +54,31 @@ absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
             job->PushBuffer(header, &destinations);
         if (!buffer.ok()) return buffer.status();
         gradient = *std::move(buffer);
+        if (!header.topk_index_gaps().empty()) {
+          // The dense gradient's destinations (one per slice, then the sparse rows') become
+          // one for the values sent; they are expanded once decoded.
+          const size_t slices = header.slices_size();  // One destination each, checked.
+          size_t dense_floats = 0;
+          for (size_t i = 0; i < slices; ++i) dense_floats += destinations[i].size();
+          topk_dense = absl::MakeSpan(gradient->data(), dense_floats);
+          absl::Status positions = CheckTopKGaps(header.topk_index_gaps(), dense_floats);
+          if (!positions.ok()) {
+            job->CountRejected("topk");
+            gradient = nullptr;
+            return absl::InvalidArgumentError(
+                absl::StrCat(JobPrefix(header.job_id()), positions.message()));
+          }
+          topk_values.resize(header.topk_index_gaps_size());
+          std::vector<absl::Span<float>> topk = {absl::MakeSpan(topk_values)};
+          if (destinations.size() > slices) topk.push_back(destinations.back());  // Rows.
+          return topk;
+        }
         return destinations;
       },
-      &all_finite);
+      &all_finite,
+      [](const google::protobuf::MessageLite& decoded) {
+        return static_cast<const PushRequestHeader&>(decoded).encoding();
+      });
   if (answer.has_value()) return *answer;
   if (!status.ok()) {
     if (job != nullptr && gradient != nullptr) {
@@ -59,6 +91,7 @@ absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
     return status;
   }
   if (ShardJob::IsChunk(header)) return job->PushChunkDone(header, all_finite);
+  if (!topk_dense.empty()) ExpandTopK(header.topk_index_gaps(), topk_values, topk_dense);
   return job->Push(header, *gradient, all_finite);
 }
 

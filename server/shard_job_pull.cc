@@ -24,6 +24,11 @@ absl::Status ShardJob::ValidatePull(const PullRequest& request,
   if (request.step() < 0 || request.clock() < 0) {
     return absl::InvalidArgumentError(prefix + "step and clock must be >= 0");
   }
+  if (!TensorEncoding_IsValid(request.encoding())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "the pull asks for encoding ", request.encoding(),
+        ", which this ps does not know: ask for FLOAT32, FLOAT16 or BFLOAT16"));
+  }
   absl::Status sparse = CheckSparse(request.sparse(), /*distinct=*/false);
   if (!sparse.ok()) return sparse;
   if (request.slices().empty()) {
@@ -121,6 +126,7 @@ ShardJob::PullSnapshot ShardJob::ReadSnapshot(const PullRequest& request) const 
   std::vector<PullRange> ranges;
   ValidatePull(request, &ranges).IgnoreError();  // Validated before.
   PullSnapshot snapshot;
+  snapshot.header.set_encoding(request.encoding());
   int64_t version;
   {
     absl::MutexLock lock(&mu_);
