@@ -21,8 +21,10 @@
 // each, the order of the sides swapped every round), each side with its own in-process ps:
 // --tls_dir compares plaintext with mutual TLS, --metrics_compare the ps without /metrics with
 // the ps serving /metrics (its RPC interceptor counting every call) and a scraper thread getting
-// every ps's /metrics once a second while that side is measured. It prints the median ratio of
-// the second side to the first per measurement.
+// every ps's /metrics once a second while that side is measured, --compression float32 values
+// with compressed pushes and pulls (JobSpec.compression: FLOAT16, BFLOAT16, or top-k). It prints
+// the median ratio of the second side to the first per measurement. With compression, GB/s
+// counts the variable's float32 bytes (what the worker pushes or pulls), not the bytes sent.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -81,6 +83,9 @@ DEFINE_string(tls_dir, "",
 DEFINE_bool(metrics_compare, false,
             "measure every size and the round trip with the ps's /metrics off and on (scraped "
             "once a second) alternately, and print the ratios");
+DEFINE_string(compression, "",
+              "compare float32 pushes and pulls with compressed ones: FLOAT16, BFLOAT16, "
+              "topk:FRACTION or topk:FRACTION:ENCODING (CompressionSpec)");
 DEFINE_int32(rounds, 1, "measurements of each size (and round trip) per side");
 DEFINE_string(ps_addresses, "",
               "comma-separated host:port of running ps_server tasks (ps:0 first) to measure "
@@ -100,8 +105,10 @@ struct Client {
   std::vector<float> gradient;   // Push source.
 };
 
-ParameterSpec BenchSpec(const std::string& job_id, int64_t rows, int num_workers) {
+ParameterSpec BenchSpec(const std::string& job_id, int64_t rows, int num_workers,
+                        const CompressionSpec& compression) {
   ParameterSpec spec;
+  *spec.mutable_compression() = compression;
   spec.set_job_id(job_id);
   VariableDef* variable = spec.add_variables();
   variable->set_name("w");
@@ -313,10 +320,12 @@ struct Throughput {
   double tcp_gb_per_s = 0;  // Raw loopback TCP; 0 when not measured.
 };
 
-absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options, int64_t size_mb) {
+absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options,
+                                             const CompressionSpec& compression, int64_t size_mb) {
   const int64_t rows = (size_mb << 20) / (kColumns * static_cast<int64_t>(sizeof(float)));
   const int64_t bytes = rows * kColumns * static_cast<int64_t>(sizeof(float));
-  ParameterSpec spec = BenchSpec(absl::StrCat("bench_", size_mb, "mb"), rows, FLAGS_clients);
+  ParameterSpec spec =
+      BenchSpec(absl::StrCat("bench_", size_mb, "mb"), rows, FLAGS_clients, compression);
   absl::StatusOr<std::vector<Client>> clients = ConnectClients(options, spec, FLAGS_clients);
   if (!clients.ok()) return clients.status();
   const absl::Duration duration = absl::Seconds(FLAGS_seconds);
@@ -355,9 +364,11 @@ double Percentile(std::vector<double>& micros, double p) {
 
 // Round trips of a 1024-float (4 KB) variable from one client, after a warm-up: a push then a
 // pull (two calls) if !combined, else one PushPull call.
-absl::StatusOr<Latency> MeasureLatency(const PsClientOptions& options, int iterations,
+absl::StatusOr<Latency> MeasureLatency(const PsClientOptions& options,
+                                       const CompressionSpec& compression, int iterations,
                                        bool combined) {
-  ParameterSpec spec = BenchSpec(combined ? "bench_pushpull" : "bench_latency", 1, 1);
+  ParameterSpec spec =
+      BenchSpec(combined ? "bench_pushpull" : "bench_latency", 1, 1, compression);
   absl::StatusOr<std::vector<Client>> clients = ConnectClients(options, spec, 1);
   if (!clients.ok()) return clients.status();
   Client& c = clients->front();
@@ -432,6 +443,33 @@ class Scraper {
   std::thread thread_;  // Last: starts once the rest is set.
 };
 
+// --compression: "" (none), an encoding, or topk:FRACTION[:ENCODING].
+absl::StatusOr<CompressionSpec> ParseCompression(absl::string_view flag) {
+  CompressionSpec compression;
+  if (flag.empty()) return compression;
+  std::vector<std::string> parts = absl::StrSplit(flag, ':');
+  std::string encoding = parts.back();
+  if (parts[0] == "topk") {
+    float fraction = 0;
+    if (parts.size() < 2 || parts.size() > 3 || !absl::SimpleAtof(parts[1], &fraction) ||
+        !(fraction > 0 && fraction < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", flag, "\": give topk:FRACTION with FRACTION in (0, 1), e.g. topk:0.01"));
+    }
+    compression.set_topk_fraction(fraction);
+    encoding = parts.size() == 3 ? parts[2] : "FLOAT32";
+  } else if (parts.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("\"", flag, "\" is not an encoding or topk"));
+  }
+  TensorEncoding value;
+  if (!TensorEncoding_Parse(encoding, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", encoding, "\" is not FLOAT32, FLOAT16 or BFLOAT16"));
+  }
+  compression.set_encoding(value);
+  return compression;
+}
+
 int Run() {
   std::vector<int64_t> sizes;
   for (absl::string_view field : absl::StrSplit(FLAGS_size_mb, ',', absl::SkipWhitespace())) {
@@ -471,9 +509,15 @@ int Run() {
                          "(no --ps_addresses)\n");
     return 2;
   }
-  if (!FLAGS_tls_dir.empty() && FLAGS_metrics_compare) {
-    std::fprintf(stderr, "ps_bench: --tls_dir and --metrics_compare compare two sides each; "
-                         "give one of them\n");
+  if (!FLAGS_tls_dir.empty() + FLAGS_metrics_compare + !FLAGS_compression.empty() > 1) {
+    std::fprintf(stderr, "ps_bench: --tls_dir, --metrics_compare and --compression compare two "
+                         "sides each; give one of them\n");
+    return 2;
+  }
+  absl::StatusOr<CompressionSpec> compression = ParseCompression(FLAGS_compression);
+  if (!compression.ok()) {
+    std::fprintf(stderr, "ps_bench: --compression: %s\n",
+                 std::string(compression.status().message()).c_str());
     return 2;
   }
 
@@ -483,14 +527,17 @@ int Run() {
     std::string label;
     PsClientOptions options;
     PsServerOptions server;  // Of the in-process ps.
+    CompressionSpec compression;
     std::unique_ptr<InProcessPsCluster> servers;
     std::vector<int> metrics_ports;      // Scraped while this side is measured.
     std::vector<Throughput> throughput;  // Per size and round.
     std::vector<Latency> latency[2];     // Per round: Push then Pull; PushPull.
   };
   std::vector<Side> sides;
-  sides.push_back(
-      Side{FLAGS_metrics_compare ? "metrics off" : "plaintext", options, {}, nullptr, {}, {}, {}});
+  sides.push_back(Side{FLAGS_metrics_compare      ? "metrics off"
+                       : FLAGS_compression.empty() ? "plaintext"
+                                                   : "float32",
+                       options, {}, {}, nullptr, {}, {}, {}});
   if (!FLAGS_tls_dir.empty()) {
     const TransportSecurity server{FLAGS_tls_dir + "/127.0.0.1.crt",
                                    FLAGS_tls_dir + "/127.0.0.1.key", FLAGS_tls_dir + "/ca.crt"};
@@ -504,13 +551,16 @@ int Run() {
         return 2;
       }
     }
-    sides.push_back(Side{"mTLS", options, {}, nullptr, {}, {}, {}});
+    sides.push_back(Side{"mTLS", options, {}, {}, nullptr, {}, {}, {}});
     sides.back().options.security = client;
     sides.back().server.security = server;
   }
   if (FLAGS_metrics_compare) {
-    sides.push_back(Side{"metrics on", options, {}, nullptr, {}, {}, {}});
+    sides.push_back(Side{"metrics on", options, {}, {}, nullptr, {}, {}, {}});
     sides.back().server.metrics_port = 0;
+  }
+  if (!FLAGS_compression.empty()) {
+    sides.push_back(Side{FLAGS_compression, options, {}, *compression, nullptr, {}, {}, {}});
   }
   for (size_t i = 0; i < sides.size() && in_process > 0; ++i) {
     InProcessPsClusterOptions cluster_options;
@@ -556,7 +606,8 @@ int Run() {
       for (size_t k = 0; k < sides.size(); ++k) {
         Side& side = sides[(k + round) % sides.size()];  // Each side first every other round.
         std::unique_ptr<Scraper> scraper = scraper_for(side);
-        absl::StatusOr<Throughput> throughput = MeasureThroughput(side.options, size_mb);
+        absl::StatusOr<Throughput> throughput =
+            MeasureThroughput(side.options, side.compression, size_mb);
         if (!throughput.ok()) {
           std::fprintf(stderr, "ps_bench: %s, %lld MiB: %s\n", side.label.c_str(),
                        static_cast<long long>(size_mb), throughput.status().ToString().c_str());
@@ -581,7 +632,7 @@ int Run() {
         std::unique_ptr<Scraper> scraper = scraper_for(side);
         for (bool combined : {false, true}) {
           absl::StatusOr<Latency> latency =
-              MeasureLatency(side.options, FLAGS_latency_iterations, combined);
+              MeasureLatency(side.options, side.compression, FLAGS_latency_iterations, combined);
           if (!latency.ok()) {
             std::fprintf(stderr, "ps_bench: latency: %s\n", latency.status().ToString().c_str());
             return 1;

@@ -4,7 +4,10 @@
 # pixels and a label, every class in both, the same files on every run), and `psctl local`
 # trains section 8's MLP on them (docs/EXPERIMENTS.md) on 2 ps and 2 workers in SYNC, 400 steps:
 # the test accuracy on the 360 held-out images must reach 95% (SYNC with every worker is
-# deterministic: 96.1% on every run).
+# deterministic: 96.1% on every run). Then the same job with compressed pushes and pulls (top-k
+# of 1% with error feedback, in BFLOAT16; docs/EXPERIMENTS.md section 9) must end within 0.5
+# points of it while sending under a tenth of the bytes per step (measured: 96.1%, 458 bytes a
+# step against 19,526).
 #
 # Installs python3-sklearn when missing (root and apt-get needed); skips (passes), saying why,
 # where it cannot.
@@ -30,7 +33,7 @@ if [ ! -e "$SOURCE" ]; then
 fi
 
 DIR=$(mktemp -d "${TEST_TMPDIR:-/tmp}/digits.XXXXXX")
-LOG_FILES=("$DIR/prepare.log" "$DIR/local.log")
+LOG_FILES=("$DIR/prepare.log" "$DIR/local.log" "$DIR/compressed.log")
 
 # --- The split: sizes, columns, classes, and the same bytes on a second run.
 /usr/bin/python3 tools/prepare_digits.py "$DIR/data" > "$DIR/prepare.log" 2>&1 ||
@@ -73,3 +76,22 @@ log "state, training and test images, test accuracy: $accuracy"
 read -r state train test value <<< "$accuracy"
 [ "$state $train $test" = "DONE 1437 360" ] || fail "summary.json: $summary"
 awk -v a="$value" 'BEGIN { exit !(a >= 0.95) }' || fail "test accuracy $value, below 0.95"
+
+# --- The same job compressed: top-k 1% with error feedback, values in BFLOAT16.
+sed 's/"seed": 1}/"seed": 1, "compression": {"encoding": "BFLOAT16", "topk_fraction": 0.01}}/' \
+  "$DIR/job.json" > "$DIR/compressed.json"
+grep -q topk_fraction "$DIR/compressed.json" || fail "could not write the compressed job"
+"$PSCTL" local --ps_server_binary="$PS_SERVER" --ps_worker_binary="$PS_WORKER" \
+  --job="$DIR/compressed.json" --ps=2 --workers=2 --device=cpu --results="$DIR/compressed" \
+  > "$DIR/compressed.log" 2>&1 || fail "psctl local failed on the compressed job"
+compared=$(/usr/bin/python3 -c 'import json, sys
+plain, compressed = (json.load(open(sys.argv[i] + "/summary.json")) for i in (1, 2))
+print(compressed["state"], compressed["final_eval_accuracy"], plain["bytes_sent_per_step"],
+      compressed["bytes_sent_per_step"])' "$DIR/results" "$DIR/compressed")
+log "compressed: state, test accuracy, bytes sent per step float32 and compressed: $compared"
+read -r state compressed_accuracy plain_bytes compressed_bytes <<< "$compared"
+[ "$state" = DONE ] || fail "the compressed job ended $state"
+awk -v a="$compressed_accuracy" -v b="$value" 'BEGIN { exit !(a >= b - 0.005) }' ||
+  fail "compressed test accuracy $compressed_accuracy, more than 0.5 points below $value"
+awk -v c="$compressed_bytes" -v p="$plain_bytes" 'BEGIN { exit !(c * 10 < p) }' ||
+  fail "compressed pushes sent $compressed_bytes bytes a step against $plain_bytes"
