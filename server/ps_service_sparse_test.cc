@@ -50,10 +50,8 @@ class PsServiceSparseTest : public ::testing::Test {
         InProcessPsCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    PsClientOptions client;
-    client.ps_addresses = cluster_->addresses();
-    absl::StatusOr<std::unique_ptr<PsClient>> created = PsClient::Create(client);
-    ASSERT_TRUE(created.ok());
+    absl::StatusOr<std::unique_ptr<PsClient>> created = cluster_->NewClient();
+    ASSERT_TRUE(created.ok()) << created.status();
     ASSERT_TRUE((*created)->CreateJob(Spec()).ok());
     client_ = *std::move(created);
     for (const std::string& address : cluster_->addresses()) {

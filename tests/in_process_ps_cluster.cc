@@ -6,6 +6,12 @@
 
 namespace ps {
 
+absl::StatusOr<std::unique_ptr<PsClient>> InProcessPsCluster::NewClient(
+    PsClientOptions options) const {
+  options.ps_addresses = addresses_;
+  return PsClient::Create(options);
+}
+
 absl::StatusOr<std::unique_ptr<InProcessPsCluster>> InProcessPsCluster::Start(
     const InProcessPsClusterOptions& options) {
   if (options.num_ps < 1) {

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/ps_client.h"
 #include "server/ps_server.h"
 
 namespace ps {
@@ -39,6 +40,8 @@ class InProcessPsCluster {
   const std::vector<std::string>& addresses() const { return addresses_; }
   // REQUIRES: 0 <= ps < num_ps().
   PsServer& server(int ps) { return *servers_[ps]; }
+  // A client of this cluster: `options` with ps_addresses set to addresses().
+  absl::StatusOr<std::unique_ptr<PsClient>> NewClient(PsClientOptions options = {}) const;
   // Shuts every server down (PsServer::Shutdown); idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
