@@ -34,10 +34,18 @@ absl::Status CheckNonNegative(const char* field, float value) {
 }
 
 absl::Status ValidateModel(const ModelSpec& model) {
-  if (model.kind() == ModelSpec::KIND_UNSPECIFIED) {
+  if (model.kind() == ModelSpec::KIND_UNSPECIFIED || !ModelSpec::Kind_IsValid(model.kind())) {
     return FieldError("model.kind",
                       "is not set: use LINEAR_REGRESSION, LOGISTIC_REGRESSION, "
-                      "SOFTMAX_REGRESSION or MLP");
+                      "SOFTMAX_REGRESSION, MLP, SPARSE_LOGISTIC_REGRESSION or EMBEDDING_BAG_MLP");
+  }
+  if (model.embedding_dim() != 0 && model.kind() != ModelSpec::EMBEDDING_BAG_MLP) {
+    return FieldError("model.embedding_dim", "is for EMBEDDING_BAG_MLP: unset it");
+  }
+  if (model.embedding_dim() < 0 || model.embedding_dim() > kMaxLayerWidth) {
+    return FieldError("model.embedding_dim",
+                      absl::StrCat("is ", model.embedding_dim(), ": an embedding row has 1 to ",
+                                   kMaxLayerWidth, " floats (0: 16)"));
   }
   if (model.kind() == ModelSpec::MLP && model.hidden_sizes().empty()) {
     return FieldError("model.hidden_sizes", "is empty: an MLP needs at least one hidden layer");
@@ -46,7 +54,9 @@ absl::Status ValidateModel(const ModelSpec& model) {
     return FieldError("model.hidden_sizes", absl::StrCat("has ", model.hidden_sizes_size(),
                                                          " layers: at most ", kMaxHiddenLayers));
   }
-  for (int i = 0; model.kind() == ModelSpec::MLP && i < model.hidden_sizes_size(); ++i) {
+  const bool layers =
+      model.kind() == ModelSpec::MLP || model.kind() == ModelSpec::EMBEDDING_BAG_MLP;
+  for (int i = 0; layers && i < model.hidden_sizes_size(); ++i) {
     if (model.hidden_sizes(i) < 1 || model.hidden_sizes(i) > kMaxLayerWidth) {
       return FieldError(absl::StrCat("model.hidden_sizes[", i, "]"),
                         absl::StrCat("is ", model.hidden_sizes(i), ": a layer has 1 to ",
@@ -63,7 +73,7 @@ absl::Status CheckFeatureDim(absl::string_view field, int feature_dim) {
                                         " features"));
 }
 
-absl::Status ValidateData(const DataSpec& data) {
+absl::Status ValidateData(const DataSpec& data, bool sparse) {
   switch (data.source_case()) {
     case DataSpec::kSynthetic: {
       absl::Status status =
@@ -77,8 +87,10 @@ absl::Status ValidateData(const DataSpec& data) {
       }
       break;
     case DataSpec::kLibsvm:
-      if (data.feature_dim() < 1) {
-        return FieldError("data.feature_dim", "must be >= 1 for LIBSVM data");
+      if (sparse ? data.feature_dim() < 0 : data.feature_dim() < 1) {
+        return FieldError("data.feature_dim",
+                          sparse ? "must be >= 0 for a sparse model's LIBSVM data (0: any id)"
+                                 : "must be >= 1 for LIBSVM data");
       }
       {
         absl::Status status = CheckFeatureDim("data.feature_dim", data.feature_dim());
@@ -113,6 +125,47 @@ absl::Status ValidateData(const DataSpec& data) {
   if (!data.test_labels().empty() &&
       (data.test_data().empty() || data.source_case() != DataSpec::kMnistImages)) {
     return FieldError("data.test_labels", "is only for MNIST, beside data.test_data");
+  }
+  return absl::OkStatus();
+}
+
+// A sparse model (IsSparseModel): its rows are pulled and pushed with every step on the shards
+// (worker/sparse_training.h), from LIBSVM or CSV data read as sparse features.
+absl::Status ValidateSparseModel(const JobSpec& spec) {
+  if (!IsSparseModel(spec.model().kind())) return absl::OkStatus();
+  const std::string kind = ModelSpec::Kind_Name(spec.model().kind());
+  const DataSpec& data = spec.data();
+  if (data.source_case() != DataSpec::kLibsvm && data.source_case() != DataSpec::kCsv) {
+    return FieldError("data", absl::StrCat("must be libsvm or csv for ", kind,
+                                           ", which reads sparse features: synthetic and MNIST "
+                                           "data are dense, for the dense model kinds"));
+  }
+  if (data.normalize()) {
+    return FieldError("data.normalize", absl::StrCat("is for dense features; ", kind,
+                                                     " takes the values as they are: unset it"));
+  }
+  const ConsistencyConfig::Mode mode = spec.consistency().mode();
+  if (mode != ConsistencyConfig::SYNC && mode != ConsistencyConfig::SSP &&
+      mode != ConsistencyConfig::SOFTSYNC && mode != ConsistencyConfig::ASYNC) {
+    return FieldError("consistency.mode",
+                      absl::StrCat("is ", ConsistencyConfig::Mode_Name(mode), "; ", kind,
+                                   " keeps its table on the shards and needs SYNC, SSP, SOFTSYNC "
+                                   "or ASYNC"));
+  }
+  if (spec.downpour().ByteSizeLong() > 0) {
+    return FieldError("downpour", absl::StrCat("is not supported for ", kind,
+                                               ": each step pulls the rows of its own batch's "
+                                               "keys and pushes their gradients; unset it"));
+  }
+  if (spec.checkpoint().every_steps() > 0 || spec.checkpoint().every_seconds() > 0) {
+    return FieldError("checkpoint", absl::StrCat("is not supported yet for ", kind,
+                                                 " (shards do not checkpoint sparse tables): "
+                                                 "unset it"));
+  }
+  if (spec.record_apply_log()) {
+    return FieldError("record_apply_log", absl::StrCat("is not supported yet for ", kind,
+                                                       " (replays hold dense values only): "
+                                                       "unset it"));
   }
   return absl::OkStatus();
 }
@@ -301,6 +354,10 @@ absl::Status ValidateId(const std::string& id, const std::string& field) {
   return absl::OkStatus();
 }
 
+bool IsSparseModel(ModelSpec::Kind kind) {
+  return kind == ModelSpec::SPARSE_LOGISTIC_REGRESSION || kind == ModelSpec::EMBEDDING_BAG_MLP;
+}
+
 std::string JobPrefix(const std::string& job_id) { return absl::StrCat("job \"", job_id, "\": "); }
 
 // Sparse tables: named uniquely (also apart from the variables), rows of 1 to kMaxLayerWidth
@@ -407,7 +464,10 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   }
   status = ValidateModel(spec.model());
   if (!status.ok()) return status;
-  status = ValidateData(spec.data());
+  const bool sparse = IsSparseModel(spec.model().kind());
+  status = ValidateData(spec.data(), sparse);
+  if (!status.ok()) return status;
+  status = ValidateSparseModel(spec);
   if (!status.ok()) return status;
   status = ValidateStopRules(spec);
   if (!status.ok()) return status;

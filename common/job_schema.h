@@ -34,6 +34,10 @@ inline constexpr int kMaxFeatureDim = 1 << 24;      // DataSpec.feature_dim, syn
 // ConsistencyConfig.delay: a shard keeps that many old copies of its values.
 inline constexpr int kMaxDelay = 1024;
 
+// Whether `kind` is a sparse model (SPARSE_LOGISTIC_REGRESSION, EMBEDDING_BAG_MLP:
+// worker/model/sparse_model.h), whose weights include a sparse table.
+bool IsSparseModel(ModelSpec::Kind kind);
+
 // "job \"ID\": ", the start of every message about a job on a ps.
 std::string JobPrefix(const std::string& job_id);
 
@@ -48,7 +52,8 @@ absl::Status ValidateId(const std::string& id, const std::string& field);
 absl::Status ValidateParameterSpec(const ParameterSpec& spec);
 
 // A job a cluster of `num_workers` workers can run: job_id, model (at most kMaxHiddenLayers
-// hidden layers of at most kMaxLayerWidth units), data (feature_dim at most kMaxFeatureDim),
+// hidden layers of at most kMaxLayerWidth units; a sparse model's data, mode and options),
+// data (feature_dim at most kMaxFeatureDim),
 // batch size (1 to kMaxBatchSize), stop rules, checkpoints, evaluation, consistency against
 // `num_workers`, Downpour settings, stragglers, learning-rate schedule and optimizer. E.g.
 // "consistency.replicas_to_aggregate is 5 but the cluster has 4 workers: use 1 to 4, or 0 for

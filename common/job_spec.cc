@@ -33,10 +33,11 @@ absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path, FileSystem* fs)
 }
 
 ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef>& variables,
-                              int num_workers) {
+                              int num_workers, const std::vector<SparseTableDef>& tables) {
   ParameterSpec parameters;
   parameters.set_job_id(spec.job_id());
   for (const VariableDef& variable : variables) *parameters.add_variables() = variable;
+  for (const SparseTableDef& table : tables) *parameters.add_sparse_tables() = table;
   *parameters.mutable_optimizer() = spec.optimizer();
   *parameters.mutable_learning_rate() = spec.learning_rate();
   *parameters.mutable_consistency() = spec.consistency();

@@ -28,7 +28,7 @@ absl::StatusOr<JobSpec> ReadJobSpecFile(const std::string& path,
 
 // The ps side of the job: what every ps shard is created with.
 ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef>& variables,
-                              int num_workers);
+                              int num_workers, const std::vector<SparseTableDef>& tables = {});
 
 }  // namespace ps
 

@@ -1,11 +1,13 @@
 #include "common/process_stats.h"
 
+#include <gtest/gtest.h>
+
 #include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
+#include "absl/synchronization/notification.h"
 
 namespace ps {
 namespace {
@@ -16,8 +18,11 @@ TEST(ProcessStatsTest, ReadsThisProcess) {
   volatile double sink = 0;
   const ProcessStats before = ReadProcessStats();
   for (int i = 0; i < 20000000; ++i) sink = sink + i * 1e-9;
-  std::thread other([] {});
+  // `other` lives until the reading is done (a thread that had already ended would not count).
+  absl::Notification read;
+  std::thread other([&read] { read.WaitForNotification(); });
   const ProcessStats after = ReadProcessStats();
+  read.Notify();
   other.join();
   EXPECT_GT(after.cpu_seconds, before.cpu_seconds);
   EXPECT_GE(after.resident_bytes, int64_t{64} << 20);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/job_schema.h"
 #include "common/job_spec.h"
 #include "worker/data/dataset.h"
 #include "worker/divergence.h"
@@ -22,6 +23,8 @@
 #include "worker/exchange/exchange_factory.h"
 #include "worker/host_variables.h"
 #include "worker/model/model.h"
+#include "worker/model/sparse_model.h"
+#include "worker/sparse_training.h"
 
 namespace ps {
 namespace {
@@ -55,7 +58,9 @@ absl::StatusOr<EvalResult> Evaluate(Model* model, const Dataset& data, int batch
 // regression (worker/divergence.h).
 double GuessingLoss(ModelSpec::Kind kind, int num_classes) {
   if (kind == ModelSpec::LINEAR_REGRESSION || num_classes < 2) return 0;
-  return std::log(kind == ModelSpec::LOGISTIC_REGRESSION ? 2.0 : num_classes);
+  const bool binary =
+      kind == ModelSpec::LOGISTIC_REGRESSION || kind == ModelSpec::SPARSE_LOGISTIC_REGRESSION;
+  return std::log(binary ? 2.0 : num_classes);
 }
 
 DataSummary Summarize(const DataSplits& data) {
@@ -76,6 +81,16 @@ DataSummary Summarize(const DataSplits& data) {
       summary.mutable_feature_max()->Assign(data.scaling.high.begin(), data.scaling.high.end());
       break;
   }
+  return summary;
+}
+
+// A sparse model's data: unscaled.
+DataSummary Summarize(const SparseSplits& data) {
+  DataSummary summary;
+  summary.set_train_examples(data.train.num_examples);
+  summary.set_validation_examples(data.validation.num_examples);
+  summary.set_test_examples(data.test.num_examples);
+  summary.set_scaling("none");
   return summary;
 }
 
@@ -115,19 +130,24 @@ int64_t StepLimit(const JobSpec& spec, int64_t train_examples, int num_workers) 
 }
 
 // What the loop runs on, made before it starts: the data, the model, the job on the ps and the
-// exchange of its mode.
+// exchange of its mode. A dense model's data and model are `data` and `model`; a sparse
+// model's are in `sparse`.
 struct PreparedJob {
   DataSplits data;
   std::unique_ptr<Model> model;
+  std::unique_ptr<SparseTraining> sparse;
+  std::vector<VariableDef> variables;  // The model's dense variables.
+  int num_classes = 0;
+  bool has_validation = false;
   int64_t step_limit = 0;
   std::unique_ptr<Exchange> exchange;
 };
 
-absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& context) {
+// A dense model's data and model into `job`.
+absl::Status PrepareDense(const TrainerContext& context, PreparedJob* job) {
   const JobSpec& spec = context.spec;
   absl::StatusOr<DataSplits> data = LoadSplits(spec.data(), spec.seed());
   if (!data.ok()) return data.status();
-  auto job = std::make_unique<PreparedJob>();
   job->data = *std::move(data);
   const Dataset& train = job->data.train;
   if (context.outcome != nullptr) context.outcome->data = Summarize(job->data);
@@ -144,18 +164,51 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
       spec.model(), train.feature_dim, train.num_classes, max_batch_size, context.backend);
   if (!model.ok()) return model.status();
   job->model = *std::move(model);
+  job->variables = job->model->variables();
+  job->num_classes = train.num_classes;
+  job->has_validation = job->data.validation.num_examples > 0;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& context) {
+  const JobSpec& spec = context.spec;
+  auto job = std::make_unique<PreparedJob>();
+  std::vector<SparseTableDef> tables;
+  int64_t train_examples = 0;
+  if (IsSparseModel(spec.model().kind())) {
+    absl::StatusOr<std::unique_ptr<SparseTraining>> sparse = SparseTraining::Create(
+        spec, context.worker, context.num_workers, context.first_step, context.backend);
+    if (!sparse.ok()) return sparse.status();
+    job->sparse = *std::move(sparse);
+    const SparseSplits& data = job->sparse->data();
+    if (context.outcome != nullptr) context.outcome->data = Summarize(data);
+    job->variables = job->sparse->model().variables();
+    tables.push_back(job->sparse->model().table());
+    job->num_classes = data.train.num_classes;
+    job->has_validation = data.validation.num_examples > 0;
+    train_examples = data.train.num_examples;
+  } else {
+    absl::Status prepared = PrepareDense(context, job.get());
+    if (!prepared.ok()) return prepared;
+    train_examples = job->data.train.num_examples;
+  }
 
   ExchangeContext exchange;
   exchange.spec = spec;
-  exchange.parameters = ToParameterSpec(spec, job->model->variables(), context.num_workers);
+  exchange.parameters = ToParameterSpec(spec, job->variables, context.num_workers, tables);
   absl::StatusOr<Placement> placement = context.ps->CreateJob(exchange.parameters);  // Idempotent.
   if (!placement.ok()) return placement.status();
-  exchange.variables = job->model->variables();
+  if (job->sparse != nullptr) {
+    absl::Status connected = job->sparse->Connect(context.ps, exchange.parameters, context.worker);
+    if (!connected.ok()) return connected;
+    exchange.sparse = job->sparse->step_rows();
+  }
+  exchange.variables = job->variables;
   exchange.worker = context.worker;
   exchange.incarnation = context.incarnation;
   exchange.ps = context.ps;
   exchange.ring = context.ring;
-  job->step_limit = StepLimit(spec, train.num_examples, context.num_workers);
+  job->step_limit = StepLimit(spec, train_examples, context.num_workers);
   exchange.step_limit = job->step_limit;
   exchange.first_step = context.first_step;
   absl::StatusOr<std::unique_ptr<Exchange>> created = CreateExchange(exchange);
@@ -197,7 +250,7 @@ class TrainingLoop {
         start_(start),
         reader_(&job->data.train, context.worker, context.num_workers, spec_.seed(),
                 !spec_.data().no_shuffle()),
-        gradients_(job->model->variables()),
+        gradients_(job->variables),
         straggler_random_(spec_.seed() * 1000003 + context.worker) {
     progress_.set_job_id(spec_.job_id());
     progress_.set_worker(context.worker);
@@ -212,7 +265,9 @@ class TrainingLoop {
   absl::StatusOr<BatchMetrics> Compute();
   // The current weights on the test set (into progress_.eval) and the validation set (into
   // progress_.validation), each where the job has one.
-  absl::Status Evaluate(int64_t at_step);
+  // `sync_step`: in SYNC, the job's step whose values a sparse model is evaluated on (its reads
+  // wait for that step to begin, so that every run evaluates the same values); else unused.
+  absl::Status Evaluate(int64_t at_step, int64_t sync_step);
   // Evaluates after step `step` where the spec asks for it; applies the stop rules
   // (target_loss, early_stopping_evals) to the validation loss, else the test loss.
   absl::Status MaybeEvaluate(int64_t step);
@@ -233,7 +288,7 @@ class TrainingLoop {
   // Step time by phase: computing; BeforeCompute (pulls) and AfterCompute (pushes, and a
   // PushPull's pull) less their waits at the shards; and those waits.
   absl::Duration compute_time_, pull_time_, push_time_, wait_time_;
-  DivergenceWatch divergence_{GuessingLoss(spec_.model().kind(), job_.data.train.num_classes)};
+  DivergenceWatch divergence_{GuessingLoss(spec_.model().kind(), job_.num_classes)};
   bool stopped_early_ = false;  // A stop rule ended the job; progress_.note says which.
   // Early stopping: the best loss the stop rules saw, its step, and the evaluations since.
   int64_t evaluations_ = 0;
@@ -250,6 +305,8 @@ absl::Status TrainingLoop::Run() {
     if (spec_.time_limit_s() > 0 && absl::Now() - start_ > absl::Seconds(spec_.time_limit_s())) {
       break;
     }
+    // A sparse model's batch first: the pull brings the rows of its keys.
+    if (job_.sparse != nullptr) job_.sparse->ReadBatch();
     PhaseTimer phase(exchange_);
     absl::Status status = exchange_.BeforeCompute(step);
     if (!status.ok()) return status;
@@ -257,7 +314,7 @@ absl::Status TrainingLoop::Run() {
     progress_.set_global_step(exchange_.global_step());
     if (exchange_.job_step() >= job_.step_limit) {  // The job's steps are all done.
       if (context_.worker == 0) {
-        status = Evaluate(exchange_.job_step());
+        status = Evaluate(exchange_.job_step(), exchange_.job_step());
         if (!status.ok()) return status;
       }
       context_.report(progress_);
@@ -296,27 +353,41 @@ absl::Status TrainingLoop::Run() {
 
 absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {
   const absl::Time begin = absl::Now();
-  Batch batch;
-  batch.size = reader_.NextBatch(spec_.batch_size(), &batch_features_, &batch_labels_);
-  batch.feature_dim = job_.data.train.feature_dim;
-  batch.features = batch_features_.data();
-  batch.labels = batch_labels_.data();
-  absl::StatusOr<BatchMetrics> metrics = job_.model->ComputeGradients(
-      batch, exchange_.weights().const_view(), gradients_.mutable_view());
+  absl::StatusOr<BatchMetrics> metrics;
+  if (job_.sparse != nullptr) {
+    metrics = job_.sparse->Compute(exchange_.weights().const_view(), gradients_.mutable_view());
+  } else {
+    Batch batch;
+    batch.size = reader_.NextBatch(spec_.batch_size(), &batch_features_, &batch_labels_);
+    batch.feature_dim = job_.data.train.feature_dim;
+    batch.features = batch_features_.data();
+    batch.labels = batch_labels_.data();
+    metrics = job_.model->ComputeGradients(batch, exchange_.weights().const_view(),
+                                           gradients_.mutable_view());
+  }
   if (!metrics.ok()) return metrics.status();
   const absl::Duration compute = absl::Now() - begin;
   compute_time_ += compute;
-  examples_ += batch.size;
+  examples_ += metrics->examples;
   absl::SleepFor(StragglerDelay(spec_.stragglers(), context_.worker, compute, &straggler_random_));
   return metrics;
 }
 
-absl::Status TrainingLoop::Evaluate(int64_t at_step) {
+absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step) {
   for (const bool validation : {false, true}) {
-    const Dataset& data = validation ? job_.data.validation : job_.data.test;
-    if (data.num_examples == 0) continue;
-    absl::StatusOr<EvalResult> eval = ps::Evaluate(job_.model.get(), data, spec_.batch_size(),
-                                                   exchange_.weights().const_view());
+    absl::StatusOr<EvalResult> eval;
+    if (job_.sparse != nullptr) {
+      const SparseSplits& data = job_.sparse->data();
+      if ((validation ? data.validation : data.test).num_examples == 0) continue;
+      WorkerSession::PullOptions values;
+      values.step = std::max<int64_t>(sync_step, 0);
+      eval = job_.sparse->Evaluate(validation, spec_.batch_size(), values);
+    } else {
+      const Dataset& data = validation ? job_.data.validation : job_.data.test;
+      if (data.num_examples == 0) continue;
+      eval = ps::Evaluate(job_.model.get(), data, spec_.batch_size(),
+                          exchange_.weights().const_view());
+    }
     if (!eval.ok()) return eval.status();
     eval->set_step(at_step);
     *(validation ? progress_.mutable_validation() : progress_.mutable_eval()) = *eval;
@@ -332,9 +403,10 @@ absl::Status TrainingLoop::MaybeEvaluate(int64_t step) {
   if (!(interval && (context_.worker == 0 || stop_rules)) && !(last && context_.worker == 0)) {
     return absl::OkStatus();
   }
-  absl::Status evaluated = Evaluate(step + 1);
+  // After this step's push: SYNC's values are those of the job's next step.
+  absl::Status evaluated = Evaluate(step + 1, exchange_.job_step() + 1);
   if (!evaluated.ok() || !interval || !stop_rules) return evaluated;
-  const bool validation = job_.data.validation.num_examples > 0;
+  const bool validation = job_.has_validation;
   const double loss = validation ? progress_.validation().loss() : progress_.eval().loss();
   const char* judged = validation ? "validation" : "test";
   if (spec_.target_loss() > 0 && loss < spec_.target_loss()) {
@@ -361,7 +433,8 @@ absl::Status TrainingLoop::MaybeEvaluate(int64_t step) {
 
 void TrainingLoop::Report(int64_t step, double loss) {
   progress_.set_step(step + 1);
-  progress_.set_epoch(reader_.epochs_completed());
+  progress_.set_epoch(job_.sparse != nullptr ? job_.sparse->epochs_completed()
+                                             : reader_.epochs_completed());
   progress_.set_loss(loss);
   progress_.set_global_step(exchange_.global_step());
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - loop_start_);

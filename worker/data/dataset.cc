@@ -173,11 +173,15 @@ absl::StatusOr<DataSplits> LoadSplits(const DataSpec& spec, uint64_t seed) {
   return splits;
 }
 
+int64_t HeldOutCount(int64_t n, double fraction) {
+  int64_t count = std::llround(fraction * static_cast<double>(n));
+  if (fraction > 0 && n > 1) count = std::max<int64_t>(count, 1);
+  return std::clamp<int64_t>(count, 0, std::max<int64_t>(n - 1, 0));
+}
+
 TrainTestSplit SplitTrainTest(Dataset data, double test_fraction) {
   const int64_t n = data.num_examples;
-  int64_t test_size = std::llround(test_fraction * static_cast<double>(n));
-  if (test_fraction > 0 && n > 1) test_size = std::max<int64_t>(test_size, 1);
-  test_size = std::clamp<int64_t>(test_size, 0, std::max<int64_t>(n - 1, 0));
+  const int64_t test_size = HeldOutCount(n, test_fraction);
   TrainTestSplit split;
   split.test = Slice(data, n - test_size, n);
   data.num_examples = n - test_size;
@@ -189,12 +193,28 @@ TrainTestSplit SplitTrainTest(Dataset data, double test_fraction) {
 
 ShardReader::ShardReader(const Dataset* data, int worker, int num_workers, uint64_t seed,
                          bool shuffle)
-    : data_(data), worker_(worker), num_workers_(num_workers), seed_(seed), shuffle_(shuffle) {
+    : data_(data),
+      num_examples_(data->num_examples),
+      worker_(worker),
+      num_workers_(num_workers),
+      seed_(seed),
+      shuffle_(shuffle) {
+  StartEpoch();
+}
+
+ShardReader::ShardReader(int64_t num_examples, int worker, int num_workers, uint64_t seed,
+                         bool shuffle)
+    : data_(nullptr),
+      num_examples_(num_examples),
+      worker_(worker),
+      num_workers_(num_workers),
+      seed_(seed),
+      shuffle_(shuffle) {
   StartEpoch();
 }
 
 void ShardReader::StartEpoch() {
-  const int64_t n = data_->num_examples;
+  const int64_t n = num_examples_;
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   if (shuffle_) {
@@ -225,16 +245,22 @@ void ShardReader::SkipBatches(int64_t count, int batch_size) {
 
 int ShardReader::NextBatch(int batch_size, std::vector<float>* features,
                            std::vector<float>* labels) {
-  const size_t count =
-      std::min(static_cast<size_t>(std::max(batch_size, 0)), indices_.size() - position_);
+  const int count = NextExamples(batch_size, &examples_);
   const size_t dim = static_cast<size_t>(data_->feature_dim);
-  features->resize(count * dim);
-  labels->resize(count);
-  for (size_t b = 0; b < count; ++b) {
-    const auto example = static_cast<size_t>(indices_[position_ + b]);
+  features->resize(static_cast<size_t>(count) * dim);
+  labels->resize(static_cast<size_t>(count));
+  for (int b = 0; b < count; ++b) {
+    const auto example = static_cast<size_t>(examples_[b]);
     std::copy_n(data_->features.begin() + example * dim, dim, features->begin() + b * dim);
     (*labels)[b] = data_->labels[example];
   }
+  return count;
+}
+
+int ShardReader::NextExamples(int batch_size, std::vector<int64_t>* examples) {
+  const size_t count =
+      std::min(static_cast<size_t>(std::max(batch_size, 0)), indices_.size() - position_);
+  examples->assign(indices_.begin() + position_, indices_.begin() + position_ + count);
   position_ += count;
   if (!indices_.empty() && position_ == indices_.size()) {
     ++epoch_;

@@ -72,13 +72,16 @@ absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, int feature_dim,
                                    int64_t max_feature_values = kMaxFeatureValues);
 absl::StatusOr<Dataset> ReadCsv(const std::string& path, int label_column, bool has_header);
 
+// How many of `n` examples a held-out `fraction` takes: round(fraction * n), at least 1 when
+// fraction > 0 and n > 1, at most n - 1. REQUIRES: 0 <= fraction < 1.
+int64_t HeldOutCount(int64_t n, double fraction);
+
 struct TrainTestSplit {
   Dataset train;
   Dataset test;
 };
-// The last round(test_fraction * n) examples (at least 1 when test_fraction > 0 and n > 1,
-// at most n - 1) form the test set (LoadSplits also splits validation examples off this way).
-// REQUIRES: 0 <= test_fraction < 1.
+// The last HeldOutCount(n, test_fraction) examples form the test set (LoadSplits also splits
+// validation examples off this way). REQUIRES: 0 <= test_fraction < 1.
 TrainTestSplit SplitTrainTest(Dataset data, double test_fraction);
 
 // Worker `worker` of `num_workers` reading its shard of `data` batch by batch, epoch after
@@ -86,11 +89,16 @@ TrainTestSplit SplitTrainTest(Dataset data, double test_fraction);
 class ShardReader {
  public:
   ShardReader(const Dataset* data, int worker, int num_workers, uint64_t seed, bool shuffle);
+  // A reader of example indices only (NextExamples), for data held elsewhere (sparse_dataset.h).
+  ShardReader(int64_t num_examples, int worker, int num_workers, uint64_t seed, bool shuffle);
 
   // Copies the next batch of at most `batch_size` examples into `features` and `labels`
   // (resized) and returns its size. An epoch's last batch may be smaller; the following call
   // starts the next epoch. Returns 0 only if the shard is empty. REQUIRES: batch_size >= 1.
+  // REQUIRES: made with the Dataset.
   int NextBatch(int batch_size, std::vector<float>* features, std::vector<float>* labels);
+  // As NextBatch, but gives the indices of the batch's examples in the data.
+  int NextExamples(int batch_size, std::vector<int64_t>* examples);
 
   // Moves past the next `count` batches of `batch_size` as if NextBatch had returned them (a
   // resumed job's worker starts where its reader was at the checkpoint's step).
@@ -105,7 +113,8 @@ class ShardReader {
  private:
   void StartEpoch();
 
-  const Dataset* const data_;
+  const Dataset* const data_;  // Null for a reader of indices only.
+  const int64_t num_examples_;
   const int worker_;
   const int num_workers_;
   const uint64_t seed_;
@@ -113,6 +122,7 @@ class ShardReader {
   int64_t epoch_ = 0;
   std::vector<int64_t> indices_;
   size_t position_ = 0;
+  std::vector<int64_t> examples_;  // NextBatch's.
 };
 
 }  // namespace ps

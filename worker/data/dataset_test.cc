@@ -53,6 +53,23 @@ std::vector<int64_t> ReadEpoch(ShardReader& reader, int batch_size) {
   return read;
 }
 
+TEST(ShardReaderTest, AReaderOfIndicesReadsTheSameExamples) {
+  const Dataset data = Indexed(23);
+  ShardReader dense(&data, 1, 3, /*seed=*/5, /*shuffle=*/true);
+  ShardReader indices(data.num_examples, 1, 3, /*seed=*/5, /*shuffle=*/true);
+  dense.SkipBatches(2, 3);
+  indices.SkipBatches(2, 3);
+  std::vector<float> features, labels;
+  std::vector<int64_t> examples;
+  for (int batch = 0; batch < 12; ++batch) {  // Over several epochs.
+    const int size = dense.NextBatch(3, &features, &labels);
+    ASSERT_EQ(indices.NextExamples(3, &examples), size);
+    ASSERT_EQ(examples.size(), static_cast<size_t>(size));
+    for (int b = 0; b < size; ++b) EXPECT_EQ(static_cast<float>(examples[b]), labels[b]);
+    EXPECT_EQ(indices.epochs_completed(), dense.epochs_completed());
+  }
+}
+
 TEST(ShardReaderTest, ShardsCoverEveryExampleOncePerEpoch) {
   constexpr int64_t kExamples = 23;  // Divisible by none of 2, 3, 4.
   const Dataset data = Indexed(kExamples);

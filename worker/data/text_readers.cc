@@ -2,8 +2,8 @@
 // skipped. Both formats share one rule for telling class labels from regression targets.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -15,102 +15,18 @@
 #include "absl/strings/string_view.h"
 #include "worker/data/dataset.h"
 #include "worker/data/file_contents.h"
+#include "worker/data/text_parsing.h"
 
 namespace ps {
 namespace {
 
 using data_internal::FileContents;
+using data_internal::ForEachLine;
+using data_internal::LineError;
+using data_internal::ParseFinite;
+using data_internal::ParseLibsvmFeature;
 using data_internal::ReadFileContents;
-
-// Integer labels below this are class ids; larger ones are taken for regression targets.
-constexpr double kMaxClassLabel = 1 << 16;
-
-absl::Status LineError(const std::string& path, int64_t line_number, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ":", line_number, ": ", message));
-}
-
-// Whether `text` is a number that a float32 holds without becoming Inf (3.4e38 at most): the
-// values and labels are stored as float32.
-bool ParseFinite(absl::string_view text, double* value) {
-  return absl::SimpleAtod(text, value) && std::isfinite(*value) &&
-         std::abs(*value) <= std::numeric_limits<float>::max();
-}
-
-// The labels rule: all in {-1, +1} -> classes 0 and 1 (LIBSVM's binary convention); else all
-// integers in [0, kMaxClassLabel) -> kept as class ids, max + 1 classes; else regression
-// targets with num_classes 0.
-void SetLabels(const std::vector<double>& labels, Dataset& data) {
-  const bool plus_minus_one = std::all_of(labels.begin(), labels.end(),
-                                          [](double label) { return label == -1 || label == 1; });
-  const bool class_ids = std::all_of(labels.begin(), labels.end(), [](double label) {
-    return label >= 0 && label < kMaxClassLabel && label == std::floor(label);
-  });
-  data.labels.resize(labels.size());
-  for (size_t i = 0; i < labels.size(); ++i) {
-    data.labels[i] = static_cast<float>(plus_minus_one ? (labels[i] > 0 ? 1 : 0) : labels[i]);
-  }
-  if (plus_minus_one) {
-    data.num_classes = 2;
-  } else if (class_ids) {
-    data.num_classes = static_cast<int>(*std::max_element(labels.begin(), labels.end())) + 1;
-  } else {
-    data.num_classes = 0;
-  }
-}
-
-// Calls `parse(line_number, line)` for each non-blank line of `contents` (numbered from 1,
-// "\r" removed) after the first `skip` lines, stopping at the first error.
-template <typename ParseLine>
-absl::Status ForEachLine(const FileContents& contents, int64_t skip, ParseLine parse) {
-  int64_t line_number = 0;
-  for (absl::string_view line : absl::StrSplit(contents.bytes, '\n')) {
-    ++line_number;
-    if (line_number <= skip) continue;
-    line = absl::StripAsciiWhitespace(line);
-    if (line.empty()) continue;
-    if (absl::Status status = parse(line_number, line); !status.ok()) return status;
-  }
-  return absl::OkStatus();
-}
-
-// Messages name the file, the line and the token's place in it, never its text: they go
-// back to whoever submitted the job, who may not be allowed to read the file.
-absl::Status ParseLibsvmFeature(const std::string& path, int64_t line_number, size_t token_number,
-                                absl::string_view token, int feature_dim, int64_t* previous,
-                                float* row) {
-  const std::string where = absl::StrCat("token ", token_number, " (counting from 1)");
-  const size_t colon = token.find(':');
-  if (colon == absl::string_view::npos) {
-    return LineError(path, line_number, absl::StrCat(where, " is not index:value"));
-  }
-  int64_t index;
-  if (!absl::SimpleAtoi(token.substr(0, colon), &index)) {
-    return LineError(path, line_number,
-                     absl::StrCat(where, ": the feature index is not a whole number"));
-  }
-  if (index < 1) {
-    return LineError(path, line_number,
-                     absl::StrCat(where, ": feature index ", index, ": indices start at 1"));
-  }
-  if (index > feature_dim) {
-    return LineError(path, line_number,
-                     absl::StrCat(where, ": feature index ", index,
-                                  " is out of range: feature_dim is ", feature_dim));
-  }
-  if (index <= *previous) {
-    return LineError(
-        path, line_number,
-        absl::StrCat("feature index ", index, " after ", *previous, ": indices must increase"));
-  }
-  *previous = index;
-  double value;
-  if (!ParseFinite(token.substr(colon + 1), &value)) {
-    return LineError(path, line_number,
-                     absl::StrCat(where, ": the feature value is not a finite float32 number"));
-  }
-  row[index - 1] = static_cast<float>(value);
-  return absl::OkStatus();
-}
+using data_internal::SetLabels;
 
 }  // namespace
 
@@ -146,16 +62,19 @@ absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, int feature_dim,
         float* row = data.features.data() + data.features.size() - feature_dim;
         int64_t previous = 0;
         for (size_t t = 1; t < tokens.size(); ++t) {
-          absl::Status feature_status =
-              ParseLibsvmFeature(path, line_number, t + 1, tokens[t], feature_dim, &previous, row);
+          int64_t index;
+          float value;
+          absl::Status feature_status = ParseLibsvmFeature(path, line_number, t + 1, tokens[t],
+                                                           feature_dim, &previous, &index, &value);
           if (!feature_status.ok()) return feature_status;
+          row[index - 1] = value;
         }
         return absl::OkStatus();
       });
   if (!status.ok()) return status;
   if (labels.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no examples"));
   data.num_examples = static_cast<int64_t>(labels.size());
-  SetLabels(labels, data);
+  SetLabels(labels, &data.labels, &data.num_classes);
   return data;
 }
 
@@ -215,7 +134,7 @@ absl::StatusOr<Dataset> ReadCsv(const std::string& path, int label_column, bool 
   if (!status.ok()) return status;
   if (labels.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no examples"));
   data.num_examples = static_cast<int64_t>(labels.size());
-  SetLabels(labels, data);
+  SetLabels(labels, &data.labels, &data.num_classes);
   return data;
 }
 

@@ -20,12 +20,27 @@
 #define PS_WORKER_EXCHANGE_EXCHANGE_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "worker/host_variables.h"
 
 namespace ps {
+
+// The rows of a sparse model's table that one step touches (worker/model/sparse_model.h). The
+// loop sets `keys` (the batch's distinct keys) before BeforeCompute, which fills `values` (keys x
+// width) with the rows pulled with the weights; the model writes `gradients` (the same shape)
+// before AfterCompute, which pushes them with the dense gradient. Only PsExchange takes them
+// (exchange_factory.cc): the other families keep no model on the shards, or keep copies of it.
+struct SparseStepRows {
+  std::string table;
+  int64_t width = 0;
+  std::vector<uint64_t> keys;
+  std::vector<float> values;
+  std::vector<float> gradients;
+};
 
 class Exchange {
  public:

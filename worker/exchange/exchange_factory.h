@@ -28,10 +28,14 @@ struct ExchangeContext {
   // ALLREDUCE and LOCAL_SGD: this worker's links to the others (not owned; outlives the
   // exchange); null elsewhere.
   RingLink* ring = nullptr;
+  // A sparse model's step rows (exchange.h; not owned, outlives the exchange); null for dense
+  // models.
+  SparseStepRows* sparse = nullptr;
 };
 
 // The exchange of the job's mode and options. INVALID_ARGUMENT when the worker's session
-// cannot be made (see WorkerSession::Create).
+// cannot be made (see WorkerSession::Create), or for sparse rows in a family or Downpour schedule
+// that cannot carry them (ValidateJobSpec refuses such jobs first).
 absl::StatusOr<std::unique_ptr<Exchange>> CreateExchange(const ExchangeContext& context);
 
 }  // namespace ps

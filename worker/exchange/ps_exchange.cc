@@ -9,6 +9,19 @@ std::vector<VariableDef> NoVariables() { return {}; }
 
 }  // namespace
 
+std::vector<WorkerSession::SparsePull> PsExchange::SparsePulls() {
+  SparseStepRows* rows = options_.sparse;
+  if (rows == nullptr) return {};
+  rows->values.resize(rows->keys.size() * static_cast<size_t>(rows->width));
+  return {{rows->table, rows->keys, absl::MakeSpan(rows->values)}};
+}
+
+std::vector<WorkerSession::SparsePush> PsExchange::SparsePushes() const {
+  const SparseStepRows* rows = options_.sparse;
+  if (rows == nullptr) return {};
+  return {{rows->table, rows->keys, rows->gradients}};
+}
+
 PsExchange::PsExchange(std::unique_ptr<WorkerSession> session,
                        const std::vector<VariableDef>& variables,
                        const PsExchangeOptions& options)
@@ -29,7 +42,7 @@ absl::Status PsExchange::BeforeCompute(int64_t step) {
     WorkerSession::PullOptions pull;
     pull.step = next_step_;
     pull.clock = step;
-    pulled = session_->Pull(pull, weights_.mutable_view());
+    pulled = session_->Pull(pull, weights_.mutable_view(), SparsePulls());
     if (pulled.ok()) progress_.Answered(*pulled);
   }
   if (!pulled.ok()) return pulled.status();
@@ -51,7 +64,8 @@ absl::Status PsExchange::AfterCompute(int64_t step, const HostVariables& gradien
     push.clock = step;
     absl::StatusOr<std::vector<PushResponse>> pushed;
     // The next step's pull goes with this push when there is one.
-    if (step + 1 < options_.step_limit && downpour.PullsBefore(step + 1)) {
+    if (step + 1 < options_.step_limit && downpour.PullsBefore(step + 1) &&
+        options_.sparse == nullptr) {
       WorkerSession::PullOptions next;
       next.step = options_.counts_steps ? step_tag_ + 1 : 0;
       next.clock = step + 1;
@@ -62,7 +76,7 @@ absl::Status PsExchange::AfterCompute(int64_t step, const HostVariables& gradien
       pushed = std::move(both->pushed);
       prefetched_ = std::move(both->pulled);
     } else {
-      pushed = session_->Push(push, to_push->const_view());
+      pushed = session_->Push(push, to_push->const_view(), SparsePushes());
     }
     if (!pushed.ok()) return pushed.status();
     progress_.Pushed(*pushed);

@@ -26,6 +26,10 @@ struct PsExchangeOptions {
   bool counts_steps = false;
   // The loop's last step is step_limit - 1: no pull goes with its push.
   int64_t step_limit = 0;
+  // A sparse model's rows (exchange.h), pulled before and pushed after every step; not owned.
+  // REQUIRES: a schedule that pulls and pushes every step. A step's pull then goes on its own,
+  // not with the previous push: its keys are known only once its batch is read.
+  SparseStepRows* sparse = nullptr;
 };
 
 class PsExchange : public Exchange {
@@ -46,6 +50,10 @@ class PsExchange : public Exchange {
   int64_t bytes_received() const override { return session_->bytes_received(); }
 
  private:
+  // The step's sparse rows as the session takes them (none without options_.sparse).
+  std::vector<WorkerSession::SparsePull> SparsePulls();
+  std::vector<WorkerSession::SparsePush> SparsePushes() const;
+
   const std::unique_ptr<WorkerSession> session_;
   const PsExchangeOptions options_;
   HostVariables weights_;

@@ -1,5 +1,6 @@
 #include "worker/model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <memory>
@@ -65,20 +66,33 @@ class DenseModel : public Model {
 
   absl::StatusOr<BatchMetrics> ComputeGradients(const Batch& batch, const ConstVariables& weights,
                                                 const MutableVariables& gradients) override {
-    return Run(batch, weights, &gradients);
+    return Run(batch, weights, &gradients, nullptr);
+  }
+
+  absl::StatusOr<BatchMetrics> ComputeGradientsAndFeatureGradients(
+      const Batch& batch, const ConstVariables& weights, const MutableVariables& gradients,
+      absl::Span<float> feature_gradients) override {
+    const size_t expected = static_cast<size_t>(std::max(batch.size, 0)) * layers_.front().in;
+    if (feature_gradients.size() != expected) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature_gradients has ", feature_gradients.size(),
+                       " elements; the batch needs ", expected, " (batch size x feature_dim)"));
+    }
+    return Run(batch, weights, &gradients, feature_gradients.data());
   }
 
   absl::StatusOr<BatchMetrics> Evaluate(const Batch& batch,
                                         const ConstVariables& weights) override {
-    return Run(batch, weights, nullptr);
+    return Run(batch, weights, nullptr, nullptr);
   }
 
  private:
   absl::Status CheckBatch(const Batch& batch) const;
 
-  // Computes the metrics, and the gradients when `gradients` is not null.
+  // Computes the metrics, the gradients when `gradients` is not null, and the features'
+  // gradients (batch.size x feature_dim, host memory) when `feature_gradients` is not null too.
   absl::StatusOr<BatchMetrics> Run(const Batch& batch, const ConstVariables& weights,
-                                   const MutableVariables* gradients);
+                                   const MutableVariables* gradients, float* feature_gradients);
   void Forward(int rows);
   LossSums Loss(int rows);
   void Backward(int rows);
@@ -137,7 +151,8 @@ absl::Status DenseModel::CheckBatch(const Batch& batch) const {
 }
 
 absl::StatusOr<BatchMetrics> DenseModel::Run(const Batch& batch, const ConstVariables& weights,
-                                             const MutableVariables* gradients) {
+                                             const MutableVariables* gradients,
+                                             float* feature_gradients) {
   absl::Status status = CheckBatch(batch);
   if (!status.ok()) return status;
   auto check = [&](const std::string& name, size_t count) {
@@ -172,6 +187,13 @@ absl::StatusOr<BatchMetrics> DenseModel::Run(const Batch& batch, const ConstVari
                            gradients->at(layer.weights_name).data());
       backend_->CopyToHost(layer.bias_gradient.data(), layer.bias_gradient.size(),
                            gradients->at(layer.bias_name).data());
+    }
+    if (feature_gradients != nullptr) {
+      // dInput = dZ0 * W0^T, into input_, whose values Backward no longer needs.
+      const Layer& first = layers_.front();
+      backend_->Gemm(false, true, rows, first.in, first.out, 1.0f, first.output_gradient.data(),
+                     first.weights.data(), 0.0f, input_.data());
+      backend_->CopyToHost(input_.data(), static_cast<size_t>(rows) * first.in, feature_gradients);
     }
   }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/variables.h"
 #include "proto/job.pb.h"
 #include "proto/parameter.pb.h"
@@ -61,6 +62,13 @@ class Model {
   virtual absl::StatusOr<BatchMetrics> ComputeGradients(const Batch& batch,
                                                         const ConstVariables& weights,
                                                         const MutableVariables& gradients) = 0;
+  // As ComputeGradients, and also the loss's gradient with respect to the batch's features into
+  // `feature_gradients` (batch.size x feature_dim, row-major): for a model that makes the
+  // features itself (an embedding bag, sparse_model.h). INVALID_ARGUMENT as ComputeGradients, or
+  // for a span of another size.
+  virtual absl::StatusOr<BatchMetrics> ComputeGradientsAndFeatureGradients(
+      const Batch& batch, const ConstVariables& weights, const MutableVariables& gradients,
+      absl::Span<float> feature_gradients) = 0;
   // Loss and accuracy only.
   virtual absl::StatusOr<BatchMetrics> Evaluate(const Batch& batch,
                                                 const ConstVariables& weights) = 0;
