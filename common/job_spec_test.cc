@@ -61,7 +61,8 @@ TEST(JobSpecExamplesTest, EveryExampleInConfigLoadsAndValidates) {
        {"config/jobs/default.json", "config/jobs/async_downpour.json",
         "config/jobs/ssp_stragglers.json", "config/jobs/backup_workers.json",
         "config/jobs/softsync_linear.json", "config/jobs/checkpointed.json",
-        "config/jobs/sparse_heart_scale.json"}) {
+        "config/jobs/sparse_heart_scale.json", "config/jobs/sparse_reuters.json",
+        "config/jobs/embedding_bag_soybean.json"}) {
     absl::StatusOr<JobSpec> spec = ReadJobSpecFile(path);
     ASSERT_TRUE(spec.ok()) << spec.status();
     EXPECT_TRUE(ValidateJobSpec(*spec, 2).ok()) << path << ": " << ValidateJobSpec(*spec, 2);

@@ -28,6 +28,9 @@ PACKAGES=(
   # LIBLINEAR and its heart_scale, the sparse logistic regression's reference
   # (tests/liblinear_reference_test).
   liblinear-tools
+  # Real categorical and text data sets for the sparse models, from weka's examples
+  # (tools/prepare_weka_data.py, tests/weka_data_test.sh).
+  weka
   # psctl certs (the cluster's CA and certificates for mutual TLS).
   openssl
   # systemd-analyze checks deploy/systemd's units (tests/systemd_units_test.sh).
