@@ -28,14 +28,8 @@ on_exit cleanup
 readonly HEART_SCALE=/usr/share/doc/liblinear-tools/examples/heart_scale
 readonly JOB="$RUNFILES/config/jobs/sparse_heart_scale.json"
 grep -q "\"libsvm\": \"$HEART_SCALE\"" "$JOB" || fail "$JOB does not read $HEART_SCALE"
-if [ ! -e "$HEART_SCALE" ] || ! command -v liblinear-train > /dev/null; then
-  [ "$(id -u)" = 0 ] || skip "liblinear-tools is missing, and installing it needs root"
-  command -v apt-get >/dev/null || skip "liblinear-tools is missing, and there is no apt-get"
-  log "installing liblinear-tools"
-  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y --no-install-recommends \
-    liblinear-tools > /dev/null 2>&1 || skip "apt-get cannot install liblinear-tools"
-  [ -e "$HEART_SCALE" ] || skip "liblinear-tools is installed but has no $HEART_SCALE"
-fi
+apt_install_if_missing liblinear-tools liblinear-train liblinear-predict
+[ -e "$HEART_SCALE" ] || skip "liblinear-tools is installed but has no $HEART_SCALE"
 
 DIR=$(mktemp -d "${TEST_TMPDIR:-/tmp}/liblinear.XXXXXX")
 LOG_FILES=("$DIR/local.log" "$DIR/liblinear.log")

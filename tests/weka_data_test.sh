@@ -26,14 +26,8 @@ cleanup() {
 on_exit cleanup
 
 readonly EXAMPLES=/usr/share/doc/weka/examples
-if [ ! -d "$EXAMPLES" ] || ! command -v liblinear-train > /dev/null; then
-  [ "$(id -u)" = 0 ] || skip "weka or liblinear-tools is missing, and installing them needs root"
-  command -v apt-get >/dev/null || skip "weka or liblinear-tools is missing, and there is no apt-get"
-  log "installing weka and liblinear-tools"
-  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y --no-install-recommends \
-    weka liblinear-tools > /dev/null 2>&1 || skip "apt-get cannot install weka and liblinear-tools"
-  [ -d "$EXAMPLES" ] || skip "weka is installed but has no $EXAMPLES"
-fi
+apt_install_if_missing "weka liblinear-tools" weka liblinear-train liblinear-predict
+[ -d "$EXAMPLES" ] || skip "weka is installed but has no $EXAMPLES"
 
 readonly PREPARE="$RUNFILES/tools/prepare_weka_data.py"
 readonly REUTERS_JOB="$RUNFILES/config/jobs/sparse_reuters.json"

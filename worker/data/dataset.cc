@@ -144,18 +144,11 @@ absl::StatusOr<DataSplits> LoadSplits(const DataSpec& spec, uint64_t seed) {
           " features but the training data has ", source->feature_dim,
           "; give a test file with the same columns"));
     }
-    if ((test->num_classes == 0) != (source->num_classes == 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "data.test_data \"", spec.test_data(), "\" has ",
-          test->num_classes == 0 ? "regression targets" : "class labels",
-          " but the training data has ",
-          source->num_classes == 0 ? "regression targets" : "class labels",
-          "; give a test file of the same task"));
-    }
-    const int classes = std::max(test->num_classes, source->num_classes);
+    absl::StatusOr<int> classes = TestDataClasses(spec, test->num_classes, source->num_classes);
+    if (!classes.ok()) return classes.status();
     splits.train = *std::move(source);
     splits.test = *std::move(test);
-    splits.train.num_classes = splits.test.num_classes = classes;
+    splits.train.num_classes = splits.test.num_classes = *classes;
   }
   TrainTestSplit validation = SplitTrainTest(std::move(splits.train), spec.validation_fraction());
   splits.train = std::move(validation.train);
@@ -171,6 +164,17 @@ absl::StatusOr<DataSplits> LoadSplits(const DataSpec& spec, uint64_t seed) {
     }
   }
   return splits;
+}
+
+absl::StatusOr<int> TestDataClasses(const DataSpec& spec, int test_classes, int source_classes) {
+  if ((test_classes == 0) != (source_classes == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.test_data \"", spec.test_data(), "\" has ",
+        test_classes == 0 ? "regression targets" : "class labels", " but the training data has ",
+        source_classes == 0 ? "regression targets" : "class labels",
+        "; give a test file of the same task"));
+  }
+  return std::max(test_classes, source_classes);
 }
 
 int64_t HeldOutCount(int64_t n, double fraction) {

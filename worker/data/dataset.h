@@ -72,6 +72,11 @@ absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, int feature_dim,
                                    int64_t max_feature_values = kMaxFeatureValues);
 absl::StatusOr<Dataset> ReadCsv(const std::string& path, int label_column, bool has_header);
 
+// The number of classes of a job with a test file of its own (DataSpec.test_data) whose examples
+// have `test_classes` classes and the source's `source_classes` (0: regression targets): the
+// larger. INVALID_ARGUMENT naming the file when one has class labels and the other not.
+absl::StatusOr<int> TestDataClasses(const DataSpec& spec, int test_classes, int source_classes);
+
 // How many of `n` examples a held-out `fraction` takes: round(fraction * n), at least 1 when
 // fraction > 0 and n > 1, at most n - 1. REQUIRES: 0 <= fraction < 1.
 int64_t HeldOutCount(int64_t n, double fraction);

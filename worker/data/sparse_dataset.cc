@@ -16,13 +16,15 @@
 namespace ps {
 namespace {
 
+using data_internal::CsvColumns;
 using data_internal::FileContents;
+using data_internal::ForEachCsvRow;
 using data_internal::ForEachLine;
 using data_internal::LineError;
 using data_internal::ParseFinite;
 using data_internal::ParseLibsvmFeature;
 using data_internal::ReadFileContents;
-using data_internal::SetLabels;
+using data_internal::StoreLabels;
 
 constexpr uint64_t kKeyMask = (uint64_t{1} << kFeatureKeyBits) - 1;
 // Which hash family a key comes from: LIBSVM ids, or the categories of CSV column c at
@@ -46,10 +48,6 @@ absl::Status TooManyFeatures(const std::string& path, int64_t line_number, int64
   return absl::ResourceExhaustedError(absl::StrCat(path, ":", line_number,
                                                    ": the examples so far hold more than ",
                                                    max_features, " features: use fewer examples"));
-}
-
-absl::Status NoExamples(const std::string& path) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ": no examples"));
 }
 
 // Examples [begin, end) of `data`.
@@ -140,61 +138,33 @@ absl::StatusOr<SparseDataset> ReadSparseLibsvm(const std::string& path, int64_t 
         return absl::OkStatus();
       });
   if (!status.ok()) return status;
-  if (labels.empty()) return NoExamples(path);
-  data.num_examples = static_cast<int64_t>(labels.size());
-  SetLabels(labels, &data.labels, &data.num_classes);
+  status = StoreLabels(path, labels, &data.num_examples, &data.labels, &data.num_classes);
+  if (!status.ok()) return status;
   return data;
 }
 
 absl::StatusOr<SparseDataset> ReadCsvCategories(const std::string& path, int label_column,
                                                 bool has_header, int64_t max_features) {
-  if (label_column < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": label_column (data.label_column) must be non-negative, got ", label_column));
-  }
-  absl::StatusOr<FileContents> contents = ReadFileContents(path);
-  if (!contents.ok()) return contents.status();
   SparseDataset data;
   std::vector<double> labels;
-  int64_t first_row_line = 0;
-  size_t columns = 0;
-  absl::Status status = ForEachLine(
-      *contents, has_header ? 1 : 0,
-      [&](int64_t line_number, absl::string_view line) -> absl::Status {
-        std::vector<absl::string_view> fields = absl::StrSplit(line, ',');
-        if (first_row_line == 0) {
-          first_row_line = line_number;
-          columns = fields.size();
-          if (columns < 2) {
-            return LineError(path, line_number,
-                             "a row needs a label and at least one category, found 1 column");
-          }
-          if (static_cast<size_t>(label_column) >= columns) {
-            return LineError(path, line_number,
-                             absl::StrCat("label_column ", label_column,
-                                          " (counting from 0) is out of range: the row has ",
-                                          columns, " columns"));
-          }
-        } else if (fields.size() != columns) {
-          return LineError(
-              path, line_number,
-              absl::StrCat(fields.size(), " columns, but the first row (line ", first_row_line,
-                           ") has ", columns, "; every row must have the same number"));
-        }
-        if (static_cast<int64_t>(data.keys.size() + columns) > max_features + 1) {
+  absl::Status status = ForEachCsvRow(
+      path, label_column, has_header,
+      [&](int64_t line_number, const std::vector<absl::string_view>& fields,
+          const CsvColumns& columns) -> absl::Status {
+        if (static_cast<int64_t>(data.keys.size() + fields.size()) > max_features + 1) {
           return TooManyFeatures(path, line_number, max_features);
         }
         double label;
         if (!ParseFinite(fields[label_column], &label)) {
           std::string message = absl::StrCat("the label (column ", label_column + 1,
                                              ", counting from 1) is not a finite float32 number");
-          if (!has_header && line_number == first_row_line) {
+          if (!has_header && columns.is_first_row(line_number)) {
             absl::StrAppend(&message, " (if the first line is a header, set data.csv_header)");
           }
           return LineError(path, line_number, message);
         }
         labels.push_back(label);
-        for (size_t k = 0; k < columns; ++k) {
+        for (size_t k = 0; k < fields.size(); ++k) {
           const absl::string_view category = absl::StripAsciiWhitespace(fields[k]);
           if (k == static_cast<size_t>(label_column) || category.empty()) continue;
           data.keys.push_back(CategoryKey(static_cast<int>(k), category));
@@ -204,9 +174,8 @@ absl::StatusOr<SparseDataset> ReadCsvCategories(const std::string& path, int lab
         return absl::OkStatus();
       });
   if (!status.ok()) return status;
-  if (labels.empty()) return NoExamples(path);
-  data.num_examples = static_cast<int64_t>(labels.size());
-  SetLabels(labels, &data.labels, &data.num_classes);
+  status = StoreLabels(path, labels, &data.num_examples, &data.labels, &data.num_classes);
+  if (!status.ok()) return status;
   return data;
 }
 
@@ -228,18 +197,11 @@ absl::StatusOr<SparseSplits> LoadSparseSplits(const DataSpec& spec) {
   } else {
     absl::StatusOr<SparseDataset> test = ReadSource(spec, spec.test_data());
     if (!test.ok()) return test.status();
-    if ((test->num_classes == 0) != (source->num_classes == 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("data.test_data \"", spec.test_data(), "\" has ",
-                       test->num_classes == 0 ? "regression targets" : "class labels",
-                       " but the training data has ",
-                       source->num_classes == 0 ? "regression targets" : "class labels",
-                       "; give a test file of the same task"));
-    }
-    const int classes = std::max(test->num_classes, source->num_classes);
+    absl::StatusOr<int> classes = TestDataClasses(spec, test->num_classes, source->num_classes);
+    if (!classes.ok()) return classes.status();
     splits.train = *std::move(source);
     splits.test = *std::move(test);
-    splits.train.num_classes = splits.test.num_classes = classes;
+    splits.train.num_classes = splits.test.num_classes = *classes;
   }
   SparseTrainTest validation = SplitOff(std::move(splits.train), spec.validation_fraction());
   splits.train = std::move(validation.train);

@@ -25,7 +25,10 @@ bool ParseFinite(absl::string_view text, double* value) {
          std::abs(*value) <= std::numeric_limits<float>::max();
 }
 
-void SetLabels(const std::vector<double>& labels, std::vector<float>* stored, int* num_classes) {
+absl::Status StoreLabels(const std::string& path, const std::vector<double>& labels,
+                         int64_t* num_examples, std::vector<float>* stored, int* num_classes) {
+  if (labels.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no examples"));
+  *num_examples = static_cast<int64_t>(labels.size());
   const bool plus_minus_one = std::all_of(labels.begin(), labels.end(),
                                           [](double label) { return label == -1 || label == 1; });
   const bool class_ids = std::all_of(labels.begin(), labels.end(), [](double label) {
@@ -37,11 +40,34 @@ void SetLabels(const std::vector<double>& labels, std::vector<float>* stored, in
   }
   if (plus_minus_one) {
     *num_classes = 2;
-  } else if (class_ids && !labels.empty()) {
+  } else if (class_ids) {
     *num_classes = static_cast<int>(*std::max_element(labels.begin(), labels.end())) + 1;
   } else {
     *num_classes = 0;
   }
+  return absl::OkStatus();
+}
+
+absl::Status CsvColumns::Check(int64_t line_number, size_t columns) {
+  if (first_row_line_ == 0) {
+    first_row_line_ = line_number;
+    count_ = columns;
+    if (columns < 2) {
+      return LineError(path_, line_number,
+                       "a row needs a label and at least one feature, found 1 column");
+    }
+    if (static_cast<size_t>(label_column_) >= columns) {
+      return LineError(
+          path_, line_number,
+          absl::StrCat("label_column ", label_column_,
+                       " (counting from 0) is out of range: the row has ", columns, " columns"));
+    }
+  } else if (columns != count_) {
+    return LineError(path_, line_number,
+                     absl::StrCat(columns, " columns, but the first row (line ", first_row_line_,
+                                  ") has ", count_, "; every row must have the same number"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseLibsvmFeature(const std::string& path, int64_t line_number, size_t token_number,

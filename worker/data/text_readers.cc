@@ -20,13 +20,15 @@
 namespace ps {
 namespace {
 
+using data_internal::CsvColumns;
 using data_internal::FileContents;
+using data_internal::ForEachCsvRow;
 using data_internal::ForEachLine;
 using data_internal::LineError;
 using data_internal::ParseFinite;
 using data_internal::ParseLibsvmFeature;
 using data_internal::ReadFileContents;
-using data_internal::SetLabels;
+using data_internal::StoreLabels;
 
 }  // namespace
 
@@ -72,53 +74,25 @@ absl::StatusOr<Dataset> ReadLibsvm(const std::string& path, int feature_dim,
         return absl::OkStatus();
       });
   if (!status.ok()) return status;
-  if (labels.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no examples"));
-  data.num_examples = static_cast<int64_t>(labels.size());
-  SetLabels(labels, &data.labels, &data.num_classes);
+  status = StoreLabels(path, labels, &data.num_examples, &data.labels, &data.num_classes);
+  if (!status.ok()) return status;
   return data;
 }
 
 absl::StatusOr<Dataset> ReadCsv(const std::string& path, int label_column, bool has_header) {
-  if (label_column < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": label_column (data.label_column) must be non-negative, got ", label_column));
-  }
-  absl::StatusOr<FileContents> contents = ReadFileContents(path);
-  if (!contents.ok()) return contents.status();
   Dataset data;
   std::vector<double> labels;
-  int64_t first_row_line = 0;
-  size_t columns = 0;
-  absl::Status status = ForEachLine(
-      *contents, has_header ? 1 : 0,
-      [&](int64_t line_number, absl::string_view line) -> absl::Status {
-        std::vector<absl::string_view> fields = absl::StrSplit(line, ',');
-        if (first_row_line == 0) {
-          first_row_line = line_number;
-          columns = fields.size();
-          if (columns < 2) {
-            return LineError(path, line_number,
-                             "a row needs a label and at least one feature, found 1 column");
-          }
-          if (static_cast<size_t>(label_column) >= columns) {
-            return LineError(path, line_number,
-                             absl::StrCat("label_column ", label_column,
-                                          " (counting from 0) is out of range: the row has ",
-                                          columns, " columns"));
-          }
-          data.feature_dim = static_cast<int>(columns - 1);
-        } else if (fields.size() != columns) {
-          return LineError(
-              path, line_number,
-              absl::StrCat(fields.size(), " columns, but the first row (line ", first_row_line,
-                           ") has ", columns, "; every row must have the same number"));
-        }
-        for (size_t k = 0; k < columns; ++k) {
+  absl::Status status = ForEachCsvRow(
+      path, label_column, has_header,
+      [&](int64_t line_number, const std::vector<absl::string_view>& fields,
+          const CsvColumns& columns) -> absl::Status {
+        data.feature_dim = static_cast<int>(columns.count() - 1);
+        for (size_t k = 0; k < fields.size(); ++k) {
           double value;
           if (!ParseFinite(fields[k], &value)) {
             std::string message =
                 absl::StrCat("column ", k + 1, " (counting from 1) is not a finite float32 number");
-            if (!has_header && line_number == first_row_line) {
+            if (!has_header && columns.is_first_row(line_number)) {
               absl::StrAppend(&message, " (if the first line is a header, set data.csv_header)");
             }
             return LineError(path, line_number, message);
@@ -132,9 +106,8 @@ absl::StatusOr<Dataset> ReadCsv(const std::string& path, int label_column, bool 
         return absl::OkStatus();
       });
   if (!status.ok()) return status;
-  if (labels.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": no examples"));
-  data.num_examples = static_cast<int64_t>(labels.size());
-  SetLabels(labels, &data.labels, &data.num_classes);
+  status = StoreLabels(path, labels, &data.num_examples, &data.labels, &data.num_classes);
+  if (!status.ok()) return status;
   return data;
 }
 

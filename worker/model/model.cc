@@ -10,9 +10,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "worker/model/check_variable.h"
 
 namespace ps {
 namespace {
+
+using model_internal::CheckVariable;
 
 enum class LossKind { kSquaredError, kSigmoidCrossEntropy, kSoftmaxCrossEntropy };
 
@@ -106,22 +109,6 @@ class DenseModel : public Model {
   DeviceArray labels_;  // [max_batch_size]
   std::vector<Layer> layers_;
 };
-
-// Checks that `variables` (the caller's `what`) holds `name` with exactly `count` elements.
-template <typename SpanT>
-absl::Status CheckVariable(const absl::flat_hash_map<std::string, SpanT>& variables,
-                           absl::string_view what, const std::string& name, size_t count) {
-  auto it = variables.find(name);
-  if (it == variables.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " are missing variable \"", name, "\" of ", count, " elements"));
-  }
-  if (it->second.size() != count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " variable \"", name, "\" has ", it->second.size(), " elements; expected ", count));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status DenseModel::CheckBatch(const Batch& batch) const {
   if (batch.size < 1 || batch.size > max_batch_size_) {

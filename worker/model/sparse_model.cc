@@ -7,9 +7,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "worker/model/check_variable.h"
 
 namespace ps {
 namespace {
+
+using model_internal::CheckVariable;
 
 constexpr int kDefaultEmbeddingDim = 16;
 
@@ -17,22 +20,6 @@ double Sigmoid(double z) {
   if (z >= 0) return 1 / (1 + std::exp(-z));
   const double e = std::exp(z);
   return e / (1 + e);
-}
-
-// Checks that `variables` (the caller's `what`) holds `name` with exactly `count` elements.
-template <typename SpanT>
-absl::Status CheckVariable(const absl::flat_hash_map<std::string, SpanT>& variables,
-                           absl::string_view what, const std::string& name, size_t count) {
-  auto it = variables.find(name);
-  if (it == variables.end()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " are missing variable \"", name, "\" of ", count, " elements"));
-  }
-  if (it->second.size() != count) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " variable \"", name, "\" has ", it->second.size(), " elements; expected ", count));
-  }
-  return absl::OkStatus();
 }
 
 SparseTableDef Table(const std::string& name, int width, const InitializerConfig& initializer) {
