@@ -157,15 +157,10 @@ absl::Status ValidateSparseModel(const JobSpec& spec) {
                                                ": each step pulls the rows of its own batch's "
                                                "keys and pushes their gradients; unset it"));
   }
-  if (spec.checkpoint().every_steps() > 0 || spec.checkpoint().every_seconds() > 0) {
-    return FieldError("checkpoint", absl::StrCat("is not supported yet for ", kind,
-                                                 " (shards do not checkpoint sparse tables): "
-                                                 "unset it"));
-  }
   if (spec.record_apply_log()) {
-    return FieldError("record_apply_log", absl::StrCat("is not supported yet for ", kind,
-                                                       " (replays hold dense values only): "
-                                                       "unset it"));
+    return FieldError("record_apply_log",
+                      absl::StrCat("is not supported yet for ", kind,
+                                   " (psctl replay is not checked with sparse models): unset it"));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,11 @@
 //   kSlotsBlock    one per optimizer slot of each slice, slice by slice (momentum;
 //                  AdaGrad's accumulator; Adam's first then second moment), float32; none
 //                  under SGD;
+//   kSparseRowsBlock  one per sparse table of the job, in the order of their names: every row
+//                  the shard holds (server/sparse_table.h, SaveRows: key, update count, values
+//                  and slots, in key order); none for a job without tables;
+//   kSparseSumBlock   one per sparse table, in the same order: the open aggregate's rows (SYNC,
+//                  SOFTSYNC; key then width floats, in key order), empty when none is open;
 //   kSumBlock      the open aggregate's sum (SYNC, SOFTSYNC), empty when none is open.
 #ifndef PS_COMMON_SHARD_CHECKPOINT_H_
 #define PS_COMMON_SHARD_CHECKPOINT_H_
@@ -26,6 +31,8 @@ enum ShardCheckpointBlock : uint32_t {
   kValuesBlock = 2,
   kSlotsBlock = 3,
   kSumBlock = 4,
+  kSparseRowsBlock = 5,
+  kSparseSumBlock = 6,
 };
 
 // The state at the head of a shard checkpoint's blocks; DATA_LOSS when there is none.

@@ -32,15 +32,32 @@ void CheckServes(ShardJob* job) {
 
 std::vector<std::string> FuzzSeeds() {
   std::vector<std::string> seeds;
-  for (uint8_t mode = 0; mode < 4; ++mode) {
-    absl::StatusOr<std::unique_ptr<ShardJob>> job =
-        ShardJob::Create(CheckpointTestSpec(kEveryMode[mode], OptimizerConfig::ADAM), 1, 0);
+  // Every mode, and every mode again with a sparse table (its rows and open rows in blocks).
+  for (uint8_t seed = 0; seed < 8; ++seed) {
+    const uint8_t mode = seed % 4;
+    const bool sparse = seed >= 4;
+    ParameterSpec spec = CheckpointTestSpec(kEveryMode[mode], OptimizerConfig::ADAM);
+    if (sparse) {
+      SparseTableDef* table = spec.add_sparse_tables();
+      table->set_name("emb");
+      table->set_width(2);
+    }
+    absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0);
     CHECK(job.ok()) << job.status();
-    // Two steps of pushes, so that slots, clocks and push ids hold something.
-    for (int64_t step = 0; step < 2; ++step) {
-      for (int worker = 0; worker < kCheckpointTestWorkers; ++worker) {
+    // Two steps of pushes and one worker's push of a third, so that slots, clocks, push ids and
+    // (SYNC, SOFTSYNC) an open aggregate hold something.
+    for (int64_t step = 0; step < 3; ++step) {
+      for (int worker = 0; worker < (step < 2 ? kCheckpointTestWorkers : 1); ++worker) {
+        PushRequestHeader header = StepPushHeader(**job, worker, step);
         std::vector<float> gradient((*job)->num_parameters(), 0.5f);
-        (void)(*job)->Push(StepPushHeader(**job, worker, step), gradient);
+        if (sparse) {
+          SparseRows* rows = header.add_sparse();
+          rows->set_table("emb");
+          rows->add_keys(static_cast<uint64_t>(worker + step));
+          rows->add_keys(uint64_t{1} << 39);
+          gradient.insert(gradient.end(), {0.25f, -0.25f, 1.0f, 2.0f});
+        }
+        (void)(*job)->Push(header, gradient);
       }
     }
     const std::vector<CheckpointBlock> blocks = (*job)->Checkpoint();

@@ -26,6 +26,36 @@ bool CopyFloats(absl::string_view bytes, absl::Span<float> out) {
   return true;
 }
 
+// An open aggregate's rows of one table: per key (in key order), the key and its `width` floats.
+std::string EncodeSparseSums(const absl::flat_hash_map<uint64_t, std::vector<float>>& sums,
+                             int64_t width) {
+  std::vector<uint64_t> keys;
+  keys.reserve(sums.size());
+  for (const auto& [key, sum] : sums) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  std::string bytes;
+  for (uint64_t key : keys) {
+    bytes.append(reinterpret_cast<const char*>(&key), sizeof(key));
+    bytes += FloatBytes(sums.at(key).data(), static_cast<size_t>(width));
+  }
+  return bytes;
+}
+
+// The rows EncodeSparseSums wrote; false unless the bytes are whole records of `width`.
+bool DecodeSparseSums(absl::string_view bytes, int64_t width,
+                      absl::flat_hash_map<uint64_t, std::vector<float>>* sums) {
+  const size_t record = sizeof(uint64_t) + static_cast<size_t>(width) * sizeof(float);
+  if (bytes.size() % record != 0) return false;
+  for (size_t at = 0; at < bytes.size(); at += record) {
+    uint64_t key;
+    std::memcpy(&key, bytes.data() + at, sizeof(key));
+    std::vector<float>& sum = (*sums)[key];
+    sum.resize(static_cast<size_t>(width));
+    CopyFloats(bytes.substr(at + sizeof(key), record - sizeof(key)), absl::MakeSpan(sum));
+  }
+  return true;
+}
+
 }  // namespace
 
 // What a checkpoint takes between updates: the state, and each slice's values and slots, held
@@ -36,10 +66,14 @@ struct ShardJob::CapturedState {
   int64_t clock = 0;                  // The rule's checkpoint_clock at the state above.
   std::vector<std::shared_ptr<ValuesReader>> values;  // Per slice.
   std::vector<std::shared_ptr<ValuesReader>> slots;   // Per slice, per slot.
+  // Per sparse table (by name): its rows, copied (a table changes in place).
+  std::vector<std::string> table_rows;
 
   // The blocks of the file (common/shard_checkpoint.h), the tensors held (`copy`: false) or
-  // copied, with `sum` last.
-  std::vector<CheckpointBlock> Blocks(bool copy, std::string sum) const {
+  // copied, with the open aggregate's rows of each table (`sparse_sums`: none, or one per table)
+  // and `sum` last.
+  std::vector<CheckpointBlock> Blocks(bool copy, std::vector<std::string> sparse_sums,
+                                      std::string sum) const {
     std::vector<CheckpointBlock> blocks;
     blocks.emplace_back(kStateBlock, state.SerializeAsString());
     auto add = [&blocks, copy](uint32_t tag, const std::shared_ptr<ValuesReader>& reader) {
@@ -50,6 +84,9 @@ struct ShardJob::CapturedState {
     };
     for (const std::shared_ptr<ValuesReader>& reader : values) add(kValuesBlock, reader);
     for (const std::shared_ptr<ValuesReader>& reader : slots) add(kSlotsBlock, reader);
+    for (const std::string& rows : table_rows) blocks.emplace_back(kSparseRowsBlock, rows);
+    sparse_sums.resize(table_rows.size());
+    for (std::string& rows : sparse_sums) blocks.emplace_back(kSparseSumBlock, std::move(rows));
     blocks.emplace_back(kSumBlock, std::move(sum));
     return blocks;
   }
@@ -76,6 +113,7 @@ ShardJob::CapturedState ShardJob::CaptureBetweenUpdates() {
       captured.slots.push_back(std::make_shared<ValuesReader>(slot));
     }
   }
+  for (const auto& [name, table] : tables_) captured.table_rows.push_back(table->SaveRows());
   absl::MutexLock lock(&mu_);
   checkpointing_ = false;
   return captured;
@@ -84,24 +122,27 @@ ShardJob::CapturedState ShardJob::CaptureBetweenUpdates() {
 std::vector<CheckpointBlock> ShardJob::Checkpoint() {
   CapturedState captured;
   std::string sum;
+  std::vector<std::string> sparse_sums;
   {
     absl::MutexLock aggregate_lock(&aggregate_mu_);  // No aggregate being summed or applied.
     captured = CaptureBetweenUpdates();
-    if (captured.state.open_aggregate_size() > 0) sum = FloatBytes(sum_.data(), sum_.size());
+    if (captured.state.open_aggregate_size() > 0) {
+      sum = FloatBytes(sum_.data(), sum_.size());
+      for (const auto& [name, table] : tables_) {
+        auto open = sparse_sums_.find(name);
+        sparse_sums.push_back(
+            open == sparse_sums_.end() ? "" : EncodeSparseSums(open->second, table->width()));
+      }
+    }
   }
   // Updates go on; the tensors held stay as they were read.
-  return captured.Blocks(/*copy=*/true, std::move(sum));
+  return captured.Blocks(/*copy=*/true, std::move(sparse_sums), std::move(sum));
 }
 
 absl::Status ShardJob::ArmCheckpoint(const std::string& run_id, int64_t seq, int64_t at_clock,
                                      CheckpointSink sink) {
   absl::Status status = CheckRun(run_id, "checkpoint");
   if (!status.ok()) return status;
-  if (!tables_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        JobPrefix(spec_.job_id()), "checkpoints of sparse tables are not supported yet: run the "
-        "job without checkpoint settings"));
-  }
   ArmedCheckpoint armed{seq, at_clock, std::move(sink)};
   {
     absl::MutexLock lock(&mu_);
@@ -153,7 +194,7 @@ void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
   taken.entry.set_min_steps_pushed(
       *std::min_element(captured.steps_pushed.begin(), captured.steps_pushed.end()));
   for (int64_t steps : captured.steps_pushed) taken.entry.add_steps_pushed(steps);
-  taken.blocks = captured.Blocks(/*copy=*/false, "");
+  taken.blocks = captured.Blocks(/*copy=*/false, {}, "");
   armed.sink(std::move(taken));
 }
 
@@ -215,12 +256,15 @@ absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
   const std::string prefix = JobPrefix(spec_.job_id());
   const size_t num_slices = slices_.size();
   const size_t num_slots = static_cast<size_t>(optimizer_->num_slots());
-  const size_t expected = 2 + num_slices * (1 + num_slots);
+  const size_t expected = 2 + num_slices * (1 + num_slots) + 2 * tables_.size();
   if (blocks.size() != expected ||
       state.slice_update_counts_size() != static_cast<int>(num_slices)) {
     return absl::DataLossError(absl::StrCat(prefix, "the checkpoint has ", blocks.size(),
-                                            " blocks; this shard's ", num_slices,
-                                            " slices under its optimizer take ", expected));
+                                            " blocks; this shard's ", num_slices, " slices and ",
+                                            tables_.size(),
+                                            " sparse tables under its optimizer "
+                                            "take ",
+                                            expected));
   }
   for (size_t i = 0; i < num_slices; ++i) {
     Slice& slice = *slices_[i];
@@ -238,6 +282,19 @@ absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
                                               slice.placement.variable, " are not its size"));
     }
     slice.update_count = state.slice_update_counts(static_cast<int>(i));
+  }
+  size_t at = 1 + num_slices * (1 + num_slots);
+  for (const auto& [name, table] : tables_) {
+    const CheckpointBlock& rows = blocks[at++];
+    absl::Status loaded = rows.tag == kSparseRowsBlock
+                              ? table->LoadRows(rows.bytes())
+                              : absl::DataLossError("the block is not a table's rows");
+    if (!loaded.ok()) {
+      return absl::Status(loaded.code(), absl::StrCat(prefix,
+                                                      "the checkpoint's rows of sparse "
+                                                      "table \"",
+                                                      name, "\": ", loaded.message()));
+    }
   }
   return absl::OkStatus();
 }
@@ -262,6 +319,19 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
   if (blocks.back().tag != kSumBlock ||
       !CopyFloats(blocks.back().bytes(), absl::MakeSpan((*job)->sum_))) {
     return absl::DataLossError(prefix + "the checkpoint's open aggregate is not the shard's size");
+  }
+  // The open aggregate's rows of each table, after the tables' own rows.
+  size_t at = blocks.size() - 1 - (*job)->tables_.size();
+  for (const auto& [name, table] : (*job)->tables_) {
+    const CheckpointBlock& sums = blocks[at++];
+    if (sums.bytes().empty()) continue;
+    if (sums.tag != kSparseSumBlock || !open ||
+        !DecodeSparseSums(sums.bytes(), table->width(), &(*job)->sparse_sums_[name])) {
+      return absl::DataLossError(absl::StrCat(prefix,
+                                              "the checkpoint's open aggregate of sparse "
+                                              "table \"",
+                                              name, "\" is not its rows"));
+    }
   }
   return job;
 }

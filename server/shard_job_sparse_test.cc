@@ -1,14 +1,16 @@
 // Sparse tables on a shard (ParameterSpec.sparse_tables): rows pulled and pushed by key after
 // the dense values, made on first touch, summed per key in a SYNC step, checked before anything
 // changes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <map>
 #include <vector>
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
+#include "common/checkpoint_file.h"
 #include "common/partitioner.h"
+#include "common/shard_checkpoint.h"
 #include "server/shard_job.h"
 #include "server/shard_job_testing.h"
 #include "tests/sparse_job.h"
@@ -182,12 +184,60 @@ TEST(ShardJobSparseTest, AReplayAppliesTheRecordedSparseRows) {
   EXPECT_EQ(PullRows(*replayed, {4, 9}), PullRows(*recorded, {4, 9}));
 }
 
-TEST(ShardJobSparseTest, CheckpointsOfSparseTablesAreRefusedSayingSo) {
+// A checkpoint holds every row and a SYNC step's open rows: restored through the file format, the
+// shard goes on as the original does.
+TEST(ShardJobSparseTest, ACheckpointRestoresTheRowsAndTheOpenAggregate) {
   std::unique_ptr<ShardJob> job = NewJob(SparseSpec(ConsistencyConfig::SYNC, 2));
-  absl::Status armed =
-      job->ArmCheckpoint(job->spec().run_id(), 1, -1, [](ShardJob::TakenCheckpoint) {});
-  EXPECT_EQ(armed.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(armed.message(), HasSubstr("checkpoints of sparse tables are not supported"));
+  ASSERT_TRUE(PushRows(*job, 0, 0, 1.0f, {4, 7}, {1, 2, 3, 4}).ok());
+  ASSERT_TRUE(PushRows(*job, 1, 0, 1.0f, {4}, {5, 6}).ok());           // Step 0 applied.
+  ASSERT_TRUE(PushRows(*job, 0, 1, 1.0f, {7, 9}, {1, 1, 2, 2}).ok());  // Step 1 open.
+  const std::vector<uint64_t> keys = {4, 7, 9, 11};
+  absl::StatusOr<std::vector<CheckpointBlock>> blocks =
+      DecodeCheckpointFile(EncodeCheckpointFile(job->Checkpoint()), "checkpoint");
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  absl::StatusOr<std::unique_ptr<ShardJob>> restored = ShardJob::Restore(*blocks, 1, 0);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  EXPECT_EQ(PullRows(**restored, keys), PullRows(*job, keys));
+  // Worker 1 closes step 1 on both: the restored open rows of keys 7 and 9 count.
+  for (ShardJob* shard : {job.get(), restored->get()}) {
+    ASSERT_TRUE(PushRows(*shard, 1, 1, 1.0f, {9}, {4, 4}).ok());
+  }
+  const std::map<uint64_t, std::vector<float>> after = PullRows(*job, keys);
+  EXPECT_EQ(PullRows(**restored, keys), after);
+  // Key 9: its initial row less lr * (2 + 4) / 2 per element, as the original had it.
+  std::unique_ptr<ShardJob> fresh = NewJob(SparseSpec(ConsistencyConfig::SYNC, 2));
+  const std::vector<float> initial = PullRows(*fresh, {9}).at(9);
+  EXPECT_FLOAT_EQ(after.at(9)[0], initial[0] - kLearningRate * 3);
+
+  // A block that is not whole rows is refused naming the table.
+  std::vector<CheckpointBlock> damaged = job->Checkpoint();
+  for (CheckpointBlock& block : damaged) {
+    if (block.tag == kSparseRowsBlock) block = CheckpointBlock(kSparseRowsBlock, "short");
+  }
+  absl::StatusOr<std::unique_ptr<ShardJob>> refused = ShardJob::Restore(damaged, 1, 0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(refused.status().message(), HasSubstr("rows of sparse table \"emb\""));
+}
+
+// A periodic checkpoint (armed, as the coordinator takes them) resumes a new run with the rows.
+TEST(ShardJobSparseTest, ARunResumesFromAnArmedCheckpointWithItsRows) {
+  const ParameterSpec spec = SparseSpec(ConsistencyConfig::SYNC, 2);
+  std::unique_ptr<ShardJob> job = NewJob(spec);
+  ASSERT_TRUE(PushRows(*job, 0, 0, 1.0f, {4, 7}, {1, 2, 3, 4}).ok());
+  ASSERT_TRUE(PushRows(*job, 1, 0, 1.0f, {4}, {5, 6}).ok());
+  std::vector<CheckpointBlock> blocks;
+  ASSERT_TRUE(
+      job->ArmCheckpoint(spec.run_id(), 1, -1,
+                         [&](ShardJob::TakenCheckpoint taken) { blocks = std::move(taken.blocks); })
+          .ok());
+  ASSERT_FALSE(blocks.empty());
+  ParameterSpec next = spec;
+  next.set_run_id("run-2");
+  ShardJob::ResumePoint at;
+  at.step = 1;
+  absl::StatusOr<std::unique_ptr<ShardJob>> resumed = ShardJob::Resume(blocks, next, 1, 0, at);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(PullRows(**resumed, {4, 7}), PullRows(*job, {4, 7}));
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -179,6 +182,101 @@ absl::Status SparseTable::Update(float learning_rate, absl::Span<const uint64_t>
                       absl::MakeSpan(RowLocked(stripe, 0, row), width_), slots,
                       counts_updates_ ? stripe.update_counts[row]++ : 0);
   });
+}
+
+int64_t SparseTable::SavedRowBytes() const {
+  return static_cast<int64_t>(sizeof(uint64_t) + sizeof(uint32_t)) +
+         arrays_ * width_ * static_cast<int64_t>(sizeof(float));
+}
+
+std::string SparseTable::SaveRows() const {
+  struct Saved {
+    uint64_t key;
+    std::string bytes;  // The row's record.
+  };
+  std::vector<Saved> saved;
+  saved.reserve(static_cast<size_t>(rows()));
+  const size_t row_floats = static_cast<size_t>(width_);
+  for (int s = 0; s < kStripes; ++s) {
+    Stripe& stripe = stripes_[s];
+    absl::MutexLock lock(&stripe.mu);
+    for (const RowEntry& entry : stripe.index) {
+      const uint64_t key = entry.key;
+      const uint32_t updates = counts_updates_ ? stripe.update_counts[entry.row] : 0;
+      std::string record(static_cast<size_t>(SavedRowBytes()), '\0');
+      char* out = record.data();
+      std::memcpy(out, &key, sizeof(key));
+      std::memcpy(out + sizeof(key), &updates, sizeof(updates));
+      out += sizeof(key) + sizeof(updates);
+      for (int array = 0; array < arrays_; ++array) {
+        std::memcpy(out, RowLocked(stripe, array, entry.row), row_floats * sizeof(float));
+        out += row_floats * sizeof(float);
+      }
+      saved.push_back(Saved{key, std::move(record)});
+    }
+  }
+  std::sort(saved.begin(), saved.end(),
+            [](const Saved& a, const Saved& b) { return a.key < b.key; });
+  std::string bytes;
+  bytes.reserve(saved.size() * static_cast<size_t>(SavedRowBytes()));
+  for (const Saved& row : saved) bytes += row.bytes;
+  return bytes;
+}
+
+absl::Status SparseTable::LoadRows(absl::string_view bytes) {
+  const std::string prefix = absl::StrCat("sparse table \"", name_, "\": ");
+  if (rows() > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "holds ", rows(), " rows already; rows load into an empty table"));
+  }
+  const auto record = static_cast<size_t>(SavedRowBytes());
+  if (bytes.size() % record != 0) {
+    return absl::DataLossError(absl::StrCat(prefix, "the saved rows are ", bytes.size(),
+                                            " bytes, not whole rows of ", record, " bytes (width ",
+                                            width_, ", ", arrays_ - 1, " optimizer slots)"));
+  }
+  const size_t count = bytes.size() / record;
+  if (static_cast<int64_t>(count) > max_rows_) {
+    return absl::ResourceExhaustedError(absl::StrCat(prefix, "the checkpoint holds ", count,
+                                                     " rows, past the limit of ", max_rows_,
+                                                     " (the ps's memory)"));
+  }
+  const size_t row_floats = static_cast<size_t>(width_);
+  absl::Status status;
+  for (size_t i = 0; i < count && status.ok(); ++i) {
+    const char* in = bytes.data() + i * record;
+    uint64_t key;
+    uint32_t updates;
+    std::memcpy(&key, in, sizeof(key));
+    std::memcpy(&updates, in + sizeof(key), sizeof(updates));
+    in += sizeof(key) + sizeof(updates);
+    Stripe& stripe = stripes_[StripeOf(key)];
+    absl::MutexLock lock(&stripe.mu);
+    if (stripe.index.contains(key)) {
+      status = absl::DataLossError(absl::StrCat(prefix, "the saved rows hold key ", key, " twice"));
+      break;
+    }
+    const int64_t row = FindOrCreateLocked(stripe, key);
+    if (counts_updates_) stripe.update_counts[row] = updates;
+    for (int array = 0; array < arrays_; ++array) {
+      std::memcpy(RowLocked(stripe, array, row), in, row_floats * sizeof(float));
+      in += row_floats * sizeof(float);
+    }
+  }
+  if (!status.ok()) Clear();
+  return status;
+}
+
+void SparseTable::Clear() {
+  for (int s = 0; s < kStripes; ++s) {
+    Stripe& stripe = stripes_[s];
+    absl::MutexLock lock(&stripe.mu);
+    stripe.index.clear();
+    stripe.rows = 0;
+    for (auto& blocks : stripe.blocks) blocks.clear();
+    stripe.update_counts.clear();
+  }
+  rows_.store(0, std::memory_order_relaxed);
 }
 
 int64_t SparseTable::rows() const { return rows_.load(std::memory_order_relaxed); }

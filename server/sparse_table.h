@@ -15,7 +15,6 @@
 // beyond its values and slots is its entry in the set (at the set's load) and, under Adam, its
 // update count (OverheadBytes counts them).
 //
-// Not yet on the wire: the ps's Pull and Push of rows by keys is the next step of issue 20.
 #ifndef PS_SERVER_SPARSE_TABLE_H_
 #define PS_SERVER_SPARSE_TABLE_H_
 
@@ -31,6 +30,7 @@
 #include "absl/hash/hash.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/optimizer.h"
@@ -71,6 +71,19 @@ class SparseTable {
   // `allow_non_finite`); RESOURCE_EXHAUSTED as Read. Thread-safe.
   absl::Status Update(float learning_rate, absl::Span<const uint64_t> keys,
                       absl::Span<const float> gradient, bool allow_non_finite = false);
+
+  // Every row, for a checkpoint: per row its key (8 bytes), its update count (4 bytes; 0 where
+  // the optimizer does not count) and its values then each optimizer slot (width floats each),
+  // little-endian, rows in key order (the same bytes for the same rows). Thread-safe: a row
+  // updated meanwhile is in it before or after the update (a checkpoint takes it between
+  // updates).
+  std::string SaveRows() const;
+  // Makes the rows SaveRows wrote, into a table that has none (a restore). DATA_LOSS, leaving
+  // the table empty, when the bytes are not whole rows of this width and optimizer or a key
+  // repeats; RESOURCE_EXHAUSTED past max_rows; FAILED_PRECONDITION for a table with rows.
+  absl::Status LoadRows(absl::string_view bytes);
+  // The bytes of one row in SaveRows' format.
+  int64_t SavedRowBytes() const;
 
   int64_t rows() const;
   // Bytes the table holds beyond its rows' values and optimizer slots: the hash maps' slots and
@@ -118,6 +131,8 @@ class SparseTable {
 
   SparseTable(const Options& options, std::unique_ptr<Optimizer> optimizer);
   static int StripeOf(uint64_t key);
+  // Removes every row (a failed LoadRows).
+  void Clear();
   // The number of `key`'s row in `stripe`, created (initialized) when missing.
   // REQUIRES: stripe.mu held.
   int64_t FindOrCreateLocked(Stripe& stripe, uint64_t key)

@@ -210,6 +210,57 @@ TEST_F(CheckpointTest, AResumedAllReduceJobEndsWithTheWeightsOfOneNeverStopped) 
   EXPECT_THAT(ProcessesMentioning(dir_), IsEmpty());
 }
 
+// A sparse model: the shards' checkpoints hold its table's rows and their AdaGrad accumulators,
+// so a SYNC run resumed from one ends where the run never stopped does.
+TEST_F(CheckpointTest, AResumedSparseJobEndsAsOneNeverStopped) {
+  // 600 LIBSVM rows of 4 features among ids 1 to 50 (near 2^40 once hashed), labelled by a rule.
+  std::string text;
+  for (int row = 0; row < 600; ++row) {
+    const int first = 1 + (row * 7) % 47;
+    absl::StrAppend(&text, (row * 13) % 5 < 2 ? "+1" : "-1", " ", first, ":1 ", first + 1, ":0.5 ",
+                    first + 2, ":-0.25 ", 50, ":", (row % 3) * 0.5, "\n");
+  }
+  std::ofstream(dir_ + "/rows.libsvm") << text;
+  std::ofstream(job_) << R"({
+    "job_id": "resumable",
+    "model": {"kind": "SPARSE_LOGISTIC_REGRESSION"},
+    "data": {"libsvm": ")"
+                      << dir_ << R"(/rows.libsvm"},
+    "optimizer": {"kind": "ADAGRAD"},
+    "learning_rate": {"base": 0.3},
+    "consistency": {"mode": "SYNC"},
+    "batch_size": 16,
+    "steps": 300,
+    "seed": 7,
+    "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 1.5},
+    "checkpoint": {"every_steps": 60, "keep": 20}
+  })";
+  Psctl whole = Local(dir_ + "/whole");
+  ASSERT_EQ(whole.Wait(), 0) << whole.Output();
+  std::vector<Completed> completed = CompletedCheckpoints(whole.Stdout());
+  ASSERT_GE(completed.size(), 2u) << whole.Output();
+  const Completed& c = completed[0];
+  ASSERT_GT(c.step, 0);
+  ASSERT_LT(c.step, 300);
+  for (size_t i = 1; i < completed.size(); ++i) Delete(completed[i].name);
+
+  Psctl resumed = Local(dir_ + "/resumed", {"--resume"});
+  ASSERT_EQ(resumed.Wait(), 0) << resumed.Output();
+  EXPECT_THAT(resumed.Stdout(),
+              HasSubstr(absl::StrCat("from checkpoint ", c.name, " at step ", c.step)));
+  ExpectSameParameters(ResultParameters(dir_ + "/whole"), ResultParameters(dir_ + "/resumed"),
+                       1e-6);
+  // The evaluation reads the rows: the same loss to the last digit printed.
+  const std::string loss = "\"final_eval_loss\": ";
+  const std::string whole_summary = ReadFile(dir_ + "/whole/summary.json");
+  const std::string resumed_summary = ReadFile(dir_ + "/resumed/summary.json");
+  const size_t at = whole_summary.find(loss);
+  ASSERT_NE(at, std::string::npos) << whole_summary;
+  const std::string value = whole_summary.substr(at, whole_summary.find(',', at) - at);
+  EXPECT_THAT(resumed_summary, HasSubstr(value));
+  EXPECT_THAT(ProcessesMentioning(dir_), IsEmpty());
+}
+
 TEST_F(CheckpointTest, ResumingAJobWithoutACheckpointIsRefusedSayingWhatToDo) {
   Psctl psctl = Local(dir_ + "/results", {"--resume"});
   EXPECT_EQ(psctl.Wait(), 2) << psctl.Output();  // NOT_FOUND: bad input.
