@@ -87,4 +87,15 @@ void Bfloat16sToFloats(absl::Span<const uint16_t> from, absl::Span<float> to) {
   for (size_t i = 0; i < from.size(); ++i) to[i] = Bfloat16ToFloat(from[i]);
 }
 
+float RoundTo(float value, TensorEncoding encoding) {
+  switch (encoding) {
+    case FLOAT16:
+      return HalfToFloat(FloatToHalf(value));
+    case BFLOAT16:
+      return Bfloat16ToFloat(FloatToBfloat16(value));
+    default:
+      return value;
+  }
+}
+
 }  // namespace ps

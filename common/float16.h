@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
+#include "proto/parameter.pb.h"
 
 namespace ps {
 
@@ -19,6 +20,10 @@ uint16_t FloatToHalf(float value);
 float HalfToFloat(uint16_t half);
 uint16_t FloatToBfloat16(float value);
 float Bfloat16ToFloat(uint16_t bfloat16);
+
+// `value` as it arrives after travelling in `encoding`: rounded to 16 bits and widened back for
+// FLOAT16 and BFLOAT16, unchanged for FLOAT32.
+float RoundTo(float value, TensorEncoding encoding);
 
 // Whole arrays. REQUIRES: `to` as long as `from`.
 void FloatsToHalves(absl::Span<const float> from, absl::Span<uint16_t> to);

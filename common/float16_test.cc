@@ -21,6 +21,17 @@ const Format kFormats[] = {{"half", FloatToHalf, HalfToFloat, 0x7c00},
 
 // Every one of the 65,536 bit patterns: finite values and infinities convert to float and back
 // to themselves; NaNs stay NaN.
+TEST(Float16Test, RoundToGivesTheValueAsTheWireCarriesIt) {
+  const float third = 1.0f / 3.0f;
+  EXPECT_EQ(RoundTo(third, FLOAT32), third);
+  EXPECT_EQ(RoundTo(third, FLOAT16), HalfToFloat(FloatToHalf(third)));
+  EXPECT_NE(RoundTo(third, FLOAT16), third);
+  EXPECT_EQ(RoundTo(third, BFLOAT16), Bfloat16ToFloat(FloatToBfloat16(third)));
+  EXPECT_NE(RoundTo(third, BFLOAT16), RoundTo(third, FLOAT16));
+  EXPECT_TRUE(std::isinf(RoundTo(70000.0f, FLOAT16)));
+  EXPECT_EQ(RoundTo(70000.0f, BFLOAT16), 70144.0f);
+}
+
 TEST(Float16Test, EveryPatternRoundTrips) {
   for (const Format& format : kFormats) {
     for (uint32_t bits = 0; bits <= 0xffff; ++bits) {

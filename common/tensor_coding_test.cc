@@ -356,8 +356,7 @@ std::vector<std::vector<float>> AsSent(std::vector<std::vector<float>> tensors,
                                        TensorEncoding encoding) {
   for (std::vector<float>& tensor : tensors) {
     for (float& value : tensor) {
-      value = encoding == FLOAT16 ? HalfToFloat(FloatToHalf(value))
-                                  : Bfloat16ToFloat(FloatToBfloat16(value));
+      value = RoundTo(value, encoding);
     }
   }
   return tensors;

@@ -11,18 +11,6 @@
 namespace ps {
 namespace {
 
-// `value` as it arrives after travelling in `encoding`.
-float AsSent(float value, TensorEncoding encoding) {
-  switch (encoding) {
-    case FLOAT16:
-      return HalfToFloat(FloatToHalf(value));
-    case BFLOAT16:
-      return Bfloat16ToFloat(FloatToBfloat16(value));
-    default:
-      return value;
-  }
-}
-
 }  // namespace
 
 TopKCompressor::TopKCompressor(int64_t size, float fraction, TensorEncoding encoding)
@@ -82,7 +70,7 @@ absl::StatusOr<TopKCompressor::Compressed> TopKCompressor::Compress(
   out.values.reserve(k);
   uint32_t last = 0;
   for (uint32_t position : positions) {
-    const float sent = AsSent(next_[position], encoding_);
+    const float sent = RoundTo(next_[position], encoding_);
     if (!std::isfinite(sent)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the top-k value ", next_[position], " at position ", position,
