@@ -190,36 +190,31 @@ int64_t SparseTable::SavedRowBytes() const {
 }
 
 std::string SparseTable::SaveRows() const {
-  struct Saved {
-    uint64_t key;
-    std::string bytes;  // The row's record.
-  };
-  std::vector<Saved> saved;
-  saved.reserve(static_cast<size_t>(rows()));
-  const size_t row_floats = static_cast<size_t>(width_);
+  // Each stripe's rows appended as they lie, then put in key order by their offsets.
+  const auto record = static_cast<size_t>(SavedRowBytes());
+  const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
+  std::string unsorted;
+  std::vector<std::pair<uint64_t, size_t>> order;  // Key, offset in `unsorted`.
   for (int s = 0; s < kStripes; ++s) {
     Stripe& stripe = stripes_[s];
     absl::MutexLock lock(&stripe.mu);
+    unsorted.reserve(unsorted.size() + stripe.index.size() * record);
     for (const RowEntry& entry : stripe.index) {
       const uint64_t key = entry.key;
       const uint32_t updates = counts_updates_ ? stripe.update_counts[entry.row] : 0;
-      std::string record(static_cast<size_t>(SavedRowBytes()), '\0');
-      char* out = record.data();
-      std::memcpy(out, &key, sizeof(key));
-      std::memcpy(out + sizeof(key), &updates, sizeof(updates));
-      out += sizeof(key) + sizeof(updates);
+      order.emplace_back(key, unsorted.size());
+      unsorted.append(reinterpret_cast<const char*>(&key), sizeof(key));
+      unsorted.append(reinterpret_cast<const char*>(&updates), sizeof(updates));
       for (int array = 0; array < arrays_; ++array) {
-        std::memcpy(out, RowLocked(stripe, array, entry.row), row_floats * sizeof(float));
-        out += row_floats * sizeof(float);
+        unsorted.append(reinterpret_cast<const char*>(RowLocked(stripe, array, entry.row)),
+                        row_bytes);
       }
-      saved.push_back(Saved{key, std::move(record)});
     }
   }
-  std::sort(saved.begin(), saved.end(),
-            [](const Saved& a, const Saved& b) { return a.key < b.key; });
+  std::sort(order.begin(), order.end());
   std::string bytes;
-  bytes.reserve(saved.size() * static_cast<size_t>(SavedRowBytes()));
-  for (const Saved& row : saved) bytes += row.bytes;
+  bytes.reserve(unsorted.size());
+  for (const auto& [key, at] : order) bytes.append(unsorted, at, record);
   return bytes;
 }
 

@@ -15,12 +15,7 @@ set -euo pipefail
 # shellcheck source=tests/shell_testing.sh
 source "$PWD/tests/shell_testing.sh"
 
-DIR=""
-cleanup() {
-  [ -n "$PSCTL_LOCAL_PID" ] && stop_pid "$PSCTL_LOCAL_PID" 30
-  [ -n "$DIR" ] && rm -rf "$DIR"
-}
-on_exit cleanup
+make_work_dir digits
 
 readonly SOURCE=/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
 if [ ! -e "$SOURCE" ]; then
@@ -32,7 +27,6 @@ if [ ! -e "$SOURCE" ]; then
   [ -e "$SOURCE" ] || skip "python3-sklearn is installed but has no $SOURCE"
 fi
 
-DIR=$(mktemp -d "${TEST_TMPDIR:-/tmp}/digits.XXXXXX")
 LOG_FILES=("$DIR/prepare.log" "$DIR/local.log" "$DIR/compressed.log")
 
 # --- The split: sizes, columns, classes, and the same bytes on a second run.

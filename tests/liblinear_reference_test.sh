@@ -18,12 +18,7 @@ set -euo pipefail
 # shellcheck source=tests/shell_testing.sh
 source "$PWD/tests/shell_testing.sh"
 
-DIR=""
-cleanup() {
-  [ -n "$PSCTL_LOCAL_PID" ] && stop_pid "$PSCTL_LOCAL_PID" 30
-  [ -n "$DIR" ] && rm -rf "$DIR"
-}
-on_exit cleanup
+make_work_dir liblinear
 
 readonly HEART_SCALE=/usr/share/doc/liblinear-tools/examples/heart_scale
 readonly JOB="$RUNFILES/config/jobs/sparse_heart_scale.json"
@@ -31,7 +26,6 @@ grep -q "\"libsvm\": \"$HEART_SCALE\"" "$JOB" || fail "$JOB does not read $HEART
 apt_install_if_missing liblinear-tools liblinear-train liblinear-predict
 [ -e "$HEART_SCALE" ] || skip "liblinear-tools is installed but has no $HEART_SCALE"
 
-DIR=$(mktemp -d "${TEST_TMPDIR:-/tmp}/liblinear.XXXXXX")
 LOG_FILES=("$DIR/local.log" "$DIR/liblinear.log")
 [ "$(grep -c . "$HEART_SCALE")" = 270 ] || fail "$HEART_SCALE does not hold 270 rows"
 head -n 189 "$HEART_SCALE" > "$DIR/train.libsvm"

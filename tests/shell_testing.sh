@@ -7,6 +7,7 @@
 #
 # Globals a test may set: LOG_FILES, LOG_LINES (what a failure shows), WAIT_INTERVAL_S (how
 # often wait_until tries). Globals set here: TEST_NAME, RUNFILES, PSCTL, PS_SERVER, PS_WORKER;
+# DIR (make_work_dir);
 # EXIT_STATUS (in on_exit's cleanup), STOPPED (stop_pid), PSCTL_LOCAL_PID and CLUSTER_SPEC
 # (start_psctl_local).
 
@@ -88,6 +89,18 @@ on_exit() {
   _CLEANUP_SHELL=$BASHPID
   trap _exit_trap EXIT
   trap 'log "FAILED: line $LINENO: $BASH_COMMAND"; show_logs' ERR
+}
+# make_work_dir NAME: makes a fresh directory for the test's files, TEST_TMPDIR/NAME.XXXXXX
+# (/tmp without TEST_TMPDIR), sets DIR to it, and on every exit (on_exit) stops the `psctl local`
+# that start_psctl_local started, if any, and removes DIR. Call it instead of on_exit.
+DIR=""
+make_work_dir() {
+  DIR=$(mktemp -d "${TEST_TMPDIR:-/tmp}/$1.XXXXXX")
+  on_exit _remove_work_dir
+}
+_remove_work_dir() {
+  [ -n "$PSCTL_LOCAL_PID" ] && stop_pid "$PSCTL_LOCAL_PID" 30
+  rm -rf "$DIR"
 }
 _exit_trap() {
   EXIT_STATUS=$?

@@ -18,12 +18,7 @@ set -euo pipefail
 # shellcheck source=tests/shell_testing.sh
 source "$PWD/tests/shell_testing.sh"
 
-DIR=""
-cleanup() {
-  [ -n "$PSCTL_LOCAL_PID" ] && stop_pid "$PSCTL_LOCAL_PID" 30
-  [ -n "$DIR" ] && rm -rf "$DIR"
-}
-on_exit cleanup
+make_work_dir weka
 
 readonly EXAMPLES=/usr/share/doc/weka/examples
 apt_install_if_missing "weka liblinear-tools" weka liblinear-train liblinear-predict
@@ -32,7 +27,6 @@ apt_install_if_missing "weka liblinear-tools" weka liblinear-train liblinear-pre
 readonly PREPARE="$RUNFILES/tools/prepare_weka_data.py"
 readonly REUTERS_JOB="$RUNFILES/config/jobs/sparse_reuters.json"
 readonly SOYBEAN_JOB="$RUNFILES/config/jobs/embedding_bag_soybean.json"
-DIR=$(mktemp -d "${TEST_TMPDIR:-/tmp}/weka.XXXXXX")
 LOG_FILES=("$DIR/prepare.log" "$DIR/liblinear.log" "$DIR/reuters.log" "$DIR/soybean.log")
 
 # --- The data: the jobs name data/weka/..., relative to where psctl runs.

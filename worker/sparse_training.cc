@@ -4,7 +4,7 @@
 #include <numeric>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "worker/evaluation.h"
 
 namespace ps {
 
@@ -14,15 +14,10 @@ absl::StatusOr<std::unique_ptr<SparseTraining>> SparseTraining::Create(const Job
                                                                        ComputeBackend* backend) {
   absl::StatusOr<SparseSplits> data = LoadSparseSplits(spec.data());
   if (!data.ok()) return data.status();
-  if (data->train.num_examples < num_workers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the training data has ", data->train.num_examples,
-                     " examples, fewer than the ", num_workers, " workers"));
-  }
-  // No batch is larger than the data (nor the model's buffers for one).
-  const int max_batch_size = static_cast<int>(std::min<int64_t>(
-      spec.batch_size(), std::max({data->train.num_examples, data->validation.num_examples,
-                                   data->test.num_examples})));
+  absl::Status sharded = CheckEveryShardHasExamples(data->train.num_examples, num_workers);
+  if (!sharded.ok()) return sharded;
+  const int max_batch_size = LargestBatch(spec.batch_size(), data->train.num_examples,
+                                          data->validation.num_examples, data->test.num_examples);
   absl::StatusOr<std::unique_ptr<SparseModel>> model =
       SparseModel::Create(spec.model(), data->train.num_classes, max_batch_size, backend);
   if (!model.ok()) return model.status();
@@ -78,28 +73,15 @@ absl::Status SparseTraining::ReadEvaluationValues(const WorkerSession::PullOptio
 absl::StatusOr<EvalResult> SparseTraining::Evaluate(bool validation, int batch_size,
                                                     const WorkerSession::PullOptions& at) {
   const SparseDataset& data = validation ? data_.validation : data_.test;
-  double loss_sum = 0;
-  double correct = 0;
-  for (int64_t begin = 0; begin < data.num_examples; begin += batch_size) {
-    eval_examples_.resize(
-        static_cast<size_t>(std::min<int64_t>(batch_size, data.num_examples - begin)));
-    std::iota(eval_examples_.begin(), eval_examples_.end(), begin);
-    GatherSparseBatch(data, eval_examples_, &eval_batch_);
-    absl::Status read = ReadEvaluationValues(at);
-    if (!read.ok()) return read;
-    absl::StatusOr<BatchMetrics> metrics =
-        model_->Evaluate(eval_batch_, eval_weights_.const_view(), eval_rows_);
-    if (!metrics.ok()) return metrics.status();
-    loss_sum += metrics->loss * eval_batch_.size;
-    correct += metrics->accuracy * eval_batch_.size;
-  }
-  EvalResult result;
-  result.set_examples(data.num_examples);
-  if (data.num_examples > 0) {
-    result.set_loss(loss_sum / data.num_examples);
-    result.set_accuracy(correct / data.num_examples);
-  }
-  return result;
+  return EvaluateInBatches(
+      data.num_examples, batch_size, [&](int64_t begin, int size) -> absl::StatusOr<BatchMetrics> {
+        eval_examples_.resize(static_cast<size_t>(size));
+        std::iota(eval_examples_.begin(), eval_examples_.end(), begin);
+        GatherSparseBatch(data, eval_examples_, &eval_batch_);
+        absl::Status read = ReadEvaluationValues(at);
+        if (!read.ok()) return read;
+        return model_->Evaluate(eval_batch_, eval_weights_.const_view(), eval_rows_);
+      });
 }
 
 }  // namespace ps

@@ -7,8 +7,8 @@
 // Evaluation reads the shards' values of the dense variables and of each evaluation batch's rows
 // through a session of its own, as an observer (OBSERVER_INCARNATION): those reads wait at no
 // staleness bound (in SYNC, only for the step asked), count towards no staleness and go into no
-// apply log. A key seen
-// first in evaluation gets its row made on its shard with the initial value, as a pull would.
+// apply log. A key seen first in evaluation gets its row made on its shard with the initial
+// value, as a pull would.
 #ifndef PS_WORKER_SPARSE_TRAINING_H_
 #define PS_WORKER_SPARSE_TRAINING_H_
 

@@ -1,5 +1,7 @@
 #include "worker/trainer.h"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -10,8 +12,6 @@
 #include <utility>
 #include <vector>
 
-#include <glog/logging.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -19,6 +19,7 @@
 #include "common/job_spec.h"
 #include "worker/data/dataset.h"
 #include "worker/divergence.h"
+#include "worker/evaluation.h"
 #include "worker/exchange/exchange.h"
 #include "worker/exchange/exchange_factory.h"
 #include "worker/host_variables.h"
@@ -32,26 +33,14 @@ namespace {
 // Mean loss and accuracy of `model` on all of `data`, in batches of `batch_size`.
 absl::StatusOr<EvalResult> Evaluate(Model* model, const Dataset& data, int batch_size,
                                     const ConstVariables& weights) {
-  EvalResult result;
-  double loss_sum = 0;
-  double correct = 0;
-  for (int64_t begin = 0; begin < data.num_examples; begin += batch_size) {
+  return EvaluateInBatches(data.num_examples, batch_size, [&](int64_t begin, int size) {
     Batch batch;
-    batch.size = static_cast<int>(std::min<int64_t>(batch_size, data.num_examples - begin));
+    batch.size = size;
     batch.feature_dim = data.feature_dim;
     batch.features = data.features.data() + begin * data.feature_dim;
     batch.labels = data.labels.data() + begin;
-    absl::StatusOr<BatchMetrics> metrics = model->Evaluate(batch, weights);
-    if (!metrics.ok()) return metrics.status();
-    loss_sum += metrics->loss * batch.size;
-    correct += metrics->accuracy * batch.size;
-  }
-  result.set_examples(data.num_examples);
-  if (data.num_examples > 0) {
-    result.set_loss(loss_sum / data.num_examples);
-    result.set_accuracy(correct / data.num_examples);
-  }
-  return result;
+    return model->Evaluate(batch, weights);
+  });
 }
 
 // A uniform guess's loss for a classifier of `num_classes` classes (ln of their number); 0 for
@@ -63,11 +52,18 @@ double GuessingLoss(ModelSpec::Kind kind, int num_classes) {
   return std::log(binary ? 2.0 : num_classes);
 }
 
-DataSummary Summarize(const DataSplits& data) {
+// The examples in each split.
+DataSummary SummarizeCounts(int64_t train, int64_t validation, int64_t test) {
   DataSummary summary;
-  summary.set_train_examples(data.train.num_examples);
-  summary.set_validation_examples(data.validation.num_examples);
-  summary.set_test_examples(data.test.num_examples);
+  summary.set_train_examples(train);
+  summary.set_validation_examples(validation);
+  summary.set_test_examples(test);
+  return summary;
+}
+
+DataSummary Summarize(const DataSplits& data) {
+  DataSummary summary = SummarizeCounts(data.train.num_examples, data.validation.num_examples,
+                                        data.test.num_examples);
   switch (data.scaling.kind) {
     case FeatureScaling::Kind::kNone:
       summary.set_scaling("none");
@@ -86,10 +82,8 @@ DataSummary Summarize(const DataSplits& data) {
 
 // A sparse model's data: unscaled.
 DataSummary Summarize(const SparseSplits& data) {
-  DataSummary summary;
-  summary.set_train_examples(data.train.num_examples);
-  summary.set_validation_examples(data.validation.num_examples);
-  summary.set_test_examples(data.test.num_examples);
+  DataSummary summary = SummarizeCounts(data.train.num_examples, data.validation.num_examples,
+                                        data.test.num_examples);
   summary.set_scaling("none");
   return summary;
 }
@@ -151,15 +145,11 @@ absl::Status PrepareDense(const TrainerContext& context, PreparedJob* job) {
   job->data = *std::move(data);
   const Dataset& train = job->data.train;
   if (context.outcome != nullptr) context.outcome->data = Summarize(job->data);
-  if (train.num_examples < context.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("the training data has ", train.num_examples,
-                                                   " examples, fewer than the ",
-                                                   context.num_workers, " workers"));
-  }
-  // No batch is larger than the data (nor the model's buffers for one).
-  const int max_batch_size = static_cast<int>(std::min<int64_t>(
-      spec.batch_size(), std::max({train.num_examples, job->data.validation.num_examples,
-                                   job->data.test.num_examples})));
+  absl::Status sharded = CheckEveryShardHasExamples(train.num_examples, context.num_workers);
+  if (!sharded.ok()) return sharded;
+  const int max_batch_size =
+      LargestBatch(spec.batch_size(), train.num_examples, job->data.validation.num_examples,
+                   job->data.test.num_examples);
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(
       spec.model(), train.feature_dim, train.num_classes, max_batch_size, context.backend);
   if (!model.ok()) return model.status();

@@ -177,6 +177,19 @@ absl::StatusOr<int> TestDataClasses(const DataSpec& spec, int test_classes, int 
   return std::max(test_classes, source_classes);
 }
 
+int LargestBatch(int batch_size, int64_t train_examples, int64_t validation_examples,
+                 int64_t test_examples) {
+  return static_cast<int>(std::min<int64_t>(
+      batch_size, std::max({train_examples, validation_examples, test_examples})));
+}
+
+absl::Status CheckEveryShardHasExamples(int64_t train_examples, int num_workers) {
+  if (train_examples >= num_workers) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("the training data has ", train_examples,
+                                                 " examples, fewer than the ", num_workers,
+                                                 " workers"));
+}
+
 int64_t HeldOutCount(int64_t n, double fraction) {
   int64_t count = std::llround(fraction * static_cast<double>(n));
   if (fraction > 0 && n > 1) count = std::max<int64_t>(count, 1);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/job.pb.h"
 
@@ -76,6 +77,14 @@ absl::StatusOr<Dataset> ReadCsv(const std::string& path, int label_column, bool 
 // have `test_classes` classes and the source's `source_classes` (0: regression targets): the
 // larger. INVALID_ARGUMENT naming the file when one has class labels and the other not.
 absl::StatusOr<int> TestDataClasses(const DataSpec& spec, int test_classes, int source_classes);
+
+// The largest batch a job over sets of these sizes needs (its model's buffers are for that
+// many): `batch_size`, but no more than the largest set holds.
+int LargestBatch(int batch_size, int64_t train_examples, int64_t validation_examples,
+                 int64_t test_examples);
+
+// INVALID_ARGUMENT when `num_workers` shards of `train_examples` would leave one empty.
+absl::Status CheckEveryShardHasExamples(int64_t train_examples, int num_workers);
 
 // How many of `n` examples a held-out `fraction` takes: round(fraction * n), at least 1 when
 // fraction > 0 and n > 1, at most n - 1. REQUIRES: 0 <= fraction < 1.
