@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,14 @@ double GemmsPerSecond(Gemm gemm, Sync sync) {
   return static_cast<double>(count) / absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+std::vector<float> RandomValues(size_t count) {
+  static std::mt19937 random(20261127);
+  std::uniform_real_distribution<float> distribution(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& value : values) value = distribution(random);
+  return values;
+}
+
 int Run() {
   std::vector<Shape> shapes;
   for (absl::string_view field : absl::StrSplit(FLAGS_sizes, ',', absl::SkipEmpty())) {
@@ -95,9 +104,11 @@ int Run() {
     const size_t a_size = static_cast<size_t>(s.m) * s.k;
     const size_t b_size = static_cast<size_t>(s.k) * s.n;
     const size_t c_size = static_cast<size_t>(s.m) * s.n;
+    // Random operands: constants or zeros can run faster than real data does on a GPU.
+    std::vector<float> ha = RandomValues(a_size), hb = RandomValues(b_size);
     DeviceArray a(&b, a_size), bm(&b, b_size), c(&b, c_size);
-    b.Fill(a_size, 0.5f, a.data());
-    b.Fill(b_size, 0.25f, bm.data());
+    b.CopyToDevice(ha.data(), a_size, a.data());
+    b.CopyToDevice(hb.data(), b_size, bm.data());
     b.Fill(c_size, 0.0f, c.data());
     const double flops = 2.0 * s.m * s.n * s.k;
     const double backend_rate = GemmsPerSecond(
@@ -107,7 +118,7 @@ int Run() {
                                  std::to_string(s.k)).c_str(),
                 backend_rate * flops / 1e9);
     if (cpu) {
-      std::vector<float> ha(a_size, 0.5f), hb(b_size, 0.25f), hc(c_size, 0.0f);
+      std::vector<float> hc(c_size, 0.0f);
       const double direct_rate = GemmsPerSecond(
           [&] {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, ha.data(),

@@ -56,30 +56,35 @@ DEFINE_bool(overlap, false,
 namespace ps {
 namespace {
 
-// Forwards to `inner` and times its host <-> device copies apart from the math: each copy waits
-// for the work queued before it, then for itself (so on a GPU the copies no longer overlap the
-// math while timed, and the split shows what each costs alone). On the CPU copies are memcpy.
+// Forwards to `inner` and times its host <-> device copies and its matrix products apart from
+// the rest: each waits for the work queued before it, then for itself (so on a GPU they no
+// longer overlap other work while timed, and the split shows what each costs alone). On the
+// CPU copies are memcpy.
 class CopyTimingBackend : public ComputeBackend {
  public:
   explicit CopyTimingBackend(std::unique_ptr<ComputeBackend> inner) : inner_(std::move(inner)) {}
 
   absl::Duration copy_time() const { return copy_time_; }
+  absl::Duration gemm_time() const { return gemm_time_; }
+  double gemm_flops() const { return gemm_flops_; }
 
   std::string name() const override { return inner_->name(); }
   float* Allocate(size_t count) override { return inner_->Allocate(count); }
   void Free(float* array) override { inner_->Free(array); }
   void CopyToDevice(const float* host, size_t count, float* device) override {
-    Timed([&] { inner_->CopyToDevice(host, count, device); });
+    Timed(&copy_time_, [&] { inner_->CopyToDevice(host, count, device); });
   }
   void CopyToHost(const float* device, size_t count, float* host) override {
-    Timed([&] { inner_->CopyToHost(device, count, host); });
+    Timed(&copy_time_, [&] { inner_->CopyToHost(device, count, host); });
   }
   void Fill(size_t count, float value, float* array) override {
     inner_->Fill(count, value, array);
   }
   void Gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
             const float* b, float beta, float* c) override {
-    inner_->Gemm(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+    Timed(&gemm_time_,
+          [&] { inner_->Gemm(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c); });
+    gemm_flops_ += 2.0 * m * n * k;
   }
   void AddBias(int rows, int cols, const float* bias, float* x) override {
     inner_->AddBias(rows, cols, bias, x);
@@ -112,17 +117,21 @@ class CopyTimingBackend : public ComputeBackend {
   void Synchronize() override { inner_->Synchronize(); }
 
  private:
-  template <typename Copy>
-  void Timed(Copy copy) {
+  // Adds to `*total` how long `work` takes alone: it waits for the work queued before it, then
+  // for itself.
+  template <typename Work>
+  void Timed(absl::Duration* total, Work work) {
     inner_->Synchronize();
     const absl::Time start = absl::Now();
-    copy();
+    work();
     inner_->Synchronize();
-    copy_time_ += absl::Now() - start;
+    *total += absl::Now() - start;
   }
 
   const std::unique_ptr<ComputeBackend> inner_;
   absl::Duration copy_time_;
+  absl::Duration gemm_time_;
+  double gemm_flops_ = 0;
 };
 
 JobSpec BenchJob(ConsistencyConfig::Mode mode) {
@@ -244,7 +253,8 @@ int Run() {
     return 2;
   }
   JobSpec spec = BenchJob(mode);
-  std::vector<absl::Duration> copy_times(FLAGS_workers);
+  std::vector<absl::Duration> copy_times(FLAGS_workers), gemm_times(FLAGS_workers);
+  std::vector<double> gemm_flops(FLAGS_workers);
   std::vector<JobProgress> last(FLAGS_workers);
   std::vector<absl::Status> results(FLAGS_workers);
   std::vector<std::thread> threads;
@@ -268,6 +278,8 @@ int Run() {
       context.report = [&last, w](const JobProgress& progress) { last[w] = progress; };
       results[w] = RunTrainer(context);
       copy_times[w] = backend->copy_time();
+      gemm_times[w] = backend->gemm_time();
+      gemm_flops[w] = backend->gemm_flops();
     });
   }
   std::atomic<bool> trained{false};
@@ -287,7 +299,10 @@ int Run() {
   // compute: the model's forward and backward passes without the host <-> device copies
   // (copies: weights in, gradients out, timed alone); pull+push: talking to the ps, waiting
   // at barriers included (with --overlap: only the waiting for an exchange not yet done).
-  std::cout << "worker  examples/s  step ms  compute%  copies%  pull+push%  other%  staleness\n";
+  // gemm%: the share of the step in matrix products, each timed alone (part of compute);
+  // gemm GFLOP/s: their rate (2 m n k a product), to compare with gemm_bench's for the shapes.
+  std::cout << "worker  examples/s  step ms  compute%  (gemm%)  copies%  pull+push%  other%"
+               "  staleness  gemm GFLOP/s\n";
   for (int w = 0; w < FLAGS_workers; ++w) {
     if (!results[w].ok()) {
       std::cerr << "worker " << w << ": " << results[w] << "\n";
@@ -301,10 +316,12 @@ int Run() {
     const double copies = 100 * copy_seconds / total;
     const double communication = 100 * p.communication_seconds() / total;
     const double step_ms = 1000 * total / static_cast<double>(std::max<int64_t>(1, p.step()));
-    std::cout << absl::StrFormat("%6d  %10.0f  %7.2f  %8.1f  %7.1f  %10.1f  %6.1f  %9.2f\n", w,
-                                 p.examples_per_second(), step_ms, compute, copies,
-                                 communication, 100 - compute - copies - communication,
-                                 p.staleness());
+    const double gemm_seconds = absl::ToDoubleSeconds(gemm_times[w]);
+    std::cout << absl::StrFormat(
+        "%6d  %10.0f  %7.2f  %8.1f  %7.1f  %7.1f  %10.1f  %6.1f  %9.2f  %12.1f\n", w,
+        p.examples_per_second(), step_ms, compute, 100 * gemm_seconds / total, copies,
+        communication, 100 - compute - copies - communication, p.staleness(),
+        gemm_flops[w] / 1e9 / std::max(gemm_seconds, 1e-12));
   }
   return 0;
 }

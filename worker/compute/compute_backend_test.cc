@@ -7,42 +7,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <memory>
-#include <ostream>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/compute/cuda_backend.h"
-#include "worker/compute/device.h"
+#include "worker/compute/available_backends.h"
 
 namespace ps {
 namespace {
-
-struct BackendFactory {
-  std::string name;
-  std::function<absl::StatusOr<std::unique_ptr<ComputeBackend>>()> create;
-  // Why this backend cannot run on this machine (its tests are skipped); empty when it can.
-  std::string unavailable;
-};
-
-void PrintTo(const BackendFactory& factory, std::ostream* out) { *out << factory.name; }
-
-// The CPU, and the CUDA backend in a CUDA build: skipped where no GPU is usable, and failing
-// where one is but the backend cannot start on it.
-std::vector<BackendFactory> AvailableBackends() {
-  std::vector<BackendFactory> backends = {{"Cpu", [] { return CreateCpuBackend(); }, ""}};
-  if (BuiltWithCuda()) {
-    const GpuQueryResult gpus = QueryUsableGpus();
-    backends.push_back({"Cuda", [] { return CreateCudaBackend(0); },
-                        gpus.gpus.empty() ? "no GPU: " + gpus.problem : ""});
-  }
-  return backends;
-}
 
 constexpr int kSizes[] = {1, 3, 17, 33, 129};
 constexpr double kRelativeTolerance = 1e-5;

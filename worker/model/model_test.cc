@@ -7,11 +7,14 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/compute/available_backends.h"
 
 namespace ps {
 namespace {
@@ -169,13 +172,19 @@ struct GradientCase {
 
 void PrintTo(const GradientCase& gradient_case, std::ostream* os) { *os << gradient_case.name; }
 
-class GradientCheckTest : public ::testing::TestWithParam<GradientCase> {};
+// Every model on every available backend (the CPU; a GPU in a CUDA build where one is usable).
+class GradientCheckTest
+    : public ::testing::TestWithParam<std::tuple<GradientCase, BackendFactory>> {};
 
 // Compares the model's loss with the double reference and its gradients with central
 // differences of the reference, for every parameter.
 TEST_P(GradientCheckTest, MatchesDoubleReference) {
-  const ModelSpec& spec = GetParam().spec;
-  std::unique_ptr<ComputeBackend> backend = CreateCpuBackend();
+  const ModelSpec& spec = std::get<0>(GetParam()).spec;
+  const BackendFactory& backend_factory = std::get<1>(GetParam());
+  if (!backend_factory.unavailable.empty()) GTEST_SKIP() << backend_factory.unavailable;
+  absl::StatusOr<std::unique_ptr<ComputeBackend>> created = backend_factory.create();
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<ComputeBackend> backend = *std::move(created);
   absl::StatusOr<std::unique_ptr<Model>> model =
       Model::Create(spec, kFeatureDim, kNumClasses, kMaxBatchSize, backend.get());
   ASSERT_TRUE(model.ok()) << model.status();
@@ -236,7 +245,7 @@ TEST_P(GradientCheckTest, MatchesDoubleReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllModels, GradientCheckTest,
-    ::testing::Values(
+    ::testing::Combine(::testing::Values(
         GradientCase{"Linear", Spec(ModelSpec::LINEAR_REGRESSION)},
         GradientCase{"Logistic", Spec(ModelSpec::LOGISTIC_REGRESSION)},
         GradientCase{"Softmax", Spec(ModelSpec::SOFTMAX_REGRESSION)},
@@ -245,7 +254,10 @@ INSTANTIATE_TEST_SUITE_P(
         GradientCase{"MlpSigmoid", Spec(ModelSpec::MLP, {4}, ModelSpec::SIGMOID)},
         GradientCase{"MlpTwoHiddenRelu", Spec(ModelSpec::MLP, {4, 3}, ModelSpec::RELU)},
         GradientCase{"MlpTwoHiddenTanh", Spec(ModelSpec::MLP, {4, 3}, ModelSpec::TANH)}),
-    [](const ::testing::TestParamInfo<GradientCase>& info) { return info.param.name; });
+                       ::testing::ValuesIn(AvailableBackends())),
+    [](const ::testing::TestParamInfo<std::tuple<GradientCase, BackendFactory>>& info) {
+      return std::get<0>(info.param).name + std::get<1>(info.param).name;
+    });
 
 TEST(ModelTest, VariablesOfAnMlp) {
   std::unique_ptr<ComputeBackend> backend = CreateCpuBackend();

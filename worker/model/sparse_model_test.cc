@@ -6,7 +6,10 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "worker/compute/available_backends.h"
 
 namespace ps {
 namespace {
@@ -43,12 +46,20 @@ void ExpectGradient(std::vector<float>& values, const std::vector<float>& analyt
   }
 }
 
-class SparseModelTest : public ::testing::Test {
+// Every test on every available backend (the CPU; a GPU in a CUDA build where one is usable).
+class SparseModelTest : public ::testing::TestWithParam<BackendFactory> {
  protected:
-  std::unique_ptr<ComputeBackend> backend_ = CreateCpuBackend();
+  void SetUp() override {
+    if (!GetParam().unavailable.empty()) GTEST_SKIP() << GetParam().unavailable;
+    absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = GetParam().create();
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    backend_ = *std::move(backend);
+  }
+
+  std::unique_ptr<ComputeBackend> backend_;
 };
 
-TEST_F(SparseModelTest, LogisticRegressionLossAndGradients) {
+TEST_P(SparseModelTest, LogisticRegressionLossAndGradients) {
   ModelSpec spec;
   spec.set_kind(ModelSpec::SPARSE_LOGISTIC_REGRESSION);
   absl::StatusOr<std::unique_ptr<SparseModel>> model =
@@ -88,7 +99,7 @@ TEST_F(SparseModelTest, LogisticRegressionLossAndGradients) {
   ExpectGradient(bias, bias_gradient, mean_loss, "bias gradient");
 }
 
-TEST_F(SparseModelTest, EmbeddingBagMlpGradientsReachTheRows) {
+TEST_P(SparseModelTest, EmbeddingBagMlpGradientsReachTheRows) {
   ModelSpec spec;
   spec.set_kind(ModelSpec::EMBEDDING_BAG_MLP);
   spec.set_embedding_dim(3);
@@ -136,7 +147,7 @@ TEST_F(SparseModelTest, EmbeddingBagMlpGradientsReachTheRows) {
   EXPECT_NE(row_gradients[9], 0.0f);
 }
 
-TEST_F(SparseModelTest, RefusesMalformedInputs) {
+TEST_P(SparseModelTest, RefusesMalformedInputs) {
   ModelSpec spec;
   spec.set_kind(ModelSpec::SPARSE_LOGISTIC_REGRESSION);
   EXPECT_THAT(SparseModel::Create(spec, 3, 8, backend_.get()).status().message(),
@@ -173,6 +184,11 @@ TEST_F(SparseModelTest, RefusesMalformedInputs) {
   ragged.offsets = {0, 2, 5};
   EXPECT_THAT(compute(ragged, rows).message(), HasSubstr("malformed"));
 }
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, SparseModelTest, ::testing::ValuesIn(AvailableBackends()),
+                         [](const ::testing::TestParamInfo<BackendFactory>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace ps
