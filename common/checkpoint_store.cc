@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/job_schema.h"
 
 namespace ps {
 namespace {
@@ -32,27 +33,46 @@ absl::StatusOr<CheckpointManifest> ReadManifest(FileSystem* fs, const std::strin
 
 }  // namespace
 
-absl::StatusOr<std::string> CheckpointStore::JobDirectory(const std::string& dir,
-                                                          const std::string& job_id) const {
-  const std::string& root = dir.empty() ? default_root_ : dir;
-  if (root.empty()) {
+absl::StatusOr<std::string> CheckpointStore::JobDirectory(const std::string& job_id) const {
+  absl::Status valid = ValidateId(job_id, "job_id");
+  if (!valid.ok()) return valid;
+  if (root_.empty()) {
     return absl::FailedPreconditionError(
-        "this ps has no checkpoint directory: start ps_server with --checkpoint_dir=DIR (a "
-        "disk of its host), or set checkpoint.dir in the job to a directory every ps reaches");
+        "this ps has no checkpoint directory: start ps_server with --checkpoint_dir=DIR (a disk "
+        "of its host, or a file system every ps reaches)");
   }
-  return absl::StrCat(root, "/", job_id);
+  return absl::StrCat(root_, "/", job_id);
 }
 
 std::string CheckpointStore::CheckpointName(const std::string& run_id, int64_t seq) {
   return absl::StrFormat("%s-%06d", run_id, seq);
 }
 
+absl::Status CheckpointStore::CheckManifestName(const CheckpointManifest& manifest) {
+  absl::Status status = ValidateId(manifest.job_id(), "manifest.job_id");
+  if (status.ok()) status = ValidateId(manifest.run_id(), "manifest.run_id");
+  if (!status.ok()) return status;
+  if (manifest.seq() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("manifest.seq is ", manifest.seq(), ": checkpoints are numbered from 1"));
+  }
+  const std::string name = CheckpointName(manifest.run_id(), manifest.seq());
+  if (manifest.name() != name) {
+    return absl::InvalidArgumentError(absl::StrCat("manifest.name is \"", manifest.name(),
+                                                   "\": checkpoint ", manifest.seq(), " of run ",
+                                                   manifest.run_id(), " is named \"", name, "\""));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckpointStore::WriteShard(const std::string& job_dir, const std::string& name,
                                          int ps_index, int num_ps,
                                          const std::vector<CheckpointBlock>& blocks,
                                          ShardCheckpoint* entry) const {
+  absl::Status status = ValidateId(name, "checkpoint");
+  if (!status.ok()) return status;
   const std::string directory = absl::StrCat(job_dir, "/", name);
-  absl::Status status = fs_->CreateDirectories(directory);
+  status = fs_->CreateDirectories(directory);
   if (!status.ok()) return status;
   const std::string file = absl::StrCat(name, "/", ShardFileName(ps_index, num_ps));
   absl::StatusOr<CheckpointFileInfo> info =
@@ -67,6 +87,8 @@ absl::Status CheckpointStore::WriteShard(const std::string& job_dir, const std::
 
 absl::Status CheckpointStore::Commit(const std::string& job_dir,
                                      const CheckpointManifest& manifest, int keep) const {
+  absl::Status named = CheckManifestName(manifest);
+  if (!named.ok()) return named;
   const std::string directory = absl::StrCat(job_dir, "/", manifest.name());
   absl::Status status = fs_->CreateDirectories(directory);
   if (status.ok()) {
@@ -121,6 +143,13 @@ absl::StatusOr<ListCheckpointsResponse> CheckpointStore::List(const std::string&
   return response;
 }
 
+absl::StatusOr<CheckpointManifest> CheckpointStore::Manifest(const std::string& job_dir,
+                                                             const std::string& name) const {
+  absl::Status valid = ValidateId(name, "checkpoint");
+  if (!valid.ok()) return valid;
+  return ReadManifest(fs_, job_dir, name);
+}
+
 absl::StatusOr<std::vector<CheckpointBlock>> CheckpointStore::ReadShard(
     const std::string& job_dir, const CheckpointManifest& manifest, int ps_index) const {
   if (ps_index < 0 || ps_index >= manifest.shards_size() ||
@@ -129,6 +158,13 @@ absl::StatusOr<std::vector<CheckpointBlock>> CheckpointStore::ReadShard(
                                             ": its manifest names no file for ps:", ps_index));
   }
   const ShardCheckpoint& entry = manifest.shards(ps_index);
+  const std::string expected =
+      absl::StrCat(manifest.name(), "/", ShardFileName(ps_index, manifest.num_ps()));
+  if (!CheckManifestName(manifest).ok() || entry.file() != expected) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", manifest.name(), ": its manifest names \"",
+                                            entry.file(), "\" for ps:", ps_index, ", not \"",
+                                            expected, "\": it was not written by a ps"));
+  }
   const std::string path = absl::StrCat(job_dir, "/", entry.file());
   absl::StatusOr<std::string> bytes = fs_->ReadFile(path);
   if (!bytes.ok()) return bytes.status();

@@ -330,8 +330,11 @@ absl::Status ValidateCheckpointSpec(const CheckpointSpec& checkpoint) {
     return FieldError("checkpoint.every_seconds", "must be a number >= 0");
   }
   if (checkpoint.keep() < 0) return FieldError("checkpoint.keep", "must be >= 0 (0: keep 3)");
-  if (!checkpoint.dir().empty() && checkpoint.dir()[0] != '/') {
-    return FieldError("checkpoint.dir", "must be an absolute path every ps can reach");
+  if (!checkpoint.dir().empty()) {
+    return FieldError("checkpoint.dir",
+                      "is no longer accepted: a job never names a path on a ps; each ps keeps "
+                      "checkpoints under its own --checkpoint_dir (start every ps with "
+                      "--checkpoint_dir on a shared file system to share them): remove it");
   }
   return absl::OkStatus();
 }

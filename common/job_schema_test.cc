@@ -48,7 +48,7 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
        "checkpoint.every_seconds"},
       {[](JobSpec* s) { s->mutable_checkpoint()->set_keep(-1); }, "checkpoint.keep"},
       {[](JobSpec* s) { s->set_worker_lease_s(-1); }, "worker_lease_s"},
-      {[](JobSpec* s) { s->mutable_checkpoint()->set_dir("relative"); }, "checkpoint.dir"},
+      {[](JobSpec* s) { s->mutable_checkpoint()->set_dir("/shared/ckpt"); }, "no longer accepted"},
       {[](JobSpec* s) { s->mutable_model()->clear_kind(); }, "model.kind"},
       {[](JobSpec* s) { s->mutable_model()->set_kind(ModelSpec::MLP); }, "model.hidden_sizes"},
       {[](JobSpec* s) { s->mutable_data()->clear_synthetic(); }, "data"},

@@ -32,7 +32,6 @@ bool CheckpointCoordinator::agreed_step() const {
 absl::Status CheckpointCoordinator::CheckDirectories() const {
   ListCheckpointsRequest request;
   request.set_job_id(spec_.job_id());
-  request.set_dir(spec_.checkpoint().dir());
   for (int ps = 0; ps < client_.num_ps(); ++ps) {
     absl::Status status = client_.ListCheckpoints(ps, request).status();
     if (!status.ok()) {
@@ -134,7 +133,6 @@ void CheckpointCoordinator::Arm(int64_t at_clock) {
   request.set_run_id(spec_.run_id());
   request.set_seq(next_seq_++);
   request.set_at_clock(at_clock);
-  request.set_dir(spec_.checkpoint().dir());
   const Armed armed{request.seq(), at_clock};
   for (int ps = 0; ps < client_.num_ps(); ++ps) {
     absl::Status status = client_.ArmCheckpoint(ps, request);
@@ -211,7 +209,6 @@ void CheckpointCoordinator::Complete(const Armed& armed,
   CommitCheckpointRequest request;
   *request.mutable_manifest() = manifest;
   request.set_keep(spec_.checkpoint().keep());
-  request.set_dir(spec_.checkpoint().dir());
   for (int ps = 0; ps < client_.num_ps(); ++ps) {
     absl::Status status = client_.CommitCheckpoint(ps, request);
     if (!status.ok()) {

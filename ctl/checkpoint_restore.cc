@@ -18,7 +18,6 @@ absl::StatusOr<std::vector<CheckpointManifest>> CompleteEverywhere(const Cluster
                                                                    std::vector<std::string>* dirs) {
   ListCheckpointsRequest request;
   request.set_job_id(spec.job_id());
-  request.set_dir(spec.checkpoint().dir());
   std::map<std::string, int> listed_by;  // Name -> how many ps list it.
   std::vector<CheckpointManifest> candidates;
   for (int ps = 0; ps < client.num_ps(); ++ps) {
@@ -60,9 +59,8 @@ absl::Status RestoreEverywhere(const ClusterClient& client, const JobSpec& spec,
   *request.mutable_spec() = manifest.parameters();
   request.mutable_spec()->set_run_id(spec.run_id());
   request.mutable_spec()->set_num_workers(client.num_workers());
-  *request.mutable_manifest() = manifest;
+  request.set_checkpoint(manifest.name());
   request.set_num_ps(client.num_ps());
-  request.set_dir(spec.checkpoint().dir());
   for (int ps = 0; ps < client.num_ps(); ++ps) {
     request.set_ps_index(ps);
     absl::Status status = client.RestoreJob(ps, request);

@@ -186,7 +186,9 @@ class ParameterService final : public ParameterServerBase {
   void WriteCheckpoint(const std::weak_ptr<ShardJob>& job, const std::string& job_dir,
                        const std::string& name,
                        const std::shared_ptr<ShardJob::TakenCheckpoint>& taken);
-  absl::Status DoRestoreJob(const RestoreJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  // Restores the job of `request` for `peer`, who must own the checkpointed job.
+  absl::Status DoRestoreJob(const RestoreJobRequest& request, const Peer& peer)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Reserves room for a new job of `spec` under options_.limits, or RESOURCE_EXHAUSTED naming
   // the limit and its flag. The reservation ends with the returned object (once the job is in
   // jobs_, or it failed).

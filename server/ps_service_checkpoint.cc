@@ -43,8 +43,13 @@ grpc::ServerUnaryReactor* ParameterService::ArmCheckpoint(grpc::CallbackServerCo
     if (!allowed.ok()) job = allowed;
   }
   absl::StatusOr<std::string> job_dir =
-      job.ok() ? checkpoints_.JobDirectory(request->dir(), request->job_id()) : job.status();
+      job.ok() ? checkpoints_.JobDirectory(request->job_id()) : job.status();
   if (!job_dir.ok()) return Answer(context, &slot, job_dir.status());
+  if (request->seq() < 1) {
+    return Answer(context, &slot,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "seq is ", request->seq(), ": checkpoints are numbered from 1")));
+  }
   const std::string name = CheckpointStore::CheckpointName(request->run_id(), request->seq());
   absl::Status armed = (*job)->ArmCheckpoint(
       request->run_id(), request->seq(), request->at_clock(),
@@ -81,21 +86,33 @@ void ParameterService::WriteCheckpoint(const std::weak_ptr<ShardJob>& job,
 grpc::ServerUnaryReactor* ParameterService::CommitCheckpoint(
     grpc::CallbackServerContext* context, const CommitCheckpointRequest* request,
     CommitCheckpointResponse* /*response*/) {
+  Peer peer;
   RequestsInFlight::Slot slot;
+  // Who may commit depends on the job (its owner): checked below, before anything is written.
   if (grpc::ServerUnaryReactor* refused =
-          Admit(context, "CommitCheckpoint", RequireUser, &slot)) {
+          Admit(context, "CommitCheckpoint", RequireUser, &slot, &peer)) {
     return refused;
   }
+  const CheckpointManifest& manifest = request->manifest();
+  absl::Status allowed = CheckpointStore::CheckManifestName(manifest);
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      allowed.ok() ? FindJob(manifest.job_id()) : allowed;
+  if (job.ok()) allowed = RequireOwner(peer, (*job)->spec().owner(), manifest.job_id(), "checkpoint");
+  if (job.ok() && allowed.ok() && (*job)->spec().run_id() != manifest.run_id()) {
+    allowed = absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", manifest.name(), " is of run ", manifest.run_id(), ", and job \"",
+        manifest.job_id(), "\" on ", TaskName(), " is run ", (*job)->spec().run_id(),
+        ": only the running run's checkpoints are committed"));
+  }
+  if (!job.ok()) allowed = job.status();
+  if (!allowed.ok()) return Answer(context, &slot, allowed);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto held = std::make_shared<RequestsInFlight::Slot>(std::move(slot));
   io_thread_.Schedule([this, reactor, request, held] {
     const CheckpointManifest& manifest = request->manifest();
-    absl::Status status = ValidateId(manifest.job_id(), "manifest.job_id");
-    if (status.ok()) status = ValidateId(manifest.run_id(), "manifest.run_id");
-    absl::StatusOr<std::string> job_dir =
-        status.ok() ? checkpoints_.JobDirectory(request->dir(), manifest.job_id()) : status;
-    if (job_dir.ok()) status = checkpoints_.Commit(*job_dir, manifest, request->keep());
-    if (!job_dir.ok()) status = job_dir.status();
+    absl::StatusOr<std::string> job_dir = checkpoints_.JobDirectory(manifest.job_id());
+    absl::Status status =
+        job_dir.ok() ? checkpoints_.Commit(*job_dir, manifest, request->keep()) : job_dir.status();
     if (status.ok()) {
       LOG(INFO) << "checkpoint " << manifest.name() << " of job " << manifest.job_id()
                 << " is complete (resume step " << manifest.resume_step() << ")";
@@ -111,20 +128,28 @@ grpc::ServerUnaryReactor* ParameterService::CommitCheckpoint(
 grpc::ServerUnaryReactor* ParameterService::ListCheckpoints(grpc::CallbackServerContext* context,
                                                             const ListCheckpointsRequest* request,
                                                             ListCheckpointsResponse* response) {
+  Peer peer;
   RequestsInFlight::Slot slot;
   if (grpc::ServerUnaryReactor* refused =
-          Admit(context, "ListCheckpoints", RequireMember, &slot)) {
+          Admit(context, "ListCheckpoints", RequireUser, &slot, &peer)) {
     return refused;
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto held = std::make_shared<RequestsInFlight::Slot>(std::move(slot));
-  io_thread_.Schedule([this, reactor, request, response, held] {
-    absl::Status status = ValidateId(request->job_id(), "job_id");
-    absl::StatusOr<std::string> job_dir =
-        status.ok() ? checkpoints_.JobDirectory(request->dir(), request->job_id()) : status;
+  io_thread_.Schedule([this, reactor, request, response, held, peer] {
+    absl::StatusOr<std::string> job_dir = checkpoints_.JobDirectory(request->job_id());
     absl::StatusOr<ListCheckpointsResponse> listed =
         job_dir.ok() ? checkpoints_.List(*job_dir) : job_dir.status();
-    if (listed.ok()) *response = *std::move(listed);
+    if (listed.ok()) {
+      // Only the checkpoints of the caller's own runs of the job.
+      response->set_dir(listed->dir());
+      *response->mutable_problems() = listed->problems();
+      for (CheckpointManifest& manifest : *listed->mutable_manifests()) {
+        if (RequireOwner(peer, manifest.parameters().owner(), manifest.job_id(), "list").ok()) {
+          *response->add_manifests() = std::move(manifest);
+        }
+      }
+    }
     Finish(reactor, held.get(), listed.status());
   });
   return reactor;
@@ -144,12 +169,13 @@ grpc::ServerUnaryReactor* ParameterService::RestoreJob(grpc::CallbackServerConte
   auto owned = std::make_shared<RestoreJobRequest>(*request);
   if (peer.role != Peer::Role::kUnauthenticated) owned->mutable_spec()->set_owner(peer.name);
   auto held = std::make_shared<RequestsInFlight::Slot>(std::move(slot));
-  io_thread_.Schedule(
-      [this, reactor, owned, held] { Finish(reactor, held.get(), DoRestoreJob(*owned)); });
+  io_thread_.Schedule([this, reactor, owned, held, peer] {
+    Finish(reactor, held.get(), DoRestoreJob(*owned, peer));
+  });
   return reactor;
 }
 
-absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request) {
+absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request, const Peer& peer) {
   absl::Status status = CheckTask(request.num_ps(), request.ps_index());
   if (!status.ok()) return status;
   const std::string& id = request.spec().job_id();
@@ -163,13 +189,19 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request) {
                                                    TaskName(), "; delete it before restoring it"));
     }
   }
-  const CheckpointManifest& manifest = request.manifest();
-  if (manifest.job_id() != id) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", manifest.name(), " is of job \"",
-                                                   manifest.job_id(), "\", not \"", id, "\""));
-  }
-  absl::StatusOr<std::string> job_dir = checkpoints_.JobDirectory(request.dir(), id);
+  absl::StatusOr<std::string> job_dir = checkpoints_.JobDirectory(id);
   if (!job_dir.ok()) return job_dir.status();
+  // The manifest this ps wrote, never one a caller sends: it names the files read.
+  absl::StatusOr<CheckpointManifest> found = checkpoints_.Manifest(*job_dir, request.checkpoint());
+  if (!found.ok()) return found.status();
+  const CheckpointManifest& manifest = *found;
+  if (manifest.job_id() != id) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", manifest.name(), " in ", *job_dir,
+                                            " is of job \"", manifest.job_id(), "\", not \"", id,
+                                            "\""));
+  }
+  status = RequireOwner(peer, manifest.parameters().owner(), id, "restore");
+  if (!status.ok()) return status;
   absl::StatusOr<std::unique_ptr<Reservation>> reserved = Reserve(request.spec());
   if (!reserved.ok()) return reserved.status();
   absl::StatusOr<std::vector<CheckpointBlock>> blocks =

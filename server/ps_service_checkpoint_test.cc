@@ -3,6 +3,7 @@
 // checkpoint, says why in the job's statistics, and training goes on.
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -151,6 +152,15 @@ class PsServiceCheckpointTest : public ::testing::Test {
     return manifest;
   }
 
+  // Commits `manifest` on ps `ps`.
+  grpc::Status Commit(int ps, const CheckpointManifest& manifest) {
+    grpc::ClientContext context;
+    CommitCheckpointRequest request;
+    *request.mutable_manifest() = manifest;
+    CommitCheckpointResponse response;
+    return stubs_[ps]->CommitCheckpoint(&context, request, &response);
+  }
+
   void ExpectAbandonedAndTrainingGoesOn(const std::string& reason);
 
   // Task ps:`ps`'s /metrics page.
@@ -203,7 +213,7 @@ TEST_F(PsServiceCheckpointTest, ACommittedCheckpointRestoresTheShardsInANewRun) 
     grpc::ClientContext context;
     RestoreJobRequest request;
     *request.mutable_spec() = Spec("run-2");
-    *request.mutable_manifest() = manifest;
+    request.set_checkpoint(manifest.name());
     request.set_num_ps(kNumPs);
     request.set_ps_index(ps);
     RestoreJobResponse response;
@@ -294,24 +304,86 @@ TEST_F(PsServiceCheckpointTest, ARestoreOfADamagedOrForeignCheckpointChangesNoth
   Start("run-1");
   ASSERT_TRUE(Arm("run-1", 1, -1).ok());
   CheckpointManifest manifest = Manifest(Reports(1), "run-1");
+  ASSERT_TRUE(Commit(1, manifest).ok());
   ASSERT_TRUE(client_->DeleteJob("ckpt").ok());
-  manifest.mutable_shards(1)->set_checksum(manifest.shards(1).checksum() + 1);
+  // Shard 1's file changed on disk after its manifest was written.
+  std::filesystem::resize_file(root_ + "/ckpt/" + manifest.shards(1).file(), 10);
   RestoreJobRequest request;
   *request.mutable_spec() = Spec("run-2");
-  *request.mutable_manifest() = manifest;
+  request.set_checkpoint(manifest.name());
   request.set_num_ps(kNumPs);
   request.set_ps_index(1);
-  grpc::ClientContext context;
-  RestoreJobResponse response;
-  grpc::Status status = stubs_[1]->RestoreJob(&context, request, &response);
+  auto restore = [this, &request](int ps) {
+    grpc::ClientContext context;
+    RestoreJobResponse response;
+    return stubs_[ps]->RestoreJob(&context, request, &response);
+  };
+  grpc::Status status = restore(1);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DATA_LOSS);
   EXPECT_THAT(status.error_message(), HasSubstr("not the file its manifest names"));
   EXPECT_EQ(client_->GetJobStats("ckpt").status().code(), absl::StatusCode::kNotFound);
 
   request.set_ps_index(0);  // Another ps's request.
-  grpc::ClientContext other;
-  EXPECT_EQ(stubs_[1]->RestoreJob(&other, request, &response).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(restore(1).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  // A checkpoint is named, never given: no manifest by that name, or a name that is a path.
+  request.set_ps_index(1);
+  request.set_checkpoint("run-1-000002");
+  EXPECT_EQ(restore(1).error_code(), grpc::StatusCode::NOT_FOUND);
+  for (const char* name : {"../ckpt/run-1-000001", "/etc", "..", ""}) {
+    request.set_checkpoint(name);
+    EXPECT_EQ(restore(1).error_code(), grpc::StatusCode::INVALID_ARGUMENT) << name;
+  }
+  EXPECT_EQ(client_->GetJobStats("ckpt").status().code(), absl::StatusCode::kNotFound);
+}
+
+// The attack of issue 30: a manifest whose name is not its run's checkpoint name ("~", a path)
+// or that names another job or run made a ps write a MANIFEST outside the job's folder and prune
+// every other entry of it. Each is refused before anything is written or deleted.
+TEST_F(PsServiceCheckpointTest, ACommitNamingAnotherPlaceJobOrRunChangesNoFile) {
+  Start("run-1");
+  ASSERT_TRUE(Arm("run-1", 1, -1).ok());
+  const CheckpointManifest good = Manifest(Reports(1), "run-1");
+  ASSERT_TRUE(Commit(0, good).ok());
+  std::filesystem::create_directories(root_ + "/other/keep-me");
+  struct Case {
+    std::function<void(CheckpointManifest*)> edit;
+    grpc::StatusCode code;
+  };
+  const Case cases[] = {
+      {[](CheckpointManifest* m) { m->set_name("~"); }, grpc::StatusCode::INVALID_ARGUMENT},
+      {[](CheckpointManifest* m) { m->set_name("../../x"); }, grpc::StatusCode::INVALID_ARGUMENT},
+      {[](CheckpointManifest* m) { m->set_job_id("../other"); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {[](CheckpointManifest* m) { m->set_job_id("other"); }, grpc::StatusCode::NOT_FOUND},
+      {[](CheckpointManifest* m) {
+         m->set_run_id("run-0");
+         m->set_name("run-0-000002");
+       },
+       grpc::StatusCode::FAILED_PRECONDITION},
+  };
+  for (const Case& c : cases) {
+    CheckpointManifest manifest = good;
+    manifest.set_seq(2);
+    manifest.set_name("run-1-000002");
+    c.edit(&manifest);
+    CommitCheckpointRequest request;
+    *request.mutable_manifest() = manifest;
+    request.set_keep(1);
+    grpc::ClientContext context;
+    CommitCheckpointResponse response;
+    EXPECT_EQ(stubs_[0]->CommitCheckpoint(&context, request, &response).error_code(), c.code)
+        << manifest.ShortDebugString();
+  }
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/ckpt/run-1-000001/MANIFEST"));
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/other/keep-me"));
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/x"));
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/ckpt/~"));
+  std::vector<std::string> entries;
+  for (const auto& entry : std::filesystem::directory_iterator(root_ + "/ckpt")) {
+    entries.push_back(entry.path().filename().string());
+  }
+  EXPECT_EQ(entries, std::vector<std::string>{"run-1-000001"});
 }
 
 }  // namespace

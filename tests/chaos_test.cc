@@ -176,7 +176,7 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {
     int read = 0;
     for (int ps = 0; ps < 2; ++ps) {
       CheckpointStore store(FileSystem::Default(), absl::StrCat(dir_, "/checkpoints-", ps));
-      absl::StatusOr<std::string> job_dir = store.JobDirectory("", job_id);
+      absl::StatusOr<std::string> job_dir = store.JobDirectory(job_id);
       ASSERT_TRUE(job_dir.ok()) << job_dir.status();
       absl::StatusOr<ListCheckpointsResponse> listed = store.List(*job_dir);
       ASSERT_TRUE(listed.ok()) << listed.status();
