@@ -143,6 +143,17 @@ absl::StatusOr<ListCheckpointsResponse> CheckpointStore::List(const std::string&
   return response;
 }
 
+absl::StatusOr<std::vector<std::string>> CheckpointStore::DeleteAll(
+    const std::string& job_dir) const {
+  absl::StatusOr<std::vector<std::string>> names = fs_->ListDirectory(job_dir);
+  if (absl::IsNotFound(names.status())) return std::vector<std::string>();
+  if (!names.ok()) return names.status();
+  std::sort(names->begin(), names->end());
+  absl::Status status = fs_->DeleteRecursively(job_dir);
+  if (!status.ok()) return status;
+  return names;
+}
+
 absl::StatusOr<CheckpointManifest> CheckpointStore::Manifest(const std::string& job_dir,
                                                              const std::string& name) const {
   absl::Status valid = ValidateId(name, "checkpoint");

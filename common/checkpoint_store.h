@@ -58,6 +58,9 @@ class CheckpointStore {
   // The job's complete checkpoints, oldest first, and what is wrong with the manifests that
   // do not verify. An empty list when the directory does not exist.
   absl::StatusOr<ListCheckpointsResponse> List(const std::string& job_dir) const;
+  // Deletes every checkpoint in `job_dir` (complete or not) and the directory; returns their
+  // names, in name order. OK with none when the directory does not exist.
+  absl::StatusOr<std::vector<std::string>> DeleteAll(const std::string& job_dir) const;
   // The complete checkpoint `name` of the job in `job_dir`: INVALID_ARGUMENT when `name` is not
   // an id, NOT_FOUND when it has no manifest, DATA_LOSS when its manifest does not verify.
   absl::StatusOr<CheckpointManifest> Manifest(const std::string& job_dir,

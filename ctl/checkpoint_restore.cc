@@ -74,16 +74,31 @@ absl::Status RestoreEverywhere(const ClusterClient& client, const JobSpec& spec,
 
 }  // namespace
 
+bool RestorableCheckpoints::Accepts(const CheckpointManifest& manifest) const {
+  return any || run_ids.count(manifest.run_id()) > 0 ||
+         (!resumed_from.empty() && manifest.name() == resumed_from);
+}
+
 absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& client,
-                                                           const JobSpec& spec, std::ostream& out) {
+                                                           const JobSpec& spec,
+                                                           const RestorableCheckpoints& restorable,
+                                                           std::ostream& out) {
   std::vector<std::string> dirs;
   absl::StatusOr<std::vector<CheckpointManifest>> complete =
       CompleteEverywhere(client, spec, out, &dirs);
   if (!complete.ok()) return complete.status();
+  const size_t found = complete->size();
+  complete->erase(std::remove_if(complete->begin(), complete->end(),
+                                 [&restorable](const CheckpointManifest& manifest) {
+                                   return !restorable.Accepts(manifest);
+                                 }),
+                  complete->end());
   if (complete->empty()) {
     return absl::NotFoundError(absl::StrCat(
-        "job \"", spec.job_id(), "\" has no complete checkpoint to resume from (looked in ",
-        absl::StrJoin(dirs, ", "), "); submit it without --resume to start afresh"));
+        "job \"", spec.job_id(), "\" has no complete checkpoint ",
+        restorable.any ? "" : "of this run ", "to restore (looked in ", absl::StrJoin(dirs, ", "),
+        found > 0 ? absl::StrCat("; the ", found, " of other runs are never restored") : "",
+        ")"));
   }
   absl::Status last;
   for (const CheckpointManifest& manifest : *complete) {
@@ -96,6 +111,23 @@ absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& 
   return absl::DataLossError(
       absl::StrCat("job \"", spec.job_id(), "\": none of its ", complete->size(),
                    " complete checkpoints restores; the last error: ", last.message()));
+}
+
+absl::Status DeleteCheckpointsEverywhere(const ClusterClient& client, const std::string& job_id,
+                                         std::ostream& out) {
+  for (int ps = 0; ps < client.num_ps(); ++ps) {
+    absl::StatusOr<DeleteCheckpointsResponse> deleted = client.DeleteCheckpoints(ps, job_id);
+    if (!deleted.ok()) {
+      return absl::Status(deleted.status().code(),
+                          absl::StrCat("ps:", ps, ": the earlier run's checkpoints were not "
+                                       "deleted: ", deleted.status().message()));
+    }
+    if (deleted->deleted_size() > 0) {
+      out << "ps:" << ps << ": deleted the earlier runs' checkpoints "
+          << absl::StrJoin(deleted->deleted(), ", ") << "\n";
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::vector<int64_t> WorkerResumeSteps(const CheckpointManifest& manifest, int num_workers) {

@@ -203,6 +203,14 @@ absl::Status ClusterClient::RestoreJob(int ps, const RestoreJobRequest& request)
       .status();
 }
 
+absl::StatusOr<DeleteCheckpointsResponse> ClusterClient::DeleteCheckpoints(
+    int ps, const std::string& job_id) const {
+  DeleteCheckpointsRequest request;
+  request.set_job_id(job_id);
+  return CallPs(ps, "DeleteCheckpoints", request, &ParameterServer::Stub::DeleteCheckpoints,
+                options_.checkpoint_timeout);
+}
+
 bool ClusterClient::WaitForConnected(absl::string_view job, int index) const {
   return Channel(job, index)->WaitForConnected(GrpcDeadline(options_.status_timeout));
 }

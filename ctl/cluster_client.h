@@ -93,6 +93,8 @@ class ClusterClient {
   absl::StatusOr<ListCheckpointsResponse> ListCheckpoints(
       int ps, const ListCheckpointsRequest& request) const;
   absl::Status RestoreJob(int ps, const RestoreJobRequest& request) const;
+  absl::StatusOr<DeleteCheckpointsResponse> DeleteCheckpoints(int ps,
+                                                              const std::string& job_id) const;
 
   // Any task. False when no connection came up within status_timeout.
   bool WaitForConnected(absl::string_view job, int index) const;

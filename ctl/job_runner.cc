@@ -153,6 +153,11 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
   absl::Status status =
       ClaimJobId(cluster, client, spec.job_id(), options.replace || options.resume, out);
   if (!status.ok()) return status;
+  if (options.replace && !options.resume) {
+    // The replaced runs' checkpoints go too: no recovery of this run can restore them.
+    status = DeleteCheckpointsEverywhere(client, spec.job_id(), out);
+    if (!status.ok()) return status;
+  }
   if (options.replay != nullptr) {
     // The recorded run's shards' spec, as this run's workers will make it (same JobSpec).
     ParameterSpec parameters = options.replay->parameters;
@@ -167,7 +172,10 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
         << " ps in their recorded order\n";
   }
   if (!options.resume) return RunStart{std::vector<int64_t>(client.num_workers(), 0), ""};
-  absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(client, spec, out);
+  RestorableCheckpoints any_run;
+  any_run.any = true;  // --resume: the newest complete checkpoint of the job, of any run.
+  absl::StatusOr<CheckpointManifest> restored =
+      RestoreLatestCheckpoint(client, spec, any_run, out);
   if (!restored.ok()) return restored.status();
   out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name() << " at step "
       << restored->resume_step() << " as run " << spec.run_id() << "\n";
@@ -260,13 +268,16 @@ constexpr absl::Duration kRecoveryDeadline = absl::Seconds(60);
 
 // Recovers the job after a ps lost it (docs/ARCHITECTURE.md section 6, recovery as a rollback; the
 // departure is in docs/checkpoints.md): once every ps is up, stops the run everywhere, restores
-// the job's latest complete checkpoint on every shard as a new run (`spec`'s run_id is renewed)
-// and starts every worker that is up at its step, which it returns. A ps lost again meanwhile
-// (UNAVAILABLE) starts it over, until kRecoveryDeadline. Every probe and the recovered run use
-// channels made afresh (`*client` is replaced), none from before the ps went away.
+// the latest complete checkpoint of this submission's own runs (`*restorable`, never another
+// run's) on every shard as a new run (`spec`'s run_id is renewed and added to `*restorable`)
+// and starts every worker that is up at its step, which it returns. Before the run's first
+// checkpoint it starts the run over from step 0 instead, saying so. A ps lost again meanwhile
+// (UNAVAILABLE) starts the recovery over, until kRecoveryDeadline. Every probe and the recovered
+// run use channels made afresh (`*client` is replaced), none from before the ps went away.
 absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<ClusterClient>* client,
-                                JobSpec* spec, const SubmitOptions& options,
-                                const Recovery& recovery, ResultsWriter* results) {
+                                JobSpec* spec, RestorableCheckpoints* restorable,
+                                const SubmitOptions& options, const Recovery& recovery,
+                                ResultsWriter* results) {
   std::ostream& out = *options.out;
   const std::string task = absl::StrCat("ps:", recovery.shard.ps);
   out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step "
@@ -299,10 +310,19 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<Clus
     const absl::Time up = absl::Now();
     StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
     spec->set_run_id(NewRunId());
-    absl::StatusOr<CheckpointManifest> restored = RestoreLatestCheckpoint(**client, *spec, out);
+    restorable->run_ids.insert(spec->run_id());
+    absl::StatusOr<CheckpointManifest> restored =
+        RestoreLatestCheckpoint(**client, *spec, *restorable, out);
     if (!restored.ok() && absl::IsUnavailable(restored.status())) {
       last = restored.status();
       continue;
+    }
+    // No checkpoint of its own yet: the run starts over from step 0 (as a fresh submission of
+    // it would), never from another run's state.
+    const bool start_over = absl::IsNotFound(restored.status());
+    if (start_over) {
+      out << restored.status().message() << ": the job starts over from step 0\n";
+      restored = CheckpointManifest();
     }
     if (!restored.ok()) return restored.status();
     const absl::Time restored_at = absl::Now();
@@ -326,7 +346,10 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<Clus
       return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d));
     };
     const std::string line = absl::StrCat(
-        "recovered: the job goes on from checkpoint ", restored->name(), " at step ",
+        "recovered: the job goes on from ",
+        start_over ? "the start (no checkpoint of this run yet)"
+                   : absl::StrCat("checkpoint ", restored->name()),
+        " at step ",
         restored->resume_step(),
         std::all_of(resume_steps.begin(), resume_steps.end(),
                     [&restored](int64_t step) { return step == restored->resume_step(); })
@@ -493,13 +516,16 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     return absl::OkStatus();
   }
   int64_t first_step = run->first_step();
+  RestorableCheckpoints restorable;  // A recovery restores only this submission's runs' own.
+  restorable.run_ids.insert(spec.run_id());
+  restorable.resumed_from = run->checkpoint;
   while (true) {
     std::optional<Recovery> recover;
     status = FollowJob(cluster, **client, spec, options, *checkpoints, results.get(), start,
                        first_step, &recover);
     if (!recover.has_value()) return status;
     absl::StatusOr<int64_t> recovered =
-        Recover(cluster, &*client, &spec, options, *recover, results.get());
+        Recover(cluster, &*client, &spec, &restorable, options, *recover, results.get());
     if (!recovered.ok()) return recovered.status();
     first_step = *recovered;
     checkpoints = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);

@@ -79,8 +79,9 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
                                 ParameterServer::WithCallbackMethod_CommitCheckpoint<
                                     ParameterServer::WithCallbackMethod_ListCheckpoints<
                                         ParameterServer::WithCallbackMethod_RestoreJob<
-                                            ParameterServer::WithCallbackMethod_GetApplyLog<
-                                                ParameterServer::Service>>>>>>>>>>>>>;
+                                            ParameterServer::WithCallbackMethod_DeleteCheckpoints<
+                                                ParameterServer::WithCallbackMethod_GetApplyLog<
+                                                    ParameterServer::Service>>>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -134,6 +135,9 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* ListCheckpoints(grpc::CallbackServerContext* context,
                                             const ListCheckpointsRequest* request,
                                             ListCheckpointsResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteCheckpoints(grpc::CallbackServerContext* context,
+                                              const DeleteCheckpointsRequest* request,
+                                              DeleteCheckpointsResponse* response) override;
   grpc::ServerUnaryReactor* RestoreJob(grpc::CallbackServerContext* context,
                                        const RestoreJobRequest* request,
                                        RestoreJobResponse* response) override;

@@ -155,6 +155,47 @@ grpc::ServerUnaryReactor* ParameterService::ListCheckpoints(grpc::CallbackServer
   return reactor;
 }
 
+grpc::ServerUnaryReactor* ParameterService::DeleteCheckpoints(
+    grpc::CallbackServerContext* context, const DeleteCheckpointsRequest* request,
+    DeleteCheckpointsResponse* response) {
+  Peer peer;
+  RequestsInFlight::Slot slot;
+  if (grpc::ServerUnaryReactor* refused =
+          Admit(context, "DeleteCheckpoints", RequireUser, &slot, &peer)) {
+    return refused;
+  }
+  if (FindJob(request->job_id()).ok()) {
+    return Answer(context, &slot,
+                  absl::FailedPreconditionError(absl::StrCat(
+                      "job \"", request->job_id(), "\" is on ", TaskName(),
+                      ": delete the job before its checkpoints")));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto held = std::make_shared<RequestsInFlight::Slot>(std::move(slot));
+  io_thread_.Schedule([this, reactor, request, response, held, peer] {
+    absl::StatusOr<std::string> job_dir = checkpoints_.JobDirectory(request->job_id());
+    absl::StatusOr<ListCheckpointsResponse> listed =
+        job_dir.ok() ? checkpoints_.List(*job_dir) : job_dir.status();
+    absl::Status status = listed.status();
+    for (int i = 0; status.ok() && i < listed->manifests_size(); ++i) {
+      const CheckpointManifest& manifest = listed->manifests(i);
+      status = RequireOwner(peer, manifest.parameters().owner(), manifest.job_id(),
+                            "delete the checkpoints of");
+    }
+    absl::StatusOr<std::vector<std::string>> deleted =
+        status.ok() ? checkpoints_.DeleteAll(*job_dir) : status;
+    if (deleted.ok()) {
+      for (const std::string& name : *deleted) response->add_deleted(name);
+      if (!deleted->empty()) {
+        LOG(INFO) << "job " << request->job_id() << ": deleted its " << deleted->size()
+                  << " checkpoint(s) for " << peer.Describe() << " on " << TaskName();
+      }
+    }
+    Finish(reactor, held.get(), deleted.status());
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* ParameterService::RestoreJob(grpc::CallbackServerContext* context,
                                                        const RestoreJobRequest* request,
                                                        RestoreJobResponse* /*response*/) {

@@ -33,7 +33,8 @@
 #include "absl/time/clock.h"
 #include "common/checkpoint_store.h"
 #include "common/file_system.h"
-#include "common/subprocess.h"
+#include "absl/strings/str_join.h"
+#include "tests/daemon_cluster.h"
 #include "tests/psctl_testing.h"
 
 namespace ps {
@@ -104,23 +105,15 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     dir_ = TestDir();
-    absl::StatusOr<std::vector<int>> ports = PickUnusedPorts(5);
-    ASSERT_TRUE(ports.ok()) << ports.status();
-    std::vector<std::string> addresses;
-    for (int port : *ports) addresses.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
-    spec_ = dir_ + "/cluster.json";
-    std::ofstream(spec_) << absl::Substitute(
-        R"({"cluster": {"ps": [$0, $1], "worker": [$2, $3, $4]}})", addresses[0], addresses[1],
-        addresses[2], addresses[3], addresses[4]);
-    for (const std::string& task : kTasks) Start(task);
+    absl::StatusOr<std::unique_ptr<DaemonCluster>> cluster = DaemonCluster::Start(dir_, 2, 3);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    spec_ = cluster_->spec_path();
   }
 
   void TearDown() override {
-    for (auto& [task, daemon] : daemons_) daemon.Signal(SIGTERM);
-    for (auto& [task, daemon] : daemons_) {
-      EXPECT_TRUE(daemon.Wait(absl::Seconds(20)).has_value()) << task << " did not stop";
-    }
-    daemons_.clear();
+    std::vector<std::string> stuck;
+    EXPECT_TRUE(cluster_->Stop(&stuck)) << absl::StrJoin(stuck, ", ") << " did not stop";
     EXPECT_THAT(ProcessesMentioning(dir_), ::testing::IsEmpty())
         << "processes of this test are left behind";
     // The results, for the record (tools/chaos.sh).
@@ -132,28 +125,6 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {
                               std::filesystem::copy_options::recursive, ignored);
       }
     }
-  }
-
-  void Start(const std::string& task) {
-    const std::string index = task.substr(task.find(':') + 1);
-    std::vector<std::string> argv = {task[0] == 'p' ? kPsServer : kPsWorker,
-                                     "--cluster_spec=" + spec_, "--task=" + task};
-    if (task[0] == 'p') {
-      argv.push_back(absl::StrCat("--checkpoint_dir=", dir_, "/checkpoints-", index));
-    } else {
-      argv.push_back("--device=cpu");
-    }
-    absl::StatusOr<Subprocess> process =
-        Subprocess::Start(argv, absl::StrCat(dir_, "/", task[0] == 'p' ? "ps-" : "worker-", index,
-                                             "-", starts_[task]++, ".log"));
-    ASSERT_TRUE(process.ok()) << process.status();
-    daemons_.insert_or_assign(task, *std::move(process));
-  }
-
-  void Kill(const std::string& task) {
-    Subprocess& daemon = daemons_.at(task);
-    daemon.Signal(SIGKILL);
-    EXPECT_EQ(daemon.Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL)) << task;
   }
 
   std::string Job(const std::string& id) const {
@@ -175,7 +146,7 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {
   void ExpectEveryCheckpointReadable(const std::string& job_id) {
     int read = 0;
     for (int ps = 0; ps < 2; ++ps) {
-      CheckpointStore store(FileSystem::Default(), absl::StrCat(dir_, "/checkpoints-", ps));
+      CheckpointStore store(FileSystem::Default(), cluster_->checkpoint_dir(ps));
       absl::StatusOr<std::string> job_dir = store.JobDirectory(job_id);
       ASSERT_TRUE(job_dir.ok()) << job_dir.status();
       absl::StatusOr<ListCheckpointsResponse> listed = store.List(*job_dir);
@@ -192,10 +163,8 @@ class ChaosTest : public ::testing::TestWithParam<std::string> {
     EXPECT_GT(read, 0) << "no complete checkpoint was left to check";
   }
 
-  const std::vector<std::string> kTasks = {"ps:0", "ps:1", "worker:0", "worker:1", "worker:2"};
   std::string dir_, spec_;
-  std::map<std::string, Subprocess> daemons_;
-  std::map<std::string, int> starts_;
+  std::unique_ptr<DaemonCluster> cluster_;
 };
 
 TEST_P(ChaosTest, AJobOutlivesKillsOfRandomTasks) {
@@ -217,12 +186,12 @@ TEST_P(ChaosTest, AJobOutlivesKillsOfRandomTasks) {
   std::vector<std::pair<absl::Time, std::string>> restarts;
   for (int k = 0; k < kills; ++k) {
     absl::SleepFor(uniform(2, 4));
-    const std::string task = kTasks[random() % kTasks.size()];
+    const std::string task = cluster_->tasks()[random() % cluster_->tasks().size()];
     const absl::Duration down = uniform(0, 2);
     if (chaos.Ended() || HasFailure()) break;  // It ended already.
-    Kill(task);
+    EXPECT_TRUE(cluster_->Kill(task)) << task;
     absl::SleepFor(down);
-    Start(task);
+    ASSERT_TRUE(cluster_->StartTask(task).ok()) << task;
     restarts.emplace_back(absl::Now(), task);
   }
   ASSERT_EQ(chaos.Wait(timeout), 0) << chaos.Output();
