@@ -3,6 +3,8 @@
 #include <grpc/grpc_security_constants.h>
 #include <grpcpp/security/auth_context.h>
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +55,11 @@ Peer CertificatePeer(const grpc::ServerContextBase& context) {
   return PeerFromSubject(absl::string_view(subject[0].data(), subject[0].size()));
 }
 
+std::vector<std::string>& AdminUsers() {
+  static auto* names = new std::vector<std::string>();
+  return *names;
+}
+
 absl::Status NoToken(absl::string_view method) {
   return absl::UnauthenticatedError(
       absl::StrCat(method,
@@ -63,10 +70,16 @@ absl::Status NoToken(absl::string_view method) {
 
 }  // namespace
 
+void SetProcessAdminUsers(std::vector<std::string> names) { AdminUsers() = std::move(names); }
+
 Peer PeerOf(const grpc::ServerContextBase& context) {
   Peer peer = CertificatePeer(context);
   const AuthTokens& tokens = ProcessAuthTokens();
-  if (!tokens.any()) return peer;
+  if (!tokens.any()) {
+    peer.admin = peer.role == Peer::Role::kUser &&
+                 std::find(AdminUsers().begin(), AdminUsers().end(), peer.name) != AdminUsers().end();
+    return peer;
+  }
   absl::string_view presented;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
@@ -78,6 +91,8 @@ Peer PeerOf(const grpc::ServerContextBase& context) {
   if (peer.role == Peer::Role::kUnauthenticated) {
     peer = admin ? Peer{Peer::Role::kUser, "admin", true} : Peer{Peer::Role::kTask, "task", true};
   }
+  peer.admin = peer.role == Peer::Role::kUser &&
+               std::find(AdminUsers().begin(), AdminUsers().end(), peer.name) != AdminUsers().end();
   return peer;
 }
 
@@ -98,6 +113,15 @@ absl::Status RequireMember(const Peer& peer, absl::string_view method) {
   if (peer.role != Peer::Role::kOther) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(method, " is for the cluster's users and tasks; ",
                                                   peer.Describe(), " is neither"));
+}
+
+absl::Status RequireTask(const Peer& peer, absl::string_view method) {
+  if (peer.role == Peer::Role::kNoToken) return NoToken(method);
+  if (peer.role == Peer::Role::kUnauthenticated || peer.role == Peer::Role::kTask) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat(method, " is for the cluster's tasks; ", peer.Describe(), " is not one"));
 }
 
 absl::Status RequireWorkerHost(const Peer& peer, int worker,
@@ -121,10 +145,36 @@ absl::Status RequireOwner(const Peer& peer, const std::string& owner, absl::stri
   if (peer.role == Peer::Role::kUnauthenticated) return absl::OkStatus();
   absl::Status user = RequireUser(peer, method);
   if (!user.ok()) return user;
-  if (owner.empty() || owner == peer.name) return absl::OkStatus();
+  if (owner.empty() || owner == peer.name || peer.admin) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat("job \"", job_id, "\" belongs to user ", owner,
                                                   "; ", peer.Describe(), " may not ", method,
                                                   " it"));
+}
+
+absl::Status RequireJobAccess(const Peer& peer, const std::string& owner, absl::string_view job_id,
+                              JobAccess access, absl::string_view method) {
+  switch (peer.role) {
+    case Peer::Role::kNoToken:
+      return NoToken(method);
+    case Peer::Role::kUnauthenticated:
+      return absl::OkStatus();
+    case Peer::Role::kTask:
+      if (access != JobAccess::kManage) return absl::OkStatus();
+      return absl::PermissionDeniedError(absl::StrCat(
+          method, " of job \"", job_id, "\" is for its owner or an admin; ", peer.Describe(),
+          " is a task"));
+    case Peer::Role::kUser:
+      if (owner.empty() || owner == peer.name) return absl::OkStatus();
+      if (peer.admin && access != JobAccess::kData) return absl::OkStatus();
+      return absl::PermissionDeniedError(absl::StrCat(
+          "job \"", job_id, "\" belongs to user ", owner, "; ", peer.Describe(), " may not call ",
+          method, " on it", peer.admin ? " (an admin stops, deletes and reads jobs; it does "
+                                         "not train them)" : ""));
+    case Peer::Role::kOther:
+      break;
+  }
+  return absl::PermissionDeniedError(absl::StrCat(method, " is for the cluster's users and tasks; ",
+                                                  peer.Describe(), " is neither"));
 }
 
 }  // namespace ps

@@ -56,6 +56,48 @@ TEST(PeerIdentityTest, ATaskActsOnlyAsTheWorkersOnItsOwnHost) {
   EXPECT_TRUE(RequireWorkerHost(task, 1, {}, "Push").ok());
 }
 
+// Every call about a job (docs/ARCHITECTURE.md section 7): who may make each kind.
+TEST(PeerIdentityTest, AJobIsReadAndChangedOnlyByItsOwnerItsTasksAndAdmins) {
+  const Peer alice = PeerFromSubject("CN=alice,O=admin"), bob = PeerFromSubject("CN=bob,O=admin");
+  const Peer task = PeerFromSubject("CN=10.0.0.3,O=task"), other = PeerFromSubject("CN=x,O=y");
+  Peer root = PeerFromSubject("CN=root,O=admin");
+  root.admin = true;
+  const Peer no_token{Peer::Role::kNoToken, "", false};
+  struct Case {
+    const Peer* peer;
+    JobAccess access;
+    absl::StatusCode code;
+  };
+  const Case cases[] = {
+      {&alice, JobAccess::kData, absl::StatusCode::kOk},
+      {&alice, JobAccess::kRead, absl::StatusCode::kOk},
+      {&alice, JobAccess::kManage, absl::StatusCode::kOk},
+      {&bob, JobAccess::kData, absl::StatusCode::kPermissionDenied},
+      {&bob, JobAccess::kRead, absl::StatusCode::kPermissionDenied},
+      {&bob, JobAccess::kManage, absl::StatusCode::kPermissionDenied},
+      {&task, JobAccess::kData, absl::StatusCode::kOk},
+      {&task, JobAccess::kRead, absl::StatusCode::kOk},
+      {&task, JobAccess::kManage, absl::StatusCode::kPermissionDenied},
+      {&root, JobAccess::kData, absl::StatusCode::kPermissionDenied},
+      {&root, JobAccess::kRead, absl::StatusCode::kOk},
+      {&root, JobAccess::kManage, absl::StatusCode::kOk},
+      {&other, JobAccess::kRead, absl::StatusCode::kPermissionDenied},
+      {&no_token, JobAccess::kRead, absl::StatusCode::kUnauthenticated},
+  };
+  for (const Case& c : cases) {
+    const absl::Status status = RequireJobAccess(*c.peer, "alice", "j", c.access, "Call");
+    EXPECT_EQ(status.code(), c.code) << c.peer->Describe() << " " << static_cast<int>(c.access)
+                                     << ": " << status;
+  }
+  EXPECT_THAT(RequireJobAccess(bob, "alice", "j", JobAccess::kData, "Pull").message(),
+              HasSubstr("job \"j\" belongs to user alice; user bob may not call Pull on it"));
+  // A job started without security has no owner: any user may.
+  EXPECT_TRUE(RequireJobAccess(bob, "", "j", JobAccess::kManage, "StopJob").ok());
+  EXPECT_TRUE(RequireOwner(root, "alice", "j", "stop").ok());
+  EXPECT_TRUE(RequireTask(task, "Deliver").ok());
+  EXPECT_EQ(RequireTask(alice, "Deliver").code(), absl::StatusCode::kPermissionDenied);
+}
+
 TEST(PeerIdentityTest, WithoutMutualTlsEveryoneMayDoEverything) {
   const Peer anyone;
   EXPECT_TRUE(RequireUser(anyone, "StartJob").ok());

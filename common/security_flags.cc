@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_split.h"
+
 DEFINE_string(tls_cert, "",
               "PEM certificate of this process (with --tls_key): servers speak TLS with it and "
               "channels present it; reloaded when the file changes");
@@ -16,6 +18,9 @@ DEFINE_string(admin_token_file, "",
               "servers accept it; PS_ADMIN_TOKEN when empty");
 DEFINE_bool(reflection, false,
             "serve gRPC server reflection (grpc_cli, grpcurl list the services): for debugging");
+DEFINE_string(admin_users, "",
+              "the daemons: users (certificate common names; \"admin\" for the admin token) who "
+              "may stop, delete and read every job, comma-separated; others only their own");
 DEFINE_string(tls_ca, "",
               "PEM certificate of the cluster's CA: channels verify servers against it (and "
               "their host names); servers require client certificates it signed (mutual TLS)");
@@ -27,6 +32,10 @@ TransportSecurity TransportSecurityFromFlags() {
 }
 
 bool ReflectionFromFlags() { return FLAGS_reflection; }
+
+std::vector<std::string> AdminUsersFromFlags() {
+  return absl::StrSplit(FLAGS_admin_users, ',', absl::SkipWhitespace());
+}
 
 absl::StatusOr<AuthTokens> AuthTokensFromFlags() {
   return ReadAuthTokens(FLAGS_auth_token_file, FLAGS_admin_token_file);

@@ -17,6 +17,8 @@ namespace ps {
 TransportSecurity TransportSecurityFromFlags();
 // --reflection (the daemons' servers only).
 bool ReflectionFromFlags();
+// --admin_users (the daemons only; common/peer_identity.h's SetProcessAdminUsers).
+std::vector<std::string> AdminUsersFromFlags();
 // --auth_token_file and --admin_token_file read (or the environment; common/auth_token.h).
 absl::StatusOr<AuthTokens> AuthTokensFromFlags();
 // Those two flags again, with absolute paths, for daemons this process starts (psctl local).

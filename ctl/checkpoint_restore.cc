@@ -96,7 +96,8 @@ absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& 
   if (complete->empty()) {
     return absl::NotFoundError(absl::StrCat(
         "job \"", spec.job_id(), "\" has no complete checkpoint ",
-        restorable.any ? "" : "of this run ", "to restore (looked in ", absl::StrJoin(dirs, ", "),
+        restorable.any ? "to resume from" : "of this run to restore", " (looked in ",
+        absl::StrJoin(dirs, ", "),
         found > 0 ? absl::StrCat("; the ", found, " of other runs are never restored") : "",
         ")"));
   }

@@ -176,6 +176,10 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
   any_run.any = true;  // --resume: the newest complete checkpoint of the job, of any run.
   absl::StatusOr<CheckpointManifest> restored =
       RestoreLatestCheckpoint(client, spec, any_run, out);
+  if (absl::IsNotFound(restored.status())) {
+    return absl::NotFoundError(absl::StrCat(restored.status().message(),
+                                            "; submit it without --resume to start afresh"));
+  }
   if (!restored.ok()) return restored.status();
   out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name() << " at step "
       << restored->resume_step() << " as run " << spec.run_id() << "\n";
@@ -455,6 +459,16 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     if (progress.state() == JobProgress::FAILED && lost.lost().count(progress.worker()) == 0) {
       return absl::Status(static_cast<absl::StatusCode>(progress.error_code()),
                           absl::StrCat("worker:", progress.worker(), ": ", progress.error()));
+    }
+  }
+  // Stopped, and not by this psctl: someone else ended the run (psctl stop, an admin).
+  for (const JobProgress& progress : last) {
+    if (!stopped && progress.state() == JobProgress::STOPPED &&
+        lost.lost().count(progress.worker()) == 0) {
+      return absl::AbortedError(absl::StrCat(
+          "job ", spec.job_id(), " was stopped on worker:", progress.worker(), " by ",
+          progress.stopped_by().empty() ? "another caller" : progress.stopped_by(),
+          " before it finished"));
     }
   }
   if (!lost.lost().empty()) {

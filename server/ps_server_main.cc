@@ -26,6 +26,7 @@
 #include "common/host_port.h"
 #include "common/job_schema.h"
 #include "common/metrics_flags.h"
+#include "common/peer_identity.h"
 #include "common/security_flags.h"
 #include "server/ps_server.h"
 
@@ -122,6 +123,7 @@ int Run() {
     return 2;
   }
   ps::SetProcessAuthTokens(*tokens);
+  ps::SetProcessAdminUsers(ps::AdminUsersFromFlags());
   options.security = ps::TransportSecurityFromFlags();
   options.reflection = ps::ReflectionFromFlags();
   absl::StatusOr<int> metrics_port = ps::MetricsPortFromFlags();

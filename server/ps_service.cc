@@ -262,6 +262,17 @@ void ParameterService::Shutdown() {
   }
 }
 
+absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(const Peer& peer,
+                                                                       const std::string& job_id,
+                                                                       JobAccess access,
+                                                                       absl::string_view method) {
+  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(job_id);
+  if (!job.ok()) return job;
+  absl::Status allowed = RequireJobAccess(peer, (*job)->spec().owner(), job_id, access, method);
+  if (!allowed.ok()) return allowed;
+  return job;
+}
+
 absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJob(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   if (shutting_down_) {
@@ -335,11 +346,20 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
 grpc::ServerUnaryReactor* ParameterService::CreateJob(grpc::CallbackServerContext* context,
                                                       const CreateJobRequest* request,
                                                       CreateJobResponse* response) {
+  Peer peer;
   RequestsInFlight::Slot slot;
-  if (grpc::ServerUnaryReactor* refused = Admit(context, "CreateJob", RequireMember, &slot)) {
+  if (grpc::ServerUnaryReactor* refused =
+          Admit(context, "CreateJob", RequireMember, &slot, &peer)) {
     return refused;
   }
-  absl::StatusOr<CreateJobResponse> result = DoCreateJob(*request);
+  // A job a user creates (psctl replay) is that user's; a task creates it for the owner the
+  // worker recorded when the user started it (StartJob).
+  std::optional<CreateJobRequest> owned;
+  if (peer.role == Peer::Role::kUser) {
+    owned = *request;
+    owned->mutable_spec()->set_owner(peer.name);
+  }
+  absl::StatusOr<CreateJobResponse> result = DoCreateJob(owned ? *owned : *request);
   if (result.ok()) *response = *std::move(result);
   return Answer(context, &slot, result.status());
 }
@@ -392,6 +412,7 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
   PullRequest pull;
   absl::Status status = ParseFromByteBuffer(*request, &pull);
   if (status.ok()) status = RequireWorkerHost(peer, pull.worker(), options_.worker_hosts, "Pull");
+  if (status.ok()) status = FindJobFor(peer, pull.job_id(), JobAccess::kData, "Pull").status();
   if (!status.ok()) return Answer(context, &slot, status);
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPull,
                                   request->Length());
@@ -439,7 +460,8 @@ absl::StatusOr<PushResponse> ParameterService::DoPush(const Peer& peer,
         absl::Status allowed =
             RequireWorkerHost(peer, decoded.worker(), options_.worker_hosts, method);
         if (!allowed.ok()) return allowed;
-        absl::StatusOr<std::shared_ptr<ShardJob>> found = FindJob(decoded.job_id());
+        absl::StatusOr<std::shared_ptr<ShardJob>> found =
+            FindJobFor(peer, decoded.job_id(), JobAccess::kData, method);
         if (found.ok()) *job = *found;
         return found;
       },
@@ -469,11 +491,14 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerContext* context,
                                                         const JobStatsRequest* request,
                                                         JobStats* response) {
+  Peer peer;
   RequestsInFlight::Slot slot;
-  if (grpc::ServerUnaryReactor* refused = Admit(context, "GetJobStats", RequireMember, &slot)) {
+  if (grpc::ServerUnaryReactor* refused =
+          Admit(context, "GetJobStats", RequireMember, &slot, &peer)) {
     return refused;
   }
-  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetJobStats");
   if (job.ok()) *response = (*job)->Stats();
   return Answer(context, &slot, job.status());
 }
@@ -481,11 +506,14 @@ grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ParameterService::GetApplyLog(grpc::CallbackServerContext* context,
                                                         const ApplyLogRequest* request,
                                                         ApplyLog* response) {
+  Peer peer;
   RequestsInFlight::Slot slot;
-  if (grpc::ServerUnaryReactor* refused = Admit(context, "GetApplyLog", RequireMember, &slot)) {
+  if (grpc::ServerUnaryReactor* refused =
+          Admit(context, "GetApplyLog", RequireMember, &slot, &peer)) {
     return refused;
   }
-  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetApplyLog");
   if (job.ok()) *response = (*job)->GetApplyLog();
   return Answer(context, &slot, job.status());
 }
@@ -493,13 +521,19 @@ grpc::ServerUnaryReactor* ParameterService::GetApplyLog(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext* context,
                                                      const ListJobsRequest* /*request*/,
                                                      ListJobsResponse* response) {
+  Peer peer;
   RequestsInFlight::Slot slot;
-  if (grpc::ServerUnaryReactor* refused = Admit(context, "ListJobs", RequireMember, &slot)) {
+  if (grpc::ServerUnaryReactor* refused = Admit(context, "ListJobs", RequireMember, &slot, &peer)) {
     return refused;
   }
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, job] : jobs_) response->add_job_ids(id);
+    for (const auto& [id, job] : jobs_) {
+      // Another user's jobs are not listed.
+      if (RequireJobAccess(peer, job->spec().owner(), id, JobAccess::kRead, "ListJobs").ok()) {
+        response->add_job_ids(id);
+      }
+    }
   }
   return Answer(context, &slot, absl::OkStatus());
 }
@@ -516,7 +550,8 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
   absl::Status allowed =
       RequireWorkerHost(peer, request->worker(), options_.worker_hosts, "LeaveJob");
   if (!allowed.ok()) return Answer(context, &slot, allowed);
-  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      FindJobFor(peer, request->job_id(), JobAccess::kData, "LeaveJob");
   absl::Status status =
       job.ok() ? (*job)->Leave(request->worker(), request->run_id()) : job.status();
   if (status.ok() && (*job)->AllWorkersLeft()) ForgetAfterRetention(request->job_id(), *job);

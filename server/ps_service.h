@@ -146,6 +146,11 @@ class ParameterService final : public ParameterServerBase {
   class PullReactor;
 
   // The job, NOT_FOUND naming it, or UNAVAILABLE while shutting down.
+  // FindJob, then RequireJobAccess (common/peer_identity.h) for `peer` on the job found:
+  // every call about a job is checked so before it reads or changes anything of it.
+  absl::StatusOr<std::shared_ptr<ShardJob>> FindJobFor(const Peer& peer, const std::string& job_id,
+                                                       JobAccess access, absl::string_view method)
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<ShardJob>> FindJob(const std::string& job_id)
       ABSL_LOCKS_EXCLUDED(mu_);
   // FAILED_PRECONDITION unless a request for task `ps_index` of `num_ps` is for this server.

@@ -337,6 +337,30 @@ TEST_F(PsServiceCheckpointTest, ARestoreOfADamagedOrForeignCheckpointChangesNoth
   EXPECT_EQ(client_->GetJobStats("ckpt").status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(PsServiceCheckpointTest, DeletingTheCheckpointsOfAJobWaitsUntilTheJobIsGone) {
+  Start("run-1");
+  ASSERT_TRUE(Arm("run-1", 1, -1).ok());
+  const CheckpointManifest manifest = Manifest(Reports(1), "run-1");
+  ASSERT_TRUE(Commit(0, manifest).ok());
+  auto delete_checkpoints = [this](DeleteCheckpointsResponse* response) {
+    grpc::ClientContext context;
+    DeleteCheckpointsRequest request;
+    request.set_job_id("ckpt");
+    return stubs_[0]->DeleteCheckpoints(&context, request, response);
+  };
+  DeleteCheckpointsResponse response;
+  EXPECT_EQ(delete_checkpoints(&response).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/ckpt/run-1-000001/MANIFEST"));
+  ASSERT_TRUE(client_->DeleteJob("ckpt").ok());
+  ASSERT_TRUE(delete_checkpoints(&response).ok());
+  EXPECT_EQ(std::vector<std::string>(response.deleted().begin(), response.deleted().end()),
+            std::vector<std::string>{"run-1-000001"});
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/ckpt"));
+  response.Clear();
+  ASSERT_TRUE(delete_checkpoints(&response).ok());  // None left: nothing to say.
+  EXPECT_EQ(response.deleted_size(), 0);
+}
+
 // The attack of issue 30: a manifest whose name is not its run's checkpoint name ("~", a path)
 // or that names another job or run made a ps write a MANIFEST outside the job's folder and prune
 // every other entry of it. Each is refused before anything is written or deleted.

@@ -271,15 +271,18 @@ std::string ShardJob::FindNonFinite(absl::Span<const float> gradient) const {
   return "";
 }
 
-absl::Status ShardJob::CheckIncarnationLocked(int worker, int incarnation, int64_t clock) {
-  if (incarnation == incarnation_[worker]) return absl::OkStatus();
-  if (incarnation < incarnation_[worker]) {
-    return RejectLocked("incarnation", absl::FailedPreconditionError(absl::StrCat(
-                                           JobPrefix(spec_.job_id()), "a request of worker ",
-                                           worker, "'s incarnation ", incarnation,
-                                           ", which incarnation ", incarnation_[worker],
-                                           " has replaced in this run: stop the older process")));
-  }
+absl::Status ShardJob::CheckIncarnationLocked(int worker, int incarnation) {
+  if (incarnation >= incarnation_[worker]) return absl::OkStatus();
+  return RejectLocked("incarnation", absl::FailedPreconditionError(absl::StrCat(
+                                         JobPrefix(spec_.job_id()), "a request of worker ",
+                                         worker, "'s incarnation ", incarnation,
+                                         ", which incarnation ", incarnation_[worker],
+                                         " has replaced in this run: stop the older process")));
+}
+
+absl::Status ShardJob::AdoptIncarnationLocked(int worker, int incarnation, int64_t clock) {
+  absl::Status status = CheckIncarnationLocked(worker, incarnation);
+  if (!status.ok() || incarnation == incarnation_[worker]) return status;
   incarnation_[worker] = incarnation;
   last_push_id_[worker] = 0;
   lost_[worker] = false;
@@ -342,17 +345,18 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
     // Checked again where the push is admitted, since a retry may arrive while the first
     // attempt is still being handled; this early check skips the work for most retries.
     absl::MutexLock lock(&mu_);
-    absl::Status incarnation = CheckIncarnationLocked(worker, header.incarnation(), header.clock());
+    absl::Status incarnation = CheckIncarnationLocked(worker, header.incarnation());
     if (!incarnation.ok()) return incarnation;
-    if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
+    const int64_t last_push_id = LastPushIdLocked(worker, header.incarnation());
+    if (header.push_id() <= last_push_id) return DuplicateLocked();
     // A worker numbers its pushes 1, 2, 3, ...; one far ahead would make the shard take every
     // later push of the real worker for a retry and drop it.
-    if (header.push_id() > last_push_id_[worker] + kMaxPushIdAhead) {
+    if (header.push_id() > last_push_id + kMaxPushIdAhead) {
       ++rejected_["push_id_jump"];
       return absl::InvalidArgumentError(
           absl::StrCat(prefix, "push_id ", header.push_id(), " of worker ", worker,
-                       " is more than ", kMaxPushIdAhead, " ahead of its last, ",
-                       last_push_id_[worker], ": a worker numbers its pushes one by one"));
+                       " is more than ", kMaxPushIdAhead, " ahead of its last, ", last_push_id,
+                       ": a worker numbers its pushes one by one"));
     }
   }
   if (!spec_.allow_non_finite() && !known_finite) {
@@ -388,7 +392,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &ShardJob::NotCheckpointingLocked));
-    absl::Status incarnation = CheckIncarnationLocked(worker, header.incarnation(), header.clock());
+    absl::Status incarnation = AdoptIncarnationLocked(worker, header.incarnation(), header.clock());
     if (!incarnation.ok()) return incarnation;
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
@@ -442,7 +446,7 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
-    absl::Status incarnation = CheckIncarnationLocked(worker, header.incarnation(), header.clock());
+    absl::Status incarnation = AdoptIncarnationLocked(worker, header.incarnation(), header.clock());
     if (!incarnation.ok()) return incarnation;
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);

@@ -298,10 +298,19 @@ class ShardJob {
   // FAILED_PRECONDITION unless `run_id` is this job's run: a request of another run of the same
   // job id (an earlier submission's worker still running) must not touch this one's state.
   absl::Status CheckRun(const std::string& run_id, absl::string_view what) const;
-  // Takes a request of `worker`'s `incarnation` (PullRequest.incarnation): a newer incarnation
-  // than the shard has seen rejoins the job (its earlier push ids forgotten, no longer lost,
-  // the rule's Rejoin at `clock`); an older one is FAILED_PRECONDITION, counted.
-  absl::Status CheckIncarnationLocked(int worker, int incarnation, int64_t clock)
+  // OK for a request of `worker`'s current or a newer `incarnation` (PullRequest.incarnation);
+  // an older one is FAILED_PRECONDITION, counted. Changes nothing else: a push refused later
+  // (a bad push id, NaN) must not fence off the worker's real process.
+  absl::Status CheckIncarnationLocked(int worker, int incarnation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The last push id of `worker` as a request of `incarnation` sees it: 0 for a newer one.
+  int64_t LastPushIdLocked(int worker, int incarnation) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return incarnation > incarnation_[worker] ? 0 : last_push_id_[worker];
+  }
+  // CheckIncarnationLocked, then, for the request being served or admitted, takes a newer
+  // incarnation as the worker's: it rejoins the job (its earlier push ids forgotten, no longer
+  // lost, the rule's Rejoin at `clock`).
+  absl::Status AdoptIncarnationLocked(int worker, int incarnation, int64_t clock)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Notes a sign of `worker`'s life for its lease; reads the clock only when the job has leases
   // (it runs on every pull and push).

@@ -53,12 +53,14 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
   std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
   {
     absl::MutexLock lock(&mu_);
-    const int before = incarnation_[header.worker()];
-    absl::Status incarnation = CheckIncarnationLocked(header.worker(), header.incarnation(),
-                                                      header.clock());
+    absl::Status incarnation = CheckIncarnationLocked(header.worker(), header.incarnation());
     if (!incarnation.ok()) return incarnation;
-    if (incarnation_[header.worker()] != before) assembly.reset();  // An earlier one's.
-    if (header.push_id() <= last_push_id_[header.worker()]) {
+    // An earlier incarnation's assembly is dropped; the incarnation is taken when the whole
+    // push is admitted.
+    if (assembly != nullptr && assembly->header.incarnation() < header.incarnation()) {
+      assembly.reset();
+    }
+    if (header.push_id() <= LastPushIdLocked(header.worker(), header.incarnation())) {
       ChunkTarget target;
       target.answer = DuplicateLocked(/*count=*/header.chunk_offset() == 0);
       return target;

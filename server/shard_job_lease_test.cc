@@ -3,6 +3,7 @@
 // worker started again (a new incarnation) rejoins; its earlier incarnation is refused.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -31,7 +32,7 @@ std::unique_ptr<ShardJob> Job(ConsistencyConfig::Mode mode) {
 }
 
 absl::Status Push(ShardJob* job, int worker, int64_t n, int incarnation = 0,
-                  int64_t push_id = 0) {
+                  int64_t push_id = 0, float value = 0.5f) {
   PushRequestHeader header;
   header.set_job_id("leased");
   header.set_worker(worker);
@@ -41,7 +42,7 @@ absl::Status Push(ShardJob* job, int worker, int64_t n, int incarnation = 0,
   header.set_clock(n);
   header.set_read_version(job->Stats().version());
   for (const SliceRef& ref : job->SliceRefs()) *header.add_slices() = ref;
-  std::vector<float> gradient(4, 0.5f);
+  std::vector<float> gradient(4, value);
   return job->Push(header, gradient).status();
 }
 
@@ -117,6 +118,24 @@ TEST(ShardJobIncarnationTest, ANewIncarnationRejoinsAndTheOldOneIsRefused) {
     ASSERT_TRUE(answered.has_value());
     EXPECT_EQ(answered->code(), code) << incarnation << ": " << *answered;
   }
+}
+
+// A push that is refused (a push id far ahead, NaN) changes nothing: a newer incarnation in it
+// is not taken, so it cannot fence off the worker's real process (issue 30 item 2).
+TEST(ShardJobIncarnationTest, ARefusedPushOfANewerIncarnationDoesNotFenceTheWorker) {
+  std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::ASYNC);
+  ASSERT_TRUE(Push(job.get(), 1, 0).ok());
+  const absl::Status jump = Push(job.get(), 1, 1, /*incarnation=*/7, /*push_id=*/1000000);
+  EXPECT_EQ(jump.code(), absl::StatusCode::kInvalidArgument) << jump;
+  const absl::Status nan =
+      Push(job.get(), 1, 1, /*incarnation=*/8, /*push_id=*/1, std::nanf(""));
+  EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument) << nan;
+  JobStats stats = job->Stats();
+  EXPECT_EQ(stats.version(), 1);
+  EXPECT_EQ(stats.workers(1).last_push_id(), 1);
+  // The real process, incarnation 0, goes on with its next push id.
+  ASSERT_TRUE(Push(job.get(), 1, 1, /*incarnation=*/0, /*push_id=*/2).ok());
+  EXPECT_EQ(job->Stats().version(), 2);
 }
 
 TEST(ShardJobIncarnationTest, ALostSspWorkerRejoinsAtItsClockAndHoldsTheOthersBackAgain) {

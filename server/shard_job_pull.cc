@@ -82,7 +82,7 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
     absl::MutexLock lock(&mu_);
     const bool observer = request.incarnation() == OBSERVER_INCARNATION;
     if (!observer) {
-      status = CheckIncarnationLocked(request.worker(), request.incarnation(), request.clock());
+      status = AdoptIncarnationLocked(request.worker(), request.incarnation(), request.clock());
     }
     if (status.ok()) {
       if (!observer) HeardLocked(request.worker());

@@ -41,7 +41,7 @@ absl::StatusOr<PushResponse> ShardJob::QueueForReplay(const PushRequestHeader& h
   {
     absl::MutexLock lock(&mu_);
     absl::Status incarnation =
-        CheckIncarnationLocked(header.worker(), header.incarnation(), header.clock());
+        AdoptIncarnationLocked(header.worker(), header.incarnation(), header.clock());
     if (!incarnation.ok()) return incarnation;
     if (header.push_id() <= last_push_id_[header.worker()]) return DuplicateLocked();
     last_push_id_[header.worker()] = header.push_id();

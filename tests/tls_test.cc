@@ -346,6 +346,83 @@ TEST_F(TlsTest, TokensAreRequiredOnEveryCallAndOnlyTheAdminTokenStopsAJob) {
   EXPECT_THAT(job.Output(), ::testing::Not(HasSubstr("token-0123456789")));
 }
 
+// A second user of the cluster (bob, with his own certificate) can neither read nor change
+// another user's job on any call, and a refused call moves nothing: bob's push as worker 0 with
+// incarnation 7 and a huge gradient is refused, and the real worker 0 (incarnation 0) still
+// pushes; the job's weights are exactly those of its own pushes (issue 30 item 2).
+TEST_F(TlsTest, AnotherUserCanNeitherReadNorChangeAJobNorFenceItsWorkers) {
+  StartCluster(certs_);
+  ParameterSpec spec;
+  spec.set_job_id("alices");
+  spec.set_run_id("run-1");
+  spec.set_num_workers(2);
+  VariableDef* variable = spec.add_variables();
+  variable->set_name("w");
+  variable->add_shape(64);
+  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
+  spec.mutable_learning_rate()->set_base(0.1f);
+  spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
+  spec.set_min_slice_bytes(64);
+  std::unique_ptr<PsClient> owner = ClientAs("psctl"), bob = ClientAs("bob");
+  std::unique_ptr<PsClient> host0 = ClientAs("127.0.0.1");
+  ASSERT_TRUE(owner != nullptr && bob != nullptr && host0 != nullptr);
+  ASSERT_TRUE(owner->CreateJob(spec).ok());
+
+  std::vector<float> values(64), huge(64, 1e4f), gradient(64, 1.0f);
+  const MutableVariables out = {{"w", absl::MakeSpan(values)}};
+  absl::StatusOr<std::unique_ptr<WorkerSession>> observer =
+      WorkerSession::Create(owner.get(), spec, 0);
+  ASSERT_TRUE(observer.ok());
+  ASSERT_TRUE((*observer)->Pull({}, out).ok());
+  const std::vector<float> initial = values;
+
+  auto denied = [](const absl::Status& status, const std::string& what) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << what << ": " << status;
+    EXPECT_THAT(status.message(), HasSubstr("belongs to user psctl")) << what;
+  };
+  absl::StatusOr<std::unique_ptr<WorkerSession>> posing =
+      WorkerSession::Create(bob.get(), spec, 0, /*incarnation=*/7);
+  ASSERT_TRUE(posing.ok());
+  denied((*posing)->Pull({}, out).status(), "Pull");
+  WorkerSession::PushOptions first;
+  first.read_versions = {0, 0};
+  denied((*posing)->Push(first, {{"w", absl::MakeConstSpan(huge)}}).status(), "Push");
+  denied((*posing)->PushPull(first, {{"w", absl::MakeConstSpan(huge)}}, {}, out).status(),
+         "PushPull");
+  denied(bob->GetJobStats("alices").status(), "GetJobStats");
+  denied(bob->GetApplyLogs("alices").status(), "GetApplyLog");
+  denied(bob->LeaveJob("alices", "run-1", 0), "LeaveJob");
+  denied(bob->DeleteJob("alices"), "DeleteJob");
+  // psctl status lists the jobs every ps holds: bob's does not show another user's.
+  for (const auto& [identity, shown] :
+       {std::pair<std::string, bool>("bob", false), std::pair<std::string, bool>("psctl", true)}) {
+    std::vector<std::string> args = {"status", "--cluster_spec=" + spec_};
+    for (const std::string& flag : Tls(certs_, identity)) args.push_back(flag);
+    Psctl status(args, dir_);
+    EXPECT_EQ(status.Wait(), 0) << status.Output();
+    EXPECT_EQ(absl::StrContains(status.Stdout(), "alices"), shown) << identity << ":\n"
+                                                                   << status.Stdout();
+  }
+
+  // The real worker 0 is not fenced off: its first push (incarnation 0, push id 1) applies, and
+  // the weights moved by it alone.
+  absl::StatusOr<std::unique_ptr<WorkerSession>> worker =
+      WorkerSession::Create(host0.get(), spec, 0);
+  ASSERT_TRUE(worker.ok());
+  ASSERT_TRUE((*worker)->Pull({}, out).ok());
+  absl::StatusOr<std::vector<PushResponse>> pushed =
+      (*worker)->Push({}, {{"w", absl::MakeConstSpan(gradient)}});
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  for (const PushResponse& response : *pushed) EXPECT_EQ(response.outcome(), PushResponse::APPLIED);
+  ASSERT_TRUE((*observer)->Pull({}, out).ok());
+  for (size_t i = 0; i < values.size(); ++i) {
+    EXPECT_FLOAT_EQ(values[i], initial[i] - 0.1f) << i;
+  }
+  absl::StatusOr<std::vector<JobStats>> stats = owner->GetJobStats("alices");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (const JobStats& shard : *stats) EXPECT_EQ(shard.version(), 1);
+}
+
 TEST_F(TlsTest, ATaskPushesAndPullsOnlyAsTheWorkersOnItsOwnHost) {
   StartCluster(certs_);
   // A job of 2 workers on both ps, created as psctl submit creates it (as user psctl).

@@ -32,6 +32,7 @@
 #include "common/process_stats.h"
 #include "common/rpc_metrics.h"
 #include "common/task_service.h"
+#include "common/peer_identity.h"
 #include "common/security_flags.h"
 #include "common/slurm_cluster.h"
 #include "worker/allreduce/ring_mailbox.h"
@@ -136,6 +137,7 @@ int Run() {
     return 2;
   }
   ps::SetProcessAuthTokens(*tokens);  // Checked on the calls this worker serves.
+  ps::SetProcessAdminUsers(ps::AdminUsersFromFlags());
   options.ps_client.token = tokens->task;  // What it presents to the ps: a task's token.
   absl::StatusOr<ps::DataRoots> roots =
       ps::DataRoots::Create(absl::StrSplit(FLAGS_data_root, ',', absl::SkipEmpty()));

@@ -131,7 +131,8 @@ WorkerService::WorkerService(WorkerServiceOptions options) : options_(std::move(
 
 WorkerService::~WorkerService() { StopAll(); }
 
-void WorkerService::StopLocked(RunningJob* job) {
+void WorkerService::StopLocked(RunningJob* job, const std::string& who) {
+  if (!job->stop) job->stopped_by = who;
   job->stop = true;
   // A ring call waits for peers that are stopping too: it ends now, saying why.
   if (job->ring != nullptr) job->ring->Abort(absl::CancelledError("the job was stopped"));
@@ -142,7 +143,7 @@ void WorkerService::StopAll() {
   {
     absl::MutexLock lock(&mu_);
     for (auto& [id, job] : jobs_) {
-      StopLocked(job.get());
+      StopLocked(job.get(), absl::StrCat("worker:", options_.worker_index, " shutting down"));
       jobs.push_back(job.get());
     }
   }
@@ -262,6 +263,8 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   } else if (absl::IsCancelled(status) || job->stop) {
     // Asked to stop: what the interrupted step then hit (the job deleted on a ps) is no failure.
     last.set_state(JobProgress::STOPPED);
+    absl::MutexLock lock(&mu_);
+    last.set_stopped_by(job->stopped_by);
   } else {
     last.set_state(JobProgress::FAILED);
     last.set_error_code(static_cast<int>(status.code()));
@@ -341,7 +344,7 @@ grpc::ServerUnaryReactor* WorkerService::StopJob(grpc::CallbackServerContext* co
     return reactor;
   }
   absl::Status allowed = RequireOwner(peer, it->second->owner, request->job_id(), "stop");
-  if (allowed.ok()) StopLocked(it->second.get());
+  if (allowed.ok()) StopLocked(it->second.get(), peer.Describe());
   reactor->Finish(ToGrpcStatus(allowed));
   return reactor;
 }
@@ -350,22 +353,28 @@ grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* 
                                                    const WorkerStatusRequest* /*request*/,
                                                    WorkerStatus* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status member = RequireMember(PeerOf(*context), "GetStatus"); !member.ok()) {
+  const Peer peer = PeerOf(*context);
+  if (absl::Status member = RequireMember(peer, "GetStatus"); !member.ok()) {
     reactor->Finish(ToGrpcStatus(member));
     return reactor;
   }
   response->set_worker(options_.worker_index);
   response->set_device(options_.device.description);
-  for (JobProgress& latest : LatestProgress()) *response->add_jobs() = std::move(latest);
+  // Only the jobs the caller may read: another user's are not shown.
+  for (JobProgress& latest : LatestProgress(&peer)) *response->add_jobs() = std::move(latest);
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
-std::vector<JobProgress> WorkerService::LatestProgress() {
+std::vector<JobProgress> WorkerService::LatestProgress(const Peer* reader) {
   std::vector<JobProgress> jobs;
   absl::MutexLock lock(&mu_);
   ForgetFinishedJobsLocked();
   for (const auto& [id, job] : jobs_) {
+    if (reader != nullptr &&
+        !RequireJobAccess(*reader, job->owner, id, JobAccess::kRead, "GetStatus").ok()) {
+      continue;
+    }
     auto [sequence, latest] = job->progress->Latest();
     if (sequence == 0) latest.set_job_id(id);
     jobs.push_back(std::move(latest));
@@ -376,11 +385,16 @@ std::vector<JobProgress> WorkerService::LatestProgress() {
 grpc::ServerWriteReactor<JobProgress>* WorkerService::WatchJob(grpc::CallbackServerContext* context,
                                                                const WatchJobRequest* request) {
   std::shared_ptr<ProgressLog> log;
-  absl::Status status = RequireMember(PeerOf(*context), "WatchJob");
+  const Peer peer = PeerOf(*context);
+  absl::Status status = RequireMember(peer, "WatchJob");
   if (status.ok()) {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(request->job_id());
-    if (it != jobs_.end()) log = it->second->progress;
+    if (it != jobs_.end()) {
+      status = RequireJobAccess(peer, it->second->owner, request->job_id(), JobAccess::kRead,
+                                "WatchJob");
+      if (status.ok()) log = it->second->progress;
+    }
   }
   if (log == nullptr) {
     class Refused : public grpc::ServerWriteReactor<JobProgress> {

@@ -21,6 +21,7 @@
 #include "worker/allreduce/ring_link.h"
 #include "worker/allreduce/ring_mailbox.h"
 #include "worker/compute/device.h"
+#include "common/peer_identity.h"
 #include "worker/data/data_roots.h"
 
 namespace ps {
@@ -77,17 +78,22 @@ class WorkerService final : public Worker::CallbackService {
     std::shared_ptr<ProgressLog> progress;
     std::thread thread;
     std::string owner;  // JobSpec.owner: who may stop it.
+    // Who asked it to stop (Peer::Describe), for its last report; under mu_.
+    std::string stopped_by;
     // Its ring link while the job runs (ALLREDUCE, LOCAL_SGD), for StopLocked; under mu_.
     RingLink* ring = nullptr;
   };
 
-  // The latest progress of every job not yet forgotten (ForgetFinishedJobsLocked first).
-  std::vector<JobProgress> LatestProgress() ABSL_LOCKS_EXCLUDED(mu_);
+  // The latest progress of every job not yet forgotten (ForgetFinishedJobsLocked first) that
+  // `reader` may read (RequireJobAccess, kRead); of every job when null (this process's own
+  // /metrics).
+  std::vector<JobProgress> LatestProgress(const Peer* reader = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status DoStartJob(const StartJobRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   // ALLREDUCE and LOCAL_SGD: this worker's link in the job's ring; null for the other modes.
   absl::StatusOr<std::unique_ptr<RingLink>> MakeRing(const JobSpec& spec) const;
-  // Asks `job` to stop: its loop at its next step, and its ring's calls at once.
-  static void StopLocked(RunningJob* job);
+  // Asks `job` to stop for `who` (said in its last report): its loop at its next step, and its
+  // ring's calls at once.
+  static void StopLocked(RunningJob* job, const std::string& who);
   // Forgets the jobs that ended longer than finished_job_retention ago (joining their threads,
   // which have returned or are about to).
   void ForgetFinishedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -10,7 +10,7 @@ namespace ps {
 grpc::ServerUnaryReactor* RingService::Deliver(grpc::CallbackServerContext* context,
                                                const grpc::ByteBuffer* request,
                                                grpc::ByteBuffer* response) {
-  absl::Status status = RequireMember(PeerOf(*context), "Deliver");
+  absl::Status status = RequireTask(PeerOf(*context), "Deliver");
   if (status.ok()) {
     absl::StatusOr<RingPieceHeader> header = PeekRingPieceHeader(*request);
     status = header.status();
