@@ -41,6 +41,41 @@ std::string ValueOf(absl::string_view text, absl::string_view key) {
 
 }  // namespace
 
+int64_t CgroupMemoryLimit(absl::string_view proc_self_cgroup,
+                          const std::function<std::string(const std::string&)>& read_file) {
+  int64_t lowest = 0;
+  auto consider = [&](const std::string& path) {
+    const std::string text(absl::StripAsciiWhitespace(read_file(path)));
+    int64_t bytes = 0;
+    // No limit reads "max" (v2) or a number near 2^63 (v1): anything past 2^62 is none.
+    if (!absl::SimpleAtoi(text, &bytes) || bytes <= 0 || bytes > (int64_t{1} << 62)) return;
+    if (lowest == 0 || bytes < lowest) lowest = bytes;
+  };
+  // Lines "ID:CONTROLLERS:PATH": v2's "0::/path", v1's "4:memory:/path".
+  for (absl::string_view line : absl::StrSplit(proc_self_cgroup, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (fields.size() != 3 || absl::StrContains(fields[2], "..")) continue;
+    const std::string group = fields[2] == "/" ? "" : std::string(fields[2]);
+    if (fields[0] == "0" && fields[1].empty()) {
+      consider("/sys/fs/cgroup" + group + "/memory.max");
+      consider("/sys/fs/cgroup/memory.max");
+    }
+    for (absl::string_view controller : absl::StrSplit(fields[1], ',')) {
+      if (controller != "memory") continue;
+      consider("/sys/fs/cgroup/memory" + group + "/memory.limit_in_bytes");
+      consider("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    }
+  }
+  return lowest;
+}
+
+int64_t UsableMemoryBytes() {
+  const int64_t machine = MemTotalFromMeminfo(ReadText("/proc/meminfo"));
+  const int64_t cgroup = CgroupMemoryLimit(ReadText("/proc/self/cgroup"), ReadText);
+  if (machine == 0 || (cgroup > 0 && cgroup < machine)) return cgroup;
+  return machine;
+}
+
 std::string CpuModelFromCpuinfo(absl::string_view cpuinfo) {
   return ValueOf(cpuinfo, "model name");
 }

@@ -4,6 +4,7 @@
 #ifndef PS_COMMON_MACHINE_INFO_H_
 #define PS_COMMON_MACHINE_INFO_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -13,6 +14,18 @@ namespace ps {
 
 // This machine. Fields it cannot read (not Linux, no NVIDIA driver) stay empty or 0.
 MachineInfo DescribeMachine();
+
+// The memory this process may use: the machine's, or its cgroup's limit (a container's, a
+// Slurm job's) when that is lower. 0 when neither can be read.
+int64_t UsableMemoryBytes();
+
+// The cgroup memory limit of the process whose /proc/self/cgroup is `proc_self_cgroup`, read
+// through `read_file` (a path's text, empty when it cannot be read): cgroup v2's memory.max
+// and v1's memory.limit_in_bytes, of the process's own group and of the mount's root (inside
+// a container the group's path is often the root), the lowest that is set. 0 when none is
+// ("max", or v1's page-rounded 2^63 for no limit).
+int64_t CgroupMemoryLimit(absl::string_view proc_self_cgroup,
+                          const std::function<std::string(const std::string&)>& read_file);
 
 // The parsers DescribeMachine uses, on a file's text.
 // The first "model name" of /proc/cpuinfo; empty when there is none (some ARM kernels).

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <map>
+#include <string>
+
 #include <gtest/gtest.h>
 
 namespace ps {
@@ -20,6 +23,29 @@ TEST(MachineInfoTest, ReadsMemTotalInBytes) {
             int64_t{24578148} * 1024);
   EXPECT_EQ(MemTotalFromMeminfo("MemFree:  1 kB\n"), 0);
   EXPECT_EQ(MemTotalFromMeminfo("MemTotal: lots\n"), 0);
+}
+
+// A container's limit (cgroup v2's memory.max, v1's memory.limit_in_bytes) bounds what a ps
+// may hold: in a 200 MB container a ps sized from the host's memory was OOM-killed.
+TEST(MachineInfoTest, ReadsTheLowestCgroupMemoryLimit) {
+  std::map<std::string, std::string> files;
+  auto read = [&files](const std::string& path) {
+    auto it = files.find(path);
+    return it == files.end() ? std::string() : it->second;
+  };
+  files["/sys/fs/cgroup/memory.max"] = "209715200\n";
+  EXPECT_EQ(CgroupMemoryLimit("0::/\n", read), 209715200);
+  files["/sys/fs/cgroup/job/memory.max"] = "104857600\n";
+  EXPECT_EQ(CgroupMemoryLimit("0::/job\n", read), 104857600);
+  files = {{"/sys/fs/cgroup/memory.max", "max\n"}};
+  EXPECT_EQ(CgroupMemoryLimit("0::/\n", read), 0);
+  files = {{"/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "268435456"},
+           {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712"}};
+  EXPECT_EQ(CgroupMemoryLimit("5:cpu:/\n4:memory:/docker/abc\n", read), 268435456);
+  EXPECT_EQ(CgroupMemoryLimit("4:memory:/\n", read), 0);
+  EXPECT_EQ(CgroupMemoryLimit("", read), 0);
+  EXPECT_EQ(CgroupMemoryLimit("0::/../../etc\n", read), 0);
+  EXPECT_GT(UsableMemoryBytes(), 0);
 }
 
 TEST(MachineInfoTest, ReadsTheNvidiaDriversFiles) {

@@ -47,7 +47,9 @@ DEFINE_int32(max_jobs, 64, "jobs this ps holds at most (finished ones count unti
 DEFINE_int32(max_workers, 4096, "workers one job may have");
 DEFINE_int64(max_job_mb, 64 << 10,
              "MiB one job may hold on this ps (its values and optimizer slots, twice)");
-DEFINE_int64(max_memory_mb, 0, "MiB all jobs together may hold; 0: 3/4 of this machine's memory");
+DEFINE_int64(max_memory_mb, 0,
+             "MiB all jobs together may hold; 0: 3/4 of the memory this process may use (the "
+             "machine's, or its cgroup's limit when lower)");
 DEFINE_int32(max_requests_per_peer, 1024,
              "calls one peer may have in flight at once (waiting pulls included); more are "
              "refused with RESOURCE_EXHAUSTED. A peer is a certificate's identity under mutual "

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/machine_info.h"
 #include "common/peer_identity.h"
 #include "common/proto_byte_buffer.h"
 #include "common/tensor_coding.h"
@@ -146,10 +147,11 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
 
 namespace {
 
-// Three quarters of this machine's physical memory.
+// Three quarters of the memory this process may use: the machine's, or its container's (cgroup)
+// limit when that is lower, so that a job too large is refused rather than the ps killed.
 int64_t DefaultTotalBytes() {
-  const int64_t pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? pages / 4 * 3 * page : int64_t{16} << 30;
+  const int64_t usable = UsableMemoryBytes();
+  return usable > 0 ? usable / 4 * 3 : int64_t{16} << 30;
 }
 
 std::string Mib(int64_t bytes) { return absl::StrCat((bytes + (1 << 20) - 1) >> 20, " MiB"); }
