@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/transport_security.h"
 
 namespace ps {
 namespace {
@@ -65,6 +66,12 @@ int WaitForStopSignal() {
   while (sem_wait(&stop_semaphore) != 0) continue;
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return stop_signal;
+}
+
+std::string ListenHost(const std::string& bind_host, const std::string& own_host) {
+  if (!bind_host.empty()) return bind_host;
+  if (own_host == "::1" || own_host == "[::1]") return "::1";
+  return IsLoopbackHost(own_host) ? "127.0.0.1" : "0.0.0.0";
 }
 
 absl::Status WritePortFile(const std::string& path, int port, FileSystem* fs) {

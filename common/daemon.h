@@ -27,6 +27,12 @@ int WaitForStopSignal();
 //    It is turned off, as in Abseil's release builds (tests keep it).
 void TuneForTensorTraffic();
 
+// The host a daemon listens on: `bind_host` (its --bind_host) when set; else the loopback
+// interface when the ClusterSpec puts the task on a loopback host (`own_host`: 127.0.0.1,
+// localhost, ::1), so that a one-machine cluster serves nothing to the network; else every
+// interface ("0.0.0.0"), where plaintext then needs --insecure (common/grpc_server.h).
+std::string ListenHost(const std::string& bind_host, const std::string& own_host);
+
 // Writes `port` to `path` atomically (a temporary file, then rename), for scripts and tests
 // that start a daemon on port 0.
 absl::Status WritePortFile(const std::string& path, int port,

@@ -39,10 +39,17 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
                                               RpcMetrics* rpc_metrics) {
   const std::string host = address.substr(0, address.rfind(':'));
   if (!security.tls() && !IsLoopbackHost(host)) {
+    if (!security.insecure) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to serve ", address, " without TLS: anyone who could reach it could push "
+          "gradients, read models and stop jobs as any user. Give --certs=DIR (psctl certs "
+          "makes it) or --tls_cert, --tls_key and --tls_ca; or --bind_host=127.0.0.1 for a "
+          "single machine; or --insecure to serve plaintext anyway on a network you trust"));
+    }
     LOG(WARNING) << "listening on " << address
-                 << " WITHOUT TLS: anyone who can reach this port can push gradients, read "
-                    "models and stop jobs. Give --tls_cert, --tls_key and --tls_ca (psctl "
-                    "certs makes them), or --bind_host=127.0.0.1 for a single machine";
+                 << " WITHOUT TLS (--insecure): anyone who can reach this port can push "
+                    "gradients, read models and stop jobs. Give --certs=DIR (psctl certs makes "
+                    "it) to turn TLS on";
   }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -5,9 +5,11 @@
 #include "common/daemon.h"
 
 DEFINE_int32(metrics_port, -1,
-             "serve Prometheus metrics at http://BIND_HOST:PORT/metrics (0: any free port, see "
-             "--metrics_port_file); -1: no metrics. Plaintext HTTP even with --tls_cert: bind a "
-             "trusted interface or firewall it");
+             "serve Prometheus metrics at http://METRICS_BIND_HOST:PORT/metrics (0: any free "
+             "port, see --metrics_port_file); -1: no metrics. Plaintext HTTP even with TLS");
+DEFINE_string(metrics_bind_host, "127.0.0.1",
+              "interface of the /metrics page: loopback by default (plaintext, no token); "
+              "0.0.0.0 or an address for a Prometheus on another host, on a network you trust");
 DEFINE_string(metrics_port_file, "",
               "if set, write the bound metrics port here once listening (with --metrics_port=0)");
 
@@ -24,6 +26,8 @@ absl::StatusOr<int> MetricsPortFromFlags() {
   }
   return FLAGS_metrics_port;
 }
+
+std::string MetricsBindHostFromFlags() { return FLAGS_metrics_bind_host; }
 
 absl::Status WriteMetricsPortFileFromFlags(int port) {
   if (FLAGS_metrics_port_file.empty()) return absl::OkStatus();

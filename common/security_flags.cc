@@ -18,6 +18,9 @@ DEFINE_string(admin_token_file, "",
               "servers accept it; PS_ADMIN_TOKEN when empty");
 DEFINE_bool(reflection, false,
             "serve gRPC server reflection (grpc_cli, grpcurl list the services): for debugging");
+DEFINE_bool(insecure, false,
+            "the daemons: serve plaintext on an address other than loopback (refused without "
+            "this: give TLS, or bind 127.0.0.1); anyone who reaches the port may act as any user");
 DEFINE_string(admin_users, "",
               "the daemons: users (certificate common names; \"admin\" for the admin token) who "
               "may stop, delete and read every job, comma-separated; others only their own");
@@ -28,7 +31,7 @@ DEFINE_string(tls_ca, "",
 namespace ps {
 
 TransportSecurity TransportSecurityFromFlags() {
-  return TransportSecurity{FLAGS_tls_cert, FLAGS_tls_key, FLAGS_tls_ca};
+  return TransportSecurity{FLAGS_tls_cert, FLAGS_tls_key, FLAGS_tls_ca, FLAGS_insecure};
 }
 
 bool ReflectionFromFlags() { return FLAGS_reflection; }

@@ -36,6 +36,7 @@ grpc::ServerUnaryReactor* TaskService::GetTaskInfo(grpc::CallbackServerContext* 
   response->set_cpu_seconds(stats.cpu_seconds);
   response->set_resident_bytes(stats.resident_bytes);
   response->set_threads(stats.threads);
+  response->set_insecure(insecure_);
   response->set_metrics_port(metrics_port_.load(std::memory_order_relaxed));
   response->set_device(device_);
   *response->mutable_machine() = machine_;

@@ -19,6 +19,8 @@ class TaskService final : public Task::CallbackService {
   // The /metrics port once it listens; 0 (the default) when the daemon serves none.
   // Thread-safe.
   void set_metrics_port(int port) { metrics_port_.store(port, std::memory_order_relaxed); }
+  // Whether the daemon serves plaintext off loopback (--insecure). Call before serving.
+  void set_insecure(bool insecure) { insecure_ = insecure; }
 
   grpc::ServerUnaryReactor* GetTaskInfo(grpc::CallbackServerContext* context,
                                         const TaskInfoRequest* request,
@@ -30,6 +32,7 @@ class TaskService final : public Task::CallbackService {
   const std::string device_;
   const MachineInfo machine_;  // Read once, at the start.
   std::atomic<int> metrics_port_{0};
+  bool insecure_ = false;
 };
 
 }  // namespace ps

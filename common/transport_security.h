@@ -34,6 +34,9 @@ struct TransportSecurity {
   std::string cert_file;  // PEM certificate chain of this process.
   std::string key_file;   // PEM private key of cert_file.
   std::string ca_file;    // PEM certificates of the cluster's CA.
+  // A server may serve plaintext on an address other than loopback (--insecure): anyone who can
+  // reach it may then act as any user. Without it such a server refuses to start.
+  bool insecure = false;
 
   bool tls() const { return !cert_file.empty() || !ca_file.empty(); }
   // A server needs a certificate to speak TLS; with a CA it requires client certificates.

@@ -23,7 +23,10 @@ std::string TaskLine(const ClusterClient& client, absl::string_view job, int ind
     return absl::StrCat(client.TaskName(job, index), ": DOWN (", ClusterClient::Detail(status),
                         ")\n");
   }
-  return absl::StrCat(client.TaskName(job, index), ": ", up, "\n");
+  absl::StatusOr<TaskInfo> info = client.GetTaskInfo(job, index);
+  const bool insecure = info.ok() && info->insecure();
+  return absl::StrCat(client.TaskName(job, index), ": ", up,
+                      insecure ? " (INSECURE: plaintext off loopback, --insecure)" : "", "\n");
 }
 
 // The report line of a job on the ps task whose statistics `stats` are.

@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   std::unique_ptr<PsServer> server(new PsServer());
   server->service_ = std::make_unique<ParameterService>(options.service);
   server->task_service_ = std::make_unique<TaskService>("ps", options.service.ps_index);
+  server->task_service_->set_insecure(!options.security.tls() && !IsLoopbackHost(address->host));
   if (options.metrics_port >= 0) {
     const std::vector<std::string> services = {ParameterServer::service_full_name(),
                                                Task::service_full_name()};
@@ -43,12 +44,13 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
       service->WriteMetrics(writer);
     });
     absl::StatusOr<std::unique_ptr<MetricsHttpServer>> metrics =
-        MetricsHttpServer::Start(address->host, options.metrics_port, &server->metrics_);
+        MetricsHttpServer::Start(options.metrics_host, options.metrics_port, &server->metrics_);
     if (!metrics.ok()) return metrics.status();
     server->metrics_server_ = std::move(*metrics);
     server->task_service_->set_metrics_port(server->metrics_server_->bound_port());
     LOG(INFO) << "metrics at http://"
-              << HostPort{address->host, server->metrics_server_->bound_port(), address->is_ipv6}
+              << HostPort{options.metrics_host, server->metrics_server_->bound_port(),
+                          options.metrics_host.find(':') != std::string::npos}
                      .ToString()
               << "/metrics";
   }

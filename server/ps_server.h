@@ -35,9 +35,9 @@ struct PsServerOptions {
   int max_message_bytes = 1 << 30;
   TransportSecurity security;  // Plaintext by default.
   bool reflection = false;     // Server reflection (--reflection).
-  // /metrics: the port (0: a free one, see metrics_port()), or -1 for none; on the host of
-  // listen_address.
+  // /metrics: the port (0: a free one, see metrics_port()), or -1 for none; on metrics_host.
   int metrics_port = -1;
+  std::string metrics_host = "127.0.0.1";
 };
 
 class PsServer {

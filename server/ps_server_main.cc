@@ -33,7 +33,9 @@
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file (TensorFlow's form); TF_CONFIG if empty");
 DEFINE_string(task, "", "this task, TYPE:INDEX (ps:0); the spec's \"task\" field if empty");
 DEFINE_int32(port, -1, "listen on this port instead of the spec's (0: any free port)");
-DEFINE_string(bind_host, "0.0.0.0", "interface to listen on");
+DEFINE_string(bind_host, "",
+              "interface to listen on; default: 127.0.0.1 when the ClusterSpec puts this task on "
+              "a loopback host, else every interface (plaintext then needs --insecure)");
 DEFINE_int32(wait_timeout_s, 60, "how long a pull may wait (barrier, SSP) unless it says");
 DEFINE_int32(finished_job_retention_s, 3600,
              "how long a job whose every worker has left stays (for psctl status and its "
@@ -88,9 +90,9 @@ int Run() {
   int port = FLAGS_port >= 0 ? FLAGS_port : own->port;
 
   ps::PsServerOptions options;
-  options.listen_address = ps::HostPort{FLAGS_bind_host, port,
-                                        FLAGS_bind_host.find(':') != std::string::npos}
-                               .ToString();
+  const std::string bind_host = ps::ListenHost(FLAGS_bind_host, own->host);
+  options.listen_address =
+      ps::HostPort{bind_host, port, bind_host.find(':') != std::string::npos}.ToString();
   options.service.ps_index = config->task.index();
   options.service.num_ps = config->cluster.NumTasks(ps::kPsJob);
   // The spec's addresses parse (ClusterSpec checked them).
@@ -134,6 +136,7 @@ int Run() {
     return 2;
   }
   options.metrics_port = *metrics_port;
+  options.metrics_host = ps::MetricsBindHostFromFlags();
   if (absl::Status tls = ps::ValidateTransportSecurity(options.security, /*server=*/true);
       !tls.ok()) {
     std::cerr << "ps_server: " << tls.message() << "\n";

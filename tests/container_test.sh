@@ -67,7 +67,8 @@ sed -n '/cluster.json: |/,$p' deploy/kubernetes/base/cluster.yaml | tail -n +2 |
   >"$tmp/cluster.json"
 mkdir -p "$tmp/job" && cp config/jobs/default.json "$tmp/job/job.json"
 for arg in --task_from_hostname --checkpoint_dir=/var/lib/ps/checkpoints --device=cpu \
-    --compute_threads=4 --metrics_port=9100 --metrics_port=9101; do
+    --compute_threads=4 --metrics_port=9100 --metrics_port=9101 --insecure \
+    --metrics_bind_host=0.0.0.0; do
   grep -Rq -- "- $arg\$" deploy/kubernetes/base deploy/kubernetes/overlays/cpu ||
     fail "$arg is not in the manifests any more"
 done
@@ -86,11 +87,13 @@ for i in 0 1; do
   $podman_cmd run -d --name "$id-ps-$i" --hostname "ps-$i" --ip "$subnet.1$i" \
     --tmpfs /var/lib/ps/checkpoints:mode=1777 "${common[@]}" "$image" \
     /usr/bin/ps_server --cluster_spec=/etc/ps/cluster/cluster.json --task_from_hostname \
-    --checkpoint_dir=/var/lib/ps/checkpoints --metrics_port=9100 >/dev/null
+    --checkpoint_dir=/var/lib/ps/checkpoints --metrics_port=9100 --insecure \
+    --metrics_bind_host=0.0.0.0 >/dev/null
   $podman_cmd run -d --name "$id-worker-$i" --hostname "worker-$i" --ip "$subnet.2$i" \
     "${common[@]}" "$image" \
     /usr/bin/ps_worker --cluster_spec=/etc/ps/cluster/cluster.json --task_from_hostname \
-    --device=cpu --compute_threads=4 --metrics_port=9101 >/dev/null
+    --device=cpu --compute_threads=4 --metrics_port=9101 --insecure \
+    --metrics_bind_host=0.0.0.0 >/dev/null
 done
 containers+=("$id-submit")
 if ! $podman_cmd run --name "$id-submit" "${common[@]}" -v "$tmp/job:/etc/ps/job:ro" \

@@ -97,10 +97,16 @@ start_daemon() {  # HOST BINARY TASK NAME [FLAGS...]
     > "$DIR/$name.log" 2>&1 &
   DAEMON_PIDS+=($!)
 }
-start_daemon 1 "$PS_SERVER" ps:0 ps-0
-start_daemon 2 "$PS_SERVER" ps:1 ps-1
-start_daemon 3 "$PS_WORKER" worker:0 worker-0 --device=cpu
-start_daemon 4 "$PS_WORKER" worker:1 worker-1 --device=cpu
+# Secure by default: a daemon refuses to serve plaintext on a network address; --insecure (as
+# here, on the test's own private bridge) says so aloud.
+ip netns exec "${TAG}h1" "$PS_SERVER" --cluster_spec="$DIR/cluster.json" --task=ps:0 \
+  > "$DIR/refused.log" 2>&1 && fail "ps_server served plaintext on $NET.11 without --insecure"
+grep -q "refusing to serve .* without TLS" "$DIR/refused.log" ||
+  fail "ps_server did not say why it refused: $(cat "$DIR/refused.log")"
+start_daemon 1 "$PS_SERVER" ps:0 ps-0 --insecure
+start_daemon 2 "$PS_SERVER" ps:1 ps-1 --insecure
+start_daemon 3 "$PS_WORKER" worker:0 worker-0 --device=cpu --insecure
+start_daemon 4 "$PS_WORKER" worker:1 worker-1 --device=cpu --insecure
 for name in ps-0 ps-1 worker-0 worker-1; do
   wait_until 30 test -s "$DIR/$name.port" || fail "$name did not start listening within 30s"
 done
@@ -116,6 +122,8 @@ for task in "ps:0 ($NET.11:2222): up" "ps:1 ($NET.12:2222): up" \
             "worker:0 ($NET.13:2222): up" "worker:1 ($NET.14:2222): up"; do
   grep -qF "$task" "$DIR/status.log" || fail "psctl status does not show \"$task\""
 done
+[ "$(grep -c "INSECURE: plaintext off loopback" "$DIR/status.log")" -eq 4 ] ||
+  fail "psctl status does not mark every --insecure task"
 
 summary="$DIR/results/summary.json"
 [ -f "$summary" ] || fail "no $summary"

@@ -138,9 +138,33 @@ TEST(PsServerProcessTest, APortInUseIsAClearError) {
   std::optional<int> code = second.Wait(absl::Seconds(20));
   ASSERT_TRUE(code.has_value());
   EXPECT_EQ(*code, 1);
-  EXPECT_NE(second.Output().find("cannot listen on 0.0.0.0:" + std::to_string(*port)),
+  // The ClusterSpec puts both on 127.0.0.1: they listen there only (ListenHost).
+  EXPECT_NE(second.Output().find("cannot listen on 127.0.0.1:" + std::to_string(*port)),
             std::string::npos)
       << second.Output();
+}
+
+// Secure by default: plaintext only on loopback; anywhere else TLS, or --insecure said aloud.
+TEST(PsServerProcessTest, PlaintextOffLoopbackIsRefusedWithoutInsecure) {
+  std::string spec = WriteSpec();
+  Subprocess refused = StartServer(
+      {"--cluster_spec=" + spec, "--task=ps:0", "--port=0", "--bind_host=0.0.0.0"}, "refused");
+  std::optional<int> code = refused.Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(refused.Output().find("refusing to serve 0.0.0.0:0 without TLS"), std::string::npos)
+      << refused.Output();
+  EXPECT_NE(refused.Output().find("--insecure"), std::string::npos) << refused.Output();
+
+  std::string port_file = TempPath("insecure.port");
+  Subprocess insecure = StartServer({"--cluster_spec=" + spec, "--task=ps:0", "--port=0",
+                                     "--bind_host=0.0.0.0", "--insecure",
+                                     "--port_file=" + port_file},
+                                    "insecure");
+  absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Seconds(20));
+  ASSERT_TRUE(port.ok()) << port.status() << insecure.Output();
+  EXPECT_NE(insecure.Output().find("WITHOUT TLS (--insecure)"), std::string::npos)
+      << insecure.Output();
 }
 
 // Asks the server on `port` to list its services through gRPC server reflection; returns the

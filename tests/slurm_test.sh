@@ -179,8 +179,8 @@ cat > "$DIR/job.json" <<EOF
 EOF
 start=$SECONDS
 JOB_ID=$(PS_NUM_PS=2 PS_BASE_PORT=$BASE_PORT PS_BIN_DIR=$RUNFILES PS_DEPLOY_DIR=$DEPLOY_DIR \
-         PS_LOG_DIR="$DIR/logs" PS_SERVER_FLAGS="--bind_host=$ADDRESS" \
-         PS_WORKER_FLAGS="--bind_host=$ADDRESS --device=cpu --compute_threads=1" \
+         PS_LOG_DIR="$DIR/logs" PS_SERVER_FLAGS="--bind_host=$ADDRESS --insecure" \
+         PS_WORKER_FLAGS="--bind_host=$ADDRESS --insecure --device=cpu --compute_threads=1" \
          sbatch --parsable --ntasks=4 --chdir="$DIR" --output="$DIR/job.out" \
            --time=10 "$DEPLOY_DIR/ps_job.sbatch" "$DIR/job.json" "$DIR/results")
 log "submitted job $JOB_ID (ps_job.sbatch, --ntasks=4, PS_NUM_PS=2, ports $BASE_PORT-$((BASE_PORT + 3)))"

@@ -50,7 +50,9 @@ DEFINE_string(data_root, "",
               "directories (comma-separated) under which jobs' data files may be read; a file "
               "elsewhere is refused (PERMISSION_DENIED); empty: synthetic data only");
 DEFINE_int32(port, -1, "listen on this port instead of the spec's (0: any free port)");
-DEFINE_string(bind_host, "0.0.0.0", "interface to listen on");
+DEFINE_string(bind_host, "",
+              "interface to listen on; default: 127.0.0.1 when the ClusterSpec puts this task on "
+              "a loopback host, else every interface (plaintext then needs --insecure)");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
 DEFINE_int32(compute_threads, 0,
              "CPU backend threads (0: one per core); workers sharing a machine should split it");
@@ -170,10 +172,11 @@ int Run() {
 
   absl::StatusOr<ps::HostPort> own = ps::ParseHostPort(config->cluster.Address(config->task));
   int port = FLAGS_port >= 0 ? FLAGS_port : own->port;
+  const std::string bind_host = ps::ListenHost(FLAGS_bind_host, own->host);
   std::string listen =
-      ps::HostPort{FLAGS_bind_host, port, FLAGS_bind_host.find(':') != std::string::npos}
-          .ToString();
+      ps::HostPort{bind_host, port, bind_host.find(':') != std::string::npos}.ToString();
 
+  task_service.set_insecure(!security.tls() && !ps::IsLoopbackHost(bind_host));
   ps::TuneForTensorTraffic();
   ps::BlockStopSignals();  // Before any thread starts.
 
@@ -196,8 +199,7 @@ int Run() {
       service.WriteMetrics(writer);
     });
     absl::StatusOr<std::unique_ptr<ps::MetricsHttpServer>> started_metrics =
-        ps::MetricsHttpServer::Start(ps::ParseHostPort(listen, true)->host, *metrics_port,
-                                     &metrics);
+        ps::MetricsHttpServer::Start(ps::MetricsBindHostFromFlags(), *metrics_port, &metrics);
     if (!started_metrics.ok()) {
       std::cerr << "ps_worker: " << started_metrics.status().message() << "\n";
       return 1;
