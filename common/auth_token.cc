@@ -1,9 +1,14 @@
 #include "common/auth_token.h"
 
+#include <fcntl.h>
 #include <grpcpp/support/interceptor.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +43,28 @@ absl::StatusOr<std::string> ReadToken(const std::string& file, const char* flag,
                      " characters; make one with `head -c 32 /dev/urandom | base64`"));
   }
   return token;
+}
+
+// 32 random bytes from the kernel, as 64 hex digits.
+std::string NewToken() {
+  std::random_device random;  // /dev/urandom.
+  std::string token;
+  for (int i = 0; i < 8; ++i) {
+    absl::StrAppend(&token, absl::Hex(static_cast<uint32_t>(random()), absl::kZeroPad8));
+  }
+  return token;
+}
+
+// Writes `token` to `path`, readable and writable by this user only, from its creation on.
+absl::Status WriteTokenFile(const std::string& path, const std::string& token) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
+  const std::string text = token + "\n";
+  const bool written = fchmod(fd, 0600) == 0 &&
+                       write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const bool closed = close(fd) == 0;
+  if (!written || !closed) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
 }
 
 class BearerToken : public grpc::experimental::Interceptor {
@@ -103,6 +130,23 @@ BearerTokenInterceptors(const std::string& token) {
   std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
   if (!token.empty()) factories.push_back(std::make_unique<BearerTokenFactory>(token));
   return factories;
+}
+
+absl::StatusOr<AuthTokens> WriteNewAuthTokens(const std::string& dir) {
+  AuthTokens tokens{NewToken(), NewToken()};
+  absl::Status status = WriteTokenFile(absl::StrCat(dir, "/", kClusterTokenFile), tokens.task);
+  if (status.ok()) status = WriteTokenFile(absl::StrCat(dir, "/", kAdminTokenFile), tokens.admin);
+  if (!status.ok()) return status;
+  return tokens;
+}
+
+std::string AdminTokenBeside(const std::string& cluster_spec_path) {
+  if (cluster_spec_path.empty()) return "";
+  const size_t slash = cluster_spec_path.rfind('/');
+  const std::string path =
+      absl::StrCat(slash == std::string::npos ? "." : cluster_spec_path.substr(0, slash), "/",
+                   kAdminTokenFile);
+  return access(path.c_str(), R_OK) == 0 ? path : "";
 }
 
 std::string PresentedToken(const AuthTokens& tokens) {

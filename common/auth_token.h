@@ -33,6 +33,19 @@ struct AuthTokens {
 absl::StatusOr<AuthTokens> ReadAuthTokens(const std::string& task_file,
                                           const std::string& admin_file);
 
+// The files a cluster directory keeps its tokens in (psctl local's `<results>.cluster/`, and
+// `psctl certs`'s directory): readable by their owner only.
+inline constexpr char kClusterTokenFile[] = "cluster.token";
+inline constexpr char kAdminTokenFile[] = "admin.token";
+
+// Makes a new cluster token and admin token (32 random bytes each, hex) and writes them to
+// `dir`/kClusterTokenFile and `dir`/kAdminTokenFile, mode 0600, replacing older ones.
+absl::StatusOr<AuthTokens> WriteNewAuthTokens(const std::string& dir);
+
+// The admin token file in the directory of `cluster_spec_path` (a ClusterSpec file), when there
+// is one; else "".
+std::string AdminTokenBeside(const std::string& cluster_spec_path);
+
 // What this process checks as a server and presents as a client, set once from its flags.
 void SetProcessAuthTokens(const AuthTokens& tokens);
 const AuthTokens& ProcessAuthTokens();

@@ -91,6 +91,19 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> StartLocal(const JobSpec& spec, in
   options.checkpoint_dir = std::filesystem::absolute(FLAGS_checkpoint_dir).string();
   options.data_roots = DataDirectories(spec);
   options.daemon_args = TokenFileArgs();
+  if (!ProcessAuthTokens().any()) {
+    // Tokens of its own, so that the ports refuse strangers on this host: the daemons require
+    // one on every call, and psctl presents the admin token. The files (0600) stay beside the
+    // ClusterSpec, where psctl finds them for later commands (--keep_cluster).
+    std::error_code error;
+    std::filesystem::create_directories(options.dir, error);
+    absl::StatusOr<AuthTokens> tokens = WriteNewAuthTokens(options.dir);
+    if (!tokens.ok()) return tokens.status();
+    SetProcessAuthTokens(*tokens);
+    options.daemon_args = {
+        absl::StrCat("--auth_token_file=", options.dir, "/", kClusterTokenFile),
+        absl::StrCat("--admin_token_file=", options.dir, "/", kAdminTokenFile)};
+  }
   options.ps_server_path =
       FLAGS_ps_server_binary.empty() ? SiblingBinary("server/ps_server") : FLAGS_ps_server_binary;
   options.ps_worker_path =

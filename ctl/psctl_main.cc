@@ -251,6 +251,10 @@ int main(int argc, char** argv) {
   }
   ps::SetProcessTransportSecurity(security);
   absl::StatusOr<ps::AuthTokens> tokens = ps::AuthTokensFromFlags();
+  // Without a token of its own, the admin token beside the ClusterSpec, where psctl local
+  // keeps its cluster's (readable by its user only).
+  const std::string beside = ps::AdminTokenBeside(FLAGS_cluster_spec);
+  if (tokens.ok() && !tokens->any() && !beside.empty()) tokens = ps::ReadAuthTokens("", beside);
   if (!tokens.ok()) {
     std::cerr << "psctl: " << tokens.status().message() << "\n";
     return 2;

@@ -2,6 +2,7 @@
 // results written, and no daemon left behind after success, Ctrl-C or a failure; bad input
 // refused before anything starts.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -232,6 +233,28 @@ TEST_F(PsctlLocalTest, MetricsOnEveryDaemonAndTheClusterKeptAfterTheJob) {
     EXPECT_THAT(page->body, HasSubstr("job_id=\"psctl-kept\""));
   }
   EXPECT_EQ(ProcessesMentioning(results_).size(), 5u);  // psctl, 2 ps, 2 workers.
+
+  // Its ports refuse strangers on this host: the cluster has tokens of its own, in files only
+  // this user may read. psctl finds the admin token beside the ClusterSpec; a client without
+  // it is refused by every task.
+  const std::string cluster_dir = results_ + ".cluster";
+  for (const char* file : {"/cluster.token", "/admin.token"}) {
+    struct stat info;
+    ASSERT_EQ(stat((cluster_dir + file).c_str(), &info), 0) << file;
+    EXPECT_EQ(info.st_mode & 0777, 0600u) << file;
+  }
+  Psctl status({"status", "--cluster_spec=" + cluster_dir + "/cluster.json"}, dir_);
+  EXPECT_EQ(status.Wait(), 0) << status.Output();
+  EXPECT_THAT(status.Stdout(), HasSubstr("jobs: [psctl-kept]"));
+  std::filesystem::create_directories(dir_ + "/stranger");
+  std::filesystem::copy_file(cluster_dir + "/cluster.json", dir_ + "/stranger/cluster.json");
+  Psctl stranger({"status", "--cluster_spec=" + dir_ + "/stranger/cluster.json"}, dir_);
+  EXPECT_EQ(stranger.Wait(), 0) << stranger.Output();
+  EXPECT_EQ(Lines(stranger.Stdout()).size(), 4u) << stranger.Stdout();
+  for (const std::string& line : Lines(stranger.Stdout())) {
+    EXPECT_THAT(line, HasSubstr("REFUSED (")) << stranger.Stdout();
+  }
+
   kill(psctl.pid(), SIGTERM);
   EXPECT_EQ(psctl.Wait(absl::Seconds(30)), 0) << psctl.Output();
   EXPECT_THAT(psctl.Stdout(), HasSubstr("stopped the local cluster"));
