@@ -314,12 +314,13 @@ TEST_F(TlsTest, TokensAreRequiredOnEveryCallAndOnlyTheAdminTokenStopsAJob) {
   const std::string task_token = "task-token-0123456789abcdef",
                     admin_token = "admin-token-0123456789abcdef";
   std::ofstream(dir_ + "/task.token") << task_token << "\n";
-  std::ofstream(dir_ + "/admin.token") << admin_token << "\n";
+  // Not "admin.token" beside the ClusterSpec: psctl would take that one without being told.
+  std::ofstream(dir_ + "/users.token") << admin_token << "\n";
   std::ofstream(dir_ + "/wrong.token") << "wrong-token-0123456789abcdef\n";
   StartCluster("", {"--auth_token_file=" + dir_ + "/task.token",
-                    "--admin_token_file=" + dir_ + "/admin.token"});
+                    "--admin_token_file=" + dir_ + "/users.token"});
   Psctl job({"submit", "--cluster_spec=" + spec_, "--job=" + Job("tokens", 3000),
-             "--results=" + dir_ + "/tokens", "--admin_token_file=" + dir_ + "/admin.token"},
+             "--results=" + dir_ + "/tokens", "--admin_token_file=" + dir_ + "/users.token"},
             dir_);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (!std::filesystem::exists(dir_ + "/tokens/metrics.csv") && absl::Now() < deadline) {
