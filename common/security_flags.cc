@@ -2,7 +2,10 @@
 
 #include <gflags/gflags.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <utility>
 
 #include "absl/strings/str_split.h"
 
@@ -18,6 +21,10 @@ DEFINE_string(admin_token_file, "",
               "servers accept it; PS_ADMIN_TOKEN when empty");
 DEFINE_bool(reflection, false,
             "serve gRPC server reflection (grpc_cli, grpcurl list the services): for debugging");
+DEFINE_string(certs, "",
+              "a directory `psctl certs` wrote: TLS and tokens in one flag, in place of "
+              "--tls_cert, --tls_key, --tls_ca, --auth_token_file and --admin_token_file (a "
+              "daemon takes its host's certificate, psctl psctl.crt)");
 DEFINE_bool(insecure, false,
             "the daemons: serve plaintext on an address other than loopback (refused without "
             "this: give TLS, or bind 127.0.0.1); anyone who reaches the port may act as any user");
@@ -35,6 +42,41 @@ TransportSecurity TransportSecurityFromFlags() {
 }
 
 bool ReflectionFromFlags() { return FLAGS_reflection; }
+
+absl::Status ApplyCertsFlag(const std::string& identity) {
+  if (FLAGS_certs.empty()) return absl::OkStatus();
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string*>("--tls_cert", &FLAGS_tls_cert),
+        {"--tls_key", &FLAGS_tls_key},
+        {"--tls_ca", &FLAGS_tls_ca},
+        {"--auth_token_file", &FLAGS_auth_token_file},
+        {"--admin_token_file", &FLAGS_admin_token_file}}) {
+    if (!value->empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--certs=", FLAGS_certs, " stands for ", flag, ": give one or the other"));
+    }
+  }
+  const std::string dir = std::filesystem::absolute(FLAGS_certs).string();
+  const std::string cert = absl::StrCat(dir, "/", identity, ".crt");
+  for (const std::string& file : {cert, absl::StrCat(dir, "/", identity, ".key"),
+                                  absl::StrCat(dir, "/ca.crt")}) {
+    if (access(file.c_str(), R_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--certs=", FLAGS_certs, ": cannot read ", file, " (`psctl certs --cluster_spec=F "
+          "--out=DIR` writes a certificate per host of the ClusterSpec, psctl's and the CA's)"));
+    }
+  }
+  FLAGS_tls_cert = cert;
+  FLAGS_tls_key = absl::StrCat(dir, "/", identity, ".key");
+  FLAGS_tls_ca = absl::StrCat(dir, "/ca.crt");
+  for (const auto& [name, value] :
+       {std::pair<const char*, std::string*>(kClusterTokenFile, &FLAGS_auth_token_file),
+        {kAdminTokenFile, &FLAGS_admin_token_file}}) {
+    const std::string file = absl::StrCat(dir, "/", name);
+    if (access(file.c_str(), R_OK) == 0) *value = file;
+  }
+  return absl::OkStatus();
+}
 
 std::vector<std::string> AdminUsersFromFlags() {
   return absl::StrSplit(FLAGS_admin_users, ',', absl::SkipWhitespace());

@@ -13,6 +13,13 @@
 
 namespace ps {
 
+// --certs=DIR: sets --tls_cert and --tls_key to DIR/<identity>.crt and .key, --tls_ca to
+// DIR/ca.crt, and the token files to DIR's cluster.token and admin.token where they exist (as
+// `psctl certs` writes them). `identity`: a daemon's host as the ClusterSpec names it, "psctl"
+// for psctl. Call before the *FromFlags functions. INVALID_ARGUMENT when a flag it stands for
+// is given too, or a file is missing.
+absl::Status ApplyCertsFlag(const std::string& identity);
+
 // The flags' values.
 TransportSecurity TransportSecurityFromFlags();
 // --reflection (the daemons' servers only).

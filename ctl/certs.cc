@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/auth_token.h"
 #include "common/host_port.h"
 #include "common/subprocess.h"
 
@@ -169,6 +170,15 @@ absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::stri
   }
   std::filesystem::remove(dir + "/ca.srl");
   std::filesystem::remove(log);
+  // The tokens, made once (renewing the certificates keeps them).
+  if (!std::filesystem::exists(absl::StrCat(dir, "/", kClusterTokenFile)) ||
+      !std::filesystem::exists(absl::StrCat(dir, "/", kAdminTokenFile))) {
+    absl::StatusOr<AuthTokens> tokens = WriteNewAuthTokens(dir);
+    if (!tokens.ok()) return tokens.status();
+  }
+  out << "  tokens: " << dir << "/" << kClusterTokenFile << " (every task), " << dir << "/"
+      << kAdminTokenFile << " (psctl)\n"
+      << "or give every daemon and psctl --certs=" << dir << " in place of these flags\n";
   out << "  psctl: --tls_cert=" << dir << "/psctl.crt --tls_key=" << dir
       << "/psctl.key --tls_ca=" << dir << "/ca.crt\n"
       << "keep " << dir << "/ca.key off the task hosts: whoever holds it can make identities\n";

@@ -116,8 +116,9 @@ const std::vector<Command>& Commands() {
       {"certs", 0, [](const std::vector<std::string>&) { return Certs(); },
        "a CA and certificates for mutual TLS",
        "psctl certs --cluster_spec=F --out=DIR [--days=365] [--users=alice,bob]\n\n"
-       "Every command takes --tls_cert, --tls_key and --tls_ca; with a user's certificate only\n"
-       "its owner may stop a job.\n\n"
+       "It also writes the cluster's tokens (cluster.token, admin.token). Every daemon and psctl\n"
+       "then takes --certs=DIR for all of it (or --tls_cert, --tls_key, --tls_ca and the token\n"
+       "files one by one); with a user's certificate only its owner may use a job.\n\n"
        "Example:\n"
        "  psctl certs --cluster_spec=cluster.json --out=certs --users=alice",
        {"cluster_spec", "out", "days", "users"}},
@@ -208,8 +209,8 @@ std::string Usage() {
   }
   usage +=
       "\nEvery command that reaches a cluster takes --cluster_spec (or TF_CONFIG, or\n"
-      "--cluster_resolver=slurm), and --tls_cert, --tls_key, --tls_ca, --auth_token_file and\n"
-      "--admin_token_file where the cluster uses them.";
+      "--cluster_resolver=slurm), and --certs=DIR (psctl certs) or --tls_cert, --tls_key,\n"
+      "--tls_ca, --auth_token_file and --admin_token_file where the cluster uses them.";
   return usage;
 }
 
@@ -241,6 +242,10 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = 1;  // Warnings and errors only: psctl talks through its own output.
   google::InitGoogleLogging(argv[0]);
+  if (absl::Status certs = ps::ApplyCertsFlag("psctl"); !certs.ok()) {
+    std::cerr << "psctl: " << certs.message() << "\n";
+    return 2;
+  }
   ps::TransportSecurity security = ps::TransportSecurityFromFlags();
   for (std::string* path : {&security.cert_file, &security.key_file, &security.ca_file}) {
     if (!path->empty()) *path = std::filesystem::absolute(*path).string();  // For daemons too.

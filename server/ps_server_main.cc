@@ -121,6 +121,10 @@ int Run() {
               << " (the most workers any job may have)\n";
     return 2;
   }
+  if (absl::Status certs = ps::ApplyCertsFlag(own->host); !certs.ok()) {
+    std::cerr << "ps_server: " << certs.message() << "\n";
+    return 2;
+  }
   absl::StatusOr<ps::AuthTokens> tokens = ps::AuthTokensFromFlags();
   if (!tokens.ok()) {
     std::cerr << "ps_server: " << tokens.status().message() << "\n";

@@ -424,6 +424,31 @@ TEST_F(TlsTest, AnotherUserCanNeitherReadNorChangeAJobNorFenceItsWorkers) {
   for (const JobStats& shard : *stats) EXPECT_EQ(shard.version(), 1);
 }
 
+// One flag turns everything on: `psctl certs` writes certificates and tokens, and --certs=DIR
+// gives each daemon its host's certificate, the CA and the tokens, and psctl its own.
+TEST_F(TlsTest, OneCertsFlagTurnsOnTlsAndTokensForDaemonsAndPsctl) {
+  for (const char* token : {"/cluster.token", "/admin.token"}) {
+    EXPECT_TRUE(std::filesystem::exists(certs_ + token)) << token;
+  }
+  StartCluster("", {"--certs=" + certs_});
+  Psctl job({"submit", "--cluster_spec=" + spec_, "--job=" + Job("certs", 300),
+             "--results=" + dir_ + "/certs-run", "--certs=" + certs_},
+            dir_);
+  ASSERT_EQ(job.Wait(), 0) << job.Output();
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(dir_ + "/certs-run/summary.json"))["state"], "DONE");
+  EXPECT_EQ(DownTasks({}).size(), 4u) << "a plaintext client is let in";
+  EXPECT_EQ(DownTasks({"--tls_ca=" + certs_ + "/ca.crt"}).size(), 4u)
+      << "a client without a certificate is let in";
+  EXPECT_TRUE(DownTasks({"--certs=" + certs_}).empty());
+
+  // --certs stands for the five flags: given with one of them, it is refused.
+  Psctl both({"status", "--cluster_spec=" + spec_, "--certs=" + certs_,
+              "--tls_ca=" + certs_ + "/ca.crt"},
+             dir_);
+  EXPECT_EQ(both.Wait(), 2) << both.Output();
+  EXPECT_THAT(both.Stderr(), HasSubstr("stands for --tls_ca: give one or the other"));
+}
+
 TEST_F(TlsTest, ATaskPushesAndPullsOnlyAsTheWorkersOnItsOwnHost) {
   StartCluster(certs_);
   // A job of 2 workers on both ps, created as psctl submit creates it (as user psctl).

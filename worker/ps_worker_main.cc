@@ -127,6 +127,12 @@ int Run() {
   ps::WorkerServiceOptions options{
       config->cluster, config->task.index(), *device, {}, absl::Hours(1), ps::DataRoots()};
   options.ps_client.wait_timeout = absl::Seconds(FLAGS_ps_wait_timeout_s);
+  if (absl::Status certs = ps::ApplyCertsFlag(
+          ps::ParseHostPort(config->cluster.Address(config->task))->host);
+      !certs.ok()) {
+    std::cerr << "ps_worker: " << certs.message() << "\n";
+    return 2;
+  }
   const ps::TransportSecurity security = ps::TransportSecurityFromFlags();
   if (absl::Status tls = ps::ValidateTransportSecurity(security, /*server=*/true); !tls.ok()) {
     std::cerr << "ps_worker: " << tls.message() << "\n";
