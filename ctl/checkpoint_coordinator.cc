@@ -66,7 +66,8 @@ void CheckpointCoordinator::Finish(bool final, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   std::vector<JobStats> shards;
   SettleBy(deadline, &shards);
-  if (final && !shards.empty() && !LatestIsOf(shards)) {
+  const bool taken_one = next_seq_ > 1;
+  if (final && (taken_one || !final_only_after_one_) && !shards.empty() && !LatestIsOf(shards)) {
     Arm(-1);
     SettleBy(deadline, &shards);
   }

@@ -36,6 +36,9 @@ class CheckpointCoordinator {
   // Where complete and abandoned checkpoints are recorded as events too (not owned; may be
   // null).
   void set_results(ResultsWriter* results) { results_ = results; }
+  // Takes Finish's last checkpoint of a finished job only when one was taken during the run:
+  // for psctl's default checkpoints (ctl/job_defaults.h), which a short job should not pay for.
+  void set_final_only_after_one() { final_only_after_one_ = true; }
   // Whether the job asks for checkpoints.
   bool enabled() const;
   // FAILED_PRECONDITION, saying how to give one, unless every ps has a checkpoint directory
@@ -89,6 +92,7 @@ class CheckpointCoordinator {
   int64_t last_step_clock_ = 0;  // every_steps: the multiple armed last.
   ResultsWriter* results_ = nullptr;
   std::optional<CheckpointManifest> last_complete_;
+  bool final_only_after_one_ = false;
   int64_t failed_ = 0;
 };
 

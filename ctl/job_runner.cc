@@ -15,6 +15,7 @@
 #include "common/worker_session.h"
 #include "ctl/checkpoint_coordinator.h"
 #include "ctl/checkpoint_restore.h"
+#include "ctl/job_defaults.h"
 #include "ctl/cluster_client.h"
 #include "ctl/cluster_probe.h"
 #include "ctl/job_follower.h"
@@ -485,6 +486,10 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
                        const SubmitOptions& options) {
   JobSpec spec = submitted;
   if (spec.run_id().empty()) spec.set_run_id(NewRunId());
+  std::vector<std::string> defaults;  // What psctl gave the job (ctl/job_defaults.h).
+  if (!options.detach && ValidateJobSpec(spec, cluster.NumTasks(kWorkerJob)).ok()) {
+    spec = WithCrashDefaults(spec, cluster.NumTasks(kWorkerJob), &defaults);
+  }
   absl::Status status = ValidateJobSpec(spec, cluster.NumTasks(kWorkerJob));
   if (!status.ok()) return absl::InvalidArgumentError(absl::StrCat("job: ", status.message()));
   for (const std::string& warning : JobWarnings(spec, cluster.NumTasks(kWorkerJob))) {
@@ -497,7 +502,26 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   }
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
   if (!client.ok()) return client.status();
-  auto checkpoints = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);
+  // psctl's default checkpoints (the job set none): no last one of a short run, and none at all
+  // where a ps has no --checkpoint_dir.
+  const bool default_checkpoints = !submitted.has_checkpoint() && spec.has_checkpoint();
+  auto coordinator = [&]() {
+    auto made = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);
+    if (default_checkpoints) made->set_final_only_after_one();
+    return made;
+  };
+  auto checkpoints = coordinator();
+  if (default_checkpoints) {
+    absl::Status directories = checkpoints->CheckDirectories();
+    if (!directories.ok()) {
+      spec.clear_checkpoint();
+      defaults.erase(defaults.begin());
+      *options.out << "no checkpoints (" << directories.message() << ")\n";
+      checkpoints = coordinator();
+    }
+  }
+  for (const std::string& given : defaults) *options.out << "default: " << given << "\n";
+  *options.out << std::flush;
   absl::StatusOr<RunStart> run = PrepareRun(cluster, **client, spec, options, *checkpoints);
   if (!run.ok()) return run.status();
   std::unique_ptr<ResultsWriter> results;
@@ -542,7 +566,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
         Recover(cluster, &*client, &spec, &restorable, options, *recover, results.get());
     if (!recovered.ok()) return recovered.status();
     first_step = *recovered;
-    checkpoints = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);
+    checkpoints = coordinator();
     checkpoints->set_results(results.get());
   }
 }

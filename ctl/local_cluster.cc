@@ -107,7 +107,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
         return absl::Status(daemon.status().code(),
                             absl::StrCat(job, ":", i, ": ", daemon.status().message()));
       }
+      absl::MutexLock lock(&local->mu_);
       local->daemons_.push_back(*std::move(daemon));
+      local->names_.push_back(absl::StrCat(job, ":", i));
+      local->argvs_.push_back(argv);
+      local->restarts_.push_back(0);
       // Until it listens, or exits (a bad flag, a port in use, no such device).
       const absl::Time deadline = absl::Now() + absl::Seconds(30);
       absl::StatusOr<int> port;
@@ -133,7 +137,37 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       }
     }
   }
+  if (options.max_restarts > 0) {
+    local->supervisor_ = std::thread([raw = local.get()] { raw->Supervise(); });
+  }
   return local;
+}
+
+void LocalCluster::Supervise() {
+  while (true) {
+    absl::MutexLock lock(&mu_);
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200))) return;
+    for (size_t d = 0; d < daemons_.size(); ++d) {
+      const std::optional<int> code = daemons_[d].Wait(absl::ZeroDuration());
+      // A clean exit (0: SIGTERM, or Ctrl-C reaching the daemons too) is left alone.
+      if (!code.has_value() || *code == 0 || restarts_[d] >= options_.max_restarts) continue;
+      ++restarts_[d];
+      const std::string log = absl::StrCat(options_.dir, "/", names_[d], "-restart-", restarts_[d],
+                                           ".log");
+      absl::StatusOr<Subprocess> again = Subprocess::Start(argvs_[d], log);
+      if (options_.out != nullptr) {
+        *options_.out << "\n" << names_[d] << " exited (exit code " << *code << "); "
+                      << (again.ok() ? absl::StrCat("started it again (", restarts_[d], " of ",
+                                                    options_.max_restarts, "; its log: ", log,
+                                                    ")")
+                                     : absl::StrCat("cannot start it again: ",
+                                                    again.status().message()))
+                      << "\n"
+                      << std::flush;
+      }
+      if (again.ok()) daemons_[d] = *std::move(again);
+    }
+  }
 }
 
 int LocalCluster::metrics_port(absl::string_view job, int index) const {
@@ -144,6 +178,12 @@ int LocalCluster::metrics_port(absl::string_view job, int index) const {
 LocalCluster::~LocalCluster() { Stop(); }
 
 void LocalCluster::Stop(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (supervisor_.joinable()) supervisor_.join();
+  absl::MutexLock lock(&mu_);
   for (Subprocess& daemon : daemons_) daemon.Signal(SIGTERM);
   absl::Time deadline = absl::Now() + grace;
   for (Subprocess& daemon : daemons_) {

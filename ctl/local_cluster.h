@@ -6,12 +6,15 @@
 
 #include <filesystem>
 #include <map>
+#include <ostream>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "common/cluster_spec.h"
 #include "common/subprocess.h"
 #include "common/transport_security.h"
@@ -39,6 +42,11 @@ struct LocalClusterOptions {
   std::vector<std::string> data_roots;
   // Every daemon serves /metrics on a free port of its own (--metrics_port=0); see metrics_port().
   bool metrics = false;
+  // A daemon that dies (killed, or a non-zero exit) while the cluster runs is started again on
+  // its address, up to this many times each, as a supervisor would (so that a job survives the
+  // loss of a task: recovery for a ps, rejoining for a worker); said on `out`. 0: never.
+  int max_restarts = 3;
+  std::ostream* out = nullptr;  // Where restarts are said; null: nowhere.
 };
 
 // The directories, absolute, of the data files `spec` names: what a local cluster's workers
@@ -58,16 +66,27 @@ class LocalCluster {
   // LocalClusterOptions::metrics. REQUIRES: the task is in cluster().
   int metrics_port(absl::string_view job, int index) const;
 
-  // SIGTERM to every daemon, then SIGKILL to those still running after `grace`. Idempotent.
-  void Stop(absl::Duration grace = absl::Seconds(10));
+  // Ends the supervision, then SIGTERM to every daemon, then SIGKILL to those still running
+  // after `grace`. Idempotent.
+  void Stop(absl::Duration grace = absl::Seconds(10)) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   LocalCluster(LocalClusterOptions options, ClusterSpec cluster)
       : options_(std::move(options)), cluster_(std::move(cluster)) {}
 
+  // Every 200 ms until Stop: starts again each daemon that died (LocalClusterOptions).
+  void Supervise() ABSL_LOCKS_EXCLUDED(mu_);
+
   const LocalClusterOptions options_;
   const ClusterSpec cluster_;
-  std::vector<Subprocess> daemons_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Subprocess> daemons_ ABSL_GUARDED_BY(mu_);
+  // Per daemon, in daemons_'s order: its task name, command line and restarts so far.
+  std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<std::string>> argvs_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> restarts_ ABSL_GUARDED_BY(mu_);
+  std::thread supervisor_;
   // By job, in index order; empty without LocalClusterOptions::metrics.
   std::map<std::string, std::vector<int>, std::less<>> metrics_ports_;
 };

@@ -49,6 +49,9 @@ DEFINE_int32(metrics_port, -1,
              "prometheus-config: the /metrics port of every task (-1: ask each task for its own)");
 DEFINE_int32(worker_metrics_port, -1,
              "prometheus-config: the workers' /metrics port where it is not --metrics_port's");
+DEFINE_int32(restarts, 3,
+             "local: how many times each daemon that dies is started again on its address "
+             "(a ps's job then recovers, a worker rejoins); 0: never");
 DEFINE_bool(keep_cluster, false,
             "local: after the job, keep the cluster running (for psctl submit, status and "
             "prometheus-config on DIR.cluster/cluster.json) until Ctrl-C or SIGTERM");

@@ -34,6 +34,7 @@ DECLARE_string(port_file);
 DECLARE_int32(metrics_port);
 DECLARE_int32(worker_metrics_port);
 DECLARE_bool(keep_cluster);
+DECLARE_int32(restarts);
 DECLARE_string(scrape_interval);
 DECLARE_int32(iterations);
 

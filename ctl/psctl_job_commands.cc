@@ -90,6 +90,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> StartLocal(const JobSpec& spec, in
   options.device = FLAGS_device;
   options.checkpoint_dir = std::filesystem::absolute(FLAGS_checkpoint_dir).string();
   options.data_roots = DataDirectories(spec);
+  options.max_restarts = FLAGS_restarts;
+  options.out = &std::cout;
   options.daemon_args = TokenFileArgs();
   if (!ProcessAuthTokens().any()) {
     // Tokens of its own, so that the ports refuse strangers on this host: the daemons require

@@ -267,9 +267,12 @@ TEST_F(PsctlLocalTest, RefusesAMetricsPortTheDaemonsWouldShare) {
   ExpectRefused(psctl, "psctl local --metrics_port=9100: give 0 (every daemon on a free port");
 }
 
+// Without restarts and checkpoints (neither default), a ps that dies fails the job at once.
 TEST_F(PsctlLocalTest, AJobThatFailsStopsEveryDaemonAndSaysWhy) {
-  std::string job = WriteJob(dir_, "job", JobJson("psctl-failing", 1000000));
-  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu"}, dir_);
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-failing", 1000000, R"({"mode": "SYNC"})",
+                                                  R"(, "checkpoint": {})"));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu", "--restarts=0"},
+              dir_);
   ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << psctl.Output();
   std::vector<pid_t> ps1;
   ASSERT_EQ(ProcessesMentioning(results_ + ".cluster/ps-1.port", &ps1).size(), 1u);
@@ -280,6 +283,45 @@ TEST_F(PsctlLocalTest, AJobThatFailsStopsEveryDaemonAndSaysWhy) {
   EXPECT_THAT(psctl.Stderr(), StartsWith("psctl: worker:"));
   EXPECT_THAT(psctl.Stderr(), HasSubstr("ps:1 (127.0.0.1:"));
   EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
+}
+
+// The README's default job with the defaults a user gets (a checkpoint every 600 s, a worker
+// lease, psctl local starting a dead daemon again) survives a kill -9 of a ps and then of a
+// worker, and ends DONE (issue 30 item 5).
+TEST_F(PsctlLocalTest, TheDefaultJobSurvivesAKillOfAPsAndOfAWorker) {
+  nlohmann::json spec = ReadJson("config/jobs/default.json");
+  spec["job_id"] = "psctl-survives";
+  spec["steps"] = 3000;  // About 6 s with the stragglers' delays (no value changes).
+  spec["stragglers"] = {{"distribution", "UNIFORM"}, {"mean_delay_ms", 2}};
+  const std::string job = WriteJob(dir_, "job", spec.dump());
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu"}, dir_);
+  auto wait_for = [&psctl](const std::string& text) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (!absl::StrContains(psctl.Stdout(), text) && !psctl.Ended() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return absl::StrContains(psctl.Stdout(), text);
+  };
+  auto kill_task = [this](const std::string& port_file) {
+    std::vector<pid_t> pids;
+    ProcessesMentioning(results_ + ".cluster/" + port_file, &pids);
+    ASSERT_EQ(pids.size(), 1u) << port_file;
+    kill(pids[0], SIGKILL);
+  };
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 3, absl::Seconds(30))) << psctl.Output();
+  EXPECT_THAT(psctl.Stdout(), HasSubstr("default: a checkpoint every 600 s"));
+  EXPECT_THAT(psctl.Stdout(), HasSubstr("default: a worker lease of 10 s"));
+  kill_task("ps-0.port");
+  ASSERT_TRUE(wait_for("recovered: the job goes on")) << psctl.Output();
+  EXPECT_THAT(psctl.Stdout(), HasSubstr("ps:0 exited (exit code 137); started it again"));
+  kill_task("worker-1.port");
+  ASSERT_TRUE(wait_for("worker:1 is back: it rejoins the job")) << psctl.Output();
+  ASSERT_EQ(psctl.Wait(absl::Seconds(120)), 0) << psctl.Output();
+  nlohmann::json summary = ReadJson(results_ + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_EQ(summary["steps"], 3000) << summary.dump();
+  EXPECT_GT(summary.value("final_eval_accuracy", 0.0), 0.75) << summary.dump();
+  EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
 }
 
 TEST_F(PsctlLocalTest, ADaemonThatCannotStartFailsAtOnceWithItsLog) {
