@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/job_spec.h"
 #include "common/json_text.h"
+#include "ctl/job_defaults.h"
 #include "ctl/job_runner.h"
 #include "ctl/run_manifest.h"
 #include "ctl/sweep_table.h"
@@ -143,9 +144,23 @@ class SweepProgress {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// Whether `recorded` (a run's settings hash) is `point`'s: its JobSpec as the sweep gives it, or
+// with psctl's defaults (ctl/job_defaults.h: both, or the lease alone where the ps had no
+// --checkpoint_dir).
+bool SameSettings(const std::string& recorded, const SweepPoint& point) {
+  std::vector<std::string> applied;
+  JobSpec with_defaults = WithCrashDefaults(point.spec, point.num_workers, &applied);
+  JobSpec lease_only = with_defaults;
+  if (!point.spec.has_checkpoint()) lease_only.clear_checkpoint();
+  for (const JobSpec& spec : {point.spec, with_defaults, lease_only}) {
+    if (recorded == SettingsHash(spec)) return true;
+  }
+  return false;
+}
+
 // Whether `dir` holds a finished run of `point`: summary.json says DONE, and its manifest.json
 // (ctl/run_manifest.h) has the point's settings hash (its JobSpec but for the job and run ids,
-// unique to each run) on as many workers and ps tasks.
+// unique to each run; SameSettings) on as many workers and ps tasks.
 absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir,
                                  FileSystem* fs) {
   nlohmann::json summary = ReadSummary(dir, fs);
@@ -158,7 +173,7 @@ absl::StatusOr<bool> DoneEarlier(const SweepPoint& point, const std::string& dir
       manifest["settings_hash"].is_string() && manifest.contains("cluster")) {
     const nlohmann::json& workers = manifest["cluster"]["cluster"]["worker"];
     const nlohmann::json& ps = manifest["cluster"]["cluster"]["ps"];
-    same = manifest["settings_hash"].get<std::string>() == SettingsHash(point.spec) &&
+    same = SameSettings(manifest["settings_hash"].get<std::string>(), point) &&
            workers.is_array() && static_cast<int>(workers.size()) == point.num_workers &&
            ps.is_array() && static_cast<int>(ps.size()) == point.num_ps;
   }

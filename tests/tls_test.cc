@@ -180,6 +180,22 @@ class TlsTest : public ::testing::Test {
                      "/ca.crt 2>/dev/null | /usr/bin/openssl x509 -noout -serial"));
   }
 
+  // Job `id` as psctl submit creates it on the ps: ASYNC, 2 workers, one variable of 64.
+  static ParameterSpec AsyncSpec(const std::string& id) {
+    ParameterSpec spec;
+    spec.set_job_id(id);
+    spec.set_run_id("run-1");
+    spec.set_num_workers(2);
+    VariableDef* variable = spec.add_variables();
+    variable->set_name("w");
+    variable->add_shape(64);
+    spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
+    spec.mutable_learning_rate()->set_base(0.1f);
+    spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
+    spec.set_min_slice_bytes(64);
+    return spec;
+  }
+
   // A client of the two ps with the certificate `name`.crt in certs_.
   std::unique_ptr<PsClient> ClientAs(const std::string& name) {
     PsClientOptions options;
@@ -353,17 +369,7 @@ TEST_F(TlsTest, TokensAreRequiredOnEveryCallAndOnlyTheAdminTokenStopsAJob) {
 // pushes; the job's weights are exactly those of its own pushes (issue 30 item 2).
 TEST_F(TlsTest, AnotherUserCanNeitherReadNorChangeAJobNorFenceItsWorkers) {
   StartCluster(certs_);
-  ParameterSpec spec;
-  spec.set_job_id("alices");
-  spec.set_run_id("run-1");
-  spec.set_num_workers(2);
-  VariableDef* variable = spec.add_variables();
-  variable->set_name("w");
-  variable->add_shape(64);
-  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
-  spec.mutable_learning_rate()->set_base(0.1f);
-  spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
-  spec.set_min_slice_bytes(64);
+  const ParameterSpec spec = AsyncSpec("alices");
   std::unique_ptr<PsClient> owner = ClientAs("psctl"), bob = ClientAs("bob");
   std::unique_ptr<PsClient> host0 = ClientAs("127.0.0.1");
   ASSERT_TRUE(owner != nullptr && bob != nullptr && host0 != nullptr);
@@ -452,17 +458,7 @@ TEST_F(TlsTest, OneCertsFlagTurnsOnTlsAndTokensForDaemonsAndPsctl) {
 TEST_F(TlsTest, ATaskPushesAndPullsOnlyAsTheWorkersOnItsOwnHost) {
   StartCluster(certs_);
   // A job of 2 workers on both ps, created as psctl submit creates it (as user psctl).
-  ParameterSpec spec;
-  spec.set_job_id("posing");
-  spec.set_run_id("run-1");
-  spec.set_num_workers(2);
-  VariableDef* variable = spec.add_variables();
-  variable->set_name("w");
-  variable->add_shape(64);
-  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
-  spec.mutable_learning_rate()->set_base(0.1f);
-  spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
-  spec.set_min_slice_bytes(64);
+  const ParameterSpec spec = AsyncSpec("posing");
   std::unique_ptr<PsClient> psctl = ClientAs("psctl");
   ASSERT_NE(psctl, nullptr);
   ASSERT_TRUE(psctl->CreateJob(spec).ok());
