@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -127,9 +129,18 @@ absl::Status RequireTask(const Peer& peer, absl::string_view method) {
 absl::Status RequireWorkerHost(const Peer& peer, int worker,
                                const std::vector<std::string>& worker_hosts,
                                absl::string_view method) {
-  if (peer.role != Peer::Role::kTask || peer.by_token || worker_hosts.empty()) {
-    return absl::OkStatus();
+  if (peer.role != Peer::Role::kTask || peer.by_token) return absl::OkStatus();
+  // A task's own certificate ("worker:1", psctl certs's <job>-<index>.crt): only as itself.
+  absl::string_view task = peer.name;
+  const bool of_worker = absl::ConsumePrefix(&task, "worker:");
+  int index = -1;
+  if (of_worker || absl::StartsWith(peer.name, "ps:")) {
+    if (of_worker && absl::SimpleAtoi(task, &index) && index == worker) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat(
+        peer.Describe(), " may not ", method, " as worker ", worker,
+        ": a task's own certificate lets it act only as itself"));
   }
+  if (worker_hosts.empty()) return absl::OkStatus();
   if (worker < 0 || worker >= static_cast<int>(worker_hosts.size())) return absl::OkStatus();
   const std::string& host = worker_hosts[worker];
   if (peer.name == host) return absl::OkStatus();

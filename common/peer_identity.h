@@ -60,7 +60,9 @@ absl::Status RequireMember(const Peer& peer, absl::string_view method);
 // or anyone when unauthenticated. PERMISSION_DENIED naming the method for users and others.
 absl::Status RequireTask(const Peer& peer, absl::string_view method);
 // OK when `peer` may push, pull or leave as worker `worker` of a job: anyone but a task known by
-// its certificate, which may act only as the workers the cluster places on its own host
+// its certificate. A task's own certificate (common name "worker:N", `psctl certs`'s
+// <job>-<index>.crt) acts only as worker N (a ps's, "ps:N", as no worker); a host's certificate
+// acts only as the workers the cluster places on its own host
 // (`worker_hosts[i]` is the host of task worker:i in the ClusterSpec; empty: not checked). A
 // certificate names a host, not a task, so a host running several workers may act as any of
 // them; a task known by the cluster's token has no host and is not checked either. An index out

@@ -98,6 +98,20 @@ TEST(PeerIdentityTest, AJobIsReadAndChangedOnlyByItsOwnerItsTasksAndAdmins) {
   EXPECT_EQ(RequireTask(alice, "Deliver").code(), absl::StatusCode::kPermissionDenied);
 }
 
+TEST(PeerIdentityTest, ATaskWithItsOwnCertificateActsOnlyAsItself) {
+  const std::vector<std::string> hosts = {"10.0.0.3", "10.0.0.3"};  // Both workers on one host.
+  const Peer worker1 = PeerFromSubject("CN=worker:1,O=task"), ps0 = PeerFromSubject("CN=ps:0,O=task");
+  EXPECT_TRUE(RequireWorkerHost(worker1, 1, hosts, "Push").ok());
+  EXPECT_THAT(RequireWorkerHost(worker1, 0, hosts, "Push").message(),
+              HasSubstr("task worker:1 may not Push as worker 0: a task's own certificate lets it "
+                        "act only as itself"));
+  EXPECT_EQ(RequireWorkerHost(ps0, 0, hosts, "Pull").code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(RequireWorkerHost(PeerFromSubject("CN=worker:x,O=task"), 0, hosts, "Pull").code(),
+            absl::StatusCode::kPermissionDenied);
+  // A host's certificate still acts as every worker of its host.
+  EXPECT_TRUE(RequireWorkerHost(PeerFromSubject("CN=10.0.0.3,O=task"), 0, hosts, "Pull").ok());
+}
+
 TEST(PeerIdentityTest, WithoutMutualTlsEveryoneMayDoEverything) {
   const Peer anyone;
   EXPECT_TRUE(RequireUser(anyone, "StartJob").ok());

@@ -43,7 +43,7 @@ TransportSecurity TransportSecurityFromFlags() {
 
 bool ReflectionFromFlags() { return FLAGS_reflection; }
 
-absl::Status ApplyCertsFlag(const std::string& identity) {
+absl::Status ApplyCertsFlag(const std::vector<std::string>& identities) {
   if (FLAGS_certs.empty()) return absl::OkStatus();
   for (const auto& [flag, value] :
        {std::pair<const char*, const std::string*>("--tls_cert", &FLAGS_tls_cert),
@@ -57,6 +57,13 @@ absl::Status ApplyCertsFlag(const std::string& identity) {
     }
   }
   const std::string dir = std::filesystem::absolute(FLAGS_certs).string();
+  std::string identity = identities.empty() ? "" : identities.front();
+  for (const std::string& candidate : identities) {
+    if (access(absl::StrCat(dir, "/", candidate, ".crt").c_str(), R_OK) == 0) {
+      identity = candidate;
+      break;
+    }
+  }
   const std::string cert = absl::StrCat(dir, "/", identity, ".crt");
   for (const std::string& file : {cert, absl::StrCat(dir, "/", identity, ".key"),
                                   absl::StrCat(dir, "/ca.crt")}) {

@@ -13,12 +13,13 @@
 
 namespace ps {
 
-// --certs=DIR: sets --tls_cert and --tls_key to DIR/<identity>.crt and .key, --tls_ca to
-// DIR/ca.crt, and the token files to DIR's cluster.token and admin.token where they exist (as
-// `psctl certs` writes them). `identity`: a daemon's host as the ClusterSpec names it, "psctl"
-// for psctl. Call before the *FromFlags functions. INVALID_ARGUMENT when a flag it stands for
-// is given too, or a file is missing.
-absl::Status ApplyCertsFlag(const std::string& identity);
+// --certs=DIR: sets --tls_cert and --tls_key to DIR/<identity>.crt and .key for the first of
+// `identities` whose certificate is there, --tls_ca to DIR/ca.crt, and the token files to DIR's
+// cluster.token and admin.token where they exist (as `psctl certs` writes them). A daemon's
+// identities: its task's own ("worker-1"), then its host as the ClusterSpec names it; psctl's:
+// "psctl". Call before the *FromFlags functions. INVALID_ARGUMENT when a flag it stands for is
+// given too, or no certificate, key or CA is there.
+absl::Status ApplyCertsFlag(const std::vector<std::string>& identities);
 
 // The flags' values.
 TransportSecurity TransportSecurityFromFlags();

@@ -154,6 +154,25 @@ absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::stri
     out << "  " << host << ": --tls_cert=" << dir << "/" << host << ".crt --tls_key=" << dir << "/"
         << host << ".key --tls_ca=" << dir << "/ca.crt\n";
   }
+  // A certificate per task too, naming the task (CN=worker:1) for the host's name: a worker
+  // presenting it may push and pull only as itself, also where a host runs several workers.
+  for (absl::string_view job : {kPsJob, kWorkerJob}) {
+    for (int index = 0; index < cluster.NumTasks(job); ++index) {
+      const std::string host = ParseHostPort(cluster.Tasks(job)[index])->host;
+      const std::string san = IsIpAddress(host) ? "IP:" + host : "DNS:" + host;
+      status = Issue(dir, TaskCertificateName(job, index),
+                     absl::StrCat("/O=task/CN=", job, ":", index),
+                     absl::StrCat("basicConstraints=CA:FALSE\n"
+                                  "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                                  "extendedKeyUsage=serverAuth,clientAuth\n"
+                                  "subjectAltName=",
+                                  san, "\n"),
+                     days);
+      if (!status.ok()) return status;
+    }
+  }
+  out << "  each task: --certs=" << dir << " (its own " << dir << "/<job>-<index>.crt: a worker "
+      << "may then act only as itself)\n";
   std::vector<std::string> all_users = {"psctl"};
   all_users.insert(all_users.end(), users.begin(), users.end());
   for (const std::string& user : all_users) {

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/cluster_spec.h"
 
 namespace ps {
@@ -18,13 +20,21 @@ namespace ps {
 //   ca.crt, ca.key           the cluster's CA (EC P-256, `days` valid)
 //   <host>.crt, <host>.key   one per host of the ClusterSpec's tasks: its name (DNS) or address
 //                            (IP) as subjectAltName, for TLS servers and clients, signed by the CA
+//   <job>-<index>.crt, .key  one per task, its common name the task ("worker:1"), for its host:
+//                            a worker with its own may act only as itself
 //   psctl.crt, psctl.key     psctl's identity (a client certificate; organization "admin")
+//   cluster.token, admin.token  the cluster's tokens (common/auth_token.h), made once
 // Keys are readable by their owner only. Says on `out` what to pass each daemon. UNAVAILABLE
 // when openssl is missing (tools/setup.sh installs it), INTERNAL with its output when it fails.
 // `users`: more user certificates, `<user>.crt` and `<user>.key` (organization "admin", common
 // name the user's): each user owns the jobs it submits (common/peer_identity.h).
 absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::string& dir, int days,
                                      std::ostream& out, const std::vector<std::string>& users = {});
+
+// The file name (without .crt or .key) of task `job`:`index`'s own certificate: "worker-1".
+inline std::string TaskCertificateName(absl::string_view job, int index) {
+  return absl::StrCat(job, "-", index);
+}
 
 // The distinct hosts of the cluster's tasks, in ClusterSpec order.
 std::vector<std::string> ClusterHosts(const ClusterSpec& cluster);

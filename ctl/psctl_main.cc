@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = 1;  // Warnings and errors only: psctl talks through its own output.
   google::InitGoogleLogging(argv[0]);
-  if (absl::Status certs = ps::ApplyCertsFlag("psctl"); !certs.ok()) {
+  if (absl::Status certs = ps::ApplyCertsFlag({"psctl"}); !certs.ok()) {
     std::cerr << "psctl: " << certs.message() << "\n";
     return 2;
   }

@@ -121,7 +121,9 @@ int Run() {
               << " (the most workers any job may have)\n";
     return 2;
   }
-  if (absl::Status certs = ps::ApplyCertsFlag(own->host); !certs.ok()) {
+  if (absl::Status certs = ps::ApplyCertsFlag(
+          {absl::StrCat(ps::kPsJob, "-", config->task.index()), own->host});
+      !certs.ok()) {
     std::cerr << "ps_server: " << certs.message() << "\n";
     return 2;
   }

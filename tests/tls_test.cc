@@ -502,6 +502,24 @@ TEST_F(TlsTest, ATaskPushesAndPullsOnlyAsTheWorkersOnItsOwnHost) {
   EXPECT_THAT(pushed.status().message(), HasSubstr("may not Push as worker 1"));
   ASSERT_TRUE((*observer)->Pull({}, out).ok());
   EXPECT_EQ(values, before);
+
+  // A task's own certificate (psctl certs's worker-0.crt, CN=worker:0) acts only as itself, also
+  // where one host ran both workers; a ps's acts as no worker.
+  std::unique_ptr<PsClient> worker0 = ClientAs("worker-0"), ps0 = ClientAs("ps-0");
+  ASSERT_TRUE(worker0 != nullptr && ps0 != nullptr);
+  absl::StatusOr<std::unique_ptr<WorkerSession>> itself =
+      WorkerSession::Create(worker0.get(), spec, 0, /*incarnation=*/0);
+  ASSERT_TRUE(itself.ok());
+  EXPECT_TRUE((*itself)->Pull({}, out).ok());
+  for (const auto& [client, name] : {std::pair<PsClient*, std::string>(worker0.get(), "worker:0"),
+                                     std::pair<PsClient*, std::string>(ps0.get(), "ps:0")}) {
+    absl::StatusOr<std::unique_ptr<WorkerSession>> other = WorkerSession::Create(client, spec, 1);
+    ASSERT_TRUE(other.ok());
+    absl::Status status = (*other)->Pull({}, out).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << name;
+    EXPECT_THAT(status.message(), HasSubstr("task " + name + " may not Pull as worker 1: a "
+                                            "task's own certificate lets it act only as itself"));
+  }
 }
 
 }  // namespace

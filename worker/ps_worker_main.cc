@@ -128,7 +128,8 @@ int Run() {
       config->cluster, config->task.index(), *device, {}, absl::Hours(1), ps::DataRoots()};
   options.ps_client.wait_timeout = absl::Seconds(FLAGS_ps_wait_timeout_s);
   if (absl::Status certs = ps::ApplyCertsFlag(
-          ps::ParseHostPort(config->cluster.Address(config->task))->host);
+          {absl::StrCat(ps::kWorkerJob, "-", config->task.index()),
+           ps::ParseHostPort(config->cluster.Address(config->task))->host});
       !certs.ok()) {
     std::cerr << "ps_worker: " << certs.message() << "\n";
     return 2;
