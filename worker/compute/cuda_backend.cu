@@ -14,6 +14,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/cuda_backend_impl.h"
@@ -298,6 +300,33 @@ __global__ void SumRowsKernel(int rows, const double* row_loss, const int* row_f
 // The smallest pinned staging buffer, so that small copies do not regrow it one by one.
 constexpr size_t kMinStagingBytes = size_t{1} << 20;
 
+// Copies from 8 MiB on between pageable memory and the staging buffer are split over threads:
+// one thread's memcpy (about 10 GB/s) was a quarter of an MLP step on an H200 (bench/RESULTS.md,
+// "On a GPU"), where the DMA that follows runs at PCIe speed.
+constexpr size_t kParallelCopyBytes = size_t{8} << 20;
+constexpr unsigned kMaxCopyThreads = 8;
+
+void ParallelMemcpy(void* destination, const void* source, size_t bytes) {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = bytes < kParallelCopyBytes ? 1 : std::min(kMaxCopyThreads, cores / 2);
+  if (threads <= 1) {
+    std::memcpy(destination, source, bytes);
+    return;
+  }
+  // Parts of whole cache lines, the last taking the rest.
+  const size_t part = (bytes / threads) & ~size_t{63};
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; t < threads; ++t) {
+    const size_t begin = t * part, size = t + 1 == threads ? bytes - begin : part;
+    helpers.emplace_back([=] {
+      std::memcpy(static_cast<char*>(destination) + begin,
+                  static_cast<const char*>(source) + begin, size);
+    });
+  }
+  std::memcpy(destination, source, part);
+  for (std::thread& helper : helpers) helper.join();
+}
+
 class CudaBackend : public ComputeBackend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
@@ -386,7 +415,7 @@ class CudaBackend : public ComputeBackend {
     MakeDeviceCurrent();
     const size_t bytes = count * sizeof(float);
     void* staging = Staging(bytes);
-    std::memcpy(staging, host, bytes);
+    ParallelMemcpy(staging, host, bytes);
     PS_CUDA_CHECK(cudaMemcpyAsync(device, staging, bytes, cudaMemcpyHostToDevice, stream_));
     PS_CUDA_CHECK(cudaEventRecord(staging_idle_, stream_));
   }
@@ -401,7 +430,7 @@ class CudaBackend : public ComputeBackend {
     void* staging = Staging(bytes);
     PS_CUDA_CHECK(cudaMemcpyAsync(staging, device, bytes, cudaMemcpyDeviceToHost, stream_));
     PS_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    std::memcpy(host, staging, bytes);
+    ParallelMemcpy(host, staging, bytes);
   }
 
   void Fill(size_t count, float value, float* array) override {

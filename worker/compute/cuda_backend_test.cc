@@ -86,6 +86,19 @@ TEST_F(CudaBackendTest, CopiesLargerThanTheStagingBufferAndReusedSources) {
   EXPECT_EQ(host, std::vector<float>(count, 7.0f));
 }
 
+// Large copies are split over threads (cuda_backend.cu's ParallelMemcpy): every value lands
+// where it belongs, for a size that is no multiple of the parts, both ways.
+TEST_F(CudaBackendTest, ALargeCopyKeepsEveryValueInPlace) {
+  const size_t count = (size_t{16} << 20) / sizeof(float) + 13;  // Below 2^24: exact floats.
+  std::vector<float> source(count);
+  for (size_t i = 0; i < count; ++i) source[i] = static_cast<float>(i);
+  DeviceArray device(backend_.get(), count);
+  backend_->CopyToDevice(source.data(), count, device.data());
+  std::vector<float> host(count, -1.0f);
+  backend_->CopyToHost(device.data(), count, host.data());
+  EXPECT_EQ(host, source);
+}
+
 TEST_F(CudaBackendTest, ManyRowsReduceOnTheDevice) {
   // More rows than the reduction's threads, and exact per-row losses: 0.5 each.
   const int rows = 100'003;
