@@ -74,14 +74,21 @@ absl::Status NoToken(absl::string_view method) {
 
 void SetProcessAdminUsers(std::vector<std::string> names) { AdminUsers() = std::move(names); }
 
+namespace {
+
+// `peer` with `admin` set when it is a user --admin_users names.
+Peer WithAdmin(Peer peer) {
+  peer.admin = peer.role == Peer::Role::kUser &&
+               std::find(AdminUsers().begin(), AdminUsers().end(), peer.name) != AdminUsers().end();
+  return peer;
+}
+
+}  // namespace
+
 Peer PeerOf(const grpc::ServerContextBase& context) {
   Peer peer = CertificatePeer(context);
   const AuthTokens& tokens = ProcessAuthTokens();
-  if (!tokens.any()) {
-    peer.admin = peer.role == Peer::Role::kUser &&
-                 std::find(AdminUsers().begin(), AdminUsers().end(), peer.name) != AdminUsers().end();
-    return peer;
-  }
+  if (!tokens.any()) return WithAdmin(std::move(peer));
   absl::string_view presented;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
@@ -93,9 +100,7 @@ Peer PeerOf(const grpc::ServerContextBase& context) {
   if (peer.role == Peer::Role::kUnauthenticated) {
     peer = admin ? Peer{Peer::Role::kUser, "admin", true} : Peer{Peer::Role::kTask, "task", true};
   }
-  peer.admin = peer.role == Peer::Role::kUser &&
-               std::find(AdminUsers().begin(), AdminUsers().end(), peer.name) != AdminUsers().end();
-  return peer;
+  return WithAdmin(std::move(peer));
 }
 
 absl::Status RequireUser(const Peer& peer, absl::string_view method) {

@@ -70,6 +70,21 @@ absl::Status Issue(const std::string& dir, const std::string& name, const std::s
   return status;
 }
 
+// A task's certificate `name`.crt (organization "task", `common_name`) for serving and calling
+// as `host` (its subjectAltName: an IP address or a DNS name).
+absl::Status IssueTaskCertificate(const std::string& dir, const std::string& name,
+                                  const std::string& common_name, const std::string& host,
+                                  int days) {
+  const std::string san = IsIpAddress(host) ? "IP:" + host : "DNS:" + host;
+  return Issue(dir, name, "/O=task/CN=" + common_name,
+               absl::StrCat("basicConstraints=CA:FALSE\n"
+                            "keyUsage=critical,digitalSignature,keyEncipherment\n"
+                            "extendedKeyUsage=serverAuth,clientAuth\n"
+                            "subjectAltName=",
+                            san, "\n"),
+               days);
+}
+
 }  // namespace
 
 std::vector<std::string> ClusterHosts(const ClusterSpec& cluster) {
@@ -142,14 +157,7 @@ absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::stri
     chmod((dir + "/ca.key").c_str(), 0600);
   }
   for (const std::string& host : ClusterHosts(cluster)) {
-    const std::string san = IsIpAddress(host) ? "IP:" + host : "DNS:" + host;
-    status = Issue(dir, host, "/O=task/CN=" + host,
-                   absl::StrCat("basicConstraints=CA:FALSE\n"
-                                "keyUsage=critical,digitalSignature,keyEncipherment\n"
-                                "extendedKeyUsage=serverAuth,clientAuth\n"
-                                "subjectAltName=",
-                                san, "\n"),
-                   days);
+    status = IssueTaskCertificate(dir, host, host, host, days);
     if (!status.ok()) return status;
     out << "  " << host << ": --tls_cert=" << dir << "/" << host << ".crt --tls_key=" << dir << "/"
         << host << ".key --tls_ca=" << dir << "/ca.crt\n";
@@ -158,16 +166,9 @@ absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::stri
   // presenting it may push and pull only as itself, also where a host runs several workers.
   for (absl::string_view job : {kPsJob, kWorkerJob}) {
     for (int index = 0; index < cluster.NumTasks(job); ++index) {
-      const std::string host = ParseHostPort(cluster.Tasks(job)[index])->host;
-      const std::string san = IsIpAddress(host) ? "IP:" + host : "DNS:" + host;
-      status = Issue(dir, TaskCertificateName(job, index),
-                     absl::StrCat("/O=task/CN=", job, ":", index),
-                     absl::StrCat("basicConstraints=CA:FALSE\n"
-                                  "keyUsage=critical,digitalSignature,keyEncipherment\n"
-                                  "extendedKeyUsage=serverAuth,clientAuth\n"
-                                  "subjectAltName=",
-                                  san, "\n"),
-                     days);
+      status = IssueTaskCertificate(dir, TaskCertificateName(job, index),
+                                    absl::StrCat(job, ":", index),
+                                    ParseHostPort(cluster.Tasks(job)[index])->host, days);
       if (!status.ok()) return status;
     }
   }

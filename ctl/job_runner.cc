@@ -514,8 +514,13 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   if (default_checkpoints) {
     absl::Status directories = checkpoints->CheckDirectories();
     if (!directories.ok()) {
+      // The defaults again, for a job that said "no checkpoints".
+      JobSpec without = submitted;
+      without.set_run_id(spec.run_id());
+      without.mutable_checkpoint();
+      defaults.clear();
+      spec = WithCrashDefaults(without, cluster.NumTasks(kWorkerJob), &defaults);
       spec.clear_checkpoint();
-      defaults.erase(defaults.begin());
       *options.out << "no checkpoints (" << directories.message() << ")\n";
       checkpoints = coordinator();
     }

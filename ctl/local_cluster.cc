@@ -108,23 +108,20 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
                             absl::StrCat(job, ":", i, ": ", daemon.status().message()));
       }
       absl::MutexLock lock(&local->mu_);
-      local->daemons_.push_back(*std::move(daemon));
-      local->names_.push_back(absl::StrCat(job, ":", i));
-      local->argvs_.push_back(argv);
-      local->restarts_.push_back(0);
+      local->daemons_.push_back({*std::move(daemon), absl::StrCat(job, ":", i), argv});
       // Until it listens, or exits (a bad flag, a port in use, no such device).
       const absl::Time deadline = absl::Now() + absl::Seconds(30);
       absl::StatusOr<int> port;
       std::optional<int> code;
       do {
         port = WaitForPortFile(port_file, absl::Milliseconds(100));
-        if (!port.ok()) code = local->daemons_.back().Wait(absl::ZeroDuration());
+        if (!port.ok()) code = local->daemons_.back().process.Wait(absl::ZeroDuration());
       } while (!port.ok() && !code.has_value() && absl::Now() < deadline);
       if (!port.ok()) {
         return absl::UnavailableError(absl::StrCat(
             job, ":", i, " (", binary, ") did not start",
             code.has_value() ? absl::StrCat(" (exit code ", *code, ")") : "", "; its log:\n",
-            Tail(local->daemons_.back().Output())));
+            Tail(local->daemons_.back().process.Output())));
       }
       if (options.metrics) {
         // Both ports listen by now; the files are written one right after the other.
@@ -147,17 +144,17 @@ void LocalCluster::Supervise() {
   while (true) {
     absl::MutexLock lock(&mu_);
     if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(200))) return;
-    for (size_t d = 0; d < daemons_.size(); ++d) {
-      const std::optional<int> code = daemons_[d].Wait(absl::ZeroDuration());
+    for (Daemon& daemon : daemons_) {
+      const std::optional<int> code = daemon.process.Wait(absl::ZeroDuration());
       // A clean exit (0: SIGTERM, or Ctrl-C reaching the daemons too) is left alone.
-      if (!code.has_value() || *code == 0 || restarts_[d] >= options_.max_restarts) continue;
-      ++restarts_[d];
-      const std::string log = absl::StrCat(options_.dir, "/", names_[d], "-restart-", restarts_[d],
-                                           ".log");
-      absl::StatusOr<Subprocess> again = Subprocess::Start(argvs_[d], log);
+      if (!code.has_value() || *code == 0 || daemon.restarts >= options_.max_restarts) continue;
+      ++daemon.restarts;
+      const std::string log =
+          absl::StrCat(options_.dir, "/", daemon.task, "-restart-", daemon.restarts, ".log");
+      absl::StatusOr<Subprocess> again = Subprocess::Start(daemon.argv, log);
       if (options_.out != nullptr) {
-        *options_.out << "\n" << names_[d] << " exited (exit code " << *code << "); "
-                      << (again.ok() ? absl::StrCat("started it again (", restarts_[d], " of ",
+        *options_.out << "\n" << daemon.task << " exited (exit code " << *code << "); "
+                      << (again.ok() ? absl::StrCat("started it again (", daemon.restarts, " of ",
                                                     options_.max_restarts, "; its log: ", log,
                                                     ")")
                                      : absl::StrCat("cannot start it again: ",
@@ -165,7 +162,7 @@ void LocalCluster::Supervise() {
                       << "\n"
                       << std::flush;
       }
-      if (again.ok()) daemons_[d] = *std::move(again);
+      if (again.ok()) daemon.process = *std::move(again);
     }
   }
 }
@@ -184,10 +181,10 @@ void LocalCluster::Stop(absl::Duration grace) {
   }
   if (supervisor_.joinable()) supervisor_.join();
   absl::MutexLock lock(&mu_);
-  for (Subprocess& daemon : daemons_) daemon.Signal(SIGTERM);
+  for (Daemon& daemon : daemons_) daemon.process.Signal(SIGTERM);
   absl::Time deadline = absl::Now() + grace;
-  for (Subprocess& daemon : daemons_) {
-    daemon.Wait(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  for (Daemon& daemon : daemons_) {
+    daemon.process.Wait(std::max(absl::ZeroDuration(), deadline - absl::Now()));
   }
   daemons_.clear();  // Kills and reaps any that did not stop in time.
 }

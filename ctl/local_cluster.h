@@ -81,11 +81,13 @@ class LocalCluster {
   const ClusterSpec cluster_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<Subprocess> daemons_ ABSL_GUARDED_BY(mu_);
-  // Per daemon, in daemons_'s order: its task name, command line and restarts so far.
-  std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::vector<std::string>> argvs_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> restarts_ ABSL_GUARDED_BY(mu_);
+  struct Daemon {
+    Subprocess process;
+    std::string task;               // "ps:0".
+    std::vector<std::string> argv;  // To start it again.
+    int restarts = 0;
+  };
+  std::vector<Daemon> daemons_ ABSL_GUARDED_BY(mu_);
   std::thread supervisor_;
   // By job, in index order; empty without LocalClusterOptions::metrics.
   std::map<std::string, std::vector<int>, std::less<>> metrics_ports_;

@@ -48,15 +48,12 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
         method_(method),
         received_(received) {}
 
-  // Answers `request`, now or once it may proceed; `push` (PushPull) goes into the header.
-  void Start(const PullRequest& request, std::optional<PushResponse> push = std::nullopt) {
+  // Answers `request` of `job` (found, and the caller allowed, by the handler), now or once it
+  // may proceed; `push` (PushPull) goes into the header.
+  void Start(std::shared_ptr<ShardJob> job, const PullRequest& request,
+             std::optional<PushResponse> push = std::nullopt) {
     push_ = std::move(push);
-    absl::StatusOr<std::shared_ptr<ShardJob>> job = service_->FindJob(request.job_id());
-    if (!job.ok()) {
-      ParameterService::Finish(this, &slot_, job.status());
-      return;
-    }
-    job_ = *job;
+    job_ = std::move(job);
     int64_t waiter = job_->Pull(request, [this](absl::StatusOr<ShardJob::PullSnapshot> result) {
       OnResult(std::move(result));
     });
@@ -414,11 +411,12 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
   PullRequest pull;
   absl::Status status = ParseFromByteBuffer(*request, &pull);
   if (status.ok()) status = RequireWorkerHost(peer, pull.worker(), options_.worker_hosts, "Pull");
-  if (status.ok()) status = FindJobFor(peer, pull.job_id(), JobAccess::kData, "Pull").status();
-  if (!status.ok()) return Answer(context, &slot, status);
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      status.ok() ? FindJobFor(peer, pull.job_id(), JobAccess::kData, "Pull") : status;
+  if (!job.ok()) return Answer(context, &slot, job.status());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPull,
                                   request->Length());
-  reactor->Start(pull);
+  reactor->Start(*std::move(job), pull);
   return reactor;
 }
 
@@ -447,7 +445,7 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
   pull.set_run_id(header.run_id());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPushPull,
                                   request->Length());
-  reactor->Start(pull, *std::move(pushed));
+  reactor->Start(std::move(job), pull, *std::move(pushed));
   return reactor;
 }
 

@@ -36,12 +36,8 @@ grpc::ServerUnaryReactor* ParameterService::ArmCheckpoint(grpc::CallbackServerCo
           Admit(context, "ArmCheckpoint", /*rule=*/nullptr, &slot, &peer)) {
     return refused;
   }
-  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(request->job_id());
-  if (job.ok()) {
-    absl::Status allowed =
-        RequireOwner(peer, (*job)->spec().owner(), request->job_id(), "checkpoint");
-    if (!allowed.ok()) job = allowed;
-  }
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      FindJobFor(peer, request->job_id(), JobAccess::kManage, "ArmCheckpoint");
   absl::StatusOr<std::string> job_dir =
       job.ok() ? checkpoints_.JobDirectory(request->job_id()) : job.status();
   if (!job_dir.ok()) return Answer(context, &slot, job_dir.status());
@@ -96,9 +92,9 @@ grpc::ServerUnaryReactor* ParameterService::CommitCheckpoint(
   const CheckpointManifest& manifest = request->manifest();
   absl::Status allowed = CheckpointStore::CheckManifestName(manifest);
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
-      allowed.ok() ? FindJob(manifest.job_id()) : allowed;
-  if (job.ok()) allowed = RequireOwner(peer, (*job)->spec().owner(), manifest.job_id(), "checkpoint");
-  if (job.ok() && allowed.ok() && (*job)->spec().run_id() != manifest.run_id()) {
+      allowed.ok() ? FindJobFor(peer, manifest.job_id(), JobAccess::kManage, "CommitCheckpoint")
+                   : allowed;
+  if (job.ok() && (*job)->spec().run_id() != manifest.run_id()) {
     allowed = absl::FailedPreconditionError(absl::StrCat(
         "checkpoint ", manifest.name(), " is of run ", manifest.run_id(), ", and job \"",
         manifest.job_id(), "\" on ", TaskName(), " is run ", (*job)->spec().run_id(),
