@@ -310,6 +310,28 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   ExpectSameParameters(ResultParameters(dir_ + "/plain"), ResultParameters(dir_ + "/alices"),
                        1e-6);
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/x")) << "a manifest was written outside its job";
+
+  // Once the job has left the shards, its checkpoints may be deleted by its owner only: bob's
+  // DeleteCheckpoints is refused and every checkpoint folder stays.
+  for (int ps = 0; ps < 2; ++ps) {
+    std::unique_ptr<ParameterServer::Stub> owner =
+        ParameterServer::NewStub(Channel(addresses_[ps], certs_, "psctl"));
+    DeleteJobRequest leave_shards;
+    leave_shards.set_job_id("alices");
+    ASSERT_EQ(Call(owner.get(), &ParameterServer::Stub::DeleteJob, leave_shards),
+              grpc::StatusCode::OK);
+    const std::string job_dir = absl::StrCat(dir_, "/ckpt-ps-", ps, "/alices");
+    ASSERT_TRUE(std::filesystem::exists(job_dir)) << job_dir;
+    std::unique_ptr<ParameterServer::Stub> bob =
+        ParameterServer::NewStub(Channel(addresses_[ps], certs_, "bob"));
+    DeleteCheckpointsRequest prune;
+    prune.set_job_id("alices");
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::DeleteCheckpoints, prune), kDenied);
+    EXPECT_TRUE(std::filesystem::exists(job_dir)) << "bob deleted alice's checkpoints";
+    EXPECT_EQ(Call(owner.get(), &ParameterServer::Stub::DeleteCheckpoints, prune),
+              grpc::StatusCode::OK);
+    EXPECT_FALSE(std::filesystem::exists(job_dir));
+  }
 }
 
 }  // namespace
