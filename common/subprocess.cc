@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <random>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -97,20 +98,54 @@ std::string Subprocess::Output() const {
   return text.ok() ? *std::move(text) : "";
 }
 
-absl::StatusOr<int> PickUnusedPort() {
+namespace {
+
+// Whether `port` (0: any) can be bound on 127.0.0.1 now; the port bound, or -1.
+int TryBindLoopback(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
+  if (fd < 0) return -1;
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
+  address.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t length = sizeof(address);
-  int port = -1;
+  int bound = -1;
   if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
       getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
+    bound = ntohs(address.sin_port);
   }
   close(fd);
+  return bound;
+}
+
+// The first port of the kernel's ephemeral range (the ports it gives to outgoing connections
+// and to binds of port 0), or 0 when unknown.
+int EphemeralRangeStart() {
+  absl::StatusOr<std::string> text =
+      FileSystem::Default()->ReadFile("/proc/sys/net/ipv4/ip_local_port_range");
+  int start = 0;
+  if (!text.ok()) return 0;
+  std::string first(absl::StripAsciiWhitespace(text->substr(0, text->find_first_of(" \t"))));
+  return absl::SimpleAtoi(first, &start) ? start : 0;
+}
+
+}  // namespace
+
+absl::StatusOr<int> PickUnusedPort() {
+  // A port of the ephemeral range, released, can be taken again at once by any process's
+  // outgoing connection or port-0 server before the daemon binds it (seen in CI as "Address
+  // already in use"). Below the range only another explicit bind can take it: try random
+  // ports there first.
+  constexpr int kLowest = 10000;
+  const int ephemeral = EphemeralRangeStart();
+  if (ephemeral > kLowest + 1000) {
+    thread_local std::mt19937 random(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+    std::uniform_int_distribution<int> pick(kLowest, ephemeral - 1);
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      if (int port = TryBindLoopback(pick(random)); port > 0) return port;
+    }
+  }
+  const int port = TryBindLoopback(0);
   if (port <= 0) return absl::InternalError("cannot find an unused port");
   return port;
 }

@@ -45,7 +45,9 @@ class Subprocess {
 };
 
 // A TCP port on 127.0.0.1 that nothing listens on right now (bound, then released), for
-// daemons whose ClusterSpec must name their ports in advance.
+// daemons whose ClusterSpec must name their ports in advance. Picked below the kernel's
+// ephemeral range where it can, so that no outgoing connection or port-0 server of another
+// process takes it before the daemon binds it.
 absl::StatusOr<int> PickUnusedPort();
 // `count` such ports, all different (a port released by one pick may come back from the next).
 absl::StatusOr<std::vector<int>> PickUnusedPorts(int count);

@@ -13,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/security_flags.h"
 #include "tests/ring_member.h"
 #include "worker/allreduce/ring_allreduce.h"
@@ -23,6 +24,10 @@ DEFINE_int32(calls, 5, "all-reduces to make; 0: until one fails");
 DEFINE_int64(length, 100003, "floats all-reduced");
 DEFINE_int64(piece_bytes, 64 << 10, "RingOptions.piece_bytes");
 DEFINE_int32(deadline_ms, 10000, "how long a send or receive waits at most");
+DEFINE_int32(linger_ms, 2000,
+             "how long a member whose call failed keeps serving before it exits, as a worker "
+             "daemon outlives its failed job: the others' messages of the run are refused saying "
+             "why it gave up, instead of finding no one listening");
 
 int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
@@ -53,6 +58,8 @@ int main(int argc, char** argv) {
         ps::RingAllReduceMean((*member)->link(), call, absl::MakeSpan(data), options);
     if (!status.ok()) {
       std::printf("ring_member %d: call %d: %s\n", FLAGS_rank, call, status.ToString().c_str());
+      std::fflush(stdout);
+      absl::SleepFor(absl::Milliseconds(FLAGS_linger_ms));
       return 1;
     }
     for (int64_t i = 0; i < FLAGS_length; ++i) {

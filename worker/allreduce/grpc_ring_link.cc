@@ -10,6 +10,7 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -28,6 +29,8 @@ constexpr char kDeliverMethod[] = "/ps.Ring/Deliver";
 constexpr absl::Duration kNoticeDeadline = absl::Seconds(5);
 // How long the channel waits at most between attempts to reach the next worker.
 constexpr absl::Duration kMaxReconnectBackoff = absl::Milliseconds(500);
+// How long a second attempt at a message whose first could not connect waits for the connection.
+constexpr absl::Duration kConnectRetryWindow = absl::Seconds(1);
 
 class GrpcRingLink final : public RingLink {
  public:
@@ -81,36 +84,9 @@ class GrpcRingLink final : public RingLink {
     header.set_run_id(run_id_);
     header.set_tag(tag);
     header.set_from_worker(rank_);
-    auto* call = new OutgoingCall;
-    call->request = EncodeRingPiece(header, data);  // `data` outlives the call.
-    call->context.set_deadline(GrpcDeadline(deadline_));
-    {
-      absl::MutexLock lock(&mu_);
-      if (!aborted_.ok()) {
-        delete call;
-        done(aborted_);
-        return;
-      }
-      in_flight_.insert(&call->context);
-    }
     const int64_t bytes = static_cast<int64_t>(data.size() * sizeof(float));
-    stub_.UnaryCall(&call->context, kDeliverMethod, grpc::StubOptions(), &call->request,
-                    &call->response,
-                    [this, call, tag, bytes, done = std::move(done)](grpc::Status status) {
-                      absl::Status sent;
-                      {
-                        // The link may be destroyed as soon as its call is off the list.
-                        absl::MutexLock lock(&mu_);
-                        if (status.ok()) {
-                          bytes_sent_ += bytes;
-                        } else {
-                          sent = aborted_.ok() ? SendError(tag, status) : aborted_;
-                        }
-                        in_flight_.erase(&call->context);
-                      }
-                      delete call;
-                      done(std::move(sent));
-                    });
+    // `data` outlives the call.
+    Issue(tag, bytes, EncodeRingPiece(header, data), grpc::Status::OK, std::move(done));
   }
 
   absl::Status Receive(uint64_t tag, absl::Span<float> out) override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -174,6 +150,61 @@ class GrpcRingLink final : public RingLink {
     grpc::ByteBuffer request;
     grpc::ByteBuffer response;
   };
+
+  // Sends `request` (ring message `tag`, `bytes` of data) to the next worker, then runs `done`.
+  // A first attempt that could not connect (the message never left) is tried once more, waiting
+  // up to kConnectRetryWindow for the connection: a peer that is starting, or a connection
+  // attempt lost under load, is not taken for a dead peer. `first_failure` is OK on the first
+  // attempt and that attempt's status on the second, which reports it if the second fails too.
+  void Issue(uint64_t tag, int64_t bytes, grpc::ByteBuffer request, grpc::Status first_failure,
+             std::function<void(absl::Status)> done) ABSL_LOCKS_EXCLUDED(mu_) {
+    const bool retry = !first_failure.ok();
+    auto* call = new OutgoingCall;
+    call->request = request;  // Shares the slices.
+    call->context.set_deadline(
+        GrpcDeadline(retry ? std::min(deadline_, kConnectRetryWindow) : deadline_));
+    call->context.set_wait_for_ready(retry);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!aborted_.ok()) {
+        delete call;
+        done(aborted_);
+        return;
+      }
+      in_flight_.insert(&call->context);
+    }
+    stub_.UnaryCall(
+        &call->context, kDeliverMethod, grpc::StubOptions(), &call->request, &call->response,
+        [this, call, tag, bytes, request = std::move(request),
+         first_failure = std::move(first_failure), done = std::move(done)](grpc::Status status) {
+          const bool never_left = status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                                  absl::StrContains(status.error_message(), "failed to connect");
+          absl::Status sent;
+          bool again = false;
+          {
+            // The link may be destroyed as soon as its call is off the list.
+            absl::MutexLock lock(&mu_);
+            if (status.ok()) {
+              bytes_sent_ += bytes;
+            } else if (!aborted_.ok()) {
+              sent = aborted_;
+            } else if (first_failure.ok() && never_left) {
+              again = true;
+            } else {
+              sent = SendError(tag, first_failure.ok() ? status : first_failure);
+            }
+            if (!again) in_flight_.erase(&call->context);
+          }
+          if (again) {
+            // Issued before this call leaves the list, so that the link outlives both.
+            Issue(tag, bytes, request, status, done);
+            absl::MutexLock lock(&mu_);
+            in_flight_.erase(&call->context);
+          }
+          delete call;
+          if (!again) done(std::move(sent));
+        });
+  }
 
   absl::Status aborted_status() const ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);

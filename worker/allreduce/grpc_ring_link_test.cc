@@ -59,6 +59,13 @@ class ServedRing {
     workers_[i]->server->Shutdown(GrpcDeadline(absl::ZeroDuration()));
     workers_[i]->server.reset();
   }
+  // Worker i's server, stopped, listens again on its port, as if its process had just started.
+  void Restart(int i) {
+    absl::StatusOr<StartedServer> started = StartGrpcServer(
+        std::string(cluster_->Tasks(kWorkerJob)[i]), {&workers_[i]->service}, 64 << 20);
+    ASSERT_TRUE(started.ok()) << started.status();
+    workers_[i]->server = std::move(started->server);
+  }
 
   absl::StatusOr<std::unique_ptr<RingLink>> Link(int i, absl::Duration deadline,
                                                  const std::string& token = "") {
@@ -148,6 +155,28 @@ TEST(GrpcRingLinkTest, AStoppedWorkerIsNamedByTheOthers) {
   EXPECT_THAT(statuses[1].message(), HasSubstr(ring.name(2) + " is unreachable"));
   EXPECT_FALSE(statuses[0].ok());
   EXPECT_THAT(statuses[0].message(), HasSubstr(ring.name(2))) << statuses[0];
+}
+
+TEST(GrpcRingLinkTest, AWorkerThatStartsListeningWithinASecondIsReached) {
+  ServedRing ring(2);
+  ring.Stop(1);
+  std::vector<std::unique_ptr<RingLink>> links;
+  for (int i = 0; i < 2; ++i) links.push_back(*ring.Link(i, absl::Seconds(10)));
+  std::vector<std::vector<float>> data = {std::vector<float>(1000, 1.0f),
+                                          std::vector<float>(1000, 3.0f)};
+  std::vector<absl::Status> statuses = RunMembers({0, 1}, [&](int i) {
+    // worker:0's first message finds no one listening; its second attempt waits for the
+    // connection, which worker:1's server, started meanwhile, accepts.
+    if (i == 1) {
+      absl::SleepFor(absl::Milliseconds(300));
+      ring.Restart(1);
+    }
+    return RingAllReduceMean(links[i].get(), 0, absl::MakeSpan(data[i]));
+  });
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(statuses[i].ok()) << statuses[i];
+    EXPECT_EQ(data[i], std::vector<float>(1000, 2.0f));
+  }
 }
 
 TEST(GrpcRingLinkTest, ASilentWorkerIsNamedByTheDeadline) {
