@@ -43,7 +43,12 @@ TransportSecurity TransportSecurityFromFlags() {
 
 bool ReflectionFromFlags() { return FLAGS_reflection; }
 
-absl::Status ApplyCertsFlag(const std::vector<std::string>& identities) {
+absl::Status ApplyCertsFlag(const std::vector<std::string>& identities,
+                            const std::string& default_dir) {
+  if (FLAGS_certs.empty() && FLAGS_tls_cert.empty() && FLAGS_tls_key.empty() &&
+      FLAGS_tls_ca.empty() && FLAGS_auth_token_file.empty() && FLAGS_admin_token_file.empty()) {
+    FLAGS_certs = default_dir;
+  }
   if (FLAGS_certs.empty()) return absl::OkStatus();
   for (const auto& [flag, value] :
        {std::pair<const char*, const std::string*>("--tls_cert", &FLAGS_tls_cert),

@@ -18,8 +18,10 @@ namespace ps {
 // cluster.token and admin.token where they exist (as `psctl certs` writes them). A daemon's
 // identities: its task's own ("worker-1"), then its host as the ClusterSpec names it; psctl's:
 // "psctl". Call before the *FromFlags functions. INVALID_ARGUMENT when a flag it stands for is
-// given too, or no certificate, key or CA is there.
-absl::Status ApplyCertsFlag(const std::vector<std::string>& identities);
+// given too, or no certificate, key or CA is there. `default_dir` ("": none) stands for --certs
+// when no security flag at all is given (psctl: the credentials beside its ClusterSpec).
+absl::Status ApplyCertsFlag(const std::vector<std::string>& identities,
+                            const std::string& default_dir = "");
 
 // The flags' values.
 TransportSecurity TransportSecurityFromFlags();

@@ -32,6 +32,7 @@
 #include "ctl/experiment.h"
 #include "ctl/job_runner.h"
 #include "ctl/local_cluster.h"
+#include "ctl/local_credentials.h"
 #include "ctl/report_runner.h"
 #include "ctl/sweep.h"
 #include "worker/compute/device.h"
@@ -92,26 +93,20 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> StartLocal(const JobSpec& spec, in
   options.data_roots = DataDirectories(spec);
   options.max_restarts = FLAGS_restarts;
   options.out = &std::cout;
-  options.daemon_args = TokenFileArgs();
-  if (!ProcessAuthTokens().any()) {
-    // Tokens of its own, so that the ports refuse strangers on this host: the daemons require
-    // one on every call, and psctl presents the admin token. The files (0600) stay beside the
-    // ClusterSpec, where psctl finds them for later commands (--keep_cluster).
-    std::error_code error;
-    std::filesystem::create_directories(options.dir, error);
-    absl::StatusOr<AuthTokens> tokens = WriteNewAuthTokens(options.dir);
-    if (!tokens.ok()) return tokens.status();
-    SetProcessAuthTokens(*tokens);
-    options.daemon_args = {
-        absl::StrCat("--auth_token_file=", options.dir, "/", kClusterTokenFile),
-        absl::StrCat("--admin_token_file=", options.dir, "/", kAdminTokenFile)};
-  }
+  // A throwaway CA and tokens of its own unless psctl was given TLS or tokens: its ports refuse
+  // strangers on this host. Beside the ClusterSpec, where later psctl commands find them.
+  absl::StatusOr<LocalCredentials> credentials =
+      MakeLocalCredentials(options.dir, num_ps, num_workers);
+  if (!credentials.ok()) return credentials.status();
+  options.security = {};  // In daemon_args.
+  options.daemon_args = credentials->daemon_args;
   options.ps_server_path =
       FLAGS_ps_server_binary.empty() ? SiblingBinary("server/ps_server") : FLAGS_ps_server_binary;
   options.ps_worker_path =
       FLAGS_ps_worker_binary.empty() ? SiblingBinary("worker/ps_worker") : FLAGS_ps_worker_binary;
   std::cout << "starting " << num_ps << " ps and " << num_workers
-            << " workers on this machine (logs in " << options.dir << ")\n";
+            << " workers on this machine (logs in " << options.dir << "; "
+            << credentials->description << ")\n";
   absl::StatusOr<std::unique_ptr<LocalCluster>> local = LocalCluster::Start(options);
   if (local.ok()) std::cout << "cluster: " << (*local)->spec_path() << "\n";
   return local;
@@ -269,7 +264,6 @@ int Experiment() {
   int default_ps = sweep->num_ps;
   if (FLAGS_local) {
     options.local.device = FLAGS_device;
-    options.local.daemon_args = TokenFileArgs();
     options.local.ps_server_path = FLAGS_ps_server_binary.empty()
                                        ? SiblingBinary("server/ps_server")
                                        : FLAGS_ps_server_binary;
@@ -286,6 +280,20 @@ int Experiment() {
   absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, default_workers, default_ps);
   if (!points.ok()) return Fail(points.status());
   options.results_dir = FLAGS_results.empty() ? "results/" + sweep->name : FLAGS_results;
+  if (FLAGS_local) {
+    // One throwaway CA for every point's cluster (all on 127.0.0.1, a certificate per task
+    // index up to the largest point's), unless psctl was given TLS or tokens.
+    int most_ps = 1, most_workers = 1;
+    for (const SweepPoint& point : *points) {
+      most_ps = std::max(most_ps, point.num_ps);
+      most_workers = std::max(most_workers, point.num_workers);
+    }
+    absl::StatusOr<LocalCredentials> credentials =
+        MakeLocalCredentials(options.results_dir + "/logs/credentials", most_ps, most_workers);
+    if (!credentials.ok()) return Fail(credentials.status());
+    options.local.security = {};  // In daemon_args.
+    options.local.daemon_args = credentials->daemon_args;
+  }
   options.overwrite = FLAGS_overwrite;
   options.interrupted = &interrupted;
   options.parallel = FLAGS_parallel;

@@ -52,6 +52,7 @@
 #include "common/security_flags.h"
 #include "ctl/dashboard.h"
 #include "ctl/local_cluster.h"
+#include "ctl/local_credentials.h"
 #include "ctl/psctl_commands.h"
 #include "ctl/psctl_flags.h"
 
@@ -242,7 +243,11 @@ int main(int argc, char** argv) {
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = 1;  // Warnings and errors only: psctl talks through its own output.
   google::InitGoogleLogging(argv[0]);
-  if (absl::Status certs = ps::ApplyCertsFlag({"psctl"}); !certs.ok()) {
+  // Given no security flag, the credentials beside the ClusterSpec, where psctl local keeps its
+  // cluster's.
+  if (absl::Status certs =
+          ps::ApplyCertsFlag({"psctl"}, ps::CredentialsBeside(FLAGS_cluster_spec));
+      !certs.ok()) {
     std::cerr << "psctl: " << certs.message() << "\n";
     return 2;
   }

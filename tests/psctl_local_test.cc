@@ -30,6 +30,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // `psctl local`: every daemon it starts has this test's results path in its command line.
@@ -234,11 +235,14 @@ TEST_F(PsctlLocalTest, MetricsOnEveryDaemonAndTheClusterKeptAfterTheJob) {
   }
   EXPECT_EQ(ProcessesMentioning(results_).size(), 5u);  // psctl, 2 ps, 2 workers.
 
-  // Its ports refuse strangers on this host: the cluster has tokens of its own, in files only
-  // this user may read. psctl finds the admin token beside the ClusterSpec; a client without
-  // it is refused by every task.
+  // Its ports refuse strangers on this host: the cluster speaks mutual TLS with a throwaway CA
+  // whose key is gone, a certificate per task and tokens, in files only this user may read.
+  // psctl finds psctl's beside the ClusterSpec; a client without them, or with another CA's
+  // certificate, is refused by every task.
   const std::string cluster_dir = results_ + ".cluster";
-  for (const char* file : {"/cluster.token", "/admin.token"}) {
+  EXPECT_THAT(psctl.Stdout(), HasSubstr("mutual TLS, a throwaway CA in "));
+  EXPECT_FALSE(std::filesystem::exists(cluster_dir + "/ca.key"));
+  for (const char* file : {"/cluster.token", "/admin.token", "/psctl.key", "/worker-1.key"}) {
     struct stat info;
     ASSERT_EQ(stat((cluster_dir + file).c_str(), &info), 0) << file;
     EXPECT_EQ(info.st_mode & 0777, 0600u) << file;
@@ -246,13 +250,25 @@ TEST_F(PsctlLocalTest, MetricsOnEveryDaemonAndTheClusterKeptAfterTheJob) {
   Psctl status({"status", "--cluster_spec=" + cluster_dir + "/cluster.json"}, dir_);
   EXPECT_EQ(status.Wait(), 0) << status.Output();
   EXPECT_THAT(status.Stdout(), HasSubstr("jobs: [psctl-kept]"));
-  std::filesystem::create_directories(dir_ + "/stranger");
-  std::filesystem::copy_file(cluster_dir + "/cluster.json", dir_ + "/stranger/cluster.json");
-  Psctl stranger({"status", "--cluster_spec=" + dir_ + "/stranger/cluster.json"}, dir_);
-  EXPECT_EQ(stranger.Wait(), 0) << stranger.Output();
-  EXPECT_EQ(Lines(stranger.Stdout()).size(), 4u) << stranger.Stdout();
-  for (const std::string& line : Lines(stranger.Stdout())) {
-    EXPECT_THAT(line, HasSubstr("REFUSED (")) << stranger.Stdout();
+  const std::string stranger_dir = dir_ + "/stranger";
+  std::filesystem::create_directories(stranger_dir);
+  std::filesystem::copy_file(cluster_dir + "/cluster.json", stranger_dir + "/cluster.json");
+  Psctl plaintext({"status", "--cluster_spec=" + stranger_dir + "/cluster.json"}, dir_);
+  EXPECT_EQ(plaintext.Wait(), 0) << plaintext.Output();
+  Psctl other_ca({"certs", "--cluster_spec=" + stranger_dir + "/cluster.json",
+                  "--out=" + stranger_dir + "/certs"},
+                 dir_);
+  ASSERT_EQ(other_ca.Wait(), 0) << other_ca.Output();
+  Psctl forged({"status", "--cluster_spec=" + stranger_dir + "/cluster.json",
+                "--certs=" + stranger_dir + "/certs"},
+               dir_);
+  EXPECT_EQ(forged.Wait(), 0) << forged.Output();
+  for (const Psctl* stranger : {&plaintext, &forged}) {
+    EXPECT_EQ(Lines(stranger->Stdout()).size(), 4u) << stranger->Stdout();
+    for (const std::string& line : Lines(stranger->Stdout())) {
+      EXPECT_THAT(line, HasSubstr(": DOWN (")) << stranger->Stdout();
+      EXPECT_THAT(line, Not(HasSubstr("jobs:"))) << stranger->Stdout();
+    }
   }
 
   kill(psctl.pid(), SIGTERM);
