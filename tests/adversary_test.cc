@@ -6,11 +6,11 @@
 //  - user bob, with his own certificate of the cluster's CA: every call about the job is
 //    PERMISSION_DENIED (or, where the job's id is taken, ALREADY_EXISTS or FAILED_PRECONDITION),
 //    and lists do not show it;
-//  - task worker:0, with its own certificate, posing as worker:1 or managing the job:
-//    PERMISSION_DENIED;
+//  - task worker:0, with its own certificate, posing as worker:1 or managing the job, and task
+//    ps:1 posing as either worker or managing it: PERMISSION_DENIED;
 //  - path-like fields (job ids, checkpoint names, manifests, data files) that leave their
 //    folder: INVALID_ARGUMENT, before anything is read or written.
-// Nothing changes: the job ends DONE with the weights of the same job on a plaintext local
+// Nothing changes: the job ends DONE with the weights of the same job on an undisturbed local
 // cluster, and no file appears outside the ps's checkpoint folders. Skips without openssl.
 #include <unistd.h>
 
@@ -138,7 +138,7 @@ class AdversaryTest : public ::testing::Test {
 };
 
 TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
-  // The reference: the same job undisturbed on a plaintext local cluster of as many tasks.
+  // The reference: the same job undisturbed on a local cluster of as many tasks.
   Psctl plain({"local", "--job=" + Job("plain"), "--results=" + dir_ + "/plain", "--ps=2",
                "--workers=2", "--device=cpu"},
               dir_);
@@ -303,6 +303,35 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   StopJobRequest stop;
   stop.set_job_id("alices");
   EXPECT_EQ(Call(worker0_to_worker1.get(), &Worker::Stub::StopJob, stop), kDenied);
+  PushRequest push_as_other;
+  push_as_other.mutable_header()->set_job_id("alices");
+  push_as_other.mutable_header()->set_run_id(run_id);
+  push_as_other.mutable_header()->set_worker(1);
+  push_as_other.mutable_header()->set_incarnation(7);
+  push_as_other.mutable_header()->set_push_id(1 << 30);
+  EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::Push, push_as_other), kDenied);
+  EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::PushPull, push_as_other), kDenied);
+
+  // Task ps:1 with its own certificate, posing as a worker (either) or managing the job.
+  std::unique_ptr<ParameterServer::Stub> ps1 =
+      ParameterServer::NewStub(Channel(addresses_[0], certs_, "ps-1"));
+  for (int worker = 0; worker < 2; ++worker) {
+    push_as_other.mutable_header()->set_worker(worker);
+    EXPECT_EQ(Call(ps1.get(), &ParameterServer::Stub::Push, push_as_other), kDenied) << worker;
+    as_other.set_worker(worker);
+    EXPECT_EQ(Call(ps1.get(), &ParameterServer::Stub::Pull, as_other), kDenied) << worker;
+  }
+  EXPECT_EQ(Call(ps1.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
+  std::unique_ptr<Worker::Stub> ps1_to_worker0 =
+      Worker::NewStub(Channel(addresses_[2], certs_, "ps-1"));
+  EXPECT_EQ(Call(ps1_to_worker0.get(), &Worker::Stub::StopJob, stop), kDenied);
+
+  // Bob may see what any member of the cluster sees of a task (no job is named there).
+  for (const std::string& address : addresses_) {
+    std::unique_ptr<Task::Stub> task = Task::NewStub(Channel(address, certs_, "bob"));
+    EXPECT_EQ(Call(task.get(), &Task::Stub::GetTaskInfo, TaskInfoRequest()), grpc::StatusCode::OK)
+        << address;
+  }
 
   EXPECT_FALSE(job.Ended()) << "the job ended before the adversaries came: make it longer";
   ASSERT_EQ(job.Wait(absl::Seconds(120)), 0) << job.Output();
