@@ -10,6 +10,10 @@
 namespace ps {
 namespace {
 
+bool ShardsHoldTheModel(const ModeTraits& mode) { return mode.shards_hold_the_model; }
+bool UsesDownpour(const ModeTraits& mode) { return mode.downpour; }
+bool Replayable(const ModeTraits& mode) { return mode.replayable; }
+
 absl::Status FieldError(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", problem));
 }
@@ -145,12 +149,12 @@ absl::Status ValidateSparseModel(const JobSpec& spec) {
                                                      " takes the values as they are: unset it"));
   }
   const ConsistencyConfig::Mode mode = spec.consistency().mode();
-  if (mode != ConsistencyConfig::SYNC && mode != ConsistencyConfig::SSP &&
-      mode != ConsistencyConfig::SOFTSYNC && mode != ConsistencyConfig::ASYNC) {
+  if (const ModeTraits* traits = FindModeTraits(mode);
+      traits != nullptr && !traits->shards_hold_the_model) {
     return FieldError("consistency.mode",
                       absl::StrCat("is ", ConsistencyConfig::Mode_Name(mode), "; ", kind,
-                                   " keeps its table on the shards and needs SYNC, SSP, SOFTSYNC "
-                                   "or ASYNC"));
+                                   " keeps its table on the shards and needs ",
+                                   ModeNames(&ShardsHoldTheModel, "or")));
   }
   if (spec.downpour().ByteSizeLong() > 0) {
     return FieldError("downpour", absl::StrCat("is not supported for ", kind,
@@ -204,52 +208,58 @@ absl::Status ValidateStopRules(const JobSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateDownpour(const DownpourSpec& downpour, ConsistencyConfig::Mode mode) {
+absl::Status ValidateDownpour(const DownpourSpec& downpour, const ModeTraits& mode) {
   if (downpour.n_fetch() < 0 || downpour.n_push() < 0 || downpour.local_learning_rate() < 0) {
     return FieldError("downpour.n_fetch, n_push and local_learning_rate", "must be >= 0");
   }
-  if (downpour.overlap_communication() && mode != ConsistencyConfig::ASYNC) {
+  if (downpour.overlap_communication() && !mode.downpour) {
+    const std::string modes = ModeNames(&UsesDownpour, "or");
     return FieldError("downpour.overlap_communication",
-                      "needs consistency mode ASYNC: the other modes make a step wait for the "
-                      "previous one's update; unset it or use ASYNC");
+                      absl::StrCat("needs consistency mode ", modes,
+                                   ": the other modes make a step wait for the previous one's "
+                                   "update; unset it or use ",
+                                   modes));
   }
   return absl::OkStatus();
 }
 
-// ALLREDUCE and LOCAL_SGD: the workers average among themselves; what belongs to the ps modes
-// does not apply.
-absl::Status ValidateRingModes(const JobSpec& spec) {
-  const ConsistencyConfig::Mode mode = spec.consistency().mode();
-  if (mode != ConsistencyConfig::ALLREDUCE && mode != ConsistencyConfig::LOCAL_SGD) {
-    return absl::OkStatus();
+// What the job's mode refuses of the rest of the job (its row in common/consistency_modes.h),
+// then what else it asks.
+absl::Status ValidateForMode(const JobSpec& spec, const ModeTraits& mode) {
+  const std::string name = ConsistencyConfig::Mode_Name(mode.mode);
+  if (*mode.why_no_downpour != '\0' && spec.downpour().ByteSizeLong() > 0) {
+    return FieldError("downpour", absl::StrCat("is for ", ModeNames(&UsesDownpour, "and"), "; ",
+                                               mode.why_no_downpour, ": unset it"));
   }
-  const std::string name = ConsistencyConfig::Mode_Name(mode);
-  if (spec.downpour().ByteSizeLong() > 0) {
-    return FieldError("downpour", absl::StrCat("is for ASYNC; ", name,
-                                               " workers average among themselves: unset it"));
-  }
-  if (spec.compression().ByteSizeLong() > 0) {
+  if (mode.family == ModeFamily::kRing && spec.compression().ByteSizeLong() > 0) {
     return FieldError("compression", absl::StrCat("is for the pushes and pulls of the ps modes; ",
                                                   name, "'s ring sends float32: unset it"));
   }
+  const bool checkpoints =
+      spec.checkpoint().every_steps() > 0 || spec.checkpoint().every_seconds() > 0;
+  if (mode.checkpoints == CheckpointPolicy::kNone && checkpoints) {
+    return FieldError("checkpoint", absl::StrCat("is not supported in ", name, " (",
+                                                 mode.why_no_checkpoints, "): unset it"));
+  }
   // The chief publishes the model for a checkpoint at steps it knows (server/consistency/
-  // publish_rule.h); after an averaging in LOCAL_SGD, when every worker holds that model.
-  if (spec.checkpoint().every_seconds() > 0) {
+  // publish_rule.h).
+  if (mode.checkpoints == CheckpointPolicy::kPublishedStep &&
+      spec.checkpoint().every_seconds() > 0) {
     return FieldError("checkpoint.every_seconds",
                       absl::StrCat("is not supported in ", name,
                                    " (the chief publishes the model for a checkpoint at steps it "
                                    "knows): use checkpoint.every_steps"));
   }
-  const int64_t every = spec.checkpoint().every_steps();
-  if (mode == ConsistencyConfig::LOCAL_SGD && every > 0 &&
-      every % spec.consistency().local_steps() != 0) {
-    return FieldError("checkpoint.every_steps",
-                      absl::StrCat("is ", every, ", not a multiple of consistency.local_steps (",
-                                   spec.consistency().local_steps(),
-                                   "): LOCAL_SGD's workers hold one model only after an "
-                                   "averaging"));
+  // The apply log replays a mode whose result depends on the order updates arrive in; the
+  // other modes decide that order themselves (SYNC's barrier, SSP's clocks) or average it away.
+  if (spec.record_apply_log() && !mode.replayable) {
+    return FieldError("record_apply_log",
+                      absl::StrCat("is for ", ModeNames(&Replayable, "and"),
+                                   ", whose result depends on the order its updates arrive in; "
+                                   "unset it for ",
+                                   name));
   }
-  return absl::OkStatus();
+  return mode.validate_job == nullptr ? absl::OkStatus() : mode.validate_job(spec);
 }
 
 // What the wire can carry (proto/parameter.proto's CompressionSpec).
@@ -265,46 +275,6 @@ absl::Status ValidateCompression(const CompressionSpec& compression) {
                       absl::StrCat("is ", fraction,
                                    ": give the fraction of each shard's gradient a push sends, "
                                    "in (0, 1), or 0 to send all of it"));
-  }
-  return absl::OkStatus();
-}
-
-// The apply log replays ASYNC, whose result depends on the order updates arrive in; the other
-// modes decide that order themselves (SYNC's barrier, SSP's clocks) or average it away.
-absl::Status ValidateApplyLog(const JobSpec& spec) {
-  if (!spec.record_apply_log() || spec.consistency().mode() == ConsistencyConfig::ASYNC) {
-    return absl::OkStatus();
-  }
-  return FieldError("record_apply_log",
-                    absl::StrCat("is for ASYNC, whose result depends on the order its updates "
-                                 "arrive in; unset it for ",
-                                 ConsistencyConfig::Mode_Name(spec.consistency().mode())));
-}
-
-// DELAYED keeps its old values only in memory: a checkpoint would not hold them.
-absl::Status ValidateDelayed(const JobSpec& spec) {
-  if (spec.consistency().mode() != ConsistencyConfig::DELAYED) return absl::OkStatus();
-  if (spec.checkpoint().every_steps() > 0 || spec.checkpoint().every_seconds() > 0) {
-    return FieldError("checkpoint", "is not supported in DELAYED (the old values it serves are "
-                                    "kept in memory only): unset it");
-  }
-  if (spec.downpour().ByteSizeLong() > 0) {
-    return FieldError("downpour", "is for ASYNC; DELAYED sets the delay itself: unset it");
-  }
-  return absl::OkStatus();
-}
-
-// EASGD's workers keep copies of their own: Downpour's settings are ASYNC's, and checkpoints
-// would hold the center but not the copies.
-absl::Status ValidateEasgd(const JobSpec& spec) {
-  if (spec.consistency().mode() != ConsistencyConfig::EASGD) return absl::OkStatus();
-  if (spec.downpour().ByteSizeLong() > 0) {
-    return FieldError("downpour", "is for ASYNC; EASGD's workers keep copies of their own and "
-                                  "meet the center every easgd_period steps: unset it");
-  }
-  if (spec.checkpoint().every_steps() > 0 || spec.checkpoint().every_seconds() > 0) {
-    return FieldError("checkpoint", "is not supported in EASGD (the workers' copies are not in "
-                                    "the shards): unset it");
   }
   return absl::OkStatus();
 }
@@ -363,10 +333,10 @@ std::string JobPrefix(const std::string& job_id) { return absl::StrCat("job \"",
 absl::Status ValidateSparseTables(const ParameterSpec& spec) {
   if (spec.sparse_tables().empty()) return absl::OkStatus();
   const ConsistencyConfig::Mode mode = spec.consistency().mode();
-  if (mode != ConsistencyConfig::SYNC && mode != ConsistencyConfig::ASYNC &&
-      mode != ConsistencyConfig::SSP && mode != ConsistencyConfig::SOFTSYNC) {
+  if (const ModeTraits* traits = FindModeTraits(mode);
+      traits != nullptr && !traits->shards_hold_the_model) {
     return FieldError("sparse_tables",
-                      absl::StrCat("are for SYNC, ASYNC, SSP and SOFTSYNC, not ",
+                      absl::StrCat("are for ", ModeNames(&ShardsHoldTheModel, "and"), ", not ",
                                    ConsistencyConfig::Mode_Name(mode),
                                    " (its shards hold no model of their own, or old copies)"));
   }
@@ -471,17 +441,12 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   if (!status.ok()) return status;
   status = ValidateConsistencyConfig(spec.consistency(), num_workers);
   if (!status.ok()) return status;
-  status = ValidateDownpour(spec.downpour(), spec.consistency().mode());
+  const ModeTraits& mode = ModeTraitsOf(spec.consistency().mode());  // Validated above.
+  status = ValidateDownpour(spec.downpour(), mode);
   if (!status.ok()) return status;
   status = ValidateCompression(spec.compression());
   if (!status.ok()) return status;
-  status = ValidateRingModes(spec);
-  if (!status.ok()) return status;
-  status = ValidateDelayed(spec);
-  if (!status.ok()) return status;
-  status = ValidateEasgd(spec);
-  if (!status.ok()) return status;
-  status = ValidateApplyLog(spec);
+  status = ValidateForMode(spec, mode);
   if (!status.ok()) return status;
   status = ValidateStragglers(spec.stragglers(), num_workers);
   if (!status.ok()) return status;
@@ -491,71 +456,13 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
 }
 
 absl::Status ValidateConsistencyConfig(const ConsistencyConfig& consistency, int num_workers) {
-  switch (consistency.mode()) {
-    case ConsistencyConfig::SYNC:
-      if (consistency.replicas_to_aggregate() < 0 ||
-          consistency.replicas_to_aggregate() > num_workers) {
-        return FieldError("consistency.replicas_to_aggregate",
-                          absl::StrCat("is ", consistency.replicas_to_aggregate(),
-                                       " but the cluster has ", num_workers,
-                                       " workers: use 1 to ", num_workers, ", or 0 for all"));
-      }
-      return absl::OkStatus();
-    case ConsistencyConfig::ASYNC:
-      if (consistency.max_staleness() < 0) {
-        return FieldError("consistency.max_staleness",
-                          absl::StrCat("is ", consistency.max_staleness(),
-                                       ": it must be >= 0 (0: no bound)"));
-      }
-      return absl::OkStatus();
-    case ConsistencyConfig::SSP:
-      if (consistency.ssp_bound() < 0) {
-        return FieldError("consistency.ssp_bound",
-                          absl::StrCat("is ", consistency.ssp_bound(), ": it must be >= 0"));
-      }
-      return absl::OkStatus();
-    case ConsistencyConfig::SOFTSYNC:
-      if (consistency.softsync_n() < 1) {
-        return FieldError("consistency.softsync_n",
-                          absl::StrCat("is ", consistency.softsync_n(), ": it must be >= 1"));
-      }
-      return absl::OkStatus();
-    case ConsistencyConfig::ALLREDUCE:
-      return absl::OkStatus();
-    case ConsistencyConfig::EASGD:
-      if (!(consistency.easgd_alpha() > 0 && consistency.easgd_alpha() <= 1)) {
-        return FieldError("consistency.easgd_alpha",
-                          absl::StrCat("is ", consistency.easgd_alpha(),
-                                       ": EASGD moves each copy and the center by a fraction in "
-                                       "(0, 1] of their difference (0.9 / workers is usual)"));
-      }
-      if (consistency.easgd_period() < 1) {
-        return FieldError("consistency.easgd_period",
-                          absl::StrCat("is ", consistency.easgd_period(),
-                                       ": a worker meets the center every easgd_period >= 1 "
-                                       "steps"));
-      }
-      return absl::OkStatus();
-    case ConsistencyConfig::DELAYED:
-      if (consistency.delay() < 0 || consistency.delay() > kMaxDelay) {
-        return FieldError("consistency.delay",
-                          absl::StrCat("is ", consistency.delay(), ": DELAYED serves values 0 to ",
-                                       kMaxDelay, " updates old"));
-      }
-      return absl::OkStatus();
-    case ConsistencyConfig::LOCAL_SGD:
-      if (consistency.local_steps() < 1) {
-        return FieldError("consistency.local_steps",
-                          absl::StrCat("is ", consistency.local_steps(),
-                                       ": LOCAL_SGD averages the models every local_steps >= 1 "
-                                       "steps"));
-      }
-      return absl::OkStatus();
-    default:
-      return FieldError("consistency.mode",
-                        "is not set: use SYNC, ASYNC, SSP, SOFTSYNC, ALLREDUCE, LOCAL_SGD, "
-                        "DELAYED or EASGD");
+  const ModeTraits* mode = FindModeTraits(consistency.mode());
+  if (mode == nullptr) {
+    return FieldError("consistency.mode",
+                      absl::StrCat("is not set: use ",
+                                   ModeNames([](const ModeTraits&) { return true; }, "or")));
   }
+  return mode->validate_settings(consistency, num_workers);
 }
 
 absl::Status ValidateOptimizerConfig(const OptimizerConfig& config) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/consistency_modes.h"
 #include "proto/job.pb.h"
 #include "proto/parameter.pb.h"
 
@@ -31,8 +32,6 @@ inline constexpr int kMaxBatchSize = 1 << 20;       // JobSpec.batch_size.
 inline constexpr int kMaxHiddenLayers = 256;        // ModelSpec.hidden_sizes.
 inline constexpr int kMaxLayerWidth = 1 << 20;      // Each of ModelSpec.hidden_sizes.
 inline constexpr int kMaxFeatureDim = 1 << 24;      // DataSpec.feature_dim, synthetic's too.
-// ConsistencyConfig.delay: a shard keeps that many old copies of its values.
-inline constexpr int kMaxDelay = 1024;
 
 // Whether `kind` is a sparse model (SPARSE_LOGISTIC_REGRESSION, EMBEDDING_BAG_MLP:
 // worker/model/sparse_model.h), whose weights include a sparse table.

@@ -5,6 +5,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/consistency_modes.h"
 
 namespace ps {
 
@@ -50,7 +51,8 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
   parameters.set_owner(spec.owner());
   parameters.set_record_apply_log(spec.record_apply_log());
   *parameters.mutable_compression() = spec.compression();
-  if (spec.consistency().mode() == ConsistencyConfig::EASGD) {
+  if (const ModeTraits* mode = FindModeTraits(spec.consistency().mode());
+      mode != nullptr && mode->center_moves_by_differences) {
     // The center moves by each pushed difference as it is: the job's optimizer and schedule
     // are the workers' (worker/exchange/easgd_exchange.h).
     parameters.clear_optimizer();

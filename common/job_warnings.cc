@@ -2,20 +2,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/consistency_modes.h"
 
 namespace ps {
 namespace {
 
+// Whether gradients are computed on values other workers' updates have since moved: the
+// staleness that acts as momentum.
 bool Asynchronous(const ConsistencyConfig& consistency) {
-  switch (consistency.mode()) {
-    case ConsistencyConfig::ASYNC:
-    case ConsistencyConfig::SOFTSYNC:
-      return true;
-    case ConsistencyConfig::SSP:
-      return consistency.ssp_bound() > 0;
-    default:
-      return false;
-  }
+  const ModeTraits* mode = FindModeTraits(consistency.mode());
+  if (mode == nullptr) return false;
+  return mode->staleness == Staleness::kFromPace ||
+         (mode->staleness == Staleness::kUpToBound && consistency.ssp_bound() > 0);
 }
 
 // The momentum-like coefficient of the job's optimizer, or 0.
@@ -45,20 +43,21 @@ std::vector<std::string> JobWarnings(const JobSpec& spec, int num_workers) {
         "the momentum or the learning rate, or use SYNC",
         mode, momentum, num_workers, 1.0 - 1.0 / num_workers));
   }
-  if (consistency.mode() == ConsistencyConfig::ASYNC && num_workers >= 4 &&
+  const ModeTraits* traits = FindModeTraits(consistency.mode());
+  if (traits == nullptr) return warnings;
+  if (traits->staleness_settings && num_workers >= 4 &&
       spec.learning_rate().kind() == LearningRateSchedule::CONSTANT &&
       consistency.staleness_learning_rate() == ConsistencyConfig::NONE &&
       consistency.max_staleness() == 0) {
     warnings.push_back(absl::StrFormat(
-        "ASYNC on %d workers at a constant learning rate %g: each gradient is about %d updates "
+        "%s on %d workers at a constant learning rate %g: each gradient is about %d updates "
         "stale, and gradient descent with delay tau is stable only below a rate about "
         "1 / (2 tau + 1) of the undelayed limit. Set consistency.staleness_learning_rate: "
         "INVERSE or max_staleness, or lower the learning rate",
-        num_workers, spec.learning_rate().base(), num_workers - 1));
+        mode, num_workers, spec.learning_rate().base(), num_workers - 1));
   }
-  const bool ring = consistency.mode() == ConsistencyConfig::ALLREDUCE ||
-                    consistency.mode() == ConsistencyConfig::LOCAL_SGD;
-  if (ring && spec.checkpoint().every_steps() > 0 &&
+  // The optimizer lives on the workers and its state in no checkpoint.
+  if (traits->family == ModeFamily::kRing && spec.checkpoint().every_steps() > 0 &&
       spec.optimizer().kind() != OptimizerConfig::SGD) {
     warnings.push_back(absl::StrCat(
         mode, " checkpoints hold the chief's weights but not the state of its ",

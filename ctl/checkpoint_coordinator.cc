@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/checkpoint_store.h"
+#include "common/consistency_modes.h"
 
 namespace ps {
 
@@ -18,15 +19,8 @@ bool CheckpointCoordinator::enabled() const {
 }
 
 bool CheckpointCoordinator::agreed_step() const {
-  switch (spec_.consistency().mode()) {
-    case ConsistencyConfig::SYNC:
-    case ConsistencyConfig::SSP:
-    case ConsistencyConfig::ALLREDUCE:  // The steps of the model the chief published.
-    case ConsistencyConfig::LOCAL_SGD:
-      return true;
-    default:
-      return false;
-  }
+  const CheckpointPolicy policy = ModeTraitsOf(spec_.consistency().mode()).checkpoints;
+  return policy == CheckpointPolicy::kAgreedStep || policy == CheckpointPolicy::kPublishedStep;
 }
 
 absl::Status CheckpointCoordinator::CheckDirectories() const {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/consistency_modes.h"
 #include "ctl/cluster_client.h"
 
 namespace ps {
@@ -68,7 +69,8 @@ std::string ShardReport(const JobStats& stats) {
       }
     }
   }
-  if (stats.mode() == ConsistencyConfig::SYNC && stats.parked_pulls() > 0) {
+  if (const ModeTraits* mode = FindModeTraits(stats.mode());
+      mode != nullptr && mode->barrier && stats.parked_pulls() > 0) {
     absl::StrAppend(&report, ", barrier waiting for workers [",
                     absl::StrJoin(stats.waiting_for(), ", "), "]");
   }

@@ -4,13 +4,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/consistency_modes.h"
 
 namespace ps {
 namespace {
 
-// SYNC without backup workers, and with a lease: the barrier waits for a lost worker's return.
+// A barrier without backup workers, and with a lease: it waits for a lost worker's return.
 bool WaitsForReturn(const JobSpec& spec) {
-  return spec.consistency().mode() == ConsistencyConfig::SYNC &&
+  return ModeTraitsOf(spec.consistency().mode()).lost_worker ==
+             LostWorkerPolicy::kBackupWorkers &&
          spec.consistency().replicas_to_aggregate() == 0 && spec.worker_lease_s() > 0;
 }
 
@@ -19,20 +21,18 @@ bool WaitsForReturn(const JobSpec& spec) {
 bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
   if (failed >= num_workers) return false;
   const ConsistencyConfig& consistency = spec.consistency();
-  switch (consistency.mode()) {
-    case ConsistencyConfig::ASYNC:
-    case ConsistencyConfig::SOFTSYNC:
-    case ConsistencyConfig::DELAYED:
-    case ConsistencyConfig::EASGD:
+  switch (ModeTraitsOf(consistency.mode()).lost_worker) {
+    case LostWorkerPolicy::kGoesOn:
       return true;
-    case ConsistencyConfig::SSP:
+    case LostWorkerPolicy::kLeavesAfterLease:
       return spec.worker_lease_s() > 0;
-    case ConsistencyConfig::SYNC:
+    case LostWorkerPolicy::kBackupWorkers:
       return consistency.replicas_to_aggregate() > 0 &&
              consistency.replicas_to_aggregate() <= num_workers - failed;
-    default:
+    case LostWorkerPolicy::kFails:
       return false;
   }
+  return false;
 }
 
 LostWorkers::LostWorkers(const ClusterSpec& cluster, const ClusterClient& client,
@@ -93,7 +93,8 @@ bool LostWorkers::TryRejoin(const JobProgress& last) {
   const int worker = last.worker();
   if (!client_.GetWorkerStatus(worker).ok()) return false;  // Still down.
   int64_t first_step = std::max(first_step_, last.step());
-  if (spec_.consistency().mode() == ConsistencyConfig::SYNC) {
+  if (ModeTraitsOf(spec_.consistency().mode()).barrier) {
+    // It rejoins at the barrier's step.
     absl::StatusOr<JobStats> stats = client_.GetJobStats(0, spec_.job_id());
     if (!stats.ok()) return false;
     first_step = stats->step();

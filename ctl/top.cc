@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/consistency_modes.h"
 
 namespace ps {
 namespace {
@@ -89,10 +90,12 @@ std::string JobFigures(const JobSnapshot& job) {
   if (!job.shards.empty()) {
     const ConsistencyConfig::Mode mode = job.shards[0].mode();
     parts.push_back(ConsistencyConfig::Mode_Name(mode));
-    int64_t global_step = INT64_MAX;  // SYNC: the shards' step; else their smallest version.
+    // A barrier's: the shards' step; else their smallest version.
+    const ModeTraits* traits = FindModeTraits(mode);
+    const bool barrier = traits != nullptr && traits->barrier;
+    int64_t global_step = INT64_MAX;
     for (const JobStats& shard : job.shards) {
-      global_step =
-          std::min(global_step, mode == ConsistencyConfig::SYNC ? shard.step() : shard.version());
+      global_step = std::min(global_step, barrier ? shard.step() : shard.version());
     }
     parts.push_back(absl::StrCat("global step ", global_step));
   }
@@ -135,13 +138,13 @@ void AppendWaits(const JobSnapshot& job, std::vector<std::string>* lines) {
     int64_t pulls = 0;
     int64_t oldest_ms = 0;
   };
-  std::map<int64_t, Wait> by_step;  // SYNC; other modes under step -1.
+  std::map<int64_t, Wait> by_step;  // A barrier's steps; other modes under step -1.
   int64_t slowest_clock = INT64_MAX;
   int slowest = -1;
   for (const JobStats& shard : job.shards) {
     if (shard.parked_pulls() == 0) continue;
-    const bool sync = shard.mode() == ConsistencyConfig::SYNC;
-    Wait& wait = by_step[sync ? shard.step() : -1];
+    const ModeTraits* mode = FindModeTraits(shard.mode());
+    Wait& wait = by_step[mode != nullptr && mode->barrier ? shard.step() : -1];
     wait.missing.insert(shard.waiting_for().begin(), shard.waiting_for().end());
     wait.pulls += shard.parked_pulls();
     wait.oldest_ms = std::max(wait.oldest_ms, shard.oldest_parked_pull_ms());
@@ -155,11 +158,14 @@ void AppendWaits(const JobSnapshot& job, std::vector<std::string>* lines) {
   for (const auto& [step, wait] : by_step) {
     const std::string pulls = Plural(wait.pulls, "pull");
     if (step < 0) {
-      const bool ssp = job.shards[0].mode() == ConsistencyConfig::SSP;
-      std::string line =
-          absl::StrCat("  ", pulls, " wait", wait.pulls == 1 ? "s" : "",
-                       ssp ? " at the SSP bound" : "", " for ", Seconds(wait.oldest_ms));
-      if (ssp && slowest >= 0) {
+      const ConsistencyConfig::Mode mode = job.shards[0].mode();
+      const ModeTraits* traits = FindModeTraits(mode);
+      const bool bound = traits != nullptr && traits->staleness == Staleness::kUpToBound;
+      std::string line = absl::StrCat(
+          "  ", pulls, " wait", wait.pulls == 1 ? "s" : "",
+          bound ? absl::StrCat(" at the ", ConsistencyConfig::Mode_Name(mode), " bound") : "",
+          " for ", Seconds(wait.oldest_ms));
+      if (bound && slowest >= 0) {
         absl::StrAppend(&line, "; slowest: worker:", slowest, " at clock ", slowest_clock);
       }
       lines->push_back(line);

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/consistency_modes.h"
 #include "common/metrics.h"
 #include "server/job_traffic.h"
 #include "server/ps_service.h"
@@ -15,6 +16,12 @@
 
 namespace ps {
 namespace {
+
+// Whether the job's shards report a barrier's step and the workers it waits for.
+bool HasBarrier(const JobStats& job) {
+  const ModeTraits* mode = FindModeTraits(job.mode());
+  return mode != nullptr && mode->barrier;
+}
 
 // The staleness histograms' upper bounds: every staleness up to 8, then coarser. 62 is the
 // last staleness StalenessHistogram counts on its own (its last bucket holds 63 and beyond).
@@ -71,7 +78,7 @@ void ParameterService::WriteMetrics(MetricsWriter* writer) {
   for (const JobStats& job : stats) writer->Sample("ps_job_version", labels(job), job.version());
   writer->Family("ps_job_sync_step", "SYNC jobs: the step the shard is in.", MetricType::kGauge);
   for (const JobStats& job : stats) {
-    if (job.mode() == ConsistencyConfig::SYNC) {
+    if (HasBarrier(job)) {
       writer->Sample("ps_job_sync_step", labels(job), job.step());
     }
   }
@@ -118,7 +125,7 @@ void ParameterService::WriteMetrics(MetricsWriter* writer) {
   writer->Family("ps_job_workers_waited_for", "SYNC: workers the current step still lacks.",
                  MetricType::kGauge);
   for (const JobStats& job : stats) {
-    if (job.mode() == ConsistencyConfig::SYNC) {
+    if (HasBarrier(job)) {
       writer->Sample("ps_job_workers_waited_for", labels(job), job.waiting_for_size());
     }
   }

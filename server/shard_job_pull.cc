@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/consistency_modes.h"
 #include "server/shard_job.h"
 
 namespace ps {
@@ -256,9 +257,11 @@ bool ShardJob::AllWorkersLeft() const {
 std::vector<int> ShardJob::ExpireLeases(absl::Time now) {
   if (spec_.worker_lease_ms() <= 0) return {};
   const absl::Duration lease = absl::Milliseconds(spec_.worker_lease_ms());
-  // Only SSP waits for a worker that another mode would not: SYNC with backup workers needs
-  // none in particular, and SYNC without them waits for the lost one until its pulls time out.
-  const bool leaves = spec_.consistency().mode() == ConsistencyConfig::SSP;
+  // A lost worker leaves the clocks only where the mode says so (SSP): a barrier with backup
+  // workers needs none in particular, and one without them waits for the lost one until its
+  // pulls time out; the other modes wait for no one.
+  const bool leaves = ModeTraitsOf(spec_.consistency().mode()).lost_worker ==
+                      LostWorkerPolicy::kLeavesAfterLease;
   std::vector<int> lost;
   std::vector<Waiter> ready;
   {

@@ -166,7 +166,7 @@ TEST_F(TrainerSparseTest, EmbeddingBagMlpLearnsACombinationOfCategories) {
 
 TEST_F(TrainerSparseTest, RefusesModesAndOptionsThatCannotCarryRows) {
   JobSpec spec = SparseLogisticJob("sparse-refused", ConsistencyConfig::ALLREDUCE);
-  EXPECT_THAT(ValidateJobSpec(spec, 2).message(), HasSubstr("needs SYNC, SSP, SOFTSYNC or ASYNC"));
+  EXPECT_THAT(ValidateJobSpec(spec, 2).message(), HasSubstr("needs SYNC, ASYNC, SSP or SOFTSYNC"));
   spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
   spec.mutable_downpour()->set_n_fetch(4);
   EXPECT_THAT(ValidateJobSpec(spec, 2).message(), HasSubstr("downpour is not supported"));

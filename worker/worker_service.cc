@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/consistency_modes.h"
 #include "common/grpc_status.h"
 #include "common/job_schema.h"
 #include "common/job_spec.h"
@@ -279,9 +280,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
 
 absl::StatusOr<std::unique_ptr<RingLink>> WorkerService::MakeRing(const JobSpec& spec) const {
   const ConsistencyConfig::Mode mode = spec.consistency().mode();
-  if (mode != ConsistencyConfig::ALLREDUCE && mode != ConsistencyConfig::LOCAL_SGD) {
-    return std::unique_ptr<RingLink>();
-  }
+  if (ModeTraitsOf(mode).family != ModeFamily::kRing) return std::unique_ptr<RingLink>();
   if (options_.ring_mailbox == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker:", options_.worker_index, " has no ring to the other workers for ",

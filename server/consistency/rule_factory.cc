@@ -29,9 +29,12 @@ std::unique_ptr<ConsistencyRule> CreateConsistencyRule(const ParameterSpec& spec
       return std::make_unique<PublishRule>(num_workers);
     case ConsistencyConfig::DELAYED:
       return std::make_unique<DelayedRule>(consistency.delay(), num_workers);
-    default:
+    case ConsistencyConfig::MODE_UNSPECIFIED:
+    case ConsistencyConfig_Mode_ConsistencyConfig_Mode_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case ConsistencyConfig_Mode_ConsistencyConfig_Mode_INT_MAX_SENTINEL_DO_NOT_USE_:
       return nullptr;
   }
+  return nullptr;  // A value outside the enum.
 }
 
 }  // namespace ps

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/consistency_modes.h"
 #include "server/consistency/async_rule.h"
 #include "server/consistency/delayed_rule.h"
 #include "server/consistency/publish_rule.h"
@@ -18,6 +19,22 @@ ParameterSpec SpecOf(ConsistencyConfig::Mode mode) {
   spec.mutable_consistency()->set_mode(mode);
   spec.mutable_consistency()->set_softsync_n(1);
   return spec;
+}
+
+// A mode with a row in common/consistency_modes.h has a rule, and its row agrees with it.
+TEST(RuleFactoryTest, EveryModeOfTheTableHasARule) {
+  for (ConsistencyConfig::Mode mode : AllModes()) {
+    SCOPED_TRACE(ConsistencyConfig::Mode_Name(mode));
+    ParameterSpec spec = SpecOf(mode);
+    spec.mutable_consistency()->set_local_steps(1);
+    spec.mutable_consistency()->set_easgd_alpha(0.3f);
+    spec.mutable_consistency()->set_easgd_period(1);
+    const std::unique_ptr<ConsistencyRule> rule = CreateConsistencyRule(spec);
+    ASSERT_NE(rule, nullptr);
+    EXPECT_EQ(dynamic_cast<PublishRule*>(rule.get()) != nullptr,
+              ModeTraitsOf(mode).family == ModeFamily::kRing);
+  }
+  EXPECT_EQ(CreateConsistencyRule(SpecOf(ConsistencyConfig::MODE_UNSPECIFIED)), nullptr);
 }
 
 TEST(RuleFactoryTest, EachModeGetsItsOwnRule) {

@@ -1,4 +1,5 @@
 #include "worker/exchange/downpour.h"
+#include "common/consistency_modes.h"
 
 #include <algorithm>
 #include <vector>
@@ -7,7 +8,8 @@ namespace ps {
 
 DownpourSchedule DownpourSchedule::FromJobSpec(const JobSpec& spec) {
   DownpourSchedule schedule;
-  if (spec.consistency().mode() != ConsistencyConfig::ASYNC) return schedule;
+  const ModeTraits* mode = FindModeTraits(spec.consistency().mode());
+  if (mode == nullptr || !mode->downpour) return schedule;
   schedule.n_fetch = std::max(1, spec.downpour().n_fetch());
   schedule.n_push = std::max(1, spec.downpour().n_push());
   schedule.local_learning_rate = spec.downpour().local_learning_rate();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/consistency_modes.h"
 #include "worker/allreduce/ring_allreduce.h"
 
 namespace ps {
@@ -33,6 +34,7 @@ RingExchange::RingExchange(std::unique_ptr<WorkerSession> session, RingLink* rin
       worker_(worker),
       optimizer_(std::move(optimizer)),
       weights_(variables),
+      own_copies_(ModeTraitsOf(spec.consistency().mode()).staleness == Staleness::kOwnCopies),
       averaged_at_(first_step) {
   for (const std::vector<float>& array : weights_.arrays()) mean_.emplace_back(array.size());
 }
@@ -67,7 +69,7 @@ absl::Status RingExchange::AverageOverRing(uint64_t tag,
 
 absl::Status RingExchange::AfterCompute(int64_t step, const HostVariables& gradients) {
   (void)step;
-  if (spec_.consistency().mode() == ConsistencyConfig::ALLREDUCE) {
+  if (!own_copies_) {
     mean_ = gradients.arrays();
     absl::Status averaged = AverageOverRing(ring_calls_++, &mean_);
     if (!averaged.ok()) return averaged;
@@ -97,8 +99,7 @@ absl::Status RingExchange::MaybePublish(bool final) {
 }
 
 absl::Status RingExchange::Finish() {
-  if (spec_.consistency().mode() == ConsistencyConfig::LOCAL_SGD &&
-      optimizer_->updates() > averaged_at_) {
+  if (own_copies_ && optimizer_->updates() > averaged_at_) {
     // The steps since the last averaging: every worker ends with the same model.
     averaged_at_ = optimizer_->updates();
     absl::Status averaged = AverageOverRing(ring_calls_++, &weights_.arrays());

@@ -69,7 +69,10 @@ class RingExchange : public Exchange {
   const int worker_;
   const std::unique_ptr<LocalOptimizer> optimizer_;
   HostVariables weights_;
-  std::vector<std::vector<float>> mean_;  // ALLREDUCE: the step's mean gradient.
+  // Each worker trains a copy of its own and the copies are averaged every local_steps
+  // (LOCAL_SGD); otherwise the gradients are averaged every step (ALLREDUCE).
+  const bool own_copies_;
+  std::vector<std::vector<float>> mean_;  // Averaging gradients: the step's mean gradient.
   std::vector<float> flat_;               // The ring's buffer.
   bool pulled_ = false;
   int64_t averaged_at_;           // LOCAL_SGD: the optimizer's updates() at the last averaging.
