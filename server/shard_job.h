@@ -2,7 +2,8 @@
 // and waiting; shard_job_chunks.cc: chunked pushes): the slices placed here (values and
 // optimizer slots), parked pulls and statistics. What the job's consistency mode decides (apply,
 // aggregate or drop a push; the learning rate; when a pull may proceed; the step and clocks) is
-// its ConsistencyRule's (server/consistency/), which ShardJob asks under mu_; a new mode changes
+// its ConsistencyRule's (server/consistency/), which ShardJob asks under mu_, and its row's in
+// common/consistency_modes.h (whether a lost worker leaves the clocks); a new mode changes
 // nothing here.
 //
 // Versions: every applied update bumps version(). A pull reads the version; a push carries it
