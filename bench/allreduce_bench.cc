@@ -38,8 +38,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/daemon.h"
-#include "common/subprocess.h"
+#include "common/process/daemon.h"
+#include "common/process/subprocess.h"
 #include "tests/ring_member.h"
 #include "worker/allreduce/ring_allreduce.h"
 

@@ -22,7 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/file_system.h"
-#include "common/checkpoint_file.h"
+#include "common/checkpoint/checkpoint_file.h"
 #include "server/shard_job.h"
 
 DEFINE_string(size_mb, "64,256", "model sizes in MiB, comma-separated");

@@ -15,10 +15,10 @@
 
 #include <gflags/gflags.h>
 
-#include "common/ps_client.h"
+#include "common/client/ps_client.h"
 #include "bench/sparse_keys.h"
 #include "common/random.h"
-#include "common/worker_session.h"
+#include "common/client/worker_session.h"
 #include "tests/in_process_ps_cluster.h"
 #include "tests/sparse_job.h"
 

@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/auth_token.h"
-#include "common/host_port.h"
-#include "common/subprocess.h"
+#include "common/security/auth_token.h"
+#include "common/cluster/host_port.h"
+#include "common/process/subprocess.h"
 
 namespace ps {
 namespace {

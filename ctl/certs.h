@@ -1,5 +1,5 @@
 // psctl certs: a certificate authority for a cluster and the certificates its tasks and psctl
-// present (mutual TLS, common/transport_security.h), made with OpenSSL's command line tool.
+// present (mutual TLS, common/security/transport_security.h), made with OpenSSL's command line tool.
 #ifndef PS_CTL_CERTS_H_
 #define PS_CTL_CERTS_H_
 
@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "common/cluster_spec.h"
+#include "common/cluster/cluster_spec.h"
 
 namespace ps {
 
@@ -23,11 +23,11 @@ namespace ps {
 //   <job>-<index>.crt, .key  one per task, its common name the task ("worker:1"), for its host:
 //                            a worker with its own may act only as itself
 //   psctl.crt, psctl.key     psctl's identity (a client certificate; organization "admin")
-//   cluster.token, admin.token  the cluster's tokens (common/auth_token.h), made once
+//   cluster.token, admin.token  the cluster's tokens (common/security/auth_token.h), made once
 // Keys are readable by their owner only. Says on `out` what to pass each daemon. UNAVAILABLE
 // when openssl is missing (tools/setup.sh installs it), INTERNAL with its output when it fails.
 // `users`: more user certificates, `<user>.crt` and `<user>.key` (organization "admin", common
-// name the user's): each user owns the jobs it submits (common/peer_identity.h).
+// name the user's): each user owns the jobs it submits (common/security/peer_identity.h).
 absl::Status MakeClusterCertificates(const ClusterSpec& cluster, const std::string& dir, int days,
                                      std::ostream& out, const std::vector<std::string>& users = {});
 

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/checkpoint_store.h"
-#include "common/consistency_modes.h"
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/job/consistency_modes.h"
 
 namespace ps {
 

@@ -7,12 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "common/checkpoint_store.h"
+#include "common/checkpoint/checkpoint_store.h"
 #include "common/file_system.h"
-#include "common/npy.h"
-#include "common/partitioner.h"
-#include "common/safetensors.h"
-#include "common/shard_checkpoint.h"
+#include "ctl/npy.h"
+#include "common/job/partitioner.h"
+#include "ctl/safetensors.h"
+#include "common/checkpoint/shard_checkpoint.h"
 
 namespace ps {
 namespace {

@@ -1,5 +1,5 @@
 // psctl export: the model of a complete checkpoint as one .npy file per variable and one
-// safetensors file (model.safetensors; common/safetensors.h), both readable by numpy. The
+// safetensors file (model.safetensors; ctl/safetensors.h), both readable by numpy. The
 // shards' files are read from the checkpoint directories given (each ps's --checkpoint_dir,
 // copied to this host, or the one directory they share), verified against the manifest.
 #ifndef PS_CTL_CHECKPOINT_EXPORT_H_

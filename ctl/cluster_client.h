@@ -4,7 +4,7 @@
 // its final parameters).
 //
 // It lives in ctl/ because only psctl drives the worker daemons' control service and checks
-// health; the daemons themselves reach the ps through common/ps_client.h alone.
+// health; the daemons themselves reach the ps through common/client/ps_client.h alone.
 //
 // Every call carries a deadline from ClusterClientOptions. Errors keep the daemon's status
 // code and name the task, its address and the call: "worker:1 (10.0.0.3:2223): StartJob: ...".
@@ -23,11 +23,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/cluster_spec.h"
-#include "common/ps_client.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/client/ps_client.h"
 #include "proto/health.pb.h"
-#include "common/auth_token.h"
-#include "common/transport_security.h"
+#include "common/security/auth_token.h"
+#include "common/security/transport_security.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "proto/task.pb.h"
 #include "proto/worker_service.pb.h"

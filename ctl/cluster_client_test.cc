@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/proto_byte_buffer.h"
-#include "common/subprocess.h"
+#include "common/net/proto_byte_buffer.h"
+#include "common/process/subprocess.h"
 #include "common/testing/generic_test_server.h"
 #include "gtest/gtest.h"
 #include "proto/health.pb.h"

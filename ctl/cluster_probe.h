@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/cluster_spec.h"
+#include "common/cluster/cluster_spec.h"
 
 namespace ps {
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 #include "tests/in_process_ps_cluster.h"
 
 namespace ps {

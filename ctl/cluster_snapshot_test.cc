@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "common/ps_client.h"
-#include "common/worker_session.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
 #include "tests/in_process_ps_cluster.h"
 
 namespace ps {

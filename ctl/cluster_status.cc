@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/consistency_modes.h"
+#include "common/job/consistency_modes.h"
 #include "ctl/cluster_client.h"
 
 namespace ps {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "common/cluster_spec.h"
+#include "common/cluster/cluster_spec.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
 

@@ -1,4 +1,4 @@
-// psctl dashboard's HTTP server (common/http_server.h): GET / answers the status page
+// psctl dashboard's HTTP server (common/net/http_server.h): GET / answers the status page
 // (ctl/dashboard/page.h), GET /api/snapshot a cluster snapshot's JSON (ctl/cluster_snapshot.h),
 // which the page polls once a second; anything else 404. Plaintext HTTP: psctl binds 127.0.0.1
 // unless told otherwise.
@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "common/http_server.h"
+#include "common/net/http_server.h"
 
 namespace ps {
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/job_spec.h"
+#include "common/job/job_spec.h"
 #include "common/json_text.h"
 #include "ctl/job_defaults.h"
 #include "ctl/job_runner.h"

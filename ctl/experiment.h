@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/cluster_spec.h"
+#include "common/cluster/cluster_spec.h"
 #include "common/file_system.h"
 #include "ctl/local_cluster.h"
 #include "ctl/sweep.h"

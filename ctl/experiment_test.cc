@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "common/cluster_spec.h"
-#include "common/job_spec.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/job/job_spec.h"
 #include "common/testing/fault_injecting_file_system.h"
 #include "ctl/run_manifest.h"
 

@@ -1,7 +1,7 @@
 #include "ctl/job_defaults.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/job_schema.h"
+#include "common/job/job_schema.h"
 
 namespace ps {
 

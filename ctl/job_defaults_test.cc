@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "common/job_schema.h"
-#include "common/job_spec.h"
+#include "common/job/job_schema.h"
+#include "common/job/job_spec.h"
 
 namespace ps {
 namespace {

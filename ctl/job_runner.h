@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "common/cluster_spec.h"
+#include "common/cluster/cluster_spec.h"
 #include "ctl/apply_log_files.h"
 #include "proto/job.pb.h"
 

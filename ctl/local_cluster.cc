@@ -11,8 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/file_system.h"
-#include "common/job_spec.h"
-#include "common/security_flags.h"
+#include "common/job/job_spec.h"
+#include "common/security/security_flags.h"
 
 namespace ps {
 namespace {

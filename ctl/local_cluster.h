@@ -15,9 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/cluster_spec.h"
-#include "common/subprocess.h"
-#include "common/transport_security.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/process/subprocess.h"
+#include "common/security/transport_security.h"
 #include "proto/job.pb.h"
 
 namespace ps {

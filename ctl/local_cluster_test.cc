@@ -23,8 +23,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/cluster_spec.h"
-#include "common/ps_client.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/client/ps_client.h"
 #include "ctl/cluster_client.h"
 #include "ctl/cluster_probe.h"
 

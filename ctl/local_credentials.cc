@@ -6,10 +6,10 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "common/auth_token.h"
-#include "common/cluster_spec.h"
-#include "common/security_flags.h"
-#include "common/transport_security.h"
+#include "common/security/auth_token.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/security/security_flags.h"
+#include "common/security/transport_security.h"
 #include "ctl/certs.h"
 
 namespace ps {

@@ -11,8 +11,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/auth_token.h"
-#include "common/transport_security.h"
+#include "common/security/auth_token.h"
+#include "common/security/transport_security.h"
 
 namespace ps {
 namespace {

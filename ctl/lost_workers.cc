@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/consistency_modes.h"
+#include "common/job/consistency_modes.h"
 
 namespace ps {
 namespace {

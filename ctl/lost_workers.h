@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/cluster_spec.h"
+#include "common/cluster/cluster_spec.h"
 #include "ctl/cluster_client.h"
 #include "ctl/results_writer.h"
 #include "proto/job.pb.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "common/host_port.h"
+#include "common/cluster/host_port.h"
 
 namespace ps {
 namespace {

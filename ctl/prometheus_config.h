@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/cluster_spec.h"
+#include "common/cluster/cluster_spec.h"
 #include "ctl/cluster_client.h"
 
 namespace ps {

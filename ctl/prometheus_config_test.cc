@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_deadline.h"
-#include "common/grpc_server.h"
-#include "common/task_service.h"
+#include "common/net/grpc_deadline.h"
+#include "common/net/grpc_server.h"
+#include "common/cluster/task_service.h"
 
 namespace ps {
 namespace {

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/cluster_spec.h"
+#include "common/cluster/cluster_spec.h"
 
 namespace ps {
 

@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 
 namespace ps {
 namespace {

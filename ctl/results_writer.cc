@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/json_text.h"
-#include "common/npy.h"
-#include "common/version.h"
+#include "ctl/npy.h"
+#include "common/process/version.h"
 
 namespace ps {
 namespace {

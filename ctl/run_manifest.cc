@@ -9,7 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "common/build_info.h"
+#include "common/process/build_info.h"
 #include "common/json_text.h"
 
 namespace ps {

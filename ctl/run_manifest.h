@@ -21,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/cluster_spec.h"
+#include "common/cluster/cluster_spec.h"
 #include "ctl/cluster_client.h"
 #include "proto/job.pb.h"
 #include "proto/task.pb.h"

@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/time/time.h"
-#include "common/build_info.h"
-#include "common/job_spec.h"
+#include "common/process/build_info.h"
+#include "common/job/job_spec.h"
 
 namespace ps {
 namespace {

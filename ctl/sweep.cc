@@ -11,8 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_system.h"
-#include "common/job_schema.h"
-#include "common/job_spec.h"
+#include "common/job/job_schema.h"
+#include "common/job/job_spec.h"
 
 namespace ps {
 namespace {

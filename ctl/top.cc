@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "common/consistency_modes.h"
+#include "common/job/consistency_modes.h"
 
 namespace ps {
 namespace {

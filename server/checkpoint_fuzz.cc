@@ -1,5 +1,5 @@
 // Fuzzes reading a shard checkpoint file back (what a ps does on RestoreJob): the file's
-// framing and checksums (common/checkpoint_file.h), then the blocks as ShardJob::Restore and
+// framing and checksums (common/checkpoint/checkpoint_file.h), then the blocks as ShardJob::Restore and
 // ShardJob::Resume read them. Any bytes are a job or an error; a restored job answers a pull
 // with every one of its slices.
 //
@@ -13,8 +13,8 @@
 
 #include <glog/logging.h>
 
-#include "common/checkpoint_file.h"
-#include "common/shard_checkpoint.h"
+#include "common/checkpoint/checkpoint_file.h"
+#include "common/checkpoint/shard_checkpoint.h"
 #include "common/testing/fuzz_target.h"
 #include "server/shard_job.h"
 #include "server/shard_job_testing.h"

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
-#include "common/partitioner.h"
+#include "common/job/partitioner.h"
 #include "proto/parameter.pb.h"
 
 namespace ps {
@@ -15,7 +15,7 @@ namespace ps {
 // Fills `values` (the slice's row_count * row_size elements) for `slice` of `variable`.
 // GLOROT_UNIFORM uses fan_in = shape[0] and fan_out = the product of the other dimensions
 // (shape[0] for a vector). REQUIRES: values.size() == slice.num_elements(), and
-// ValidateInitializer(variable).ok() (common/job_schema.h).
+// ValidateInitializer(variable).ok() (common/job/job_schema.h).
 void InitializeSlice(const VariableDef& variable, const SlicePlacement& slice, uint64_t seed,
                      absl::Span<float> values);
 

@@ -9,7 +9,7 @@
 
 #include <grpcpp/support/status.h>
 
-#include "common/metrics.h"  // Counter
+#include "common/metrics/metrics.h"  // Counter
 
 namespace ps {
 

@@ -6,10 +6,10 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_deadline.h"
-#include "common/grpc_server.h"
-#include "common/host_port.h"
-#include "common/process_stats.h"
+#include "common/net/grpc_deadline.h"
+#include "common/net/grpc_server.h"
+#include "common/cluster/host_port.h"
+#include "common/metrics/process_stats.h"
 
 namespace ps {
 

@@ -1,12 +1,12 @@
 // A running ps task: the gRPC server with the ParameterServer service, the Task service
-// (common/task_service.h), the standard health service (grpc.health.v1) and, when asked for,
+// (common/cluster/task_service.h), the standard health service (grpc.health.v1) and, when asked for,
 // server reflection.
 //
 // Lifecycle: Start() returns a server in STARTED; Shutdown() moves it to STOPPED: it refuses
 // new calls, ends parked pulls with UNAVAILABLE, and lets calls in flight finish within
 // `grace`. The destructor shuts down if needed. With a metrics port, an HTTP server beside the
 // gRPC one serves the service's metrics (ParameterService::WriteMetrics) at /metrics, in
-// plaintext also under TLS (common/metrics_http_server.h); Shutdown closes it first.
+// plaintext also under TLS (common/metrics/metrics_http_server.h); Shutdown closes it first.
 #ifndef PS_SERVER_PS_SERVER_H_
 #define PS_SERVER_PS_SERVER_H_
 
@@ -17,11 +17,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/metrics.h"
-#include "common/metrics_http_server.h"
-#include "common/rpc_metrics.h"
-#include "common/task_service.h"
-#include "common/transport_security.h"
+#include "common/metrics/metrics.h"
+#include "common/metrics/metrics_http_server.h"
+#include "common/metrics/rpc_metrics.h"
+#include "common/cluster/task_service.h"
+#include "common/security/transport_security.h"
 #include "server/ps_service.h"
 
 namespace ps {

@@ -17,17 +17,17 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/build_info.h"
-#include "common/cluster_flags.h"
-#include "common/cluster_spec.h"
-#include "common/daemon.h"
-#include "common/environment.h"
-#include "common/flag_help.h"
-#include "common/host_port.h"
-#include "common/job_schema.h"
-#include "common/metrics_flags.h"
-#include "common/peer_identity.h"
-#include "common/security_flags.h"
+#include "common/process/build_info.h"
+#include "common/cluster/cluster_flags.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/process/daemon.h"
+#include "common/cluster/environment.h"
+#include "common/process/flag_help.h"
+#include "common/cluster/host_port.h"
+#include "common/job/job_schema.h"
+#include "common/metrics/metrics_flags.h"
+#include "common/security/peer_identity.h"
+#include "common/security/security_flags.h"
 #include "server/ps_server.h"
 
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file (TensorFlow's form); TF_CONFIG if empty");

@@ -10,11 +10,11 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_status.h"
-#include "common/machine_info.h"
-#include "common/peer_identity.h"
-#include "common/proto_byte_buffer.h"
-#include "common/tensor_coding.h"
+#include "common/net/grpc_status.h"
+#include "common/metrics/machine_info.h"
+#include "common/security/peer_identity.h"
+#include "common/net/proto_byte_buffer.h"
+#include "common/tensor/tensor_coding.h"
 #include "server/push_request.h"
 
 namespace ps {

@@ -1,6 +1,6 @@
 // The ParameterServer gRPC service of one ps task (callback API). Pull, Push and PushPull are
 // raw methods: their tensors are decoded straight into the shard's buffers and encoded from
-// snapshots without copies (common/tensor_coding.h). A pull that must wait is parked in its
+// snapshots without copies (common/tensor/tensor_coding.h). A pull that must wait is parked in its
 // ShardJob and finished later by a push, the wait timeout, cancellation or Shutdown; no gRPC
 // thread ever blocks on it.
 #ifndef PS_SERVER_PS_SERVICE_H_
@@ -15,10 +15,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/checkpoint_store.h"
+#include "common/checkpoint/checkpoint_store.h"
 #include "common/file_system.h"
-#include "common/metrics.h"
-#include "common/peer_identity.h"
+#include "common/metrics/metrics.h"
+#include "common/security/peer_identity.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "server/deadline_timer.h"
 #include "server/io_thread.h"
@@ -146,7 +146,7 @@ class ParameterService final : public ParameterServerBase {
   class PullReactor;
 
   // The job, NOT_FOUND naming it, or UNAVAILABLE while shutting down.
-  // FindJob, then RequireJobAccess (common/peer_identity.h) for `peer` on the job found:
+  // FindJob, then RequireJobAccess (common/security/peer_identity.h) for `peer` on the job found:
   // every call about a job is checked so before it reads or changes anything of it.
   absl::StatusOr<std::shared_ptr<ShardJob>> FindJobFor(const Peer& peer, const std::string& job_id,
                                                        JobAccess access, absl::string_view method)
@@ -164,7 +164,7 @@ class ParameterService final : public ParameterServerBase {
                                       bool allow_chunks, PushRequestHeader* header,
                                       std::shared_ptr<ShardJob>* job);
   std::string TaskName() const;
-  // Who may make a call (common/peer_identity.h): RequireMember, RequireUser.
+  // Who may make a call (common/security/peer_identity.h): RequireMember, RequireUser.
   using AccessRule = absl::Status (*)(const Peer& peer, absl::string_view method);
   // Admits the call `context` serves before anything of its request is decoded: its caller
   // (PeerOf, into `*peer` when given) must pass `rule` (nullptr: the handler checks later) and

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/grpc_status.h"
-#include "common/job_schema.h"
-#include "common/peer_identity.h"
+#include "common/net/grpc_status.h"
+#include "common/job/job_schema.h"
+#include "common/security/peer_identity.h"
 #include "server/ps_service.h"
 
 namespace ps {

@@ -16,10 +16,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/metrics.h"
-#include "common/ps_client.h"
+#include "common/metrics/metrics.h"
+#include "common/client/ps_client.h"
 #include "common/testing/fault_injecting_file_system.h"
-#include "common/worker_session.h"
+#include "common/client/worker_session.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "tests/in_process_ps_cluster.h"
 

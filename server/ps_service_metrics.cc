@@ -8,8 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "common/consistency_modes.h"
-#include "common/metrics.h"
+#include "common/job/consistency_modes.h"
+#include "common/metrics/metrics.h"
 #include "server/job_traffic.h"
 #include "server/ps_service.h"
 #include "server/staleness_histogram.h"

@@ -16,8 +16,8 @@
 #include <httplib.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/ps_client.h"
-#include "common/worker_session.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
 #include "proto/ps_service.pb.h"
 #include "proto/task.grpc.pb.h"
 #include "server/ps_server.h"

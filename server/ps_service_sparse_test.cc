@@ -10,8 +10,8 @@
 #include <grpcpp/security/credentials.h>
 #include <gtest/gtest.h>
 
-#include "common/partitioner.h"
-#include "common/ps_client.h"
+#include "common/job/partitioner.h"
+#include "common/client/ps_client.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "tests/in_process_ps_cluster.h"
 #include "tests/sparse_job.h"

@@ -1,6 +1,6 @@
 // Fuzzes what a ps does with the pull and push requests a peer sends: a sequence of Push
 // (whole or chunked), PushPull and Pull requests, as bytes in gRPC's slices, to a small job of
-// any consistency mode and optimizer. Covers the tensor decoder (common/tensor_coding.h), the
+// any consistency mode and optimizer. Covers the tensor decoder (common/tensor/tensor_coding.h), the
 // chunk headers (ShardJob::PushChunkBuffer), the push and pull checks of ShardJob and its
 // consistency rules. Whatever is sent, every pull that is answered holds one piece per slice
 // it names, and encodes and decodes back to the same values.
@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "common/proto_byte_buffer.h"
-#include "common/tensor_coding.h"
+#include "common/net/proto_byte_buffer.h"
+#include "common/tensor/tensor_coding.h"
 #include "common/testing/fuzz_target.h"
 #include "server/push_request.h"
 #include "server/shard_job.h"

@@ -7,9 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "absl/strings/str_cat.h"
-#include "common/job_schema.h"
-#include "common/tensor_coding.h"
-#include "common/topk_compression.h"
+#include "common/job/job_schema.h"
+#include "common/tensor/tensor_coding.h"
+#include "common/tensor/topk_compression.h"
 
 namespace ps {
 

@@ -22,7 +22,7 @@ namespace ps {
 using JobLookup =
     std::function<absl::StatusOr<std::shared_ptr<ShardJob>>(const PushRequestHeader& header)>;
 
-// Decodes `request` (PushRequest's layout, common/tensor_coding.h), finds its job through
+// Decodes `request` (PushRequest's layout, common/tensor/tensor_coding.h), finds its job through
 // `find_job`, and applies the push there (ShardJob::Push) or takes it as one chunk
 // (PushChunkBuffer, PushChunkDone). `header` receives the decoded header, also on error when it
 // got that far. A chunk (total_chunks >= 2) is INVALID_ARGUMENT unless `allow_chunks`.

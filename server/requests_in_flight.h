@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/peer_identity.h"
+#include "common/security/peer_identity.h"
 
 namespace ps {
 

@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/finite.h"
-#include "common/job_schema.h"
+#include "common/tensor/finite.h"
+#include "common/job/job_schema.h"
 #include "server/consistency/rule_factory.h"
 #include "server/initializer.h"
-#include "common/learning_rate.h"
+#include "common/job/learning_rate.h"
 #include "server/parallel_for.h"
 
 namespace ps {

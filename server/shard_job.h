@@ -3,7 +3,7 @@
 // optimizer slots), parked pulls and statistics. What the job's consistency mode decides (apply,
 // aggregate or drop a push; the learning rate; when a pull may proceed; the step and clocks) is
 // its ConsistencyRule's (server/consistency/), which ShardJob asks under mu_, and its row's in
-// common/consistency_modes.h (whether a lost worker leaves the clocks); a new mode changes
+// common/job/consistency_modes.h (whether a lost worker leaves the clocks); a new mode changes
 // nothing here.
 //
 // Versions: every applied update bumps version(). A pull reads the version; a push carries it
@@ -36,16 +36,16 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "common/job_schema.h"  // JobPrefix, for every message about a job.
-#include "common/partitioner.h"
+#include "common/job/job_schema.h"  // JobPrefix, for every message about a job.
+#include "common/job/partitioner.h"
 #include "proto/ps_service.pb.h"
 #include "server/buffer_pool.h"
-#include "common/checkpoint_file.h"
-#include "common/metrics.h"
+#include "common/checkpoint/checkpoint_file.h"
+#include "common/metrics/metrics.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/job_traffic.h"
 #include "server/sparse_table.h"
-#include "common/optimizer.h"
+#include "common/job/optimizer.h"
 #include "server/staleness_histogram.h"
 
 namespace ps {

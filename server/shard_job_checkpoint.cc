@@ -1,4 +1,4 @@
-// ShardJob's checkpoints: what a shard's checkpoint holds, as the blocks common/shard_checkpoint.h
+// ShardJob's checkpoints: what a shard's checkpoint holds, as the blocks common/checkpoint/shard_checkpoint.h
 // lists, and the job restored or resumed from them.
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/shard_checkpoint.h"
+#include "common/checkpoint/shard_checkpoint.h"
 #include "server/shard_job.h"
 
 namespace ps {
@@ -69,7 +69,7 @@ struct ShardJob::CapturedState {
   // Per sparse table (by name): its rows, copied (a table changes in place).
   std::vector<std::string> table_rows;
 
-  // The blocks of the file (common/shard_checkpoint.h), the tensors held (`copy`: false) or
+  // The blocks of the file (common/checkpoint/shard_checkpoint.h), the tensors held (`copy`: false) or
   // copied, with the open aggregate's rows of each table (`sparse_sums`: none, or one per table)
   // and `sum` last.
   std::vector<CheckpointBlock> Blocks(bool copy, std::vector<std::string> sparse_sums,

@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/checkpoint_file.h"
+#include "common/checkpoint/checkpoint_file.h"
 #include "server/shard_job.h"
 #include "server/shard_job_testing.h"
 

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/finite.h"
+#include "common/tensor/finite.h"
 #include "server/shard_job.h"
 #include "server/shard_job_testing.h"
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/consistency_modes.h"
+#include "common/job/consistency_modes.h"
 #include "server/shard_job.h"
 
 namespace ps {

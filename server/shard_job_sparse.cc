@@ -5,7 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "common/partitioner.h"
+#include "common/job/partitioner.h"
 #include "server/shard_job.h"
 
 namespace ps {

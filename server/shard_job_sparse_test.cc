@@ -8,9 +8,9 @@
 #include <map>
 #include <vector>
 
-#include "common/checkpoint_file.h"
-#include "common/partitioner.h"
-#include "common/shard_checkpoint.h"
+#include "common/checkpoint/checkpoint_file.h"
+#include "common/job/partitioner.h"
+#include "common/checkpoint/shard_checkpoint.h"
 #include "server/shard_job.h"
 #include "server/shard_job_testing.h"
 #include "tests/sparse_job.h"

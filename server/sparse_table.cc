@@ -9,8 +9,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "common/finite.h"
-#include "common/partitioner.h"
+#include "common/tensor/finite.h"
+#include "common/job/partitioner.h"
 #include "common/random.h"
 #include "server/initializer.h"
 

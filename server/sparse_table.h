@@ -4,7 +4,7 @@
 // update first touches it, with the values the table's initializer gives it from (seed, table
 // name, key) alone (server/initializer.h, the key as the row index): every shard, run and
 // restore agrees on a row whatever order its keys are touched in. Updates run the job's
-// optimizer on the touched rows only (common/optimizer.h): AdaGrad's accumulator and Adam's
+// optimizer on the touched rows only (common/job/optimizer.h): AdaGrad's accumulator and Adam's
 // moments are per row element, and each row counts its own updates (Adam's bias correction
 // uses the row's count: lazy Adam, the moments of untouched rows neither decay nor count).
 //
@@ -33,7 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "common/optimizer.h"
+#include "common/job/optimizer.h"
 #include "proto/parameter.pb.h"
 
 namespace ps {

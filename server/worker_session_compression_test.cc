@@ -10,9 +10,9 @@
 #include <grpcpp/create_channel.h>
 #include <gtest/gtest.h>
 
-#include "common/float16.h"
-#include "common/ps_client.h"
-#include "common/worker_session.h"
+#include "common/tensor/float16.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
 #include "proto/ps_service.grpc.pb.h"
 #include "tests/in_process_ps_cluster.h"
 

@@ -1,4 +1,4 @@
-// Sparse rows through WorkerSession (common/worker_session.h) against 2 in-process ps: keys
+// Sparse rows through WorkerSession (common/client/worker_session.h) against 2 in-process ps: keys
 // split by their shard and put back in the caller's order, and sparse SYNC with 4 workers
 // equal to one process's SGD on the union of their batches.
 #include <map>
@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "common/ps_client.h"
-#include "common/worker_session.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
 #include "tests/in_process_ps_cluster.h"
 #include "tests/sparse_job.h"
 

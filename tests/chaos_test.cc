@@ -31,7 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/substitute.h"
 #include "absl/time/clock.h"
-#include "common/checkpoint_store.h"
+#include "common/checkpoint/checkpoint_store.h"
 #include "common/file_system.h"
 #include "absl/strings/str_join.h"
 #include "tests/daemon_cluster.h"

@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 #include "tests/experiment_testing.h"
 
 namespace ps {

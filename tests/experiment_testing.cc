@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/file_system.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 
 namespace ps {
 namespace {

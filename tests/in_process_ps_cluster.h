@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/ps_client.h"
+#include "common/client/ps_client.h"
 #include "server/ps_server.h"
 
 namespace ps {

@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "common/ps_client.h"
-#include "common/subprocess.h"
-#include "common/worker_session.h"
+#include "common/client/ps_client.h"
+#include "common/process/subprocess.h"
+#include "common/client/worker_session.h"
 
 namespace ps {
 namespace {

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/time/time.h"
-#include "common/subprocess.h"
+#include "common/process/subprocess.h"
 
 namespace ps {
 
@@ -27,7 +27,7 @@ std::string ReadFile(const std::string& path);
 // `text` split at line breaks, empty lines dropped.
 std::vector<std::string> Lines(const std::string& text);
 
-// The float32 values of a .npy file written by common/npy.cc (version 1.0); empty if it is not.
+// The float32 values of a .npy file written by ctl/npy.cc (version 1.0); empty if it is not.
 std::vector<float> ReadNpy(const std::string& path);
 // Every parameter file of a results directory (params/*.npy), by file name.
 std::map<std::string, std::vector<float>> ResultParameters(const std::string& results);

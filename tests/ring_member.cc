@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/cluster_spec.h"
-#include "common/grpc_deadline.h"
-#include "common/grpc_server.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/net/grpc_deadline.h"
+#include "common/net/grpc_server.h"
 #include "worker/allreduce/grpc_ring_link.h"
 
 namespace ps {

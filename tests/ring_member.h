@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/transport_security.h"
+#include "common/security/transport_security.h"
 #include "worker/allreduce/ring_link.h"
 #include "worker/allreduce/ring_mailbox.h"
 #include "worker/allreduce/ring_service.h"

@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "common/security_flags.h"
+#include "common/security/security_flags.h"
 #include "tests/ring_member.h"
 #include "worker/allreduce/ring_allreduce.h"
 

@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "common/cluster_spec.h"
-#include "common/subprocess.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/process/subprocess.h"
 #include "ctl/certs.h"
 
 namespace ps {

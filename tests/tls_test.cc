@@ -1,5 +1,5 @@
-// Mutual TLS on every connection (common/transport_security.h), who may do what
-// (common/peer_identity.h) and bearer tokens (common/auth_token.h):
+// Mutual TLS on every connection (common/security/transport_security.h), who may do what
+// (common/security/peer_identity.h) and bearer tokens (common/security/auth_token.h):
 //  - A cluster whose daemons and psctl carry certificates from `psctl certs` trains a job to
 //    the weights of the same job on a plaintext cluster.
 //  - While the job runs, strangers are refused at the handshake: plaintext, no certificate,
@@ -31,10 +31,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/substitute.h"
 #include "absl/time/clock.h"
-#include "common/ps_client.h"
-#include "common/subprocess.h"
-#include "common/variables.h"
-#include "common/worker_session.h"
+#include "common/client/ps_client.h"
+#include "common/process/subprocess.h"
+#include "common/job/variables.h"
+#include "common/client/worker_session.h"
 #include "tests/psctl_testing.h"
 
 namespace ps {

@@ -12,9 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/cluster_spec.h"
-#include "common/grpc_deadline.h"
-#include "common/subprocess.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/net/grpc_deadline.h"
+#include "common/process/subprocess.h"
 #include "proto/worker_service.grpc.pb.h"
 
 namespace ps {

@@ -11,7 +11,7 @@
 # Usage: tools/fuzz.sh [SECONDS] [TARGET...]
 #   SECONDS  per target (default 60); tools/test.sh runs every target 5 s, docs/fuzzing.md
 #            records 10-minute runs.
-#   TARGET   a fuzzer's label, e.g. //common:cluster_spec_fuzzer (default: every fuzzer).
+#   TARGET   a fuzzer's label, e.g. //common/cluster:cluster_spec_fuzzer (default: every fuzzer).
 #   FUZZ_OUT=DIR keeps the corpora, logs and findings there (default: a temporary directory,
 #   removed when nothing was found).
 #   FUZZ_SEED=N makes libFuzzer's choices repeatable (tools/test.sh uses 1); default: random.

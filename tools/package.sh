@@ -12,9 +12,9 @@ bin="$1"
 out="$(realpath -m "$2")"
 cd "$(dirname "$0")/.."
 
-version="$(sed -n 's/.*kVersion\[\] = "\(.*\)";/\1/p' common/version.h)"
+version="$(sed -n 's/.*kVersion\[\] = "\(.*\)";/\1/p' common/process/version.h)"
 arch="$(dpkg --print-architecture)"
-[[ -n "$version" ]] || { echo "package: no version in common/version.h" >&2; exit 1; }
+[[ -n "$version" ]] || { echo "package: no version in common/process/version.h" >&2; exit 1; }
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 root="$stage/ps-$version"

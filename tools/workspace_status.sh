@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bazel's --workspace_status_command under --config=release (.bazelrc): the git commit the
 # binaries are built from, and whether the tree had changes, for --version
-# (common/build_info.h). Keys starting with STABLE_ rebuild what uses them when they change.
+# (common/process/build_info.h). Keys starting with STABLE_ rebuild what uses them when they change.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 commit="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"

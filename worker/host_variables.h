@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "common/variables.h"
+#include "common/job/variables.h"
 #include "proto/parameter.pb.h"
 
 namespace ps {

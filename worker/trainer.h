@@ -17,8 +17,8 @@
 #include <functional>
 
 #include "absl/status/status.h"
-#include "common/ps_client.h"
-#include "common/worker_session.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
 #include "proto/job.pb.h"
 #include "proto/worker_service.pb.h"
 #include "worker/allreduce/ring_link.h"

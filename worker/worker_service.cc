@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/consistency_modes.h"
-#include "common/grpc_status.h"
-#include "common/job_schema.h"
-#include "common/job_spec.h"
-#include "common/peer_identity.h"
+#include "common/job/consistency_modes.h"
+#include "common/net/grpc_status.h"
+#include "common/job/job_schema.h"
+#include "common/job/job_spec.h"
+#include "common/security/peer_identity.h"
 #include "worker/allreduce/grpc_ring_link.h"
 #include "worker/trainer.h"
 

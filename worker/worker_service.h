@@ -14,14 +14,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/cluster_spec.h"
-#include "common/metrics.h"
-#include "common/ps_client.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/metrics/metrics.h"
+#include "common/client/ps_client.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "worker/allreduce/ring_link.h"
 #include "worker/allreduce/ring_mailbox.h"
 #include "worker/compute/device.h"
-#include "common/peer_identity.h"
+#include "common/security/peer_identity.h"
 #include "worker/data/data_roots.h"
 
 namespace ps {

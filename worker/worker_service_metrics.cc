@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/metrics.h"
+#include "common/metrics/metrics.h"
 #include "worker/worker_service.h"
 
 namespace ps {

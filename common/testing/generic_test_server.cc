@@ -5,7 +5,7 @@
 #include <grpcpp/support/server_callback.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_deadline.h"
+#include "common/net/grpc_deadline.h"
 
 namespace ps {
 

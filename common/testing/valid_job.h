@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/job_spec.h"
+#include "common/job/job_spec.h"
 
 namespace ps {
 namespace testing_jobs {

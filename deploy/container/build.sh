@@ -7,7 +7,7 @@
 # Usage: deploy/container/build.sh [--bin_dir=DIR] [--tag=NAME:TAG]
 #   --bin_dir  where ps_server, ps_worker and psctl are (server/, worker/, ctl/ under it, as in
 #              bazel-bin); default: build them with `bazel build --config=release`
-#   --tag      the image's name (default ps:<version from common/version.h>)
+#   --tag      the image's name (default ps:<version from common/process/version.h>)
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -20,7 +20,7 @@ for arg in "$@"; do
     *) echo "usage: $0 [--bin_dir=DIR] [--tag=NAME:TAG]" >&2; exit 2 ;;
   esac
 done
-version="$(sed -n 's/.*kVersion\[\] = "\(.*\)";/\1/p' common/version.h)"
+version="$(sed -n 's/.*kVersion\[\] = "\(.*\)";/\1/p' common/process/version.h)"
 tag="${tag:-ps:$version}"
 if [[ -z "$bin_dir" ]]; then
   echo "build: bazel build --config=release (ps_server, ps_worker, psctl)"

@@ -1,6 +1,6 @@
 #include "server/consistency/async_rule.h"
 
-#include "common/learning_rate.h"
+#include "common/job/learning_rate.h"
 
 namespace ps {
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "common/learning_rate.h"
+#include "common/job/learning_rate.h"
 
 namespace ps {
 

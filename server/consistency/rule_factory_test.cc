@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/consistency_modes.h"
+#include "common/job/consistency_modes.h"
 #include "server/consistency/async_rule.h"
 #include "server/consistency/delayed_rule.h"
 #include "server/consistency/publish_rule.h"
@@ -21,7 +21,7 @@ ParameterSpec SpecOf(ConsistencyConfig::Mode mode) {
   return spec;
 }
 
-// A mode with a row in common/consistency_modes.h has a rule, and its row agrees with it.
+// A mode with a row in common/job/consistency_modes.h has a rule, and its row agrees with it.
 TEST(RuleFactoryTest, EveryModeOfTheTableHasARule) {
   for (ConsistencyConfig::Mode mode : AllModes()) {
     SCOPED_TRACE(ConsistencyConfig::Mode_Name(mode));

@@ -14,11 +14,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "common/auth_token.h"
-#include "common/grpc_deadline.h"
-#include "common/grpc_reconnect.h"
-#include "common/grpc_status.h"
-#include "common/host_port.h"
+#include "common/security/auth_token.h"
+#include "common/net/grpc_deadline.h"
+#include "common/net/grpc_reconnect.h"
+#include "common/net/grpc_status.h"
+#include "common/cluster/host_port.h"
 #include "worker/allreduce/ring_piece.h"
 
 namespace ps {

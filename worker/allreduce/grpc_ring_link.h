@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/cluster_spec.h"
-#include "common/transport_security.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/security/transport_security.h"
 #include "worker/allreduce/ring_link.h"
 #include "worker/allreduce/ring_mailbox.h"
 

@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/auth_token.h"
-#include "common/grpc_deadline.h"
-#include "common/grpc_server.h"
+#include "common/security/auth_token.h"
+#include "common/net/grpc_deadline.h"
+#include "common/net/grpc_server.h"
 #include "worker/allreduce/ring_allreduce.h"
 #include "worker/allreduce/ring_service.h"
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/tensor_coding.h"
+#include "common/tensor/tensor_coding.h"
 
 namespace ps {
 

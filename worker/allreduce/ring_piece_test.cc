@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/proto_byte_buffer.h"
+#include "common/net/proto_byte_buffer.h"
 
 namespace ps {
 namespace {

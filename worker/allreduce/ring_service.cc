@@ -1,8 +1,8 @@
 #include "worker/allreduce/ring_service.h"
 
-#include "common/grpc_status.h"
-#include "common/peer_identity.h"
-#include "common/proto_byte_buffer.h"
+#include "common/net/grpc_status.h"
+#include "common/security/peer_identity.h"
+#include "common/net/proto_byte_buffer.h"
 #include "worker/allreduce/ring_piece.h"
 
 namespace ps {

@@ -1,6 +1,6 @@
 // The Ring gRPC service of a ps_worker (proto/ring.proto): takes the ring messages the
 // previous worker of a ring sends, and holds them in the worker's mailbox for its all-reduce.
-// Callers must be cluster members (common/peer_identity.h, RequireMember), as on the other
+// Callers must be cluster members (common/security/peer_identity.h, RequireMember), as on the other
 // worker services.
 #ifndef PS_WORKER_ALLREDUCE_RING_SERVICE_H_
 #define PS_WORKER_ALLREDUCE_RING_SERVICE_H_

@@ -1,5 +1,5 @@
 #include "worker/exchange/downpour.h"
-#include "common/consistency_modes.h"
+#include "common/job/consistency_modes.h"
 
 #include <algorithm>
 #include <vector>

@@ -2,7 +2,7 @@
 // of its own with the job's optimizer (LocalOptimizer) and, every easgd_period steps, pulls the
 // center x~ (the shards' values), moves its copy by the elastic difference
 // d = easgd_alpha * (x - x~) towards the center, x <- x - d, and pushes d, which each shard adds
-// to the center as it arrives (the ps runs SGD at rate 1 on -d: common/job_spec.h's
+// to the center as it arrives (the ps runs SGD at rate 1 on -d: common/job/job_spec.h's
 // ToParameterSpec). Workers that drift far from the center are pulled back, and the center
 // follows the workers, each at its own pace: no worker waits for another. The center is the
 // model the results read.
@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/worker_session.h"
+#include "common/client/worker_session.h"
 #include "proto/job.pb.h"
 #include "worker/exchange/exchange.h"
 #include "worker/exchange/local_optimizer.h"

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/job_spec.h"
+#include "common/job/job_spec.h"
 #include "worker/exchange/exchange_testing.h"
 
 namespace ps {

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/consistency_modes.h"
+#include "common/job/consistency_modes.h"
 #include "worker/exchange/downpour.h"
 #include "worker/exchange/easgd_exchange.h"
 #include "worker/exchange/overlapped_ps_exchange.h"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/ps_client.h"
-#include "common/worker_session.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
 #include "proto/job.pb.h"
 #include "proto/parameter.pb.h"
 #include "worker/allreduce/ring_link.h"

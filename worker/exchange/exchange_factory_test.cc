@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/consistency_modes.h"
+#include "common/job/consistency_modes.h"
 
 #include "worker/exchange/exchange_testing.h"
 #include "worker/exchange/overlapped_ps_exchange.h"
@@ -47,7 +47,7 @@ TEST_F(ExchangeFactoryTest, SyncCountsTheJobsStepsAndTheOtherModesDoNot) {
   EXPECT_EQ((*ssp)->job_step(), -1);
 }
 
-// A mode with a row in common/consistency_modes.h has an exchange: the ps modes' on the
+// A mode with a row in common/job/consistency_modes.h has an exchange: the ps modes' on the
 // shards; the ring modes' needs the links to the other workers, which it says it lacks.
 TEST_F(ExchangeFactoryTest, EveryModeOfTheTableHasAnExchange) {
   StartJob(ConsistencyConfig::ASYNC);

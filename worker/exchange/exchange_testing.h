@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "common/ps_client.h"
-#include "common/worker_session.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
 #include "proto/parameter.pb.h"
 #include "tests/in_process_ps_cluster.h"
 #include "worker/host_variables.h"

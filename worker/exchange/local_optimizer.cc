@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "common/learning_rate.h"
+#include "common/job/learning_rate.h"
 
 namespace ps {
 

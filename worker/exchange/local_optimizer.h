@@ -1,5 +1,5 @@
 // The job's optimizer run by a worker on its own copy of the model (ALLREDUCE, LOCAL_SGD, EASGD):
-// the same code the ps runs (common/optimizer.h), with the worker's own slots (momentum, Adam's
+// the same code the ps runs (common/job/optimizer.h), with the worker's own slots (momentum, Adam's
 // moments), at the schedule's rate for the steps the copy has taken.
 #ifndef PS_WORKER_EXCHANGE_LOCAL_OPTIMIZER_H_
 #define PS_WORKER_EXCHANGE_LOCAL_OPTIMIZER_H_
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/optimizer.h"
+#include "common/job/optimizer.h"
 #include "proto/parameter.pb.h"
 #include "worker/host_variables.h"
 

@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/worker_session.h"
+#include "common/client/worker_session.h"
 #include "worker/background_task.h"
 #include "worker/exchange/downpour.h"
 #include "worker/exchange/exchange.h"

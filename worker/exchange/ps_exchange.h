@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "common/worker_session.h"
+#include "common/client/worker_session.h"
 #include "worker/exchange/downpour.h"
 #include "worker/exchange/exchange.h"
 #include "worker/exchange/ps_progress.h"

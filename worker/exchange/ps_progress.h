@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/worker_session.h"
+#include "common/client/worker_session.h"
 #include "proto/ps_service.pb.h"
 
 namespace ps {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "common/consistency_modes.h"
+#include "common/job/consistency_modes.h"
 #include "worker/allreduce/ring_allreduce.h"
 
 namespace ps {

@@ -1,7 +1,7 @@
 // ALLREDUCE and LOCAL_SGD (what users compare the ps modes with): the workers keep copies
 // of their own and average among themselves over a ring of their daemons
 // (worker/allreduce/ring_allreduce.h), applying the job's optimizer themselves, the same code the
-// ps applies (common/optimizer.h). The shards hold what the workers need of them: the initial
+// ps applies (common/job/optimizer.h). The shards hold what the workers need of them: the initial
 // values, pulled once before the first step (a resumed run's: the checkpoint's), and the model
 // the chief (worker 0) publishes (server/consistency/publish_rule.h) every
 // checkpoint.every_steps steps, for the checkpoint the shards then take, and when the job ends,
@@ -22,7 +22,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/worker_session.h"
+#include "common/client/worker_session.h"
 #include "proto/job.pb.h"
 #include "worker/allreduce/ring_link.h"
 #include "worker/exchange/exchange.h"

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/variables.h"
+#include "common/job/variables.h"
 #include "proto/job.pb.h"
 #include "proto/parameter.pb.h"
 #include "worker/compute/compute_backend.h"

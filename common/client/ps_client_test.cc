@@ -1,0 +1,120 @@
+#include "common/client/ps_client.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/net/proto_byte_buffer.h"
+#include "common/testing/generic_test_server.h"
+#include "gtest/gtest.h"
+#include "proto/ps_service.pb.h"
+
+namespace ps {
+namespace {
+
+// A ps shard's job-management calls, faked: knows the jobs in `jobs`, answers stats with
+// version = `index`, and records the CreateJob requests it gets.
+class FakeShard {
+ public:
+  FakeShard(int index, std::vector<std::string> jobs)
+      : index_(index),
+        jobs_(std::move(jobs)),
+        server_([this](const std::string& method, const grpc::ByteBuffer& request,
+                       grpc::ByteBuffer* response) { return Handle(method, request, response); }) {}
+
+  std::string address() const { return server_.address(); }
+  std::vector<CreateJobRequest> created() {
+    absl::MutexLock lock(&mu_);
+    return created_;
+  }
+
+ private:
+  grpc::Status Handle(const std::string& method, const grpc::ByteBuffer& request,
+                      grpc::ByteBuffer* response) {
+    if (method == "/ps.ParameterServer/CreateJob") {
+      CreateJobRequest create;
+      if (!ParseFromByteBuffer(request, &create).ok()) return grpc::Status::CANCELLED;
+      absl::MutexLock lock(&mu_);
+      created_.push_back(create);
+      *response = SerializeToByteBuffer(CreateJobResponse());
+      return grpc::Status::OK;
+    }
+    JobStatsRequest named;  // Every other request here has job_id as field 1.
+    if (!ParseFromByteBuffer(request, &named).ok()) return grpc::Status::CANCELLED;
+    if (std::find(jobs_.begin(), jobs_.end(), named.job_id()) == jobs_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown job");
+    }
+    if (method == "/ps.ParameterServer/GetJobStats") {
+      JobStats stats;
+      stats.set_version(index_);
+      *response = SerializeToByteBuffer(stats);
+    } else {
+      *response = SerializeToByteBuffer(DeleteJobResponse());
+    }
+    return grpc::Status::OK;
+  }
+
+  const int index_;
+  const std::vector<std::string> jobs_;
+  absl::Mutex mu_;
+  std::vector<CreateJobRequest> created_ ABSL_GUARDED_BY(mu_);
+  GenericTestServer server_;
+};
+
+std::unique_ptr<PsClient> Connect(FakeShard& a, FakeShard& b) {
+  PsClientOptions options;
+  options.ps_addresses = {a.address(), b.address()};
+  options.max_attempts = 1;
+  return *PsClient::Create(options);
+}
+
+TEST(PsClientTest, CreateJobTellsEachShardItsIndexAndReturnsThePlacement) {
+  FakeShard a(0, {}), b(1, {});
+  std::unique_ptr<PsClient> client = Connect(a, b);
+  ParameterSpec spec;
+  spec.set_job_id("j");
+  spec.set_num_workers(1);
+  VariableDef* variable = spec.add_variables();
+  variable->set_name("w");
+  variable->add_shape(4);
+  absl::StatusOr<Placement> placement = client->CreateJob(spec);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_FALSE(placement->slices.empty());
+  for (auto [shard, index] : {std::pair<FakeShard*, int>{&a, 0}, {&b, 1}}) {
+    std::vector<CreateJobRequest> created = shard->created();
+    ASSERT_EQ(created.size(), 1u);
+    EXPECT_EQ(created[0].ps_index(), index);
+    EXPECT_EQ(created[0].num_ps(), 2);
+    EXPECT_EQ(created[0].spec().job_id(), "j");
+  }
+}
+
+TEST(PsClientTest, DeleteJobIsNotFoundOnlyWhenNoShardHasIt) {
+  FakeShard a(0, {"j"}), b(1, {});
+  std::unique_ptr<PsClient> client = Connect(a, b);
+  EXPECT_TRUE(client->DeleteJob("j").ok());
+  absl::Status missing = client->DeleteJob("k");
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.message(), "unknown job \"k\": no ps task has it");
+}
+
+TEST(PsClientTest, GetJobStatsIsInPsOrderAndNamesAFailingShard) {
+  FakeShard a(0, {"j"}), b(1, {"j"});
+  std::unique_ptr<PsClient> client = Connect(a, b);
+  absl::StatusOr<std::vector<JobStats>> stats = client->GetJobStats("j");
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  ASSERT_EQ(stats->size(), 2u);
+  EXPECT_EQ((*stats)[0].version(), 0);
+  EXPECT_EQ((*stats)[1].version(), 1);
+
+  FakeShard c(0, {"j"}), d(1, {});
+  absl::Status status = Connect(c, d)->GetJobStats("j").status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(status.message(), absl::StrCat("ps:1 (", d.address(), "): GetJobStats: unknown job"));
+}
+
+}  // namespace
+}  // namespace ps

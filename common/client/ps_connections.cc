@@ -1,0 +1,290 @@
+#include "common/client/ps_connections.h"
+
+#include <algorithm>
+#include <deque>
+
+#include <grpc/grpc.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/completion_queue.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/net/grpc_deadline.h"
+#include "common/security/auth_token.h"
+#include "common/net/grpc_reconnect.h"
+#include "common/net/grpc_status.h"
+#include "common/cluster/host_port.h"
+
+namespace ps {
+namespace {
+
+constexpr char kServicePrefix[] = "/ps.ParameterServer/";
+
+}  // namespace
+
+struct PsConnections::InFlight {
+  grpc::ClientContext context;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  absl::Status handled;  // What on_response returned, for an OK status.
+  int64_t bytes = 0;     // What the call counts against its shard's window.
+  bool made = false;     // False for a call not made because another failed for good.
+
+  // Runs the call's handler on an OK response, then frees the response.
+  void Handle(const Call& call) {
+    if (status.ok()) {
+      handled = call.on_response(response);
+      response.Clear();
+    }
+  }
+};
+
+// One attempt's calls, each shard's in order through its window. A call starts from the
+// thread that ends another (a gRPC thread, or the calling thread); `mu_` guards the
+// bookkeeping only, never a gRPC call or a handler.
+class PsConnections::Window {
+ public:
+  // in_flight[i] is the state of calls[pending[i]], its request built.
+  Window(const PsConnections& connections, const std::vector<Call>& calls,
+         const std::vector<size_t>& pending, bool last,
+         const std::vector<std::unique_ptr<InFlight>>& in_flight)
+      : connections_(connections),
+        calls_(calls),
+        pending_(pending),
+        in_flight_(in_flight),
+        last_(last),
+        own_(pending.size() - 1),
+        shards_(connections.num_ps()),
+        unfinished_(pending.size()) {
+    for (size_t i = 0; i < pending.size(); ++i) shards_[calls[pending[i]].ps].queue.push_back(i);
+  }
+
+  // Makes the calls; returns when every call made is done.
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<size_t> ready;
+    {
+      absl::MutexLock lock(&mu_);
+      for (size_t ps = 0; ps < shards_.size(); ++ps) TakeReadyLocked(ps, &ready);
+    }
+    for (size_t position : ready) Start(position);
+    bool own_ready;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &Window::OwnDecided));
+      own_ready = own_ready_;
+    }
+    if (own_ready) RunOwn();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](size_t* left) { return *left == 0; }, &unfinished_));
+  }
+
+ private:
+  struct Shard {
+    std::deque<size_t> queue;  // Positions in `pending` not started yet, in order.
+    int calls = 0;             // In flight.
+    int64_t bytes = 0;         // In flight.
+  };
+
+  // Takes the calls of shard `ps` that its window lets go now (`own_` is the calling thread's:
+  // marked ready, not taken), unless a call has failed for good.
+  void TakeReadyLocked(size_t ps, std::vector<size_t>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Shard& shard = shards_[ps];
+    const int64_t window = connections_.options_.max_bytes_in_flight_per_ps;
+    while (!stopped_ && !shard.queue.empty()) {
+      const size_t next = shard.queue.front();
+      const int64_t bytes = in_flight_[next]->bytes;
+      if (shard.calls > 0 && shard.bytes + bytes > window) return;
+      shard.queue.pop_front();
+      ++shard.calls;
+      shard.bytes += bytes;
+      in_flight_[next]->made = true;
+      if (next == own_) {
+        own_ready_ = true;
+      } else {
+        ready->push_back(next);
+      }
+    }
+  }
+
+  // Whether the calling thread's call may start, or will not be made.
+  bool OwnDecided() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return own_ready_ || stopped_; }
+
+  // A call failed for good: the calls not started are not made.
+  void StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    stopped_ = true;
+    for (Shard& shard : shards_) {
+      unfinished_ -= shard.queue.size();
+      shard.queue.clear();
+    }
+  }
+
+  // Through the callback API; the call's handler runs on a gRPC thread as soon as its response
+  // is in, so that decoding one overlaps the others.
+  void Start(size_t position) {
+    const Call& call = calls_[pending_[position]];
+    InFlight* raw = in_flight_[position].get();
+    raw->context.set_deadline(GrpcDeadline(call.timeout));
+    connections_.ConnectionFor(call).stub->UnaryCall(
+        &raw->context, kServicePrefix + call.method, grpc::StubOptions(), &raw->request,
+        &raw->response, [this, position](grpc::Status status) { Done(position, status); });
+  }
+
+  // The last call, on a completion queue that this thread drives, which saves a thread switch
+  // on each side of the common single call.
+  void RunOwn() {
+    const Call& call = calls_[pending_[own_]];
+    InFlight* raw = in_flight_[own_].get();
+    raw->context.set_deadline(GrpcDeadline(call.timeout));
+    grpc::CompletionQueue queue;
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader =
+        connections_.ConnectionFor(call).stub->PrepareUnaryCall(
+            &raw->context, kServicePrefix + call.method, raw->request, &queue);
+    reader->StartCall();
+    grpc::Status status;
+    reader->Finish(&raw->response, &status, raw);
+    void* tag = nullptr;
+    bool ok = false;
+    queue.Next(&tag, &ok);  // Finish's event, the only one this queue gets.
+    queue.Shutdown();
+    while (queue.Next(&tag, &ok)) {
+    }
+    Done(own_, status);
+  }
+
+  // Call `position` ended with `status`: the next calls of its shard start before its handler
+  // runs. `this` may be gone once it returns.
+  void Done(size_t position, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    const Call& call = calls_[pending_[position]];
+    InFlight& state = *in_flight_[position];
+    state.status = status;
+    const bool failed = !status.ok() && (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+                                         last_);
+    std::vector<size_t> ready;
+    {
+      absl::MutexLock lock(&mu_);
+      Shard& shard = shards_[call.ps];
+      --shard.calls;
+      shard.bytes -= state.bytes;
+      if (failed) {
+        StopLocked();
+      } else {
+        TakeReadyLocked(call.ps, &ready);
+      }
+    }
+    for (size_t next : ready) Start(next);
+    state.Handle(call);
+    absl::MutexLock lock(&mu_);
+    if (!state.handled.ok()) StopLocked();
+    --unfinished_;
+  }
+
+  const PsConnections& connections_;
+  const std::vector<Call>& calls_;
+  const std::vector<size_t>& pending_;
+  const std::vector<std::unique_ptr<InFlight>>& in_flight_;
+  const bool last_;
+  const size_t own_;  // The position of the calling thread's call: the last.
+
+  absl::Mutex mu_;
+  std::vector<Shard> shards_ ABSL_GUARDED_BY(mu_);
+  size_t unfinished_ ABSL_GUARDED_BY(mu_);  // Calls neither done nor dropped by StopLocked.
+  bool own_ready_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+absl::StatusOr<std::unique_ptr<PsConnections>> PsConnections::Create(
+    const PsClientOptions& options) {
+  if (options.ps_addresses.empty()) {
+    return absl::InvalidArgumentError("no ps addresses: the cluster needs at least one ps task");
+  }
+  std::unique_ptr<PsConnections> connections(new PsConnections(options));
+  for (size_t ps = 0; ps < options.ps_addresses.size(); ++ps) {
+    absl::StatusOr<HostPort> address = ParseHostPort(options.ps_addresses[ps]);
+    if (!address.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ps:", ps, ": ", address.status().message()));
+    }
+    connections->connections_.emplace_back();
+    for (int c = 0; c < std::max(1, options.connections_per_ps); ++c) {
+      grpc::ChannelArguments arguments;
+      arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
+      arguments.SetMaxSendMessageSize(options.max_message_bytes);
+      // A distinct argument per connection keeps gRPC from sharing one TCP connection.
+      arguments.SetInt("ps.connection_index", c);
+      SetQuickReconnect(&arguments, options.max_reconnect_backoff);
+      Connection connection;
+      connection.channel = grpc::experimental::CreateCustomChannelWithInterceptors(
+          address->ToString(), ChannelCredentialsFor(options.security), arguments,
+          BearerTokenInterceptors(options.token));
+      connection.stub = std::make_unique<grpc::GenericStub>(connection.channel);
+      connections->connections_.back().push_back(std::move(connection));
+    }
+  }
+  return connections;
+}
+
+std::string PsConnections::ShardName(int ps) const {
+  return absl::StrCat("ps:", ps, " (", options_.ps_addresses[ps], ")");
+}
+
+const PsConnections::Connection& PsConnections::ConnectionFor(const Call& call) const {
+  const std::vector<Connection>& shard = connections_[call.ps];
+  return shard[call.connection % shard.size()];
+}
+
+std::vector<std::unique_ptr<PsConnections::InFlight>> PsConnections::Attempt(
+    const std::vector<Call>& calls, const std::vector<size_t>& pending, bool last) const {
+  std::vector<std::unique_ptr<InFlight>> in_flight;
+  for (size_t index : pending) {
+    auto state = std::make_unique<InFlight>();
+    state->request = calls[index].make_request();
+    state->bytes =
+        std::max(static_cast<int64_t>(state->request.Length()), calls[index].response_bytes);
+    in_flight.push_back(std::move(state));
+  }
+  Window(*this, calls, pending, last, in_flight).Run();
+  return in_flight;
+}
+
+absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
+  if (calls.empty()) return absl::OkStatus();
+  std::vector<size_t> pending(calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) pending[i] = i;
+  absl::Duration backoff = options_.initial_backoff;
+  for (int attempt = 1;; ++attempt) {
+    std::vector<std::unique_ptr<InFlight>> in_flight =
+        Attempt(calls, pending, /*last=*/attempt >= options_.max_attempts);
+    absl::Status first_error;
+    std::vector<size_t> retry;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (!in_flight[i]->made) continue;  // Another call failed for good: first_error is set.
+      const Call& call = calls[pending[i]];
+      absl::Status status = FromGrpcStatus(in_flight[i]->status);
+      if (status.ok()) {
+        status = in_flight[i]->handled;
+      } else if (absl::IsUnavailable(status) && attempt < options_.max_attempts) {
+        retry.push_back(pending[i]);
+        continue;
+      } else if (absl::IsUnavailable(status)) {
+        status = absl::UnavailableError(absl::StrCat(
+            status.message(), " (after ", attempt, " attempts; is the ps task running there?)"));
+      }
+      if (!status.ok() && first_error.ok()) {
+        first_error = absl::Status(
+            status.code(),
+            absl::StrCat(ShardName(call.ps), ": ", call.method, ": ", status.message()));
+      }
+    }
+    if (!first_error.ok()) return first_error;
+    if (retry.empty()) return absl::OkStatus();
+    absl::SleepFor(backoff);
+    backoff = std::min(2 * backoff, options_.max_backoff);
+    pending = std::move(retry);
+  }
+}
+
+}  // namespace ps

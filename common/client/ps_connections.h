@@ -1,0 +1,129 @@
+// Connections to every ps task of a cluster, and the engine that makes a batch of calls over
+// them in parallel. PsClient (job management) and WorkerSession (pulls and pushes) are built
+// on it.
+//
+// Every call carries a deadline. A call that fails with UNAVAILABLE is made again with
+// exponential backoff (the callers only hand in calls that are safe to repeat: the server drops
+// a repeated push_id). Errors name the shard ("ps:1 (10.0.0.2:2222): Push: ...") and keep the
+// server's status code. The calls of a batch to one shard keep at most
+// max_bytes_in_flight_per_ps in flight (backpressure): a large push's chunks go out as earlier
+// ones are answered, not all at once.
+#ifndef PS_COMMON_CLIENT_PS_CONNECTIONS_H_
+#define PS_COMMON_CLIENT_PS_CONNECTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/security/transport_security.h"
+
+namespace ps {
+
+struct PsClientOptions {
+  // Task i of the "ps" job listens on ps_addresses[i].
+  std::vector<std::string> ps_addresses;
+  // Deadline of every call that does not wait (and the transfer part of those that do).
+  absl::Duration call_timeout = absl::Seconds(30);
+  // How long a pull may wait at a barrier or SSP bound before the server says who it waits for.
+  absl::Duration wait_timeout = absl::Seconds(60);
+  // Attempts per call on UNAVAILABLE, with backoff doubling from initial_backoff up to
+  // max_backoff.
+  int max_attempts = 5;
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
+  // The longest a connection waits between attempts to reach a ps that went away, so that a ps
+  // restarted on its address is reached within about this long of listening (gRPC's own
+  // default grows to two minutes).
+  absl::Duration max_reconnect_backoff = absl::Milliseconds(500);
+  // Pulls of more than this many bytes from one shard are split into row ranges of about this
+  // size, fetched in parallel: larger chunks mean fewer calls, smaller ones more parallelism.
+  int64_t chunk_bytes = 4 << 20;
+  // The bytes one batch of calls (RunCalls) keeps in flight to one ps task at most: what the
+  // ps buffers of this client's requests at once (and this client of their answers), against
+  // how many chunks overlap in transit. A call counts its request's bytes, or those it
+  // expects back when more (a pull's chunk: Call::response_bytes). One call goes out alone
+  // whatever its size. The default lets 15 chunks of 4 MiB overlap, which costs a 64 MiB
+  // push no measurable throughput (bench/RESULTS.md, "Backpressure").
+  int64_t max_bytes_in_flight_per_ps = int64_t{64} << 20;
+  // TCP connections per ps task; chunks are spread over them.
+  int connections_per_ps = 2;
+  // Must match the servers' --max_message_mb.
+  int max_message_bytes = 1 << 30;
+  // How the channels to the ps tasks are secured (plaintext by default).
+  TransportSecurity security;
+  // The bearer token every call presents (common/security/auth_token.h); none when empty.
+  std::string token;
+};
+
+// Thread-safe.
+class PsConnections {
+ public:
+  // INVALID_ARGUMENT for no address or a malformed one. Connections are made lazily.
+  static absl::StatusOr<std::unique_ptr<PsConnections>> Create(const PsClientOptions& options);
+
+  int num_ps() const { return static_cast<int>(options_.ps_addresses.size()); }
+  const PsClientOptions& options() const { return options_; }
+  // "ps:1 (10.0.0.2:2222)": how errors name shard `ps`.
+  std::string ShardName(int ps) const;
+
+  // One call to be made to one shard's ParameterServer service.
+  struct Call {
+    int ps = 0;
+    std::string method;  // "Pull", "Push", ...
+    // Builds the request; called once per attempt, on the calling thread, before any call of
+    // the attempt starts.
+    std::function<grpc::ByteBuffer()> make_request;
+    // Handles an OK response; an error fails the call (not retried). Runs as soon as this
+    // call's response is in, possibly at the same time as other calls' handlers.
+    std::function<absl::Status(const grpc::ByteBuffer&)> on_response;
+    absl::Duration timeout;  // From the moment the call starts.
+    int connection = 0;      // Which of the shard's connections to use.
+    // The size of the response expected, where it dwarfs the request (a pull's chunk): what the
+    // call counts against max_bytes_in_flight_per_ps when more than its request's size.
+    int64_t response_bytes = 0;
+  };
+  // Makes `calls`, those to different shards in parallel and those to one shard in order with
+  // at most options().max_bytes_in_flight_per_ps of them in flight (the next starts as one
+  // ends); retries those that fail with UNAVAILABLE; and returns the first error (in `calls`
+  // order, annotated with the shard and method) or OK when all succeeded. Once a call has
+  // failed for good, the calls not yet let go by their window are not made (the last call,
+  // once let go, is made even so: it only adds one request). A call must not wait on the
+  // server for a later call of the batch to the same shard, which the window may hold back.
+  // The last call of each attempt is made and handled on the calling thread once its shard's
+  // window lets it go (no thread switch for a single call); the others' handlers run on gRPC
+  // threads.
+  absl::Status RunCalls(std::vector<Call> calls);
+
+ private:
+  struct Connection {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<grpc::GenericStub> stub;  // Over `channel`.
+  };
+  struct InFlight;
+  class Window;
+
+  explicit PsConnections(const PsClientOptions& options) : options_(options) {}
+  const Connection& ConnectionFor(const Call& call) const;
+  // Makes calls[i] for every i in `pending` once, as RunCalls says; returns when every call
+  // made is done. On the `last` attempt, UNAVAILABLE fails a call for good too.
+  std::vector<std::unique_ptr<InFlight>> Attempt(const std::vector<Call>& calls,
+                                                 const std::vector<size_t>& pending,
+                                                 bool last) const;
+
+  const PsClientOptions options_;
+  // connections_[ps][i].
+  std::vector<std::vector<Connection>> connections_;
+};
+
+}  // namespace ps
+
+#endif  // PS_COMMON_CLIENT_PS_CONNECTIONS_H_

@@ -1,0 +1,221 @@
+// One worker's pulls and pushes for one job, to every ps shard in parallel: the data path of
+// the service. Large tensors go in chunks; gradients are sent and values received without
+// copies (see tensor_coding.h). Calls go through PsConnections (deadlines, retries, errors
+// naming the shard). The job's CompressionSpec applies to every push and pull: 16-bit values
+// on the wire, and top-k pushes with a residual per shard kept here (topk_compression.h).
+#ifndef PS_COMMON_CLIENT_WORKER_SESSION_H_
+#define PS_COMMON_CLIENT_WORKER_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/job/partitioner.h"
+#include "common/client/ps_client.h"
+#include "common/client/ps_connections.h"
+#include "common/tensor/topk_compression.h"
+#include "common/job/variables.h"
+#include "proto/ps_service.pb.h"
+
+namespace ps {
+
+// One worker's pulls and pushes for one job. Not thread-safe.
+class WorkerSession {
+ public:
+  // INVALID_ARGUMENT if the spec does not place or `worker` is out of range. `client` must
+  // outlive the session.
+  // `incarnation`: which start of the worker in the run (StartJobRequest.incarnation), carried
+  // by every request; OBSERVER_INCARNATION for a session that only reads, for someone who is
+  // not the worker (psctl reading the results).
+  static absl::StatusOr<std::unique_ptr<WorkerSession>> Create(PsClient* client,
+                                                               const ParameterSpec& spec,
+                                                               int worker, int incarnation = 0);
+
+  const Placement& placement() const { return placement_; }
+
+  struct PullOptions {
+    int64_t step = 0;   // SYNC: the step to pull for (waits until it begins).
+    int64_t clock = 0;  // SSP: this worker's clock.
+  };
+  // Rows of a sparse table (ParameterSpec.sparse_tables) by key, as the caller holds them:
+  // `rows` holds keys.size() rows of the table's width, in key order. The session sends each
+  // key to its shard (SparseShardOf) and puts the rows back in the caller's order.
+  struct SparsePull {
+    std::string table;
+    absl::Span<const uint64_t> keys;  // May repeat.
+    absl::Span<float> rows;
+  };
+  struct SparsePush {
+    std::string table;
+    absl::Span<const uint64_t> keys;  // Distinct: a key's gradients summed first.
+    absl::Span<const float> rows;
+  };
+
+  struct PullResult {
+    std::vector<int64_t> versions;  // Per shard.
+    int64_t step = 0;               // SYNC: the step the values begin (the smallest over shards).
+    // The longest any shard kept the pull waiting (a SYNC barrier, an SSP bound) before it read
+    // the values (PullResponseHeader.parked_us).
+    absl::Duration parked;
+  };
+  // Fills every variable of the job in `out` from all shards in parallel, and the rows `sparse`
+  // names (made on their shards when missing); remembers the versions for the next Push.
+  // INVALID_ARGUMENT if a variable is missing or of the wrong size, or a table is unknown or
+  // its rows are not keys.size() x its width.
+  absl::StatusOr<PullResult> Pull(const PullOptions& options, const MutableVariables& out,
+                                  const std::vector<SparsePull>& sparse = {});
+
+  struct PushOptions {
+    int64_t step = 0;   // SYNC: the step the gradient is for.
+    int64_t clock = 0;  // SSP: the clock this push completes.
+    // Per shard, the versions of the values the gradient was computed from; empty: those of
+    // the last Pull (a worker that pulls again before pushing gives the earlier ones here).
+    std::vector<int64_t> read_versions;
+  };
+  // Sends `gradients` (every variable of the job) to all shards in parallel, tagged with the
+  // read versions (above). The gradients' memory is sent without copying: it must stay
+  // unchanged until Push returns. Returns each shard's response, in ps order.
+  // With `sparse`, the gradient rows of sparse tables go with the dense gradient to their
+  // shards (copied; INVALID_ARGUMENT as Pull's, and where a shard's dense gradient needs
+  // chunks: sparse rows go in one message).
+  // With top-k compression each shard's dense gradient joins its residual and only the top k
+  // values go (one message, no chunks); INVALID_ARGUMENT, that residual unchanged, for a
+  // gradient TopKCompressor refuses. A push that fails after compressing loses what it sent.
+  absl::StatusOr<std::vector<PushResponse>> Push(const PushOptions& options,
+                                                 const ConstVariables& gradients,
+                                                 const std::vector<SparsePush>& sparse = {});
+
+  struct PushPullResult {
+    std::vector<PushResponse> pushed;  // As Push returns them.
+    PullResult pulled;                 // As Pull returns it.
+  };
+  // Push(push_options, gradients), then Pull(pull_options, out), in one round trip per shard
+  // (the PushPull call) where every shard's gradient fits in one chunk; else the two calls.
+  // `gradients` and `out` may not share memory.
+  absl::StatusOr<PushPullResult> PushPull(const PushOptions& push_options,
+                                          const ConstVariables& gradients,
+                                          const PullOptions& pull_options,
+                                          const MutableVariables& out,
+                                          const std::vector<SparsePush>& push_sparse = {},
+                                          const std::vector<SparsePull>& pull_sparse = {});
+
+  // Bytes of the messages this session has sent and received so far (every attempt's;
+  // serialized requests and responses, without gRPC's framing). Thread-safe.
+  int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+  int64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+
+ private:
+  // What the parallel pull responses of one Pull or PushPull gather. Thread-safe.
+  struct PullState {
+    explicit PullState(int num_ps);
+    void Record(int ps, const PullResponseHeader& header) ABSL_LOCKS_EXCLUDED(mu);
+    // The result once every response is in: shards that sent none count as version 0.
+    PullResult Finish();
+    absl::Mutex mu;
+    PullResult result;
+  };
+  // The outcome of a push on each shard. Thread-safe.
+  struct PushState {
+    explicit PushState(int num_ps) : responses(num_ps), sent(num_ps, false) {}
+    // Keeps the push's outcome (ignores RECEIVED chunks).
+    void Record(int ps, PushResponse response) ABSL_LOCKS_EXCLUDED(mu);
+    // Every shard's outcome, INTERNAL if one is missing.
+    absl::StatusOr<std::vector<PushResponse>> Finish(int64_t push_id);
+    absl::Mutex mu;
+    std::vector<std::optional<PushResponse>> responses;
+    std::vector<bool> sent;  // Per shard: something was pushed there (set before the calls).
+  };
+  // One shard's push: its header (no chunk fields) and its slices' gradients, then its sparse
+  // rows (copied into `sparse_rows`, kept alive with the push).
+  struct ShardPush {
+    PushRequestHeader header;
+    std::vector<absl::Span<const float>> tensors;
+    std::shared_ptr<std::vector<float>> sparse_rows;
+    std::shared_ptr<std::vector<float>> topk_values;  // A top-k push's, in place of the slices'.
+  };
+  // One shard's part of a pull's sparse rows: the entries to ask for and, per entry, where
+  // each key's row goes among the caller's (its index in the caller's keys).
+  struct ShardSparse {
+    std::vector<SparseRows> entries;
+    std::vector<std::vector<size_t>> positions;
+    int64_t floats = 0;
+  };
+  // Splits `tables`' keys (SparsePull or SparsePush) by shard; INVALID_ARGUMENT for an unknown
+  // table or rows of the wrong size.
+  template <typename Sparse>
+  absl::StatusOr<std::vector<ShardSparse>> SplitSparse(const std::vector<Sparse>& tables) const;
+  // Copies the rows of a pull's `staging` (a shard's answer, in its entries' order) into the
+  // caller's rows.
+  static void ScatterRows(const ShardSparse& shard, absl::Span<const float> staging,
+                          const std::vector<SparsePull>& sparse,
+                          const absl::flat_hash_map<std::string, int64_t>& widths);
+
+  absl::Status CheckVariables(const MutableVariables& out) const;
+  PullRequest MakePullRequest(const PullOptions& options) const;
+  // Whether every push goes to shard `ps`: it holds slices of the job, or the job has sparse
+  // tables (any shard may hold rows, and a SYNC step or an SSP clock needs every worker's push
+  // on every shard, rows or none).
+  bool TakesPushes(int ps) const;
+  // The slices on shard `ps`, in placement order, and their number of floats.
+  std::vector<SliceRef> ShardSlices(int ps) const;
+  int64_t ShardFloats(int ps) const;
+  // Floats per push chunk (chunk_bytes), and how many chunks shard `ps`'s push takes (1: one
+  // message, no chunk fields).
+  int64_t ChunkFloats() const;
+  int64_t PushChunks(int ps) const;
+  // Decodes a PullResponse for the row ranges `expected` into `out`, and its sparse rows (if
+  // any) into `sparse_staging`.
+  absl::Status DecodeValues(const grpc::ByteBuffer& bytes, const std::vector<SliceRef>& expected,
+                            const MutableVariables& out, PullResponseHeader* header,
+                            absl::Span<float> sparse_staging = {}) const;
+  void AddPullCalls(const PullOptions& options, const MutableVariables& out,
+                    const std::vector<SparsePull>& sparse,
+                    const std::vector<ShardSparse>& shard_sparse, PullState* state,
+                    std::vector<PsConnections::Call>* calls) const;
+  // Compresses (top-k) when the job says so, which moves that shard's residual.
+  absl::StatusOr<ShardPush> MakeShardPush(int ps, const PushOptions& options,
+                                          const ConstVariables& gradients, int64_t push_id,
+                                          const std::vector<SparsePush>& sparse,
+                                          const ShardSparse& shard_sparse);
+  // Runs `calls`, counting their bytes into bytes_sent_ and bytes_received_.
+  absl::Status RunCounted(std::vector<PsConnections::Call> calls);
+  absl::Status AddPushCalls(const PushOptions& options, const ConstVariables& gradients,
+                            int64_t push_id, const std::vector<SparsePush>& sparse,
+                            PushState* state, std::vector<PsConnections::Call>* calls);
+  WorkerSession(PsConnections* connections, const ParameterSpec& spec, int worker,
+                Placement placement);
+  // The span of `slice`'s rows in a whole-variable span.
+  template <typename T>
+  absl::StatusOr<absl::Span<T>> SliceOf(
+      const absl::flat_hash_map<std::string, absl::Span<T>>& variables,
+      const std::string& variable, int64_t row_begin, int64_t row_count) const;
+
+  PsConnections* const connections_;
+  const ParameterSpec spec_;
+  const int worker_;
+  int incarnation_ = 0;  // Set once, by Create.
+  const Placement placement_;
+  absl::flat_hash_map<std::string, int64_t> variable_elements_;
+  absl::flat_hash_map<std::string, int64_t> variable_row_size_;
+  absl::flat_hash_map<std::string, int64_t> table_width_;  // Sparse tables' row widths.
+  std::vector<int64_t> read_versions_;
+  int64_t next_push_id_ = 1;
+  // Per shard, with CompressionSpec.topk_fraction: the pushes' compressor and residual.
+  std::vector<std::unique_ptr<TopKCompressor>> topk_;
+  std::atomic<int64_t> bytes_sent_{0};
+  std::atomic<int64_t> bytes_received_{0};
+};
+
+}  // namespace ps
+
+#endif  // PS_COMMON_CLIENT_WORKER_SESSION_H_

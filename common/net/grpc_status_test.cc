@@ -1,0 +1,25 @@
+#include "common/net/grpc_status.h"
+
+#include <gtest/gtest.h>
+
+namespace ps {
+namespace {
+
+TEST(GrpcStatusTest, CodesAndMessagesRoundTrip) {
+  for (absl::StatusCode code :
+       {absl::StatusCode::kInvalidArgument, absl::StatusCode::kUnavailable,
+        absl::StatusCode::kAborted, absl::StatusCode::kFailedPrecondition,
+        absl::StatusCode::kDeadlineExceeded, absl::StatusCode::kNotFound,
+        absl::StatusCode::kAlreadyExists, absl::StatusCode::kResourceExhausted}) {
+    absl::Status status(code, "what went wrong");
+    grpc::Status grpc_status = ToGrpcStatus(status);
+    EXPECT_EQ(static_cast<int>(grpc_status.error_code()), static_cast<int>(code));
+    EXPECT_EQ(grpc_status.error_message(), "what went wrong");
+    EXPECT_EQ(FromGrpcStatus(grpc_status), status);
+  }
+  EXPECT_TRUE(ToGrpcStatus(absl::OkStatus()).ok());
+  EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,27 @@
+// --help that shows a program's own flags and examples, not the hundred flags of glog and
+// gflags that --help lists by default (--helpfull still lists every flag).
+#ifndef PS_COMMON_PROCESS_FLAG_HELP_H_
+#define PS_COMMON_PROCESS_FLAG_HELP_H_
+
+#include <string>
+#include <vector>
+
+namespace ps {
+
+// Whether argv asks for help: --help, -help, -h or --helpshort anywhere.
+bool HelpRequested(int argc, char** argv);
+
+// "  --name=DEFAULT\n      description\n" for each flag in `names`, in that order; with no
+// names, every flag this project defines (in common/, server/, worker/, ctl/ or bench/): the
+// program's main file's first, then by file and name. CHECK-fails on a name no flag has (a programming error).
+std::string FlagHelp(const std::vector<std::string>& names = {});
+
+// When HelpRequested: prints `usage` (what the program or command does, and examples), then
+// "Flags:" and FlagHelp(names), to stdout, and exits 0. Call before
+// gflags::ParseCommandLineFlags, which would print its own.
+void HandleHelp(int argc, char** argv, const std::string& usage,
+                const std::vector<std::string>& names = {});
+
+}  // namespace ps
+
+#endif  // PS_COMMON_PROCESS_FLAG_HELP_H_
