@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/net/proto_byte_buffer.h"
 #include "common/process/subprocess.h"
-#include "common/testing/generic_test_server.h"
+#include "common/net/testing/generic_test_server.h"
 #include "gtest/gtest.h"
 #include "proto/health.pb.h"
 

@@ -6,7 +6,7 @@
 // new calls, ends parked pulls with UNAVAILABLE, and lets calls in flight finish within
 // `grace`. The destructor shuts down if needed. With a metrics port, an HTTP server beside the
 // gRPC one serves the service's metrics (ParameterService::WriteMetrics) at /metrics, in
-// plaintext also under TLS (common/metrics/metrics_http_server.h); Shutdown closes it first.
+// plaintext also under TLS (common/net/metrics_http_server.h); Shutdown closes it first.
 #ifndef PS_SERVER_PS_SERVER_H_
 #define PS_SERVER_PS_SERVER_H_
 
@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/metrics/metrics.h"
-#include "common/metrics/metrics_http_server.h"
+#include "common/net/metrics_http_server.h"
 #include "common/metrics/rpc_metrics.h"
 #include "common/cluster/task_service.h"
 #include "common/security/transport_security.h"

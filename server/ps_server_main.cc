@@ -25,7 +25,7 @@
 #include "common/process/flag_help.h"
 #include "common/cluster/host_port.h"
 #include "common/job/job_schema.h"
-#include "common/metrics/metrics_flags.h"
+#include "common/net/metrics_flags.h"
 #include "common/security/peer_identity.h"
 #include "common/security/security_flags.h"
 #include "server/ps_server.h"

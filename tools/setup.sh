@@ -16,7 +16,7 @@ PACKAGES=(
   libabsl-dev libgoogle-glog-dev libgflags-dev libgtest-dev libgmock-dev
   libopenblas-dev nlohmann-json3-dev libssl-dev libc-ares-dev libre2-dev zlib1g-dev
   libxxhash-dev
-  # /metrics' HTTP server (common/metrics/metrics_http_server.h).
+  # /metrics' HTTP server (common/net/metrics_http_server.h).
   libcpp-httplib-dev
   # Multi-host tests (network namespaces) and process control in tests.
   iproute2 procps

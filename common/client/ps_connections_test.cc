@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/net/proto_byte_buffer.h"
-#include "common/testing/generic_test_server.h"
+#include "common/net/testing/generic_test_server.h"
 #include "google/protobuf/wrappers.pb.h"
 #include "gtest/gtest.h"
 

@@ -9,7 +9,7 @@
 
 #include "common/job/job_spec.h"
 #include "common/testing/schedules.h"
-#include "common/testing/valid_job.h"
+#include "common/job/testing/valid_job.h"
 #include "common/testing/variable_defs.h"
 
 namespace ps {

@@ -4,7 +4,7 @@
 
 #include "common/job/job_schema.h"
 #include "common/testing/fault_injecting_file_system.h"
-#include "common/testing/valid_job.h"
+#include "common/job/testing/valid_job.h"
 
 namespace ps {
 namespace {

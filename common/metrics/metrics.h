@@ -1,5 +1,5 @@
 // Metrics of a daemon, rendered in Prometheus's text exposition format (version 0.0.4) for its
-// /metrics page (common/metrics/metrics_http_server.h).
+// /metrics page (common/net/metrics_http_server.h).
 //
 // Two ways to export a value:
 //  - an instrument (Counter, Gauge, Histogram) registered once with its labels, then updated on

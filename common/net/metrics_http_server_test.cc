@@ -1,4 +1,4 @@
-#include "common/metrics/metrics_http_server.h"
+#include "common/net/metrics_http_server.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "common/metrics/metrics_flags.h"
+#include "common/net/metrics_flags.h"
 
 #include <gflags/gflags.h>
 

@@ -1,8 +1,8 @@
 // An in-process gRPC server for client tests: answers every method of every service through
 // one handler, so a test states what each call gets back (a response, an error, a delay)
 // without a real ps or worker behind it.
-#ifndef PS_COMMON_TESTING_GENERIC_TEST_SERVER_H_
-#define PS_COMMON_TESTING_GENERIC_TEST_SERVER_H_
+#ifndef PS_COMMON_NET_TESTING_GENERIC_TEST_SERVER_H_
+#define PS_COMMON_NET_TESTING_GENERIC_TEST_SERVER_H_
 
 #include <functional>
 #include <memory>
@@ -45,4 +45,4 @@ class GenericTestServer {
 
 }  // namespace ps
 
-#endif  // PS_COMMON_TESTING_GENERIC_TEST_SERVER_H_
+#endif  // PS_COMMON_NET_TESTING_GENERIC_TEST_SERVER_H_

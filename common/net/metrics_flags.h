@@ -1,7 +1,7 @@
 // The metrics flags ps_server and ps_worker share: --metrics_port, --metrics_bind_host and
-// --metrics_port_file (common/metrics/metrics_http_server.h serves the port).
-#ifndef PS_COMMON_METRICS_METRICS_FLAGS_H_
-#define PS_COMMON_METRICS_METRICS_FLAGS_H_
+// --metrics_port_file (common/net/metrics_http_server.h serves the port).
+#ifndef PS_COMMON_NET_METRICS_FLAGS_H_
+#define PS_COMMON_NET_METRICS_FLAGS_H_
 
 #include <string>
 
@@ -22,4 +22,4 @@ absl::Status WriteMetricsPortFileFromFlags(int port);
 
 }  // namespace ps
 
-#endif  // PS_COMMON_METRICS_METRICS_FLAGS_H_
+#endif  // PS_COMMON_NET_METRICS_FLAGS_H_

@@ -1,4 +1,4 @@
-#include "common/testing/generic_test_server.h"
+#include "common/net/testing/generic_test_server.h"
 
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>

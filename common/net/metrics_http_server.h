@@ -5,8 +5,8 @@
 //
 // Lifecycle: Start() returns a server that is listening; Stop() (or the destructor) closes the
 // port and joins its threads, after which the registry is no longer read.
-#ifndef PS_COMMON_METRICS_METRICS_HTTP_SERVER_H_
-#define PS_COMMON_METRICS_METRICS_HTTP_SERVER_H_
+#ifndef PS_COMMON_NET_METRICS_HTTP_SERVER_H_
+#define PS_COMMON_NET_METRICS_HTTP_SERVER_H_
 
 #include <memory>
 #include <string>
@@ -39,4 +39,4 @@ class MetricsHttpServer {
 
 }  // namespace ps
 
-#endif  // PS_COMMON_METRICS_METRICS_HTTP_SERVER_H_
+#endif  // PS_COMMON_NET_METRICS_HTTP_SERVER_H_

@@ -1,7 +1,7 @@
 // A small valid JobSpec for tests that change one field of it: softmax regression on a
 // synthetic mixture, SYNC, 10 steps.
-#ifndef PS_COMMON_TESTING_VALID_JOB_H_
-#define PS_COMMON_TESTING_VALID_JOB_H_
+#ifndef PS_COMMON_JOB_TESTING_VALID_JOB_H_
+#define PS_COMMON_JOB_TESTING_VALID_JOB_H_
 
 #include <gtest/gtest.h>
 
@@ -26,4 +26,4 @@ inline JobSpec ValidJob() {
 }  // namespace testing_jobs
 }  // namespace ps
 
-#endif  // PS_COMMON_TESTING_VALID_JOB_H_
+#endif  // PS_COMMON_JOB_TESTING_VALID_JOB_H_
