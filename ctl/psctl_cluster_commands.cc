@@ -24,15 +24,15 @@
 #include "common/process/daemon.h"
 #include "common/cluster/environment.h"
 #include "common/file_system.h"
-#include "ctl/certs.h"
-#include "ctl/checkpoint_export.h"
-#include "ctl/cluster_client.h"
-#include "ctl/cluster_snapshot.h"
-#include "ctl/dashboard.h"
-#include "ctl/full_screen.h"
-#include "ctl/local_cluster.h"
-#include "ctl/prometheus_config.h"
-#include "ctl/top.h"
+#include "ctl/cluster/certs.h"
+#include "ctl/export/checkpoint_export.h"
+#include "ctl/cluster/cluster_client.h"
+#include "ctl/cluster/cluster_snapshot.h"
+#include "ctl/dashboard/dashboard.h"
+#include "ctl/dashboard/full_screen.h"
+#include "ctl/cluster/local_cluster.h"
+#include "ctl/cluster/prometheus_config.h"
+#include "ctl/dashboard/top.h"
 #include "ctl/psctl_commands.h"
 #include "ctl/psctl_flags.h"
 
@@ -114,7 +114,7 @@ int Dashboard() {
   return 0;
 }
 
-// Draws the cluster each second (ctl/top.h) until q, SIGINT or SIGTERM, or --iterations screens:
+// Draws the cluster each second (ctl/dashboard/top.h) until q, SIGINT or SIGTERM, or --iterations screens:
 // full screen on a terminal, else each screen after a blank line, without terminal codes.
 int Top() {
   absl::StatusOr<ClusterSpec> cluster = Cluster();

@@ -2,7 +2,7 @@
 // psctl_job_commands.cc runs jobs and sweeps (local, submit, status, stop, check, experiment,
 // report); psctl_cluster_commands.cc serves and sets up a cluster (export, certs, slurm-spec,
 // dashboard, top, prometheus-config). Each reads its flags (ctl/psctl_flags.h) and returns
-// psctl's exit status (ctl/exit_code.h).
+// psctl's exit status (ctl/job/exit_code.h).
 #ifndef PS_CTL_PSCTL_COMMANDS_H_
 #define PS_CTL_PSCTL_COMMANDS_H_
 

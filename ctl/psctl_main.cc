@@ -50,9 +50,9 @@
 #include "common/process/daemon.h"
 #include "common/process/flag_help.h"
 #include "common/security/security_flags.h"
-#include "ctl/dashboard.h"
-#include "ctl/local_cluster.h"
-#include "ctl/local_credentials.h"
+#include "ctl/dashboard/dashboard.h"
+#include "ctl/cluster/local_cluster.h"
+#include "ctl/cluster/local_credentials.h"
 #include "ctl/psctl_commands.h"
 #include "ctl/psctl_flags.h"
 

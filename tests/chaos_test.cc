@@ -55,7 +55,7 @@ const int kSeed = EnvInt("CHAOS_SEED", 1);
 // 5 kills), and the kills at most 6 s each (30 s).
 const int kSteps = std::max(9000, 2000 * kKills);
 
-// One row of a results directory's events.csv (ctl/results_writer.h).
+// One row of a results directory's events.csv (ctl/job/results_writer.h).
 struct Event {
   double time_s = 0;
   std::string event, task, checkpoint;

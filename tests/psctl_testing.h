@@ -27,7 +27,7 @@ std::string ReadFile(const std::string& path);
 // `text` split at line breaks, empty lines dropped.
 std::vector<std::string> Lines(const std::string& text);
 
-// The float32 values of a .npy file written by ctl/npy.cc (version 1.0); empty if it is not.
+// The float32 values of a .npy file written by ctl/export/npy.cc (version 1.0); empty if it is not.
 std::vector<float> ReadNpy(const std::string& path);
 // Every parameter file of a results directory (params/*.npy), by file name.
 std::map<std::string, std::vector<float>> ResultParameters(const std::string& results);

@@ -18,7 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/cluster/cluster_spec.h"
 #include "common/process/subprocess.h"
-#include "ctl/certs.h"
+#include "ctl/cluster/certs.h"
 
 namespace ps {
 namespace {

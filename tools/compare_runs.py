@@ -2,7 +2,7 @@
 """Runs side by side: `psctl report RUN_DIR RUN_DIR...` runs this as
 `python3 tools/compare_runs.py RUN_DIR...`.
 
-Reads each run's manifest.json (ctl/run_manifest.h) and job.json, and prints a markdown report:
+Reads each run's manifest.json (ctl/job/run_manifest.h) and job.json, and prints a markdown report:
 a table with a column per run (what ran, where, on what, and its final figures), the JobSpec
 settings that differ between the runs, and which runs ran the same JobSpec (equal job_hash).
 Needs only Python's standard library. Exits 2 naming a directory that holds no manifest.json.

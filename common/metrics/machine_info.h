@@ -1,6 +1,6 @@
 // What machine this process runs on (proto/task.proto's MachineInfo): host, CPU, memory,
 // kernel, and NVIDIA GPUs with their driver, read from /proc and uname. Every daemon reports it
-// in TaskInfo; psctl puts each task's into a run's manifest.json (ctl/run_manifest.h).
+// in TaskInfo; psctl puts each task's into a run's manifest.json (ctl/job/run_manifest.h).
 #ifndef PS_COMMON_METRICS_MACHINE_INFO_H_
 #define PS_COMMON_METRICS_MACHINE_INFO_H_
 

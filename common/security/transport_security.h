@@ -9,7 +9,7 @@
 //     address). Servers given a ca require every client to present a certificate it signed,
 //     and refuse the others at the handshake (mutual TLS).
 //
-// `psctl certs` makes a CA and a certificate per task host and one for psctl (ctl/certs.h).
+// `psctl certs` makes a CA and a certificate per task host and one for psctl (ctl/cluster/certs.h).
 // The files are read through gRPC's file-watcher provider, which checks them every
 // kCertificateRefresh: a certificate replaced on disk is used for new connections without a
 // restart.
@@ -55,7 +55,7 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const TransportSec
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const TransportSecurity& security);
 
 // psctl's identity, set once from its flags before it makes any channel, and read by every
-// channel psctl makes (ctl/cluster_client.cc). Default: plaintext.
+// channel psctl makes (ctl/cluster/cluster_client.cc). Default: plaintext.
 void SetProcessTransportSecurity(const TransportSecurity& security);
 const TransportSecurity& ProcessTransportSecurity();
 

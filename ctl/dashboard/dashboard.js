@@ -1,4 +1,4 @@
-// psctl dashboard's page: polls api/snapshot once a second (ctl/cluster_snapshot.h's JSON), keeps
+// psctl dashboard's page: polls api/snapshot once a second (ctl/cluster/cluster_snapshot.h's JSON), keeps
 // each job's history in this tab, and draws the tasks, the jobs, and for every running or
 // selected job its loss and examples/s per worker over time and each worker's staleness
 // distribution. A failed poll is shown on the page and retried; nothing is thrown.

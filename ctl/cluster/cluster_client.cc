@@ -1,0 +1,242 @@
+#include "ctl/cluster/cluster_client.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/optional.h"
+#include "common/net/grpc_deadline.h"
+#include "common/net/grpc_reconnect.h"
+#include "common/net/grpc_status.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "proto/task.grpc.pb.h"
+#include "proto/worker_service.grpc.pb.h"
+
+namespace ps {
+namespace {
+
+// Where Named keeps the call's own message, for Detail.
+constexpr char kDetailPayload[] = "ps.cluster_client.detail";
+
+// How long a channel waits at most between attempts to reach a task that went away.
+constexpr absl::Duration kMaxReconnectBackoff = absl::Milliseconds(500);
+
+std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::string>& addresses,
+                                                     const TransportSecurity& security,
+                                                     const std::string& token) {
+  grpc::ChannelArguments arguments;
+  SetQuickReconnect(&arguments, kMaxReconnectBackoff);
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& address : addresses) {
+    channels.push_back(grpc::experimental::CreateCustomChannelWithInterceptors(
+        address, ChannelCredentialsFor(security), arguments, BearerTokenInterceptors(token)));
+  }
+  return channels;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Create(
+    const ClusterSpec& cluster, const ClusterClientOptions& options) {
+  PsClientOptions ps_options;
+  ps_options.ps_addresses = cluster.Tasks(kPsJob);
+  ps_options.max_attempts = options.ps_max_attempts;
+  ps_options.security = options.security;
+  ps_options.token = options.token;
+  absl::StatusOr<std::unique_ptr<PsClient>> ps = PsClient::Create(ps_options);
+  if (!ps.ok()) return ps.status();
+  return std::unique_ptr<ClusterClient>(new ClusterClient(cluster, options, *std::move(ps)));
+}
+
+ClusterClient::ClusterClient(const ClusterSpec& cluster, const ClusterClientOptions& options,
+                             std::unique_ptr<PsClient> ps)
+    : cluster_(cluster),
+      options_(options),
+      ps_(std::move(ps)),
+      ps_channels_(Channels(cluster.Tasks(kPsJob), options.security, options.token)),
+      worker_channels_(Channels(cluster.Tasks(kWorkerJob), options.security, options.token)) {}
+
+std::string ClusterClient::TaskName(absl::string_view job, int index) const {
+  return absl::StrCat(job, ":", index, " (", cluster_.Tasks(job)[index], ")");
+}
+
+const std::shared_ptr<grpc::Channel>& ClusterClient::Channel(absl::string_view job,
+                                                             int index) const {
+  return job == kPsJob ? ps_channels_[index] : worker_channels_[index];
+}
+
+absl::Status ClusterClient::Named(absl::string_view job, int index, absl::string_view method,
+                                  const grpc::Status& status) const {
+  if (status.ok()) return absl::OkStatus();
+  std::string message = status.error_message();
+  // A connection the task closed before any answer: most often a TLS handshake it refused.
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      (absl::StrContains(message, "Socket closed") || absl::StrContains(message, "andshake"))) {
+    absl::StrAppend(&message,
+                    options_.security.tls()
+                        ? "; if the task is up, it refused this connection: it may not speak TLS, "
+                          "or psctl's --tls_cert is not signed by the --tls_ca the task trusts"
+                        : "; if the task is up, it may require TLS: give psctl --tls_cert, "
+                          "--tls_key and --tls_ca (psctl certs makes them)");
+  }
+  absl::Status named(FromGrpcStatus(status).code(),
+                     absl::StrCat(TaskName(job, index), ": ", method, ": ", message));
+  named.SetPayload(kDetailPayload, absl::Cord(message));
+  return named;
+}
+
+std::string ClusterClient::Detail(const absl::Status& status) {
+  absl::optional<absl::Cord> detail = status.GetPayload(kDetailPayload);
+  return detail.has_value() ? std::string(*detail) : std::string(status.message());
+}
+
+absl::StatusOr<StartJobResponse> ClusterClient::StartJob(int worker,
+                                                         const StartJobRequest& request) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.start_timeout));
+  StartJobResponse response;
+  absl::Status status = Named(
+      kWorkerJob, worker, "StartJob",
+      Worker::NewStub(worker_channels_[worker])->StartJob(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status ClusterClient::StopJob(int worker, const std::string& job_id) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.stop_timeout));
+  StopJobRequest request;
+  request.set_job_id(job_id);
+  StopJobResponse response;
+  return Named(kWorkerJob, worker, "StopJob",
+               Worker::NewStub(worker_channels_[worker])->StopJob(&context, request, &response));
+}
+
+absl::StatusOr<WorkerStatus> ClusterClient::GetWorkerStatus(int worker) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  WorkerStatus response;
+  absl::Status status = Named(kWorkerJob, worker, "GetStatus",
+                              Worker::NewStub(worker_channels_[worker])
+                                  ->GetStatus(&context, WorkerStatusRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status ClusterClient::WatchJob(
+    int worker, const std::string& job_id, grpc::ClientContext* context,
+    const std::function<void(const JobProgress&)>& on_progress) const {
+  WatchJobRequest request;
+  request.set_job_id(job_id);
+  std::unique_ptr<grpc::ClientReader<JobProgress>> reader =
+      Worker::NewStub(worker_channels_[worker])->WatchJob(context, request);
+  JobProgress progress;
+  while (reader->Read(&progress)) on_progress(progress);
+  return Named(kWorkerJob, worker, "WatchJob", reader->Finish());
+}
+
+absl::StatusOr<ListJobsResponse> ClusterClient::ListJobs(int ps) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  ListJobsResponse response;
+  absl::Status status = Named(kPsJob, ps, "ListJobs",
+                              ParameterServer::NewStub(ps_channels_[ps])
+                                  ->ListJobs(&context, ListJobsRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<JobStats> ClusterClient::GetJobStats(int ps, const std::string& job_id) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  JobStatsRequest request;
+  request.set_job_id(job_id);
+  JobStats response;
+  absl::Status status = Named(
+      kPsJob, ps, "GetJobStats",
+      ParameterServer::NewStub(ps_channels_[ps])->GetJobStats(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+template <typename Request, typename Response>
+absl::StatusOr<Response> ClusterClient::CallPs(
+    int ps, absl::string_view name, const Request& request,
+    grpc::Status (ParameterServer::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                  Response*),
+    absl::Duration timeout) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(timeout));
+  Response response;
+  std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(ps_channels_[ps]);
+  absl::Status status =
+      Named(kPsJob, ps, name, ((*stub).*method)(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status ClusterClient::ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const {
+  return CallPs(ps, "ArmCheckpoint", request, &ParameterServer::Stub::ArmCheckpoint,
+                options_.status_timeout)
+      .status();
+}
+
+absl::Status ClusterClient::CommitCheckpoint(int ps,
+                                             const CommitCheckpointRequest& request) const {
+  return CallPs(ps, "CommitCheckpoint", request, &ParameterServer::Stub::CommitCheckpoint,
+                options_.checkpoint_timeout)
+      .status();
+}
+
+absl::StatusOr<ListCheckpointsResponse> ClusterClient::ListCheckpoints(
+    int ps, const ListCheckpointsRequest& request) const {
+  return CallPs(ps, "ListCheckpoints", request, &ParameterServer::Stub::ListCheckpoints,
+                options_.checkpoint_timeout);
+}
+
+absl::Status ClusterClient::RestoreJob(int ps, const RestoreJobRequest& request) const {
+  return CallPs(ps, "RestoreJob", request, &ParameterServer::Stub::RestoreJob,
+                options_.checkpoint_timeout)
+      .status();
+}
+
+absl::StatusOr<DeleteCheckpointsResponse> ClusterClient::DeleteCheckpoints(
+    int ps, const std::string& job_id) const {
+  DeleteCheckpointsRequest request;
+  request.set_job_id(job_id);
+  return CallPs(ps, "DeleteCheckpoints", request, &ParameterServer::Stub::DeleteCheckpoints,
+                options_.checkpoint_timeout);
+}
+
+bool ClusterClient::WaitForConnected(absl::string_view job, int index) const {
+  return Channel(job, index)->WaitForConnected(GrpcDeadline(options_.status_timeout));
+}
+
+absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> ClusterClient::CheckHealth(
+    absl::string_view job, int index) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  grpc::health::v1::HealthCheckResponse response;
+  absl::Status status =
+      Named(job, index, "Check",
+            grpc::health::v1::Health::NewStub(Channel(job, index))
+                ->Check(&context, grpc::health::v1::HealthCheckRequest(), &response));
+  if (!status.ok()) return status;
+  return response.status();
+}
+
+absl::StatusOr<TaskInfo> ClusterClient::GetTaskInfo(absl::string_view job, int index) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  TaskInfo response;
+  std::unique_ptr<Task::Stub> stub = Task::NewStub(Channel(job, index));
+  absl::Status status = Named(job, index, "GetTaskInfo",
+                              stub->GetTaskInfo(&context, TaskInfoRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+}  // namespace ps

@@ -1,0 +1,131 @@
+// psctl's one way to reach a running cluster: the worker daemons' control calls (StartJob,
+// StopJob, GetStatus, WatchJob), each ps task's listing and statistics, every task's health,
+// and a PsClient for the calls that go to all shards at once (deleting a job, its statistics,
+// its final parameters).
+//
+// It lives in ctl/ because only psctl drives the worker daemons' control service and checks
+// health; the daemons themselves reach the ps through common/client/ps_client.h alone.
+//
+// Every call carries a deadline from ClusterClientOptions. Errors keep the daemon's status
+// code and name the task, its address and the call: "worker:1 (10.0.0.3:2223): StartJob: ...".
+#ifndef PS_CTL_CLUSTER_CLUSTER_CLIENT_H_
+#define PS_CTL_CLUSTER_CLUSTER_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/cluster/cluster_spec.h"
+#include "common/client/ps_client.h"
+#include "proto/health.pb.h"
+#include "common/security/auth_token.h"
+#include "common/security/transport_security.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "proto/task.pb.h"
+#include "proto/worker_service.pb.h"
+
+namespace ps {
+
+struct ClusterClientOptions {
+  // StartJob: a worker answers once it has set the job up (data shard read, device chosen).
+  absl::Duration start_timeout = absl::Seconds(30);
+  // StopJob: a worker answers at once and stops the job at its next step.
+  absl::Duration stop_timeout = absl::Seconds(5);
+  // Every other call to one task (status, listing, statistics, health), and how long
+  // WaitForConnected waits: short, so that a report on a cluster with dead tasks comes quickly.
+  absl::Duration status_timeout = absl::Seconds(3);
+  // Attempts of the PsClient's calls on UNAVAILABLE: few, since psctl reports a dead ps rather
+  // than waiting for it.
+  int ps_max_attempts = 2;
+  // The checkpoint calls that touch the disk (commit, list, restore).
+  absl::Duration checkpoint_timeout = absl::Minutes(5);
+  // psctl's identity (its --tls_* flags and its token) on every channel.
+  TransportSecurity security = ProcessTransportSecurity();
+  std::string token = PresentedToken(ProcessAuthTokens());
+};
+
+// Thread-safe.
+class ClusterClient {
+ public:
+  // Connections are made lazily. INVALID_ARGUMENT only for a spec ClusterSpec::Parse refuses.
+  static absl::StatusOr<std::unique_ptr<ClusterClient>> Create(
+      const ClusterSpec& cluster, const ClusterClientOptions& options = {});
+
+  const ClusterSpec& cluster() const { return cluster_; }
+  const ClusterClientOptions& options() const { return options_; }
+  int num_ps() const { return static_cast<int>(ps_channels_.size()); }
+  int num_workers() const { return static_cast<int>(worker_channels_.size()); }
+  // "worker:1 (10.0.0.3:2223)": how this client's errors name a task of `job` (kPsJob or
+  // kWorkerJob).
+  std::string TaskName(absl::string_view job, int index) const;
+  // What a failed call of this client's says without the "<task>: <call>: " it puts in front
+  // (the server's or the transport's own message), for reports that name the task themselves;
+  // any other status's message.
+  static std::string Detail(const absl::Status& status);
+
+  // The ps admin client over every shard of the cluster.
+  PsClient* ps() const { return ps_.get(); }
+
+  // Worker daemons. REQUIRES: 0 <= worker < num_workers().
+  absl::StatusOr<StartJobResponse> StartJob(int worker, const StartJobRequest& request) const;
+  absl::Status StopJob(int worker, const std::string& job_id) const;
+  absl::StatusOr<WorkerStatus> GetWorkerStatus(int worker) const;
+  // Hands each progress report of `job_id` from `worker` to `on_progress` (on this thread)
+  // until the stream ends: OK when the worker ended it, else why it broke. No deadline: the
+  // stream lasts as long as the job; cancel `context` to end it early.
+  absl::Status WatchJob(int worker, const std::string& job_id, grpc::ClientContext* context,
+                        const std::function<void(const JobProgress&)>& on_progress) const;
+
+  // Ps daemons, one task at a time. REQUIRES: 0 <= ps < num_ps().
+  absl::StatusOr<ListJobsResponse> ListJobs(int ps) const;
+  absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;
+  // Checkpoints (ps_service.proto). RestoreJob reads the shard's file: checkpoint_timeout.
+  absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const;
+  absl::Status CommitCheckpoint(int ps, const CommitCheckpointRequest& request) const;
+  absl::StatusOr<ListCheckpointsResponse> ListCheckpoints(
+      int ps, const ListCheckpointsRequest& request) const;
+  absl::Status RestoreJob(int ps, const RestoreJobRequest& request) const;
+  absl::StatusOr<DeleteCheckpointsResponse> DeleteCheckpoints(int ps,
+                                                              const std::string& job_id) const;
+
+  // Any task. False when no connection came up within status_timeout.
+  bool WaitForConnected(absl::string_view job, int index) const;
+  // The task's grpc.health.v1 serving status for the whole server.
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> CheckHealth(
+      absl::string_view job, int index) const;
+  // What the task says of its process (proto/task.proto).
+  absl::StatusOr<TaskInfo> GetTaskInfo(absl::string_view job, int index) const;
+
+ private:
+  ClusterClient(const ClusterSpec& cluster, const ClusterClientOptions& options,
+                std::unique_ptr<PsClient> ps);
+  const std::shared_ptr<grpc::Channel>& Channel(absl::string_view job, int index) const;
+  // Calls `method` of ps task `ps` with a deadline `timeout` from now.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> CallPs(int ps, absl::string_view name, const Request& request,
+                                  grpc::Status (ParameterServer::Stub::*method)(
+                                      grpc::ClientContext*, const Request&, Response*),
+                                  absl::Duration timeout) const;
+  // `status` as an absl::Status whose message names the task and `method`.
+  absl::Status Named(absl::string_view job, int index, absl::string_view method,
+                     const grpc::Status& status) const;
+
+  const ClusterSpec cluster_;
+  const ClusterClientOptions options_;
+  const std::unique_ptr<PsClient> ps_;
+  // One channel per task, in task order.
+  std::vector<std::shared_ptr<grpc::Channel>> ps_channels_;
+  std::vector<std::shared_ptr<grpc::Channel>> worker_channels_;
+};
+
+}  // namespace ps
+
+#endif  // PS_CTL_CLUSTER_CLUSTER_CLIENT_H_

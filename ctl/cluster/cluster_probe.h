@@ -1,0 +1,21 @@
+// Checks a running cluster against its ClusterSpec before psctl sends it work: every task
+// reachable, healthy (grpc.health.v1), and of the role the spec gives it.
+#ifndef PS_CTL_CLUSTER_CLUSTER_PROBE_H_
+#define PS_CTL_CLUSTER_CLUSTER_PROBE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "common/cluster/cluster_spec.h"
+
+namespace ps {
+
+// One line per problem, naming the task and its address and saying what to do; empty when
+// the cluster is ready. Tasks are probed in parallel, each within `timeout`.
+std::vector<std::string> ProbeCluster(const ClusterSpec& cluster,
+                                      absl::Duration timeout = absl::Seconds(5));
+
+}  // namespace ps
+
+#endif  // PS_CTL_CLUSTER_CLUSTER_PROBE_H_

@@ -1,0 +1,237 @@
+#include "ctl/job/checkpoint_coordinator.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/checkpoint/checkpoint_store.h"
+#include "common/job/consistency_modes.h"
+
+namespace ps {
+
+CheckpointCoordinator::CheckpointCoordinator(const ClusterClient& client, const JobSpec& spec,
+                                             std::ostream* out)
+    : client_(client), spec_(spec), out_(*out) {}
+
+bool CheckpointCoordinator::enabled() const {
+  return spec_.checkpoint().every_steps() > 0 || spec_.checkpoint().every_seconds() > 0;
+}
+
+bool CheckpointCoordinator::agreed_step() const {
+  const CheckpointPolicy policy = ModeTraitsOf(spec_.consistency().mode()).checkpoints;
+  return policy == CheckpointPolicy::kAgreedStep || policy == CheckpointPolicy::kPublishedStep;
+}
+
+absl::Status CheckpointCoordinator::CheckDirectories() const {
+  ListCheckpointsRequest request;
+  request.set_job_id(spec_.job_id());
+  for (int ps = 0; ps < client_.num_ps(); ++ps) {
+    absl::Status status = client_.ListCheckpoints(ps, request).status();
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("the job asks for checkpoints, but ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool CheckpointCoordinator::ReadShards(std::vector<JobStats>* shards) const {
+  shards->clear();
+  for (int ps = 0; ps < client_.num_ps(); ++ps) {
+    absl::StatusOr<JobStats> stats = client_.GetJobStats(ps, spec_.job_id());
+    if (!stats.ok()) return false;  // The job's own loop reports a ps that is gone.
+    shards->push_back(*std::move(stats));
+  }
+  return true;
+}
+
+int64_t CheckpointCoordinator::SettleArmed(const std::vector<JobStats>& shards) {
+  armed_.erase(std::remove_if(armed_.begin(), armed_.end(),
+                              [&](const Armed& armed) { return Settle(armed, shards); }),
+               armed_.end());
+  int64_t furthest = 0;
+  for (const JobStats& shard : shards) furthest = std::max(furthest, shard.checkpoint_clock());
+  return furthest;
+}
+
+void CheckpointCoordinator::Finish(bool final, absl::Duration timeout) {
+  if (!enabled()) return;
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<JobStats> shards;
+  SettleBy(deadline, &shards);
+  const bool taken_one = next_seq_ > 1;
+  if (final && (taken_one || !final_only_after_one_) && !shards.empty() && !LatestIsOf(shards)) {
+    Arm(-1);
+    SettleBy(deadline, &shards);
+  }
+  for (const Armed& armed : armed_) {
+    Abandon(armed, absl::StrCat("not written by every shard within ", absl::FormatDuration(timeout),
+                                " of the job's end"));
+  }
+  armed_.clear();
+}
+
+void CheckpointCoordinator::SettleBy(absl::Time deadline, std::vector<JobStats>* shards) {
+  while (ReadShards(shards)) {
+    int64_t nearest = std::numeric_limits<int64_t>::max();  // The shards' least clock.
+    for (const JobStats& shard : *shards) nearest = std::min(nearest, shard.checkpoint_clock());
+    SettleArmed(*shards);
+    // Armed at a clock some shard never reached: never taken everywhere.
+    armed_.erase(std::remove_if(armed_.begin(), armed_.end(),
+                                [nearest](const Armed& armed) {
+                                  return armed.at_clock >= 0 && armed.at_clock > nearest;
+                                }),
+                 armed_.end());
+    if (armed_.empty() || absl::Now() >= deadline) return;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  shards->clear();
+}
+
+bool CheckpointCoordinator::LatestIsOf(const std::vector<JobStats>& shards) const {
+  if (!last_complete_ || last_complete_->shards_size() != static_cast<int>(shards.size())) {
+    return false;
+  }
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (last_complete_->shards(static_cast<int>(i)).version() != shards[i].version()) return false;
+  }
+  return true;
+}
+
+void CheckpointCoordinator::Poll(absl::Time now) {
+  if (!enabled()) return;
+  if (last_timed_ == absl::InfinitePast()) last_timed_ = now;  // The job's start.
+  std::vector<JobStats> shards;
+  if (!ReadShards(&shards)) return;
+  const int64_t furthest = SettleArmed(shards);
+  const CheckpointSpec& every = spec_.checkpoint();
+  if (every.every_steps() > 0 && last_step_clock_ <= furthest) {
+    // Armed ahead: every shard takes it when it gets there.
+    last_step_clock_ = (furthest / every.every_steps() + 1) * every.every_steps();
+    Arm(last_step_clock_);
+  }
+  // Not again while the shards have not moved (a SYNC barrier waiting for a lost worker).
+  if (every.every_seconds() > 0 && now - last_timed_ >= absl::Seconds(every.every_seconds()) &&
+      furthest > last_timed_clock_) {
+    last_timed_ = now;
+    last_timed_clock_ = furthest;
+    // SYNC and SSP: a step no shard has reached (they are at most one step apart in SYNC);
+    // the others: each shard now, at its own version.
+    Arm(agreed_step() ? furthest + 2 : -1);
+  }
+}
+
+void CheckpointCoordinator::Arm(int64_t at_clock) {
+  ArmCheckpointRequest request;
+  request.set_job_id(spec_.job_id());
+  request.set_run_id(spec_.run_id());
+  request.set_seq(next_seq_++);
+  request.set_at_clock(at_clock);
+  const Armed armed{request.seq(), at_clock};
+  for (int ps = 0; ps < client_.num_ps(); ++ps) {
+    absl::Status status = client_.ArmCheckpoint(ps, request);
+    if (!status.ok()) {
+      // The shards armed before it take theirs; without a manifest it is never complete.
+      Abandon(armed, std::string(status.message()));
+      return;
+    }
+  }
+  armed_.push_back(armed);
+}
+
+bool CheckpointCoordinator::Settle(const Armed& armed, const std::vector<JobStats>& shards) {
+  std::vector<ShardCheckpoint> entries;
+  for (const JobStats& shard : shards) {
+    for (const ShardCheckpoint& entry : shard.checkpoints()) {
+      if (entry.seq() != armed.seq) continue;
+      if (!entry.error().empty()) {
+        Abandon(armed, entry.error());
+        return true;
+      }
+      entries.push_back(entry);
+    }
+  }
+  if (entries.size() < shards.size()) return false;  // Not every shard has written it yet.
+  if (agreed_step()) {
+    for (const ShardCheckpoint& entry : entries) {
+      if (entry.clock() != entries[0].clock()) {
+        Abandon(armed, absl::StrCat("ps:", entry.ps_index(), " took it at step ", entry.clock(),
+                                    ", ps:", entries[0].ps_index(), " at ", entries[0].clock()));
+        return true;
+      }
+    }
+  }
+  Complete(armed, entries, shards[0].spec());
+  return true;
+}
+
+void CheckpointCoordinator::Complete(const Armed& armed,
+                                     const std::vector<ShardCheckpoint>& entries,
+                                     const ParameterSpec& parameters) {
+  CheckpointManifest manifest;
+  manifest.set_job_id(spec_.job_id());
+  manifest.set_run_id(spec_.run_id());
+  manifest.set_seq(armed.seq);
+  // The shards name the checkpoint's directory: "<name>/shard-<i>-of-<n>.ckpt".
+  manifest.set_name(entries[0].file().substr(0, entries[0].file().find('/')));
+  manifest.set_mode(spec_.consistency().mode());
+  manifest.set_num_ps(client_.num_ps());
+  int64_t min_steps = entries[0].min_steps_pushed();
+  for (const ShardCheckpoint& entry : entries) {
+    *manifest.add_shards() = entry;
+    min_steps = std::min(min_steps, entry.min_steps_pushed());
+  }
+  // ASYNC, SOFTSYNC: every worker had pushed at least min_steps steps to every shard, and each
+  // worker its own count (the fewest to any shard).
+  manifest.set_resume_step(agreed_step() ? entries[0].clock() : min_steps);
+  const int workers = entries[0].steps_pushed_size();
+  const bool per_worker =
+      !agreed_step() && std::all_of(entries.begin(), entries.end(), [workers](const auto& entry) {
+        return entry.steps_pushed_size() == workers;
+      });
+  for (int w = 0; w < workers; ++w) {
+    int64_t steps = manifest.resume_step();
+    if (per_worker) {
+      steps = entries[0].steps_pushed(w);
+      for (const ShardCheckpoint& entry : entries) steps = std::min(steps, entry.steps_pushed(w));
+    }
+    manifest.add_worker_resume_steps(steps);
+  }
+  *manifest.mutable_job() = spec_;
+  manifest.set_written_at_ms(absl::ToUnixMillis(absl::Now()));
+  *manifest.mutable_parameters() = parameters;
+  CommitCheckpointRequest request;
+  *request.mutable_manifest() = manifest;
+  request.set_keep(spec_.checkpoint().keep());
+  for (int ps = 0; ps < client_.num_ps(); ++ps) {
+    absl::Status status = client_.CommitCheckpoint(ps, request);
+    if (!status.ok()) {
+      Abandon(armed, absl::StrCat("its manifest could not be written: ", status.message()));
+      return;
+    }
+  }
+  const std::string line = absl::StrCat("checkpoint ", armed.seq, " complete: ", manifest.name(),
+                                        ", resumes at step ", manifest.resume_step());
+  out_ << line << "\n";
+  if (results_ != nullptr) {
+    results_->RecordEvent(
+        {"checkpoint_complete", "", manifest.resume_step(), manifest.name(), -1, line});
+  }
+  last_complete_ = std::move(manifest);
+}
+
+void CheckpointCoordinator::Abandon(const Armed& armed, const std::string& why) {
+  ++failed_;
+  const std::string line =
+      absl::StrCat("checkpoint ", armed.seq, " abandoned (training goes on): ", why);
+  out_ << line << "\n";
+  // Named, for a recovery that finds it complete after all: a ps that wrote the manifest and
+  // died before answering leaves it on every disk.
+  if (results_ != nullptr) {
+    results_->RecordEvent({"checkpoint_abandoned", "", -1,
+                           CheckpointStore::CheckpointName(spec_.run_id(), armed.seq), -1, line});
+  }
+}
+
+}  // namespace ps

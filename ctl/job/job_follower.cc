@@ -1,0 +1,107 @@
+#include "ctl/job/job_follower.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ps {
+
+Follower::Follower(const ClusterClient& client, const std::string& job_id,
+                   ResultsWriter* results)
+    : client_(client), results_(results), last_(client.num_workers()) {
+  for (int w = 0; w < client.num_workers(); ++w) {
+    last_[w].set_worker(w);
+    threads_.emplace_back([this, w, job_id] { Follow(w, job_id); });
+  }
+}
+
+Follower::~Follower() {
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& context : contexts_) context->TryCancel();
+  }
+  for (std::thread& thread : threads_) thread.join();
+}
+
+bool Follower::WaitAllFinal(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto all = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return finished_ == client_.num_workers();
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&all), timeout);
+}
+
+std::vector<JobProgress> Follower::Last() {
+  absl::MutexLock lock(&mu_);
+  return last_;
+}
+
+std::set<int> Follower::Gone() {
+  absl::MutexLock lock(&mu_);
+  return gone_;
+}
+
+void Follower::Refollow(int worker, const std::string& job_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    last_[worker] = JobProgress();
+    last_[worker].set_worker(worker);
+    gone_.erase(worker);
+    --finished_;
+  }
+  threads_.emplace_back([this, worker, job_id] { Follow(worker, job_id); });
+}
+
+void Follower::Follow(int worker, const std::string& job_id) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  grpc::ClientContext* raw = context.get();
+  {
+    absl::MutexLock lock(&mu_);
+    contexts_.push_back(std::move(context));
+  }
+  absl::Status status =
+      client_.WatchJob(worker, job_id, raw, [this, worker](const JobProgress& progress) {
+        if (results_ != nullptr) results_->RecordProgress(progress);
+        absl::MutexLock lock(&mu_);
+        last_[worker] = progress;
+      });
+  absl::MutexLock lock(&mu_);
+  if (last_[worker].state() == JobProgress::RUNNING) {
+    // The stream broke before a final state: the worker died or went away.
+    gone_.insert(worker);
+    last_[worker].set_state(JobProgress::FAILED);
+    last_[worker].set_error_code(status.ok() ? static_cast<int>(absl::StatusCode::kUnavailable)
+                                             : static_cast<int>(status.code()));
+    last_[worker].set_error(absl::StrCat("lost the progress stream: ",
+                                         status.ok() ? "it ended early" : status.message()));
+  }
+  ++finished_;
+}
+
+std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last) {
+  int64_t step = -1;
+  double examples_per_second = 0, staleness = 0;
+  for (const JobProgress& progress : last) {
+    step = step < 0 ? progress.step() : std::min(step, progress.step());
+    examples_per_second += progress.examples_per_second();
+    staleness += progress.staleness() / last.size();
+  }
+  const JobProgress& chief = last[0];
+  double elapsed = chief.elapsed_seconds();
+  std::string total = spec.steps() > 0 ? absl::StrCat("/", spec.steps()) : "";
+  std::string eta;
+  if (spec.steps() > 0 && step > 0) {
+    eta = absl::StrFormat(", ETA %.0fs", elapsed * (spec.steps() - step) / step);
+  }
+  std::string eval;
+  if (chief.has_eval()) {
+    eval =
+        absl::StrFormat(" | eval loss %.4f acc %.3f", chief.eval().loss(), chief.eval().accuracy());
+  }
+  return absl::StrFormat("step %d%s | loss %.4f | %.0f ex/s | staleness %.2f | %.1fs%s%s",
+                         std::max<int64_t>(step, 0), total, chief.loss(), examples_per_second,
+                         staleness, elapsed, eta, eval);
+}
+
+}  // namespace ps

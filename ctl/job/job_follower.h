@@ -1,0 +1,63 @@
+// What psctl follows while a job runs: every worker's progress stream (Follower), and the
+// progress line it prints from them.
+#ifndef PS_CTL_JOB_JOB_FOLLOWER_H_
+#define PS_CTL_JOB_JOB_FOLLOWER_H_
+
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/client_context.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "ctl/cluster/cluster_client.h"
+#include "ctl/job/results_writer.h"
+#include "proto/job.pb.h"
+#include "proto/worker_service.pb.h"
+
+namespace ps {
+
+// Follows every worker's progress stream until each reports a final state, recording each
+// update in `results` (when not null). Thread-safe.
+class Follower {
+ public:
+  // `client` and `results` must outlive the follower.
+  Follower(const ClusterClient& client, const std::string& job_id, ResultsWriter* results);
+  // Cancels the streams still open and waits for their threads.
+  ~Follower();
+
+  // Whether every worker's state is final, waiting up to `timeout` for it.
+  bool WaitAllFinal(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+  // Each worker's latest progress, worker i at index i.
+  std::vector<JobProgress> Last() ABSL_LOCKS_EXCLUDED(mu_);
+  // The workers whose stream broke before a final state (their daemon or host is gone), as
+  // opposed to those that reported their own failure.
+  std::set<int> Gone() ABSL_LOCKS_EXCLUDED(mu_);
+  // Follows `worker` again, started anew: RUNNING until its new stream says otherwise.
+  // REQUIRES: its earlier stream has ended (its state is final).
+  void Refollow(int worker, const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Follow(int worker, const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const ClusterClient& client_;
+  ResultsWriter* const results_;
+  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  std::vector<JobProgress> last_ ABSL_GUARDED_BY(mu_);
+  std::set<int> gone_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts_ ABSL_GUARDED_BY(mu_);
+  int finished_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// "step 120/1000 | loss 0.4210 | 5120 ex/s | staleness 0.50 | 3.1s, ETA 23s | eval ...": the
+// slowest worker's step, the chief's loss and evaluation, and the workers' throughput.
+std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last);
+
+}  // namespace ps
+
+#endif  // PS_CTL_JOB_JOB_FOLLOWER_H_

@@ -1,0 +1,603 @@
+#include "ctl/job/job_runner.h"
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/job/job_schema.h"
+#include "common/job/job_warnings.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
+#include "ctl/job/checkpoint_coordinator.h"
+#include "ctl/job/checkpoint_restore.h"
+#include "ctl/job/job_defaults.h"
+#include "ctl/cluster/cluster_client.h"
+#include "ctl/cluster/cluster_probe.h"
+#include "ctl/job/job_follower.h"
+#include "ctl/job/lost_workers.h"
+#include "ctl/job/results_writer.h"
+#include "ctl/job/run_manifest.h"
+#include "proto/ps_service.pb.h"
+#include "proto/worker_service.pb.h"
+
+namespace ps {
+namespace {
+
+// The shards' statistics and parameters into `results`. REQUIRES: the job is still on the
+// shards (SubmitJob deletes a stopped job only after this).
+std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSpec& spec,
+                                        ResultsWriter* results) {
+  absl::StatusOr<std::vector<JobStats>> stats = client.ps()->GetJobStats(spec.job_id());
+  if (!stats.ok()) return {};
+  results->WriteStaleness(*stats).IgnoreError();
+  const ParameterSpec& parameters = (*stats)[0].spec();
+  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+      WorkerSession::Create(client.ps(), parameters, 0, OBSERVER_INCARNATION);
+  if (!session.ok()) return *std::move(stats);
+  std::vector<std::vector<float>> storage;
+  MutableVariables values;
+  for (const VariableDef& variable : parameters.variables()) {
+    int64_t count = 1;
+    for (int64_t dimension : variable.shape()) count *= dimension;
+    storage.emplace_back(count);
+    values[variable.name()] = absl::MakeSpan(storage.back());
+  }
+  WorkerSession::PullOptions pull;
+  pull.step = 0;  // Never waits: every mode answers at once for step and clock 0.
+  if ((*session)->Pull(pull, values).ok()) {
+    results->WriteParameters(parameters, values).IgnoreError();
+  }
+  if (spec.record_apply_log()) {
+    absl::StatusOr<std::vector<ApplyLog>> logs = client.ps()->GetApplyLogs(spec.job_id());
+    absl::Status written = logs.status();
+    if (logs.ok()) written = WriteApplyLogFiles(results->dir(), parameters, *logs);
+    if (!written.ok()) {
+      results->RecordEvent({"apply_log_lost", "", -1, "", -1, std::string(written.message())});
+    }
+  }
+  return *std::move(stats);
+}
+
+// A fresh run id: the submission's time and 48 random bits, e.g. "20261123-111500-3f9a2c4b1d0e".
+std::string NewRunId() {
+  std::random_device device;
+  const uint64_t bits = (uint64_t{device()} << 16) ^ device();
+  return absl::StrCat(absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone()), "-",
+                      absl::Hex(bits & ((uint64_t{1} << 48) - 1), absl::kZeroPad12));
+}
+
+// Makes `job_id` free for a new run: refuses it (FAILED_PRECONDITION) if a ps holds it, unless
+// `replace`, which stops that run on every worker and deletes it on every ps.
+absl::Status ClaimJobId(const ClusterSpec& cluster, const ClusterClient& client,
+                        const std::string& job_id, bool replace, std::ostream& out) {
+  std::vector<std::string> holders;
+  for (int ps = 0; ps < client.num_ps(); ++ps) {
+    absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
+    if (!jobs.ok()) return jobs.status();
+    for (const std::string& id : jobs->job_ids()) {
+      if (id == job_id) holders.push_back(absl::StrCat("ps:", ps));
+    }
+  }
+  if (holders.empty()) return absl::OkStatus();
+  if (!replace) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job \"", job_id, "\" already exists on ", absl::StrJoin(holders, ", "),
+        " from an earlier run; the runs of a job id never share state: submit under another "
+        "job_id, or pass --replace to stop that run and delete its state on every task first"));
+  }
+  out << "replacing the earlier run of job " << job_id << ": stopping it everywhere\n";
+  absl::Status stopped = StopJobEverywhere(cluster, job_id);
+  if (!stopped.ok() && !absl::IsNotFound(stopped)) return stopped;
+  return absl::OkStatus();
+}
+
+// Starts the job on worker `w`. With `replace`, a worker still ending the earlier run (it stops
+// at its next step) is asked again for up to `wait`.
+absl::StatusOr<StartJobResponse> StartOnWorker(const ClusterClient& client, int w,
+                                               const StartJobRequest& request, bool replace,
+                                               absl::Duration wait) {
+  const absl::Time deadline = absl::Now() + wait;
+  while (true) {
+    absl::StatusOr<StartJobResponse> started = client.StartJob(w, request);
+    if (started.ok() || !replace || !absl::IsAlreadyExists(started.status()) ||
+        absl::Now() >= deadline) {
+      return started;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Whether any worker has run a step: before that (loading data, or failing to) a progress line
+// would only say "step 0".
+bool AnyStepRun(const std::vector<JobProgress>& last) {
+  for (const JobProgress& progress : last) {
+    if (progress.step() > 0) return true;
+  }
+  return false;
+}
+
+// Where a run starts: step 0, or a resumed job's checkpoint.
+struct RunStart {
+  std::vector<int64_t> worker_steps;  // Per worker (WorkerResumeSteps).
+  std::string checkpoint;             // The checkpoint resumed from; empty: none.
+
+  // The slowest worker's step: where the run as a whole starts.
+  int64_t first_step() const {
+    return worker_steps.empty() ? 0 : *std::min_element(worker_steps.begin(), worker_steps.end());
+  }
+};
+
+// What comes before the workers start: the checkpoint settings checked, the job id claimed,
+// and, to resume, the shards restored.
+absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterClient& client,
+                                    const JobSpec& spec, const SubmitOptions& options,
+                                    const CheckpointCoordinator& checkpoints) {
+  std::ostream& out = *options.out;
+  if (checkpoints.enabled()) {
+    if (options.detach) {
+      return absl::InvalidArgumentError(
+          "job: checkpoints are taken by psctl while it follows the job; submit it without "
+          "--detach (or drop its checkpoint settings)");
+    }
+    absl::Status status = checkpoints.CheckDirectories();
+    if (!status.ok()) return status;
+  }
+  absl::Status status =
+      ClaimJobId(cluster, client, spec.job_id(), options.replace || options.resume, out);
+  if (!status.ok()) return status;
+  if (options.replace && !options.resume) {
+    // The replaced runs' checkpoints go too: no recovery of this run can restore them.
+    status = DeleteCheckpointsEverywhere(client, spec.job_id(), out);
+    if (!status.ok()) return status;
+  }
+  if (options.replay != nullptr) {
+    // The recorded run's shards' spec, as this run's workers will make it (same JobSpec).
+    ParameterSpec parameters = options.replay->parameters;
+    parameters.set_job_id(spec.job_id());
+    parameters.set_run_id(spec.run_id());
+    parameters.set_owner(spec.owner());
+    absl::StatusOr<Placement> created = client.ps()->CreateJob(parameters, &options.replay->logs);
+    if (!created.ok()) return created.status();
+    int64_t events = 0;
+    for (const ApplyLog& log : options.replay->logs) events += log.entries_size();
+    out << "replaying " << events << " recorded pulls and updates on " << client.num_ps()
+        << " ps in their recorded order\n";
+  }
+  if (!options.resume) return RunStart{std::vector<int64_t>(client.num_workers(), 0), ""};
+  RestorableCheckpoints any_run;
+  any_run.any = true;  // --resume: the newest complete checkpoint of the job, of any run.
+  absl::StatusOr<CheckpointManifest> restored =
+      RestoreLatestCheckpoint(client, spec, any_run, out);
+  if (absl::IsNotFound(restored.status())) {
+    return absl::NotFoundError(absl::StrCat(restored.status().message(),
+                                            "; submit it without --resume to start afresh"));
+  }
+  if (!restored.ok()) return restored.status();
+  out << "resuming job " << spec.job_id() << " from checkpoint " << restored->name() << " at step "
+      << restored->resume_step() << " as run " << spec.run_id() << "\n";
+  return RunStart{WorkerResumeSteps(*restored, client.num_workers()), restored->name()};
+}
+
+// Starts the run on every worker w from first_steps[w]; on a failure, stops it on those started.
+// With `skip_down` (a recovery), a worker that cannot be reached is skipped instead: it is then
+// lost, and rejoins once its daemon is back (LostWorkers).
+absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& client,
+                              const JobSpec& spec, const std::vector<int64_t>& first_steps,
+                              const SubmitOptions& options, bool skip_down = false) {
+  StartJobRequest request;
+  *request.mutable_spec() = spec;
+  *request.mutable_cluster() = cluster.ToProto();
+  for (int w = 0; w < client.num_workers(); ++w) {
+    request.set_first_step(first_steps[w]);
+    absl::StatusOr<StartJobResponse> started =
+        StartOnWorker(client, w, request, options.replace || options.resume, absl::Seconds(10));
+    if (!started.ok() && skip_down && absl::IsUnavailable(started.status())) {
+      *options.out << "worker:" << w << " is down: it rejoins the job once it is back\n";
+      continue;
+    }
+    if (!started.ok()) {
+      if (w > 0) StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
+      return absl::Status(started.status().code(),
+                          absl::StrCat(started.status().message(), "; the job was not started"));
+    }
+    *options.out << "worker:" << w << " started job " << spec.job_id() << " on "
+                 << started->device() << "\n";
+  }
+  return absl::OkStatus();
+}
+
+// A ps the run cannot go on with: it is down, or it was started again and lost the job.
+struct LostShard {
+  int ps = -1;
+  bool down = false;
+  std::string why;  // "ps:1 is down (...)", "ps:1 no longer holds the job (...)".
+};
+
+// The first ps the run cannot go on with, if any.
+std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id) {
+  for (int ps = 0; ps < client.num_ps(); ++ps) {
+    absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
+    if (!jobs.ok()) {
+      return LostShard{
+          ps, true,
+          absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
+    }
+    if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) ==
+        jobs->job_ids().end()) {
+      return LostShard{ps, false,
+                       absl::StrCat("ps:", ps, " no longer holds the job (it was started again)")};
+    }
+  }
+  return std::nullopt;
+}
+
+// Why a run is to be recovered, and where it was.
+struct Recovery {
+  LostShard shard;
+  std::vector<int64_t> worker_steps;  // The step each worker had reached.
+
+  int64_t furthest_step() const {
+    return worker_steps.empty() ? 0 : *std::max_element(worker_steps.begin(), worker_steps.end());
+  }
+};
+
+// When a worker failed because a ps lost the job, the run is to be recovered (rolled back to a
+// checkpoint) rather than the worker being lost: says why; else nullopt.
+std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::string& job_id,
+                                       const std::vector<JobProgress>& workers) {
+  const bool failed = std::any_of(workers.begin(), workers.end(), [](const JobProgress& p) {
+    return p.state() == JobProgress::FAILED;
+  });
+  if (!failed) return std::nullopt;
+  std::optional<LostShard> lost = FindLostShard(client, job_id);
+  if (!lost.has_value()) return std::nullopt;
+  Recovery recovery{*std::move(lost), {}};
+  for (const JobProgress& worker : workers) {
+    recovery.worker_steps.push_back(worker.step());
+  }
+  return recovery;
+}
+
+// How long a recovery may take: waiting for every ps to be up again, and trying again when a ps
+// goes down while the job is restored.
+constexpr absl::Duration kRecoveryDeadline = absl::Seconds(60);
+
+// Recovers the job after a ps lost it (docs/ARCHITECTURE.md section 6, recovery as a rollback; the
+// departure is in docs/checkpoints.md): once every ps is up, stops the run everywhere, restores
+// the latest complete checkpoint of this submission's own runs (`*restorable`, never another
+// run's) on every shard as a new run (`spec`'s run_id is renewed and added to `*restorable`)
+// and starts every worker that is up at its step, which it returns. Before the run's first
+// checkpoint it starts the run over from step 0 instead, saying so. A ps lost again meanwhile
+// (UNAVAILABLE) starts the recovery over, until kRecoveryDeadline. Every probe and the recovered
+// run use channels made afresh (`*client` is replaced), none from before the ps went away.
+absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<ClusterClient>* client,
+                                JobSpec* spec, RestorableCheckpoints* restorable,
+                                const SubmitOptions& options, const Recovery& recovery,
+                                ResultsWriter* results) {
+  std::ostream& out = *options.out;
+  const std::string task = absl::StrCat("ps:", recovery.shard.ps);
+  out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step "
+      << recovery.furthest_step() << ": recovering the job from its latest complete checkpoint\n";
+  results->RecordEvent({"recovering", task, recovery.furthest_step(), "", -1, recovery.shard.why});
+  const absl::Time start = absl::Now(), deadline = start + kRecoveryDeadline;
+  absl::Status last;
+  for (int attempt = 1;; ++attempt) {
+    if (attempt > 1) {
+      out << "recovery attempt " << attempt - 1 << " failed (" << last.message()
+          << "); trying again\n";
+      absl::SleepFor(absl::Milliseconds(500));
+    }
+    std::optional<LostShard> lost;
+    while (true) {
+      absl::StatusOr<std::unique_ptr<ClusterClient>> fresh = ClusterClient::Create(cluster);
+      if (!fresh.ok()) return fresh.status();
+      *client = *std::move(fresh);
+      lost = FindLostShard(**client, spec->job_id());
+      if (!lost.has_value() || !lost->down || absl::Now() >= deadline) break;
+      absl::SleepFor(absl::Milliseconds(500));
+    }
+    if (absl::Now() >= deadline) {
+      StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
+      return absl::UnavailableError(absl::StrCat(
+          lost.has_value() ? lost->why : std::string(last.message()),
+          ": the job could not be recovered within ", absl::FormatDuration(kRecoveryDeadline),
+          " and was stopped (start every ps again, then submit the job with --resume)"));
+    }
+    const absl::Time up = absl::Now();
+    StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
+    spec->set_run_id(NewRunId());
+    restorable->run_ids.insert(spec->run_id());
+    absl::StatusOr<CheckpointManifest> restored =
+        RestoreLatestCheckpoint(**client, *spec, *restorable, out);
+    if (!restored.ok() && absl::IsUnavailable(restored.status())) {
+      last = restored.status();
+      continue;
+    }
+    // No checkpoint of its own yet: the run starts over from step 0 (as a fresh submission of
+    // it would), never from another run's state.
+    const bool start_over = absl::IsNotFound(restored.status());
+    if (start_over) {
+      out << restored.status().message() << ": the job starts over from step 0\n";
+      restored = CheckpointManifest();
+    }
+    if (!restored.ok()) return restored.status();
+    const absl::Time restored_at = absl::Now();
+    SubmitOptions restart = options;
+    restart.replace = true;  // The workers of the run stopped may still be ending it.
+    const std::vector<int64_t> resume_steps =
+        WorkerResumeSteps(*restored, (*client)->num_workers());
+    absl::Status started =
+        StartEveryWorker(cluster, **client, *spec, resume_steps, restart, /*skip_down=*/true);
+    if (absl::IsUnavailable(started)) {
+      last = started;
+      continue;
+    }
+    if (!started.ok()) return started;
+    // The most steps a worker does again.
+    int64_t steps_lost = 0;
+    for (size_t w = 0; w < resume_steps.size() && w < recovery.worker_steps.size(); ++w) {
+      steps_lost = std::max(steps_lost, recovery.worker_steps[w] - resume_steps[w]);
+    }
+    auto seconds = [](absl::Duration d) {
+      return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d));
+    };
+    const std::string line = absl::StrCat(
+        "recovered: the job goes on from ",
+        start_over ? "the start (no checkpoint of this run yet)"
+                   : absl::StrCat("checkpoint ", restored->name()),
+        " at step ",
+        restored->resume_step(),
+        std::all_of(resume_steps.begin(), resume_steps.end(),
+                    [&restored](int64_t step) { return step == restored->resume_step(); })
+            ? ""
+            : absl::StrCat(" (each worker at its own: ", absl::StrJoin(resume_steps, ", "), ")"),
+        " as run ", spec->run_id(), " (", steps_lost, " steps done again; every ps up after ",
+        seconds(up - start), ", restored in ", seconds(restored_at - up), ", workers started in ",
+        seconds(absl::Now() - restored_at), attempt > 1 ? absl::StrCat(", attempt ", attempt) : "",
+        ")");
+    out << line << "\n";
+    results->RecordEvent(
+        {"recovered", task, restored->resume_step(), restored->name(), steps_lost, line});
+    return restored->resume_step();
+  }
+}
+
+// Follows the run to its end: progress lines, checkpoints, the results, and stopping it
+// everywhere on an interrupt or on a failed worker the job cannot go on without (one it can is
+// lost: said, and listed in the summary). Returns as SubmitJob does; but when a worker failed
+// because a ps lost the job and the job has checkpoints, returns at once with `*recover` set
+// (the run is to be recovered: see Recover).
+absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, const JobSpec& spec,
+                       const SubmitOptions& options, CheckpointCoordinator& checkpoints,
+                       ResultsWriter* results, absl::Time start, int64_t first_step,
+                       std::optional<Recovery>* recover) {
+  std::ostream& out = *options.out;
+  bool interrupted = false;
+  Follower follower(client, spec.job_id(), results);
+  absl::Time last_line = absl::InfinitePast();
+  bool stopped = false;
+  std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
+  LostWorkers lost(cluster, client, spec, first_step, out, results,
+                   [&follower, &spec](int worker) { follower.Refollow(worker, spec.job_id()); });
+  while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
+    // On an interrupt, or once a worker failed that the job cannot go on without (the others
+    // would only wait, at a SYNC barrier or SSP bound, for the worker that is gone), stop it
+    // everywhere.
+    std::string reason;
+    if (options.interrupted != nullptr && options.interrupted->load()) {
+      interrupted = true;
+      reason = "interrupted";
+    }
+    if (!stopped && reason.empty() && checkpoints.enabled()) {
+      *recover = RecoveryNeeded(client, spec.job_id(), follower.Last());
+      if (recover->has_value()) return absl::OkStatus();
+    }
+    if (!stopped) {
+      std::string lost_reason = lost.Update(follower.Last(), follower.Gone(), absl::Now());
+      if (reason.empty()) reason = std::move(lost_reason);
+    }
+    if (!stopped && !reason.empty()) {
+      stopped = true;
+      out << (options.live_line ? "\n" : "") << reason << ": stopping job " << spec.job_id()
+          << " everywhere\n";
+      results->RecordEvent({"stopped", "", -1, "", -1, reason});
+      // The shards' statistics and parameters go into the results first; then the job
+      // leaves the shards, which ends the pulls still parked there (a SYNC barrier, an SSP
+      // bound), so that the workers that are left stop at once.
+      shards = WriteShardResults(client, spec, results);
+      checkpoints.Finish(/*final=*/false, absl::Seconds(5));  // Completes those written.
+      StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
+    }
+    if (!stopped) checkpoints.Poll(absl::Now());
+    absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
+    if (absl::Now() - last_line >= every && AnyStepRun(follower.Last())) {
+      last_line = absl::Now();
+      std::string line = ProgressLine(spec, follower.Last());
+      if (options.live_line) {
+        out << "\r\033[K" << line << std::flush;
+      } else {
+        out << line << "\n" << std::flush;
+      }
+    }
+  }
+  std::vector<JobProgress> last = follower.Last();
+  if (!stopped && checkpoints.enabled()) {  // Every worker may have failed at once.
+    *recover = RecoveryNeeded(client, spec.job_id(), last);
+    if (recover->has_value()) return absl::OkStatus();
+  }
+  if (AnyStepRun(last)) {
+    out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
+  }
+  bool all_done = true;  // Every worker but those lost.
+  for (const JobProgress& progress : last) {
+    all_done = all_done &&
+               (progress.state() == JobProgress::DONE || lost.lost().count(progress.worker()) > 0);
+  }
+  if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
+
+  if (!stopped) shards = WriteShardResults(client, spec, results);
+  results->WriteSummary(spec, last, shards, absl::Now() - start, lost.lost()).IgnoreError();
+  out << "results in " << results->dir() << "\n";
+  // A run that failed or was stopped leaves the shards once its results are written (above,
+  // when stopped here); a finished one stays for `psctl status` (a new run of its id then
+  // needs --replace).
+  if (!all_done && !stopped) client.ps()->DeleteJob(spec.job_id()).IgnoreError();
+
+  // Ctrl-C on a terminal reaches psctl local's daemons too: the job may end (failing, its
+  // ps gone) before the loop above sees the flag, and those failures are not the reason.
+  if (options.interrupted != nullptr && options.interrupted->load()) interrupted = true;
+  if (interrupted) return absl::CancelledError("interrupted; the job was stopped");
+  for (const JobProgress& progress : last) {
+    if (progress.state() == JobProgress::FAILED && lost.lost().count(progress.worker()) == 0) {
+      return absl::Status(static_cast<absl::StatusCode>(progress.error_code()),
+                          absl::StrCat("worker:", progress.worker(), ": ", progress.error()));
+    }
+  }
+  // Stopped, and not by this psctl: someone else ended the run (psctl stop, an admin).
+  for (const JobProgress& progress : last) {
+    if (!stopped && progress.state() == JobProgress::STOPPED &&
+        lost.lost().count(progress.worker()) == 0) {
+      return absl::AbortedError(absl::StrCat(
+          "job ", spec.job_id(), " was stopped on worker:", progress.worker(), " by ",
+          progress.stopped_by().empty() ? "another caller" : progress.stopped_by(),
+          " before it finished"));
+    }
+  }
+  if (!lost.lost().empty()) {
+    std::vector<std::string> names;
+    for (int worker : lost.lost()) names.push_back(absl::StrCat("worker:", worker));
+    out << "finished without " << absl::StrJoin(names, ", ") << " (lost; see summary.json)\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
+                       const SubmitOptions& options) {
+  JobSpec spec = submitted;
+  if (spec.run_id().empty()) spec.set_run_id(NewRunId());
+  std::vector<std::string> defaults;  // What psctl gave the job (ctl/job/job_defaults.h).
+  if (!options.detach && ValidateJobSpec(spec, cluster.NumTasks(kWorkerJob)).ok()) {
+    spec = WithCrashDefaults(spec, cluster.NumTasks(kWorkerJob), &defaults);
+  }
+  absl::Status status = ValidateJobSpec(spec, cluster.NumTasks(kWorkerJob));
+  if (!status.ok()) return absl::InvalidArgumentError(absl::StrCat("job: ", status.message()));
+  for (const std::string& warning : JobWarnings(spec, cluster.NumTasks(kWorkerJob))) {
+    *options.out << "warning: " << warning << "\n";
+  }
+  std::vector<std::string> problems = ProbeCluster(cluster);
+  if (!problems.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("the cluster is not ready:\n  ", absl::StrJoin(problems, "\n  ")));
+  }
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
+  if (!client.ok()) return client.status();
+  // psctl's default checkpoints (the job set none): no last one of a short run, and none at all
+  // where a ps has no --checkpoint_dir.
+  const bool default_checkpoints = !submitted.has_checkpoint() && spec.has_checkpoint();
+  auto coordinator = [&]() {
+    auto made = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);
+    if (default_checkpoints) made->set_final_only_after_one();
+    return made;
+  };
+  auto checkpoints = coordinator();
+  if (default_checkpoints) {
+    absl::Status directories = checkpoints->CheckDirectories();
+    if (!directories.ok()) {
+      // The defaults again, for a job that said "no checkpoints".
+      JobSpec without = submitted;
+      without.set_run_id(spec.run_id());
+      without.mutable_checkpoint();
+      defaults.clear();
+      spec = WithCrashDefaults(without, cluster.NumTasks(kWorkerJob), &defaults);
+      spec.clear_checkpoint();
+      *options.out << "no checkpoints (" << directories.message() << ")\n";
+      checkpoints = coordinator();
+    }
+  }
+  for (const std::string& given : defaults) *options.out << "default: " << given << "\n";
+  *options.out << std::flush;
+  absl::StatusOr<RunStart> run = PrepareRun(cluster, **client, spec, options, *checkpoints);
+  if (!run.ok()) return run.status();
+  std::unique_ptr<ResultsWriter> results;
+  if (!options.detach) {
+    absl::StatusOr<std::unique_ptr<ResultsWriter>> created =
+        ResultsWriter::Create(options.results_dir, options.overwrite);
+    status = created.status();
+    if (created.ok()) {
+      results = *std::move(created);
+      status = results->WriteJob(spec, cluster);
+      results->SetTasks(DescribeTasks(**client, cluster));
+    }
+    if (!status.ok()) {
+      // A resumed job is on the shards already: it goes, as the run does not start.
+      if (options.resume) (*client)->ps()->DeleteJob(spec.job_id()).IgnoreError();
+      return status;
+    }
+    checkpoints->set_results(results.get());
+    if (!run->checkpoint.empty()) {
+      results->RecordEvent(
+          {"resumed", "", run->first_step(), run->checkpoint, -1,
+           absl::StrCat("from checkpoint ", run->checkpoint, " at step ", run->first_step())});
+    }
+  }
+  const absl::Time start = absl::Now();
+  status = StartEveryWorker(cluster, **client, spec, run->worker_steps, options);
+  if (!status.ok()) return status;
+  if (options.detach) {
+    *options.out << spec.job_id() << "\n";
+    return absl::OkStatus();
+  }
+  int64_t first_step = run->first_step();
+  RestorableCheckpoints restorable;  // A recovery restores only this submission's runs' own.
+  restorable.run_ids.insert(spec.run_id());
+  restorable.resumed_from = run->checkpoint;
+  while (true) {
+    std::optional<Recovery> recover;
+    status = FollowJob(cluster, **client, spec, options, *checkpoints, results.get(), start,
+                       first_step, &recover);
+    if (!recover.has_value()) return status;
+    absl::StatusOr<int64_t> recovered =
+        Recover(cluster, &*client, &spec, &restorable, options, *recover, results.get());
+    if (!recovered.ok()) return recovered.status();
+    first_step = *recovered;
+    checkpoints = coordinator();
+    checkpoints->set_results(results.get());
+  }
+}
+
+absl::Status StopJobEverywhere(const ClusterSpec& cluster, const std::string& job_id) {
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
+  if (!client.ok()) return client.status();
+  int found = 0;
+  std::vector<std::string> errors;
+  absl::StatusCode code = absl::StatusCode::kOk;  // The first error's (PERMISSION_DENIED, ...).
+  auto note = [&](const absl::Status& status) {
+    if (status.ok()) {
+      ++found;
+    } else if (!absl::IsNotFound(status)) {
+      if (code == absl::StatusCode::kOk) code = status.code();
+      errors.push_back(std::string(status.message()));
+    }
+  };
+  for (int w = 0; w < (*client)->num_workers(); ++w) note((*client)->StopJob(w, job_id));
+  note((*client)->ps()->DeleteJob(job_id));
+  if (!errors.empty()) return absl::Status(code, absl::StrJoin(errors, "; "));
+  if (found == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no task knows job \"", job_id, "\"; `psctl status` lists the jobs"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ps

@@ -1,0 +1,117 @@
+#include "ctl/job/lost_workers.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/job/consistency_modes.h"
+
+namespace ps {
+namespace {
+
+// A barrier without backup workers, and with a lease: it waits for a lost worker's return.
+bool WaitsForReturn(const JobSpec& spec) {
+  return ModeTraitsOf(spec.consistency().mode()).lost_worker ==
+             LostWorkerPolicy::kBackupWorkers &&
+         spec.consistency().replicas_to_aggregate() == 0 && spec.worker_lease_s() > 0;
+}
+
+}  // namespace
+
+bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
+  if (failed >= num_workers) return false;
+  const ConsistencyConfig& consistency = spec.consistency();
+  switch (ModeTraitsOf(consistency.mode()).lost_worker) {
+    case LostWorkerPolicy::kGoesOn:
+      return true;
+    case LostWorkerPolicy::kLeavesAfterLease:
+      return spec.worker_lease_s() > 0;
+    case LostWorkerPolicy::kBackupWorkers:
+      return consistency.replicas_to_aggregate() > 0 &&
+             consistency.replicas_to_aggregate() <= num_workers - failed;
+    case LostWorkerPolicy::kFails:
+      return false;
+  }
+  return false;
+}
+
+LostWorkers::LostWorkers(const ClusterSpec& cluster, const ClusterClient& client,
+                         const JobSpec& spec, int64_t first_step, std::ostream& out,
+                         ResultsWriter* results, std::function<void(int)> refollow)
+    : cluster_(cluster),
+      client_(client),
+      spec_(spec),
+      first_step_(first_step),
+      out_(out),
+      results_(results),
+      refollow_(std::move(refollow)) {}
+
+std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::set<int>& gone,
+                                absl::Time time) {
+  std::vector<const JobProgress*> failed;
+  for (const JobProgress& progress : now) {
+    if (progress.state() == JobProgress::FAILED) failed.push_back(&progress);
+  }
+  const bool goes_on = GoesOnWithout(spec_, client_.num_workers(), static_cast<int>(failed.size()));
+  const bool waits = !goes_on && WaitsForReturn(spec_);
+  const absl::Duration wait = absl::Seconds(spec_.worker_lease_s());
+  for (const JobProgress* progress : failed) {
+    const std::string task = absl::StrCat("worker:", progress->worker());
+    if ((!goes_on && !waits) || gone.count(progress->worker()) == 0) {
+      return absl::StrCat(task, " failed");
+    }
+    if (lost_.insert(progress->worker()).second) {
+      lost_at_[progress->worker()] = time;
+      out_ << task << " failed at step " << progress->step() << " (" << progress->error() << "); "
+           << (goes_on ? absl::StrCat("the job goes on without it (",
+                                      ConsistencyConfig::Mode_Name(spec_.consistency().mode()), ")")
+                       : absl::StrCat("SYNC waits up to ", absl::FormatDuration(wait),
+                                      " for it to return: start its daemon again"))
+           << "\n";
+      results_->RecordEvent({"worker_lost", task, progress->step(), "", -1, progress->error()});
+    } else if (waits && time - lost_at_[progress->worker()] > wait) {
+      lost_.erase(progress->worker());  // No longer waited for: the job fails with it.
+      return absl::StrCat(task, " did not return within ", absl::FormatDuration(wait));
+    }
+  }
+  // A lost worker whose daemon is back rejoins the job.
+  if (!lost_.empty() && time - last_rejoin_try_ >= absl::Seconds(1)) {
+    last_rejoin_try_ = time;
+    for (auto it = lost_.begin(); it != lost_.end();) {
+      if (TryRejoin(now[*it])) {
+        refollow_(*it);
+        it = lost_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return "";
+}
+
+bool LostWorkers::TryRejoin(const JobProgress& last) {
+  const int worker = last.worker();
+  if (!client_.GetWorkerStatus(worker).ok()) return false;  // Still down.
+  int64_t first_step = std::max(first_step_, last.step());
+  if (ModeTraitsOf(spec_.consistency().mode()).barrier) {
+    // It rejoins at the barrier's step.
+    absl::StatusOr<JobStats> stats = client_.GetJobStats(0, spec_.job_id());
+    if (!stats.ok()) return false;
+    first_step = stats->step();
+  }
+  StartJobRequest request;
+  *request.mutable_spec() = spec_;
+  *request.mutable_cluster() = cluster_.ToProto();
+  request.set_first_step(first_step);
+  request.set_incarnation(incarnations_[worker] + 1);
+  if (!client_.StartJob(worker, request).ok()) return false;
+  ++incarnations_[worker];
+  const std::string line = absl::StrCat("worker:", worker, " is back: it rejoins the job at step ",
+                                        first_step, " (incarnation ", incarnations_[worker], ")");
+  out_ << line << "\n";
+  results_->RecordEvent(
+      {"worker_rejoined", absl::StrCat("worker:", worker), first_step, "", -1, line});
+  return true;
+}
+
+}  // namespace ps
