@@ -47,8 +47,9 @@ void DeadlineTimer::Run() {
     std::function<void()> callback = std::move(due->second);
     deadline_by_handle_.erase(due->first.second);
     pending_.erase(due);
+    // Released by hand (clang's analysis checks the pair, --config=thread_safety).
     mu_.Unlock();
-    callback();
+    callback();  // It may arm or cancel deadlines.
     mu_.Lock();
   }
 }

@@ -66,6 +66,8 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
     }
     waiter_ = waiter;
     if (cancelled_) {
+      // Released by hand (clang's analysis checks the pair, --config=thread_safety): the job
+      // completes the waiter through OnResult, which takes mu_.
       mu_.Unlock();
       job_->CancelWaiter(waiter, absl::CancelledError("the client cancelled the pull"));
       mu_.Lock();

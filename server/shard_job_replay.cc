@@ -138,7 +138,7 @@ void ShardJob::AdvanceReplay() {
       if (recording()) log_.push_back(entry);
       for (ArmedCheckpoint& armed : due) TakeCheckpoint(std::move(armed));
     }
-    order_mu_.Unlock();
+    order_mu_.Unlock();  // Taken by the TryLock above (clang's analysis checks the pair).
     // What came in while this thread held the order found it taken: look again.
     bool more;
     {

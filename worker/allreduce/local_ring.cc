@@ -16,9 +16,10 @@ std::string MemberName(int rank) { return absl::StrCat("worker:", rank, " (in-pr
 // What the links of one ring share: every member's inbox, under one lock.
 class LocalRing {
  public:
-  explicit LocalRing(int size) : members_(size) {}
+  explicit LocalRing(int size) : size_(size), members_(size) {}
 
-  int size() const { return static_cast<int>(members_.size()); }
+  // Fixed at construction, so read without the lock.
+  int size() const { return size_; }
 
   // Puts `data` into member `to`'s inbox as message `tag` from member `from`.
   absl::Status Deliver(int from, int to, uint64_t tag, absl::Span<const float> data)
@@ -107,6 +108,7 @@ class LocalRing {
     absl::Status previous_gave_up;  // Why the previous member's was, or OK.
   };
 
+  const int size_;
   absl::Mutex mu_;
   std::vector<Member> members_ ABSL_GUARDED_BY(mu_);
 };
