@@ -69,8 +69,9 @@ struct Command {
   std::vector<std::string> flags;
 };
 
-const std::vector<Command>& Commands() {
-  static const std::vector<Command>* const commands = new std::vector<Command>{
+// Running a job and looking after the cluster, in psctl --help's order.
+std::vector<Command> JobAndClusterCommands() {
+  return {
       {"local", 0, [](const std::vector<std::string>&) { return Local(); },
        "start a cluster on this machine, run a job on it, write results, stop it",
        "psctl local [--job=config/jobs/default.json] [--ps=2] [--workers=2] [flags]\n\n"
@@ -123,6 +124,12 @@ const std::vector<Command>& Commands() {
        "Example:\n"
        "  psctl certs --cluster_spec=cluster.json --out=certs --users=alice",
        {"cluster_spec", "out", "days", "users"}},
+  };
+}
+
+// Experiments, their reports, and watching a cluster.
+std::vector<Command> ExperimentAndWatchCommands() {
+  return {
       {"experiment", 0, [](const std::vector<std::string>&) { return Experiment(); },
        "run every point of a sweep, resumably, and write the sweep table",
        "psctl experiment --sweep=config/sweeps/F.json (--local | --cluster_spec=F) [flags]\n\n"
@@ -189,6 +196,14 @@ const std::vector<Command>& Commands() {
        "--worker_metrics_port=9101",
        {"cluster_spec", "out", "scrape_interval", "metrics_port", "worker_metrics_port"}},
   };
+}
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command>* const commands = [] {
+    auto* all = new std::vector<Command>(JobAndClusterCommands());
+    for (Command& command : ExperimentAndWatchCommands()) all->push_back(std::move(command));
+    return all;
+  }();
   return *commands;
 }
 

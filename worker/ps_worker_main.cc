@@ -78,6 +78,56 @@ Examples:
   ps_worker --cluster_spec=cluster.json --task=worker:1 --device=cuda:0 --data_root=/data
   TF_CONFIG='{"cluster": {...}, "task": {"type": "worker", "index": 0}}' ps_worker)";
 
+// The device this worker computes on: --device (under Slurm, "auto" picks this worker's GPU of
+// its node), a GPU checked to work now rather than when the first job starts; "auto" falls back
+// to the CPU, saying why. INVALID_ARGUMENT or the backend's error for a device that cannot work.
+absl::StatusOr<ps::Device> ChooseDevice(const ps::ClusterConfig& config) {
+  const ps::GpuQueryResult gpus = ps::QueryUsableGpus();
+  std::string device_flag = FLAGS_device;
+  if (device_flag == "auto" && config.node_worker_index.has_value()) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    device_flag = ps::SlurmWorkerDevice(*config.node_worker_index,
+                                        static_cast<int>(gpus.gpus.size()));
+    LOG(INFO) << "Slurm: worker " << *config.node_worker_index << " of its node, "
+              << gpus.gpus.size() << " GPUs visible (CUDA_VISIBLE_DEVICES="
+              << (visible == nullptr ? "unset" : visible) << "): --device=" << device_flag;
+  }
+  absl::StatusOr<ps::Device> device = ps::SelectDevice(device_flag, gpus);
+  if (!device.ok() || device->kind != ps::Device::Kind::kCuda) return device;
+  absl::StatusOr<std::unique_ptr<ps::ComputeBackend>> probe = ps::CreateBackend(*device);
+  if (probe.ok()) return device;
+  if (FLAGS_device != "auto") {
+    return absl::Status(probe.status().code(), absl::StrCat("--device=", FLAGS_device, ": ",
+                                                            probe.status().message()));
+  }
+  return ps::Device{ps::Device::Kind::kCpu, -1,
+                    absl::StrCat("cpu (auto: ", probe.status().message(), ")")};
+}
+
+// The security flags: this worker's certificates (--certs: its task's own, else its host's),
+// checked; the tokens it checks on the calls it serves and presents to the ps (`ps_client`);
+// the admin users. INVALID_ARGUMENT naming the flag.
+absl::StatusOr<ps::TransportSecurity> ConfigureSecurity(const ps::ClusterConfig& config,
+                                                        ps::PsClientOptions* ps_client) {
+  if (absl::Status certs = ps::ApplyCertsFlag(
+          {absl::StrCat(ps::kWorkerJob, "-", config.task.index()),
+           ps::ParseHostPort(config.cluster.Address(config.task))->host});
+      !certs.ok()) {
+    return certs;
+  }
+  const ps::TransportSecurity security = ps::TransportSecurityFromFlags();
+  if (absl::Status tls = ps::ValidateTransportSecurity(security, /*server=*/true); !tls.ok()) {
+    return tls;
+  }
+  ps_client->security = security;
+  absl::StatusOr<ps::AuthTokens> tokens = ps::AuthTokensFromFlags();
+  if (!tokens.ok()) return tokens.status();
+  ps::SetProcessAuthTokens(*tokens);  // Checked on the calls this worker serves.
+  ps::SetProcessAdminUsers(ps::AdminUsersFromFlags());
+  ps_client->token = tokens->task;  // What it presents to the ps: a task's token.
+  return security;
+}
+
 int Run() {
   absl::StatusOr<ps::ClusterConfig> config = ps::ResolveClusterConfig(
       ps::ClusterSourceFromFlags(FLAGS_cluster_spec, FLAGS_task), ps::ProcessEnvironment());
@@ -93,33 +143,10 @@ int Run() {
   }
   LOG(INFO) << ps::TaskName(config->task) << " (" << config->origin
             << ") of cluster " << config->cluster.ToJson(std::nullopt, -1);
-  const ps::GpuQueryResult gpus = ps::QueryUsableGpus();
-  std::string device_flag = FLAGS_device;
-  if (device_flag == "auto" && config->node_worker_index.has_value()) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    device_flag = ps::SlurmWorkerDevice(*config->node_worker_index,
-                                        static_cast<int>(gpus.gpus.size()));
-    LOG(INFO) << "Slurm: worker " << *config->node_worker_index << " of its node, "
-              << gpus.gpus.size() << " GPUs visible (CUDA_VISIBLE_DEVICES="
-              << (visible == nullptr ? "unset" : visible) << "): --device=" << device_flag;
-  }
-  absl::StatusOr<ps::Device> device = ps::SelectDevice(device_flag, gpus);
+  absl::StatusOr<ps::Device> device = ChooseDevice(*config);
   if (!device.ok()) {
     std::cerr << "ps_worker: " << device.status().message() << "\n";
     return 2;
-  }
-  if (device->kind == ps::Device::Kind::kCuda) {
-    // Check now that the GPU works, rather than when the first job starts.
-    absl::StatusOr<std::unique_ptr<ps::ComputeBackend>> probe = ps::CreateBackend(*device);
-    if (!probe.ok()) {
-      if (FLAGS_device != "auto") {
-        std::cerr << "ps_worker: --device=" << FLAGS_device << ": " << probe.status().message()
-                  << "\n";
-        return 2;
-      }
-      *device = ps::Device{ps::Device::Kind::kCpu, -1,
-                           absl::StrCat("cpu (auto: ", probe.status().message(), ")")};
-    }
   }
   ps::SetCpuComputeThreads(FLAGS_compute_threads);
   LOG(INFO) << "computing on " << device->description;
@@ -127,27 +154,11 @@ int Run() {
   ps::WorkerServiceOptions options{
       config->cluster, config->task.index(), *device, {}, absl::Hours(1), ps::DataRoots()};
   options.ps_client.wait_timeout = absl::Seconds(FLAGS_ps_wait_timeout_s);
-  if (absl::Status certs = ps::ApplyCertsFlag(
-          {absl::StrCat(ps::kWorkerJob, "-", config->task.index()),
-           ps::ParseHostPort(config->cluster.Address(config->task))->host});
-      !certs.ok()) {
-    std::cerr << "ps_worker: " << certs.message() << "\n";
+  absl::StatusOr<ps::TransportSecurity> security = ConfigureSecurity(*config, &options.ps_client);
+  if (!security.ok()) {
+    std::cerr << "ps_worker: " << security.status().message() << "\n";
     return 2;
   }
-  const ps::TransportSecurity security = ps::TransportSecurityFromFlags();
-  if (absl::Status tls = ps::ValidateTransportSecurity(security, /*server=*/true); !tls.ok()) {
-    std::cerr << "ps_worker: " << tls.message() << "\n";
-    return 2;
-  }
-  options.ps_client.security = security;
-  absl::StatusOr<ps::AuthTokens> tokens = ps::AuthTokensFromFlags();
-  if (!tokens.ok()) {
-    std::cerr << "ps_worker: " << tokens.status().message() << "\n";
-    return 2;
-  }
-  ps::SetProcessAuthTokens(*tokens);  // Checked on the calls this worker serves.
-  ps::SetProcessAdminUsers(ps::AdminUsersFromFlags());
-  options.ps_client.token = tokens->task;  // What it presents to the ps: a task's token.
   absl::StatusOr<ps::DataRoots> roots =
       ps::DataRoots::Create(absl::StrSplit(FLAGS_data_root, ',', absl::SkipEmpty()));
   if (!roots.ok()) {
@@ -183,12 +194,12 @@ int Run() {
   std::string listen =
       ps::HostPort{bind_host, port, bind_host.find(':') != std::string::npos}.ToString();
 
-  task_service.set_insecure(!security.tls() && !ps::IsLoopbackHost(bind_host));
+  task_service.set_insecure(!security->tls() && !ps::IsLoopbackHost(bind_host));
   ps::TuneForTensorTraffic();
   ps::BlockStopSignals();  // Before any thread starts.
 
   absl::StatusOr<ps::StartedServer> started = ps::StartGrpcServer(
-      listen, {&service, &task_service, &ring_service}, FLAGS_max_message_mb << 20, security,
+      listen, {&service, &task_service, &ring_service}, FLAGS_max_message_mb << 20, *security,
       ps::ReflectionFromFlags(), *metrics_port >= 0 ? &rpc_metrics : nullptr);
   if (!started.ok()) {
     std::cerr << "ps_worker: " << started.status().message() << "\n";

@@ -238,10 +238,13 @@ absl::Status RunPoint(const SweepPoint& point, const JobSpec& spec,
   return status;
 }
 
-}  // namespace
-
-absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& points,
-                           const ExperimentOptions& options) {
+// Before any point runs: the options and the points' clusters checked, the results directory
+// made, sweep.json and the sweep table `table` written, and which points are done already
+// (none with --overwrite).
+absl::StatusOr<std::vector<bool>> PrepareResults(const Sweep& sweep,
+                                                 const std::vector<SweepPoint>& points,
+                                                 const ExperimentOptions& options,
+                                                 const std::string& table) {
   if (options.parallel < 1 || options.parallel > kMaxParallelPoints) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--parallel is ", options.parallel, ": run 1 to ", kMaxParallelPoints,
@@ -274,9 +277,19 @@ absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& po
   }
   absl::Status status = WriteSweepJson(sweep, options.results_dir + "/sweep.json", options.fs);
   if (!status.ok()) return status;
-  const std::string table = options.results_dir + "/sweep.csv";
   status = WriteSweepTable(table, sweep, points, options.results_dir, options.fs);
   if (!status.ok()) return status;
+  return done;
+}
+
+}  // namespace
+
+absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& points,
+                           const ExperimentOptions& options) {
+  const std::string table = options.results_dir + "/sweep.csv";
+  absl::StatusOr<std::vector<bool>> prepared = PrepareResults(sweep, points, options, table);
+  if (!prepared.ok()) return prepared.status();
+  const std::vector<bool> done = *std::move(prepared);
 
   // Job ids are unique to this run: a long-lived cluster may have seen the sweep before.
   const std::string run_tag =
