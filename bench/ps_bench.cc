@@ -64,7 +64,7 @@
 #include "common/security/transport_security.h"
 #include "common/client/worker_session.h"
 #include "proto/ps_service.pb.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 
 DEFINE_int32(ps, 1, "ps servers to start in this process");
 DEFINE_int32(clients, 1, "client threads, each with its own PsClient (worker i of the job)");

@@ -19,8 +19,8 @@
 #include "bench/sparse_keys.h"
 #include "common/random.h"
 #include "common/client/worker_session.h"
-#include "tests/in_process_ps_cluster.h"
-#include "tests/sparse_job.h"
+#include "server/testing/in_process_ps_cluster.h"
+#include "server/testing/sparse_job.h"
 
 DEFINE_int64(rows, 10000000, "rows of the table (made first)");
 DEFINE_int64(width, 64, "floats a row");

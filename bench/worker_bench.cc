@@ -29,7 +29,7 @@
 #include "common/process/daemon.h"
 #include "common/client/ps_client.h"
 #include "proto/ps_service.grpc.pb.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/device.h"
 #include "worker/compute/cpu_threads.h"

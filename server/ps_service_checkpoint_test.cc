@@ -21,7 +21,7 @@
 #include "common/testing/fault_injecting_file_system.h"
 #include "common/client/worker_session.h"
 #include "proto/ps_service.grpc.pb.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 
 namespace ps {
 namespace {

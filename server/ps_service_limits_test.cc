@@ -23,7 +23,7 @@
 #include "common/client/worker_session.h"
 #include "proto/ps_service.pb.h"
 #include "server/shard_job_testing.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 
 namespace ps {
 namespace {

@@ -21,7 +21,7 @@
 #include "proto/ps_service.pb.h"
 #include "proto/task.grpc.pb.h"
 #include "server/ps_server.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 
 namespace ps {
 namespace {

@@ -13,8 +13,8 @@
 #include "common/job/partitioner.h"
 #include "common/client/ps_client.h"
 #include "proto/ps_service.grpc.pb.h"
-#include "tests/in_process_ps_cluster.h"
-#include "tests/sparse_job.h"
+#include "server/testing/in_process_ps_cluster.h"
+#include "server/testing/sparse_job.h"
 
 namespace ps {
 namespace {

@@ -13,7 +13,7 @@
 #include "common/checkpoint/shard_checkpoint.h"
 #include "server/shard_job.h"
 #include "server/shard_job_testing.h"
-#include "tests/sparse_job.h"
+#include "server/testing/sparse_job.h"
 
 namespace ps {
 namespace {
@@ -23,7 +23,7 @@ using ::testing::HasSubstr;
 constexpr float kLearningRate = 0.5f;
 constexpr int kWidth = 2;
 
-// tests/sparse_job.h's job: rows of kWidth, plain SGD at kLearningRate.
+// server/testing/sparse_job.h's job: rows of kWidth, plain SGD at kLearningRate.
 ParameterSpec SparseSpec(ConsistencyConfig::Mode mode, int num_workers) {
   SparseJob job;
   job.mode = mode;

@@ -14,7 +14,7 @@
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
 #include "proto/ps_service.grpc.pb.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 
 namespace ps {
 namespace {

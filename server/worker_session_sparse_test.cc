@@ -9,8 +9,8 @@
 
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
-#include "tests/in_process_ps_cluster.h"
-#include "tests/sparse_job.h"
+#include "server/testing/in_process_ps_cluster.h"
+#include "server/testing/sparse_job.h"
 
 namespace ps {
 namespace {

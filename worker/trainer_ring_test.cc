@@ -26,7 +26,7 @@
 #include "proto/job.pb.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 #include "worker/allreduce/local_ring.h"
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/cpu_threads.h"

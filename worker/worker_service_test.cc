@@ -21,7 +21,7 @@
 #include "common/job/job_schema.h"
 #include "common/metrics/metrics.h"
 #include "proto/worker_service.grpc.pb.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 #include "worker/compute/cpu_threads.h"
 
 namespace ps {

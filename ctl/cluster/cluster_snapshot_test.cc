@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 
 namespace ps {
 namespace {

@@ -11,7 +11,7 @@
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
 #include "proto/parameter.pb.h"
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 #include "worker/host_variables.h"
 
 namespace ps {

@@ -1,7 +1,7 @@
 // A small job with a sparse table, for the tests and benchmarks of sparse rows: a dense bias
 // "b" of one float and a table "emb" of rows of `width`, plain SGD, run id "run".
-#ifndef PS_TESTS_SPARSE_JOB_H_
-#define PS_TESTS_SPARSE_JOB_H_
+#ifndef PS_SERVER_TESTING_SPARSE_JOB_H_
+#define PS_SERVER_TESTING_SPARSE_JOB_H_
 
 #include <cstdint>
 #include <string>
@@ -43,4 +43,4 @@ inline ParameterSpec SparseJobSpec(const SparseJob& job) {
 
 }  // namespace ps
 
-#endif  // PS_TESTS_SPARSE_JOB_H_
+#endif  // PS_SERVER_TESTING_SPARSE_JOB_H_

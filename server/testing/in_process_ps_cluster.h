@@ -1,8 +1,8 @@
 // N ps servers in the calling process, on free ports of one host: the cluster that unit tests,
 // in-process integration tests and benchmarks talk to over real gRPC. Multi-process clusters
 // are ctl/local_cluster's.
-#ifndef PS_TESTS_IN_PROCESS_PS_CLUSTER_H_
-#define PS_TESTS_IN_PROCESS_PS_CLUSTER_H_
+#ifndef PS_SERVER_TESTING_IN_PROCESS_PS_CLUSTER_H_
+#define PS_SERVER_TESTING_IN_PROCESS_PS_CLUSTER_H_
 
 #include <memory>
 #include <string>
@@ -54,4 +54,4 @@ class InProcessPsCluster {
 
 }  // namespace ps
 
-#endif  // PS_TESTS_IN_PROCESS_PS_CLUSTER_H_
+#endif  // PS_SERVER_TESTING_IN_PROCESS_PS_CLUSTER_H_

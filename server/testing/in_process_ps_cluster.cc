@@ -1,4 +1,4 @@
-#include "tests/in_process_ps_cluster.h"
+#include "server/testing/in_process_ps_cluster.h"
 
 #include <utility>
 
