@@ -24,7 +24,7 @@ TEST(ParseJsonTextTest, SyntaxErrorSaysWhere) {
 }
 
 // nlohmann throws out_of_range (not parse_error) for this, even with exceptions turned off;
-// found by common/cluster_spec_fuzz.
+// found by common/cluster/cluster_spec_fuzz.
 TEST(ParseJsonTextTest, NumberTooLargeIsAnErrorNotAnException) {
   absl::StatusOr<nlohmann::json> value = ParseJsonText(R"({"cluster": 999E9999999999})");
   EXPECT_EQ(value.status().code(), absl::StatusCode::kInvalidArgument);

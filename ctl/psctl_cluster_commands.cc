@@ -114,8 +114,8 @@ int Dashboard() {
   return 0;
 }
 
-// Draws the cluster each second (ctl/dashboard/top.h) until q, SIGINT or SIGTERM, or --iterations screens:
-// full screen on a terminal, else each screen after a blank line, without terminal codes.
+// Draws the cluster each second (ctl/dashboard/top.h) until q, SIGINT or SIGTERM, or --iterations
+// screens: full screen on a terminal, else each screen after a blank line, without terminal codes.
 int Top() {
   absl::StatusOr<ClusterSpec> cluster = Cluster();
   if (!cluster.ok()) return Fail(cluster.status());

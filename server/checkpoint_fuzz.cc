@@ -1,6 +1,6 @@
 // Fuzzes reading a shard checkpoint file back (what a ps does on RestoreJob): the file's
-// framing and checksums (common/checkpoint/checkpoint_file.h), then the blocks as ShardJob::Restore and
-// ShardJob::Resume read them. Any bytes are a job or an error; a restored job answers a pull
+// framing and checksums (common/checkpoint/checkpoint_file.h), then the blocks as ShardJob::Restore
+// and ShardJob::Resume read them. Any bytes are a job or an error; a restored job answers a pull
 // with every one of its slices.
 //
 // Input: a byte that picks the run's mode for Resume, a byte that picks the form, then either

@@ -1,6 +1,6 @@
 // A running ps task: the gRPC server with the ParameterServer service, the Task service
-// (common/cluster/task_service.h), the standard health service (grpc.health.v1) and, when asked for,
-// server reflection.
+// (common/cluster/task_service.h), the standard health service (grpc.health.v1) and, when asked
+// for, server reflection.
 //
 // Lifecycle: Start() returns a server in STARTED; Shutdown() moves it to STOPPED: it refuses
 // new calls, ends parked pulls with UNAVAILABLE, and lets calls in flight finish within

@@ -1,7 +1,7 @@
 // Fuzzes what a ps does with the pull and push requests a peer sends: a sequence of Push
 // (whole or chunked), PushPull and Pull requests, as bytes in gRPC's slices, to a small job of
-// any consistency mode and optimizer. Covers the tensor decoder (common/tensor/tensor_coding.h), the
-// chunk headers (ShardJob::PushChunkBuffer), the push and pull checks of ShardJob and its
+// any consistency mode and optimizer. Covers the tensor decoder (common/tensor/tensor_coding.h),
+// the chunk headers (ShardJob::PushChunkBuffer), the push and pull checks of ShardJob and its
 // consistency rules. Whatever is sent, every pull that is answered holds one piece per slice
 // it names, and encodes and decodes back to the same values.
 //

@@ -1,5 +1,7 @@
 // One job's state on one ps shard (shard_job.cc: creation and pushes; shard_job_pull.cc: pulls
-// and waiting; shard_job_chunks.cc: chunked pushes): the slices placed here (values and
+// and waiting; shard_job_chunks.cc: chunked pushes; shard_job_checkpoint.cc: checkpoints and
+// restores; shard_job_replay.cc: the apply log and its replay; shard_job_sparse.cc: sparse
+// tables' rows): the slices placed here (values and
 // optimizer slots), parked pulls and statistics. What the job's consistency mode decides (apply,
 // aggregate or drop a push; the learning rate; when a pull may proceed; the step and clocks) is
 // its ConsistencyRule's (server/consistency/), which ShardJob asks under mu_, and its row's in
@@ -166,8 +168,8 @@ class ShardJob {
 
   // Periodic checkpoints (docs/checkpoints.md). A checkpoint taken at an agreed point: its
   // blocks (values held by reference, as pulls hold them: a push meanwhile writes to a fresh
-  // copy), and its entry with seq, version, clock and min_steps_pushed filled (the file's fields are
-  // the writer's). It is a resume point: it holds no open aggregate (the workers resuming from
+  // copy), and its entry with seq, version, clock and min_steps_pushed filled (the file's fields
+  // are the writer's). It is a resume point: it holds no open aggregate (the workers resuming from
   // it push that step again).
   struct TakenCheckpoint {
     std::vector<CheckpointBlock> blocks;

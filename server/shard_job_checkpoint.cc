@@ -1,5 +1,5 @@
-// ShardJob's checkpoints: what a shard's checkpoint holds, as the blocks common/checkpoint/shard_checkpoint.h
-// lists, and the job restored or resumed from them.
+// ShardJob's checkpoints: what a shard's checkpoint holds, as the blocks
+// common/checkpoint/shard_checkpoint.h lists, and the job restored or resumed from them.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -69,8 +69,8 @@ struct ShardJob::CapturedState {
   // Per sparse table (by name): its rows, copied (a table changes in place).
   std::vector<std::string> table_rows;
 
-  // The blocks of the file (common/checkpoint/shard_checkpoint.h), the tensors held (`copy`: false) or
-  // copied, with the open aggregate's rows of each table (`sparse_sums`: none, or one per table)
+  // The blocks of the file (common/checkpoint/shard_checkpoint.h), the tensors held (`copy`: false)
+  // or copied, with the open aggregate's rows of each table (`sparse_sums`: none, or one per table)
   // and `sum` last.
   std::vector<CheckpointBlock> Blocks(bool copy, std::vector<std::string> sparse_sums,
                                       std::string sum) const {

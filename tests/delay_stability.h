@@ -18,8 +18,8 @@ double TheoreticalStabilityEdge(int delay);
 
 // Whether `steps` updates at lr h = `rate` from x = 1 stay bounded and shrink: the largest |x|
 // over the last few periods of the oscillation below the largest over the same span half way
-// through, or below 1e-20 (decayed to nothing). A run that overflows, or whose gradient the shard refuses as non-finite, is
-// unstable. Errors: the shard's, unexpected.
+// through, or below 1e-20 (decayed to nothing). A run that overflows, or whose gradient the shard
+// refuses as non-finite, is unstable. Errors: the shard's, unexpected.
 absl::StatusOr<bool> IsStable(int delay, double rate, int64_t steps);
 
 // The largest stable lr h for `delay`, by bisection over (0, 2.5] until the bracket is within

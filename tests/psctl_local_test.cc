@@ -277,6 +277,25 @@ TEST_F(PsctlLocalTest, MetricsOnEveryDaemonAndTheClusterKeptAfterTheJob) {
   EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
 }
 
+// --certs=DIR (psctl certs): psctl presents psctl's certificate and each daemon its own task's,
+// with the tokens there; psctl makes no CA of its own.
+TEST_F(PsctlLocalTest, CertsGivenToPsctlServeTheWholeLocalCluster) {
+  if (access("/usr/bin/openssl", X_OK) != 0) GTEST_SKIP() << "no openssl (tools/setup.sh)";
+  const std::string spec = dir_ + "/hosts.json";
+  std::ofstream(spec) << R"({"cluster": {"ps": ["127.0.0.1:1", "127.0.0.1:2"],
+                                         "worker": ["127.0.0.1:3", "127.0.0.1:4"]}})";
+  Psctl certs({"certs", "--cluster_spec=" + spec, "--out=" + dir_ + "/certs"}, dir_);
+  ASSERT_EQ(certs.Wait(), 0) << certs.Output();
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-certs", 100));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cpu",
+               "--certs=" + dir_ + "/certs"},
+              dir_);
+  ASSERT_EQ(psctl.Wait(), 0) << psctl.Output();
+  EXPECT_THAT(psctl.Stdout(), HasSubstr("the certificates and tokens in " + dir_ + "/certs"));
+  EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "DONE");
+  EXPECT_FALSE(std::filesystem::exists(results_ + ".cluster/ca.crt"));
+}
+
 TEST_F(PsctlLocalTest, RefusesAMetricsPortTheDaemonsWouldShare) {
   std::string job = WriteJob(dir_, "job", JobJson("psctl-port", 300));
   Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--metrics_port=9100"}, dir_);

@@ -6,10 +6,10 @@
 // holds a copy of the manifest). No request names a path: the directories below the root are
 // ids validated as names (job, run, sequence number), and a manifest's file names must be the
 // ones this store gives, so nothing read or written or deleted lies outside `root/<job_id>`.
-// The manifest is a checkpoint file (common/checkpoint/checkpoint_file.h) of one block, the serialized
-// CheckpointManifest, naming every shard's file with its size and XXH3-64: a checkpoint whose
-// directory has no manifest that verifies is not complete, and a shard file that does not match
-// its manifest is never loaded.
+// The manifest is a checkpoint file (common/checkpoint/checkpoint_file.h) of one block, the
+// serialized CheckpointManifest, naming every shard's file with its size and XXH3-64: a checkpoint
+// whose directory has no manifest that verifies is not complete, and a shard file that does not
+// match its manifest is never loaded.
 #ifndef PS_COMMON_CHECKPOINT_CHECKPOINT_STORE_H_
 #define PS_COMMON_CHECKPOINT_CHECKPOINT_STORE_H_
 
@@ -35,7 +35,7 @@ class CheckpointStore {
   FileSystem* fs() const { return fs_; }
 
   // The directory of `job_id`'s checkpoints under the root: INVALID_ARGUMENT when `job_id` is
-  // not an id (common/job_schema's ValidateId: no separator, no leading '.'), and
+  // not an id (common/job/job_schema's ValidateId: no separator, no leading '.'), and
   // FAILED_PRECONDITION, saying how to give one, when this ps has no root.
   absl::StatusOr<std::string> JobDirectory(const std::string& job_id) const;
   // "<run_id>-<seq, 6 digits>".

@@ -1,7 +1,7 @@
 // The flags ps_server, ps_worker and psctl share for finding the cluster, beside each one's own
 // --cluster_spec and --task: --cluster_resolver, --slurm_num_ps, --slurm_base_port,
-// --task_from_hostname and --task_hostname (common/cluster/cluster_spec.h's ClusterSource says what each
-// means).
+// --task_from_hostname and --task_hostname (common/cluster/cluster_spec.h's ClusterSource says what
+// each means).
 #ifndef PS_COMMON_CLUSTER_CLUSTER_FLAGS_H_
 #define PS_COMMON_CLUSTER_CLUSTER_FLAGS_H_
 

@@ -1,6 +1,7 @@
 // The Task service (proto/task.proto) every daemon serves beside its own: what the process is
 // (its task, version, pid, machine), how much it uses (CPU, memory, threads) and where its
-// /metrics page is. Callers must be cluster members (common/security/peer_identity.h's RequireMember).
+// /metrics page is. Callers must be cluster members (common/security/peer_identity.h's
+// RequireMember).
 #ifndef PS_COMMON_CLUSTER_TASK_SERVICE_H_
 #define PS_COMMON_CLUSTER_TASK_SERVICE_H_
 

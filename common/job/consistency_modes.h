@@ -2,7 +2,7 @@
 // ConsistencyConfig::Mode. Outside this table and the two factories that build a mode's parts
 // (server/consistency/rule_factory.cc, the ps's rule; worker/exchange/exchange_factory.cc, the
 // worker's exchange), no production code names a mode: it asks the mode's row. A new mode is a
-// new row: ModeTraitsOf's switch has no `default:`, so the build (-Wswitch -Werror) fails until
+// new row: FindModeTraits's switch has no `default:`, so the build (-Wswitch -Werror) fails until
 // the row exists, and consistency_modes_test walks every mode through the table, the schema and
 // both factories.
 #ifndef PS_COMMON_JOB_CONSISTENCY_MODES_H_

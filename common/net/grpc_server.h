@@ -22,8 +22,8 @@ struct StartedServer {
 };
 
 // Starts a server listening on `address` ("host:port"; port 0 picks a free one) with `services`
-// (not owned; each must outlive the server), speaking TLS as `security` says. UNAVAILABLE naming the
-// address when it cannot listen. A plaintext server on a host other than loopback logs a
+// (not owned; each must outlive the server), speaking TLS as `security` says. UNAVAILABLE naming
+// the address when it cannot listen. A plaintext server on a host other than loopback logs a
 // warning: anyone who can reach the port can call it.
 // With `reflection`, the server also lists its services and their messages to anyone who asks
 // (grpc_cli, grpcurl): handy when debugging, off by default. With `rpc_metrics` (not owned;

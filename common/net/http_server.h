@@ -1,9 +1,9 @@
 // A small HTTP server on its own threads (cpp-httplib), for the pages a process serves beside its
-// gRPC port: a daemon's /metrics (common/net/metrics_http_server.h) and psctl dashboard's status page
-// (ctl/dashboard/dashboard.h). It answers GET for the exact paths it was given, 404 for anything else.
-// Plaintext, without keep-alive: one request per connection (a scrape every few seconds, a page
-// polling once a second need no more), so that Stop never waits more than a second on a
-// client's idle connection.
+// gRPC port: a daemon's /metrics (common/net/metrics_http_server.h) and psctl dashboard's status
+// page (ctl/dashboard/dashboard.h). It answers GET for the exact paths it was given, 404 for
+// anything else. Plaintext, without keep-alive: one request per connection (a scrape every few
+// seconds, a page polling once a second need no more), so that Stop never waits more than a second
+// on a client's idle connection.
 //
 // Lifecycle: Start() returns a server that is listening; Stop() (or the destructor) closes the
 // port and joins its threads, after which no handler runs.

@@ -1,5 +1,5 @@
-// What a binary was built from, for --version and results: the version (common/process/version.h), the
-// git commit and time of a stamped build (tools/release.sh builds with --config=release, which
+// What a binary was built from, for --version and results: the version (common/process/version.h),
+// the git commit and time of a stamped build (tools/release.sh builds with --config=release, which
 // stamps; other builds say they are unstamped), and whether it was optimized.
 #ifndef PS_COMMON_PROCESS_BUILD_INFO_H_
 #define PS_COMMON_PROCESS_BUILD_INFO_H_

@@ -13,7 +13,8 @@ bool HelpRequested(int argc, char** argv);
 
 // "  --name=DEFAULT\n      description\n" for each flag in `names`, in that order; with no
 // names, every flag this project defines (in common/, server/, worker/, ctl/ or bench/): the
-// program's main file's first, then by file and name. CHECK-fails on a name no flag has (a programming error).
+// program's main file's first, then by file and name. CHECK-fails on a name no flag has (a
+// programming error).
 std::string FlagHelp(const std::vector<std::string>& names = {});
 
 // When HelpRequested: prints `usage` (what the program or command does, and examples), then

@@ -6,7 +6,7 @@
 //                         on behalf of a job a user started, and may not start, stop or delete
 //                         jobs.
 // A server without mutual TLS cannot tell callers apart and lets everyone do everything (as
-// on a trusted network or loopback); it warns when it listens elsewhere (common/grpc_server).
+// on a trusted network or loopback); it warns when it listens elsewhere (common/net/grpc_server).
 #ifndef PS_COMMON_SECURITY_PEER_IDENTITY_H_
 #define PS_COMMON_SECURITY_PEER_IDENTITY_H_
 

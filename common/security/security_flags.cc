@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <utility>
 
@@ -46,7 +47,8 @@ bool ReflectionFromFlags() { return FLAGS_reflection; }
 absl::Status ApplyCertsFlag(const std::vector<std::string>& identities,
                             const std::string& default_dir) {
   if (FLAGS_certs.empty() && FLAGS_tls_cert.empty() && FLAGS_tls_key.empty() &&
-      FLAGS_tls_ca.empty() && FLAGS_auth_token_file.empty() && FLAGS_admin_token_file.empty()) {
+      FLAGS_tls_ca.empty() && FLAGS_auth_token_file.empty() && FLAGS_admin_token_file.empty() &&
+      std::getenv("PS_AUTH_TOKEN") == nullptr && std::getenv("PS_ADMIN_TOKEN") == nullptr) {
     FLAGS_certs = default_dir;
   }
   if (FLAGS_certs.empty()) return absl::OkStatus();
@@ -96,6 +98,10 @@ std::vector<std::string> AdminUsersFromFlags() {
 
 absl::StatusOr<AuthTokens> AuthTokensFromFlags() {
   return ReadAuthTokens(FLAGS_auth_token_file, FLAGS_admin_token_file);
+}
+
+std::string CertsDirFromFlags() {
+  return FLAGS_certs.empty() ? "" : std::filesystem::absolute(FLAGS_certs).string();
 }
 
 std::vector<std::string> TokenFileArgs() {

@@ -19,7 +19,8 @@ namespace ps {
 // identities: its task's own ("worker-1"), then its host as the ClusterSpec names it; psctl's:
 // "psctl". Call before the *FromFlags functions. INVALID_ARGUMENT when a flag it stands for is
 // given too, or no certificate, key or CA is there. `default_dir` ("": none) stands for --certs
-// when no security flag at all is given (psctl: the credentials beside its ClusterSpec).
+// when no security flag at all is given, nor a token in the environment (psctl: the credentials
+// beside its ClusterSpec).
 absl::Status ApplyCertsFlag(const std::vector<std::string>& identities,
                             const std::string& default_dir = "");
 
@@ -29,6 +30,8 @@ TransportSecurity TransportSecurityFromFlags();
 bool ReflectionFromFlags();
 // --admin_users (the daemons only; common/security/peer_identity.h's SetProcessAdminUsers).
 std::vector<std::string> AdminUsersFromFlags();
+// --certs, absolute; "" when not given (nor stood for by ApplyCertsFlag's default).
+std::string CertsDirFromFlags();
 // --auth_token_file and --admin_token_file read (or the environment; common/security/auth_token.h).
 absl::StatusOr<AuthTokens> AuthTokensFromFlags();
 // Those two flags again, with absolute paths, for daemons this process starts (psctl local).

@@ -14,8 +14,8 @@
 // clients may use the generated classes.
 //
 // The data may also carry the values as 16-bit floats (TensorEncoding FLOAT16 or BFLOAT16, named
-// by the message's header; common/tensor/float16.h): the encoder then converts them into one buffer of
-// its own (half the bytes, one copy), and the decoder converts them back to float32 as it
+// by the message's header; common/tensor/float16.h): the encoder then converts them into one buffer
+// of its own (half the bytes, one copy), and the decoder converts them back to float32 as it
 // copies them into the destinations.
 #ifndef PS_COMMON_TENSOR_TENSOR_CODING_H_
 #define PS_COMMON_TENSOR_TENSOR_CODING_H_

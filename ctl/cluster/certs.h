@@ -1,5 +1,6 @@
 // psctl certs: a certificate authority for a cluster and the certificates its tasks and psctl
-// present (mutual TLS, common/security/transport_security.h), made with OpenSSL's command line tool.
+// present (mutual TLS, common/security/transport_security.h), made with OpenSSL's command line
+// tool.
 #ifndef PS_CTL_CLUSTER_CERTS_H_
 #define PS_CTL_CLUSTER_CERTS_H_
 

@@ -21,18 +21,20 @@ struct LocalCredentials {
   std::string description;
 };
 
-// Without TLS or tokens given to psctl: writes into `dir` (created) a CA, a certificate for
-// 127.0.0.1 and one per task (ps-0 .. ps-<num_ps - 1>, worker-0 ..), psctl's, and the tokens,
-// as `psctl certs` does, then deletes the CA's key (no one can issue more), and makes this
-// process speak with psctl's certificate and the admin token. Without openssl, tokens only
-// (said in `description`). Keys and tokens are readable by their owner only. Later psctl
+// Without TLS or tokens given to psctl: writes into `dir` (created, 0700) a new CA, a
+// certificate for 127.0.0.1 and one per task (ps-0 .. ps-<num_ps - 1>, worker-0 ..), psctl's,
+// and new tokens, as `psctl certs` does, then deletes the CA's key (no one can issue more), and
+// makes this process speak with psctl's certificate and the admin token. Without openssl, tokens
+// only (said in `description`). Keys and tokens are readable by their owner only. Later psctl
 // commands given --cluster_spec=DIR/cluster.json find these credentials beside it
-// (CredentialsBeside). With TLS or tokens given: changes nothing and passes them on.
+// (CredentialsBeside). With --certs given: the daemons get --certs (each its own task's
+// certificate); with other TLS flags or tokens: passes them on. Either way it writes nothing.
 absl::StatusOr<LocalCredentials> MakeLocalCredentials(const std::string& dir, int num_ps,
                                                       int num_workers);
 
 // The folder of `cluster_spec_path` when it holds the credentials MakeLocalCredentials wrote
-// (psctl.crt and ca.crt), for psctl's --certs; "" otherwise.
+// (psctl.crt, psctl.key and ca.crt) and is this user's, writable by no one else, for psctl's
+// --certs; "" otherwise.
 std::string CredentialsBeside(const std::string& cluster_spec_path);
 
 }  // namespace ps

@@ -8,11 +8,14 @@
 #include <fstream>
 #include <iterator>
 
+#include <gflags/gflags.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "common/security/auth_token.h"
 #include "common/security/transport_security.h"
+
+DECLARE_string(certs);
 
 namespace ps {
 namespace {
@@ -68,12 +71,21 @@ TEST_F(LocalCredentialsTest, AThrowawayCaACertificatePerTaskAndNoCaKey) {
   // Again in the same folder (psctl local --overwrite): a new CA, which the old certificates
   // no longer match.
   const std::string old_ca = ReadAll(dir_ + "/ca.crt");
+  const std::string old_admin_token = ReadAll(dir_ + "/admin.token");
   SetProcessTransportSecurity({});
   SetProcessAuthTokens({});
   credentials = MakeLocalCredentials(dir_, 1, 1);
   ASSERT_TRUE(credentials.ok()) << credentials.status();
   EXPECT_NE(ReadAll(dir_ + "/ca.crt"), old_ca);
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/ca.key"));
+  EXPECT_NE(ReadAll(dir_ + "/admin.token"), old_admin_token) << "the tokens were kept";
+  struct stat folder;
+  ASSERT_EQ(stat(dir_.c_str(), &folder), 0);
+  EXPECT_EQ(folder.st_mode & 0777, 0700u);
+
+  // A folder others may write to is not trusted for credentials.
+  chmod(dir_.c_str(), 0770);
+  EXPECT_EQ(CredentialsBeside(dir_ + "/cluster.json"), "");
 }
 
 TEST_F(LocalCredentialsTest, TokensGivenToPsctlArePassedOnAndNothingIsWritten) {
@@ -83,6 +95,15 @@ TEST_F(LocalCredentialsTest, TokensGivenToPsctlArePassedOnAndNothingIsWritten) {
   EXPECT_EQ(credentials->description, "the TLS and tokens psctl was given");
   EXPECT_FALSE(std::filesystem::exists(dir_));
   EXPECT_FALSE(ProcessTransportSecurity().tls());
+}
+
+TEST_F(LocalCredentialsTest, CertsGivenToPsctlAreEachDaemonsToo) {
+  FLAGS_certs = dir_ + "/given";
+  absl::StatusOr<LocalCredentials> credentials = MakeLocalCredentials(dir_ + "/local", 1, 1);
+  FLAGS_certs = "";
+  ASSERT_TRUE(credentials.ok()) << credentials.status();
+  EXPECT_THAT(credentials->daemon_args, ElementsAre("--certs=" + dir_ + "/given"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/local"));
 }
 
 TEST_F(LocalCredentialsTest, NoCredentialsBesideAClusterSpecWithoutThem) {

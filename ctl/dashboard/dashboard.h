@@ -1,7 +1,7 @@
 // psctl dashboard's HTTP server (common/net/http_server.h): GET / answers the status page
-// (ctl/dashboard/page.h), GET /api/snapshot a cluster snapshot's JSON (ctl/cluster/cluster_snapshot.h),
-// which the page polls once a second; anything else 404. Plaintext HTTP: psctl binds 127.0.0.1
-// unless told otherwise.
+// (ctl/dashboard/page.h), GET /api/snapshot a cluster snapshot's JSON
+// (ctl/cluster/cluster_snapshot.h), which the page polls once a second; anything else 404.
+// Plaintext HTTP: psctl binds 127.0.0.1 unless told otherwise.
 //
 // Lifecycle: Start() returns a server that is listening; Stop() (or the destructor) closes the
 // port and joins its threads, after which the snapshot function is no longer called.

@@ -1,6 +1,6 @@
 // N ps servers in the calling process, on free ports of one host: the cluster that unit tests,
 // in-process integration tests and benchmarks talk to over real gRPC. Multi-process clusters
-// are ctl/local_cluster's.
+// are ctl/cluster/local_cluster's.
 #ifndef PS_SERVER_TESTING_IN_PROCESS_PS_CLUSTER_H_
 #define PS_SERVER_TESTING_IN_PROCESS_PS_CLUSTER_H_
 

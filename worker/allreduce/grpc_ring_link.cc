@@ -29,7 +29,8 @@ constexpr char kDeliverMethod[] = "/ps.Ring/Deliver";
 constexpr absl::Duration kNoticeDeadline = absl::Seconds(5);
 // How long the channel waits at most between attempts to reach the next worker.
 constexpr absl::Duration kMaxReconnectBackoff = absl::Milliseconds(500);
-// How long a second attempt at a message whose first could not connect waits for the connection.
+// How long a message whose first attempt could not connect waits for the connection before its
+// second.
 constexpr absl::Duration kConnectRetryWindow = absl::Seconds(1);
 
 class GrpcRingLink final : public RingLink {
@@ -46,12 +47,15 @@ class GrpcRingLink final : public RingLink {
         own_name_(std::move(own_name)),
         next_name_(std::move(next_name)),
         previous_name_(std::move(previous_name)),
+        channel_(channel),
         stub_(std::move(channel)) {}
 
   // Cancels the sends in flight and waits for their calls to end.
   ~GrpcRingLink() override {
     {
       absl::MutexLock lock(&mu_);
+      // A send's second attempt, issued from now on, ends at once instead of being sent.
+      if (aborted_.ok()) aborted_ = absl::CancelledError("the ring link was closed");
       for (grpc::ClientContext* call : in_flight_) call->TryCancel();
       auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_.empty(); };
       mu_.Await(absl::Condition(&idle));
@@ -86,7 +90,7 @@ class GrpcRingLink final : public RingLink {
     header.set_from_worker(rank_);
     const int64_t bytes = static_cast<int64_t>(data.size() * sizeof(float));
     // `data` outlives the call.
-    Issue(tag, bytes, EncodeRingPiece(header, data), grpc::Status::OK, std::move(done));
+    Issue(tag, bytes, EncodeRingPiece(header, data), /*first_attempt=*/true, std::move(done));
   }
 
   absl::Status Receive(uint64_t tag, absl::Span<float> out) override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -151,53 +155,55 @@ class GrpcRingLink final : public RingLink {
     grpc::ByteBuffer response;
   };
 
-  // Sends `request` (ring message `tag`, `bytes` of data) to the next worker, then runs `done`.
-  // A first attempt that could not connect (the message never left) is tried once more, waiting
-  // up to kConnectRetryWindow for the connection: a peer that is starting, or a connection
-  // attempt lost under load, is not taken for a dead peer. `first_failure` is OK on the first
-  // attempt and that attempt's status on the second, which reports it if the second fails too.
-  void Issue(uint64_t tag, int64_t bytes, grpc::ByteBuffer request, grpc::Status first_failure,
+  // Sends `request` (ring message `tag`, `bytes` of data) to the next worker, then runs `done`
+  // (never under mu_: it may call Abort). A first attempt that could not connect (the message
+  // never left) is tried once more if the channel connects within kConnectRetryWindow: a peer
+  // that is starting, or a connection attempt lost under load, is not taken for a dead peer.
+  // That wait blocks the gRPC thread that reported the failure; it is a rare path.
+  void Issue(uint64_t tag, int64_t bytes, grpc::ByteBuffer request, bool first_attempt,
              std::function<void(absl::Status)> done) ABSL_LOCKS_EXCLUDED(mu_) {
-    const bool retry = !first_failure.ok();
     auto* call = new OutgoingCall;
     call->request = request;  // Shares the slices.
-    call->context.set_deadline(
-        GrpcDeadline(retry ? std::min(deadline_, kConnectRetryWindow) : deadline_));
-    call->context.set_wait_for_ready(retry);
+    call->context.set_deadline(GrpcDeadline(deadline_));
+    absl::Status aborted;
     {
       absl::MutexLock lock(&mu_);
-      if (!aborted_.ok()) {
-        delete call;
-        done(aborted_);
-        return;
-      }
-      in_flight_.insert(&call->context);
+      aborted = aborted_;
+      if (aborted.ok()) in_flight_.insert(&call->context);
+    }
+    if (!aborted.ok()) {
+      delete call;
+      done(aborted);
+      return;
     }
     stub_.UnaryCall(
         &call->context, kDeliverMethod, grpc::StubOptions(), &call->request, &call->response,
-        [this, call, tag, bytes, request = std::move(request),
-         first_failure = std::move(first_failure), done = std::move(done)](grpc::Status status) {
-          const bool never_left = status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+        [this, call, tag, bytes, request = std::move(request), first_attempt,
+         done = std::move(done)](grpc::Status status) {
+          const bool never_left = first_attempt &&
+                                  status.error_code() == grpc::StatusCode::UNAVAILABLE &&
                                   absl::StrContains(status.error_message(), "failed to connect");
-          absl::Status sent;
           bool again = false;
+          absl::Status sent;
           {
-            // The link may be destroyed as soon as its call is off the list.
             absl::MutexLock lock(&mu_);
             if (status.ok()) {
               bytes_sent_ += bytes;
             } else if (!aborted_.ok()) {
               sent = aborted_;
-            } else if (first_failure.ok() && never_left) {
-              again = true;
             } else {
-              sent = SendError(tag, first_failure.ok() ? status : first_failure);
+              again = never_left;
+              sent = SendError(tag, status);
             }
-            if (!again) in_flight_.erase(&call->context);
           }
-          if (again) {
-            // Issued before this call leaves the list, so that the link outlives both.
-            Issue(tag, bytes, request, status, done);
+          // The second attempt is issued before this call leaves in_flight_, so that the link
+          // (whose destructor waits for in_flight_ to empty) outlives both.
+          if (again && channel_->WaitForConnected(GrpcDeadline(kConnectRetryWindow))) {
+            Issue(tag, bytes, request, /*first_attempt=*/false, done);
+          } else {
+            again = false;
+          }
+          {
             absl::MutexLock lock(&mu_);
             in_flight_.erase(&call->context);
           }
@@ -240,7 +246,8 @@ class GrpcRingLink final : public RingLink {
   const std::string own_name_;       // "worker:1 (host:port)".
   const std::string next_name_;      // Sent to.
   const std::string previous_name_;  // Received from.
-  grpc::GenericStub stub_;           // To the next worker.
+  const std::shared_ptr<grpc::Channel> channel_;  // To the next worker.
+  grpc::GenericStub stub_;                        // On channel_.
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
 

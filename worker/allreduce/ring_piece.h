@@ -1,6 +1,6 @@
 // A ring message on the wire (proto/ring.proto's RingPiece): encoded from the sender's floats
 // without a copy, and decoded from gRPC's buffers straight into the receiver's, through
-// common/tensor_coding.
+// common/tensor/tensor_coding.
 #ifndef PS_WORKER_ALLREDUCE_RING_PIECE_H_
 #define PS_WORKER_ALLREDUCE_RING_PIECE_H_
 
