@@ -216,7 +216,9 @@ std::string ModeNames(const std::function<bool(const ModeTraits&)>& which,
   }
   std::string joined;
   for (size_t i = 0; i < names.size(); ++i) {
-    if (i > 0) absl::StrAppend(&joined, i + 1 == names.size() ? absl::StrCat(" ", last, " ") : ", ");
+    if (i > 0) {
+      absl::StrAppend(&joined, i + 1 == names.size() ? absl::StrCat(" ", last, " ") : ", ");
+    }
     absl::StrAppend(&joined, names[i]);
   }
   return joined;

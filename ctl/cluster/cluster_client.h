@@ -53,16 +53,19 @@ struct ClusterClientOptions {
 };
 
 // Thread-safe.
+// The calls are virtual so that psctl's decisions (recovery, lost workers, checkpoints) can be
+// tested against a fake cluster (ctl/cluster/testing/fake_cluster_client.h).
 class ClusterClient {
  public:
   // Connections are made lazily. INVALID_ARGUMENT only for a spec ClusterSpec::Parse refuses.
   static absl::StatusOr<std::unique_ptr<ClusterClient>> Create(
       const ClusterSpec& cluster, const ClusterClientOptions& options = {});
+  virtual ~ClusterClient() = default;
 
   const ClusterSpec& cluster() const { return cluster_; }
   const ClusterClientOptions& options() const { return options_; }
-  int num_ps() const { return static_cast<int>(ps_channels_.size()); }
-  int num_workers() const { return static_cast<int>(worker_channels_.size()); }
+  int num_ps() const { return cluster_.NumTasks(kPsJob); }
+  int num_workers() const { return cluster_.NumTasks(kWorkerJob); }
   // "worker:1 (10.0.0.3:2223)": how this client's errors name a task of `job` (kPsJob or
   // kWorkerJob).
   std::string TaskName(absl::string_view job, int index) const;
@@ -75,34 +78,39 @@ class ClusterClient {
   PsClient* ps() const { return ps_.get(); }
 
   // Worker daemons. REQUIRES: 0 <= worker < num_workers().
-  absl::StatusOr<StartJobResponse> StartJob(int worker, const StartJobRequest& request) const;
-  absl::Status StopJob(int worker, const std::string& job_id) const;
-  absl::StatusOr<WorkerStatus> GetWorkerStatus(int worker) const;
+  virtual absl::StatusOr<StartJobResponse> StartJob(int worker,
+                                                    const StartJobRequest& request) const;
+  virtual absl::Status StopJob(int worker, const std::string& job_id) const;
+  virtual absl::StatusOr<WorkerStatus> GetWorkerStatus(int worker) const;
   // Hands each progress report of `job_id` from `worker` to `on_progress` (on this thread)
   // until the stream ends: OK when the worker ended it, else why it broke. No deadline: the
   // stream lasts as long as the job; cancel `context` to end it early.
-  absl::Status WatchJob(int worker, const std::string& job_id, grpc::ClientContext* context,
+  virtual absl::Status WatchJob(int worker, const std::string& job_id, grpc::ClientContext* context,
                         const std::function<void(const JobProgress&)>& on_progress) const;
 
   // Ps daemons, one task at a time. REQUIRES: 0 <= ps < num_ps().
-  absl::StatusOr<ListJobsResponse> ListJobs(int ps) const;
-  absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;
+  virtual absl::StatusOr<ListJobsResponse> ListJobs(int ps) const;
+  virtual absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;
   // Checkpoints (ps_service.proto). RestoreJob reads the shard's file: checkpoint_timeout.
-  absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const;
-  absl::Status CommitCheckpoint(int ps, const CommitCheckpointRequest& request) const;
-  absl::StatusOr<ListCheckpointsResponse> ListCheckpoints(
+  virtual absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const;
+  virtual absl::Status CommitCheckpoint(int ps, const CommitCheckpointRequest& request) const;
+  virtual absl::StatusOr<ListCheckpointsResponse> ListCheckpoints(
       int ps, const ListCheckpointsRequest& request) const;
-  absl::Status RestoreJob(int ps, const RestoreJobRequest& request) const;
-  absl::StatusOr<DeleteCheckpointsResponse> DeleteCheckpoints(int ps,
+  virtual absl::Status RestoreJob(int ps, const RestoreJobRequest& request) const;
+  virtual absl::StatusOr<DeleteCheckpointsResponse> DeleteCheckpoints(int ps,
                                                               const std::string& job_id) const;
 
   // Any task. False when no connection came up within status_timeout.
-  bool WaitForConnected(absl::string_view job, int index) const;
+  virtual bool WaitForConnected(absl::string_view job, int index) const;
   // The task's grpc.health.v1 serving status for the whole server.
-  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> CheckHealth(
+  virtual absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> CheckHealth(
       absl::string_view job, int index) const;
   // What the task says of its process (proto/task.proto).
-  absl::StatusOr<TaskInfo> GetTaskInfo(absl::string_view job, int index) const;
+  virtual absl::StatusOr<TaskInfo> GetTaskInfo(absl::string_view job, int index) const;
+
+ protected:
+  // A client that makes no connection, for fakes that override every call: ps() is null.
+  explicit ClusterClient(const ClusterSpec& cluster) : cluster_(cluster) {}
 
  private:
   ClusterClient(const ClusterSpec& cluster, const ClusterClientOptions& options,

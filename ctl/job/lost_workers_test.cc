@@ -1,0 +1,139 @@
+// Each decision of LostWorkers against a fake cluster, at times the test chooses: no daemon, no
+// sleep.
+#include "ctl/job/lost_workers.h"
+
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/time/time.h"
+#include "common/cluster/cluster_spec.h"
+#include "ctl/cluster/testing/fake_cluster_client.h"
+#include "ctl/job/results_writer.h"
+
+namespace ps {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class LostWorkersTest : public ::testing::Test {
+ protected:
+  LostWorkersTest()
+      : cluster_(*ClusterSpec::Parse(
+            R"({"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4"]})",
+            "test")),
+        client_(cluster_) {
+    results_ = *ResultsWriter::Create(
+        std::string(std::getenv("TEST_TMPDIR")) + "/" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+        true);
+  }
+
+  // Worker w's latest progress: RUNNING at `step`, or FAILED there.
+  static JobProgress Progress(int worker, int64_t step, bool failed = false) {
+    JobProgress progress;
+    progress.set_worker(worker);
+    progress.set_step(step);
+    progress.set_state(failed ? JobProgress::FAILED : JobProgress::RUNNING);
+    if (failed) progress.set_error("the stream broke");
+    return progress;
+  }
+
+  std::unique_ptr<LostWorkers> Follow(const JobSpec& spec, int64_t first_step = 0) {
+    spec_ = spec;
+    return std::make_unique<LostWorkers>(cluster_, client_, spec_, first_step, out_,
+                                         results_.get(),
+                                         [this](int w) { refollowed_.push_back(w); });
+  }
+
+  static JobSpec Spec(ConsistencyConfig::Mode mode, double lease_s, int replicas = 0) {
+    JobSpec spec;
+    spec.set_job_id("j");
+    spec.mutable_consistency()->set_mode(mode);
+    spec.mutable_consistency()->set_replicas_to_aggregate(replicas);
+    spec.set_worker_lease_s(lease_s);
+    return spec;
+  }
+
+  const ClusterSpec cluster_;
+  FakeClusterClient client_;
+  JobSpec spec_;
+  std::unique_ptr<ResultsWriter> results_;
+  std::ostringstream out_;
+  std::vector<int> refollowed_;
+  const absl::Time t0_ = absl::FromUnixSeconds(1000);
+};
+
+TEST_F(LostWorkersTest, AnAsyncJobGoesOnWithoutALostWorkerAndTakesItBackAtItsStep) {
+  std::unique_ptr<LostWorkers> lost = Follow(Spec(ConsistencyConfig::ASYNC, 0));
+  const std::vector<JobProgress> now = {Progress(0, 10), Progress(1, 7, true), Progress(2, 9)};
+  EXPECT_EQ(lost->Update(now, {1}, t0_), "");
+  EXPECT_THAT(lost->lost(), ElementsAre(1));
+  EXPECT_THAT(out_.str(), HasSubstr("worker:1 failed at step 7 (the stream broke); the job goes "
+                                    "on without it (ASYNC)"));
+  // Its daemon is still down: nothing is started.
+  EXPECT_EQ(lost->Update(now, {1}, t0_ + absl::Seconds(2)), "");
+  EXPECT_THAT(client_.started, IsEmpty());
+  // Back: it rejoins at the step it had reached, as its next incarnation, and is followed again.
+  client_.workers_up.insert(1);
+  EXPECT_EQ(lost->Update(now, {1}, t0_ + absl::Seconds(4)), "");
+  ASSERT_EQ(client_.started.size(), 1u);
+  EXPECT_EQ(client_.started[0].first, 1);
+  EXPECT_EQ(client_.started[0].second.first_step(), 7);
+  EXPECT_EQ(client_.started[0].second.incarnation(), 1);
+  EXPECT_THAT(refollowed_, ElementsAre(1));
+  EXPECT_THAT(lost->lost(), IsEmpty());
+}
+
+TEST_F(LostWorkersTest, SyncWithoutBackupWorkersWaitsForTheLeaseThenFailsTheJob) {
+  std::unique_ptr<LostWorkers> lost = Follow(Spec(ConsistencyConfig::SYNC, 3));
+  const std::vector<JobProgress> now = {Progress(0, 5), Progress(1, 5, true), Progress(2, 5)};
+  EXPECT_EQ(lost->Update(now, {1}, t0_), "");
+  EXPECT_THAT(out_.str(), HasSubstr("SYNC waits up to 3s for it to return"));
+  EXPECT_EQ(lost->Update(now, {1}, t0_ + absl::Seconds(3)), "");
+  EXPECT_EQ(lost->Update(now, {1}, t0_ + absl::Seconds(4)), "worker:1 did not return within 3s");
+}
+
+TEST_F(LostWorkersTest, SyncRejoinsAtTheBarriersStep) {
+  std::unique_ptr<LostWorkers> lost = Follow(Spec(ConsistencyConfig::SYNC, 10));
+  const std::vector<JobProgress> now = {Progress(0, 9), Progress(1, 7, true), Progress(2, 9)};
+  EXPECT_EQ(lost->Update(now, {1}, t0_), "");
+  client_.workers_up.insert(1);
+  // The shards cannot say their step: it is not started yet.
+  EXPECT_EQ(lost->Update(now, {1}, t0_ + absl::Seconds(1)), "");
+  EXPECT_THAT(client_.started, IsEmpty());
+  client_.job_stats[0].set_step(9);
+  EXPECT_EQ(lost->Update(now, {1}, t0_ + absl::Seconds(2)), "");
+  ASSERT_EQ(client_.started.size(), 1u);
+  EXPECT_EQ(client_.started[0].second.first_step(), 9);
+}
+
+TEST_F(LostWorkersTest, SyncWithBackupWorkersGoesOnWhileEnoughRemain) {
+  std::unique_ptr<LostWorkers> lost = Follow(Spec(ConsistencyConfig::SYNC, 0, /*replicas=*/2));
+  EXPECT_EQ(lost->Update({Progress(0, 4), Progress(1, 4, true), Progress(2, 4)}, {1}, t0_), "");
+  EXPECT_EQ(lost->Update({Progress(0, 4, true), Progress(1, 4, true), Progress(2, 4)}, {0, 1},
+                         t0_ + absl::Milliseconds(100)),
+            "worker:0 failed");
+}
+
+TEST_F(LostWorkersTest, AWorkerThatReportsItsOwnFailureFailsTheJobInEveryMode) {
+  for (ConsistencyConfig::Mode mode : {ConsistencyConfig::ASYNC, ConsistencyConfig::SSP}) {
+    std::unique_ptr<LostWorkers> lost = Follow(Spec(mode, 5));
+    // Its stream did not break: it said it failed (bad data, a NaN gradient).
+    EXPECT_EQ(lost->Update({Progress(0, 3), Progress(1, 3, true), Progress(2, 3)}, {}, t0_),
+              "worker:1 failed")
+        << ConsistencyConfig::Mode_Name(mode);
+  }
+}
+
+TEST_F(LostWorkersTest, ARingFailsWithAnyWorker) {
+  std::unique_ptr<LostWorkers> lost = Follow(Spec(ConsistencyConfig::ALLREDUCE, 10));
+  EXPECT_EQ(lost->Update({Progress(0, 3), Progress(1, 3, true), Progress(2, 3)}, {1}, t0_),
+            "worker:1 failed");
+}
+
+}  // namespace
+}  // namespace ps
