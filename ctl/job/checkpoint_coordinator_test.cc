@@ -1,0 +1,147 @@
+// Each checkpoint decision of CheckpointCoordinator against a fake cluster of two shards: when it
+// arms, what it commits, and when it abandons. No daemon, no sleep.
+#include "ctl/job/checkpoint_coordinator.h"
+
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/cluster/cluster_spec.h"
+#include "ctl/cluster/testing/fake_cluster_client.h"
+
+namespace ps {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+class CheckpointCoordinatorTest : public ::testing::Test {
+ protected:
+  CheckpointCoordinatorTest()
+      : cluster_(*ClusterSpec::Parse(
+            R"({"ps": ["127.0.0.1:1", "127.0.0.1:2"], "worker": ["127.0.0.1:3", "127.0.0.1:4"]})",
+            "test")),
+        client_(cluster_) {}
+
+  static JobSpec Spec(ConsistencyConfig::Mode mode, int64_t every_steps) {
+    JobSpec spec;
+    spec.set_job_id("j");
+    spec.set_run_id("run");
+    spec.mutable_consistency()->set_mode(mode);
+    spec.mutable_checkpoint()->set_every_steps(every_steps);
+    spec.mutable_checkpoint()->set_keep(3);
+    return spec;
+  }
+
+  // Both shards at `clock`, having written checkpoint `seq` there (`clocks` per shard, and each
+  // worker's steps pushed to it), or with `error`.
+  void Shards(int64_t clock, std::vector<int64_t> written_at = {},
+              std::vector<std::vector<int64_t>> steps_pushed = {{}, {}},
+              const std::string& error = "", int64_t seq = 1) {
+    for (int ps = 0; ps < 2; ++ps) {
+      JobStats& stats = client_.job_stats[ps];
+      stats.set_checkpoint_clock(clock);
+      stats.clear_checkpoints();
+      if (written_at.empty()) continue;
+      ShardCheckpoint* entry = stats.add_checkpoints();
+      entry->set_seq(seq);
+      entry->set_ps_index(ps);
+      entry->set_clock(written_at[ps]);
+      entry->set_file(absl::StrCat("run-00000", seq, "/shard-", ps, "-of-2.ckpt"));
+      int64_t fewest = INT64_MAX;
+      for (int64_t steps : steps_pushed[ps]) {
+        entry->add_steps_pushed(steps);
+        fewest = std::min(fewest, steps);
+      }
+      entry->set_min_steps_pushed(steps_pushed[ps].empty() ? 0 : fewest);
+      if (ps == 1) entry->set_error(error);
+    }
+  }
+
+  const ClusterSpec cluster_;
+  FakeClusterClient client_;
+  std::ostringstream out_;
+  const absl::Time t0_ = absl::FromUnixSeconds(1000);
+};
+
+TEST_F(CheckpointCoordinatorTest, SyncArmsTheNextMultipleOnEveryShardAndCommitsWhenAllWrote) {
+  CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::SYNC, 10), &out_);
+  ASSERT_TRUE(coordinator.enabled());
+  Shards(3);
+  coordinator.Poll(t0_);
+  ASSERT_EQ(client_.armed.size(), 2u);
+  for (int ps = 0; ps < 2; ++ps) {
+    EXPECT_EQ(client_.armed[ps].first, ps);
+    EXPECT_EQ(client_.armed[ps].second.seq(), 1);
+    EXPECT_EQ(client_.armed[ps].second.at_clock(), 10);
+    EXPECT_EQ(client_.armed[ps].second.run_id(), "run");
+  }
+  EXPECT_EQ(coordinator.pending(), 1);
+  // One shard has not reached it: nothing is committed, nothing armed again.
+  Shards(9);
+  coordinator.Poll(t0_ + absl::Seconds(1));
+  EXPECT_THAT(client_.committed, IsEmpty());
+  EXPECT_EQ(client_.armed.size(), 2u);
+  // Both wrote it at step 10: the manifest goes to every shard, and the next is armed at 20.
+  Shards(10, {10, 10});
+  coordinator.Poll(t0_ + absl::Seconds(2));
+  ASSERT_EQ(client_.committed.size(), 2u);
+  const CheckpointManifest& manifest = client_.committed[0].second.manifest();
+  EXPECT_EQ(manifest.name(), "run-000001");
+  EXPECT_EQ(manifest.resume_step(), 10);
+  EXPECT_EQ(manifest.shards_size(), 2);
+  EXPECT_EQ(client_.committed[0].second.keep(), 3);
+  ASSERT_TRUE(coordinator.last_complete().has_value());
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoint 1 complete: run-000001, resumes at step 10"));
+  EXPECT_EQ(client_.armed.back().second.at_clock(), 20);
+}
+
+TEST_F(CheckpointCoordinatorTest, AShardThatFailedToWriteAbandonsTheCheckpoint) {
+  CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::SYNC, 10), &out_);
+  Shards(3);
+  coordinator.Poll(t0_);
+  Shards(10, {10, 10}, {{}, {}}, "disk full");
+  coordinator.Poll(t0_ + absl::Seconds(1));
+  EXPECT_THAT(client_.committed, IsEmpty());
+  EXPECT_EQ(coordinator.failed(), 1);
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoint 1 abandoned (training goes on): disk full"));
+  EXPECT_FALSE(coordinator.last_complete().has_value());
+}
+
+TEST_F(CheckpointCoordinatorTest, SyncShardsThatTookItAtDifferentStepsAbandonIt) {
+  CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::SYNC, 10), &out_);
+  Shards(3);
+  coordinator.Poll(t0_);
+  Shards(11, {10, 11});
+  coordinator.Poll(t0_ + absl::Seconds(1));
+  EXPECT_THAT(client_.committed, IsEmpty());
+  EXPECT_THAT(out_.str(), HasSubstr("ps:1 took it at step 11, ps:0 at 10"));
+}
+
+TEST_F(CheckpointCoordinatorTest, AsyncResumesEachWorkerAtTheFewestStepsItPushedToAnyShard) {
+  CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::ASYNC, 10), &out_);
+  Shards(3);
+  coordinator.Poll(t0_);
+  // Each shard at its own version; worker 0 pushed 12 and 11 steps, worker 1 9 and 10.
+  Shards(12, {12, 11}, {{12, 9}, {11, 10}});
+  coordinator.Poll(t0_ + absl::Seconds(1));
+  ASSERT_EQ(client_.committed.size(), 2u);
+  const CheckpointManifest& manifest = client_.committed[0].second.manifest();
+  EXPECT_EQ(manifest.resume_step(), 9);
+  EXPECT_THAT(manifest.worker_resume_steps(), ElementsAre(11, 9));
+}
+
+TEST_F(CheckpointCoordinatorTest, AShardThatRefusesToArmAbandonsItAtOnce) {
+  client_.arm_status = absl::UnavailableError("ps:1 is down");
+  CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::SYNC, 10), &out_);
+  Shards(3);
+  coordinator.Poll(t0_);
+  EXPECT_EQ(coordinator.pending(), 0);
+  EXPECT_EQ(coordinator.failed(), 1);
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoint 1 abandoned (training goes on): ps:1 is down"));
+}
+
+}  // namespace
+}  // namespace ps
