@@ -124,7 +124,9 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
       optimizer_(std::move(optimizer)),
       aggregates_(rule->aggregates()),
       served_delay_(rule->served_delay()),
-      rule_(std::move(rule)) {
+      rule_(std::move(rule)),
+      // Each lease runs from the start.
+      leases_(spec.num_workers(), absl::Milliseconds(spec.worker_lease_ms()), absl::Now()) {
   {
     absl::MutexLock lock(&chunks_mu_);
     assemblies_.resize(spec.num_workers());
@@ -133,8 +135,6 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
   last_push_id_.assign(spec.num_workers(), 0);
   applied_by_worker_.assign(spec.num_workers(), 0);
   staleness_by_worker_.resize(spec.num_workers());
-  last_heard_.assign(spec.num_workers(), absl::Now());  // Each lease runs from the start.
-  lost_.assign(spec.num_workers(), false);
   incarnation_.assign(spec.num_workers(), 0);
   steps_pushed_.assign(spec.num_workers(), 0);
 }
@@ -285,8 +285,7 @@ absl::Status ShardJob::AdoptIncarnationLocked(int worker, int incarnation, int64
   if (!status.ok() || incarnation == incarnation_[worker]) return status;
   incarnation_[worker] = incarnation;
   last_push_id_[worker] = 0;
-  lost_[worker] = false;
-  HeardLocked(worker);
+  leases_.Rejoined(worker);
   rule_->Rejoin(worker, clock);
   return absl::OkStatus();
 }
@@ -608,7 +607,7 @@ JobStats ShardJob::Stats() const {
     worker->set_worker(w);
     worker->set_clock(rule_->clock(w));
     worker->set_left(rule_->left(w));
-    worker->set_lost(lost_[w]);
+    worker->set_lost(leases_.lost(w));
     worker->set_last_push_id(last_push_id_[w]);
     worker->set_applied(applied_by_worker_[w]);
     staleness_by_worker_[w].ToProto(worker->mutable_staleness());

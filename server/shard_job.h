@@ -1,7 +1,7 @@
 // One job's state on one ps shard (shard_job.cc: creation and pushes; shard_job_pull.cc: pulls
 // and waiting; shard_job_chunks.cc: chunked pushes; shard_job_checkpoint.cc: checkpoints and
 // restores; shard_job_replay.cc: the apply log and its replay; shard_job_sparse.cc: sparse
-// tables' rows): the slices placed here (values and
+// tables' rows; its workers' leases are a WorkerLeases of their own): the slices placed here (values and
 // optimizer slots), parked pulls and statistics. What the job's consistency mode decides (apply,
 // aggregate or drop a push; the learning rate; when a pull may proceed; the step and clocks) is
 // its ConsistencyRule's (server/consistency/), which ShardJob asks under mu_, and its row's in
@@ -49,6 +49,7 @@
 #include "server/sparse_table.h"
 #include "common/job/optimizer.h"
 #include "server/staleness_histogram.h"
+#include "server/worker_leases.h"
 
 namespace ps {
 
@@ -315,11 +316,8 @@ class ShardJob {
   // lost, the rule's Rejoin at `clock`).
   absl::Status AdoptIncarnationLocked(int worker, int incarnation, int64_t clock)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Notes a sign of `worker`'s life for its lease; reads the clock only when the job has leases
-  // (it runs on every pull and push).
-  void HeardLocked(int worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (spec_.worker_lease_ms() > 0) last_heard_[worker] = absl::Now();
-  }
+  // Notes a sign of `worker`'s life for its lease (WorkerLeases::Heard).
+  void HeardLocked(int worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { leases_.Heard(worker); }
   // The checks of a push's run, worker and push_id; counted.
   absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
@@ -510,8 +508,8 @@ class ShardJob {
   bool checkpointing_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, int64_t> dropped_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> rejected_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::Time> last_heard_ ABSL_GUARDED_BY(mu_);  // Per worker: its last request.
-  std::vector<bool> lost_ ABSL_GUARDED_BY(mu_);              // Per worker: its lease ran out.
+  // Each worker's lease (its own lock, taken after mu_ where both are).
+  WorkerLeases leases_;
   std::vector<int> incarnation_ ABSL_GUARDED_BY(mu_);        // Per worker: the newest seen.
   // Per worker: the steps it has pushed (its furthest admitted push's clock + 1; a resumed
   // run's workers start at its resume step).

@@ -249,14 +249,13 @@ void ShardJob::CancelAllWaiters(const absl::Status& status) {
 bool ShardJob::AllWorkersLeft() const {
   absl::MutexLock lock(&mu_);
   for (int w = 0; w < rule_->num_workers(); ++w) {
-    if (!rule_->left(w) && !lost_[w]) return false;
+    if (!rule_->left(w) && !leases_.lost(w)) return false;
   }
   return true;
 }
 
 std::vector<int> ShardJob::ExpireLeases(absl::Time now) {
-  if (spec_.worker_lease_ms() <= 0) return {};
-  const absl::Duration lease = absl::Milliseconds(spec_.worker_lease_ms());
+  if (!leases_.enabled()) return {};
   // A lost worker leaves the clocks only where the mode says so (SSP): a barrier with backup
   // workers needs none in particular, and one without them waits for the lost one until its
   // pulls time out; the other modes wait for no one.
@@ -266,11 +265,11 @@ std::vector<int> ShardJob::ExpireLeases(absl::Time now) {
   std::vector<Waiter> ready;
   {
     absl::MutexLock lock(&mu_);
-    for (int w = 0; w < spec_.num_workers(); ++w) {
-      if (lost_[w] || rule_->left(w) || now - last_heard_[w] <= lease) continue;
-      lost_[w] = true;
-      lost.push_back(w);
-      if (leaves) rule_->Leave(w);
+    lost = leases_.Expire(now, [this](int w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return rule_->left(w);  // Under mu_, held by the caller of Expire.
+    });
+    if (leaves) {
+      for (int w : lost) rule_->Leave(w);
     }
     if (lost.empty()) return lost;
     ready = TakeReadyWaitersLocked();

@@ -1,0 +1,44 @@
+// Each worker's lease on a job (JobSpec.worker_lease_s): a worker the shard has not heard from
+// for longer than the lease is lost, once, until it rejoins. ShardJob owns one and decides what
+// a lost worker means for its consistency mode; this class only keeps the times. Thread-safe.
+#ifndef PS_SERVER_WORKER_LEASES_H_
+#define PS_SERVER_WORKER_LEASES_H_
+
+#include <functional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace ps {
+
+class WorkerLeases {
+ public:
+  // `lease` <= 0: none (no worker is ever lost, and Heard reads no clock). Every lease runs
+  // from `start`.
+  WorkerLeases(int num_workers, absl::Duration lease, absl::Time start);
+
+  bool enabled() const { return lease_ > absl::ZeroDuration(); }
+  // A sign of `worker`'s life (a pull or push) at absl::Now(); it runs on every pull and push,
+  // so it reads the clock only when there are leases.
+  void Heard(int worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // `worker` came back (a new incarnation): no longer lost, heard from now.
+  void Rejoined(int worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `worker`'s lease ran out and it has not rejoined.
+  bool lost(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The workers not heard from for longer than the lease at `now`, lost from now on, in order;
+  // each once. `skip(w)`: a worker not to judge (it left the job).
+  std::vector<int> Expire(absl::Time now, const std::function<bool(int)>& skip)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const absl::Duration lease_;
+  mutable absl::Mutex mu_;
+  std::vector<absl::Time> last_heard_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> lost_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_WORKER_LEASES_H_
