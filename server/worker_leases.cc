@@ -5,20 +5,19 @@
 namespace ps {
 
 WorkerLeases::WorkerLeases(int num_workers, absl::Duration lease, absl::Time start)
-    : lease_(lease), last_heard_(num_workers, start), lost_(num_workers, false) {}
+    : lease_(lease), last_heard_ns_(num_workers), lost_(num_workers, false) {
+  for (std::atomic<int64_t>& heard : last_heard_ns_) heard = absl::ToUnixNanos(start);
+}
 
 void WorkerLeases::Heard(int worker) {
   if (!enabled()) return;
-  const absl::Time now = absl::Now();
-  absl::MutexLock lock(&mu_);
-  last_heard_[worker] = now;
+  last_heard_ns_[worker].store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
 }
 
 void WorkerLeases::Rejoined(int worker) {
-  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
   lost_[worker] = false;
-  last_heard_[worker] = now;
+  last_heard_ns_[worker].store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
 }
 
 bool WorkerLeases::lost(int worker) const {
@@ -31,7 +30,9 @@ std::vector<int> WorkerLeases::Expire(absl::Time now, const std::function<bool(i
   if (!enabled()) return expired;
   absl::MutexLock lock(&mu_);
   for (int w = 0; w < static_cast<int>(lost_.size()); ++w) {
-    if (lost_[w] || skip(w) || now - last_heard_[w] <= lease_) continue;
+    const absl::Time heard =
+        absl::FromUnixNanos(last_heard_ns_[w].load(std::memory_order_relaxed));
+    if (lost_[w] || skip(w) || now - heard <= lease_) continue;
     lost_[w] = true;
     expired.push_back(w);
   }

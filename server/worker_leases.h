@@ -1,9 +1,12 @@
 // Each worker's lease on a job (JobSpec.worker_lease_s): a worker the shard has not heard from
 // for longer than the lease is lost, once, until it rejoins. ShardJob owns one and decides what
-// a lost worker means for its consistency mode; this class only keeps the times. Thread-safe.
+// a lost worker means for its consistency mode; this class only keeps the times. Thread-safe:
+// Heard, on every pull and push, takes no lock (one atomic store).
 #ifndef PS_SERVER_WORKER_LEASES_H_
 #define PS_SERVER_WORKER_LEASES_H_
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -21,8 +24,8 @@ class WorkerLeases {
 
   bool enabled() const { return lease_ > absl::ZeroDuration(); }
   // A sign of `worker`'s life (a pull or push) at absl::Now(); it runs on every pull and push,
-  // so it reads the clock only when there are leases.
-  void Heard(int worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // so it reads the clock only when there are leases, and takes no lock.
+  void Heard(int worker);
   // `worker` came back (a new incarnation): no longer lost, heard from now.
   void Rejoined(int worker) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `worker`'s lease ran out and it has not rejoined.
@@ -35,7 +38,8 @@ class WorkerLeases {
  private:
   const absl::Duration lease_;
   mutable absl::Mutex mu_;
-  std::vector<absl::Time> last_heard_ ABSL_GUARDED_BY(mu_);
+  // Per worker: when it was last heard from, in Unix nanoseconds.
+  std::vector<std::atomic<int64_t>> last_heard_ns_;
   std::vector<bool> lost_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -40,6 +40,21 @@ std::string SiblingBinary(const std::string& relative_path) {
   return error ? relative_path : SiblingBinaryOf(self, relative_path);
 }
 
+absl::StatusOr<ClusterSpec> LoopbackCluster(int num_ps, int num_workers,
+                                            const std::vector<int>& ports) {
+  ClusterDef def;
+  size_t next = 0;
+  for (const auto& [job, count] : {std::make_pair(std::string(kPsJob), num_ps),
+                                   std::make_pair(std::string(kWorkerJob), num_workers)}) {
+    ClusterJob* cluster_job = def.add_jobs();
+    cluster_job->set_name(job);
+    for (int i = 0; i < count; ++i) {
+      cluster_job->add_tasks(absl::StrCat("127.0.0.1:", ports[next++]));
+    }
+  }
+  return ClusterSpec::FromProto(def);
+}
+
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     const LocalClusterOptions& options) {
   if (options.num_ps < 1 || options.num_workers < 1) {
@@ -51,19 +66,10 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     return absl::PermissionDeniedError(absl::StrCat("cannot create ", options.dir, ": ",
                                                     error.message()));
   }
-  ClusterDef def;
   absl::StatusOr<std::vector<int>> ports = PickUnusedPorts(options.num_ps + options.num_workers);
   if (!ports.ok()) return ports.status();
-  size_t next = 0;
-  for (const auto& [job, count] : {std::make_pair(std::string(kPsJob), options.num_ps),
-                                   std::make_pair(std::string(kWorkerJob), options.num_workers)}) {
-    ClusterJob* cluster_job = def.add_jobs();
-    cluster_job->set_name(job);
-    for (int i = 0; i < count; ++i) {
-      cluster_job->add_tasks(absl::StrCat("127.0.0.1:", (*ports)[next++]));
-    }
-  }
-  absl::StatusOr<ClusterSpec> cluster = ClusterSpec::FromProto(def);
+  absl::StatusOr<ClusterSpec> cluster =
+      LoopbackCluster(options.num_ps, options.num_workers, *ports);
   if (!cluster.ok()) return cluster.status();
   std::unique_ptr<LocalCluster> local(new LocalCluster(options, *cluster));
   absl::Status written =

@@ -49,6 +49,11 @@ struct LocalClusterOptions {
   std::ostream* out = nullptr;  // Where restarts are said; null: nowhere.
 };
 
+// A ClusterSpec of `num_ps` ps and `num_workers` worker tasks on 127.0.0.1, the tasks on
+// `ports` in that order (ps first). REQUIRES: ports.size() == num_ps + num_workers.
+absl::StatusOr<ClusterSpec> LoopbackCluster(int num_ps, int num_workers,
+                                            const std::vector<int>& ports);
+
 // The directories, absolute, of the data files `spec` names: what a local cluster's workers
 // may read to run it.
 std::vector<std::string> DataDirectories(const JobSpec& spec);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <numeric>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -12,26 +13,13 @@
 #include "common/security/security_flags.h"
 #include "common/security/transport_security.h"
 #include "ctl/cluster/certs.h"
+#include "ctl/cluster/local_cluster.h"
 
 namespace ps {
 namespace {
 
 // Long enough for any run; the CA that signed them is gone with its key.
 constexpr int kCertificateDays = 365;
-
-// A ClusterSpec of `num_ps` and `num_workers` tasks on 127.0.0.1: certificates name the host
-// and each task's index, never a port.
-absl::StatusOr<ClusterSpec> LoopbackCluster(int num_ps, int num_workers) {
-  ClusterDef def;
-  int port = 1;
-  for (const auto& [job, count] : {std::make_pair(std::string(kPsJob), num_ps),
-                                   std::make_pair(std::string(kWorkerJob), num_workers)}) {
-    ClusterJob* cluster_job = def.add_jobs();
-    cluster_job->set_name(job);
-    for (int i = 0; i < count; ++i) cluster_job->add_tasks(absl::StrCat("127.0.0.1:", port++));
-  }
-  return ClusterSpec::FromProto(def);
-}
 
 }  // namespace
 
@@ -66,7 +54,10 @@ absl::StatusOr<LocalCredentials> MakeLocalCredentials(const std::string& dir, in
   for (const std::string file : {"ca.crt", "ca.key", kClusterTokenFile, kAdminTokenFile}) {
     std::filesystem::remove(absolute + "/" + file, error);
   }
-  absl::StatusOr<ClusterSpec> cluster = LoopbackCluster(num_ps, num_workers);
+  // Certificates name the host and each task's index, never a port.
+  std::vector<int> ports(num_ps + num_workers);
+  std::iota(ports.begin(), ports.end(), 1);
+  absl::StatusOr<ClusterSpec> cluster = LoopbackCluster(num_ps, num_workers, ports);
   if (!cluster.ok()) return cluster.status();
   std::ostringstream said;  // What psctl certs tells an operator; nothing to do here.
   absl::Status made = MakeClusterCertificates(*cluster, absolute, kCertificateDays, said);
