@@ -102,17 +102,10 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
     job->optimizer_->InitializeSlots(slots);
     job->slices_.push_back(std::move(slice));
   }
-  for (const SparseTableDef& def : spec.sparse_tables()) {
-    SparseTable::Options options;
-    options.name = def.name();
-    options.width = def.width();
-    options.initializer = def.initializer();
-    options.seed = spec.seed();
-    options.optimizer = spec.optimizer();
-    absl::StatusOr<std::unique_ptr<SparseTable>> table = SparseTable::Create(options);
-    if (!table.ok()) return table.status();
-    job->tables_.emplace(def.name(), *std::move(table));
-  }
+  absl::StatusOr<std::unique_ptr<ShardSparseTables>> sparse =
+      ShardSparseTables::Create(spec, num_ps, ps_index);
+  if (!sparse.ok()) return sparse.status();
+  job->sparse_ = *std::move(sparse);
   return job;
 }
 
@@ -219,12 +212,12 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
     const PushRequestHeader& header, std::vector<absl::Span<float>>* destinations) {
   absl::Status status = CheckPushSlices(header);
   if (!status.ok()) return status;
-  status = CheckSparse(header.sparse(), /*distinct=*/true);
+  status = sparse_->Check(header.sparse(), /*distinct=*/true);
   if (!status.ok()) {
     CountRejected("sparse");
     return status;
   }
-  const int64_t sparse = SparseFloats(header.sparse());
+  const int64_t sparse = sparse_->Floats(header.sparse());
   std::shared_ptr<std::vector<float>> buffer =
       sparse == 0 ? push_buffers_->Acquire(num_elements_)
                   : std::make_shared<std::vector<float>>(num_elements_ + sparse);
@@ -326,12 +319,12 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
   absl::Status sender = CheckPushSender(header);
   if (!sender.ok()) return sender;
   const int worker = header.worker();
-  absl::Status sparse = CheckSparse(header.sparse(), /*distinct=*/true);
+  absl::Status sparse = sparse_->Check(header.sparse(), /*distinct=*/true);
   if (!sparse.ok()) {
     CountRejected("sparse");
     return sparse;
   }
-  const int64_t sparse_floats = SparseFloats(header.sparse());
+  const int64_t sparse_floats = sparse_->Floats(header.sparse());
   if (static_cast<int64_t>(gradient.size()) != num_elements_ + sparse_floats) {
     CountRejected("shape");
     return absl::InvalidArgumentError(absl::StrCat(
@@ -361,7 +354,7 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
   if (!spec_.allow_non_finite() && !known_finite) {
     std::string where = FindNonFinite(gradient);
     if (where.empty()) {
-      where = FindNonFiniteSparse(header.sparse(), gradient.subspan(num_elements_));
+      where = sparse_->FindNonFinite(header.sparse(), gradient.subspan(num_elements_));
     }
     if (!where.empty()) {
       CountRejected("non_finite");
@@ -460,7 +453,7 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
   } else {
     for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += gradient[i];
   }
-  AccumulateSparse(header.sparse(), gradient.subspan(num_elements_), first);
+  sparse_->Accumulate(header.sparse(), gradient.subspan(num_elements_), first);
   if (!last) {
     response.set_outcome(PushResponse::ACCUMULATED);
     return response;
@@ -482,7 +475,7 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   const float scale = 1.0f / static_cast<float>(count);
   for (float& value : sum_) value *= scale;
   ApplyToSlices(learning_rate, sum_);
-  ApplySparseSums(learning_rate, scale);
+  sparse_->ApplySums(learning_rate, scale);
   std::vector<Waiter> ready;
   std::vector<ArmedCheckpoint> due;
   {
@@ -547,7 +540,7 @@ void ShardJob::CountAppliedLocked(int worker, int64_t staleness) {
 void ShardJob::ApplyUpdate(float learning_rate, const PushRequestHeader& header,
                            absl::Span<const float> gradient) {
   ApplyToSlices(learning_rate, gradient);
-  ApplySparse(learning_rate, header.sparse(), gradient.subspan(num_elements_));
+  sparse_->Apply(learning_rate, header.sparse(), gradient.subspan(num_elements_));
 }
 
 void ShardJob::ApplyToSlices(float learning_rate, absl::Span<const float> gradient) {
@@ -593,7 +586,7 @@ JobStats ShardJob::Stats() const {
   *stats.mutable_spec() = spec_;
   for (const SliceRef& ref : SliceRefs()) *stats.add_slices() = ref;
   absl::MutexLock lock(&mu_);
-  for (const auto& [name, table] : tables_) (*stats.mutable_sparse_rows())[name] = table->rows();
+  for (const auto& [name, rows] : sparse_->RowCounts()) (*stats.mutable_sparse_rows())[name] = rows;
   stats.set_version(version_);
   stats.set_step(rule_->step());
   stats.set_applied_updates(version_);

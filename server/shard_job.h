@@ -1,8 +1,8 @@
 // One job's state on one ps shard (shard_job.cc: creation and pushes; shard_job_pull.cc: pulls
 // and waiting; shard_job_chunks.cc: chunked pushes; shard_job_checkpoint.cc: checkpoints and
-// restores; shard_job_replay.cc: the apply log and its replay; shard_job_sparse.cc: sparse
-// tables' rows; its workers' leases are a WorkerLeases of their own): the slices placed here (values and
-// optimizer slots), parked pulls and statistics. What the job's consistency mode decides (apply,
+// restores; shard_job_replay.cc: the apply log and its replay; its sparse tables' rows are a
+// ShardSparseTables, its workers' leases a WorkerLeases, each of their own): the slices placed
+// here (values and optimizer slots), parked pulls and statistics. What the job's consistency mode decides (apply,
 // aggregate or drop a push; the learning rate; when a pull may proceed; the step and clocks) is
 // its ConsistencyRule's (server/consistency/), which ShardJob asks under mu_, and its row's in
 // common/job/consistency_modes.h (whether a lost worker leaves the clocks); a new mode changes
@@ -46,7 +46,7 @@
 #include "common/metrics/metrics.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/job_traffic.h"
-#include "server/sparse_table.h"
+#include "server/shard_sparse_tables.h"
 #include "common/job/optimizer.h"
 #include "server/staleness_histogram.h"
 #include "server/worker_leases.h"
@@ -322,32 +322,6 @@ class ShardJob {
   absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
   std::vector<Waiter> TakeReadyWaitersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sparse tables (shard_job_sparse.cc; ParameterSpec.sparse_tables): a pull's or push's rows
-  // come after the dense values in its data, table entry by table entry.
-  // Floats of the rows `entries` name.
-  int64_t SparseFloats(const google::protobuf::RepeatedPtrField<SparseRows>& entries) const;
-  // INVALID_ARGUMENT for an unknown table, a key another shard holds, or (`distinct`: a push's)
-  // a key twice in one table's entry (a push counts it rejected as "sparse").
-  absl::Status CheckSparse(const google::protobuf::RepeatedPtrField<SparseRows>& entries,
-                           bool distinct) const;
-  // The first Inf or NaN of a push's sparse rows, described, or "".
-  std::string FindNonFiniteSparse(const google::protobuf::RepeatedPtrField<SparseRows>& entries,
-                                  absl::Span<const float> rows) const;
-  // Runs the optimizer at `learning_rate` on the rows (ApplyNow's update).
-  void ApplySparse(float learning_rate,
-                   const google::protobuf::RepeatedPtrField<SparseRows>& entries,
-                   absl::Span<const float> rows);
-  // Adds a push's rows to the open aggregate's sums, by key.
-  void AccumulateSparse(const google::protobuf::RepeatedPtrField<SparseRows>& entries,
-                        absl::Span<const float> rows, bool first)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_);
-  // Applies the aggregate's row sums times `scale` at `learning_rate`, and clears them.
-  void ApplySparseSums(float learning_rate, float scale)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_);
-  // Reads a pull's rows into `out` (SparseFloats floats).
-  void ReadSparse(const google::protobuf::RepeatedPtrField<SparseRows>& entries,
-                  absl::Span<float> out) const;
-
   // A push held for its turn in a replay.
   struct QueuedPush {
     PushRequestHeader header;
@@ -477,11 +451,9 @@ class ShardJob {
   // rule's open aggregate from a push's admission to its apply.
   absl::Mutex aggregate_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::vector<float> sum_ ABSL_GUARDED_BY(aggregate_mu_);
-  // The open aggregate's sparse rows: per table, per key, their sum.
-  std::map<std::string, absl::flat_hash_map<uint64_t, std::vector<float>>> sparse_sums_
-      ABSL_GUARDED_BY(aggregate_mu_);
-  // The sparse tables' rows on this shard, by name (fixed after Create).
-  std::map<std::string, std::unique_ptr<SparseTable>> tables_;
+  // The sparse tables' rows on this shard and the open aggregate's sums of them (their own
+  // lock; Accumulate and ApplySums under aggregate_mu_). Set by Create.
+  std::unique_ptr<ShardSparseTables> sparse_;
 
   // The apply log: held, while recording or replaying, by each update from its admission to
   // its version bump and by each worker pull's snapshot, so that they happen one at a time in

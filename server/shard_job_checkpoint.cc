@@ -26,36 +26,6 @@ bool CopyFloats(absl::string_view bytes, absl::Span<float> out) {
   return true;
 }
 
-// An open aggregate's rows of one table: per key (in key order), the key and its `width` floats.
-std::string EncodeSparseSums(const absl::flat_hash_map<uint64_t, std::vector<float>>& sums,
-                             int64_t width) {
-  std::vector<uint64_t> keys;
-  keys.reserve(sums.size());
-  for (const auto& [key, sum] : sums) keys.push_back(key);
-  std::sort(keys.begin(), keys.end());
-  std::string bytes;
-  for (uint64_t key : keys) {
-    bytes.append(reinterpret_cast<const char*>(&key), sizeof(key));
-    bytes += FloatBytes(sums.at(key).data(), static_cast<size_t>(width));
-  }
-  return bytes;
-}
-
-// The rows EncodeSparseSums wrote; false unless the bytes are whole records of `width`.
-bool DecodeSparseSums(absl::string_view bytes, int64_t width,
-                      absl::flat_hash_map<uint64_t, std::vector<float>>* sums) {
-  const size_t record = sizeof(uint64_t) + static_cast<size_t>(width) * sizeof(float);
-  if (bytes.size() % record != 0) return false;
-  for (size_t at = 0; at < bytes.size(); at += record) {
-    uint64_t key;
-    std::memcpy(&key, bytes.data() + at, sizeof(key));
-    std::vector<float>& sum = (*sums)[key];
-    sum.resize(static_cast<size_t>(width));
-    CopyFloats(bytes.substr(at + sizeof(key), record - sizeof(key)), absl::MakeSpan(sum));
-  }
-  return true;
-}
-
 }  // namespace
 
 // What a checkpoint takes between updates: the state, and each slice's values and slots, held
@@ -113,7 +83,7 @@ ShardJob::CapturedState ShardJob::CaptureBetweenUpdates() {
       captured.slots.push_back(std::make_shared<ValuesReader>(slot));
     }
   }
-  for (const auto& [name, table] : tables_) captured.table_rows.push_back(table->SaveRows());
+  captured.table_rows = sparse_->SaveRows();
   absl::MutexLock lock(&mu_);
   checkpointing_ = false;
   return captured;
@@ -128,11 +98,7 @@ std::vector<CheckpointBlock> ShardJob::Checkpoint() {
     captured = CaptureBetweenUpdates();
     if (captured.state.open_aggregate_size() > 0) {
       sum = FloatBytes(sum_.data(), sum_.size());
-      for (const auto& [name, table] : tables_) {
-        auto open = sparse_sums_.find(name);
-        sparse_sums.push_back(
-            open == sparse_sums_.end() ? "" : EncodeSparseSums(open->second, table->width()));
-      }
+      sparse_sums = sparse_->SaveSums();
     }
   }
   // Updates go on; the tensors held stay as they were read.
@@ -256,12 +222,12 @@ absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
   const std::string prefix = JobPrefix(spec_.job_id());
   const size_t num_slices = slices_.size();
   const size_t num_slots = static_cast<size_t>(optimizer_->num_slots());
-  const size_t expected = 2 + num_slices * (1 + num_slots) + 2 * tables_.size();
+  const size_t expected = 2 + num_slices * (1 + num_slots) + 2 * sparse_->size();
   if (blocks.size() != expected ||
       state.slice_update_counts_size() != static_cast<int>(num_slices)) {
     return absl::DataLossError(absl::StrCat(prefix, "the checkpoint has ", blocks.size(),
                                             " blocks; this shard's ", num_slices, " slices and ",
-                                            tables_.size(),
+                                            sparse_->size(),
                                             " sparse tables under its optimizer "
                                             "take ",
                                             expected));
@@ -283,20 +249,8 @@ absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
     }
     slice.update_count = state.slice_update_counts(static_cast<int>(i));
   }
-  size_t at = 1 + num_slices * (1 + num_slots);
-  for (const auto& [name, table] : tables_) {
-    const CheckpointBlock& rows = blocks[at++];
-    absl::Status loaded = rows.tag == kSparseRowsBlock
-                              ? table->LoadRows(rows.bytes())
-                              : absl::DataLossError("the block is not a table's rows");
-    if (!loaded.ok()) {
-      return absl::Status(loaded.code(), absl::StrCat(prefix,
-                                                      "the checkpoint's rows of sparse "
-                                                      "table \"",
-                                                      name, "\": ", loaded.message()));
-    }
-  }
-  return absl::OkStatus();
+  return sparse_->LoadRows(
+      absl::MakeConstSpan(blocks).subspan(1 + num_slices * (1 + num_slots), sparse_->size()));
 }
 
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
@@ -321,18 +275,10 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
     return absl::DataLossError(prefix + "the checkpoint's open aggregate is not the shard's size");
   }
   // The open aggregate's rows of each table, after the tables' own rows.
-  size_t at = blocks.size() - 1 - (*job)->tables_.size();
-  for (const auto& [name, table] : (*job)->tables_) {
-    const CheckpointBlock& sums = blocks[at++];
-    if (sums.bytes().empty()) continue;
-    if (sums.tag != kSparseSumBlock || !open ||
-        !DecodeSparseSums(sums.bytes(), table->width(), &(*job)->sparse_sums_[name])) {
-      return absl::DataLossError(absl::StrCat(prefix,
-                                              "the checkpoint's open aggregate of sparse "
-                                              "table \"",
-                                              name, "\" is not its rows"));
-    }
-  }
+  ShardSparseTables& sparse = *(*job)->sparse_;
+  status = sparse.LoadSums(
+      absl::MakeConstSpan(blocks).subspan(blocks.size() - 1 - sparse.size(), sparse.size()), open);
+  if (!status.ok()) return status;
   return job;
 }
 

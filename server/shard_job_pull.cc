@@ -30,7 +30,7 @@ absl::Status ShardJob::ValidatePull(const PullRequest& request,
         prefix, "the pull asks for encoding ", request.encoding(),
         ", which this ps does not know: ask for FLOAT32, FLOAT16 or BFLOAT16"));
   }
-  absl::Status sparse = CheckSparse(request.sparse(), /*distinct=*/false);
+  absl::Status sparse = sparse_->Check(request.sparse(), /*distinct=*/false);
   if (!sparse.ok()) return sparse;
   if (request.slices().empty()) {
     for (size_t i = 0; i < slices_.size(); ++i) {
@@ -157,8 +157,8 @@ ShardJob::PullSnapshot ShardJob::ReadSnapshot(const PullRequest& request) const 
   snapshot.header.set_version(version - served_delay);
   if (!request.sparse().empty()) {
     // Rows are read into a buffer of the answer's own (a table's rows change in place).
-    auto rows = std::make_shared<std::vector<float>>(SparseFloats(request.sparse()));
-    ReadSparse(request.sparse(), absl::MakeSpan(*rows));
+    auto rows = std::make_shared<std::vector<float>>(sparse_->Floats(request.sparse()));
+    sparse_->Read(request.sparse(), absl::MakeSpan(*rows));
     *snapshot.header.mutable_sparse() = request.sparse();
     snapshot.pieces.emplace_back(*rows);
     snapshot.keep_alive = std::make_shared<std::pair<decltype(readers), decltype(rows)>>(
