@@ -614,12 +614,8 @@ JobStats ShardJob::Stats() const {
   }
   stats.set_bytes_received(traffic_.bytes_received());
   stats.set_bytes_sent(traffic_.bytes_sent());
-  for (const ShardCheckpoint& checkpoint : checkpoints_) *stats.add_checkpoints() = checkpoint;
-  stats.set_failed_checkpoints(failed_checkpoints_);
+  checkpoints_.AddTo(&stats);
   stats.set_checkpoint_clock(rule_->checkpoint_clock(version_));
-  stats.set_restored_from(restored_from_);
-  stats.set_restored_version(restored_version_);
-  stats.set_restored_step(restored_step_);
   return stats;
 }
 

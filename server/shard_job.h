@@ -46,6 +46,7 @@
 #include "common/metrics/metrics.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/job_traffic.h"
+#include "server/shard_checkpoints.h"
 #include "server/shard_sparse_tables.h"
 #include "common/job/optimizer.h"
 #include "server/staleness_histogram.h"
@@ -167,16 +168,10 @@ class ShardJob {
   static absl::StatusOr<std::unique_ptr<ShardJob>> Restore(
       const std::vector<CheckpointBlock>& blocks, int num_ps, int ps_index);
 
-  // Periodic checkpoints (docs/checkpoints.md). A checkpoint taken at an agreed point: its
-  // blocks (values held by reference, as pulls hold them: a push meanwhile writes to a fresh
-  // copy), and its entry with seq, version, clock and min_steps_pushed filled (the file's fields
-  // are the writer's). It is a resume point: it holds no open aggregate (the workers resuming from
-  // it push that step again).
-  struct TakenCheckpoint {
-    std::vector<CheckpointBlock> blocks;
-    ShardCheckpoint entry;
-  };
-  using CheckpointSink = std::function<void(TakenCheckpoint)>;
+  // Periodic checkpoints (docs/checkpoints.md; a TakenCheckpoint and its sink are
+  // server/shard_checkpoints.h's).
+  using TakenCheckpoint = ::ps::TakenCheckpoint;
+  using CheckpointSink = ::ps::CheckpointSink;
   // Arms checkpoint `seq` of run `run_id`: it is taken when the shard's clock (the rule's
   // checkpoint_clock: SYNC step, SSP slowest clock, else version) reaches `at_clock`, right
   // after the update that gets it there and before the next one, or at once when `at_clock` is
@@ -233,10 +228,9 @@ class ShardJob {
   // seconds; pulls answered at once are not in it.
   const Histogram& park_seconds() const { return park_seconds_; }
   // How long writing each of its checkpoint files took (written ones), in seconds.
-  const Histogram& checkpoint_write_seconds() const { return checkpoint_write_seconds_; }
-  // The two histograms' upper bounds.
+  const Histogram& checkpoint_write_seconds() const { return checkpoints_.write_seconds(); }
+  // The park histogram's upper bounds.
   static const std::vector<double>& ParkSecondsBounds();
-  static const std::vector<double>& CheckpointSecondsBounds();
 
  private:
   // A slice's values (or one of its optimizer slots), shared copy-on-write: pulls hand gRPC
@@ -387,13 +381,12 @@ class ShardJob {
   // (values held, slots copied), and lets them go on. REQUIRES: for aggregating rules,
   // aggregate_mu_ held.
   CapturedState CaptureBetweenUpdates() ABSL_LOCKS_EXCLUDED(mu_);
-  struct ArmedCheckpoint {
-    int64_t seq = 0;
-    int64_t at_clock = 0;
-    CheckpointSink sink;
-  };
-  // The armed checkpoints whose clock the shard has reached, taken out of armed_.
-  std::vector<ArmedCheckpoint> TakeDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The armed checkpoints whose clock the shard has reached (ShardCheckpoints::TakeDue under
+  // mu_, so that none is armed for a clock an update reaches meanwhile).
+  std::vector<ArmedCheckpoint> TakeDueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!checkpoints_.any_armed()) return {};  // An update pays nothing when none is armed.
+    return checkpoints_.TakeDue(rule_->checkpoint_clock(version_));
+  }
   // Takes checkpoint `seq` for `armed` (between updates: new ones wait while the optimizer
   // slots are copied) and hands it to its sink. REQUIRES: for aggregating rules, aggregate_mu_
   // held (no aggregate summed or applied meanwhile).
@@ -486,17 +479,12 @@ class ShardJob {
   // Per worker: the steps it has pushed (its furthest admitted push's clock + 1; a resumed
   // run's workers start at its resume step).
   std::vector<int64_t> steps_pushed_ ABSL_GUARDED_BY(mu_);
-  std::vector<ArmedCheckpoint> armed_ ABSL_GUARDED_BY(mu_);
-  std::vector<ShardCheckpoint> checkpoints_ ABSL_GUARDED_BY(mu_);  // Written, the latest few.
-  int64_t failed_checkpoints_ ABSL_GUARDED_BY(mu_) = 0;
-  // A resumed run: the checkpoint it started from, at which version and step (Resume).
-  std::string restored_from_ ABSL_GUARDED_BY(mu_);
-  int64_t restored_version_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t restored_step_ ABSL_GUARDED_BY(mu_) = 0;
+  // Armed and written checkpoints, and where a resumed run started (their own lock, taken
+  // after mu_ where both are).
+  ShardCheckpoints checkpoints_;
   int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
   Histogram park_seconds_{ParkSecondsBounds()};
-  Histogram checkpoint_write_seconds_{CheckpointSecondsBounds()};
   JobTraffic traffic_;
 };
 

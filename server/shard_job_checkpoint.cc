@@ -119,7 +119,7 @@ absl::Status ShardJob::ArmCheckpoint(const std::string& run_id, int64_t seq, int
           " but ps:", ps_index_, " is at ", clock, " already; arm it further ahead"));
     }
     if (at_clock >= 0 && clock < at_clock) {
-      armed_.push_back(std::move(armed));
+      checkpoints_.Arm(std::move(armed));
       return absl::OkStatus();
     }
   }
@@ -131,21 +131,6 @@ absl::Status ShardJob::ArmCheckpoint(const std::string& run_id, int64_t seq, int
     TakeCheckpoint(std::move(armed));
   }
   return absl::OkStatus();
-}
-
-std::vector<ShardJob::ArmedCheckpoint> ShardJob::TakeDueLocked() {
-  std::vector<ArmedCheckpoint> due;
-  if (armed_.empty()) return due;
-  const int64_t clock = rule_->checkpoint_clock(version_);
-  for (auto it = armed_.begin(); it != armed_.end();) {
-    if (it->at_clock <= clock) {
-      due.push_back(std::move(*it));
-      it = armed_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return due;
 }
 
 void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
@@ -164,20 +149,7 @@ void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
   armed.sink(std::move(taken));
 }
 
-const std::vector<double>& ShardJob::CheckpointSecondsBounds() {
-  static const std::vector<double>* const bounds =
-      new std::vector<double>{0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100, 300};
-  return *bounds;
-}
-
-void ShardJob::CheckpointWritten(const ShardCheckpoint& entry) {
-  constexpr size_t kRemembered = 8;
-  if (entry.error().empty()) checkpoint_write_seconds_.Observe(entry.write_ms() / 1000.0);
-  absl::MutexLock lock(&mu_);
-  if (!entry.error().empty()) ++failed_checkpoints_;
-  checkpoints_.push_back(entry);
-  if (checkpoints_.size() > kRemembered) checkpoints_.erase(checkpoints_.begin());
-}
+void ShardJob::CheckpointWritten(const ShardCheckpoint& entry) { checkpoints_.Written(entry); }
 
 void ShardJob::SaveStateLocked(ShardCheckpointState* state) const {
   *state->mutable_spec() = spec_;
@@ -312,9 +284,7 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
   absl::MutexLock lock(&resumed.mu_);
   resumed.steps_pushed_ = worker_steps;
   resumed.version_ = state->version();
-  resumed.restored_from_ = at.checkpoint;
-  resumed.restored_version_ = state->version();
-  resumed.restored_step_ = at.step;
+  resumed.checkpoints_.Resumed(at.checkpoint, state->version(), at.step);
   resumed.updates_started_ = state->updates_started();
   absl::StatusOr<StalenessHistogram> histogram = StalenessHistogram::FromProto(state->staleness());
   if (!histogram.ok()) return histogram.status();
