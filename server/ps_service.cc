@@ -76,7 +76,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
     absl::Duration wait = request.wait_timeout_ms() > 0
                               ? absl::Milliseconds(request.wait_timeout_ms())
                               : service_->options_.default_wait_timeout;
-    absl::Time deadline = absl::Now() + wait;
+    absl::Time deadline = service_->options_.clock->Now() + wait;
     absl::Time client_deadline = absl::FromChrono(context_->deadline());
     if (client_deadline - kDeadlineMargin < deadline) deadline = client_deadline - kDeadlineMargin;
     std::weak_ptr<ShardJob> weak_job = job_;
@@ -162,7 +162,8 @@ ParameterService::ParameterService(const ParameterServiceOptions& options)
       checkpoints_(options.file_system, options.checkpoint_dir),
       max_total_bytes_(options.limits.max_total_bytes > 0 ? options.limits.max_total_bytes
                                                           : DefaultTotalBytes()),
-      requests_in_flight_(options.limits.max_requests_per_peer, TaskName()) {}
+      requests_in_flight_(options.limits.max_requests_per_peer, TaskName()),
+      timer_(DeadlineTimerOptions{options.clock}) {}
 
 ParameterService::Reservation::~Reservation() {
   absl::MutexLock lock(&service_->mu_);
@@ -320,7 +321,7 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   if (!reserved.ok()) return reserved.status();
   // Initializing may take a while for big models: done outside the lock.
   absl::StatusOr<std::unique_ptr<ShardJob>> created =
-      ShardJob::Create(request.spec(), options_.num_ps, options_.ps_index);
+      ShardJob::Create(request.spec(), options_.num_ps, options_.ps_index, options_.clock);
   if (!created.ok()) return created.status();
   if (request.replaying()) (*created)->StartReplay(request.replay());
   std::shared_ptr<ShardJob> job = *std::move(created);
@@ -564,11 +565,11 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
   const std::shared_ptr<ShardJob> alive = job.lock();
   if (alive == nullptr || alive->spec().worker_lease_ms() <= 0) return;
   const absl::Duration lease = absl::Milliseconds(alive->spec().worker_lease_ms());
-  const absl::Time next = absl::Now() + std::max(lease / 4, absl::Milliseconds(50));
+  const absl::Time next = options_.clock->Now() + std::max(lease / 4, absl::Milliseconds(50));
   timer_.Schedule(next, [this, id, job, lease] {
     const std::shared_ptr<ShardJob> watched = job.lock();
     if (watched == nullptr) return;  // Deleted.
-    const std::vector<int> lost = watched->ExpireLeases(absl::Now());
+    const std::vector<int> lost = watched->ExpireLeases(options_.clock->Now());
     for (int worker : lost) {
       LOG(WARNING) << "job " << id << ": worker " << worker << " is lost: " << TaskName()
                    << " has heard nothing from it for over its lease (" << lease << ")";
@@ -584,7 +585,7 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
 void ParameterService::ForgetAfterRetention(const std::string& id,
                                             const std::weak_ptr<ShardJob>& job) {
   if (options_.finished_job_retention == absl::InfiniteDuration()) return;
-  timer_.Schedule(absl::Now() + options_.finished_job_retention,
+  timer_.Schedule(options_.clock->Now() + options_.finished_job_retention,
                   [this, id, job] { ForgetFinishedJob(id, job); });
 }
 

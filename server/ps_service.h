@@ -66,6 +66,9 @@ struct ParameterServiceOptions {
   // A call beyond --max_requests_per_peer is refused with RESOURCE_EXHAUSTED before anything
   // of its request is decoded.
   ServiceLimits limits;
+  // Whose time pull deadlines, worker leases, retention and checkpoint timestamps are on; a
+  // test passes a SimulatedClock. Not owned.
+  Clock* clock = Clock::Real();
 };
 
 using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<

@@ -62,15 +62,15 @@ void ParameterService::WriteCheckpoint(const std::weak_ptr<ShardJob>& job,
                                        const std::string& job_dir, const std::string& name,
                                        const std::shared_ptr<ShardJob::TakenCheckpoint>& taken) {
   ShardCheckpoint entry = taken->entry;
-  const absl::Time start = absl::Now();
+  const absl::Time start = options_.clock->Now();
   absl::Status status = checkpoints_.WriteShard(job_dir, name, options_.ps_index, options_.num_ps,
                                                 taken->blocks, &entry);
   taken->blocks.clear();  // Lets go of the values it held.
-  entry.set_written_at_ms(absl::ToUnixMillis(absl::Now()));
-  entry.set_write_ms(absl::ToInt64Milliseconds(absl::Now() - start));
+  entry.set_written_at_ms(absl::ToUnixMillis(options_.clock->Now()));
+  entry.set_write_ms(absl::ToInt64Milliseconds(options_.clock->Now() - start));
   if (status.ok()) {
     LOG(INFO) << "checkpoint " << name << ": wrote " << entry.file() << " (" << entry.bytes()
-              << " bytes) in " << absl::Now() - start << " on " << TaskName();
+              << " bytes) in " << options_.clock->Now() - start << " on " << TaskName();
   } else {
     entry.set_error(absl::StrCat(TaskName(), " could not write checkpoint ", name, ": ",
                                  status.message(), "; it is abandoned, training goes on"));
@@ -246,7 +246,7 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request, co
   if (!blocks.ok()) return blocks.status();
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
       ShardJob::Resume(*blocks, request.spec(), options_.num_ps, options_.ps_index,
-                       ResumePointOf(manifest, request.spec().num_workers()));
+                       ResumePointOf(manifest, request.spec().num_workers()), options_.clock);
   if (!resumed.ok()) return resumed.status();
   std::shared_ptr<ShardJob> job = *std::move(resumed);
   {

@@ -68,7 +68,7 @@ absl::StatusOr<int64_t> ShardJob::MemoryBytes(const ParameterSpec& spec, int num
 }
 
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& spec, int num_ps,
-                                                           int ps_index) {
+                                                           int ps_index, Clock* clock) {
   absl::StatusOr<Layout> layout = LayOut(spec, num_ps, ps_index);
   if (!layout.ok()) return layout.status();
   const Placement* placement = &layout->placement;
@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
                                ConsistencyConfig::Mode_Name(spec.consistency().mode()));
   }
   std::unique_ptr<ShardJob> job(
-      new ShardJob(spec, num_ps, ps_index, std::move(layout->optimizer), std::move(rule)));
+      new ShardJob(spec, num_ps, ps_index, clock, std::move(layout->optimizer), std::move(rule)));
   // A spare buffer for the values and each slot of every slice (copied on write).
   job->value_buffers_ = BufferPool::Create(std::max<size_t>(
       1, placement->SlicesOn(ps_index).size() * (1 + job->optimizer_->num_slots())));
@@ -109,17 +109,18 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
   return job;
 }
 
-ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
+ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index, Clock* clock,
                    std::unique_ptr<Optimizer> optimizer, std::unique_ptr<ConsistencyRule> rule)
     : spec_(spec),
       num_ps_(num_ps),
       ps_index_(ps_index),
+      clock_(clock),
       optimizer_(std::move(optimizer)),
       aggregates_(rule->aggregates()),
       served_delay_(rule->served_delay()),
       rule_(std::move(rule)),
       // Each lease runs from the start.
-      leases_(spec.num_workers(), absl::Milliseconds(spec.worker_lease_ms()), absl::Now()) {
+      leases_(spec.num_workers(), absl::Milliseconds(spec.worker_lease_ms()), clock) {
   {
     absl::MutexLock lock(&chunks_mu_);
     assemblies_.resize(spec.num_workers());
@@ -610,7 +611,7 @@ JobStats ShardJob::Stats() const {
   if (!waiters_.empty()) {
     absl::Time oldest = absl::InfiniteFuture();
     for (const auto& [id, waiter] : waiters_) oldest = std::min(oldest, waiter.parked_at);
-    stats.set_oldest_parked_pull_ms(absl::ToInt64Milliseconds(absl::Now() - oldest));
+    stats.set_oldest_parked_pull_ms(absl::ToInt64Milliseconds(clock_->Now() - oldest));
   }
   stats.set_bytes_received(traffic_.bytes_received());
   stats.set_bytes_sent(traffic_.bytes_sent());

@@ -43,6 +43,7 @@
 #include "proto/ps_service.pb.h"
 #include "server/buffer_pool.h"
 #include "common/checkpoint/checkpoint_file.h"
+#include "common/clock.h"
 #include "common/metrics/metrics.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/job_traffic.h"
@@ -68,8 +69,10 @@ class ShardJob {
 
   // Validates `spec` (see ValidateParameterSpec), places it on `num_ps` tasks, and creates and
   // initializes the slices of task `ps_index`.
+  // `clock`: whose time leases and parked pulls run on; it must outlive the job.
   static absl::StatusOr<std::unique_ptr<ShardJob>> Create(const ParameterSpec& spec, int num_ps,
-                                                          int ps_index);
+                                                          int ps_index,
+                                                          Clock* clock = Clock::Real());
   ShardJob(const ShardJob&) = delete;
   ShardJob& operator=(const ShardJob&) = delete;
   // REQUIRES: no parked pulls (CancelAllWaiters first).
@@ -166,7 +169,8 @@ class ShardJob {
   // DATA_LOSS for blocks that are not a whole checkpoint of the job's placement;
   // FAILED_PRECONDITION for one taken on another task or number of tasks.
   static absl::StatusOr<std::unique_ptr<ShardJob>> Restore(
-      const std::vector<CheckpointBlock>& blocks, int num_ps, int ps_index);
+      const std::vector<CheckpointBlock>& blocks, int num_ps, int ps_index,
+      Clock* clock = Clock::Real());
 
   // Periodic checkpoints (docs/checkpoints.md; a TakenCheckpoint and its sink are
   // server/shard_checkpoints.h's).
@@ -196,7 +200,7 @@ class ShardJob {
   // push seen yet. INVALID_ARGUMENT when `at.worker_steps` is not one step per worker.
   static absl::StatusOr<std::unique_ptr<ShardJob>> Resume(
       const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
-      int ps_index, const ResumePoint& at);
+      int ps_index, const ResumePoint& at, Clock* clock = Clock::Real());
 
   // The apply log (ParameterSpec.record_apply_log, ASYNC; shard_job_replay.cc): the shard
   // records each worker pull it serves (the version) and each push it applies (the version read,
@@ -288,7 +292,7 @@ class ShardJob {
     bool all_finite = true;  // Of the chunks decoded.
   };
 
-  ShardJob(const ParameterSpec& spec, int num_ps, int ps_index,
+  ShardJob(const ParameterSpec& spec, int num_ps, int ps_index, Clock* clock,
            std::unique_ptr<Optimizer> optimizer, std::unique_ptr<ConsistencyRule> rule);
 
   // INVALID_ARGUMENT (counted) unless the push's slices are this shard's, in order.
@@ -426,6 +430,7 @@ class ShardJob {
   const ParameterSpec spec_;
   const int num_ps_;
   const int ps_index_;
+  Clock* const clock_;
   const std::unique_ptr<Optimizer> optimizer_;
   const bool aggregates_;                       // rule_->aggregates(), fixed.
   const int served_delay_;                      // rule_->served_delay(), fixed.

@@ -226,10 +226,10 @@ absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
 }
 
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
-    const std::vector<CheckpointBlock>& blocks, int num_ps, int ps_index) {
+    const std::vector<CheckpointBlock>& blocks, int num_ps, int ps_index, Clock* clock) {
   absl::StatusOr<ShardCheckpointState> state = ReadShardState(blocks, num_ps, ps_index);
   if (!state.ok()) return state.status();
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = Create(state->spec(), num_ps, ps_index);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = Create(state->spec(), num_ps, ps_index, clock);
   if (!job.ok()) return job.status();
   absl::Status status = (*job)->RestoreSlices(blocks, *state);
   if (!status.ok()) return status;
@@ -256,7 +256,7 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
 
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
     const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
-    int ps_index, const ResumePoint& at) {
+    int ps_index, const ResumePoint& at, Clock* clock) {
   std::vector<int64_t> worker_steps = at.worker_steps;
   if (worker_steps.empty()) worker_steps.assign(spec.num_workers(), at.step);
   if (static_cast<int>(worker_steps.size()) != spec.num_workers()) {
@@ -276,7 +276,7 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
         "the job differs from the one the checkpoint was taken of (its variables, optimizer, "
         "learning rate, consistency or seed); resume it as it was submitted"));
   }
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = Create(spec, num_ps, ps_index);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = Create(spec, num_ps, ps_index, clock);
   if (!job.ok()) return job.status();
   absl::Status status = (*job)->RestoreSlices(blocks, *state);
   if (!status.ok()) return status;

@@ -7,13 +7,19 @@
 #include <optional>
 #include <vector>
 
-#include "absl/time/clock.h"
+#include "common/testing/simulated_clock.h"
 #include "server/shard_job.h"
 
 namespace ps {
 namespace {
 
 constexpr absl::Duration kLease = absl::Milliseconds(300);
+
+// The leases' time: each test advances it by hand instead of sleeping.
+SimulatedClock* TestClock() {
+  static SimulatedClock* const clock = new SimulatedClock();
+  return clock;
+}
 
 std::unique_ptr<ShardJob> Job(ConsistencyConfig::Mode mode) {
   ParameterSpec spec;
@@ -26,7 +32,7 @@ std::unique_ptr<ShardJob> Job(ConsistencyConfig::Mode mode) {
   spec.mutable_consistency()->set_ssp_bound(1);
   spec.set_num_workers(2);
   spec.set_worker_lease_ms(absl::ToInt64Milliseconds(kLease));
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0, TestClock());
   EXPECT_TRUE(job.ok()) << job.status();
   return job.ok() ? *std::move(job) : nullptr;
 }
@@ -48,7 +54,7 @@ absl::Status Push(ShardJob* job, int worker, int64_t n, int incarnation = 0,
 
 TEST(ShardJobLeaseTest, SspStopsWaitingForAWorkerWhoseLeaseRanOut) {
   std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::SSP);
-  absl::SleepFor(kLease * 2 / 3);  // Worker 1 says nothing from here on.
+  TestClock()->Advance(kLease * 2 / 3);  // Worker 1 says nothing from here on.
   for (int64_t clock = 0; clock < 2; ++clock) ASSERT_TRUE(Push(job.get(), 0, clock).ok());
   PullRequest pull;
   pull.set_job_id("leased");
@@ -61,7 +67,7 @@ TEST(ShardJobLeaseTest, SspStopsWaitingForAWorkerWhoseLeaseRanOut) {
   ASSERT_FALSE(answered.has_value());
 
   // Worker 0 was heard just now; worker 1 not since the job began, over the lease by then.
-  const absl::Time now = absl::Now() + kLease / 2;
+  const absl::Time now = TestClock()->Now() + kLease / 2;
   EXPECT_EQ(job->ExpireLeases(now), std::vector<int>{1});
   ASSERT_TRUE(answered.has_value());
   EXPECT_TRUE(answered->ok()) << *answered;
@@ -74,9 +80,9 @@ TEST(ShardJobLeaseTest, SspStopsWaitingForAWorkerWhoseLeaseRanOut) {
 
 TEST(ShardJobLeaseTest, SyncMarksALostWorkerButItsBarrierStillWaitsForIt) {
   std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::SYNC);
-  absl::SleepFor(kLease * 2 / 3);
+  TestClock()->Advance(kLease * 2 / 3);
   ASSERT_TRUE(Push(job.get(), 0, 0).ok());
-  EXPECT_EQ(job->ExpireLeases(absl::Now() + kLease / 2), std::vector<int>{1});
+  EXPECT_EQ(job->ExpireLeases(TestClock()->Now() + kLease / 2), std::vector<int>{1});
   const JobStats stats = job->Stats();
   EXPECT_TRUE(stats.workers(1).lost());
   EXPECT_FALSE(stats.workers(1).left());
@@ -140,9 +146,9 @@ TEST(ShardJobIncarnationTest, ARefusedPushOfANewerIncarnationDoesNotFenceTheWork
 
 TEST(ShardJobIncarnationTest, ALostSspWorkerRejoinsAtItsClockAndHoldsTheOthersBackAgain) {
   std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::SSP);
-  absl::SleepFor(kLease * 2 / 3);
+  TestClock()->Advance(kLease * 2 / 3);
   ASSERT_TRUE(Push(job.get(), 0, 0).ok());
-  EXPECT_EQ(job->ExpireLeases(absl::Now() + kLease / 2), std::vector<int>{1});
+  EXPECT_EQ(job->ExpireLeases(TestClock()->Now() + kLease / 2), std::vector<int>{1});
   for (int64_t clock = 1; clock < 4; ++clock) ASSERT_TRUE(Push(job.get(), 0, clock).ok());
   PullRequest pull;
   pull.set_job_id("leased");
@@ -180,9 +186,9 @@ TEST(ShardJobLeaseTest, WithoutALeaseNoWorkerIsLost) {
   spec.mutable_learning_rate()->set_base(0.1f);
   spec.mutable_consistency()->set_mode(ConsistencyConfig::SSP);
   spec.set_num_workers(2);
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0, TestClock());
   ASSERT_TRUE(job.ok());
-  EXPECT_TRUE((*job)->ExpireLeases(absl::Now() + absl::Hours(1)).empty());
+  EXPECT_TRUE((*job)->ExpireLeases(TestClock()->Now() + absl::Hours(1)).empty());
 }
 
 }  // namespace

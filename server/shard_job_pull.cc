@@ -89,10 +89,10 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
       if (!observer) HeardLocked(request.worker());
       if (replaying_ && !observer) {
         replayed_id = next_waiter_id_++;
-        waiters_.emplace(replayed_id, Waiter{request, std::move(done), absl::Now()});
+        waiters_.emplace(replayed_id, Waiter{request, std::move(done), clock_->Now()});
       } else if (!rule_->PullReady(request)) {
         int64_t id = next_waiter_id_++;
-        waiters_.emplace(id, Waiter{request, std::move(done), absl::Now()});
+        waiters_.emplace(id, Waiter{request, std::move(done), clock_->Now()});
         return id;
       }
     }
@@ -190,7 +190,7 @@ const std::vector<double>& ShardJob::ParkSecondsBounds() {
 }
 
 absl::Duration ShardJob::EndPark(const Waiter& waiter) {
-  const absl::Duration parked = absl::Now() - waiter.parked_at;
+  const absl::Duration parked = clock_->Now() - waiter.parked_at;
   park_seconds_.Observe(absl::ToDoubleSeconds(parked));
   return parked;
 }

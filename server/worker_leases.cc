@@ -1,23 +1,23 @@
 #include "server/worker_leases.h"
 
-#include "absl/time/clock.h"
 
 namespace ps {
 
-WorkerLeases::WorkerLeases(int num_workers, absl::Duration lease, absl::Time start)
-    : lease_(lease), last_heard_ns_(num_workers), lost_(num_workers, false) {
-  for (std::atomic<int64_t>& heard : last_heard_ns_) heard = absl::ToUnixNanos(start);
+WorkerLeases::WorkerLeases(int num_workers, absl::Duration lease, Clock* clock)
+    : lease_(lease), clock_(clock), last_heard_ns_(num_workers), lost_(num_workers, false) {
+  const int64_t start = absl::ToUnixNanos(clock_->Now());
+  for (std::atomic<int64_t>& heard : last_heard_ns_) heard = start;
 }
 
 void WorkerLeases::Heard(int worker) {
   if (!enabled()) return;
-  last_heard_ns_[worker].store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  last_heard_ns_[worker].store(absl::ToUnixNanos(clock_->Now()), std::memory_order_relaxed);
 }
 
 void WorkerLeases::Rejoined(int worker) {
   absl::MutexLock lock(&mu_);
   lost_[worker] = false;
-  last_heard_ns_[worker].store(absl::GetCurrentTimeNanos(), std::memory_order_relaxed);
+  last_heard_ns_[worker].store(absl::ToUnixNanos(clock_->Now()), std::memory_order_relaxed);
 }
 
 bool WorkerLeases::lost(int worker) const {

@@ -13,17 +13,18 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace ps {
 
 class WorkerLeases {
  public:
   // `lease` <= 0: none (no worker is ever lost, and Heard reads no clock). Every lease runs
-  // from `start`.
-  WorkerLeases(int num_workers, absl::Duration lease, absl::Time start);
+  // from now on `clock`, which must outlive this.
+  WorkerLeases(int num_workers, absl::Duration lease, Clock* clock);
 
   bool enabled() const { return lease_ > absl::ZeroDuration(); }
-  // A sign of `worker`'s life (a pull or push) at absl::Now(); it runs on every pull and push,
+  // A sign of `worker`'s life (a pull or push) now; it runs on every pull and push,
   // so it reads the clock only when there are leases, and takes no lock.
   void Heard(int worker);
   // `worker` came back (a new incarnation): no longer lost, heard from now.
@@ -37,6 +38,7 @@ class WorkerLeases {
 
  private:
   const absl::Duration lease_;
+  Clock* const clock_;
   mutable absl::Mutex mu_;
   // Per worker: when it was last heard from, in Unix nanoseconds.
   std::vector<std::atomic<int64_t>> last_heard_ns_;

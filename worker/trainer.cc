@@ -213,11 +213,14 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
 // exchange's pulls waited at the shards meanwhile, which goes to `wait`.
 class PhaseTimer {
  public:
-  explicit PhaseTimer(const Exchange& exchange)
-      : exchange_(&exchange), start_(absl::Now()), parked_before_(exchange.parked_time()) {}
+  PhaseTimer(const Exchange& exchange, Clock* clock)
+      : exchange_(&exchange),
+        clock_(clock),
+        start_(clock->Now()),
+        parked_before_(exchange.parked_time()) {}
 
   void End(absl::Duration* phase, absl::Duration* wait) const {
-    const absl::Duration took = absl::Now() - start_;
+    const absl::Duration took = clock_->Now() - start_;
     const absl::Duration waited = std::min(took, exchange_->parked_time() - parked_before_);
     *phase += took - waited;
     *wait += waited;
@@ -225,6 +228,7 @@ class PhaseTimer {
 
  private:
   const Exchange* exchange_;
+  Clock* clock_;
   absl::Time start_;
   absl::Duration parked_before_;
 };
@@ -289,15 +293,15 @@ class TrainingLoop {
 
 absl::Status TrainingLoop::Run() {
   // Throughput and elapsed time count from here: after loading data and creating the job.
-  loop_start_ = absl::Now();
+  loop_start_ = context_.clock->Now();
   for (int64_t step = context_.first_step; step < job_.step_limit && !stopped_early_; ++step) {
     if (context_.stop->load()) return absl::CancelledError("stopped by request");
-    if (spec_.time_limit_s() > 0 && absl::Now() - start_ > absl::Seconds(spec_.time_limit_s())) {
+    if (spec_.time_limit_s() > 0 && context_.clock->Now() - start_ > absl::Seconds(spec_.time_limit_s())) {
       break;
     }
     // A sparse model's batch first: the pull brings the rows of its keys.
     if (job_.sparse != nullptr) job_.sparse->ReadBatch();
-    PhaseTimer phase(exchange_);
+    PhaseTimer phase(exchange_, context_.clock);
     absl::Status status = exchange_.BeforeCompute(step);
     if (!status.ok()) return status;
     phase.End(&pull_time_, &wait_time_);
@@ -321,7 +325,7 @@ absl::Status TrainingLoop::Run() {
       }
       if (progress_.note().empty()) progress_.set_note("training diverged: " + *diverged);
     }
-    phase = PhaseTimer(exchange_);
+    phase = PhaseTimer(exchange_, context_.clock);
     status = exchange_.AfterCompute(step, gradients_);
     if (!status.ok()) return status;
     phase.End(&push_time_, &wait_time_);
@@ -342,7 +346,7 @@ absl::Status TrainingLoop::Run() {
 }
 
 absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {
-  const absl::Time begin = absl::Now();
+  const absl::Time begin = context_.clock->Now();
   absl::StatusOr<BatchMetrics> metrics;
   if (job_.sparse != nullptr) {
     metrics = job_.sparse->Compute(exchange_.weights().const_view(), gradients_.mutable_view());
@@ -356,10 +360,11 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {
                                            gradients_.mutable_view());
   }
   if (!metrics.ok()) return metrics.status();
-  const absl::Duration compute = absl::Now() - begin;
+  const absl::Duration compute = context_.clock->Now() - begin;
   compute_time_ += compute;
   examples_ += metrics->examples;
-  absl::SleepFor(StragglerDelay(spec_.stragglers(), context_.worker, compute, &straggler_random_));
+  context_.clock->SleepFor(
+      StragglerDelay(spec_.stragglers(), context_.worker, compute, &straggler_random_));
   return metrics;
 }
 
@@ -427,7 +432,7 @@ void TrainingLoop::Report(int64_t step, double loss) {
                                              : reader_.epochs_completed());
   progress_.set_loss(loss);
   progress_.set_global_step(exchange_.global_step());
-  const double elapsed = absl::ToDoubleSeconds(absl::Now() - loop_start_);
+  const double elapsed = absl::ToDoubleSeconds(context_.clock->Now() - loop_start_);
   progress_.set_elapsed_seconds(elapsed);
   progress_.set_examples_per_second(elapsed > 0 ? examples_ / elapsed : 0);
   progress_.set_staleness(exchange_.mean_staleness());
@@ -444,7 +449,7 @@ void TrainingLoop::Report(int64_t step, double loss) {
 
 // The training proper; RunTrainer adds leaving the job.
 absl::Status Train(const TrainerContext& context) {
-  const absl::Time start = absl::Now();
+  const absl::Time start = context.clock->Now();
   absl::StatusOr<std::unique_ptr<PreparedJob>> job = PrepareJob(context);
   if (!job.ok()) return job.status();
   TrainingLoop loop(context, job->get(), start);

@@ -17,6 +17,7 @@
 #include <functional>
 
 #include "absl/status/status.h"
+#include "common/clock.h"
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
 #include "proto/job.pb.h"
@@ -51,6 +52,9 @@ struct TrainerContext {
   // When given, filled for the report that ends the job: what it trained and evaluated on
   // (once the data is loaded), and a note on how training went (a loss that stopped falling).
   TrainerOutcome* outcome = nullptr;
+  // Whose time the loop's timings, time limit and straggler delays are on (a test may pass a
+  // SimulatedClock). Not owned.
+  Clock* clock = Clock::Real();
 };
 
 // Runs the job: OK when it reached its stop condition, CANCELLED when asked to stop, else the

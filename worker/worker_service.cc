@@ -214,7 +214,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
     failed.set_state(JobProgress::FAILED);
     failed.set_error_code(static_cast<int>(status.code()));
     failed.set_error(std::string(status.message()));
-    job->finished_at = absl::Now();
+    job->finished_at = options_.clock->Now();
     job->finished = true;
     job->progress->Publish(failed);
   };
@@ -242,6 +242,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   JobProgress last;
   TrainerOutcome outcome;
   context.outcome = &outcome;
+  context.clock = options_.clock;
   context.report = [&](const JobProgress& progress) {
     last = progress;
     job->progress->Publish(progress);
@@ -273,7 +274,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   }
   LOG(INFO) << "job " << spec.job_id() << ": " << JobProgress::State_Name(last.state())
             << (status.ok() ? "" : absl::StrCat(": ", status.ToString()));
-  job->finished_at = absl::Now();
+  job->finished_at = options_.clock->Now();
   job->finished = true;
   job->progress->Publish(last);
 }
@@ -296,7 +297,7 @@ absl::StatusOr<std::unique_ptr<RingLink>> WorkerService::MakeRing(const JobSpec&
 }
 
 void WorkerService::ForgetFinishedJobsLocked() {
-  const absl::Time now = absl::Now();
+  const absl::Time now = options_.clock->Now();
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     RunningJob& job = *it->second;
     if (job.finished && now - job.finished_at > options_.finished_job_retention) {

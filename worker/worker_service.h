@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/cluster/cluster_spec.h"
 #include "common/metrics/metrics.h"
 #include "common/client/ps_client.h"
@@ -42,6 +43,9 @@ struct WorkerServiceOptions {
   // it), for ALLREDUCE and LOCAL_SGD jobs; not owned, outlives the service. Null: this worker
   // runs no such job (it fails saying so).
   RingMailbox* ring_mailbox = nullptr;
+  // Whose time jobs' training loops and retention are on (a test may pass a SimulatedClock).
+  // Not owned.
+  Clock* clock = Clock::Real();
 };
 
 // Thread-safe.
