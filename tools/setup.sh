@@ -22,6 +22,9 @@ PACKAGES=(
   iproute2 procps
   # psctl report's plots (tools/report.py); numpy reads exported checkpoints in tests.
   python3 python3-matplotlib python3-numpy
+  # Python and PyTorch workers (python/ps): the pybind11 binding against Debian's Python 3, and
+  # PyTorch for ps.pytorch, its tests and examples.
+  python3-dev pybind11-dev python3-torch
   # Real data for the experiments: scikit-learn's copy of the UCI handwritten digits
   # (tools/prepare_digits.py).
   python3-sklearn

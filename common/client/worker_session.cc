@@ -1,11 +1,13 @@
 #include "common/client/worker_session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/tensor/finite.h"
 #include "common/job/partitioner.h"
 #include "common/net/proto_byte_buffer.h"
 #include "common/tensor/tensor_coding.h"
@@ -494,6 +496,29 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
           },
           connections_->options().call_timeout, static_cast<int>(chunk)});
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerSession::CheckFinite(const ConstVariables& gradients,
+                                        const std::vector<SparsePush>& sparse) const {
+  if (spec_.allow_non_finite()) return absl::OkStatus();
+  auto refuse = [](const std::string& what, absl::Span<const float> values) {
+    int64_t at = 0;
+    while (at < static_cast<int64_t>(values.size()) && std::isfinite(values[at])) ++at;
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::isnan(values[at]) ? "NaN" : "Inf", " in the gradient of ", what, " at element ", at,
+        "; nothing was sent (the job refuses non-finite gradients; JobSpec.allow_non_finite "
+        "accepts them)"));
+  };
+  for (const VariableDef& def : spec_.variables()) {
+    auto gradient = gradients.find(def.name());
+    if (gradient != gradients.end() && !AllFinite(gradient->second)) {
+      return refuse(absl::StrCat("variable ", def.name()), gradient->second);
+    }
+  }
+  for (const SparsePush& rows : sparse) {
+    if (!AllFinite(rows.rows)) return refuse(absl::StrCat("sparse table ", rows.table), rows.rows);
   }
   return absl::OkStatus();
 }

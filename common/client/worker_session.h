@@ -95,6 +95,13 @@ class WorkerSession {
                                                  const ConstVariables& gradients,
                                                  const std::vector<SparsePush>& sparse = {});
 
+  // INVALID_ARGUMENT naming the variable (or table) and element of the first Inf or NaN in
+  // `gradients`, unless the job allows them (allow_non_finite). Push does not call it: the
+  // shards check what they get (a shard refuses its part, while the others may apply theirs).
+  // A caller that must change no shard unless all accept (the Python binding) calls it first.
+  absl::Status CheckFinite(const ConstVariables& gradients,
+                           const std::vector<SparsePush>& sparse = {}) const;
+
   struct PushPullResult {
     std::vector<PushResponse> pushed;  // As Push returns them.
     PullResult pulled;                 // As Pull returns it.

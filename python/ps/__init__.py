@@ -1,0 +1,175 @@
+"""ps: Python workers for the parameter-server cluster.
+
+The core is ps._client, a binding of the same C++ worker client ps_worker uses (sharding,
+chunking, compression, TLS and tokens, leases, incarnations, run ids). This package adds the
+Pythonic surface: specs from a JobSpec dict and a model's variables, NumPy arrays in and out, and
+the step and clock bookkeeping of a worker's loop. ps.pytorch turns a torch.nn.Module into a
+worker.
+
+    import numpy as np, ps
+    client = ps.connect(["127.0.0.1:7000"], certs_dir="/tmp/cluster", identity="worker0")
+    job = ps.Job({"job_id": "lr", "consistency": {"mode": "SYNC"},
+                  "learning_rate": {"base": 0.1}}, {"w": (10, 1)}, num_workers=2)
+    worker = ps.Worker(client, job, worker=0)
+    weights = worker.pull()          # {"w": array}, the values of the step the job is at.
+    worker.push({"w": gradient})     # Then pull again: SYNC waits for the step's other pushes.
+"""
+import json
+import os
+
+import numpy as np
+
+from ps._client import Error, make_parameter_spec, spec_json
+from ps import _client
+
+__all__ = ["Error", "Job", "Client", "Worker", "connect"]
+
+
+def _initializer_for(shape):
+    # Weight matrices and kernels get Glorot's uniform; biases and other vectors zeros, as
+    # TensorFlow's and Keras's layers do by default.
+    return ("GLOROT_UNIFORM", 0.0) if len(shape) >= 2 else ("ZEROS", 0.0)
+
+
+class Job:
+    """A job's spec as every ps shard holds it.
+
+    job: the JobSpec as a dict (the JSON of config/jobs/*.json: job_id, consistency,
+        learning_rate, optimizer, seed, run_id, ...); its model and data are the program's.
+    variables: name -> shape, or name -> (shape, initializer kind, scale), in the order the
+        program holds them (the partitioner places them by name and size).
+    num_workers: the workers of the job.
+    """
+
+    def __init__(self, job, variables, num_workers):
+        if not isinstance(job, dict) or not job.get("job_id"):
+            raise ValueError("the job must be a dict with a job_id (a JobSpec as in "
+                             "config/jobs/*.json)")
+        defs = []
+        for name, value in variables.items():
+            if isinstance(value, tuple) and len(value) == 3 and isinstance(value[1], str):
+                shape, kind, scale = value
+            else:
+                shape = value
+                kind, scale = _initializer_for(tuple(shape))
+            shape = [int(d) for d in shape] or [1]  # A scalar is one element.
+            defs.append((name, shape, kind, float(scale)))
+        self.job = dict(job)
+        self.num_workers = int(num_workers)
+        self.spec = make_parameter_spec(json.dumps(self.job), defs, self.num_workers)
+        self.job_id = self.job["job_id"]
+        self.run_id = self.job.get("run_id", "")
+
+    def to_json(self):
+        """The ParameterSpec, as JSON text."""
+        return spec_json(self.spec)
+
+
+class Client:
+    """Connections to every ps task of a cluster (thread-safe); see connect()."""
+
+    def __init__(self, core):
+        self._core = core
+
+    @property
+    def num_ps(self):
+        return self._core.num_ps
+
+    def create_job(self, job):
+        """Creates `job` on every shard; a no-op for a job created with the same spec."""
+        self._core.create_job(job.spec)
+
+    def delete_job(self, job_id):
+        self._core.delete_job(job_id)
+
+    def leave_job(self, job, worker):
+        """Tells every shard that `worker` is done (SSP's and SYNC's peers stop waiting)."""
+        self._core.leave_job(job.job_id, job.run_id, int(worker))
+
+    def job_stats(self, job_id):
+        """Each shard's JobStats as a dict, in ps order."""
+        return [json.loads(text) for text in self._core.job_stats_json(job_id)]
+
+
+def connect(addresses, certs_dir=None, identity=None, ca_file="", cert_file="", key_file="",
+            token="", wait_timeout_s=60.0, call_timeout_s=30.0):
+    """Connects to the ps tasks at `addresses` (task i of the "ps" job at addresses[i]).
+
+    certs_dir: a folder `psctl certs` or `psctl local` wrote: `identity`.crt and .key (this
+        worker's certificate, e.g. "worker0" or its host), ca.crt and cluster.token; the same
+        files a daemon's --certs=DIR takes. Or name the files (ca_file, cert_file, key_file)
+        and the token yourself. Without either, the channels are plaintext.
+    """
+    if certs_dir:
+        if not identity:
+            raise ValueError("certs_dir needs the identity whose certificate to present "
+                             "(identity='worker0', or this host's name)")
+        ca_file = ca_file or os.path.join(certs_dir, "ca.crt")
+        cert_file = cert_file or os.path.join(certs_dir, identity + ".crt")
+        key_file = key_file or os.path.join(certs_dir, identity + ".key")
+        token_file = os.path.join(certs_dir, "cluster.token")
+        if not token and os.path.exists(token_file):
+            with open(token_file) as f:
+                token = f.read().strip()
+        for path in (ca_file, cert_file, key_file):
+            if not os.access(path, os.R_OK):
+                raise FileNotFoundError(f"certs_dir {certs_dir}: cannot read {path} (psctl certs "
+                                        "writes a certificate per identity, and ca.crt)")
+    return Client(_client.Client(list(addresses), ca_file=ca_file, cert_file=cert_file,
+                                 key_file=key_file, token=token, wait_timeout_s=wait_timeout_s,
+                                 call_timeout_s=call_timeout_s))
+
+
+class Worker:
+    """One worker's pulls and pushes of a job, with its step and clock.
+
+    A loop is: pull() (the values to compute on), compute a gradient, push(gradient), as
+    ps_worker's is. In SYNC a pull waits until the job's step begins (every worker's gradient of
+    the step before is applied); in SSP until no worker is more than the bound behind; in ASYNC
+    it never waits. Each push carries the versions the gradient was computed from, so the ps
+    records its staleness. Not thread-safe.
+
+    create: create the job on the shards first (idempotent: every worker may).
+    """
+
+    def __init__(self, client, job, worker, incarnation=0, create=True):
+        if create:
+            client.create_job(job)
+        self.client = client
+        self.job = job
+        self.worker = int(worker)
+        self._session = _client.Session(client._core, job.spec, self.worker, int(incarnation))
+        self.variables = {name: tuple(shape) for name, shape in self._session.variables}
+        self.local_step = 0   # Pushes this worker has made (its SSP clock).
+        self.job_step = 0     # SYNC: the step the values last pulled begin.
+        self._next_step = 0   # SYNC: the step the next pull waits for.
+        self.last_pull = None
+        self.last_push = None
+
+    def zeros(self):
+        """A dict of float32 zero arrays, one per variable, in the job's shapes."""
+        return {name: np.zeros(shape, np.float32) for name, shape in self.variables.items()}
+
+    def pull(self, out=None):
+        """Fills `out` (name -> C-contiguous float32 array, every variable; made when None)
+        with the job's values and returns it. `pull_info` then says the versions read, the step
+        and how long the shards kept the pull waiting."""
+        if out is None:
+            out = self.zeros()
+        step = self._next_step if self._session.counts_steps else 0
+        self.last_pull = self._session.pull(out, step=step, clock=self.local_step)
+        self.job_step = self.last_pull["step"]
+        return out
+
+    def push(self, gradients):
+        """Sends `gradients` (name -> float32 array, every variable), computed on the values of
+        the last pull; returns each shard's answer (outcome, version, staleness, step)."""
+        self.last_push = self._session.push(gradients, step=self.job_step, clock=self.local_step)
+        self.local_step += 1
+        if self._session.counts_steps:
+            self._next_step = self.job_step + 1
+        return self.last_push
+
+    def leave(self):
+        """Done with the job: the others stop waiting for this worker."""
+        self.client.leave_job(self.job, self.worker)

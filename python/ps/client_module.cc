@@ -1,0 +1,370 @@
+// ps._client: the Python binding (pybind11) of the C++ worker client that ps_worker uses
+// (common/client: PsClient and WorkerSession), so that a Python or PyTorch program is a worker
+// of a job with the same protocol: sharding, chunking, compression, sparse rows, TLS and tokens,
+// leases, incarnations and run ids. No part of the protocol is written again in Python.
+//
+// Tensors cross as buffers: a pull writes into the caller's arrays and a push sends from them,
+// without copies, where they are C-contiguous float32 (anything else is a TypeError or
+// ValueError naming the variable and what it must be). The GIL is released while the calls
+// wait on the network. Specs cross as serialized ParameterSpec bytes (make_parameter_spec).
+//
+// Errors: an absl::Status from the client becomes ps.Error (a RuntimeError) whose `code` is the
+// status code's name ("FAILED_PRECONDITION") and whose message is the status's.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
+#include "common/job/consistency_modes.h"
+#include "common/job/job_schema.h"
+#include "common/job/job_spec.h"
+#include "proto/parameter.pb.h"
+
+namespace py = pybind11;
+
+namespace ps {
+namespace {
+
+// ps.Error, set up by the module.
+py::object& ErrorType() {
+  static py::object* const type = new py::object();
+  return *type;
+}
+
+// Raises ps.Error for a failed status.
+void ThrowIfError(const absl::Status& status) {
+  if (status.ok()) return;
+  py::object error = ErrorType()(std::string(status.message()));
+  error.attr("code") = absl::StatusCodeToString(status.code());
+  PyErr_SetObject(ErrorType().ptr(), error.ptr());
+  throw py::error_already_set();
+}
+
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> value) {
+  ThrowIfError(value.status());
+  return *std::move(value);
+}
+
+ParameterSpec ParseSpec(const py::bytes& bytes) {
+  ParameterSpec spec;
+  if (!spec.ParseFromString(std::string(bytes))) {
+    throw py::value_error("not a serialized ParameterSpec: make one with make_parameter_spec");
+  }
+  return spec;
+}
+
+// The ParameterSpec of a job whose JobSpec is `job_json` (the JSON of config/jobs/*.json) and
+// whose variables are `variables` (name, shape, initializer kind name, scale), for
+// `num_workers` workers; checked as a ps checks it (ValidateParameterSpec).
+py::bytes MakeParameterSpec(const std::string& job_json,
+                            const std::vector<std::tuple<std::string, std::vector<int64_t>,
+                                                         std::string, float>>& variables,
+                            int num_workers) {
+  absl::StatusOr<JobSpec> job = ParseJobSpecJson(job_json, "the job");
+  ThrowIfError(job.status());
+  std::vector<VariableDef> defs;
+  for (const auto& [name, shape, initializer, scale] : variables) {
+    VariableDef& def = defs.emplace_back();
+    def.set_name(name);
+    for (int64_t dim : shape) def.add_shape(dim);
+    InitializerConfig::Kind kind;
+    if (!InitializerConfig::Kind_Parse(initializer, &kind)) {
+      throw py::value_error(absl::StrCat("variable ", name, ": unknown initializer \"",
+                                         initializer,
+                                         "\"; one of ZEROS, UNIFORM, NORMAL, GLOROT_UNIFORM, "
+                                         "CONSTANT"));
+    }
+    def.mutable_initializer()->set_kind(kind);
+    def.mutable_initializer()->set_scale(scale);
+  }
+  ParameterSpec spec = ToParameterSpec(*job, defs, num_workers);
+  ThrowIfError(ValidateParameterSpec(spec));
+  return py::bytes(spec.SerializeAsString());
+}
+
+std::string SpecJson(const py::bytes& bytes) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  // A parsed message always prints.
+  (void)google::protobuf::util::MessageToJsonString(ParseSpec(bytes), &json, options);
+  return json;
+}
+
+// The elements of `variable` a pull or push moves: `array`'s buffer, which must be
+// C-contiguous float32 of exactly `count` elements (`writable`: for a pull).
+absl::Span<float> FloatsOf(const std::string& variable, const py::handle& array, int64_t count,
+                           bool writable, std::vector<py::buffer_info>* keep) {
+  if (!PyObject_CheckBuffer(array.ptr())) {
+    throw py::type_error(absl::StrCat(
+        "variable ", variable, ": a ", std::string(py::str(array.get_type().attr("__name__"))),
+        " is not an array; pass a NumPy array (or a CPU torch tensor through ps.torch)"));
+  }
+  py::buffer_info info = py::reinterpret_borrow<py::buffer>(array).request(writable);
+  if (info.format != py::format_descriptor<float>::format() || info.itemsize != 4) {
+    throw py::type_error(absl::StrCat("variable ", variable, ": dtype is not float32 (format '",
+                                      info.format, "'); convert it with .astype(np.float32)"));
+  }
+  int64_t expected_stride = 4;
+  for (int d = static_cast<int>(info.ndim) - 1; d >= 0; --d) {
+    if (info.shape[d] > 1 && info.strides[d] != expected_stride) {
+      throw py::value_error(absl::StrCat("variable ", variable,
+                                         ": the array is not C-contiguous; pass "
+                                         "np.ascontiguousarray(a) (or tensor.contiguous())"));
+    }
+    expected_stride *= info.shape[d];
+  }
+  if (info.size != count) {
+    throw py::value_error(absl::StrCat("variable ", variable, ": ", info.size,
+                                       " elements, the job's variable has ", count,
+                                       "; its shape is the job's (see Session.variables)"));
+  }
+  keep->push_back(std::move(info));
+  return absl::MakeSpan(static_cast<float*>(keep->back().ptr), count);
+}
+
+// A worker's pulls and pushes of one job (WorkerSession), on a Client's connections.
+class Session {
+ public:
+  Session(std::shared_ptr<PsClient> client, const py::bytes& spec_bytes, int worker,
+          int incarnation)
+      : client_(std::move(client)), spec_(ParseSpec(spec_bytes)) {
+    const ConsistencyConfig::Mode mode = spec_.consistency().mode();
+    const ModeTraits& traits = ModeTraitsOf(mode);  // A validated spec's mode.
+    if (!traits.shards_hold_the_model || traits.center_moves_by_differences) {
+      throw py::value_error(absl::StrCat(
+          "a Python worker pulls the model from the shards and pushes gradients: ",
+          ConsistencyConfig::Mode_Name(mode),
+          " is not such a mode; use SYNC, ASYNC, SSP, SOFTSYNC or DELAYED"));
+    }
+    counts_steps_ = traits.barrier;
+    session_ = ValueOrThrow(WorkerSession::Create(client_.get(), spec_, worker, incarnation));
+    for (const VariableDef& def : spec_.variables()) {
+      int64_t count = 1;
+      for (int64_t dim : def.shape()) count *= dim;
+      sizes_.emplace_back(def.name(), count);
+    }
+  }
+
+  // Whether the shards count steps (SYNC's barrier): a pull then names the step it waits for.
+  bool counts_steps() const { return counts_steps_; }
+  std::string job_id() const { return spec_.job_id(); }
+  std::string run_id() const { return spec_.run_id(); }
+
+  // (name, shape) of each variable, in the job's order.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> Variables() const {
+    std::vector<std::pair<std::string, std::vector<int64_t>>> variables;
+    for (const VariableDef& def : spec_.variables()) {
+      variables.emplace_back(def.name(),
+                             std::vector<int64_t>(def.shape().begin(), def.shape().end()));
+    }
+    return variables;
+  }
+
+  // Fills `out` (name -> array, every variable) from all shards. Returns
+  // {"versions": [...], "step": s, "parked_s": seconds}.
+  py::dict Pull(const py::dict& out, int64_t step, int64_t clock) {
+    std::vector<py::buffer_info> keep;
+    MutableVariables variables = Targets(out, &keep);
+    WorkerSession::PullOptions options;
+    options.step = step;
+    options.clock = clock;
+    absl::StatusOr<WorkerSession::PullResult> result;
+    {
+      py::gil_scoped_release release;
+      result = session_->Pull(options, variables);
+    }
+    return PullDict(ValueOrThrow(std::move(result)));
+  }
+
+  // Sends `gradients` (name -> array, every variable) to all shards; returns each shard's
+  // answer as a dict (outcome, version, staleness, step).
+  py::list Push(const py::dict& gradients, int64_t step, int64_t clock) {
+    std::vector<py::buffer_info> keep;
+    ConstVariables variables = Sources(gradients, &keep);
+    WorkerSession::PushOptions options;
+    options.step = step;
+    options.clock = clock;
+    // Refused before any shard gets its part, so that none applies a push another refuses.
+    ThrowIfError(session_->CheckFinite(variables));
+    absl::StatusOr<std::vector<PushResponse>> responses;
+    {
+      py::gil_scoped_release release;
+      responses = session_->Push(options, variables);
+    }
+    return PushList(ValueOrThrow(std::move(responses)));
+  }
+
+ private:
+  // Every variable of the job in `arrays`, and nothing else.
+  void CheckNames(const py::dict& arrays) const {
+    std::vector<std::string> missing, unknown;
+    for (const auto& [name, count] : sizes_) {
+      if (!arrays.contains(py::str(name))) missing.push_back(name);
+    }
+    for (const auto& item : arrays) {
+      const std::string name = py::str(item.first);
+      bool known = false;
+      for (const auto& [variable, count] : sizes_) known = known || variable == name;
+      if (!known) unknown.push_back(name);
+    }
+    if (!missing.empty() || !unknown.empty()) {
+      throw py::key_error(absl::StrCat(
+          "the arrays must be the job's variables, each once: ",
+          missing.empty() ? "" : absl::StrCat("missing ", absl::StrJoin(missing, ", "), "; "),
+          unknown.empty() ? "" : absl::StrCat("not in the job: ", absl::StrJoin(unknown, ", "))));
+    }
+  }
+  MutableVariables Targets(const py::dict& arrays, std::vector<py::buffer_info>* keep) const {
+    CheckNames(arrays);
+    MutableVariables variables;
+    for (const auto& [name, count] : sizes_) {
+      variables[name] = FloatsOf(name, arrays[py::str(name)], count, /*writable=*/true, keep);
+    }
+    return variables;
+  }
+  ConstVariables Sources(const py::dict& arrays, std::vector<py::buffer_info>* keep) const {
+    CheckNames(arrays);
+    ConstVariables variables;
+    for (const auto& [name, count] : sizes_) {
+      variables[name] = FloatsOf(name, arrays[py::str(name)], count, /*writable=*/false, keep);
+    }
+    return variables;
+  }
+  static py::dict PullDict(const WorkerSession::PullResult& result) {
+    py::dict dict;
+    dict["versions"] = result.versions;
+    dict["step"] = result.step;
+    dict["parked_s"] = absl::ToDoubleSeconds(result.parked);
+    return dict;
+  }
+  static py::list PushList(const std::vector<PushResponse>& responses) {
+    py::list list;
+    for (const PushResponse& response : responses) {
+      py::dict dict;
+      dict["outcome"] = PushResponse::Outcome_Name(response.outcome());
+      dict["version"] = response.version();
+      dict["staleness"] = response.staleness();
+      dict["step"] = response.step();
+      list.append(dict);
+    }
+    return list;
+  }
+
+  const std::shared_ptr<PsClient> client_;  // Outlives session_.
+  const ParameterSpec spec_;
+  std::unique_ptr<WorkerSession> session_;
+  std::vector<std::pair<std::string, int64_t>> sizes_;  // Per variable, its elements.
+  bool counts_steps_ = false;
+};
+
+std::shared_ptr<PsClient> MakeClient(const std::vector<std::string>& addresses,
+                                     const std::string& ca_file, const std::string& cert_file,
+                                     const std::string& key_file, const std::string& token,
+                                     double wait_timeout_s, double call_timeout_s) {
+  PsClientOptions options;
+  options.ps_addresses = addresses;
+  options.security.ca_file = ca_file;
+  options.security.cert_file = cert_file;
+  options.security.key_file = key_file;
+  options.token = token;
+  options.wait_timeout = absl::Seconds(wait_timeout_s);
+  options.call_timeout = absl::Seconds(call_timeout_s);
+  return ValueOrThrow(PsClient::Create(options));
+}
+
+}  // namespace
+}  // namespace ps
+
+PYBIND11_MODULE(_client, module) {
+  using ps::Session;
+  module.doc() = "The parameter-server worker client (C++), bound for Python; use the ps package.";
+  ps::ErrorType() = py::reinterpret_borrow<py::object>(
+      PyErr_NewExceptionWithDoc("ps.Error",
+                                "A call to the parameter servers failed; .code is its status "
+                                "code's name.",
+                                PyExc_RuntimeError, nullptr));
+  module.attr("Error") = ps::ErrorType();
+  module.def("make_parameter_spec", &ps::MakeParameterSpec, py::arg("job_json"),
+             py::arg("variables"), py::arg("num_workers"));
+  module.def("spec_json", &ps::SpecJson, py::arg("spec"));
+
+  py::class_<ps::PsClient, std::shared_ptr<ps::PsClient>>(module, "Client")
+      .def(py::init(&ps::MakeClient), py::arg("addresses"), py::arg("ca_file") = "",
+           py::arg("cert_file") = "", py::arg("key_file") = "", py::arg("token") = "",
+           py::arg("wait_timeout_s") = 60.0, py::arg("call_timeout_s") = 30.0)
+      .def_property_readonly("num_ps", &ps::PsClient::num_ps)
+      .def("create_job",
+           [](ps::PsClient& client, const py::bytes& spec) {
+             const ps::ParameterSpec parsed = ps::ParseSpec(spec);
+             absl::Status status;
+             {
+               py::gil_scoped_release release;
+               status = client.CreateJob(parsed).status();
+             }
+             ps::ThrowIfError(status);  // Raising needs the GIL.
+           },
+           py::arg("spec"))
+      .def("delete_job",
+           [](ps::PsClient& client, const std::string& job_id) {
+             absl::Status status;
+             {
+               py::gil_scoped_release release;
+               status = client.DeleteJob(job_id);
+             }
+             ps::ThrowIfError(status);
+           },
+           py::arg("job_id"))
+      .def("leave_job",
+           [](ps::PsClient& client, const std::string& job_id, const std::string& run_id,
+              int worker) {
+             absl::Status status;
+             {
+               py::gil_scoped_release release;
+               status = client.LeaveJob(job_id, run_id, worker);
+             }
+             ps::ThrowIfError(status);
+           },
+           py::arg("job_id"), py::arg("run_id"), py::arg("worker"))
+      .def("job_stats_json",
+           [](ps::PsClient& client, const std::string& job_id) {
+             absl::StatusOr<std::vector<ps::JobStats>> stats;
+             {
+               py::gil_scoped_release release;
+               stats = client.GetJobStats(job_id);
+             }
+             std::vector<std::string> json;
+             for (const ps::JobStats& shard : ps::ValueOrThrow(std::move(stats))) {
+               google::protobuf::util::JsonPrintOptions options;
+               options.preserve_proto_field_names = true;
+               options.always_print_primitive_fields = true;
+               (void)google::protobuf::util::MessageToJsonString(shard, &json.emplace_back(),
+                                                                 options);
+             }
+             return json;
+           },
+           py::arg("job_id"));
+
+  py::class_<Session>(module, "Session")
+      .def(py::init<std::shared_ptr<ps::PsClient>, const py::bytes&, int, int>(),
+           py::arg("client"), py::arg("spec"), py::arg("worker"), py::arg("incarnation") = 0)
+      .def_property_readonly("variables", &Session::Variables)
+      .def_property_readonly("counts_steps", &Session::counts_steps)
+      .def_property_readonly("job_id", &Session::job_id)
+      .def_property_readonly("run_id", &Session::run_id)
+      .def("pull", &Session::Pull, py::arg("out"), py::arg("step") = 0, py::arg("clock") = 0)
+      .def("push", &Session::Push, py::arg("gradients"), py::arg("step") = 0,
+           py::arg("clock") = 0);
+}

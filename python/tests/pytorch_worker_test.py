@@ -1,0 +1,196 @@
+"""Python and PyTorch workers on real ps_server daemons (issue 32, first part).
+
+Exactness: SYNC with N PyTorch workers of batch b each ends with the weights of a plain
+single-process PyTorch SGD run on batches of N*b in the same order (N = 2 and 4), from the same
+initial values. ASYNC: every push is applied and its staleness recorded by the shards. Bad
+input: a wrong dtype, shape or set of variables, a worker out of range, a model whose shapes
+differ from the job on the shards, another run's worker: clear errors, nothing changed.
+"""
+import threading
+import unittest
+
+import numpy as np
+import torch
+
+import ps
+import ps.pytorch
+from cluster import LocalPs
+
+torch.set_num_threads(1)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = torch.nn.Linear(8, 16)
+        self.out = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.hidden(x)))
+
+
+def data(steps, batch):
+    generator = torch.Generator().manual_seed(5)
+    x = torch.randn(steps * batch, 8, generator=generator)
+    y = torch.randint(0, 3, (steps * batch,), generator=generator)
+    return x, y
+
+
+def job(job_id, mode, lr=0.1, **extra):
+    spec = {"job_id": job_id, "consistency": {"mode": mode}, "learning_rate": {"base": lr},
+            "seed": 11, "min_slice_bytes": 64}
+    spec.update(extra)
+    return spec
+
+
+def run_threads(targets):
+    errors = []
+
+    def guarded(target):
+        try:
+            target()
+        except BaseException as e:  # Reported below, so a worker's failure fails the test.
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+        if t.is_alive():
+            raise AssertionError("a worker thread still runs after 120 s")
+    if errors:
+        raise errors[0]
+
+
+class PyTorchWorkerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = LocalPs(2)
+        cls.client = ps.connect(cls.cluster.addresses)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def sync_matches_single_process_sgd(self, num_workers):
+        steps, batch, lr = 6, 4, 0.1
+        x, y = data(steps, num_workers * batch)
+        job_id = f"exact{num_workers}"
+        models = [Mlp() for _ in range(num_workers)]
+        workers = [ps.pytorch.ModelWorker(self.client, models[i], job(job_id, "SYNC", lr), i,
+                                          num_workers) for i in range(num_workers)]
+        loss_fn = torch.nn.CrossEntropyLoss()
+
+        # The reference starts from the shards' initial values, as the workers do.
+        reference = Mlp()
+        workers[0].pull()
+        reference.load_state_dict(models[0].state_dict())
+
+        def train(i):
+            model, worker = models[i], workers[i]
+            for step in range(steps):
+                worker.pull()
+                rows = slice((step * num_workers + i) * batch, (step * num_workers + i + 1) * batch)
+                model.zero_grad()
+                loss_fn(model(x[rows]), y[rows]).backward()
+                worker.push()
+            worker.pull()  # The values after the last step.
+
+        run_threads([lambda i=i: train(i) for i in range(num_workers)])
+
+        sgd = torch.optim.SGD(reference.parameters(), lr=lr)
+        for step in range(steps):
+            rows = slice(step * num_workers * batch, (step + 1) * num_workers * batch)
+            sgd.zero_grad()
+            loss_fn(reference(x[rows]), y[rows]).backward()
+            sgd.step()
+        for name, value in reference.state_dict().items():
+            for model in models:
+                np.testing.assert_allclose(model.state_dict()[name].numpy(), value.numpy(),
+                                           rtol=0, atol=2e-6, err_msg=name)
+        stats = self.client.job_stats(job_id)
+        self.assertEqual([int(s.get("step", 0)) for s in stats], [steps] * 2)
+        self.assertTrue(any(np.abs(reference.state_dict()["out.weight"].numpy()).sum() > 0
+                            for _ in [0]))
+
+    def test_sync_with_two_workers_is_sgd_on_twice_the_batch(self):
+        self.sync_matches_single_process_sgd(2)
+
+    def test_sync_with_four_workers_is_sgd_on_four_times_the_batch(self):
+        self.sync_matches_single_process_sgd(4)
+
+    def test_async_applies_every_push_and_records_its_staleness(self):
+        num_workers, steps = 2, 10
+        x, y = data(steps, num_workers * 4)
+        models = [Mlp() for _ in range(num_workers)]
+        workers = [ps.pytorch.ModelWorker(self.client, models[i], job("async", "ASYNC"), i,
+                                          num_workers) for i in range(num_workers)]
+        staleness = []
+
+        def train(i):
+            for step in range(steps):
+                workers[i].pull()
+                rows = slice((step * num_workers + i) * 4, (step * num_workers + i + 1) * 4)
+                models[i].zero_grad()
+                torch.nn.functional.cross_entropy(models[i](x[rows]), y[rows]).backward()
+                answers = workers[i].push()
+                self.assertEqual({a["outcome"] for a in answers}, {"APPLIED"})
+                staleness.extend(a["staleness"] for a in answers)
+            workers[i].leave()
+
+        run_threads([lambda i=i: train(i) for i in range(num_workers)])
+        for shard in self.client.job_stats("async"):
+            self.assertEqual(int(shard["applied_gradients"]), num_workers * steps)
+            self.assertEqual(int(shard["version"]), num_workers * steps)
+        self.assertEqual(len(staleness), num_workers * steps * 2)
+        self.assertGreaterEqual(min(staleness), 0)
+
+    def test_bad_input_is_refused_and_changes_nothing(self):
+        spec = job("bad", "ASYNC")
+        worker = ps.Worker(self.client, ps.Job(spec, {"w": (3, 2), "b": (2,)}, 2), 0)
+        values = worker.pull()
+        version = [int(s["version"]) for s in self.client.job_stats("bad")]
+
+        with self.assertRaisesRegex(TypeError, "variable w: dtype is not float32"):
+            worker.push({"w": np.zeros((3, 2)), "b": np.zeros(2, np.float32)})
+        with self.assertRaisesRegex(ValueError, "variable w: 4 elements, the job's variable has 6"):
+            worker.push({"w": np.zeros((2, 2), np.float32), "b": np.zeros(2, np.float32)})
+        with self.assertRaisesRegex(KeyError, "missing b"):
+            worker.push({"w": np.zeros((3, 2), np.float32)})
+        with self.assertRaisesRegex(KeyError, "not in the job: c"):
+            worker.push({"w": values["w"], "b": values["b"], "c": values["b"]})
+        with self.assertRaisesRegex(ValueError, "not C-contiguous"):
+            worker.push({"w": np.zeros((2, 3), np.float32).T, "b": np.zeros(2, np.float32)})
+        with self.assertRaisesRegex(TypeError, "is not an array"):
+            worker.push({"w": [0.0] * 6, "b": np.zeros(2, np.float32)})
+        with self.assertRaises(ps.Error) as nan:
+            worker.push({"w": np.full((3, 2), np.nan, np.float32), "b": np.zeros(2, np.float32)})
+        self.assertEqual(nan.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("NaN", str(nan.exception))
+
+        # A worker out of range, a model of other shapes under the same job id, another run.
+        with self.assertRaises(ps.Error) as out_of_range:
+            ps.Worker(self.client, ps.Job(spec, {"w": (3, 2), "b": (2,)}, 2), 5)
+        self.assertEqual(out_of_range.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(ps.Error) as other_shapes:
+            ps.Worker(self.client, ps.Job(spec, {"w": (4, 2), "b": (2,)}, 2), 1)
+        self.assertIn(other_shapes.exception.code, ("ALREADY_EXISTS", "FAILED_PRECONDITION"))
+        other_run = ps.Worker(self.client, ps.Job(dict(spec, run_id="another"),
+                                                  {"w": (3, 2), "b": (2,)}, 2), 1, create=False)
+        with self.assertRaises(ps.Error) as stranger:
+            other_run.pull()
+        self.assertEqual(stranger.exception.code, "FAILED_PRECONDITION")
+
+        self.assertEqual([int(s["version"]) for s in self.client.job_stats("bad")], version)
+        np.testing.assert_array_equal(worker.pull()["w"], values["w"])
+
+    def test_torch_parameters_must_be_float32_on_the_cpu(self):
+        with self.assertRaisesRegex(TypeError, "is torch.float64; .*model.float"):
+            ps.pytorch.ModelWorker(self.client, Mlp().double(), job("double", "ASYNC"), 0, 1)
+        with self.assertRaisesRegex(ValueError, "a Python worker pulls the model from the shards"):
+            ps.pytorch.ModelWorker(self.client, Mlp(), job("ring", "ALLREDUCE"), 0, 1)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
