@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/cluster/cluster_flags.h"
 #include "common/cluster/cluster_spec.h"
 #include "common/process/daemon.h"
@@ -109,7 +109,7 @@ int Dashboard() {
   std::cout << "psctl dashboard: http://" << (ipv6 ? "[" : "") << FLAGS_bind_host
             << (ipv6 ? "]" : "") << ":" << (*server)->bound_port() << "/ (Ctrl-C stops it)"
             << std::endl;
-  while (!interrupted) absl::SleepFor(absl::Milliseconds(100));
+  while (!interrupted) Clock::Real()->SleepFor(absl::Milliseconds(100));
   (*server)->Stop();
   return 0;
 }
@@ -125,12 +125,13 @@ int Top() {
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
   if (!client.ok()) return Fail(client.status());
   std::unique_ptr<FullScreen> screen = FullScreen::Open();  // Null when not on a terminal.
+  Clock* const clock = Clock::Real();
   // Waits until `deadline`: false when q was pressed or a stop signal came.
-  auto wait = [&screen](absl::Time deadline) {
-    for (absl::Time now = absl::Now(); now < deadline && !interrupted; now = absl::Now()) {
+  auto wait = [&screen, clock](absl::Time deadline) {
+    for (absl::Time now = clock->Now(); now < deadline && !interrupted; now = clock->Now()) {
       const absl::Time slice = std::min(deadline, now + absl::Milliseconds(100));
       if (screen == nullptr) {
-        absl::SleepFor(slice - now);
+        clock->SleepFor(slice - now);
       } else if (const int key = screen->ReadKey(slice); key == 'q' || key == 'Q') {
         return false;
       }
@@ -138,9 +139,9 @@ int Top() {
     return !interrupted;
   };
   std::optional<ClusterSnapshot> previous;
-  absl::Time next = absl::Now();
+  absl::Time next = clock->Now();
   for (int drawn = 0; FLAGS_iterations == 0 || drawn < FLAGS_iterations; ++drawn) {
-    if (drawn > 0 && !wait(next = std::max(next + absl::Seconds(1), absl::Now()))) break;
+    if (drawn > 0 && !wait(next = std::max(next + absl::Seconds(1), clock->Now()))) break;
     ClusterSnapshot now = TakeClusterSnapshot(**client);
     const ClusterSnapshot* before = previous.has_value() ? &*previous : nullptr;
     if (screen != nullptr) {

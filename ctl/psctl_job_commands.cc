@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/cluster/cluster_flags.h"
 #include "common/cluster/cluster_spec.h"
 #include "common/cluster/environment.h"
@@ -148,7 +148,7 @@ int Local() {
   if (FLAGS_keep_cluster && !interrupted) {
     std::cout << "the cluster keeps running (--keep_cluster): " << (*local)->spec_path()
               << "; Ctrl-C stops it" << std::endl;
-    while (!interrupted) absl::SleepFor(absl::Milliseconds(100));
+    while (!interrupted) Clock::Real()->SleepFor(absl::Milliseconds(100));
   }
   (*local)->Stop();
   std::cout << "stopped the local cluster\n";

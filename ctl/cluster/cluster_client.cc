@@ -138,6 +138,10 @@ absl::Status ClusterClient::WatchJob(
   return Named(kWorkerJob, worker, "WatchJob", reader->Finish());
 }
 
+absl::Status ClusterClient::DeleteJob(const std::string& job_id) const {
+  return ps_->DeleteJob(job_id);
+}
+
 absl::StatusOr<ListJobsResponse> ClusterClient::ListJobs(int ps) const {
   grpc::ClientContext context;
   context.set_deadline(GrpcDeadline(options_.status_timeout));

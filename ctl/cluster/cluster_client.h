@@ -88,6 +88,9 @@ class ClusterClient {
   virtual absl::Status WatchJob(int worker, const std::string& job_id, grpc::ClientContext* context,
                         const std::function<void(const JobProgress&)>& on_progress) const;
 
+  // Deletes `job_id` on every ps: ps()->DeleteJob, here so that a fake can answer it.
+  virtual absl::Status DeleteJob(const std::string& job_id) const;
+
   // Ps daemons, one task at a time. REQUIRES: 0 <= ps < num_ps().
   virtual absl::StatusOr<ListJobsResponse> ListJobs(int ps) const;
   virtual absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;

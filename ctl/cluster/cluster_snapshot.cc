@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "ctl/cluster/cluster_status.h"
 
 namespace ps {
@@ -128,7 +128,7 @@ std::map<int, WorkerStaleness> StalenessByWorker(const std::vector<JobStats>& sh
 
 ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client) {
   ClusterSnapshot snapshot;
-  snapshot.time_ms = absl::ToUnixMillis(absl::Now());
+  snapshot.time_ms = absl::ToUnixMillis(Clock::Real()->Now());
   std::map<std::string, JobSnapshot> jobs;
   std::map<std::string, JobSightings> seen;
   std::vector<std::set<std::string>> held(client.num_ps());

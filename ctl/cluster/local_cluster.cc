@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/clock.h"
 #include "common/file_system.h"
 #include "common/job/job_spec.h"
 #include "common/security/security_flags.h"
@@ -116,13 +117,14 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       absl::MutexLock lock(&local->mu_);
       local->daemons_.push_back({*std::move(daemon), absl::StrCat(job, ":", i), argv});
       // Until it listens, or exits (a bad flag, a port in use, no such device).
-      const absl::Time deadline = absl::Now() + absl::Seconds(30);
+      // Real processes start in real time.
+      const absl::Time deadline = Clock::Real()->Now() + absl::Seconds(30);
       absl::StatusOr<int> port;
       std::optional<int> code;
       do {
         port = WaitForPortFile(port_file, absl::Milliseconds(100));
         if (!port.ok()) code = local->daemons_.back().process.Wait(absl::ZeroDuration());
-      } while (!port.ok() && !code.has_value() && absl::Now() < deadline);
+      } while (!port.ok() && !code.has_value() && Clock::Real()->Now() < deadline);
       if (!port.ok()) {
         return absl::UnavailableError(absl::StrCat(
             job, ":", i, " (", binary, ") did not start",
@@ -188,9 +190,9 @@ void LocalCluster::Stop(absl::Duration grace) {
   if (supervisor_.joinable()) supervisor_.join();
   absl::MutexLock lock(&mu_);
   for (Daemon& daemon : daemons_) daemon.process.Signal(SIGTERM);
-  absl::Time deadline = absl::Now() + grace;
+  absl::Time deadline = Clock::Real()->Now() + grace;
   for (Daemon& daemon : daemons_) {
-    daemon.process.Wait(std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    daemon.process.Wait(std::max(absl::ZeroDuration(), deadline - Clock::Real()->Now()));
   }
   daemons_.clear();  // Kills and reaps any that did not stop in time.
 }

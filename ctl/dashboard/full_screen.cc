@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
+#include "common/clock.h"
 
 namespace ps {
 namespace {
@@ -64,9 +64,11 @@ void FullScreen::Draw(const std::string& text) {
 }
 
 int FullScreen::ReadKey(absl::Time deadline) {
-  const absl::Duration wait = std::max(deadline - absl::Now(), absl::ZeroDuration());
+  // A terminal's keys come in real time: so does the deadline.
+  Clock* const clock = Clock::Real();
+  const absl::Duration wait = std::max(deadline - clock->Now(), absl::ZeroDuration());
   if (!keys_) {
-    absl::SleepFor(wait);
+    clock->SleepFor(wait);
     return -1;
   }
   pollfd in = {STDIN_FILENO, POLLIN, 0};

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/job/job_spec.h"
 #include "common/json_text.h"
 #include "ctl/job/job_defaults.h"
@@ -55,14 +55,14 @@ class SweepProgress {
   }
   void Started(const SweepPoint& point, const std::string& results) {
     absl::MutexLock lock(&mu_);
-    running_[point.index] = {point.id, absl::Now()};
+    running_[point.index] = {point.id, clock_->Now()};
     if (!live_line_) Print(absl::StrCat(Prefix(point), "running (", results, ")"));
   }
   // `failure`: why the job failed, if it did.
   void Finished(const SweepPoint& point, const nlohmann::json& summary,
                 const absl::Status& failure) {
     absl::MutexLock lock(&mu_);
-    absl::Duration took = absl::Now() - running_[point.index].start;
+    absl::Duration took = clock_->Now() - running_[point.index].start;
     running_.erase(point.index);
     ++done_;
     ++run_;
@@ -93,7 +93,7 @@ class SweepProgress {
   absl::Duration Eta() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (run_ == 0) return absl::ZeroDuration();
     absl::Duration eta = run_time_ / run_ * (total_ - done_);
-    for (const auto& [index, point] : running_) eta -= absl::Now() - point.start;
+    for (const auto& [index, point] : running_) eta -= clock_->Now() - point.start;
     return std::max(eta / parallel_, absl::ZeroDuration());
   }
   std::string Bar() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -103,7 +103,7 @@ class SweepProgress {
                                    "] ", done_, "/", total_, " points");
     if (running_.size() == 1) {
       const Running& point = running_.begin()->second;
-      absl::StrAppend(&bar, " | running ", point.id, " (", Seconds(absl::Now() - point.start),
+      absl::StrAppend(&bar, " | running ", point.id, " (", Seconds(clock_->Now() - point.start),
                       ")");
     } else if (!running_.empty()) {
       absl::StrAppend(&bar, " | running ", running_.size(), " points");
@@ -122,12 +122,14 @@ class SweepProgress {
   void Tick() {
     absl::MutexLock lock(&mu_);
     auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
-    while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(250))) {
+    while (!clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping),
+                                      clock_->Now() + absl::Milliseconds(250))) {
       out_ << "\r\033[K" << Bar() << std::flush;
     }
   }
 
   std::ostream& out_;
+  Clock* const clock_ = Clock::Real();  // Times the points for display only.
   const bool live_line_;
   const int total_;
   const int parallel_;
@@ -293,7 +295,7 @@ absl::Status RunExperiment(const Sweep& sweep, const std::vector<SweepPoint>& po
 
   // Job ids are unique to this run: a long-lived cluster may have seen the sweep before.
   const std::string run_tag =
-      absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
+      absl::FormatTime("%Y%m%d-%H%M%S", Clock::Real()->Now(), absl::LocalTimeZone());
   const absl::Status interrupted = absl::CancelledError(
       "interrupted; the points done so far are kept: run the same command again to resume");
   SweepProgress progress(options.out, options.live_line, static_cast<int>(points.size()),

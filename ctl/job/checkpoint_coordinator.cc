@@ -4,15 +4,14 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "common/checkpoint/checkpoint_store.h"
 #include "common/job/consistency_modes.h"
 
 namespace ps {
 
 CheckpointCoordinator::CheckpointCoordinator(const ClusterClient& client, const JobSpec& spec,
-                                             std::ostream* out)
-    : client_(client), spec_(spec), out_(*out) {}
+                                             std::ostream* out, Clock* clock)
+    : client_(client), spec_(spec), out_(*out), clock_(clock) {}
 
 bool CheckpointCoordinator::enabled() const {
   return spec_.checkpoint().every_steps() > 0 || spec_.checkpoint().every_seconds() > 0;
@@ -57,7 +56,7 @@ int64_t CheckpointCoordinator::SettleArmed(const std::vector<JobStats>& shards) 
 
 void CheckpointCoordinator::Finish(bool final, absl::Duration timeout) {
   if (!enabled()) return;
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = clock_->Now() + timeout;
   std::vector<JobStats> shards;
   SettleBy(deadline, &shards);
   const bool taken_one = next_seq_ > 1;
@@ -83,8 +82,8 @@ void CheckpointCoordinator::SettleBy(absl::Time deadline, std::vector<JobStats>*
                                   return armed.at_clock >= 0 && armed.at_clock > nearest;
                                 }),
                  armed_.end());
-    if (armed_.empty() || absl::Now() >= deadline) return;
-    absl::SleepFor(absl::Milliseconds(50));
+    if (armed_.empty() || clock_->Now() >= deadline) return;
+    clock_->SleepFor(absl::Milliseconds(50));
   }
   shards->clear();
 }
@@ -199,7 +198,7 @@ void CheckpointCoordinator::Complete(const Armed& armed,
     manifest.add_worker_resume_steps(steps);
   }
   *manifest.mutable_job() = spec_;
-  manifest.set_written_at_ms(absl::ToUnixMillis(absl::Now()));
+  manifest.set_written_at_ms(absl::ToUnixMillis(clock_->Now()));
   *manifest.mutable_parameters() = parameters;
   CommitCheckpointRequest request;
   *request.mutable_manifest() = manifest;

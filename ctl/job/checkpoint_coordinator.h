@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "ctl/cluster/cluster_client.h"
 #include "ctl/job/results_writer.h"
 #include "proto/job.pb.h"
@@ -30,8 +31,11 @@ namespace ps {
 // Not thread-safe: one per running job, polled from psctl submit's loop.
 class CheckpointCoordinator {
  public:
-  // `client` and `out` must outlive it. `spec` is the run's (its run_id set).
-  CheckpointCoordinator(const ClusterClient& client, const JobSpec& spec, std::ostream* out);
+  // `client`, `out` and `clock` must outlive it. `spec` is the run's (its run_id set). `clock`
+  // times Finish's wait for the shards' files and dates each manifest (a test passes a
+  // SimulatedClock); Poll takes the time from its caller.
+  CheckpointCoordinator(const ClusterClient& client, const JobSpec& spec, std::ostream* out,
+                        Clock* clock = Clock::Real());
 
   // Where complete and abandoned checkpoints are recorded as events too (not owned; may be
   // null).
@@ -85,6 +89,7 @@ class CheckpointCoordinator {
   const ClusterClient& client_;
   const JobSpec spec_;
   std::ostream& out_;
+  Clock* const clock_;
   int64_t next_seq_ = 1;
   std::vector<Armed> armed_;
   absl::Time last_timed_ = absl::InfinitePast();  // every_seconds: when it fired last,

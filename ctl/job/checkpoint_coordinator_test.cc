@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "common/cluster/cluster_spec.h"
+#include "common/testing/simulated_clock.h"
 #include "ctl/cluster/testing/fake_cluster_client.h"
 
 namespace ps {
@@ -141,6 +142,33 @@ TEST_F(CheckpointCoordinatorTest, AShardThatRefusesToArmAbandonsItAtOnce) {
   EXPECT_EQ(coordinator.pending(), 0);
   EXPECT_EQ(coordinator.failed(), 1);
   EXPECT_THAT(out_.str(), HasSubstr("checkpoint 1 abandoned (training goes on): ps:1 is down"));
+}
+
+TEST_F(CheckpointCoordinatorTest, FinishWaitsForTheFilesOnItsClockThenAbandonsThoseNotWritten) {
+  SimulatedClock clock;
+  const absl::Time start = clock.Now();
+  CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::SYNC, 10), &out_, &clock);
+  Shards(3);
+  coordinator.Poll(t0_);
+  Shards(10);  // Every shard reached the step armed; none has written its file.
+  coordinator.Finish(/*final=*/false, absl::Seconds(5));
+  EXPECT_GE(clock.Now(), start + absl::Seconds(5));
+  EXPECT_LT(clock.Now(), start + absl::Seconds(6));
+  EXPECT_EQ(coordinator.pending(), 0);
+  EXPECT_THAT(client_.committed, IsEmpty());
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoint 1 abandoned (training goes on): not written by "
+                                    "every shard within 5s of the job's end"));
+}
+
+TEST_F(CheckpointCoordinatorTest, AManifestIsDatedByTheCoordinatorsClock) {
+  SimulatedClock clock(absl::FromUnixSeconds(5000));
+  CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::SYNC, 10), &out_, &clock);
+  Shards(3);
+  coordinator.Poll(t0_);
+  Shards(10, {10, 10});
+  coordinator.Poll(t0_ + absl::Seconds(1));
+  ASSERT_EQ(client_.committed.size(), 2u);
+  EXPECT_EQ(client_.committed[0].second.manifest().written_at_ms(), 5000 * 1000);
 }
 
 }  // namespace

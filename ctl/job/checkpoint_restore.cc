@@ -65,7 +65,7 @@ absl::Status RestoreEverywhere(const ClusterClient& client, const JobSpec& spec,
     request.set_ps_index(ps);
     absl::Status status = client.RestoreJob(ps, request);
     if (!status.ok()) {
-      if (ps > 0) client.ps()->DeleteJob(spec.job_id()).IgnoreError();
+      if (ps > 0) client.DeleteJob(spec.job_id()).IgnoreError();
       return status;
     }
   }
@@ -105,6 +105,8 @@ absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& 
   for (const CheckpointManifest& manifest : *complete) {
     last = RestoreEverywhere(client, spec, manifest);
     if (last.ok()) return manifest;
+    // A ps that cannot be reached says nothing of the checkpoint: never passed over for it.
+    if (absl::IsUnavailable(last)) return last;
     out << "checkpoint " << manifest.name() << " cannot be restored: " << last.message()
         << "\nfalling back to the previous complete checkpoint\n";
     if (absl::IsFailedPrecondition(last)) return last;  // No other checkpoint fits either.

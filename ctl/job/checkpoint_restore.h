@@ -36,7 +36,8 @@ struct RestorableCheckpoints {
 // previous complete one is tried. Returns the manifest restored; NOT_FOUND when the job has no
 // complete checkpoint it may restore (saying how many of other runs were passed over),
 // DATA_LOSS when none of them restores, FAILED_PRECONDITION when the cluster has another number
-// of ps. REQUIRES: the job is on no ps.
+// of ps, UNAVAILABLE at once when a ps cannot be reached (the checkpoint undone, not passed
+// over: a recovery tries it again). REQUIRES: the job is on no ps.
 absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& client,
                                                            const JobSpec& spec,
                                                            const RestorableCheckpoints& restorable,

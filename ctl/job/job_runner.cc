@@ -20,6 +20,7 @@
 #include "ctl/cluster/cluster_probe.h"
 #include "ctl/job/job_follower.h"
 #include "ctl/job/lost_workers.h"
+#include "ctl/job/ps_recovery.h"
 #include "ctl/job/results_writer.h"
 #include "ctl/job/run_manifest.h"
 #include "proto/ps_service.pb.h"
@@ -67,7 +68,8 @@ std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSp
 std::string NewRunId() {
   std::random_device device;
   const uint64_t bits = (uint64_t{device()} << 16) ^ device();
-  return absl::StrCat(absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone()), "-",
+  const absl::Time now = Clock::Real()->Now();
+  return absl::StrCat(absl::FormatTime("%Y%m%d-%H%M%S", now, absl::UTCTimeZone()), "-",
                       absl::Hex(bits & ((uint64_t{1} << 48) - 1), absl::kZeroPad12));
 }
 
@@ -100,15 +102,15 @@ absl::Status ClaimJobId(const ClusterSpec& cluster, const ClusterClient& client,
 // at its next step) is asked again for up to `wait`.
 absl::StatusOr<StartJobResponse> StartOnWorker(const ClusterClient& client, int w,
                                                const StartJobRequest& request, bool replace,
-                                               absl::Duration wait) {
-  const absl::Time deadline = absl::Now() + wait;
+                                               absl::Duration wait, Clock* clock) {
+  const absl::Time deadline = clock->Now() + wait;
   while (true) {
     absl::StatusOr<StartJobResponse> started = client.StartJob(w, request);
     if (started.ok() || !replace || !absl::IsAlreadyExists(started.status()) ||
-        absl::Now() >= deadline) {
+        clock->Now() >= deadline) {
       return started;
     }
-    absl::SleepFor(absl::Milliseconds(100));
+    clock->SleepFor(absl::Milliseconds(100));
   }
 }
 
@@ -199,7 +201,8 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
   for (int w = 0; w < client.num_workers(); ++w) {
     request.set_first_step(first_steps[w]);
     absl::StatusOr<StartJobResponse> started =
-        StartOnWorker(client, w, request, options.replace || options.resume, absl::Seconds(10));
+        StartOnWorker(client, w, request, options.replace || options.resume, absl::Seconds(10),
+                      options.clock);
     if (!started.ok() && skip_down && absl::IsUnavailable(started.status())) {
       *options.out << "worker:" << w << " is down: it rejoins the job once it is back\n";
       continue;
@@ -215,160 +218,30 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
   return absl::OkStatus();
 }
 
-// A ps the run cannot go on with: it is down, or it was started again and lost the job.
-struct LostShard {
-  int ps = -1;
-  bool down = false;
-  std::string why;  // "ps:1 is down (...)", "ps:1 no longer holds the job (...)".
-};
-
-// The first ps the run cannot go on with, if any.
-std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id) {
-  for (int ps = 0; ps < client.num_ps(); ++ps) {
-    absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
-    if (!jobs.ok()) {
-      return LostShard{
-          ps, true,
-          absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
-    }
-    if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) ==
-        jobs->job_ids().end()) {
-      return LostShard{ps, false,
-                       absl::StrCat("ps:", ps, " no longer holds the job (it was started again)")};
-    }
-  }
-  return std::nullopt;
-}
-
-// Why a run is to be recovered, and where it was.
-struct Recovery {
-  LostShard shard;
-  std::vector<int64_t> worker_steps;  // The step each worker had reached.
-
-  int64_t furthest_step() const {
-    return worker_steps.empty() ? 0 : *std::max_element(worker_steps.begin(), worker_steps.end());
-  }
-};
-
-// When a worker failed because a ps lost the job, the run is to be recovered (rolled back to a
-// checkpoint) rather than the worker being lost: says why; else nullopt.
-std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::string& job_id,
-                                       const std::vector<JobProgress>& workers) {
-  const bool failed = std::any_of(workers.begin(), workers.end(), [](const JobProgress& p) {
-    return p.state() == JobProgress::FAILED;
-  });
-  if (!failed) return std::nullopt;
-  std::optional<LostShard> lost = FindLostShard(client, job_id);
-  if (!lost.has_value()) return std::nullopt;
-  Recovery recovery{*std::move(lost), {}};
-  for (const JobProgress& worker : workers) {
-    recovery.worker_steps.push_back(worker.step());
-  }
-  return recovery;
-}
-
-// How long a recovery may take: waiting for every ps to be up again, and trying again when a ps
-// goes down while the job is restored.
-constexpr absl::Duration kRecoveryDeadline = absl::Seconds(60);
-
-// Recovers the job after a ps lost it (docs/ARCHITECTURE.md section 6, recovery as a rollback; the
-// departure is in docs/checkpoints.md): once every ps is up, stops the run everywhere, restores
-// the latest complete checkpoint of this submission's own runs (`*restorable`, never another
-// run's) on every shard as a new run (`spec`'s run_id is renewed and added to `*restorable`)
-// and starts every worker that is up at its step, which it returns. Before the run's first
-// checkpoint it starts the run over from step 0 instead, saying so. A ps lost again meanwhile
-// (UNAVAILABLE) starts the recovery over, until kRecoveryDeadline. Every probe and the recovered
-// run use channels made afresh (`*client` is replaced), none from before the ps went away.
+// Recovers the job after a ps lost it (RecoverRun, ctl/job/ps_recovery.h) on the cluster's
+// daemons: each probe and the recovered run use channels made afresh (`*client` is replaced),
+// and the restored run is started on every worker that is up.
 absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<ClusterClient>* client,
                                 JobSpec* spec, RestorableCheckpoints* restorable,
                                 const SubmitOptions& options, const Recovery& recovery,
                                 ResultsWriter* results) {
-  std::ostream& out = *options.out;
-  const std::string task = absl::StrCat("ps:", recovery.shard.ps);
-  out << (options.live_line ? "\n" : "") << recovery.shard.why << " at step "
-      << recovery.furthest_step() << ": recovering the job from its latest complete checkpoint\n";
-  results->RecordEvent({"recovering", task, recovery.furthest_step(), "", -1, recovery.shard.why});
-  const absl::Time start = absl::Now(), deadline = start + kRecoveryDeadline;
-  absl::Status last;
-  for (int attempt = 1;; ++attempt) {
-    if (attempt > 1) {
-      out << "recovery attempt " << attempt - 1 << " failed (" << last.message()
-          << "); trying again\n";
-      absl::SleepFor(absl::Milliseconds(500));
-    }
-    std::optional<LostShard> lost;
-    while (true) {
-      absl::StatusOr<std::unique_ptr<ClusterClient>> fresh = ClusterClient::Create(cluster);
-      if (!fresh.ok()) return fresh.status();
-      *client = *std::move(fresh);
-      lost = FindLostShard(**client, spec->job_id());
-      if (!lost.has_value() || !lost->down || absl::Now() >= deadline) break;
-      absl::SleepFor(absl::Milliseconds(500));
-    }
-    if (absl::Now() >= deadline) {
-      StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
-      return absl::UnavailableError(absl::StrCat(
-          lost.has_value() ? lost->why : std::string(last.message()),
-          ": the job could not be recovered within ", absl::FormatDuration(kRecoveryDeadline),
-          " and was stopped (start every ps again, then submit the job with --resume)"));
-    }
-    const absl::Time up = absl::Now();
-    StopJobEverywhere(cluster, spec->job_id()).IgnoreError();
-    spec->set_run_id(NewRunId());
-    restorable->run_ids.insert(spec->run_id());
-    absl::StatusOr<CheckpointManifest> restored =
-        RestoreLatestCheckpoint(**client, *spec, *restorable, out);
-    if (!restored.ok() && absl::IsUnavailable(restored.status())) {
-      last = restored.status();
-      continue;
-    }
-    // No checkpoint of its own yet: the run starts over from step 0 (as a fresh submission of
-    // it would), never from another run's state.
-    const bool start_over = absl::IsNotFound(restored.status());
-    if (start_over) {
-      out << restored.status().message() << ": the job starts over from step 0\n";
-      restored = CheckpointManifest();
-    }
-    if (!restored.ok()) return restored.status();
-    const absl::Time restored_at = absl::Now();
+  RecoveryEnvironment env;
+  env.connect = [&cluster] { return ClusterClient::Create(cluster); };
+  env.stop_everywhere = [&cluster](const std::string& job_id) {
+    StopJobEverywhere(cluster, job_id).IgnoreError();
+  };
+  env.new_run_id = NewRunId;
+  env.start_workers = [&cluster, &options](const ClusterClient& fresh, const JobSpec& run,
+                                           const std::vector<int64_t>& first_steps) {
     SubmitOptions restart = options;
     restart.replace = true;  // The workers of the run stopped may still be ending it.
-    const std::vector<int64_t> resume_steps =
-        WorkerResumeSteps(*restored, (*client)->num_workers());
-    absl::Status started =
-        StartEveryWorker(cluster, **client, *spec, resume_steps, restart, /*skip_down=*/true);
-    if (absl::IsUnavailable(started)) {
-      last = started;
-      continue;
-    }
-    if (!started.ok()) return started;
-    // The most steps a worker does again.
-    int64_t steps_lost = 0;
-    for (size_t w = 0; w < resume_steps.size() && w < recovery.worker_steps.size(); ++w) {
-      steps_lost = std::max(steps_lost, recovery.worker_steps[w] - resume_steps[w]);
-    }
-    auto seconds = [](absl::Duration d) {
-      return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d));
-    };
-    const std::string line = absl::StrCat(
-        "recovered: the job goes on from ",
-        start_over ? "the start (no checkpoint of this run yet)"
-                   : absl::StrCat("checkpoint ", restored->name()),
-        " at step ",
-        restored->resume_step(),
-        std::all_of(resume_steps.begin(), resume_steps.end(),
-                    [&restored](int64_t step) { return step == restored->resume_step(); })
-            ? ""
-            : absl::StrCat(" (each worker at its own: ", absl::StrJoin(resume_steps, ", "), ")"),
-        " as run ", spec->run_id(), " (", steps_lost, " steps done again; every ps up after ",
-        seconds(up - start), ", restored in ", seconds(restored_at - up), ", workers started in ",
-        seconds(absl::Now() - restored_at), attempt > 1 ? absl::StrCat(", attempt ", attempt) : "",
-        ")");
-    out << line << "\n";
-    results->RecordEvent(
-        {"recovered", task, restored->resume_step(), restored->name(), steps_lost, line});
-    return restored->resume_step();
-  }
+    return StartEveryWorker(cluster, fresh, run, first_steps, restart, /*skip_down=*/true);
+  };
+  env.clock = options.clock;
+  env.out = options.out;
+  env.live_line = options.live_line;
+  env.results = results;
+  return RecoverRun(env, recovery, client, spec, restorable);
 }
 
 // Follows the run to its end: progress lines, checkpoints, the results, and stopping it
@@ -402,7 +275,8 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
       if (recover->has_value()) return absl::OkStatus();
     }
     if (!stopped) {
-      std::string lost_reason = lost.Update(follower.Last(), follower.Gone(), absl::Now());
+      std::string lost_reason =
+          lost.Update(follower.Last(), follower.Gone(), options.clock->Now());
       if (reason.empty()) reason = std::move(lost_reason);
     }
     if (!stopped && !reason.empty()) {
@@ -417,10 +291,10 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
       checkpoints.Finish(/*final=*/false, absl::Seconds(5));  // Completes those written.
       StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
     }
-    if (!stopped) checkpoints.Poll(absl::Now());
+    if (!stopped) checkpoints.Poll(options.clock->Now());
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
-    if (absl::Now() - last_line >= every && AnyStepRun(follower.Last())) {
-      last_line = absl::Now();
+    if (options.clock->Now() - last_line >= every && AnyStepRun(follower.Last())) {
+      last_line = options.clock->Now();
       std::string line = ProgressLine(spec, follower.Last());
       if (options.live_line) {
         out << "\r\033[K" << line << std::flush;
@@ -445,7 +319,8 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
   if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
 
   if (!stopped) shards = WriteShardResults(client, spec, results);
-  results->WriteSummary(spec, last, shards, absl::Now() - start, lost.lost()).IgnoreError();
+  results->WriteSummary(spec, last, shards, options.clock->Now() - start, lost.lost())
+      .IgnoreError();
   out << "results in " << results->dir() << "\n";
   // A run that failed or was stopped leaves the shards once its results are written (above,
   // when stopped here); a finished one stays for `psctl status` (a new run of its id then
@@ -506,7 +381,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   // where a ps has no --checkpoint_dir.
   const bool default_checkpoints = !submitted.has_checkpoint() && spec.has_checkpoint();
   auto coordinator = [&]() {
-    auto made = std::make_unique<CheckpointCoordinator>(**client, spec, options.out);
+    auto made = std::make_unique<CheckpointCoordinator>(**client, spec, options.out, options.clock);
     if (default_checkpoints) made->set_final_only_after_one();
     return made;
   };
@@ -531,8 +406,10 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   if (!run.ok()) return run.status();
   std::unique_ptr<ResultsWriter> results;
   if (!options.detach) {
+    ResultsWriterOptions writer;
+    writer.clock = options.clock;
     absl::StatusOr<std::unique_ptr<ResultsWriter>> created =
-        ResultsWriter::Create(options.results_dir, options.overwrite);
+        ResultsWriter::Create(options.results_dir, options.overwrite, writer);
     status = created.status();
     if (created.ok()) {
       results = *std::move(created);
@@ -551,7 +428,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
            absl::StrCat("from checkpoint ", run->checkpoint, " at step ", run->first_step())});
     }
   }
-  const absl::Time start = absl::Now();
+  const absl::Time start = options.clock->Now();
   status = StartEveryWorker(cluster, **client, spec, run->worker_steps, options);
   if (!status.ok()) return status;
   if (options.detach) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/clock.h"
 #include "common/cluster/cluster_spec.h"
 #include "ctl/export/apply_log_files.h"
 #include "proto/job.pb.h"
@@ -31,6 +32,9 @@ struct SubmitOptions {
   // with its shard's log before the workers start (CreateJobRequest.replay), so that each
   // shard serves and applies in the recorded order.
   const ApplyLogFiles* replay = nullptr;
+  // The time of the run: its waits and deadlines (recovery, starting workers, checkpoints)
+  // and the times it records. Not owned; never null.
+  Clock* clock = Clock::Real();
 };
 
 // Checks the cluster (one line per problem), starts `spec` on every worker as a new run (a fresh

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create the results directory ", dir, ": ", created.message()));
   }
-  std::unique_ptr<ResultsWriter> writer(new ResultsWriter(dir, options.fs));
+  std::unique_ptr<ResultsWriter> writer(new ResultsWriter(dir, options.fs, options.clock));
   absl::MutexLock lock(&writer->mu_);
   absl::StatusOr<std::unique_ptr<AppendableFile>> metrics = NewCsv(
       options.fs, dir + "/metrics.csv",
@@ -96,7 +96,7 @@ absl::Status ResultsWriter::WriteFile(const std::string& name, const std::string
 }
 
 void ResultsWriter::RecordProgress(const JobProgress& progress) {
-  double time_s = absl::ToDoubleSeconds(absl::Now() - start_);
+  double time_s = absl::ToDoubleSeconds(clock_->Now() - start_);
   absl::MutexLock lock(&mu_);
   // Numbers as an ostream prints them (6 significant digits), as the files always held them.
   if (progress.step() > 0) {
@@ -120,7 +120,7 @@ void ResultsWriter::RecordEvent(const JobEvent& event) {
   auto number = [](int64_t n) { return n < 0 ? std::string() : absl::StrCat(n); };
   std::ostringstream row;
   // The detail is free text: quoted, its quotes doubled (RFC 4180).
-  row << absl::ToDoubleSeconds(absl::Now() - start_) << "," << event.event << "," << event.task
+  row << absl::ToDoubleSeconds(clock_->Now() - start_) << "," << event.event << "," << event.task
       << "," << number(event.step) << "," << event.checkpoint << "," << number(event.steps_lost)
       << ",\"" << absl::StrReplaceAll(event.detail, {{"\"", "\"\""}, {"\n", " "}}) << "\"\n";
   absl::MutexLock lock(&mu_);
@@ -249,9 +249,8 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   absl::Status written = WriteFile("summary.json", summary.dump(2) + "\n");
   if (!written.ok()) return written;
   absl::MutexLock lock(&mu_);
-  written = WriteFile("manifest.json",
-                      ManifestJson({spec, cluster_, tasks_, start_, absl::Now()}, summary).dump(2) +
-                          "\n");
+  const RunManifest manifest{spec, cluster_, tasks_, start_, clock_->Now()};
+  written = WriteFile("manifest.json", ManifestJson(manifest, summary).dump(2) + "\n");
   if (!written.ok()) return written;
   return progress_error_;
 }

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/cluster/cluster_spec.h"
 #include "common/file_system.h"
 #include "common/job/variables.h"
@@ -47,6 +48,9 @@ struct ResultsWriterOptions {
   // Where every file is written (job.json, staleness.csv, summary.json and params/*.npy
   // atomically); a test passes one that injects faults.
   FileSystem* fs = FileSystem::Default();
+  // The run's time: its start (when the writer is made) and each row's and the manifest's
+  // times; a test passes a SimulatedClock. Not owned; must outlive the writer.
+  Clock* clock = Clock::Real();
 };
 
 // Thread-safe. A file that cannot be written fails its Write* call naming the file;
@@ -82,7 +86,8 @@ class ResultsWriter {
                             const std::set<int>& lost = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  ResultsWriter(std::string dir, FileSystem* fs) : dir_(std::move(dir)), fs_(fs) {}
+  ResultsWriter(std::string dir, FileSystem* fs, Clock* clock)
+      : dir_(std::move(dir)), fs_(fs), clock_(clock), start_(clock->Now()) {}
 
   // Writes `name` in dir_ atomically.
   absl::Status WriteFile(const std::string& name, const std::string& text);
@@ -91,7 +96,8 @@ class ResultsWriter {
 
   const std::string dir_;
   FileSystem* const fs_;
-  const absl::Time start_ = absl::Now();
+  Clock* const clock_;
+  const absl::Time start_;
   absl::Mutex mu_;
   std::unique_ptr<AppendableFile> metrics_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<AppendableFile> eval_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,156 @@
+#include "ctl/job/ps_recovery.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace ps {
+namespace {
+
+// Probes the cluster afresh every 500 ms until every ps answers or `deadline`. Returns the last
+// probe's lost shard (nullopt: every ps holds the job), or why no client could be made.
+absl::StatusOr<std::optional<LostShard>> WaitForEveryPs(const RecoveryEnvironment& env,
+                                                        const std::string& job_id,
+                                                        absl::Time deadline,
+                                                        std::unique_ptr<ClusterClient>* client) {
+  std::optional<LostShard> lost;
+  while (true) {
+    absl::StatusOr<std::unique_ptr<ClusterClient>> fresh = env.connect();
+    if (!fresh.ok()) return fresh.status();
+    *client = *std::move(fresh);
+    lost = FindLostShard(**client, job_id);
+    if (!lost.has_value() || !lost->down || env.clock->Now() >= deadline) break;
+    env.clock->SleepFor(absl::Milliseconds(500));
+  }
+  return lost;
+}
+
+// The line that says where a recovered run goes on, and how long each part took.
+std::string RecoveredLine(const JobSpec& spec, const CheckpointManifest& restored, bool start_over,
+                          const std::vector<int64_t>& resume_steps, int64_t steps_lost,
+                          absl::Duration until_up, absl::Duration restoring,
+                          absl::Duration starting, int attempt) {
+  auto seconds = [](absl::Duration d) {
+    return absl::StrFormat("%.2fs", absl::ToDoubleSeconds(d));
+  };
+  return absl::StrCat(
+      "recovered: the job goes on from ",
+      start_over ? "the start (no checkpoint of this run yet)"
+                 : absl::StrCat("checkpoint ", restored.name()),
+      " at step ", restored.resume_step(),
+      std::all_of(resume_steps.begin(), resume_steps.end(),
+                  [&restored](int64_t step) { return step == restored.resume_step(); })
+          ? ""
+          : absl::StrCat(" (each worker at its own: ", absl::StrJoin(resume_steps, ", "), ")"),
+      " as run ", spec.run_id(), " (", steps_lost, " steps done again; every ps up after ",
+      seconds(until_up), ", restored in ", seconds(restoring), ", workers started in ",
+      seconds(starting), attempt > 1 ? absl::StrCat(", attempt ", attempt) : "", ")");
+}
+
+}  // namespace
+
+std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id) {
+  for (int ps = 0; ps < client.num_ps(); ++ps) {
+    absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
+    if (!jobs.ok()) {
+      return LostShard{
+          ps, true,
+          absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
+    }
+    if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) ==
+        jobs->job_ids().end()) {
+      return LostShard{ps, false,
+                       absl::StrCat("ps:", ps, " no longer holds the job (it was started again)")};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::string& job_id,
+                                       const std::vector<JobProgress>& workers) {
+  const bool failed = std::any_of(workers.begin(), workers.end(), [](const JobProgress& p) {
+    return p.state() == JobProgress::FAILED;
+  });
+  if (!failed) return std::nullopt;
+  std::optional<LostShard> lost = FindLostShard(client, job_id);
+  if (!lost.has_value()) return std::nullopt;
+  Recovery recovery{*std::move(lost), {}};
+  for (const JobProgress& worker : workers) {
+    recovery.worker_steps.push_back(worker.step());
+  }
+  return recovery;
+}
+
+absl::StatusOr<int64_t> RecoverRun(const RecoveryEnvironment& env, const Recovery& recovery,
+                                   std::unique_ptr<ClusterClient>* client, JobSpec* spec,
+                                   RestorableCheckpoints* restorable) {
+  std::ostream& out = *env.out;
+  const std::string task = absl::StrCat("ps:", recovery.shard.ps);
+  out << (env.live_line ? "\n" : "") << recovery.shard.why << " at step "
+      << recovery.furthest_step() << ": recovering the job from its latest complete checkpoint\n";
+  env.results->RecordEvent(
+      {"recovering", task, recovery.furthest_step(), "", -1, recovery.shard.why});
+  const absl::Time start = env.clock->Now(), deadline = start + kRecoveryDeadline;
+  absl::Status last;
+  for (int attempt = 1;; ++attempt) {
+    if (attempt > 1) {
+      out << "recovery attempt " << attempt - 1 << " failed (" << last.message()
+          << "); trying again\n";
+      env.clock->SleepFor(absl::Milliseconds(500));
+    }
+    absl::StatusOr<std::optional<LostShard>> down =
+        WaitForEveryPs(env, spec->job_id(), deadline, client);
+    if (!down.ok()) return down.status();
+    if (env.clock->Now() >= deadline) {
+      env.stop_everywhere(spec->job_id());
+      return absl::UnavailableError(absl::StrCat(
+          down->has_value() ? (*down)->why : std::string(last.message()),
+          ": the job could not be recovered within ", absl::FormatDuration(kRecoveryDeadline),
+          " and was stopped (start every ps again, then submit the job with --resume)"));
+    }
+    const absl::Time up = env.clock->Now();
+    env.stop_everywhere(spec->job_id());
+    spec->set_run_id(env.new_run_id());
+    restorable->run_ids.insert(spec->run_id());
+    absl::StatusOr<CheckpointManifest> restored =
+        RestoreLatestCheckpoint(**client, *spec, *restorable, out);
+    if (!restored.ok() && absl::IsUnavailable(restored.status())) {
+      last = restored.status();
+      continue;
+    }
+    // No checkpoint of its own yet: the run starts over from step 0 (as a fresh submission of
+    // it would), never from another run's state.
+    const bool start_over = absl::IsNotFound(restored.status());
+    if (start_over) {
+      out << restored.status().message() << ": the job starts over from step 0\n";
+      restored = CheckpointManifest();
+    }
+    if (!restored.ok()) return restored.status();
+    const absl::Time restored_at = env.clock->Now();
+    const std::vector<int64_t> resume_steps =
+        WorkerResumeSteps(*restored, (*client)->num_workers());
+    absl::Status started = env.start_workers(**client, *spec, resume_steps);
+    if (absl::IsUnavailable(started)) {
+      last = started;
+      continue;
+    }
+    if (!started.ok()) return started;
+    // The most steps a worker does again.
+    int64_t steps_lost = 0;
+    for (size_t w = 0; w < resume_steps.size() && w < recovery.worker_steps.size(); ++w) {
+      steps_lost = std::max(steps_lost, recovery.worker_steps[w] - resume_steps[w]);
+    }
+    const std::string line =
+        RecoveredLine(*spec, *restored, start_over, resume_steps, steps_lost, up - start,
+                      restored_at - up, env.clock->Now() - restored_at, attempt);
+    out << line << "\n";
+    env.results->RecordEvent(
+        {"recovered", task, restored->resume_step(), restored->name(), steps_lost, line});
+    return restored->resume_step();
+  }
+}
+
+}  // namespace ps
