@@ -64,6 +64,9 @@ DEFINE_int32(ring_mailbox_mb, 1024,
 DEFINE_int32(finished_job_retention_s, 3600,
              "how long a job that ended stays (for psctl status) before this worker forgets it; "
              "-1: never");
+DEFINE_bool(allow_programs, false,
+            "run program jobs (JobSpec.program: the submitter's own program, e.g. a PyTorch "
+            "worker, as this daemon's user); off: such jobs are refused");
 
 namespace {
 
@@ -166,6 +169,7 @@ int Run() {
     return 2;
   }
   options.data_roots = *std::move(roots);
+  options.allow_programs = FLAGS_allow_programs;
   options.finished_job_retention = FLAGS_finished_job_retention_s < 0
                                        ? absl::InfiniteDuration()
                                        : absl::Seconds(FLAGS_finished_job_retention_s);

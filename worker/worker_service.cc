@@ -13,6 +13,7 @@
 #include "common/job/job_spec.h"
 #include "common/security/peer_identity.h"
 #include "worker/allreduce/grpc_ring_link.h"
+#include "worker/program_runner.h"
 #include "worker/trainer.h"
 
 namespace ps {
@@ -168,6 +169,13 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   const JobSpec& spec = request.spec();
   absl::Status status = ValidateJobSpec(spec, options_.cluster.NumTasks(kWorkerJob));
   if (!status.ok()) return status;
+  if (spec.has_program() && !options_.allow_programs) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker:", options_.worker_index, " does not run programs (JobSpec.program): its "
+        "ps_worker was started without --allow_programs, which lets a job's submitter run "
+        "code of their choice on its host; start it with the flag (psctl local's daemons "
+        "have it) or submit a job of a built-in model"));
+  }
   if (request.first_step() < 0 || request.incarnation() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("first_step is ", request.first_step(),
                                                    " and incarnation ", request.incarnation(),
@@ -218,6 +226,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
     job->finished = true;
     job->progress->Publish(failed);
   };
+  if (spec.has_program()) return RunProgramJob(spec, first_step, incarnation, job);
   absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = CreateBackend(options_.device);
   if (!backend.ok()) return fail(backend.status());
   absl::StatusOr<std::unique_ptr<RingLink>> ring = MakeRing(spec);
@@ -259,24 +268,51 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
     last.set_bytes_sent(outcome.bytes_sent);
     last.set_bytes_received(outcome.bytes_received);
   }
-  last.set_worker(options_.worker_index);
+  Finish(spec, status, job, &last);
+}
+
+void WorkerService::Finish(const JobSpec& spec, const absl::Status& status, RunningJob* job,
+                           JobProgress* last) {
+  last->set_job_id(spec.job_id());
+  last->set_worker(options_.worker_index);
   if (status.ok()) {
-    last.set_state(JobProgress::DONE);
+    last->set_state(JobProgress::DONE);
   } else if (absl::IsCancelled(status) || job->stop) {
     // Asked to stop: what the interrupted step then hit (the job deleted on a ps) is no failure.
-    last.set_state(JobProgress::STOPPED);
+    last->set_state(JobProgress::STOPPED);
     absl::MutexLock lock(&mu_);
-    last.set_stopped_by(job->stopped_by);
+    last->set_stopped_by(job->stopped_by);
   } else {
-    last.set_state(JobProgress::FAILED);
-    last.set_error_code(static_cast<int>(status.code()));
-    last.set_error(std::string(status.message()));
+    last->set_state(JobProgress::FAILED);
+    last->set_error_code(static_cast<int>(status.code()));
+    last->set_error(std::string(status.message()));
   }
-  LOG(INFO) << "job " << spec.job_id() << ": " << JobProgress::State_Name(last.state())
+  LOG(INFO) << "job " << spec.job_id() << ": " << JobProgress::State_Name(last->state())
             << (status.ok() ? "" : absl::StrCat(": ", status.ToString()));
   job->finished_at = options_.clock->Now();
   job->finished = true;
-  job->progress->Publish(last);
+  job->progress->Publish(*last);
+}
+
+void WorkerService::RunProgramJob(const JobSpec& spec, int64_t first_step, int incarnation,
+                                  RunningJob* job) {
+  ProgramContext context;
+  context.spec = spec;
+  context.worker = options_.worker_index;
+  context.num_workers = options_.cluster.NumTasks(kWorkerJob);
+  context.first_step = first_step;
+  context.incarnation = incarnation;
+  context.ps = ps_client_->options();  // With the cluster's ps addresses.
+  context.stop = &job->stop;
+  context.clock = options_.clock;
+  JobProgress last;
+  context.report = [&](const JobProgress& progress) {
+    last = progress;
+    job->progress->Publish(progress);
+  };
+  const absl::Status status = RunProgram(context);
+  last.set_process_died(absl::IsUnavailable(status));
+  Finish(spec, status, job, &last);
 }
 
 absl::StatusOr<std::unique_ptr<RingLink>> WorkerService::MakeRing(const JobSpec& spec) const {

@@ -43,6 +43,10 @@ struct WorkerServiceOptions {
   // it), for ALLREDUCE and LOCAL_SGD jobs; not owned, outlives the service. Null: this worker
   // runs no such job (it fails saying so).
   RingMailbox* ring_mailbox = nullptr;
+  // Whether program jobs (JobSpec.program: the user's program run as this worker) may run
+  // here (--allow_programs): a job's submitter then runs code of their choice on this host, as
+  // this daemon's user. Off: such a job is refused with FAILED_PRECONDITION.
+  bool allow_programs = false;
   // Whose time jobs' training loops and retention are on (a test may pass a SimulatedClock).
   // Not owned.
   Clock* clock = Clock::Real();
@@ -104,6 +108,11 @@ class WorkerService final : public Worker::CallbackService {
   // Runs `spec` from step `first_step` as the worker's `incarnation` (StartJobRequest) on the
   // job's thread.
   void RunJob(JobSpec spec, int64_t first_step, int incarnation, RunningJob* job);
+  // RunJob for a program job (JobSpec.program; worker/program_runner.h).
+  void RunProgramJob(const JobSpec& spec, int64_t first_step, int incarnation, RunningJob* job);
+  // Ends the job with `status` (DONE, STOPPED or FAILED) in `last`, its final report.
+  void Finish(const JobSpec& spec, const absl::Status& status, RunningJob* job, JobProgress* last)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const WorkerServiceOptions options_;
   std::unique_ptr<PsClient> ps_client_;

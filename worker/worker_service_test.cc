@@ -192,6 +192,33 @@ TEST(WorkerServiceTest, AJobReadingOutsideTheDataRootsIsRefused) {
   EXPECT_TRUE(Jobs(worker.stub()).empty()) << "the refused job must not be listed";
 }
 
+// A program job (JobSpec.program) runs the submitter's code on the worker's host: a daemon
+// started without --allow_programs refuses it before anything runs.
+TEST(WorkerServiceTest, AProgramJobIsRefusedUnlessTheDaemonAllowsPrograms) {
+  absl::StatusOr<ClusterSpec> cluster =
+      ClusterSpec::Parse(R"({"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]})", "test");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string marker = std::string(std::getenv("TEST_TMPDIR")) + "/program_ran";
+  ServedWorker worker(WorkerServiceOptions{
+      *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Hours(1), {}});
+  StartJobRequest request;
+  JobSpec& spec = *request.mutable_spec();
+  spec.set_job_id("program");
+  spec.set_run_id("run-1");
+  for (const std::string& arg : std::vector<std::string>{"/bin/sh", "-c", "touch " + marker}) {
+    spec.mutable_program()->add_argv(arg);
+  }
+  spec.mutable_learning_rate()->set_base(0.1f);
+  spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
+  *request.mutable_cluster() = cluster->ToProto();
+  grpc::Status refused = worker.StartJob(request);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("--allow_programs"));
+  EXPECT_TRUE(Jobs(worker.stub()).empty());
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the refused program ran";
+}
+
 // Counts that size what the worker allocates or runs are checked before the job starts.
 TEST(WorkerServiceTest, CountsBeyondTheirBoundsAreRefusedBeforeTheJobStarts) {
   absl::StatusOr<ClusterSpec> cluster =

@@ -418,6 +418,47 @@ absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
   return Prefixed(prefix, ValidateOptimizerConfig(spec.optimizer()));
 }
 
+namespace {
+
+// A program job (JobSpec.program): the program holds the model, reads the data and decides
+// when to stop; the ps's side (consistency, optimizer, schedule, compression) is checked as for
+// any job.
+absl::Status ValidateProgramJob(const JobSpec& spec, int num_workers) {
+  if (spec.program().argv().empty() || spec.program().argv(0).empty()) {
+    return FieldError("program.argv", "is empty: name the program and its arguments, e.g. "
+                                      "[\"python3\", \"train.py\"]");
+  }
+  if (spec.has_model() || spec.has_data()) {
+    return FieldError(spec.has_model() ? "model" : "data",
+                      "is set, but a program job's model and data are its program's: unset it");
+  }
+  absl::Status status = ValidateConsistencyConfig(spec.consistency(), num_workers);
+  if (!status.ok()) return status;
+  const ModeTraits& mode = ModeTraitsOf(spec.consistency().mode());  // Validated above.
+  if (!mode.shards_hold_the_model || mode.center_moves_by_differences ||
+      spec.downpour().ByteSizeLong() > 0) {
+    return FieldError("consistency.mode",
+                      absl::StrCat("is ", ConsistencyConfig::Mode_Name(mode.mode),
+                                   ", but a program's workers pull the model from the shards and "
+                                   "push gradients (without downpour's options): use ",
+                                   ModeNames(
+                                       [](const ModeTraits& m) {
+                                         return m.shards_hold_the_model &&
+                                                !m.center_moves_by_differences;
+                                       },
+                                       "or")));
+  }
+  status = ValidateCompression(spec.compression());
+  if (!status.ok()) return status;
+  status = ValidateForMode(spec, mode);
+  if (!status.ok()) return status;
+  status = ValidateLearningRateSchedule(spec.learning_rate());
+  if (!status.ok()) return status;
+  return ValidateOptimizerConfig(spec.optimizer());
+}
+
+}  // namespace
+
 absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   absl::Status status = ValidateId(spec.job_id(), "job_id");
   if (!status.ok()) return status;
@@ -430,6 +471,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   if (!(spec.worker_lease_s() >= 0) || std::isinf(spec.worker_lease_s())) {
     return FieldError("worker_lease_s", "must be a number >= 0 (0: no lease)");
   }
+  if (spec.has_program()) return ValidateProgramJob(spec, num_workers);
   status = ValidateModel(spec.model());
   if (!status.ok()) return status;
   const bool sparse = IsSparseModel(spec.model().kind());

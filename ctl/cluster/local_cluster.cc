@@ -107,6 +107,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
           argv.push_back("--data_root=" + absl::StrJoin(options.data_roots, ","));
         }
         argv.push_back(absl::StrCat("--compute_threads=", threads));
+        // The user's own daemons on the user's own machine: program jobs (JobSpec.program, a
+        // PyTorch worker) run as the user who started psctl local.
+        argv.push_back("--allow_programs");
       }
       absl::StatusOr<Subprocess> daemon =
           Subprocess::Start(argv, absl::StrCat(options.dir, "/", name, ".log"));

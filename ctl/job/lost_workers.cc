@@ -57,7 +57,9 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
   const absl::Duration wait = absl::Seconds(spec_.worker_lease_s());
   for (const JobProgress* progress : failed) {
     const std::string task = absl::StrCat("worker:", progress->worker());
-    if ((!goes_on && !waits) || gone.count(progress->worker()) == 0) {
+    // Its daemon, or its process alone (a program job's), died: lost, not failed.
+    const bool died = gone.count(progress->worker()) > 0 || progress->process_died();
+    if ((!goes_on && !waits) || !died) {
       return absl::StrCat(task, " failed");
     }
     if (lost_.insert(progress->worker()).second) {

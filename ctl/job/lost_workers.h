@@ -40,7 +40,9 @@ class LostWorkers {
   // host died). A worker gone is lost: the job goes on without it, or, SYNC without backup
   // workers with a lease, waits up to worker_lease_s for its return; a lost worker whose
   // daemon is back (tried every second) rejoins as a new incarnation at the step it had
-  // reached. A worker that reported its own failure (bad data, a NaN gradient) fails the job.
+  // reached; so is one whose process alone died (JobProgress.process_died: a program job's
+  // program killed). A worker that reported its own failure (bad data, a NaN gradient, a
+  // program that exited with an error) fails the job.
   // Returns why the job must stop ("worker:1 failed", "worker:1 did not return within 3s"),
   // or "" while it goes on.
   std::string Update(const std::vector<JobProgress>& now, const std::set<int>& gone,

@@ -129,6 +129,22 @@ TEST_F(LostWorkersTest, AWorkerThatReportsItsOwnFailureFailsTheJobInEveryMode) {
   }
 }
 
+TEST_F(LostWorkersTest, AProgramWhoseProcessDiedIsLostAndStartedAgainOnItsLiveDaemon) {
+  std::unique_ptr<LostWorkers> lost = Follow(Spec(ConsistencyConfig::ASYNC, 0));
+  std::vector<JobProgress> now = {Progress(0, 10), Progress(1, 6, true), Progress(2, 9)};
+  now[1].set_process_died(true);  // kill -9 of its program; the daemon's stream goes on.
+  client_.workers_up.insert(1);
+  EXPECT_EQ(lost->Update(now, {}, t0_), "");
+  ASSERT_EQ(client_.started.size(), 1u);
+  EXPECT_EQ(client_.started[0].second.first_step(), 6);
+  EXPECT_EQ(client_.started[0].second.incarnation(), 1);
+  EXPECT_THAT(lost->lost(), IsEmpty());
+  // A program that exited with an error is the worker's own failure.
+  std::unique_ptr<LostWorkers> other = Follow(Spec(ConsistencyConfig::ASYNC, 0));
+  now[1].set_process_died(false);
+  EXPECT_EQ(other->Update(now, {}, t0_), "worker:1 failed");
+}
+
 TEST_F(LostWorkersTest, ARingFailsWithAnyWorker) {
   std::unique_ptr<LostWorkers> lost = Follow(Spec(ConsistencyConfig::ALLREDUCE, 10));
   EXPECT_EQ(lost->Update({Progress(0, 3), Progress(1, 3, true), Progress(2, 3)}, {1}, t0_),

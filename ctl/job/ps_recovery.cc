@@ -53,6 +53,8 @@ std::string RecoveredLine(const JobSpec& spec, const CheckpointManifest& restore
 }  // namespace
 
 std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id) {
+  std::optional<LostShard> without_job;
+  bool any_holds = false;
   for (int ps = 0; ps < client.num_ps(); ++ps) {
     absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
     if (!jobs.ok()) {
@@ -60,13 +62,15 @@ std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::s
           ps, true,
           absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
     }
-    if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) ==
+    if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) !=
         jobs->job_ids().end()) {
-      return LostShard{ps, false,
-                       absl::StrCat("ps:", ps, " no longer holds the job (it was started again)")};
+      any_holds = true;
+    } else if (!without_job.has_value()) {
+      without_job = LostShard{
+          ps, false, absl::StrCat("ps:", ps, " no longer holds the job (it was started again)")};
     }
   }
-  return std::nullopt;
+  return any_holds ? without_job : std::nullopt;
 }
 
 std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::string& job_id,

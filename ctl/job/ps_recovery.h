@@ -34,8 +34,11 @@ struct LostShard {
   std::string why;  // "ps:1 is down (...)", "ps:1 no longer holds the job (...)".
 };
 
-// The first ps, in task order, that does not answer ListJobs or does not list `job_id`; nullopt
-// when every ps holds the job (whatever state it holds it in).
+// The first ps, in task order, that does not answer ListJobs, else the first that does not list
+// `job_id` while another does (it was started again); nullopt when every ps holds the job
+// (whatever state it holds it in), or none does: the job was never made on the shards (a worker
+// that failed before making it, such as a program job's that exited at once), which no ps
+// restart explains.
 std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id);
 
 // Why a run is to be recovered, and where it was.

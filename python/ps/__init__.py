@@ -22,7 +22,7 @@ import numpy as np
 from ps._client import Error, make_parameter_spec, spec_json
 from ps import _client
 
-__all__ = ["Error", "Job", "Client", "Worker", "connect"]
+__all__ = ["Error", "Job", "Client", "Worker", "Task", "connect", "from_environment", "report"]
 
 
 def _initializer_for(shape):
@@ -132,7 +132,7 @@ class Worker:
     create: create the job on the shards first (idempotent: every worker may).
     """
 
-    def __init__(self, client, job, worker, incarnation=0, create=True):
+    def __init__(self, client, job, worker, incarnation=0, create=True, first_step=0):
         if create:
             client.create_job(job)
         self.client = client
@@ -140,11 +140,14 @@ class Worker:
         self.worker = int(worker)
         self._session = _client.Session(client._core, job.spec, self.worker, int(incarnation))
         self.variables = {name: tuple(shape) for name, shape in self._session.variables}
-        self.local_step = 0   # Pushes this worker has made (its SSP clock).
-        self.job_step = 0     # SYNC: the step the values last pulled begin.
-        self._next_step = 0   # SYNC: the step the next pull waits for.
+        # A resumed run's workers start at its resume step (StartJobRequest.first_step).
+        self.local_step = int(first_step)   # Steps this worker has pushed (its SSP clock).
+        self.job_step = int(first_step)     # SYNC: the step the values last pulled begin.
+        self._next_step = int(first_step)   # SYNC: the step the next pull waits for.
         self.last_pull = None
         self.last_push = None
+        self._staleness_sum = 0
+        self._applied = 0
 
     def zeros(self):
         """A dict of float32 zero arrays, one per variable, in the job's shapes."""
@@ -165,11 +168,68 @@ class Worker:
         """Sends `gradients` (name -> float32 array, every variable), computed on the values of
         the last pull; returns each shard's answer (outcome, version, staleness, step)."""
         self.last_push = self._session.push(gradients, step=self.job_step, clock=self.local_step)
+        for answer in self.last_push:
+            if answer["outcome"] in ("APPLIED", "ACCUMULATED"):
+                self._staleness_sum += answer["staleness"]
+                self._applied += 1
         self.local_step += 1
         if self._session.counts_steps:
             self._next_step = self.job_step + 1
         return self.last_push
 
+    def progress(self):
+        """This worker's figures for report(): its steps, the job's step (SYNC), and the mean
+        staleness of its gradients the shards applied or aggregated so far."""
+        return {"step": self.local_step, "global_step": self.job_step,
+                "staleness": self._staleness_sum / self._applied if self._applied else 0.0}
+
     def leave(self):
         """Done with the job: the others stop waiting for this worker."""
         self.client.leave_job(self.job, self.worker)
+
+
+class Task:
+    """What a program job's worker is (from_environment): the job (its JobSpec as a dict), this
+    worker's index among num_workers, its incarnation and first step, and a Client connected to
+    the job's ps tasks with this daemon's TLS files and token."""
+
+    def __init__(self, client, job, worker, num_workers, incarnation, first_step):
+        self.client = client
+        self.job = job
+        self.worker = worker
+        self.num_workers = num_workers
+        self.incarnation = incarnation
+        self.first_step = first_step
+
+
+def from_environment():
+    """The job and task of this process when ps_worker runs it as a program job's worker
+    (JobSpec.program): psctl local/submit start the job, each worker's ps_worker starts the
+    program with them in its environment (proto/job.proto's ProgramSpec lists the variables)."""
+    env = os.environ
+    if "PS_JOB" not in env:
+        raise RuntimeError("no PS_JOB in the environment: this program was not started by "
+                           "ps_worker as a program job's worker (submit a job whose "
+                           "program.argv runs it, or connect() yourself)")
+    token = ""
+    if env.get("PS_TOKEN_FILE"):
+        with open(env["PS_TOKEN_FILE"]) as f:
+            token = f.read().strip()
+    client = connect(env["PS_PS_ADDRESSES"].split(","), ca_file=env.get("PS_TLS_CA", ""),
+                     cert_file=env.get("PS_TLS_CERT", ""), key_file=env.get("PS_TLS_KEY", ""),
+                     token=token)
+    return Task(client, json.loads(env["PS_JOB"]), int(env["PS_WORKER"]),
+                int(env["PS_NUM_WORKERS"]), int(env.get("PS_INCARNATION", "0")),
+                int(env.get("PS_FIRST_STEP", "0")))
+
+
+def report(**progress):
+    """Reports this worker's progress to its ps_worker, which psctl shows (the progress line)
+    and writes to the results (eval.csv, summary.json): JobProgress's fields, e.g.
+    report(step=120, epoch=1, loss=0.41, examples_per_second=900.0,
+    eval={"loss": 0.38, "accuracy": 0.87}). A no-op outside a program job."""
+    path = os.environ.get("PS_PROGRESS_FILE")
+    if not path:
+        return
+    with open(path, "a") as f:
+        f.write(json.dumps(progress) + "\n")

@@ -177,7 +177,7 @@ class Session {
   // {"versions": [...], "step": s, "parked_s": seconds}.
   py::dict Pull(const py::dict& out, int64_t step, int64_t clock) {
     std::vector<py::buffer_info> keep;
-    MutableVariables variables = Targets(out, &keep);
+    MutableVariables variables = Spans(out, /*writable=*/true, &keep);
     WorkerSession::PullOptions options;
     options.step = step;
     options.clock = clock;
@@ -193,7 +193,8 @@ class Session {
   // answer as a dict (outcome, version, staleness, step).
   py::list Push(const py::dict& gradients, int64_t step, int64_t clock) {
     std::vector<py::buffer_info> keep;
-    ConstVariables variables = Sources(gradients, &keep);
+    const MutableVariables spans = Spans(gradients, /*writable=*/false, &keep);
+    const ConstVariables variables(spans.begin(), spans.end());
     WorkerSession::PushOptions options;
     options.step = step;
     options.clock = clock;
@@ -227,19 +228,14 @@ class Session {
           unknown.empty() ? "" : absl::StrCat("not in the job: ", absl::StrJoin(unknown, ", "))));
     }
   }
-  MutableVariables Targets(const py::dict& arrays, std::vector<py::buffer_info>* keep) const {
+  // The job's variables in `arrays` as spans of their buffers (`writable`: a pull's), held in
+  // `keep`.
+  MutableVariables Spans(const py::dict& arrays, bool writable,
+                         std::vector<py::buffer_info>* keep) const {
     CheckNames(arrays);
     MutableVariables variables;
     for (const auto& [name, count] : sizes_) {
-      variables[name] = FloatsOf(name, arrays[py::str(name)], count, /*writable=*/true, keep);
-    }
-    return variables;
-  }
-  ConstVariables Sources(const py::dict& arrays, std::vector<py::buffer_info>* keep) const {
-    CheckNames(arrays);
-    ConstVariables variables;
-    for (const auto& [name, count] : sizes_) {
-      variables[name] = FloatsOf(name, arrays[py::str(name)], count, /*writable=*/false, keep);
+      variables[name] = FloatsOf(name, arrays[py::str(name)], count, writable, keep);
     }
     return variables;
   }

@@ -34,7 +34,7 @@ def _check_cpu_float32(name, tensor, what):
 class ModelWorker:
     """Pulls the job's values into a module's parameters and pushes their gradients."""
 
-    def __init__(self, client, model, job, worker, num_workers, incarnation=0):
+    def __init__(self, client, model, job, worker, num_workers, incarnation=0, first_step=0):
         self.model = model
         self._parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
         if not self._parameters:
@@ -45,7 +45,7 @@ class ModelWorker:
                 raise ValueError(f"parameter {name} is not contiguous")
         self.job = ps.Job(job, {name: tuple(p.shape) for name, p in self._parameters},
                           num_workers)
-        self.worker = ps.Worker(client, self.job, worker, incarnation)
+        self.worker = ps.Worker(client, self.job, worker, incarnation, first_step=first_step)
         for name, p in self._parameters:
             if self.worker.variables[name] != (tuple(p.shape) or (1,)):
                 raise ValueError(f"parameter {name} has shape {tuple(p.shape)}, the job's "
@@ -54,6 +54,14 @@ class ModelWorker:
         self._views = {name: p.detach().numpy().reshape(self.worker.variables[name])
                        for name, p in self._parameters}
         self._zeros = {}
+
+    @classmethod
+    def from_environment(cls, model):
+        """The worker of the program job ps_worker started this process for (ps.from_environment):
+        the job's JobSpec, this worker's index, incarnation and first step."""
+        task = ps.from_environment()
+        return cls(task.client, model, task.job, task.worker, task.num_workers,
+                   task.incarnation, task.first_step)
 
     def pull(self):
         """Writes the job's values into the model's parameters (waiting as the mode says)."""
@@ -77,6 +85,10 @@ class ModelWorker:
 
     def leave(self):
         self.worker.leave()
+
+    def progress(self):
+        """ps.Worker.progress(): steps, the job's step and the mean staleness, for ps.report."""
+        return self.worker.progress()
 
     @property
     def local_step(self):
