@@ -193,6 +193,37 @@ TEST(JobSpecTest, RingModesTakeCheckpointsEveryFewSteps) {
 
 // ----- ParameterSpec -----
 
+// A program job (JobSpec.program): the program holds the model and reads the data.
+TEST(JobSpecTest, AProgramJobNamesItsProgramAndLeavesModelAndDataToIt) {
+  JobSpec job;
+  job.set_job_id("mine");
+  job.mutable_program()->add_argv("python3");
+  job.mutable_program()->add_argv("train.py");
+  job.mutable_learning_rate()->set_base(0.1f);
+  job.mutable_consistency()->set_mode(ConsistencyConfig::SSP);
+  job.mutable_consistency()->set_ssp_bound(2);
+  EXPECT_TRUE(ValidateJobSpec(job, 4).ok()) << ValidateJobSpec(job, 4);
+
+  auto error = [](const JobSpec& spec) { return std::string(ValidateJobSpec(spec, 4).message()); };
+  JobSpec with_model = job;
+  with_model.mutable_model()->set_kind(ModelSpec::MLP);
+  EXPECT_NE(error(with_model).find("model is set, but a program job's model and data are its "
+                                   "program's"),
+            std::string::npos)
+      << error(with_model);
+  JobSpec no_argv = job;
+  no_argv.mutable_program()->clear_argv();
+  EXPECT_NE(error(no_argv).find("program.argv is empty"), std::string::npos) << error(no_argv);
+  JobSpec ring = job;
+  ring.mutable_consistency()->set_mode(ConsistencyConfig::ALLREDUCE);
+  EXPECT_NE(error(ring).find("a program's workers pull the model from the shards"),
+            std::string::npos)
+      << error(ring);
+  JobSpec no_rate = job;
+  no_rate.clear_learning_rate();
+  EXPECT_FALSE(ValidateJobSpec(no_rate, 4).ok());
+}
+
 TEST(ParameterSpecTest, AcceptsWhatToParameterSpecMakesOfAValidJob) {
   EXPECT_TRUE(ValidateParameterSpec(ValidParameters()).ok());
 }
