@@ -25,6 +25,9 @@ PACKAGES=(
   # Python and PyTorch workers (python/ps): the pybind11 binding against Debian's Python 3, and
   # PyTorch for ps.pytorch, its tests and examples.
   python3-dev pybind11-dev python3-torch
+  # Fashion-MNIST's 70,000 images (IDX), the PyTorch CNN example's data
+  # (examples/pytorch/fashion_mnist_cnn.py, tests/pytorch_fashion_mnist_test.sh).
+  dataset-fashion-mnist
   # Real data for the experiments: scikit-learn's copy of the UCI handwritten digits
   # (tools/prepare_digits.py).
   python3-sklearn

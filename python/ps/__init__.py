@@ -164,6 +164,14 @@ class Worker:
         self.job_step = self.last_pull["step"]
         return out
 
+    def pull_latest(self, out=None):
+        """Fills `out` with the values the shards hold now, waiting for nothing (no SYNC step,
+        no SSP bound): after the job, the final model. Changes no step or clock."""
+        if out is None:
+            out = self.zeros()
+        self.last_pull = self._session.pull(out, step=0, clock=0)
+        return out
+
     def push(self, gradients):
         """Sends `gradients` (name -> float32 array, every variable), computed on the values of
         the last pull; returns each shard's answer (outcome, version, staleness, step)."""

@@ -67,6 +67,11 @@ class ModelWorker:
         """Writes the job's values into the model's parameters (waiting as the mode says)."""
         self.worker.pull(self._views)
 
+    def pull_latest(self):
+        """The values the shards hold now into the model, waiting for nothing (the final model
+        once every worker has left)."""
+        self.worker.pull_latest(self._views)
+
     def push(self):
         """Sends each parameter's .grad (zeros where backward left none); returns each shard's
         answer."""

@@ -1,0 +1,72 @@
+#!/bin/bash
+# The real task of issue 32: a convolutional network (examples/pytorch/fashion_mnist_cnn.py) on
+# the 70,000 Fashion-MNIST images of Debian's dataset-fashion-mnist, trained by 4 PyTorch workers
+# of a program job on 2 ps, in SYNC (momentum SGD, batches of 4 x 16) and in ASYNC with the
+# staleness-scaled rate alpha0/tau (plain SGD: with momentum on the shards, 4 workers' stale
+# gradients diverged), 6 epochs each. Each must reach 89% test accuracy on the final model
+# (evaluated once every worker has pushed its last gradient), and SYNC must be within a point of
+# a single PyTorch process trained on the same batches in the same order with torch.optim.SGD
+# (examples/pytorch/fashion_mnist_cnn.py --single).
+#
+# Installs dataset-fashion-mnist when missing (root and apt-get needed); skips, saying why,
+# where it or PyTorch cannot be had.
+set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
+
+make_work_dir fashion_mnist
+readonly DATA=/usr/share/datasets/fashion-mnist
+/usr/bin/python3 -c "import torch, numpy" 2>/dev/null ||
+  skip "/usr/bin/python3 cannot import torch and numpy (tools/setup.sh installs python3-torch)"
+if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+  [ "$(id -u)" = 0 ] || skip "no $DATA, and installing dataset-fashion-mnist needs root"
+  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq dataset-fashion-mnist \
+    > /dev/null 2>&1 || skip "apt-get cannot install dataset-fashion-mnist"
+fi
+readonly EXAMPLE="$RUNFILES/examples/pytorch/fashion_mnist_cnn.py"
+cat > "$DIR/ps_python" <<SCRIPT
+#!/bin/bash
+export PYTHONPATH="$RUNFILES/python/ps/site"
+exec /usr/bin/python3 "\$@"
+SCRIPT
+chmod +x "$DIR/ps_python"
+LOG_FILES=("$DIR/sync.log" "$DIR/async.log" "$DIR/reference.log")
+
+# job FILE ID OPTIMIZER RATE CONSISTENCY: the example's program job.
+job() {
+  cat > "$1" <<JSON
+{
+  "job_id": "$2",
+  "program": {"argv": ["$DIR/ps_python", "$EXAMPLE"]},
+  "optimizer": $3,
+  "learning_rate": {"kind": "CONSTANT", "base": $4},
+  "consistency": $5,
+  "batch_size": 16,
+  "epochs": 6,
+  "seed": 1
+}
+JSON
+}
+accuracy() { sed -n 's/.*"final_eval_accuracy": \([0-9.]*\).*/\1/p' "$1/summary.json"; }
+at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+
+job "$DIR/sync.json" fm_sync '{"kind": "MOMENTUM", "momentum": 0.9}' 0.05 '{"mode": "SYNC"}'
+job "$DIR/async.json" fm_async '{"kind": "SGD"}' 0.1 \
+  '{"mode": "ASYNC", "staleness_learning_rate": "INVERSE"}'
+for mode in sync async; do
+  "$PSCTL" local --ps_server_binary="$PS_SERVER" --ps_worker_binary="$PS_WORKER" \
+    --job="$DIR/$mode.json" --workers=4 --results="$DIR/$mode" > "$DIR/$mode.log" 2>&1 ||
+    fail "psctl local of the $mode job failed"
+  grep -q '"state": "DONE"' "$DIR/$mode/summary.json" || fail "the $mode job did not end DONE"
+done
+/usr/bin/python3 "$EXAMPLE" --single --job="$DIR/sync.json" --workers=4 > "$DIR/reference.log" ||
+  fail "the single-process reference failed"
+reference=$(sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' "$DIR/reference.log")
+sync=$(accuracy "$DIR/sync")
+async=$(accuracy "$DIR/async")
+log "test accuracy: SYNC $sync, ASYNC alpha0/tau $async, single-process PyTorch $reference"
+at_least "$sync" 0.89 || fail "SYNC reached $sync, under 0.89"
+at_least "$async" 0.89 || fail "ASYNC reached $async, under 0.89"
+at_least "$sync" "$(awk -v r="$reference" 'BEGIN { print r - 0.01 }')" ||
+  fail "SYNC's $sync is over a point under the single process's $reference"
+log "PASSED"
