@@ -16,20 +16,13 @@ source "$PWD/tests/shell_testing.sh"
 
 make_work_dir fashion_mnist
 readonly DATA=/usr/share/datasets/fashion-mnist
-/usr/bin/python3 -c "import torch, numpy" 2>/dev/null ||
-  skip "/usr/bin/python3 cannot import torch and numpy (tools/setup.sh installs python3-torch)"
+make_ps_python
 if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
   [ "$(id -u)" = 0 ] || skip "no $DATA, and installing dataset-fashion-mnist needs root"
   DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq dataset-fashion-mnist \
     > /dev/null 2>&1 || skip "apt-get cannot install dataset-fashion-mnist"
 fi
 readonly EXAMPLE="$RUNFILES/examples/pytorch/fashion_mnist_cnn.py"
-cat > "$DIR/ps_python" <<SCRIPT
-#!/bin/bash
-export PYTHONPATH="$RUNFILES/python/ps/site"
-exec /usr/bin/python3 "\$@"
-SCRIPT
-chmod +x "$DIR/ps_python"
 LOG_FILES=("$DIR/sync.log" "$DIR/async.log" "$DIR/reference.log")
 
 # job FILE ID OPTIMIZER RATE CONSISTENCY: the example's program job.
@@ -37,7 +30,7 @@ job() {
   cat > "$1" <<JSON
 {
   "job_id": "$2",
-  "program": {"argv": ["$DIR/ps_python", "$EXAMPLE"]},
+  "program": {"argv": ["$PS_PYTHON", "$EXAMPLE"]},
   "optimizer": $3,
   "learning_rate": {"kind": "CONSTANT", "base": $4},
   "consistency": $5,

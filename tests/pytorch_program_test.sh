@@ -13,18 +13,8 @@ set -euo pipefail
 source "$PWD/tests/shell_testing.sh"
 
 make_work_dir pytorch_program
-/usr/bin/python3 -c "import torch, numpy" 2>/dev/null ||
-  skip "/usr/bin/python3 cannot import torch and numpy (tools/setup.sh installs python3-torch)"
-
-# The program: Debian's Python with this build's ps package (as tools/ps_python does).
-readonly SITE="$RUNFILES/python/ps/site"
+make_ps_python
 readonly EXAMPLE="$RUNFILES/examples/pytorch/mlp_synthetic.py"
-cat > "$DIR/ps_python" <<SCRIPT
-#!/bin/bash
-export PYTHONPATH="$SITE"
-exec /usr/bin/python3 "\$@"
-SCRIPT
-chmod +x "$DIR/ps_python"
 LOG_FILES=("$DIR/sync.log" "$DIR/async.log" "$DIR/recovery.log")
 
 # job FILE ID MODE STEPS [EXTRA_JSON]: a program job of the example.
@@ -32,7 +22,7 @@ job() {
   cat > "$1" <<JSON
 {
   "job_id": "$2",
-  "program": {"argv": ["$DIR/ps_python", "$EXAMPLE", "--tag=$2-$$"]},
+  "program": {"argv": ["$PS_PYTHON", "$EXAMPLE", "--tag=$2-$$"]},
   "learning_rate": {"base": 0.1},
   "consistency": {"mode": "$3"},
   "batch_size": 32,
@@ -77,12 +67,7 @@ wait_while_running "$PSCTL_LOCAL_PID" "psctl local" 120 some_steps ||
 victim=$(program_pid 1) || fail "found no program of worker 1"
 kill -9 "$victim"
 log "killed worker 1's program (pid $victim)"
-set +e
-wait "$PSCTL_LOCAL_PID"
-status=$?
-set -e
-PSCTL_LOCAL_PID=""
-((status == 0)) || fail "psctl local exited $status after the program was killed"
+wait_psctl_local_done "the program was killed"
 grep -q '"state": "DONE"' "$DIR/async/summary.json" || fail "the ASYNC job did not end DONE"
 grep -q 'worker_lost,worker:1' "$DIR/async/events.csv" || fail "no worker_lost event for worker 1"
 grep -q 'worker_rejoined,worker:1' "$DIR/async/events.csv" || fail "worker 1 did not rejoin"
@@ -107,12 +92,7 @@ done
 [ -n "$ps1" ] || fail "found no ps:1 of this cluster"
 kill -9 "$ps1"
 log "killed ps:1 (pid $ps1)"
-set +e
-wait "$PSCTL_LOCAL_PID"
-status=$?
-set -e
-PSCTL_LOCAL_PID=""
-((status == 0)) || fail "psctl local exited $status after ps:1 was killed"
+wait_psctl_local_done "ps:1 was killed"
 grep -q '"state": "DONE"' "$DIR/recovery/summary.json" || fail "the job did not end DONE"
 grep -q '^[0-9.]*,recovered,' "$DIR/recovery/events.csv" || fail "no recovery in events.csv"
 log "SYNC: ps:1 killed, recovered from a checkpoint, DONE"

@@ -9,7 +9,7 @@
 # often wait_until tries). Globals set here: TEST_NAME, RUNFILES, PSCTL, PS_SERVER, PS_WORKER;
 # DIR (make_work_dir);
 # EXIT_STATUS (in on_exit's cleanup), STOPPED (stop_pid), PSCTL_LOCAL_PID and CLUSTER_SPEC
-# (start_psctl_local).
+# (start_psctl_local), PS_PYTHON (make_ps_python).
 
 # The test's name, its file's without ".sh": every message starts with it.
 TEST_NAME=${0##*/}
@@ -271,4 +271,28 @@ start_psctl_local() {
 _cluster_printed() {
   CLUSTER_SPEC=$(sed -n 's/^cluster: //p' "$1" 2>/dev/null || true)
   [ -n "$CLUSTER_SPEC" ]
+}
+
+# --- Python workers.
+
+# make_ps_python: writes DIR/ps_python, Debian's Python 3 with this build's ps package on its
+# path (as tools/ps_python does; the test's `data` lists //python/ps), for a program job's argv,
+# and sets PS_PYTHON to it. Skips the test where that Python cannot import torch and numpy.
+PS_PYTHON=""
+make_ps_python() {
+  /usr/bin/python3 -c "import torch, numpy" 2>/dev/null ||
+    skip "/usr/bin/python3 cannot import torch and numpy (tools/setup.sh installs python3-torch)"
+  PS_PYTHON="$DIR/ps_python"
+  printf '#!/bin/bash\nexport PYTHONPATH="%s"\nexec /usr/bin/python3 "$@"\n' \
+    "$RUNFILES/python/ps/site" > "$PS_PYTHON"
+  chmod +x "$PS_PYTHON"
+}
+
+# wait_psctl_local_done WHAT: waits for the psctl local that start_psctl_local started to end,
+# and fails the test ("psctl local exited N after WHAT") unless it exits 0.
+wait_psctl_local_done() {
+  local status=0
+  wait "$PSCTL_LOCAL_PID" || status=$?
+  PSCTL_LOCAL_PID=""
+  ((status == 0)) || fail "psctl local exited $status after $1"
 }
