@@ -176,20 +176,38 @@ class Worker:
         """Sends `gradients` (name -> float32 array, every variable), computed on the values of
         the last pull; returns each shard's answer (outcome, version, staleness, step)."""
         self.last_push = self._session.push(gradients, step=self.job_step, clock=self.local_step)
-        for answer in self.last_push:
-            if answer["outcome"] in ("APPLIED", "ACCUMULATED"):
-                self._staleness_sum += answer["staleness"]
-                self._applied += 1
+        self._count(self.last_push)
         self.local_step += 1
         if self._session.counts_steps:
             self._next_step = self.job_step + 1
         return self.last_push
+
+    def push_pull(self, gradients, out):
+        """push(gradients), then pull(out) for the next step, in one round trip per shard where
+        the gradients fit one message (ps-lite's ZPushPull; ps_worker does the same): the next
+        step starts with the values in `out` and needs no pull(). Returns push()'s answers."""
+        next_step = self.job_step + 1 if self._session.counts_steps else 0
+        answers, pulled = self._session.push_pull(gradients, self.job_step, self.local_step, out,
+                                                  next_step, self.local_step + 1)
+        self._count(answers)
+        self.last_push, self.last_pull = answers, pulled
+        self.local_step += 1
+        self.job_step = pulled["step"]
+        if self._session.counts_steps:
+            self._next_step = self.job_step
+        return answers
 
     def progress(self):
         """This worker's figures for report(): its steps, the job's step (SYNC), and the mean
         staleness of its gradients the shards applied or aggregated so far."""
         return {"step": self.local_step, "global_step": self.job_step,
                 "staleness": self._staleness_sum / self._applied if self._applied else 0.0}
+
+    def _count(self, answers):
+        for answer in answers:
+            if answer["outcome"] in ("APPLIED", "ACCUMULATED"):
+                self._staleness_sum += answer["staleness"]
+                self._applied += 1
 
     def leave(self):
         """Done with the job: the others stop waiting for this worker."""

@@ -158,6 +158,31 @@ class Session {
     }
   }
 
+  // Push(gradients) then Pull(out) for the next step (`next_step`, `next_clock`), in one round
+  // trip per shard where the gradients fit one message (WorkerSession::PushPull). Returns
+  // (the pushes' answers, the pull's dict).
+  py::tuple PushPull(const py::dict& gradients, int64_t step, int64_t clock, const py::dict& out,
+                     int64_t next_step, int64_t next_clock) {
+    std::vector<py::buffer_info> keep;
+    const MutableVariables spans = Spans(gradients, /*writable=*/false, &keep);
+    const ConstVariables variables(spans.begin(), spans.end());
+    const MutableVariables targets = Spans(out, /*writable=*/true, &keep);
+    ThrowIfError(session_->CheckFinite(variables));
+    WorkerSession::PushOptions push;
+    push.step = step;
+    push.clock = clock;
+    WorkerSession::PullOptions pull;
+    pull.step = next_step;
+    pull.clock = next_clock;
+    absl::StatusOr<WorkerSession::PushPullResult> result;
+    {
+      py::gil_scoped_release release;
+      result = session_->PushPull(push, variables, pull, targets);
+    }
+    WorkerSession::PushPullResult both = ValueOrThrow(std::move(result));
+    return py::make_tuple(PushList(both.pushed), PullDict(both.pulled));
+  }
+
   // Whether the shards count steps (SYNC's barrier): a pull then names the step it waits for.
   bool counts_steps() const { return counts_steps_; }
   std::string job_id() const { return spec_.job_id(); }
@@ -362,5 +387,7 @@ PYBIND11_MODULE(_client, module) {
       .def_property_readonly("run_id", &Session::run_id)
       .def("pull", &Session::Pull, py::arg("out"), py::arg("step") = 0, py::arg("clock") = 0)
       .def("push", &Session::Push, py::arg("gradients"), py::arg("step") = 0,
-           py::arg("clock") = 0);
+           py::arg("clock") = 0)
+      .def("push_pull", &Session::PushPull, py::arg("gradients"), py::arg("step"),
+           py::arg("clock"), py::arg("out"), py::arg("next_step"), py::arg("next_clock"));
 }

@@ -75,6 +75,14 @@ class ModelWorker:
     def push(self):
         """Sends each parameter's .grad (zeros where backward left none); returns each shard's
         answer."""
+        return self.worker.push(self._gradients())
+
+    def push_pull(self):
+        """push(), then the next step's values into the parameters, in one round trip per
+        shard (the next step needs no pull()); returns push()'s answers."""
+        return self.worker.push_pull(self._gradients(), self._views)
+
+    def _gradients(self):
         gradients = {}
         for name, p in self._parameters:
             grad = p.grad
@@ -86,7 +94,7 @@ class ModelWorker:
                                  "the job's sparse tables (not yet through ps.pytorch)")
             gradients[name] = grad.detach().contiguous().numpy().reshape(
                 self.worker.variables[name])
-        return self.worker.push(gradients)
+        return gradients
 
     def leave(self):
         self.worker.leave()

@@ -73,10 +73,10 @@ class PyTorchWorkerTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.cluster.stop()
 
-    def sync_matches_single_process_sgd(self, num_workers):
+    def sync_matches_single_process_sgd(self, num_workers, push_pull=False):
         steps, batch, lr = 6, 4, 0.1
         x, y = data(steps, num_workers * batch)
-        job_id = f"exact{num_workers}"
+        job_id = f"exact{num_workers}{'pp' if push_pull else ''}"
         models = [Mlp() for _ in range(num_workers)]
         workers = [ps.pytorch.ModelWorker(self.client, models[i], job(job_id, "SYNC", lr), i,
                                           num_workers) for i in range(num_workers)]
@@ -89,13 +89,17 @@ class PyTorchWorkerTest(unittest.TestCase):
 
         def train(i):
             model, worker = models[i], workers[i]
+            worker.pull()
             for step in range(steps):
-                worker.pull()
                 rows = slice((step * num_workers + i) * batch, (step * num_workers + i + 1) * batch)
                 model.zero_grad()
                 loss_fn(model(x[rows]), y[rows]).backward()
-                worker.push()
-            worker.pull()  # The values after the last step.
+                if push_pull:
+                    worker.push_pull()  # And the next step's values, in one round trip.
+                else:
+                    worker.push()
+                    worker.pull()
+            # The values after the last step are in the model.
 
         run_threads([lambda i=i: train(i) for i in range(num_workers)])
 
@@ -119,6 +123,9 @@ class PyTorchWorkerTest(unittest.TestCase):
 
     def test_sync_with_four_workers_is_sgd_on_four_times_the_batch(self):
         self.sync_matches_single_process_sgd(4)
+
+    def test_push_pull_in_one_round_trip_is_the_same_sgd(self):
+        self.sync_matches_single_process_sgd(2, push_pull=True)
 
     def test_async_applies_every_push_and_records_its_staleness(self):
         num_workers, steps = 2, 10
