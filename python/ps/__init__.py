@@ -39,9 +39,12 @@ class Job:
     variables: name -> shape, or name -> (shape, initializer kind, scale), in the order the
         program holds them (the partitioner places them by name and size).
     num_workers: the workers of the job.
+    sparse_tables: name -> width, or name -> (width, initializer kind, scale): tables of float
+        rows by 64-bit key (embeddings), each key's row on the shard SparseShardOf places it,
+        made on first touch (GLOROT_UNIFORM by default).
     """
 
-    def __init__(self, job, variables, num_workers):
+    def __init__(self, job, variables, num_workers, sparse_tables=None):
         if not isinstance(job, dict) or not job.get("job_id"):
             raise ValueError("the job must be a dict with a job_id (a JobSpec as in "
                              "config/jobs/*.json)")
@@ -56,7 +59,12 @@ class Job:
             defs.append((name, shape, kind, float(scale)))
         self.job = dict(job)
         self.num_workers = int(num_workers)
-        self.spec = make_parameter_spec(json.dumps(self.job), defs, self.num_workers)
+        tables = []
+        for name, value in (sparse_tables or {}).items():
+            width, kind, scale = value if isinstance(value, tuple) else (value, "GLOROT_UNIFORM",
+                                                                         0.0)
+            tables.append((name, int(width), kind, float(scale)))
+        self.spec = make_parameter_spec(json.dumps(self.job), defs, self.num_workers, tables)
         self.job_id = self.job["job_id"]
         self.run_id = self.job.get("run_id", "")
 
@@ -153,14 +161,16 @@ class Worker:
         """A dict of float32 zero arrays, one per variable, in the job's shapes."""
         return {name: np.zeros(shape, np.float32) for name, shape in self.variables.items()}
 
-    def pull(self, out=None):
+    def pull(self, out=None, sparse=()):
         """Fills `out` (name -> C-contiguous float32 array, every variable; made when None)
-        with the job's values and returns it. `pull_info` then says the versions read, the step
-        and how long the shards kept the pull waiting."""
+        with the job's values and returns it; `last_pull` then says the versions read, the step
+        and how long the shards kept the pull waiting. `sparse`: (table, keys, rows) triples,
+        keys a uint64 array, rows a float32 array of len(keys) rows to fill."""
         if out is None:
             out = self.zeros()
         step = self._next_step if self._session.counts_steps else 0
-        self.last_pull = self._session.pull(out, step=step, clock=self.local_step)
+        self.last_pull = self._session.pull(out, step=step, clock=self.local_step,
+                                            sparse=list(sparse))
         self.job_step = self.last_pull["step"]
         return out
 
@@ -172,10 +182,12 @@ class Worker:
         self.last_pull = self._session.pull(out, step=0, clock=0)
         return out
 
-    def push(self, gradients):
+    def push(self, gradients, sparse=()):
         """Sends `gradients` (name -> float32 array, every variable), computed on the values of
-        the last pull; returns each shard's answer (outcome, version, staleness, step)."""
-        self.last_push = self._session.push(gradients, step=self.job_step, clock=self.local_step)
+        the last pull, and `sparse` (table, keys, rows) triples of row gradients (distinct keys);
+        returns each shard's answer (outcome, version, staleness, step)."""
+        self.last_push = self._session.push(gradients, step=self.job_step, clock=self.local_step,
+                                            sparse=list(sparse))
         self._count(self.last_push)
         self.local_step += 1
         if self._session.counts_steps:

@@ -67,10 +67,24 @@ ParameterSpec ParseSpec(const py::bytes& bytes) {
 // The ParameterSpec of a job whose JobSpec is `job_json` (the JSON of config/jobs/*.json) and
 // whose variables are `variables` (name, shape, initializer kind name, scale), for
 // `num_workers` workers; checked as a ps checks it (ValidateParameterSpec).
-py::bytes MakeParameterSpec(const std::string& job_json,
-                            const std::vector<std::tuple<std::string, std::vector<int64_t>,
-                                                         std::string, float>>& variables,
-                            int num_workers) {
+// The initializer kind named `name` (for `what`'s message).
+InitializerConfig::Kind InitializerKind(const std::string& what, const std::string& name) {
+  InitializerConfig::Kind kind;
+  if (!InitializerConfig::Kind_Parse(name, &kind)) {
+    throw py::value_error(absl::StrCat(what, ": unknown initializer \"", name,
+                                       "\"; one of ZEROS, UNIFORM, NORMAL, GLOROT_UNIFORM, "
+                                       "CONSTANT"));
+  }
+  return kind;
+}
+
+// ... and `tables` (name, width, initializer kind name, scale): the job's sparse tables.
+py::bytes MakeParameterSpec(
+    const std::string& job_json,
+    const std::vector<std::tuple<std::string, std::vector<int64_t>, std::string, float>>&
+        variables,
+    int num_workers,
+    const std::vector<std::tuple<std::string, int64_t, std::string, float>>& tables) {
   absl::StatusOr<JobSpec> job = ParseJobSpecJson(job_json, "the job");
   ThrowIfError(job.status());
   std::vector<VariableDef> defs;
@@ -78,17 +92,18 @@ py::bytes MakeParameterSpec(const std::string& job_json,
     VariableDef& def = defs.emplace_back();
     def.set_name(name);
     for (int64_t dim : shape) def.add_shape(dim);
-    InitializerConfig::Kind kind;
-    if (!InitializerConfig::Kind_Parse(initializer, &kind)) {
-      throw py::value_error(absl::StrCat("variable ", name, ": unknown initializer \"",
-                                         initializer,
-                                         "\"; one of ZEROS, UNIFORM, NORMAL, GLOROT_UNIFORM, "
-                                         "CONSTANT"));
-    }
-    def.mutable_initializer()->set_kind(kind);
+    def.mutable_initializer()->set_kind(InitializerKind("variable " + name, initializer));
     def.mutable_initializer()->set_scale(scale);
   }
-  ParameterSpec spec = ToParameterSpec(*job, defs, num_workers);
+  std::vector<SparseTableDef> table_defs;
+  for (const auto& [name, width, initializer, scale] : tables) {
+    SparseTableDef& def = table_defs.emplace_back();
+    def.set_name(name);
+    def.set_width(width);
+    def.mutable_initializer()->set_kind(InitializerKind("sparse table " + name, initializer));
+    def.mutable_initializer()->set_scale(scale);
+  }
+  ParameterSpec spec = ToParameterSpec(*job, defs, num_workers, table_defs);
   ThrowIfError(ValidateParameterSpec(spec));
   return py::bytes(spec.SerializeAsString());
 }
@@ -133,6 +148,37 @@ absl::Span<float> FloatsOf(const std::string& variable, const py::handle& array,
   }
   keep->push_back(std::move(info));
   return absl::MakeSpan(static_cast<float*>(keep->back().ptr), count);
+}
+
+// The keys of sparse table `table`'s rows: `array`'s buffer, C-contiguous uint64.
+absl::Span<const uint64_t> KeysOf(const std::string& table, const py::handle& array,
+                                  std::vector<py::buffer_info>* keep) {
+  if (!PyObject_CheckBuffer(array.ptr())) {
+    throw py::type_error(absl::StrCat("sparse table ", table, ": the keys are not an array"));
+  }
+  py::buffer_info info = py::reinterpret_borrow<py::buffer>(array).request();
+  if (info.itemsize != 8 || (info.format != "Q" && info.format != "L") || info.ndim != 1 ||
+      (info.size > 1 && info.strides[0] != 8)) {
+    throw py::type_error(absl::StrCat("sparse table ", table, ": the keys must be a contiguous "
+                                      "1-D uint64 array (format '", info.format, "')"));
+  }
+  keep->push_back(std::move(info));
+  return absl::MakeConstSpan(static_cast<const uint64_t*>(keep->back().ptr),
+                             static_cast<size_t>(keep->back().size));
+}
+
+// A sparse pull's or push's (table, keys, rows): rows holds len(keys) rows of the table's width
+// (WorkerSession checks that), C-contiguous float32.
+using SparseTriple = std::tuple<std::string, py::object, py::object>;
+
+// The elements of a C-contiguous float32 array of any size (sparse rows).
+absl::Span<float> RowsOf(const std::string& table, const py::handle& array, bool writable,
+                         std::vector<py::buffer_info>* keep) {
+  if (!PyObject_CheckBuffer(array.ptr())) {
+    throw py::type_error(absl::StrCat("sparse table ", table, ": the rows are not an array"));
+  }
+  const int64_t size = py::reinterpret_borrow<py::buffer>(array).request().size;
+  return FloatsOf("rows of sparse table " + table, array, size, writable, keep);
 }
 
 // A worker's pulls and pushes of one job (WorkerSession), on a Client's connections.
@@ -200,35 +246,45 @@ class Session {
 
   // Fills `out` (name -> array, every variable) from all shards. Returns
   // {"versions": [...], "step": s, "parked_s": seconds}.
-  py::dict Pull(const py::dict& out, int64_t step, int64_t clock) {
+  py::dict Pull(const py::dict& out, int64_t step, int64_t clock,
+                const std::vector<SparseTriple>& sparse) {
     std::vector<py::buffer_info> keep;
     MutableVariables variables = Spans(out, /*writable=*/true, &keep);
+    std::vector<WorkerSession::SparsePull> rows;
+    for (const auto& [table, keys, values] : sparse) {
+      rows.push_back({table, KeysOf(table, keys, &keep), RowsOf(table, values, true, &keep)});
+    }
     WorkerSession::PullOptions options;
     options.step = step;
     options.clock = clock;
     absl::StatusOr<WorkerSession::PullResult> result;
     {
       py::gil_scoped_release release;
-      result = session_->Pull(options, variables);
+      result = session_->Pull(options, variables, rows);
     }
     return PullDict(ValueOrThrow(std::move(result)));
   }
 
   // Sends `gradients` (name -> array, every variable) to all shards; returns each shard's
   // answer as a dict (outcome, version, staleness, step).
-  py::list Push(const py::dict& gradients, int64_t step, int64_t clock) {
+  py::list Push(const py::dict& gradients, int64_t step, int64_t clock,
+                const std::vector<SparseTriple>& sparse) {
     std::vector<py::buffer_info> keep;
     const MutableVariables spans = Spans(gradients, /*writable=*/false, &keep);
     const ConstVariables variables(spans.begin(), spans.end());
+    std::vector<WorkerSession::SparsePush> rows;
+    for (const auto& [table, keys, values] : sparse) {
+      rows.push_back({table, KeysOf(table, keys, &keep), RowsOf(table, values, false, &keep)});
+    }
     WorkerSession::PushOptions options;
     options.step = step;
     options.clock = clock;
     // Refused before any shard gets its part, so that none applies a push another refuses.
-    ThrowIfError(session_->CheckFinite(variables));
+    ThrowIfError(session_->CheckFinite(variables, rows));
     absl::StatusOr<std::vector<PushResponse>> responses;
     {
       py::gil_scoped_release release;
-      responses = session_->Push(options, variables);
+      responses = session_->Push(options, variables, rows);
     }
     return PushList(ValueOrThrow(std::move(responses)));
   }
@@ -318,8 +374,9 @@ PYBIND11_MODULE(_client, module) {
                                 "code's name.",
                                 PyExc_RuntimeError, nullptr));
   module.attr("Error") = ps::ErrorType();
+  using TableDefs = std::vector<std::tuple<std::string, int64_t, std::string, float>>;
   module.def("make_parameter_spec", &ps::MakeParameterSpec, py::arg("job_json"),
-             py::arg("variables"), py::arg("num_workers"));
+             py::arg("variables"), py::arg("num_workers"), py::arg("tables") = TableDefs{});
   module.def("spec_json", &ps::SpecJson, py::arg("spec"));
 
   py::class_<ps::PsClient, std::shared_ptr<ps::PsClient>>(module, "Client")
@@ -385,9 +442,10 @@ PYBIND11_MODULE(_client, module) {
       .def_property_readonly("counts_steps", &Session::counts_steps)
       .def_property_readonly("job_id", &Session::job_id)
       .def_property_readonly("run_id", &Session::run_id)
-      .def("pull", &Session::Pull, py::arg("out"), py::arg("step") = 0, py::arg("clock") = 0)
+      .def("pull", &Session::Pull, py::arg("out"), py::arg("step") = 0, py::arg("clock") = 0,
+           py::arg("sparse") = std::vector<ps::SparseTriple>{})
       .def("push", &Session::Push, py::arg("gradients"), py::arg("step") = 0,
-           py::arg("clock") = 0)
+           py::arg("clock") = 0, py::arg("sparse") = std::vector<ps::SparseTriple>{})
       .def("push_pull", &Session::PushPull, py::arg("gradients"), py::arg("step"),
            py::arg("clock"), py::arg("out"), py::arg("next_step"), py::arg("next_clock"));
 }

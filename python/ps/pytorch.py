@@ -11,7 +11,9 @@
         worker.push()                  # The parameters' gradients to the shards.
 
 The module's named parameters (those that require grad) are the job's variables, by name and
-shape; the shards apply the job's optimizer, so the program runs none. The values start as the
+shape; the shards apply the job's optimizer, so the program runs none. Embeddings too large to
+hold on every worker are SparseEmbeddingBag modules: each is a sparse table on the shards, and
+a step pulls and pushes only the rows of the keys its batch uses (pull(keys=...)). The values start as the
 shards' initializers make them (Glorot's uniform for matrices and kernels, zeros for biases)
 and are the same on every worker from the first pull.
 """
@@ -31,6 +33,39 @@ def _check_cpu_float32(name, tensor, what):
                         "model.float()")
 
 
+class SparseEmbeddingBag(torch.nn.Module):
+    """nn.EmbeddingBag whose table lives on the parameter servers as sparse table `table`
+    (rows of `dim` floats by 64-bit key, any key, made on first touch): it holds only the rows
+    of the keys ModelWorker.pull(keys={table: ...}) fetched for the step, and their gradients
+    go back as the table's rows. forward(input, offsets) as nn.EmbeddingBag's (1-D input of
+    keys, offsets of each bag), mode "sum" or "mean"."""
+
+    def __init__(self, table, dim, mode="sum"):
+        super().__init__()
+        if mode not in ("sum", "mean"):
+            raise ValueError(f"mode {mode!r}: use 'sum' or 'mean'")
+        self.table, self.dim, self.mode = table, int(dim), mode
+        self.keys = torch.zeros(0, dtype=torch.int64)   # Sorted, distinct: the rows held.
+        self.rows = torch.zeros(0, self.dim, requires_grad=True)
+
+    def hold(self, keys, rows):
+        """The rows of `keys` (sorted, distinct), as pulled: a leaf the backward fills."""
+        self.keys = torch.from_numpy(keys.astype(np.int64))
+        self.rows = torch.from_numpy(rows).requires_grad_()
+
+    def forward(self, input, offsets=None):
+        if len(self.keys) == 0:
+            raise KeyError(f"sparse table {self.table}: no rows pulled for this step; pass the "
+                           "batch's keys to ModelWorker.pull(keys=...)")
+        local = torch.searchsorted(self.keys, input)
+        held = (local < len(self.keys)) & (self.keys[local.clamp(max=len(self.keys) - 1)] == input)
+        if not bool(held.all()):
+            missing = input[~held][:5].tolist()
+            raise KeyError(f"sparse table {self.table}: keys {missing} were not pulled for this "
+                           "step; pass the batch's keys to ModelWorker.pull(keys=...)")
+        return torch.nn.functional.embedding_bag(local, self.rows, offsets, mode=self.mode)
+
+
 class ModelWorker:
     """Pulls the job's values into a module's parameters and pushes their gradients."""
 
@@ -43,8 +78,9 @@ class ModelWorker:
             _check_cpu_float32(name, p, "parameter")
             if not p.is_contiguous():
                 raise ValueError(f"parameter {name} is not contiguous")
+        self._tables = {m.table: m for m in model.modules() if isinstance(m, SparseEmbeddingBag)}
         self.job = ps.Job(job, {name: tuple(p.shape) for name, p in self._parameters},
-                          num_workers)
+                          num_workers, {name: m.dim for name, m in self._tables.items()})
         self.worker = ps.Worker(client, self.job, worker, incarnation, first_step=first_step)
         for name, p in self._parameters:
             if self.worker.variables[name] != (tuple(p.shape) or (1,)):
@@ -63,9 +99,20 @@ class ModelWorker:
         return cls(task.client, model, task.job, task.worker, task.num_workers,
                    task.incarnation, task.first_step)
 
-    def pull(self):
-        """Writes the job's values into the model's parameters (waiting as the mode says)."""
-        self.worker.pull(self._views)
+    def pull(self, keys=None):
+        """Writes the job's values into the model's parameters (waiting as the mode says), and,
+        for each SparseEmbeddingBag table in `keys` (table -> the step's keys, any int
+        array), the rows of those keys into the module."""
+        sparse = []
+        for table, wanted in (keys or {}).items():
+            if table not in self._tables:
+                raise KeyError(f"no SparseEmbeddingBag of table {table!r} in the model")
+            unique = np.unique(np.asarray(wanted, dtype=np.int64)).astype(np.uint64)
+            rows = np.zeros((len(unique), self._tables[table].dim), np.float32)
+            sparse.append((table, unique, rows))
+        self.worker.pull(self._views, sparse)
+        for table, unique, rows in sparse:
+            self._tables[table].hold(unique, rows)
 
     def pull_latest(self):
         """The values the shards hold now into the model, waiting for nothing (the final model
@@ -73,13 +120,21 @@ class ModelWorker:
         self.worker.pull_latest(self._views)
 
     def push(self):
-        """Sends each parameter's .grad (zeros where backward left none); returns each shard's
-        answer."""
-        return self.worker.push(self._gradients())
+        """Sends each parameter's .grad (zeros where backward left none) and each sparse
+        table's held rows' gradients; returns each shard's answer."""
+        sparse = []
+        for table, module in self._tables.items():
+            if module.rows.grad is not None and len(module.keys):
+                sparse.append((table, module.keys.numpy().astype(np.uint64),
+                               module.rows.grad.detach().contiguous().numpy()))
+        return self.worker.push(self._gradients(), sparse)
 
     def push_pull(self):
         """push(), then the next step's values into the parameters, in one round trip per
         shard (the next step needs no pull()); returns push()'s answers."""
+        if self._tables:
+            raise ValueError("push_pull carries no sparse rows: with SparseEmbeddingBag tables, "
+                             "push() and then pull(keys=...) the next step's rows")
         return self.worker.push_pull(self._gradients(), self._views)
 
     def _gradients(self):

@@ -127,6 +127,61 @@ class PyTorchWorkerTest(unittest.TestCase):
     def test_push_pull_in_one_round_trip_is_the_same_sgd(self):
         self.sync_matches_single_process_sgd(2, push_pull=True)
 
+    def test_a_sparse_embedding_bag_is_sgd_on_the_shards_sparse_table(self):
+        """SYNC with 2 workers, an embedding table on the shards (only the step's rows pulled and
+        pushed) and a dense layer: the single-process nn.EmbeddingBag + SGD on twice the batch."""
+        num_workers, steps, batch, vocab = 2, 5, 4, 40
+
+        class Bag(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = ps.pytorch.SparseEmbeddingBag("emb", 4)
+                self.out = torch.nn.Linear(4, 3)
+
+            def forward(self, keys, offsets):
+                return self.out(self.emb(keys, offsets))
+
+        generator = torch.Generator().manual_seed(9)
+        keys = torch.randint(0, vocab, (steps * num_workers * batch, 3), generator=generator)
+        labels = torch.randint(0, 3, (steps * num_workers * batch,), generator=generator)
+        models = [Bag() for _ in range(num_workers)]
+        workers = [ps.pytorch.ModelWorker(self.client, models[i], job("bag", "SYNC", 0.5), i,
+                                          num_workers) for i in range(num_workers)]
+        everything = {"emb": torch.arange(vocab)}
+        workers[0].pull(keys=everything)
+        bag = torch.nn.EmbeddingBag(vocab, 4, mode="sum")
+        with torch.no_grad():
+            bag.weight.copy_(models[0].emb.rows)
+        linear = torch.nn.Linear(4, 3)
+        linear.load_state_dict(models[0].out.state_dict())
+
+        def train(i):
+            for step in range(steps):
+                first = (step * num_workers + i) * batch
+                rows = keys[first:first + batch]
+                workers[i].pull(keys={"emb": rows})
+                models[i].zero_grad()
+                logits = models[i](rows.reshape(-1), torch.arange(0, 3 * batch, 3))
+                torch.nn.functional.cross_entropy(logits, labels[first:first + batch]).backward()
+                workers[i].push()
+
+        run_threads([lambda i=i: train(i) for i in range(num_workers)])
+        sgd = torch.optim.SGD(list(bag.parameters()) + list(linear.parameters()), lr=0.5)
+        for step in range(steps):
+            first = step * num_workers * batch
+            rows = keys[first:first + num_workers * batch]
+            sgd.zero_grad()
+            logits = linear(bag(rows.reshape(-1), torch.arange(0, 3 * len(rows), 3)))
+            torch.nn.functional.cross_entropy(logits, labels[first:first + len(rows)]).backward()
+            sgd.step()
+        workers[1].pull(keys=everything)
+        np.testing.assert_allclose(models[1].emb.rows.detach().numpy(), bag.weight.detach().numpy(),
+                                   rtol=0, atol=2e-6)
+        np.testing.assert_allclose(models[1].out.weight.detach().numpy(),
+                                   linear.weight.detach().numpy(), rtol=0, atol=2e-6)
+        with self.assertRaisesRegex(KeyError, "were not pulled for this step"):
+            models[1](torch.tensor([vocab + 5]), torch.tensor([0]))
+
     def test_async_applies_every_push_and_records_its_staleness(self):
         num_workers, steps = 2, 10
         x, y = data(steps, num_workers * 4)
