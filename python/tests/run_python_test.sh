@@ -14,4 +14,5 @@ if ! "$PYTHON" -c "import torch, numpy" 2>/dev/null; then
 fi
 export PS_SERVER="$RUNFILES/server/ps_server"
 export PYTHONPATH="$RUNFILES/python/ps/site:$RUNFILES/python/tests"
+export EXAMPLES_DIR="$RUNFILES/examples"
 exec "$PYTHON" -X faulthandler "$RUNFILES/python/tests/$1"
