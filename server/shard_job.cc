@@ -253,13 +253,11 @@ std::string ShardJob::FindNonFinite(absl::Span<const float> gradient) const {
   if (AllFinite(gradient)) return "";
   for (const auto& slice : slices_) {
     const SlicePlacement& p = slice->placement;
-    for (int64_t i = 0; i < p.num_elements(); ++i) {
-      float g = gradient[slice->offset + i];
-      if (!std::isfinite(g)) {
-        return absl::StrCat(std::isnan(g) ? "NaN" : "Inf", " in variable \"", p.variable,
-                            "\" at row ", p.row_begin + i / p.row_size, ", column ",
-                            i % p.row_size);
-      }
+    const int64_t i = FirstNonFinite(gradient.subspan(slice->offset, p.num_elements()));
+    if (i >= 0) {
+      return absl::StrCat(std::isnan(gradient[slice->offset + i]) ? "NaN" : "Inf",
+                          " in variable \"", p.variable, "\" at row ", p.row_begin + i / p.row_size,
+                          ", column ", i % p.row_size);
     }
   }
   return "";

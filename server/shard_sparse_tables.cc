@@ -10,6 +10,7 @@
 #include "common/checkpoint/shard_checkpoint.h"
 #include "common/job/job_schema.h"
 #include "common/job/partitioner.h"
+#include "common/tensor/finite.h"
 
 namespace ps {
 
@@ -70,14 +71,14 @@ std::string ShardSparseTables::FindNonFinite(const Entries& entries,
   size_t at = 0;
   for (const SparseRows& entry : entries) {
     const int64_t width = At(entry.table()).width();
-    for (uint64_t key : entry.keys()) {
-      for (int64_t j = 0; j < width; ++j, ++at) {
-        if (!std::isfinite(rows[at])) {
-          return absl::StrCat(std::isnan(rows[at]) ? "NaN" : "Inf", " in sparse table \"",
-                              entry.table(), "\" at key ", key, ", column ", j);
-        }
-      }
+    const size_t floats = entry.keys_size() * static_cast<size_t>(width);
+    const int64_t bad = FirstNonFinite(rows.subspan(at, floats));
+    if (bad >= 0) {
+      return absl::StrCat(std::isnan(rows[at + bad]) ? "NaN" : "Inf", " in sparse table \"",
+                          entry.table(), "\" at key ", entry.keys(bad / width), ", column ",
+                          bad % width);
     }
+    at += floats;
   }
   return "";
 }

@@ -1,7 +1,6 @@
 #include "worker/program_runner.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/process/subprocess.h"
+#include "common/security/auth_token.h"
 #include "glog/logging.h"
 
 namespace ps {
@@ -86,16 +86,6 @@ class RunFolder {
   std::string path_;
 };
 
-absl::Status WriteSecret(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out || chmod(path.c_str(), 0600) != 0) {
-    return absl::InternalError(absl::StrCat("cannot write the program's token file ", path));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::string> FindProgram(const std::string& name, const std::string& path) {
@@ -144,7 +134,7 @@ absl::Status RunProgram(const ProgramContext& context) {
   if (!folder.ok()) return folder.status();
   const std::string token_file = context.ps.token.empty() ? "" : folder->File("token");
   if (!token_file.empty()) {
-    absl::Status written = WriteSecret(token_file, context.ps.token);
+    absl::Status written = WriteTokenFile(token_file, context.ps.token);
     if (!written.ok()) return written;
   }
   const std::string progress_file = folder->File("progress.jsonl");

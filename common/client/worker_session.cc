@@ -503,9 +503,9 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
 absl::Status WorkerSession::CheckFinite(const ConstVariables& gradients,
                                         const std::vector<SparsePush>& sparse) const {
   if (spec_.allow_non_finite()) return absl::OkStatus();
-  auto refuse = [](const std::string& what, absl::Span<const float> values) {
-    int64_t at = 0;
-    while (at < static_cast<int64_t>(values.size()) && std::isfinite(values[at])) ++at;
+  auto check = [](const std::string& what, absl::Span<const float> values) {
+    const int64_t at = FirstNonFinite(values);
+    if (at < 0) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat(
         std::isnan(values[at]) ? "NaN" : "Inf", " in the gradient of ", what, " at element ", at,
         "; nothing was sent (the job refuses non-finite gradients; JobSpec.allow_non_finite "
@@ -513,12 +513,13 @@ absl::Status WorkerSession::CheckFinite(const ConstVariables& gradients,
   };
   for (const VariableDef& def : spec_.variables()) {
     auto gradient = gradients.find(def.name());
-    if (gradient != gradients.end() && !AllFinite(gradient->second)) {
-      return refuse(absl::StrCat("variable ", def.name()), gradient->second);
-    }
+    if (gradient == gradients.end()) continue;
+    absl::Status status = check(absl::StrCat("variable ", def.name()), gradient->second);
+    if (!status.ok()) return status;
   }
   for (const SparsePush& rows : sparse) {
-    if (!AllFinite(rows.rows)) return refuse(absl::StrCat("sparse table ", rows.table), rows.rows);
+    absl::Status status = check(absl::StrCat("sparse table ", rows.table), rows.rows);
+    if (!status.ok()) return status;
   }
   return absl::OkStatus();
 }

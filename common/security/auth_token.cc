@@ -55,7 +55,8 @@ std::string NewToken() {
   return token;
 }
 
-// Writes `token` to `path`, readable and writable by this user only, from its creation on.
+}  // namespace
+
 absl::Status WriteTokenFile(const std::string& path, const std::string& token) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return absl::PermissionDeniedError(absl::StrCat("cannot write ", path));
@@ -66,6 +67,8 @@ absl::Status WriteTokenFile(const std::string& path, const std::string& token) {
   if (!written || !closed) return absl::InternalError(absl::StrCat("cannot write ", path));
   return absl::OkStatus();
 }
+
+namespace {
 
 class BearerToken : public grpc::experimental::Interceptor {
  public:

@@ -38,6 +38,10 @@ absl::StatusOr<AuthTokens> ReadAuthTokens(const std::string& task_file,
 inline constexpr char kClusterTokenFile[] = "cluster.token";
 inline constexpr char kAdminTokenFile[] = "admin.token";
 
+// Writes `token` (and a newline) to `path`, readable and writable by this user only, from its
+// creation on.
+absl::Status WriteTokenFile(const std::string& path, const std::string& token);
+
 // Makes a new cluster token and admin token (32 random bytes each, hex) and writes them to
 // `dir`/kClusterTokenFile and `dir`/kAdminTokenFile, mode 0600, replacing older ones.
 absl::StatusOr<AuthTokens> WriteNewAuthTokens(const std::string& dir);

@@ -1,5 +1,6 @@
 #include "common/tensor/finite.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -23,6 +24,13 @@ bool AllFinite(absl::Span<const float> values) {
   }
   for (; i < values.size() && any == 0; ++i) any |= non_finite(i);
   return any == 0;
+}
+
+int64_t FirstNonFinite(absl::Span<const float> values) {
+  if (AllFinite(values)) return -1;
+  int64_t at = 0;
+  while (std::isfinite(values[at])) ++at;
+  return at;
 }
 
 }  // namespace ps

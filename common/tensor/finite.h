@@ -2,6 +2,8 @@
 #ifndef PS_COMMON_TENSOR_FINITE_H_
 #define PS_COMMON_TENSOR_FINITE_H_
 
+#include <cstdint>
+
 #include "absl/types/span.h"
 
 namespace ps {
@@ -10,6 +12,9 @@ namespace ps {
 // (all ones for Inf and NaN), which the compiler vectorizes where it does not for
 // std::isfinite.
 bool AllFinite(absl::Span<const float> values);
+// The index of the first Inf or NaN in `values`, or -1 when all are finite (AllFinite's pass
+// first, so a finite span costs what AllFinite does).
+int64_t FirstNonFinite(absl::Span<const float> values);
 
 }  // namespace ps
 

@@ -37,5 +37,16 @@ TEST(AllFiniteTest, ExtremeFiniteValuesAreFinite) {
   EXPECT_TRUE(AllFinite({}));
 }
 
+TEST(FirstNonFiniteTest, FindsTheFirstInfOrNaNPastTheVectorizedBlocks) {
+  std::vector<float> values(200, 1.0f);
+  EXPECT_EQ(FirstNonFinite(values), -1);
+  EXPECT_EQ(FirstNonFinite({}), -1);
+  values[150] = std::numeric_limits<float>::quiet_NaN();
+  values[170] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(FirstNonFinite(values), 150);
+  values[3] = -std::numeric_limits<float>::infinity();
+  EXPECT_EQ(FirstNonFinite(values), 3);
+}
+
 }  // namespace
 }  // namespace ps

@@ -166,20 +166,20 @@ class Worker:
         with the job's values and returns it; `last_pull` then says the versions read, the step
         and how long the shards kept the pull waiting. `sparse`: (table, keys, rows) triples,
         keys a uint64 array, rows a float32 array of len(keys) rows to fill."""
-        if out is None:
-            out = self.zeros()
         step = self._next_step if self._session.counts_steps else 0
-        self.last_pull = self._session.pull(out, step=step, clock=self.local_step,
-                                            sparse=list(sparse))
+        out = self._pull(out, step, self.local_step, sparse)
         self.job_step = self.last_pull["step"]
         return out
 
     def pull_latest(self, out=None):
         """Fills `out` with the values the shards hold now, waiting for nothing (no SYNC step,
         no SSP bound): after the job, the final model. Changes no step or clock."""
+        return self._pull(out, 0, 0, ())
+
+    def _pull(self, out, step, clock, sparse):
         if out is None:
             out = self.zeros()
-        self.last_pull = self._session.pull(out, step=0, clock=0)
+        self.last_pull = self._session.pull(out, step=step, clock=clock, sparse=list(sparse))
         return out
 
     def push(self, gradients, sparse=()):

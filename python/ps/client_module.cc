@@ -119,7 +119,8 @@ std::string SpecJson(const py::bytes& bytes) {
 }
 
 // The elements of `variable` a pull or push moves: `array`'s buffer, which must be
-// C-contiguous float32 of exactly `count` elements (`writable`: for a pull).
+// C-contiguous float32 of exactly `count` elements (any number when `count` < 0: sparse rows,
+// which WorkerSession checks against their keys), `writable` for a pull.
 absl::Span<float> FloatsOf(const std::string& variable, const py::handle& array, int64_t count,
                            bool writable, std::vector<py::buffer_info>* keep) {
   if (!PyObject_CheckBuffer(array.ptr())) {
@@ -141,13 +142,14 @@ absl::Span<float> FloatsOf(const std::string& variable, const py::handle& array,
     }
     expected_stride *= info.shape[d];
   }
-  if (info.size != count) {
+  if (count >= 0 && info.size != count) {
     throw py::value_error(absl::StrCat("variable ", variable, ": ", info.size,
                                        " elements, the job's variable has ", count,
                                        "; its shape is the job's (see Session.variables)"));
   }
   keep->push_back(std::move(info));
-  return absl::MakeSpan(static_cast<float*>(keep->back().ptr), count);
+  return absl::MakeSpan(static_cast<float*>(keep->back().ptr),
+                        static_cast<size_t>(keep->back().size));
 }
 
 // The keys of sparse table `table`'s rows: `array`'s buffer, C-contiguous uint64.
@@ -171,14 +173,10 @@ absl::Span<const uint64_t> KeysOf(const std::string& table, const py::handle& ar
 // (WorkerSession checks that), C-contiguous float32.
 using SparseTriple = std::tuple<std::string, py::object, py::object>;
 
-// The elements of a C-contiguous float32 array of any size (sparse rows).
+// The rows of sparse table `table`: C-contiguous float32, as many as WorkerSession checks.
 absl::Span<float> RowsOf(const std::string& table, const py::handle& array, bool writable,
                          std::vector<py::buffer_info>* keep) {
-  if (!PyObject_CheckBuffer(array.ptr())) {
-    throw py::type_error(absl::StrCat("sparse table ", table, ": the rows are not an array"));
-  }
-  const int64_t size = py::reinterpret_borrow<py::buffer>(array).request().size;
-  return FloatsOf("rows of sparse table " + table, array, size, writable, keep);
+  return FloatsOf("rows of sparse table " + table, array, /*count=*/-1, writable, keep);
 }
 
 // A worker's pulls and pushes of one job (WorkerSession), on a Client's connections.
