@@ -296,6 +296,22 @@ absl::Status ParameterService::CheckTask(int num_ps, int ps_index) const {
                    "; the client and the servers must use the same ClusterSpec"));
 }
 
+absl::Status ParameterService::CheckInitialValuesGiven(const CreateJobRequest& request) const {
+  const std::string& id = request.spec().job_id();
+  if (request.spec().chief_initializes() && request.initial_values().empty() &&
+      !request.replaying()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job \"", id, "\" takes its initial values from its chief (worker 0), which has not "
+        "created it on ", TaskName(), " yet; the other workers wait for it (PsClient::CreateJob)"));
+  }
+  if (!request.spec().chief_initializes() && !request.initial_values().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job \"", id, "\": initial values were sent for a job whose variables start at their "
+        "initializers; set ParameterSpec.chief_initializes to start from the chief's"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobRequest& request) {
   absl::Status task = CheckTask(request.num_ps(), request.ps_index());
   if (!task.ok()) return task;
@@ -317,12 +333,18 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
       return response;
     }
   }
+  absl::Status values = CheckInitialValuesGiven(request);
+  if (!values.ok()) return values;
   absl::StatusOr<std::unique_ptr<Reservation>> reserved = Reserve(request.spec());
   if (!reserved.ok()) return reserved.status();
   // Initializing may take a while for big models: done outside the lock.
   absl::StatusOr<std::unique_ptr<ShardJob>> created =
       ShardJob::Create(request.spec(), options_.num_ps, options_.ps_index, options_.clock);
   if (!created.ok()) return created.status();
+  if (request.spec().chief_initializes()) {
+    values = (*created)->SetInitialValues(request.initial_values());
+    if (!values.ok()) return values;
+  }
   if (request.replaying()) (*created)->StartReplay(request.replay());
   std::shared_ptr<ShardJob> job = *std::move(created);
   absl::MutexLock lock(&mu_);

@@ -158,6 +158,9 @@ class ParameterService final : public ParameterServerBase {
       ABSL_LOCKS_EXCLUDED(mu_);
   // FAILED_PRECONDITION unless a request for task `ps_index` of `num_ps` is for this server.
   absl::Status CheckTask(int num_ps, int ps_index) const;
+  // A job that starts at its chief's values (ParameterSpec.chief_initializes) is created only
+  // with them, and only such a job takes them.
+  absl::Status CheckInitialValuesGiven(const CreateJobRequest& request) const;
   absl::StatusOr<CreateJobResponse> DoCreateJob(const CreateJobRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Decodes and handles a push from `peer`; `header` receives its header, `job` the job it

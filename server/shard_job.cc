@@ -157,6 +157,58 @@ std::vector<SliceRef> ShardJob::SliceRefs() const {
 
 int64_t ShardJob::num_parameters() const { return num_elements_; }
 
+absl::Status ShardJob::SetInitialValues(
+    const google::protobuf::RepeatedPtrField<SliceValues>& values) {
+  const std::string prefix = JobPrefix(spec_.job_id()) + "the chief's initial values: ";
+  std::vector<const SliceValues*> by_slice(slices_.size(), nullptr);
+  for (const SliceValues& given : values) {
+    const SliceRef& ref = given.slice();
+    const std::string name = absl::StrCat(ref.variable(), " rows [", ref.row_begin(), ", ",
+                                          ref.row_begin() + ref.row_count(), ")");
+    auto held = std::find_if(slices_.begin(), slices_.end(), [&ref](const auto& slice) {
+      return slice->placement.variable == ref.variable() &&
+             slice->placement.row_begin == ref.row_begin() &&
+             slice->placement.row_count == ref.row_count();
+    });
+    if (held == slices_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, "slice ", name, " is not one of ps:", ps_index_,
+          "'s; the chief must place the variables as the shards do (the same ParameterSpec)"));
+    }
+    const size_t index = held - slices_.begin();
+    if (by_slice[index] != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "slice ", name, " is given twice"));
+    }
+    if (given.values_size() != (*held)->placement.num_elements()) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "slice ", name, " has ",
+                                                     given.values_size(), " values, not ",
+                                                     (*held)->placement.num_elements()));
+    }
+    const int64_t bad = FirstNonFinite(given.values());
+    if (bad >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "slice ", name, " has ",
+                                                     given.values(bad), " at element ", bad,
+                                                     "; a model starts from finite values"));
+    }
+    by_slice[index] = &given;
+  }
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    if (by_slice[i] == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "no values for slice ", slices_[i]->placement.variable, " rows [",
+                       slices_[i]->placement.row_begin, ", ",
+                       slices_[i]->placement.row_begin + slices_[i]->placement.row_count,
+                       ") of ps:", ps_index_));
+    }
+  }
+  for (size_t i = 0; i < slices_.size(); ++i) {
+    absl::MutexLock lock(&slices_[i]->mu);
+    std::copy(by_slice[i]->values().begin(), by_slice[i]->values().end(),
+              slices_[i]->values->buffer->begin());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShardJob::CheckPushSlices(const PushRequestHeader& header) {
   bool matches = header.slices_size() == static_cast<int>(slices_.size());
   for (size_t i = 0; matches && i < slices_.size(); ++i) {

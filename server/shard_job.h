@@ -208,6 +208,13 @@ class ShardJob {
   // update do not overlap (a pull sees an update whole), so that the log says all that decided
   // the values.
   ApplyLog GetApplyLog() const ABSL_LOCKS_EXCLUDED(order_mu_);
+  // Sets this shard's values to the chief's (CreateJobRequest.initial_values,
+  // ParameterSpec.chief_initializes): every slice held here exactly once, with its row_count
+  // rows of values, all finite. INVALID_ARGUMENT, naming the slice, otherwise, and nothing is
+  // set. REQUIRES: a fresh job, before any pull or push (and before it is shared).
+  absl::Status SetInitialValues(const google::protobuf::RepeatedPtrField<SliceValues>& values)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Makes this job replay `log` (CreateJobRequest.replay): from then on every worker pull and
   // push waits for its turn in the log (pulls park, pushes are held and answered QUEUED), and
   // is served or applied then, with the recorded learning rate, so that the run ends with the

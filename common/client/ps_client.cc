@@ -1,12 +1,17 @@
 #include "common/client/ps_client.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 
 #include <google/protobuf/message.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "glog/logging.h"
 #include "common/net/proto_byte_buffer.h"
+#include "common/tensor/finite.h"
 
 namespace ps {
 namespace {
@@ -24,6 +29,42 @@ PsConnections::Call AdminCall(
                              std::move(on_response), connections.options().call_timeout, 0};
 }
 
+// Shard `ps`'s slices of `values` (every variable of `spec`, by name) into `request`.
+absl::Status AddInitialValues(const ParameterSpec& spec, const Placement& placement, int ps,
+                              const PsClient::InitialValues& values, CreateJobRequest* request) {
+  for (int index : placement.SlicesOn(ps)) {
+    const SlicePlacement& slice = placement.slices[index];
+    const VariableDef& def = spec.variables(slice.variable_index);
+    int64_t size = 1;
+    for (int64_t dim : def.shape()) size *= dim;
+    auto it = values.find(def.name());
+    if (it == values.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job \"", spec.job_id(), "\": no initial values for variable ", def.name(),
+          "; the chief sends every variable's (ParameterSpec.chief_initializes)"));
+    }
+    if (static_cast<int64_t>(it->second.size()) != size) {
+      return absl::InvalidArgumentError(absl::StrCat("job \"", spec.job_id(), "\": variable ",
+                                                     def.name(), "'s initial values are ",
+                                                     it->second.size(), " floats, not ", size));
+    }
+    const int64_t row_size = slice.row_size;
+    SliceValues* sent = request->add_initial_values();
+    sent->mutable_slice()->set_variable(def.name());
+    sent->mutable_slice()->set_row_begin(slice.row_begin);
+    sent->mutable_slice()->set_row_count(slice.row_count);
+    const float* begin = it->second.data() + slice.row_begin * row_size;
+    const int64_t bad = FirstNonFinite(absl::MakeConstSpan(begin, slice.num_elements()));
+    if (bad >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job \"", spec.job_id(), "\": variable ", def.name(), "'s initial value at element ",
+          slice.row_begin * row_size + bad, " is ", begin[bad], "; a model starts finite"));
+    }
+    sent->mutable_values()->Add(begin, begin + slice.row_count * row_size);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options) {
@@ -32,13 +73,48 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
   return std::unique_ptr<PsClient>(new PsClient(*std::move(connections)));
 }
 
+absl::Status PsClient::AwaitChiefsJob(const std::string& job_id) {
+  const absl::Time start = absl::Now();
+  absl::Time next_log = start + absl::Seconds(10);
+  absl::Duration backoff = absl::Milliseconds(20);
+  while (true) {
+    absl::StatusOr<std::vector<JobStats>> stats = GetJobStats(job_id);
+    if (stats.ok()) return absl::OkStatus();
+    if (!absl::IsNotFound(stats.status())) return stats.status();
+    const absl::Time now = absl::Now();
+    if (now - start >= options().wait_timeout) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "waited ", absl::FormatDuration(now - start), " for the chief (worker 0) of job \"",
+          job_id, "\" to create it with its initial values, and it has not (",
+          stats.status().message(), "); is worker 0 running? Its log says why not"));
+    }
+    if (now >= next_log) {
+      LOG(INFO) << "waiting for the chief (worker 0) of job " << job_id
+                << " to create it with its initial values";
+      next_log = now + absl::Seconds(10);
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
+}
+
 absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
-                                              const std::vector<ApplyLog>* replay) {
+                                              const std::vector<ApplyLog>* replay,
+                                              const InitialValues* initial_values) {
   absl::StatusOr<Placement> placement = PlaceVariables(spec, num_ps());
   if (!placement.ok()) return placement.status();
   if (replay != nullptr && static_cast<int>(replay->size()) != num_ps()) {
     return absl::InvalidArgumentError(absl::StrCat("a replay needs one apply log per ps: ",
                                                    replay->size(), " for ", num_ps(), " ps"));
+  }
+  if (initial_values != nullptr && !spec.chief_initializes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job \"", spec.job_id(), "\": initial values for a job whose variables start at their "
+        "initializers; set ParameterSpec.chief_initializes"));
+  }
+  if (spec.chief_initializes() && initial_values == nullptr && replay == nullptr) {
+    absl::Status created = AwaitChiefsJob(spec.job_id());
+    if (!created.ok()) return created;
   }
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
@@ -49,6 +125,10 @@ absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
     if (replay != nullptr) {
       *request.mutable_replay() = (*replay)[ps];
       request.set_replaying(true);
+    }
+    if (initial_values != nullptr) {
+      absl::Status added = AddInitialValues(spec, *placement, ps, *initial_values, &request);
+      if (!added.ok()) return added;
     }
     calls.push_back(AdminCall(*connections_, ps, "CreateJob", request));
   }

@@ -11,8 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/job/partitioner.h"
 #include "common/client/ps_connections.h"
 #include "proto/ps_service.pb.h"
@@ -30,11 +32,19 @@ class PsClient {
   // The connections the calls go over; they live as long as this client.
   PsConnections* connections() const { return connections_.get(); }
 
+  // Each dense variable's values by name, row-major, its whole size: a chief's model.
+  using InitialValues = absl::flat_hash_map<std::string, absl::Span<const float>>;
+
   // Creates the job on every shard (idempotent for the same spec) and returns its placement.
   // With `replay` (one log per shard, in ps order: psctl replay), each shard replays its log
   // (CreateJobRequest.replay).
+  // A job that starts at its chief's values (ParameterSpec.chief_initializes) is created by the
+  // chief with `initial_values` (every variable; each shard gets its slices); another worker
+  // passes none and waits, up to options().wait_timeout, until the chief has created it on
+  // every shard (DEADLINE_EXCEEDED, naming the chief, if it does not).
   absl::StatusOr<Placement> CreateJob(const ParameterSpec& spec,
-                                      const std::vector<ApplyLog>* replay = nullptr);
+                                      const std::vector<ApplyLog>* replay = nullptr,
+                                      const InitialValues* initial_values = nullptr);
   // Deletes the job on every shard; NOT_FOUND only if no shard had it.
   absl::Status DeleteJob(const std::string& job_id);
   // Tells every shard that `worker` is done with run `run_id` of the job (see LeaveJobRequest).
@@ -45,6 +55,9 @@ class PsClient {
   absl::StatusOr<std::vector<ApplyLog>> GetApplyLogs(const std::string& job_id);
 
  private:
+  // Waits until job `job_id` exists on every shard (its chief created it).
+  absl::Status AwaitChiefsJob(const std::string& job_id);
+
   explicit PsClient(std::unique_ptr<PsConnections> connections)
       : connections_(std::move(connections)) {}
 

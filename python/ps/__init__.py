@@ -42,9 +42,12 @@ class Job:
     sparse_tables: name -> width, or name -> (width, initializer kind, scale): tables of float
         rows by 64-bit key (embeddings), each key's row on the shard SparseShardOf places it,
         made on first touch (GLOROT_UNIFORM by default).
+    chief_initializes: the variables start at the values the chief (worker 0) creates the job
+        with (Worker's initial_values: a model's own initialization), not at the initializers;
+        the other workers wait for the chief's create. Sparse tables keep their initializers.
     """
 
-    def __init__(self, job, variables, num_workers, sparse_tables=None):
+    def __init__(self, job, variables, num_workers, sparse_tables=None, chief_initializes=False):
         if not isinstance(job, dict) or not job.get("job_id"):
             raise ValueError("the job must be a dict with a job_id (a JobSpec as in "
                              "config/jobs/*.json)")
@@ -64,7 +67,9 @@ class Job:
             width, kind, scale = value if isinstance(value, tuple) else (value, "GLOROT_UNIFORM",
                                                                          0.0)
             tables.append((name, int(width), kind, float(scale)))
-        self.spec = make_parameter_spec(json.dumps(self.job), defs, self.num_workers, tables)
+        self.chief_initializes = bool(chief_initializes)
+        self.spec = make_parameter_spec(json.dumps(self.job), defs, self.num_workers, tables,
+                                        self.chief_initializes)
         self.job_id = self.job["job_id"]
         self.run_id = self.job.get("run_id", "")
 
@@ -83,9 +88,11 @@ class Client:
     def num_ps(self):
         return self._core.num_ps
 
-    def create_job(self, job):
-        """Creates `job` on every shard; a no-op for a job created with the same spec."""
-        self._core.create_job(job.spec)
+    def create_job(self, job, initial_values=None):
+        """Creates `job` on every shard; a no-op for a job created with the same spec.
+        initial_values (name -> float32 array, every variable): the chief's, for a job made with
+        chief_initializes; without them such a job's create waits for the chief's."""
+        self._core.create_job(job.spec, initial_values)
 
     def delete_job(self, job_id):
         self._core.delete_job(job_id)
@@ -138,11 +145,22 @@ class Worker:
     records its staleness. Not thread-safe.
 
     create: create the job on the shards first (idempotent: every worker may).
+    initial_values: for a job made with chief_initializes, the chief's (worker 0's) values of
+        every variable (name -> float32 array), which the job starts at; the other workers give
+        none and wait for the chief. A chief that rejoins (incarnation > 0) or resumes finds the
+        job there and keeps the shards' values.
     """
 
-    def __init__(self, client, job, worker, incarnation=0, create=True, first_step=0):
+    def __init__(self, client, job, worker, incarnation=0, create=True, first_step=0,
+                 initial_values=None):
+        if initial_values is not None and not (job.chief_initializes and int(worker) == 0):
+            raise ValueError("initial_values are the chief's (worker 0) of a job made with "
+                             "chief_initializes=True")
+        if job.chief_initializes and int(worker) == 0 and initial_values is None and create:
+            raise ValueError(f"job {job.job_id} starts at its chief's values: worker 0 must "
+                             "pass initial_values (every variable's array)")
         if create:
-            client.create_job(job)
+            client.create_job(job, initial_values)
         self.client = client
         self.job = job
         self.worker = int(worker)

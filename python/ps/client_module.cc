@@ -84,7 +84,8 @@ py::bytes MakeParameterSpec(
     const std::vector<std::tuple<std::string, std::vector<int64_t>, std::string, float>>&
         variables,
     int num_workers,
-    const std::vector<std::tuple<std::string, int64_t, std::string, float>>& tables) {
+    const std::vector<std::tuple<std::string, int64_t, std::string, float>>& tables,
+    bool chief_initializes) {
   absl::StatusOr<JobSpec> job = ParseJobSpecJson(job_json, "the job");
   ThrowIfError(job.status());
   std::vector<VariableDef> defs;
@@ -104,6 +105,7 @@ py::bytes MakeParameterSpec(
     def.mutable_initializer()->set_scale(scale);
   }
   ParameterSpec spec = ToParameterSpec(*job, defs, num_workers, table_defs);
+  spec.set_chief_initializes(chief_initializes);
   ThrowIfError(ValidateParameterSpec(spec));
   return py::bytes(spec.SerializeAsString());
 }
@@ -360,6 +362,42 @@ std::shared_ptr<PsClient> MakeClient(const std::vector<std::string>& addresses,
   return ValueOrThrow(PsClient::Create(options));
 }
 
+// Creates the job of `spec` on every shard (PsClient::CreateJob). `initial_values` (name ->
+// array, every variable, C-contiguous float32 of its size): the chief's, for a job whose
+// variables start at them (ParameterSpec.chief_initializes); None for another worker, which
+// then waits for the chief to create the job.
+void CreateJob(PsClient& client, const py::bytes& spec, const py::object& initial_values) {
+  const ParameterSpec parsed = ParseSpec(spec);
+  std::vector<py::buffer_info> keep;
+  PsClient::InitialValues values;
+  if (!initial_values.is_none()) {
+    const py::dict arrays = initial_values.cast<py::dict>();
+    for (const VariableDef& def : parsed.variables()) {
+      if (!arrays.contains(py::str(def.name()))) {
+        throw py::key_error(absl::StrCat("initial values: no array for variable ", def.name()));
+      }
+      int64_t count = 1;
+      for (int64_t dim : def.shape()) count *= dim;
+      values[def.name()] = FloatsOf(def.name(), arrays[py::str(def.name())], count,
+                                    /*writable=*/false, &keep);
+    }
+    for (const auto& item : arrays) {
+      const std::string name = py::str(item.first);
+      if (!values.contains(name)) {
+        throw py::key_error(absl::StrCat("initial values: ", name, " is not a variable of job ",
+                                         parsed.job_id()));
+      }
+    }
+  }
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    status = client.CreateJob(parsed, nullptr, initial_values.is_none() ? nullptr : &values)
+                 .status();
+  }
+  ThrowIfError(status);  // Raising needs the GIL.
+}
+
 }  // namespace
 }  // namespace ps
 
@@ -374,7 +412,8 @@ PYBIND11_MODULE(_client, module) {
   module.attr("Error") = ps::ErrorType();
   using TableDefs = std::vector<std::tuple<std::string, int64_t, std::string, float>>;
   module.def("make_parameter_spec", &ps::MakeParameterSpec, py::arg("job_json"),
-             py::arg("variables"), py::arg("num_workers"), py::arg("tables") = TableDefs{});
+             py::arg("variables"), py::arg("num_workers"), py::arg("tables") = TableDefs{},
+             py::arg("chief_initializes") = false);
   module.def("spec_json", &ps::SpecJson, py::arg("spec"));
 
   py::class_<ps::PsClient, std::shared_ptr<ps::PsClient>>(module, "Client")
@@ -382,17 +421,7 @@ PYBIND11_MODULE(_client, module) {
            py::arg("cert_file") = "", py::arg("key_file") = "", py::arg("token") = "",
            py::arg("wait_timeout_s") = 60.0, py::arg("call_timeout_s") = 30.0)
       .def_property_readonly("num_ps", &ps::PsClient::num_ps)
-      .def("create_job",
-           [](ps::PsClient& client, const py::bytes& spec) {
-             const ps::ParameterSpec parsed = ps::ParseSpec(spec);
-             absl::Status status;
-             {
-               py::gil_scoped_release release;
-               status = client.CreateJob(parsed).status();
-             }
-             ps::ThrowIfError(status);  // Raising needs the GIL.
-           },
-           py::arg("spec"))
+      .def("create_job", &ps::CreateJob, py::arg("spec"), py::arg("initial_values") = py::none())
       .def("delete_job",
            [](ps::PsClient& client, const std::string& job_id) {
              absl::Status status;

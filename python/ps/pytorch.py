@@ -13,9 +13,12 @@
 The module's named parameters (those that require grad) are the job's variables, by name and
 shape; the shards apply the job's optimizer, so the program runs none. Embeddings too large to
 hold on every worker are SparseEmbeddingBag modules: each is a sparse table on the shards, and
-a step pulls and pushes only the rows of the keys its batch uses (pull(keys=...)). The values start as the
-shards' initializers make them (Glorot's uniform for matrices and kernels, zeros for biases)
-and are the same on every worker from the first pull.
+a step pulls and pushes only the rows of the keys its batch uses (pull(keys=...)). The dense
+values start as the chief's model: worker 0 creates the job with its parameters' values (PyTorch's own
+initialization; seed it with torch.manual_seed for a repeatable run) and every worker's first
+pull returns them. With init="shards" they start as the shards' initializers make them
+(Glorot's uniform for matrices and kernels, zeros for biases). Either way every worker starts
+from the same values.
 """
 import numpy as np
 import torch
@@ -69,7 +72,11 @@ class SparseEmbeddingBag(torch.nn.Module):
 class ModelWorker:
     """Pulls the job's values into a module's parameters and pushes their gradients."""
 
-    def __init__(self, client, model, job, worker, num_workers, incarnation=0, first_step=0):
+    def __init__(self, client, model, job, worker, num_workers, incarnation=0, first_step=0,
+                 init="chief"):
+        if init not in ("chief", "shards"):
+            raise ValueError(f"init {init!r}: 'chief' (the chief's model's values) or 'shards' "
+                             "(the shards' initializers)")
         self.model = model
         self._parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
         if not self._parameters:
@@ -80,8 +87,13 @@ class ModelWorker:
                 raise ValueError(f"parameter {name} is not contiguous")
         self._tables = {m.table: m for m in model.modules() if isinstance(m, SparseEmbeddingBag)}
         self.job = ps.Job(job, {name: tuple(p.shape) for name, p in self._parameters},
-                          num_workers, {name: m.dim for name, m in self._tables.items()})
-        self.worker = ps.Worker(client, self.job, worker, incarnation, first_step=first_step)
+                          num_workers, {name: m.dim for name, m in self._tables.items()},
+                          chief_initializes=init == "chief")
+        chief_values = None
+        if init == "chief" and int(worker) == 0:
+            chief_values = {name: p.detach().numpy() for name, p in self._parameters}
+        self.worker = ps.Worker(client, self.job, worker, incarnation, first_step=first_step,
+                                initial_values=chief_values)
         for name, p in self._parameters:
             if self.worker.variables[name] != (tuple(p.shape) or (1,)):
                 raise ValueError(f"parameter {name} has shape {tuple(p.shape)}, the job's "
@@ -92,12 +104,12 @@ class ModelWorker:
         self._zeros = {}
 
     @classmethod
-    def from_environment(cls, model):
+    def from_environment(cls, model, init="chief"):
         """The worker of the program job ps_worker started this process for (ps.from_environment):
         the job's JobSpec, this worker's index, incarnation and first step."""
         task = ps.from_environment()
         return cls(task.client, model, task.job, task.worker, task.num_workers,
-                   task.incarnation, task.first_step)
+                   task.incarnation, task.first_step, init)
 
     def pull(self, keys=None):
         """Writes the job's values into the model's parameters (waiting as the mode says), and,

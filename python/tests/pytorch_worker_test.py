@@ -1,8 +1,8 @@
 """Python and PyTorch workers on real ps_server daemons (issue 32, first part).
 
 Exactness: SYNC with N PyTorch workers of batch b each ends with the weights of a plain
-single-process PyTorch SGD run on batches of N*b in the same order (N = 2 and 4), from the same
-initial values. ASYNC: every push is applied and its staleness recorded by the shards. Bad
+single-process PyTorch SGD run on batches of N*b in the same order (N = 2 and 4), from the chief's
+initial values (its model's PyTorch initialization), which every worker's first pull returns. ASYNC: every push is applied and its staleness recorded by the shards. Bad
 input: a wrong dtype, shape or set of variables, a worker out of range, a model whose shapes
 differ from the job on the shards, another run's worker: clear errors, nothing changed.
 """
@@ -77,15 +77,18 @@ class PyTorchWorkerTest(unittest.TestCase):
         steps, batch, lr = 6, 4, 0.1
         x, y = data(steps, num_workers * batch)
         job_id = f"exact{num_workers}{'pp' if push_pull else ''}"
-        models = [Mlp() for _ in range(num_workers)]
+        models = [Mlp() for _ in range(num_workers)]  # Each its own PyTorch initialization.
+        chiefs = {name: value.clone() for name, value in models[0].state_dict().items()}
         workers = [ps.pytorch.ModelWorker(self.client, models[i], job(job_id, "SYNC", lr), i,
                                           num_workers) for i in range(num_workers)]
         loss_fn = torch.nn.CrossEntropyLoss()
 
-        # The reference starts from the shards' initial values, as the workers do.
+        # The job starts at the chief's model: the last worker's first pull is its values.
+        workers[-1].pull()
+        for name, value in models[-1].state_dict().items():
+            torch.testing.assert_close(value, chiefs[name], rtol=0, atol=0, msg=name)
         reference = Mlp()
-        workers[0].pull()
-        reference.load_state_dict(models[0].state_dict())
+        reference.load_state_dict(chiefs)
 
         def train(i):
             model, worker = models[i], workers[i]
@@ -187,7 +190,8 @@ class PyTorchWorkerTest(unittest.TestCase):
         x, y = data(steps, num_workers * 4)
         models = [Mlp() for _ in range(num_workers)]
         workers = [ps.pytorch.ModelWorker(self.client, models[i], job("async", "ASYNC"), i,
-                                          num_workers) for i in range(num_workers)]
+                                          num_workers, init="shards")
+                   for i in range(num_workers)]
         staleness = []
 
         def train(i):
@@ -207,6 +211,52 @@ class PyTorchWorkerTest(unittest.TestCase):
             self.assertEqual(int(shard["version"]), num_workers * steps)
         self.assertEqual(len(staleness), num_workers * steps * 2)
         self.assertGreaterEqual(min(staleness), 0)
+
+    def test_a_worker_waits_for_the_chiefs_values_and_a_rejoining_chief_keeps_the_shards(self):
+        spec = job("chief", "ASYNC")
+        chief, other = Mlp(), Mlp()
+        chiefs = {name: value.clone() for name, value in chief.state_dict().items()}
+        workers = {}
+
+        def start(i, model):
+            workers[i] = ps.pytorch.ModelWorker(self.client, model, spec, i, 2)
+
+        # Worker 1 starts first: its create waits until the chief's has made the job.
+        waiting = threading.Thread(target=start, args=(1, other))
+        waiting.start()
+        waiting.join(timeout=0.5)
+        self.assertTrue(waiting.is_alive(), "worker 1 did not wait for the chief")
+        start(0, chief)
+        waiting.join(timeout=30)
+        self.assertFalse(waiting.is_alive())
+        workers[1].pull()
+        for name, value in other.state_dict().items():
+            torch.testing.assert_close(value, chiefs[name], rtol=0, atol=0, msg=name)
+
+        # The chief comes back (a new process, a new model) and finds the job's values.
+        reborn = Mlp()
+        again = ps.pytorch.ModelWorker(self.client, reborn, spec, 0, 2, incarnation=1)
+        again.pull()
+        for name, value in reborn.state_dict().items():
+            torch.testing.assert_close(value, chiefs[name], rtol=0, atol=0, msg=name)
+
+        shapes = {"w": (3, 2)}
+        with self.assertRaisesRegex(ValueError, "worker 0 must pass initial_values"):
+            ps.Worker(self.client, ps.Job(job("c2", "ASYNC"), shapes, 2, chief_initializes=True),
+                      0)
+        with self.assertRaisesRegex(ValueError, "initial_values are the chief's"):
+            ps.Worker(self.client, ps.Job(job("c2", "ASYNC"), shapes, 2, chief_initializes=True),
+                      1, initial_values={"w": np.zeros((3, 2), np.float32)})
+        with self.assertRaisesRegex(ValueError, "variable w: 4 elements"):
+            ps.Worker(self.client, ps.Job(job("c2", "ASYNC"), shapes, 2, chief_initializes=True),
+                      0, initial_values={"w": np.zeros((2, 2), np.float32)})
+        with self.assertRaises(ps.Error) as nan:
+            ps.Worker(self.client, ps.Job(job("c2", "ASYNC"), shapes, 2, chief_initializes=True),
+                      0, initial_values={"w": np.full((3, 2), np.nan, np.float32)})
+        self.assertEqual(nan.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(ps.Error) as nowhere:
+            self.client.job_stats("c2")
+        self.assertEqual(nowhere.exception.code, "NOT_FOUND")
 
     def test_bad_input_is_refused_and_changes_nothing(self):
         spec = job("bad", "ASYNC")
