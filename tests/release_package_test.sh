@@ -15,7 +15,7 @@ deb="$(ls "$out"/ps_*.deb)"
 tarball="$(ls "$out"/ps-*-linux-*.tar.gz)"
 
 info="$(dpkg-deb --info "$deb")"
-for dependency in libgrpc++ libprotobuf libabsl libgoogle-glog libopenblas libc6; do
+for dependency in libgrpc++ libprotobuf libabsl libgoogle-glog libopenblas libc6 python3-numpy; do
   grep -q "Depends:.*${dependency}" <<<"$info" || fail "Depends lacks ${dependency}: ${info}"
 done
 contents="$(dpkg-deb --contents "$deb")"
@@ -23,7 +23,9 @@ for file in ./usr/bin/ps_server ./usr/bin/ps_worker ./usr/bin/psctl \
   ./lib/systemd/system/ps_server@.service ./lib/systemd/system/ps_worker@.service \
   ./usr/share/ps/config/jobs/default.json ./usr/share/ps/tools/report.py \
   ./usr/share/ps/systemd/ps_worker.env.example ./usr/share/ps/slurm/ps_job.sbatch \
-  ./usr/share/ps/slurm/ps_task.sh; do
+  ./usr/share/ps/slurm/ps_task.sh ./usr/lib/python3/dist-packages/ps/_client.so \
+  ./usr/lib/python3/dist-packages/ps/pytorch.py ./usr/share/ps/examples/numpy/linear_regression.py \
+  ./usr/share/ps/examples/pytorch/fashion_mnist_cnn.py; do
   grep -q " ${file}\$" <<<"$contents" || fail "the package lacks ${file}"
 done
 grep -q "root/root .* ./usr/bin/psctl$" <<<"$contents" || fail "files are not owned by root"
@@ -43,3 +45,21 @@ cd "${TEST_TMPDIR}"
 grep -q '"state": *"DONE"' "${TEST_TMPDIR}/results/summary.json" ||
   fail "the job did not end DONE: $(cat "${TEST_TMPDIR}/results/summary.json")"
 log "ok: the unpacked programs ran the default job to DONE"
+
+# The Python package as installed: Debian's python3 imports it from dist-packages (here under
+# the unpacked root), and a program job of the installed NumPy example runs to DONE.
+grep -q '"python3", "/usr/share/ps/examples/numpy/linear_regression.py"' \
+  "$root/usr/share/ps/config/jobs/numpy_linear.json" ||
+  fail "the installed numpy_linear.json does not run the installed example"
+export PYTHONPATH="$root/usr/lib/python3/dist-packages"
+/usr/bin/python3 -c "import numpy" 2>/dev/null || skip "Debian's python3 lacks numpy"
+/usr/bin/python3 -c "import ps; assert ps.__file__.startswith('$root')" ||
+  fail "python3 cannot import the packaged ps"
+sed "s|/usr/share/ps/examples|$root/usr/share/ps/examples|; s|\"python3\"|\"/usr/bin/python3\"|" \
+  "$root/usr/share/ps/config/jobs/numpy_linear.json" > "${TEST_TMPDIR}/numpy_linear.json"
+"$root/usr/bin/psctl" local --job="${TEST_TMPDIR}/numpy_linear.json" --workers=2 \
+  --results="${TEST_TMPDIR}/numpy_results" >"${TEST_TMPDIR}/numpy.log" 2>&1 ||
+  { cat "${TEST_TMPDIR}/numpy.log"; fail "psctl local of the packaged NumPy example"; }
+grep -q '"state": *"DONE"' "${TEST_TMPDIR}/numpy_results/summary.json" ||
+  fail "the NumPy job did not end DONE: $(cat "${TEST_TMPDIR}/numpy_results/summary.json")"
+log "ok: the packaged Python package ran the packaged NumPy example to DONE"

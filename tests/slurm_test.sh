@@ -8,7 +8,8 @@
 # the job COMPLETED; the results' summary.json says DONE after 300 steps at accuracy >= 0.9;
 # psctl slurm-spec printed the expected cluster; every rank logged the task and the cluster
 # --cluster_resolver=slurm gave it (rank 0 ps:0, 1 ps:1, 2 worker:0, 3 worker:1, on consecutive
-# ports of this node); and every daemon stopped cleanly. Everything it started is stopped by
+# ports of this node); and every daemon stopped cleanly. Then the same script runs a program job
+# (the NumPy example on workers with --allow_programs) to DONE. Everything it started is stopped by
 # pid on every exit, and no process it started may be left.
 #
 # Skips (passes), saying why, where it cannot run: not root, no Slurm and apt-get cannot
@@ -216,4 +217,35 @@ for rank in 0 1 2 3; do
   grep -qF "$expected" "$task_log" || fail "rank $rank did not log \"$expected\""
   grep -q "] stopped$" "$task_log" || fail "rank $rank (${tasks[rank]}) did not stop cleanly"
 done
+log "2 ps and 2 workers under Slurm resolved $cluster and trained to test accuracy $accuracy"
+
+# --- A program job (issue 32): the same script, the workers with --allow_programs, each
+# running the NumPy example through the ps package (PYTHONPATH, passed on by sbatch).
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
+  cat > "$DIR/program.json" <<JSON
+{"job_id": "slurm_program",
+ "program": {"argv": ["/usr/bin/python3", "$RUNFILES/examples/numpy/linear_regression.py"]},
+ "learning_rate": {"base": 0.05}, "consistency": {"mode": "SSP", "ssp_bound": 2},
+ "batch_size": 32, "steps": 200, "seed": 4}
+JSON
+  start=$SECONDS
+  JOB_ID=$(PYTHONPATH="$RUNFILES/python/ps/site" PS_NUM_PS=2 PS_BASE_PORT=$BASE_PORT \
+           PS_BIN_DIR=$RUNFILES PS_DEPLOY_DIR=$DEPLOY_DIR PS_LOG_DIR="$DIR/program_logs" \
+           PS_SERVER_FLAGS="--bind_host=$ADDRESS --insecure" \
+           PS_WORKER_FLAGS="--bind_host=$ADDRESS --insecure --device=cpu --allow_programs" \
+           sbatch --parsable --ntasks=4 --chdir="$DIR" --output="$DIR/program.out" \
+             --time=10 "$DEPLOY_DIR/ps_job.sbatch" "$DIR/program.json" "$DIR/program_results")
+  log "submitted program job $JOB_ID (the NumPy example on 2 workers)"
+  WAIT_INTERVAL_S=1 wait_until "$JOB_WAIT_S" job_gone ||
+    fail "program job $JOB_ID still running after ${JOB_WAIT_S}s"
+  job_state=$(scontrol show job "$JOB_ID" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+  log "program job $JOB_ID ended $job_state after $((SECONDS - start))s"
+  cat "$DIR/program.out"
+  [ "$job_state" = COMPLETED ] || fail "program job $JOB_ID ended $job_state"
+  grep -q '"state": "DONE"' "$DIR/program_results/summary.json" ||
+    fail "the program job did not end DONE: $(cat "$DIR/program_results/summary.json")"
+  log "the NumPy program job ran to DONE under Slurm"
+else
+  log "no program job: Debian's python3 cannot import numpy"
+fi
 log "PASSED: 2 ps and 2 workers under Slurm resolved $cluster and trained to test accuracy $accuracy"

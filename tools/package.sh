@@ -29,6 +29,20 @@ mkdir -p "$root/share/ps/slurm"
 cp -L deploy/slurm/* "$root/share/ps/slurm/"
 chmod 0755 "$root/share/ps/slurm/"*.sh "$root/share/ps/slurm/"*.sbatch
 cp README.md "$root/share/doc/ps/"
+# The Python package (python/ps, where BIN_DIR has it built: //python/ps) where Debian's python3
+# finds it, /usr/lib/python3/dist-packages/ps, and the example programs; the example jobs'
+# programs then run from there: ["python3", "/usr/share/ps/examples/..."].
+python_site="$bin/python/ps/site/ps"
+if [[ -f "$python_site/_client.so" ]]; then
+  mkdir -p "$root/lib/python3/dist-packages/ps" "$root/share/ps/examples"
+  cp -L "$python_site"/*.py "$python_site/_client.so" "$root/lib/python3/dist-packages/ps/"
+  chmod 0644 "$root/lib/python3/dist-packages/ps/"*
+  cp -rL examples/pytorch examples/numpy "$root/share/ps/examples/"
+  sed -i 's|"tools/ps_python", "examples/|"python3", "/usr/share/ps/examples/|' \
+    "$root/share/ps/config/jobs/"*.json
+else
+  echo "package: no Python package in $bin/python/ps/site (bazel build //python/ps): left out"
+fi
 [[ -f docs/DEPLOY.md ]] && cp docs/DEPLOY.md "$root/share/doc/ps/"
 
 for program in ps_server ps_worker psctl; do
@@ -48,6 +62,7 @@ tar -C "$stage" --owner=0 --group=0 -czf "$tarball" "ps-$version"
 deb_root="$stage/deb"
 mkdir -p "$deb_root/usr" "$deb_root/lib/systemd/system" "$deb_root/etc/ps" "$deb_root/DEBIAN"
 cp -r "$root/bin" "$root/share" "$deb_root/usr/"
+[[ -d "$root/lib" ]] && cp -r "$root/lib" "$deb_root/usr/"
 cp deploy/systemd/*.service "$deb_root/lib/systemd/system/"
 
 # Depends: the package of each shared library the programs load, as installed here.
@@ -59,10 +74,20 @@ while read -r library; do
   else
     cuda_libs+=("$(basename "$library")")
   fi
-done < <(ldd "$root/bin/"* | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u)
+done < <(ldd "$root/bin/"* "$root"/lib/python3/dist-packages/ps/*.so 2>/dev/null |
+  sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u)
 depends="$(printf '%s\n' "${packages[@]}" | sort -u | while read -r package; do
   echo "$package (>= $(dpkg-query -W -f='${Version}' "$package" | sed 's/-[^-]*$//'))"
 done | paste -sd, | sed 's/,/, /g')"
+recommends=""
+if [[ -d "$root/lib/python3" ]]; then
+  # The extension is built against this Debian's Python 3 (its ABI), and takes NumPy arrays;
+  # the PyTorch integration and examples want python3-torch.
+  python_version="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  python_next="$(python3 -c 'import sys; print("%d.%d" % (sys.version_info[0], sys.version_info[1] + 1))')"
+  depends="${depends}, python3 (>= ${python_version}), python3 (<< ${python_next}), python3-numpy"
+  recommends="Recommends: python3-torch"
+fi
 description="Parameter-server training service: ps_server, ps_worker and psctl"
 note=""
 if ((${#cuda_libs[@]} > 0)); then
@@ -87,6 +112,7 @@ Description: ${description}
  experiments (synchronous, asynchronous, bounded-staleness SGD). Units for systemd:
  ps_server@.service and ps_worker@.service, configured in /etc/ps.${note}
 CONTROL
+if [[ -n "$recommends" ]]; then sed -i "/^Depends:/a ${recommends}" "$deb_root/DEBIAN/control"; fi
 deb="$out/ps_${version}_${arch}.deb"
 dpkg-deb --root-owner-group --build "$deb_root" "$deb" >/dev/null
 

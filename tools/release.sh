@@ -2,8 +2,10 @@
 # Makes a versioned release of the three programs users run, built optimized and stamped with
 # the git commit (bazel build --config=release):
 #   dist/ps-<version>-linux-<arch>.tar.gz   bin/, share/ps/ (configs, report script, systemd
-#                                           units and examples), share/doc/ps/
-#   dist/ps_<version>_<arch>.deb            the same under /usr, units in /lib/systemd/system;
+#                                           units and examples), share/doc/ps/, and the Python
+#                                           package in lib/python3/dist-packages/ps
+#   dist/ps_<version>_<arch>.deb            the same under /usr (import ps with Debian's python3),
+#                                           units in /lib/systemd/system;
 #                                           Depends lists the Debian packages of every shared
 #                                           library the programs load (found with ldd, dpkg -S)
 # (tools/package.sh packs them), and checks that each program's --version names the commit
@@ -20,7 +22,7 @@ tools/setup.sh
 
 flags=(--config=release)
 if [[ "${RELEASE_CUDA:-1}" == 0 ]]; then flags+=(--define=cuda=0); fi
-targets=(//server:ps_server //worker:ps_worker //ctl:psctl)
+targets=(//server:ps_server //worker:ps_worker //ctl:psctl //python/ps)
 echo "release: building ${targets[*]} (${flags[*]})"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT

@@ -7,6 +7,7 @@ input: a wrong dtype, shape or set of variables, a worker out of range, a model 
 differ from the job on the shards, another run's worker: clear errors, nothing changed.
 """
 import threading
+import time
 import unittest
 
 import numpy as np
@@ -257,6 +258,68 @@ class PyTorchWorkerTest(unittest.TestCase):
         with self.assertRaises(ps.Error) as nowhere:
             self.client.job_stats("c2")
         self.assertEqual(nowhere.exception.code, "NOT_FOUND")
+
+    def train_mode(self, job_id, consistency, num_workers, steps, slow=None, checks=None):
+        """num_workers threads of ModelWorkers train `steps` steps each in `consistency`;
+        worker `slow` sleeps 30 ms a step. checks(i, worker) runs after each of i's pulls.
+        Returns each worker's push answers."""
+        x, y = data(steps, num_workers * 4)
+        spec = job(job_id, consistency["mode"], consistency=consistency)
+        models = [Mlp() for _ in range(num_workers)]
+        workers = [ps.pytorch.ModelWorker(self.client, models[i], spec, i, num_workers)
+                   for i in range(num_workers)]
+        answers = [[] for _ in range(num_workers)]
+
+        def train(i):
+            for step in range(steps):
+                workers[i].pull()
+                if checks:
+                    checks(i, workers[i])
+                if i == slow:
+                    time.sleep(0.03)
+                rows = slice((step * num_workers + i) * 4, (step * num_workers + i + 1) * 4)
+                models[i].zero_grad()
+                torch.nn.functional.cross_entropy(models[i](x[rows]), y[rows]).backward()
+                answers[i].append(workers[i].push())
+            workers[i].leave()
+
+        run_threads([lambda i=i: train(i) for i in range(num_workers)])
+        return answers
+
+    def test_ssp_keeps_every_worker_within_the_bound_of_the_slowest(self):
+        bound, pushed = 1, [0, 0, 0]
+        waited = []
+
+        def checks(i, worker):
+            # A pull for clock c returns once every worker has pushed c - bound steps.
+            self.assertGreaterEqual(min(pushed), worker.local_step - bound)
+            waited.append(worker.worker.last_pull["parked_s"])
+            pushed[i] = worker.local_step + 1  # Before the push: never under the shards' count.
+
+        self.train_mode("ssp", {"mode": "SSP", "ssp_bound": bound}, 3, 8, slow=0, checks=checks)
+        self.assertGreater(max(waited), 0.0, "no pull ever waited for the slow worker")
+        for shard in self.client.job_stats("ssp"):
+            self.assertEqual(int(shard["applied_gradients"]), 24)
+            self.assertEqual(sorted(int(w["clock"]) for w in shard["workers"]), [8, 8, 8])
+
+    def test_softsync_applies_the_mean_of_every_two_gradients(self):
+        self.train_mode("softsync", {"mode": "SOFTSYNC", "softsync_n": 1}, 2, 6)
+        for shard in self.client.job_stats("softsync"):
+            self.assertEqual(int(shard["applied_gradients"]), 12)
+            self.assertEqual(int(shard["applied_updates"]), 6)
+
+    def test_sync_with_a_backup_worker_drops_the_late_gradient_of_each_step(self):
+        answers = self.train_mode("backup", {"mode": "SYNC", "replicas_to_aggregate": 2}, 3, 6,
+                                  slow=2)
+        outcomes = [a["outcome"] for answer in answers[2] for a in answer]
+        self.assertIn("DROPPED", outcomes)
+        for shard in self.client.job_stats("backup"):
+            self.assertEqual(int(shard["step"]), int(shard["applied_updates"]))
+            # Every gradient went into its step's update or was dropped as late (once workers
+            # leave, the last steps close with fewer).
+            dropped = int(shard["dropped"]["stale_step"])
+            self.assertGreater(dropped, 0)
+            self.assertEqual(int(shard["applied_gradients"]) + dropped, 18)
 
     def test_bad_input_is_refused_and_changes_nothing(self):
         spec = job("bad", "ASYNC")
