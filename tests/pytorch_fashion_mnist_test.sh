@@ -2,9 +2,10 @@
 # The real task of issue 32: a convolutional network (examples/pytorch/fashion_mnist_cnn.py) on
 # the 70,000 Fashion-MNIST images of Debian's dataset-fashion-mnist, trained by 4 PyTorch workers
 # of a program job on 2 ps, in SYNC (momentum SGD, batches of 4 x 16) and in ASYNC with the
-# staleness-scaled rate alpha0/tau (plain SGD: with momentum on the shards, 4 workers' stale
-# gradients diverged), 6 epochs each. SYNC must reach 89% test accuracy on the final model
-# (evaluated once every worker has pushed its last gradient), ASYNC 87.5% (below), and SYNC
+# staleness-scaled rate alpha0/tau (plain SGD, alpha0 halved every 7,500 updates: with momentum
+# on the shards, 4 workers' stale gradients diverged), 6 epochs each, from the chief's PyTorch
+# initialization. Both must reach 89% test accuracy on the final model (evaluated once every
+# worker has pushed its last gradient), and SYNC
 # must be within a point of a single PyTorch process trained on the same batches in the same order with torch.optim.SGD
 # (examples/pytorch/fashion_mnist_cnn.py --single).
 #
@@ -25,14 +26,14 @@ fi
 readonly EXAMPLE="$RUNFILES/examples/pytorch/fashion_mnist_cnn.py"
 LOG_FILES=("$DIR/sync.log" "$DIR/async.log" "$DIR/reference.log")
 
-# job FILE ID OPTIMIZER RATE CONSISTENCY: the example's program job.
+# job FILE ID OPTIMIZER LEARNING_RATE CONSISTENCY (each JSON): the example's program job.
 job() {
   cat > "$1" <<JSON
 {
   "job_id": "$2",
   "program": {"argv": ["$PS_PYTHON", "$EXAMPLE"]},
   "optimizer": $3,
-  "learning_rate": {"kind": "CONSTANT", "base": $4},
+  "learning_rate": $4,
   "consistency": $5,
   "batch_size": 16,
   "epochs": 6,
@@ -43,8 +44,10 @@ JSON
 accuracy() { sed -n 's/.*"final_eval_accuracy": \([0-9.]*\).*/\1/p' "$1/summary.json"; }
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 
-job "$DIR/sync.json" fm_sync '{"kind": "MOMENTUM", "momentum": 0.9}' 0.05 '{"mode": "SYNC"}'
-job "$DIR/async.json" fm_async '{"kind": "SGD"}' 0.1 \
+job "$DIR/sync.json" fm_sync '{"kind": "MOMENTUM", "momentum": 0.9}' \
+  '{"kind": "CONSTANT", "base": 0.05}' '{"mode": "SYNC"}'
+job "$DIR/async.json" fm_async '{"kind": "SGD"}' \
+  '{"kind": "STEP_DECAY", "base": 0.1, "decay_steps": 7500, "decay_factor": 0.5}' \
   '{"mode": "ASYNC", "staleness_learning_rate": "INVERSE"}'
 for mode in sync async; do
   "$PSCTL" local --ps_server_binary="$PS_SERVER" --ps_worker_binary="$PS_WORKER" \
@@ -59,9 +62,9 @@ sync=$(accuracy "$DIR/sync")
 async=$(accuracy "$DIR/async")
 log "test accuracy: SYNC $sync, ASYNC alpha0/tau $async, single-process PyTorch $reference"
 at_least "$sync" 0.89 || fail "SYNC reached $sync, under 0.89"
-# ASYNC's order of pushes is the machine's: over runs of this test it ended between 88.9% and
-# 90.5%, so CI asserts 87.5% (and the run's figure is logged) rather than a coin flip at 89%.
-at_least "$async" 0.875 || fail "ASYNC reached $async, under 0.875"
+# ASYNC's order of pushes is the machine's: with the decaying rate, runs ended at 90.5% and
+# 90.7% (bench/RESULTS.md); a constant alpha0 had ended between 88.9% and 90.5%.
+at_least "$async" 0.89 || fail "ASYNC reached $async, under 0.89"
 at_least "$sync" "$(awk -v r="$reference" 'BEGIN { print r - 0.01 }')" ||
   fail "SYNC's $sync is over a point under the single process's $reference"
 log "PASSED"

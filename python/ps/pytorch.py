@@ -11,14 +11,16 @@
         worker.push()                  # The parameters' gradients to the shards.
 
 The module's named parameters (those that require grad) are the job's variables, by name and
-shape; the shards apply the job's optimizer, so the program runs none. Embeddings too large to
-hold on every worker are SparseEmbeddingBag modules: each is a sparse table on the shards, and
-a step pulls and pushes only the rows of the keys its batch uses (pull(keys=...)). The dense
-values start as the chief's model: worker 0 creates the job with its parameters' values (PyTorch's own
-initialization; seed it with torch.manual_seed for a repeatable run) and every worker's first
-pull returns them. With init="shards" they start as the shards' initializers make them
-(Glorot's uniform for matrices and kernels, zeros for biases). Either way every worker starts
-from the same values.
+shape; the shards apply the job's optimizer, so the program runs none. Embeddings are sparse
+tables on the shards: an nn.Embedding or nn.EmbeddingBag made with sparse=True (the table named
+as the module is in the model, its weight holding the rows the step pulled), or a
+SparseEmbeddingBag, which holds nothing but those rows (for tables too large for a worker). A
+step pulls and pushes only the rows of the keys its batch uses (pull(keys={name: keys})).
+The dense values start as the chief's model: worker 0 creates the job with its parameters'
+values (PyTorch's own initialization; seed it with torch.manual_seed for a repeatable run) and
+every worker's first pull returns them. With init="shards" they start as the shards'
+initializers make them (Glorot's uniform for matrices and kernels, zeros for biases). Either way
+every worker starts from the same values. Sparse tables' rows start at the shards' initializer.
 """
 import numpy as np
 import torch
@@ -56,6 +58,12 @@ class SparseEmbeddingBag(torch.nn.Module):
         self.keys = torch.from_numpy(keys.astype(np.int64))
         self.rows = torch.from_numpy(rows).requires_grad_()
 
+    def gradient(self):
+        """(keys, rows' gradients) of the rows held, or None before a backward."""
+        if self.rows.grad is None or not len(self.keys):
+            return None
+        return self.keys.numpy().astype(np.uint64), self.rows.grad.detach().contiguous().numpy()
+
     def forward(self, input, offsets=None):
         if len(self.keys) == 0:
             raise KeyError(f"sparse table {self.table}: no rows pulled for this step; pass the "
@@ -69,6 +77,48 @@ class SparseEmbeddingBag(torch.nn.Module):
         return torch.nn.functional.embedding_bag(local, self.rows, offsets, mode=self.mode)
 
 
+class _NativeSparseTable:
+    """An nn.Embedding or nn.EmbeddingBag made with sparse=True, as a sparse table on the shards
+    named by the module's name in the model: its weight holds the rows that
+    ModelWorker.pull(keys={name: ...}) fetched for the step (the shards' rows, written in place),
+    a forward that reads another row is a KeyError, and its sparse gradient goes back as the
+    table's rows. The rows start at the shards' initializer (GLOROT_UNIFORM), not at the
+    module's own."""
+
+    def __init__(self, name, module):
+        if module.max_norm is not None:
+            raise ValueError(f"{name}: an embedding with max_norm renormalizes its rows in the "
+                             "forward pass, which the shards would not see; drop max_norm")
+        self.name, self.module, self.dim = name, module, module.embedding_dim
+        self.keys = torch.zeros(0, dtype=torch.int64)
+        module.register_forward_pre_hook(self._check)
+
+    def hold(self, keys, rows):
+        keys = torch.from_numpy(keys.astype(np.int64))
+        if len(keys) and int(keys[-1]) >= self.module.num_embeddings:
+            raise IndexError(f"{self.name}: key {int(keys[-1])} is beyond the module's "
+                             f"{self.module.num_embeddings} rows")
+        with torch.no_grad():
+            self.module.weight[keys] = torch.from_numpy(rows)
+        self.keys = keys
+
+    def _check(self, module, inputs):
+        used = inputs[0].reshape(-1)
+        held = torch.isin(used, self.keys)
+        if not bool(held.all()):
+            missing = used[~held][:5].tolist()
+            raise KeyError(f"sparse table {self.name}: keys {missing} were not pulled for this "
+                           "step; pass the batch's keys to ModelWorker.pull(keys=...)")
+
+    def gradient(self):
+        grad = self.module.weight.grad
+        if grad is None or not grad.is_sparse:
+            return None
+        grad = grad.coalesce()  # Distinct keys, the gradients of a repeated key summed.
+        return (grad.indices()[0].numpy().astype(np.uint64),
+                grad.values().detach().contiguous().numpy())
+
+
 class ModelWorker:
     """Pulls the job's values into a module's parameters and pushes their gradients."""
 
@@ -78,14 +128,20 @@ class ModelWorker:
             raise ValueError(f"init {init!r}: 'chief' (the chief's model's values) or 'shards' "
                              "(the shards' initializers)")
         self.model = model
-        self._parameters = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+        self._tables = {m.table: m for m in model.modules() if isinstance(m, SparseEmbeddingBag)}
+        for name, m in model.named_modules():
+            if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse:
+                self._tables[name] = _NativeSparseTable(name, m)
+        tabled = {id(t.module.weight) for t in self._tables.values()
+                  if isinstance(t, _NativeSparseTable)}
+        self._parameters = [(name, p) for name, p in model.named_parameters()
+                            if p.requires_grad and id(p) not in tabled]
         if not self._parameters:
-            raise ValueError("the model has no parameters that require grad")
+            raise ValueError("the model has no dense parameters that require grad")
         for name, p in self._parameters:
             _check_cpu_float32(name, p, "parameter")
             if not p.is_contiguous():
                 raise ValueError(f"parameter {name} is not contiguous")
-        self._tables = {m.table: m for m in model.modules() if isinstance(m, SparseEmbeddingBag)}
         self.job = ps.Job(job, {name: tuple(p.shape) for name, p in self._parameters},
                           num_workers, {name: m.dim for name, m in self._tables.items()},
                           chief_initializes=init == "chief")
@@ -118,7 +174,9 @@ class ModelWorker:
         sparse = []
         for table, wanted in (keys or {}).items():
             if table not in self._tables:
-                raise KeyError(f"no SparseEmbeddingBag of table {table!r} in the model")
+                raise KeyError(f"no sparse table {table!r} in the model (a SparseEmbeddingBag's "
+                               "table, or the name of an nn.Embedding or nn.EmbeddingBag made "
+                               f"with sparse=True); it has {sorted(self._tables)}")
             unique = np.unique(np.asarray(wanted, dtype=np.int64)).astype(np.uint64)
             rows = np.zeros((len(unique), self._tables[table].dim), np.float32)
             sparse.append((table, unique, rows))
@@ -136,9 +194,9 @@ class ModelWorker:
         table's held rows' gradients; returns each shard's answer."""
         sparse = []
         for table, module in self._tables.items():
-            if module.rows.grad is not None and len(module.keys):
-                sparse.append((table, module.keys.numpy().astype(np.uint64),
-                               module.rows.grad.detach().contiguous().numpy()))
+            rows = module.gradient()
+            if rows is not None:
+                sparse.append((table, *rows))
         return self.worker.push(self._gradients(), sparse)
 
     def push_pull(self):
@@ -157,8 +215,8 @@ class ModelWorker:
                 grad = self._zeros.setdefault(name, torch.zeros_like(p))
             _check_cpu_float32(name, grad, "the gradient of")
             if grad.is_sparse:
-                raise ValueError(f"the gradient of {name} is sparse; sparse embeddings go to "
-                                 "the job's sparse tables (not yet through ps.pytorch)")
+                raise ValueError(f"the gradient of {name} is sparse: only nn.Embedding and "
+                                 "nn.EmbeddingBag (sparse=True) become sparse tables")
             gradients[name] = grad.detach().contiguous().numpy().reshape(
                 self.worker.variables[name])
         return gradients

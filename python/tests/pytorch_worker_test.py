@@ -134,12 +134,22 @@ class PyTorchWorkerTest(unittest.TestCase):
     def test_a_sparse_embedding_bag_is_sgd_on_the_shards_sparse_table(self):
         """SYNC with 2 workers, an embedding table on the shards (only the step's rows pulled and
         pushed) and a dense layer: the single-process nn.EmbeddingBag + SGD on twice the batch."""
+        self.sparse_bag_is_sgd_on_the_shards_table("bag", lambda: ps.pytorch.SparseEmbeddingBag(
+            "emb", 4), lambda module: module.rows)
+
+    def test_pytorchs_own_sparse_embedding_bag_is_sgd_on_the_shards_sparse_table(self):
+        """The same with nn.EmbeddingBag(sparse=True): its weight is the table "emb"."""
+        self.sparse_bag_is_sgd_on_the_shards_table(
+            "native_bag", lambda: torch.nn.EmbeddingBag(40, 4, mode="sum", sparse=True),
+            lambda module: module.weight)
+
+    def sparse_bag_is_sgd_on_the_shards_table(self, job_id, make_bag, rows_of):
         num_workers, steps, batch, vocab = 2, 5, 4, 40
 
         class Bag(torch.nn.Module):
             def __init__(self):
                 super().__init__()
-                self.emb = ps.pytorch.SparseEmbeddingBag("emb", 4)
+                self.emb = make_bag()
                 self.out = torch.nn.Linear(4, 3)
 
             def forward(self, keys, offsets):
@@ -149,13 +159,13 @@ class PyTorchWorkerTest(unittest.TestCase):
         keys = torch.randint(0, vocab, (steps * num_workers * batch, 3), generator=generator)
         labels = torch.randint(0, 3, (steps * num_workers * batch,), generator=generator)
         models = [Bag() for _ in range(num_workers)]
-        workers = [ps.pytorch.ModelWorker(self.client, models[i], job("bag", "SYNC", 0.5), i,
+        workers = [ps.pytorch.ModelWorker(self.client, models[i], job(job_id, "SYNC", 0.5), i,
                                           num_workers) for i in range(num_workers)]
         everything = {"emb": torch.arange(vocab)}
         workers[0].pull(keys=everything)
         bag = torch.nn.EmbeddingBag(vocab, 4, mode="sum")
         with torch.no_grad():
-            bag.weight.copy_(models[0].emb.rows)
+            bag.weight.copy_(rows_of(models[0].emb))
         linear = torch.nn.Linear(4, 3)
         linear.load_state_dict(models[0].out.state_dict())
 
@@ -179,8 +189,8 @@ class PyTorchWorkerTest(unittest.TestCase):
             torch.nn.functional.cross_entropy(logits, labels[first:first + len(rows)]).backward()
             sgd.step()
         workers[1].pull(keys=everything)
-        np.testing.assert_allclose(models[1].emb.rows.detach().numpy(), bag.weight.detach().numpy(),
-                                   rtol=0, atol=2e-6)
+        np.testing.assert_allclose(rows_of(models[1].emb).detach().numpy(),
+                                   bag.weight.detach().numpy(), rtol=0, atol=2e-6)
         np.testing.assert_allclose(models[1].out.weight.detach().numpy(),
                                    linear.weight.detach().numpy(), rtol=0, atol=2e-6)
         with self.assertRaisesRegex(KeyError, "were not pulled for this step"):
