@@ -61,6 +61,9 @@ function readDocuments(file) {
 // Kustomize's strategic merge, as far as these manifests need it: maps merge, lists of objects
 // with a "name" merge by name (a patch's name the base lacks is an error, not a new entry, so
 // that a misspelled container is caught), other lists are replaced.
+// Lists of named elements merge by name, as kustomize's merge keys do: an element the base
+// lacks is added (a volume, an env variable), but for containers, where a name the base lacks
+// is a typo that would make a second container.
 function strategicMerge(base, patch, where) {
   if (Array.isArray(patch)) {
     if (!Array.isArray(base) || !patch.every((p) => p && typeof p === 'object' && 'name' in p)) {
@@ -69,11 +72,13 @@ function strategicMerge(base, patch, where) {
     const merged = base.map((b) => ({ ...b }));
     for (const p of patch) {
       const i = merged.findIndex((b) => b.name === p.name);
-      if (i < 0) {
+      if (i < 0 && where.endsWith('.containers')) {
         problem(where, `the patch names "${p.name}", which the base lacks`);
-        continue;
+      } else if (i < 0) {
+        merged.push(p);
+      } else {
+        merged[i] = strategicMerge(merged[i], p, where);
       }
-      merged[i] = strategicMerge(merged[i], p, where);
     }
     return merged;
   }
@@ -284,12 +289,20 @@ function checkRender(name, rendered) {
                byKind('ConfigMap').find((c) => c.metadata.name === 'ps-job'));
 }
 
+// The job ConfigMap holds config/jobs/default.json, or the job file its annotation ps/job-file
+// names as the release installs it (tools/package.sh: a program job's example runs with
+// python3 from /usr/share/ps/examples).
 function checkJobFile(where, configMap) {
   if (!configMap) return problem(where, 'no job ConfigMap');
-  const want = JSON.parse(fs.readFileSync(args.default_job, 'utf8'));
+  const named = (configMap.metadata.annotations || {})['ps/job-file'];
+  const file = named ? path.join(path.dirname(args.default_job), '..', '..', named) : args.default_job;
+  if (!fs.existsSync(file)) return problem(where, `ps/job-file ${named} does not exist`);
+  const installed = fs.readFileSync(file, 'utf8').replace(
+      /"tools\/ps_python", "examples\//g, '"python3", "/usr/share/ps/examples/');
+  const want = JSON.parse(installed);
   try {
     if (JSON.stringify(JSON.parse(configMap.data['job.json'])) !== JSON.stringify(want)) {
-      problem(where, 'job.json differs from config/jobs/default.json');
+      problem(where, `job.json differs from ${named || 'config/jobs/default.json'}`);
     }
   } catch (e) {
     problem(where, `job.json: ${e.message}`);

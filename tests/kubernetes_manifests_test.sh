@@ -69,6 +69,8 @@ cases=(
   "overlays/gpu/worker-gpu.yaml|s/name: ps-worker/name: worker/|the patch names \"worker\", which the base lacks"
   "overlays/gpu/worker-gpu.yaml|s/nvidia.com\\/gpu: 1/nvidia.com\\/gpu: one/|nvidia.com~1gpu must"
   "overlays/cpu/kustomization.yaml|s/worker-cpu.yaml/worker-cpus.yaml/|worker-cpus.yaml: does not exist"
+  "overlays/pytorch/job-pytorch.yaml|s/\"epochs\": 6/\"epochs\": 5/|job.json differs from config/jobs/pytorch_fashion_mnist.json"
+  "overlays/pytorch/worker-pytorch.yaml|s/--allow_programs/--allow_program/|ps_worker has no flag --allow_program"
   "tfjob.yaml|0,/replicas: 2/s//replicas: two/|/spec/tfReplicaSpecs/PS/replicas must be integer"
   "tfjob.yaml|s/^    PS:/    ParameterServer:/|property name must be valid (ParameterServer)"
   "tfjob.yaml|s/restartPolicy: OnFailure/restartPolicy: Sometimes/|restartPolicy must be equal to one of the allowed values"

@@ -110,7 +110,17 @@ std::vector<std::string> ProgramEnvironment(const ProgramContext& context,
   print.preserve_proto_field_names = true;
   (void)google::protobuf::util::MessageToJsonString(context.spec, &job, print);
   const TransportSecurity& tls = context.ps.security;
+  // TensorFlow's TF_CONFIG, for programs that read their task from it: the ps tasks and this
+  // worker's index.
+  std::vector<std::string> ps_tasks;
+  for (const std::string& address : context.ps.ps_addresses) {
+    ps_tasks.push_back(absl::StrCat("\"", address, "\""));
+  }
+  const std::string tf_config =
+      absl::StrCat("{\"cluster\":{\"ps\":[", absl::StrJoin(ps_tasks, ","),
+                   "]},\"task\":{\"type\":\"worker\",\"index\":", context.worker, "}}");
   return {
+      absl::StrCat("TF_CONFIG=", tf_config),
       absl::StrCat("PS_JOB=", job),
       absl::StrCat("PS_WORKER=", context.worker),
       absl::StrCat("PS_NUM_WORKERS=", context.num_workers),

@@ -57,6 +57,8 @@ TEST(ProgramRunnerTest, GivesTheProgramItsTaskAndTheTokenInAPrivateFile) {
   ProgramContext context = ShellJob(
       "test \"$PS_WORKER/$PS_NUM_WORKERS/$PS_INCARNATION/$PS_FIRST_STEP\" = 1/2/3/40 || exit 3;"
       "test \"$PS_PS_ADDRESSES\" = 127.0.0.1:1,127.0.0.1:2 || exit 4;"
+      "test \"$TF_CONFIG\" = '{\"cluster\":{\"ps\":[\"127.0.0.1:1\",\"127.0.0.1:2\"]},"
+      "\"task\":{\"type\":\"worker\",\"index\":1}}' || exit 8;"
       "test \"$(cat \"$PS_TOKEN_FILE\")\" = secret || exit 5;"
       "test \"$(stat -c %a \"$PS_TOKEN_FILE\")\" = 600 || exit 6;"
       "case \"$PS_JOB\" in *'\"run_id\":\"run-7\"'*) ;; *) exit 7;; esac");

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/job/job_schema.h"
 #include "common/job/job_spec.h"
@@ -135,6 +136,7 @@ struct PreparedJob {
   bool has_validation = false;
   int64_t step_limit = 0;
   std::unique_ptr<Exchange> exchange;
+  ParameterSpec parameters;  // As the shards hold the job.
 };
 
 // A dense model's data and model into `job`.
@@ -204,6 +206,7 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
   absl::StatusOr<std::unique_ptr<Exchange>> created = CreateExchange(exchange);
   if (!created.ok()) return created.status();
   job->exchange = *std::move(created);
+  job->parameters = std::move(exchange.parameters);
   return job;
 }
 
@@ -252,16 +255,25 @@ class TrainingLoop {
   }
 
   absl::Status Run();
+  // The chief's last word, once Run has ended well: it leaves the job, waits until every
+  // worker has (so that no update is still to come), pulls the shards' values, the model psctl
+  // saves in params/, and reports their test and validation figures as the job's final ones.
+  absl::Status EvaluateFinalModel();
 
  private:
+  // Waits, polling the shards, until every worker has left the job (or was lost), or no update
+  // has come for a while (a worker lost for good), for at most kFinalModelWait; CANCELLED when
+  // asked to stop, DEADLINE_EXCEEDED naming who is left.
+  absl::Status AwaitEveryWorkerLeft();
   // Computes step's gradient on the exchange's weights into gradients_, then waits out the
   // straggler delay.
   absl::StatusOr<BatchMetrics> Compute();
-  // The current weights on the test set (into progress_.eval) and the validation set (into
+  // `weights` (the exchange's when null) on the test set (into progress_.eval) and the validation set (into
   // progress_.validation), each where the job has one.
   // `sync_step`: in SYNC, the job's step whose values a sparse model is evaluated on (its reads
   // wait for that step to begin, so that every run evaluates the same values); else unused.
-  absl::Status Evaluate(int64_t at_step, int64_t sync_step);
+  absl::Status Evaluate(int64_t at_step, int64_t sync_step,
+                        const ConstVariables* weights = nullptr);
   // Evaluates after step `step` where the spec asks for it; applies the stop rules
   // (target_loss, early_stopping_evals) to the validation loss, else the test loss.
   absl::Status MaybeEvaluate(int64_t step);
@@ -307,11 +319,7 @@ absl::Status TrainingLoop::Run() {
     phase.End(&pull_time_, &wait_time_);
     progress_.set_global_step(exchange_.global_step());
     if (exchange_.job_step() >= job_.step_limit) {  // The job's steps are all done.
-      if (context_.worker == 0) {
-        status = Evaluate(exchange_.job_step(), exchange_.job_step());
-        if (!status.ok()) return status;
-      }
-      context_.report(progress_);
+      context_.report(progress_);  // The chief's evaluation comes after (EvaluateFinalModel).
       break;
     }
     absl::StatusOr<BatchMetrics> metrics = Compute();
@@ -368,7 +376,8 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {
   return metrics;
 }
 
-absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step) {
+absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step,
+                                    const ConstVariables* weights) {
   for (const bool validation : {false, true}) {
     absl::StatusOr<EvalResult> eval;
     if (job_.sparse != nullptr) {
@@ -381,7 +390,7 @@ absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step) {
       const Dataset& data = validation ? job_.data.validation : job_.data.test;
       if (data.num_examples == 0) continue;
       eval = ps::Evaluate(job_.model.get(), data, spec_.batch_size(),
-                          exchange_.weights().const_view());
+                          weights != nullptr ? *weights : exchange_.weights().const_view());
     }
     if (!eval.ok()) return eval.status();
     eval->set_step(at_step);
@@ -390,17 +399,99 @@ absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step) {
   return absl::OkStatus();
 }
 
-absl::Status TrainingLoop::MaybeEvaluate(int64_t step) {
-  // Everyone when a stop rule may end the job, else the chief only.
-  const bool stop_rules = spec_.target_loss() > 0 || spec_.early_stopping_evals() > 0;
-  const bool last = step + 1 == job_.step_limit;
-  const bool interval = spec_.eval_interval() > 0 && (step + 1) % spec_.eval_interval() == 0;
-  if (!(interval && (context_.worker == 0 || stop_rules)) && !(last && context_.worker == 0)) {
-    return absl::OkStatus();
+// How long the chief's final evaluation waits for the other workers to finish.
+constexpr absl::Duration kFinalModelWait = absl::Minutes(30);
+
+absl::Status TrainingLoop::AwaitEveryWorkerLeft() {
+  const absl::Time begin = context_.clock->Now();
+  const absl::Time deadline = begin + kFinalModelWait;
+  absl::Time next_log = begin + absl::Seconds(30);
+  // A worker lost for good (its host died, and the job went on without it) never leaves: once
+  // no update has come for this long, none is coming.
+  const absl::Duration quiet = std::max(
+      absl::Seconds(10), 5 * (begin - loop_start_) / std::max<int64_t>(1, progress_.step()));
+  int64_t updates = -1;
+  absl::Time last_update = begin;
+  while (true) {
+    if (context_.stop->load()) return absl::CancelledError("stopped by request");
+    absl::StatusOr<std::vector<JobStats>> stats = context_.ps->GetJobStats(spec_.job_id());
+    if (!stats.ok()) return stats.status();
+    std::vector<int> running;
+    for (const WorkerStats& worker : (*stats)[0].workers()) {
+      bool left = worker.left();
+      for (const JobStats& shard : *stats) {
+        for (const WorkerStats& other : shard.workers()) {
+          if (other.worker() == worker.worker()) left = left && other.left();
+        }
+      }
+      if (!left) running.push_back(worker.worker());
+    }
+    if (running.empty()) return absl::OkStatus();
+    const absl::Time now = context_.clock->Now();
+    const std::string who = absl::StrCat("worker(s) ", absl::StrJoin(running, ", "));
+    int64_t applied = 0;
+    for (const JobStats& shard : *stats) applied += shard.applied_updates();
+    if (applied != updates) {
+      updates = applied;
+      last_update = now;
+    } else if (now - last_update >= quiet) {
+      LOG(INFO) << "job " << spec_.job_id() << ": " << who << " had not left, but no update "
+                << "came for " << absl::FormatDuration(quiet)
+                << "; the final evaluation takes the values as they are";
+      return absl::OkStatus();
+    }
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(who, " had not finished ", absl::FormatDuration(kFinalModelWait),
+                       " after the chief; the final figures are of the values then"));
+    }
+    if (now >= next_log) {
+      LOG(INFO) << "job " << spec_.job_id() << ": the final evaluation waits for " << who
+                << " to finish";
+      next_log = now + absl::Seconds(30);
+    }
+    context_.clock->SleepFor(absl::Milliseconds(50));
   }
+}
+
+absl::Status TrainingLoop::EvaluateFinalModel() {
+  const bool data = job_.sparse != nullptr
+                        ? job_.sparse->data().test.num_examples > 0 ||
+                              job_.sparse->data().validation.num_examples > 0
+                        : job_.data.test.num_examples > 0 || job_.data.validation.num_examples > 0;
+  if (!data) return absl::OkStatus();
+  // Leaving first: no peer waits for the chief while it waits for them.
+  absl::Status status =
+      context_.ps->LeaveJob(spec_.job_id(), spec_.run_id(), context_.worker);
+  if (!status.ok()) return status;
+  status = AwaitEveryWorkerLeft();
+  if (absl::IsCancelled(status)) return status;
+  if (!status.ok()) {
+    LOG(WARNING) << "job " << spec_.job_id() << ": " << status;
+    if (progress_.note().empty()) progress_.set_note(std::string(status.message()));
+  }
+  if (job_.sparse != nullptr) {
+    status = Evaluate(progress_.step(), /*sync_step=*/0);  // Its pulls wait for nothing.
+  } else {
+    HostVariables final_model(job_.variables);
+    status = PullCurrentValues(context_.ps, job_.parameters, final_model.mutable_view());
+    if (!status.ok()) return status;
+    status = Evaluate(progress_.step(), /*sync_step=*/0, &final_model.const_view());
+  }
+  if (!status.ok()) return status;
+  context_.report(progress_);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::MaybeEvaluate(int64_t step) {
+  // Everyone when a stop rule may end the job, else the chief only. The final figures are the
+  // chief's evaluation of the final model (EvaluateFinalModel).
+  const bool stop_rules = spec_.target_loss() > 0 || spec_.early_stopping_evals() > 0;
+  const bool interval = spec_.eval_interval() > 0 && (step + 1) % spec_.eval_interval() == 0;
+  if (!(interval && (context_.worker == 0 || stop_rules))) return absl::OkStatus();
   // After this step's push: SYNC's values are those of the job's next step.
   absl::Status evaluated = Evaluate(step + 1, exchange_.job_step() + 1);
-  if (!evaluated.ok() || !interval || !stop_rules) return evaluated;
+  if (!evaluated.ok() || !stop_rules) return evaluated;
   const bool validation = job_.has_validation;
   const double loss = validation ? progress_.validation().loss() : progress_.eval().loss();
   const char* judged = validation ? "validation" : "test";
@@ -453,7 +544,9 @@ absl::Status Train(const TrainerContext& context) {
   absl::StatusOr<std::unique_ptr<PreparedJob>> job = PrepareJob(context);
   if (!job.ok()) return job.status();
   TrainingLoop loop(context, job->get(), start);
-  return loop.Run();
+  absl::Status status = loop.Run();
+  if (!status.ok() || context.worker != 0) return status;
+  return loop.EvaluateFinalModel();
 }
 
 }  // namespace

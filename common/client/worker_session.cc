@@ -596,4 +596,14 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
   return result;
 }
 
+absl::Status PullCurrentValues(PsClient* client, const ParameterSpec& spec,
+                               const MutableVariables& values) {
+  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+      WorkerSession::Create(client, spec, 0, OBSERVER_INCARNATION);
+  if (!session.ok()) return session.status();
+  WorkerSession::PullOptions pull;
+  pull.step = 0;  // Never waits: every mode answers at once for step and clock 0.
+  return (*session)->Pull(pull, values).status();
+}
+
 }  // namespace ps

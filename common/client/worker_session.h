@@ -223,6 +223,12 @@ class WorkerSession {
   std::atomic<int64_t> bytes_received_{0};
 };
 
+// The values the shards of the job of `spec` hold now, into `values` (every dense variable):
+// read as an observer (OBSERVER_INCARNATION), waiting for nothing and changing no worker's
+// state; once every worker has left, the job's final model, which psctl saves in params/.
+absl::Status PullCurrentValues(PsClient* client, const ParameterSpec& spec,
+                               const MutableVariables& values);
+
 }  // namespace ps
 
 #endif  // PS_COMMON_CLIENT_WORKER_SESSION_H_

@@ -37,9 +37,6 @@ std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSp
   if (!stats.ok()) return {};
   results->WriteStaleness(*stats).IgnoreError();
   const ParameterSpec& parameters = (*stats)[0].spec();
-  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
-      WorkerSession::Create(client.ps(), parameters, 0, OBSERVER_INCARNATION);
-  if (!session.ok()) return *std::move(stats);
   std::vector<std::vector<float>> storage;
   MutableVariables values;
   for (const VariableDef& variable : parameters.variables()) {
@@ -48,9 +45,7 @@ std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSp
     storage.emplace_back(count);
     values[variable.name()] = absl::MakeSpan(storage.back());
   }
-  WorkerSession::PullOptions pull;
-  pull.step = 0;  // Never waits: every mode answers at once for step and clock 0.
-  if ((*session)->Pull(pull, values).ok()) {
+  if (PullCurrentValues(client.ps(), parameters, values).ok()) {
     results->WriteParameters(parameters, values).IgnoreError();
   }
   if (spec.record_apply_log()) {
