@@ -97,8 +97,15 @@ TEST(ExperimentTest, CiSweepRunsEndToEndResumesAndItsReportHoldsEveryPlot) {
        {"## Results", "## Pace of each worker", "## Staleness", "## Time to a test loss of 0.3"}) {
     EXPECT_THAT(markdown, HasSubstr(section));
   }
-  // Tables: results, each worker's pace, staleness (a row per mode each), time to target.
-  EXPECT_EQ(CountOf(markdown, "\n|---"), 4) << markdown;
+  // Tables: results, each worker's pace, staleness (a row per mode each), staleness by worker
+  // and shard, time to target.
+  EXPECT_EQ(CountOf(markdown, "\n|---"), 5) << markdown;
+  EXPECT_THAT(markdown, HasSubstr("## Staleness by worker and shard"));
+  EXPECT_THAT(markdown, HasSubstr("| group | worker | shard | gradients | mean | median | "
+                                  "99th percentile | max |"));
+  EXPECT_THAT(markdown, HasSubstr("\n| mode=ASYNC | 1 | 0 | "));
+  // Two seeds a group: means with their 95% confidence intervals.
+  EXPECT_THAT(markdown, HasSubstr(" ± "));
   EXPECT_THAT(markdown, HasSubstr(" | time/step (ms) | bytes sent/step/worker | "
                                   "bytes received/step/worker |\n"));
   EXPECT_THAT(markdown,

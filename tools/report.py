@@ -4,8 +4,9 @@
 Reads what `psctl experiment` wrote in DIR (sweep.json, sweep.csv, and each point's
 metrics.csv, eval.csv, staleness.csv, job.json) and writes DIR/report.md with tables, and the
 plots it embeds in DIR/plots/ (PNG, drawn by report_plots.py beside it). Runs that differ only
-in their seed (repeats, or a "seed" setting) form one group: tables give their mean and range,
-plots their mean and a shaded band from the minimum to the maximum. Exits 3 when matplotlib is
+in their seed (repeats, or a "seed" setting) form one group: tables give their mean with the
+half-width of its 95% confidence interval (Student's t), plots their mean and that interval
+shaded. Exits 3 when matplotlib is
 missing.
 """
 import csv
@@ -20,7 +21,8 @@ sys.dont_write_bytecode = True  # Leave no __pycache__ in the repository or the 
 try:
     import numpy as np
 
-    from report_plots import curves_plot, scaling_plot, staleness_plot, time_to_target_plot
+    from report_plots import (curves_plot, histogram_stats, mean_and_ci, scaling_plot,
+                              staleness_plot, time_to_target_plot)
 except ImportError as error:
     print(f"psctl report: {sys.executable} cannot import matplotlib ({error}): run "
           "tools/setup.sh (it installs python3 and python3-matplotlib)")
@@ -49,14 +51,16 @@ def fmt(value):
     return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
-def mean_and_range(values):
-    """'mean' for one value, 'mean (min–max)' for several, '–' for none."""
+def mean_with_ci(values):
+    """'mean' for one value (or several equal ones), 'mean ± h' for several: h the half-width of
+    the mean's 95% confidence interval (Student's t), '–' for none."""
     values = [v for v in values if v is not None and np.isfinite(v)]
     if not values:
         return "–"
     if min(values) == max(values):
         return fmt(values[0])
-    return f"{fmt(np.mean(values))} ({fmt(min(values))}–{fmt(max(values))})"
+    mean, half = mean_and_ci(values)
+    return f"{fmt(mean)} ± {fmt(half)}"
 
 
 class Run:
@@ -92,8 +96,12 @@ class Run:
         self.eval_losses = np.array([number(e["loss"]) for e in evals], dtype=float)
         self.eval_accuracy = np.array([number(e["accuracy"]) for e in evals], dtype=float)
         self.staleness = defaultdict(int)
+        # (worker, shard) -> staleness -> count: each learner's own distribution.
+        self.learner_staleness = defaultdict(lambda: defaultdict(int))
         for entry in read_csv(os.path.join(directory, "staleness.csv")):
             self.staleness[int(entry["staleness"])] += int(entry["count"])
+            learner = (int(entry["worker"]), int(entry["shard"]))
+            self.learner_staleness[learner][int(entry["staleness"])] += int(entry["count"])
 
     def smoothed_losses(self):
         window = max(1, len(self.losses) // 40)
@@ -172,13 +180,13 @@ def results_table(groups, varying, classifier):
             states[run.state] += 1
         row = [group.values[c] for c in varying] or [group.label()]
         row += [len(group.runs), ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
-                mean_and_range(group.column("final_eval_loss"))]
-        row += [mean_and_range(group.column("final_eval_accuracy"))] if classifier else []
-        row += [mean_and_range(group.column(c)) for c in
+                mean_with_ci(group.column("final_eval_loss"))]
+        row += [mean_with_ci(group.column("final_eval_accuracy"))] if classifier else []
+        row += [mean_with_ci(group.column(c)) for c in
                 ("staleness_mean", "staleness_max", "examples_per_second", "wall_time_s")]
-        row += [mean_and_range([None if t is None else 1000 * t
+        row += [mean_with_ci([None if t is None else 1000 * t
                                 for t in group.column("time_per_step_s")])]
-        row += [mean_and_range(group.column(c))
+        row += [mean_with_ci(group.column(c))
                 for c in ("bytes_sent_per_step", "bytes_received_per_step")]
         body.append(row)
     return table(header, body)
@@ -190,9 +198,29 @@ def pace_table(groups, varying):
     body = []
     for group in groups:
         row = [group.values[c] for c in varying] or [group.label()]
-        row += [mean_and_range(group.worker_step_ms(min)), mean_and_range(group.worker_step_ms(max))]
+        row += [mean_with_ci(group.worker_step_ms(min)), mean_with_ci(group.worker_step_ms(max))]
         body.append(row)
     return table(header, body)
+
+
+def learner_staleness_rows(groups):
+    """One row per group, worker and shard where gradients were applied: the staleness of that
+    worker's gradients on that shard, over the group's runs."""
+    rows = []
+    for group in groups:
+        counts = defaultdict(lambda: defaultdict(int))
+        for run in group.runs:
+            for learner, histogram in run.learner_staleness.items():
+                for staleness, count in histogram.items():
+                    counts[learner][staleness] += count
+        for (worker, shard), histogram in sorted(counts.items()):
+            stats = histogram_stats(histogram)
+            if stats is None:
+                continue
+            mean, median, p99, largest = stats
+            rows.append([group.label(), worker, shard, sum(histogram.values()), fmt(mean),
+                         median, p99, largest])
+    return rows
 
 
 def main(directory):
@@ -214,8 +242,9 @@ def main(directory):
     out.append(f"{runs} runs of {len(rows)} points, from `sweep.csv` (the sweep file was "
                f"`{sweep['source']}`), in {len(groups)} groups of runs that differ only in "
                "their seed; each run's results directory is its `dir` in `sweep.csv`. Values are "
-               "the mean over a group's runs, with the range (min–max) in brackets where they "
-               "differ; plots show the mean and shade the range.\n")
+               "the mean over a group's runs ± the half-width of its 95% confidence interval "
+               "(Student's t over the runs) where they differ; plots show the mean and shade "
+               "that interval.\n")
     if runs < len(rows):
         out.append(f"{len(rows) - runs} points have not run yet and are left out.\n")
     out.append("## Results\n\n" + results_table(groups, varying, classifier) +
@@ -260,12 +289,21 @@ def main(directory):
                table(["mode", "group", "mean", "median", "99th percentile", "max"],
                      [(m, l, fmt(a), b, c, d) for m, l, a, b, c, d in staleness]))
 
+    learners = learner_staleness_rows(groups)
+    if learners:
+        out.append("## Staleness by worker and shard\n\nEach worker's own distribution on each "
+                   "shard (Gupta et al.'s per-learner view), over a group's runs: a straggler's "
+                   "gradients, or a shard that applies later, stand out where the pooled "
+                   "histograms above average them away.\n\n" +
+                   table(["group", "worker", "shard", "gradients", "mean", "median",
+                          "99th percentile", "max"], learners) + "\n")
+
     target = sweep.get("target_loss") or 0
     if target > 0:
         body = []
         for group in groups:
             times = [t for t in group.column("time_to_target_s") if t is not None]
-            body.append([group.label(), f"{len(times)}/{len(group.runs)}", mean_and_range(times)])
+            body.append([group.label(), f"{len(times)}/{len(group.runs)}", mean_with_ci(times)])
         out.append(section("time_to_target.png", f"Time to a test loss of {target:g}",
                            "Seconds from submission to the first evaluation at or below the "
                            "target; runs that never reached it are left out of the mean.",
@@ -274,7 +312,7 @@ def main(directory):
     if "workers" in varying:
         out.append(section("scaling.png", "Scaling with the number of workers",
                            "The throughput of all workers together, and the final test loss, "
-                           "against the number of workers (error bars: the range over runs; "
+                           "against the number of workers (error bars: the 95% confidence interval over runs; "
                            "losses over 100 times the median, diverged runs', drawn at that cap).",
                            scaling_plot, groups))
 

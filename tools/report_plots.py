@@ -17,8 +17,29 @@ DPI = 80
 CURVE_POINTS = 200
 
 
+# Student's t's 97.5% quantile by degrees of freedom (a two-sided 95% interval); between the
+# rows, the next smaller row's (wider: the interval errs on the safe side).
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+         9: 2.262, 10: 2.228, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+
+
+def t_975(degrees):
+    return T_975[max(d for d in T_975 if d <= degrees)]
+
+
+def mean_and_ci(values, axis=None):
+    """The mean of `values` (along `axis`) and the half-width of its 95% confidence interval,
+    Student's t over the n values (0 where n < 2)."""
+    values = np.asarray(values, dtype=float)
+    n = values.shape[0] if axis == 0 else values.size
+    mean = values.mean(axis=axis)
+    if n < 2:
+        return mean, np.zeros_like(mean)
+    return mean, t_975(n - 1) * values.std(axis=axis, ddof=1) / np.sqrt(n)
+
+
 def band(axis, runs_xy, label, color):
-    """The mean of the runs' curves on a common grid, and their range shaded."""
+    """The mean of the runs' curves on a common grid, and its 95% confidence interval shaded."""
     curves = [(x, y) for x, y in runs_xy if len(x) > 1]
     if not curves:
         return np.array([])
@@ -27,10 +48,10 @@ def band(axis, runs_xy, label, color):
     grid = np.linspace(start, end, CURVE_POINTS)
     with np.errstate(invalid="ignore", over="ignore"):
         ys = np.array([np.interp(grid, x, y) for x, y in curves])
-        mean = ys.mean(axis=0)
+        mean, half = mean_and_ci(ys, axis=0)
         axis.plot(grid, mean, label=label, color=color, linewidth=1.2)
         if len(curves) > 1:
-            axis.fill_between(grid, ys.min(axis=0), ys.max(axis=0), color=color, alpha=0.2)
+            axis.fill_between(grid, mean - half, mean + half, color=color, alpha=0.2)
     return mean
 
 
@@ -169,9 +190,8 @@ def time_to_target_plot(path, groups):
     for i, group in enumerate(groups):
         times = [t for t in group.column("time_to_target_s") if t is not None]
         if times:
-            mean = np.mean(times)
-            axis.barh(i, mean, xerr=[[mean - min(times)], [max(times) - mean]], color="C0",
-                      alpha=0.7, capsize=3)
+            mean, half = mean_and_ci(times)
+            axis.barh(i, mean, xerr=half, color="C0", alpha=0.7, capsize=3)
         else:
             axis.text(0, i, " not reached", va="center", fontsize=8)
     axis.set_yticks(range(len(groups)))
@@ -201,11 +221,11 @@ def scaling_plot(path, groups):
                 if column == "final_eval_loss":
                     values = [min(v, cap) for v in values]
                 if values:
-                    points.append((group.workers(), np.mean(values), min(values), max(values)))
+                    points.append((group.workers(), *mean_and_ci(values)))
             if points:
-                x, mean, low, high = map(np.array, zip(*points))
+                x, mean, half = map(np.array, zip(*points))
                 # Past the colors, dashed: no two lines look alike up to 2 * COLORS.
-                axis.errorbar(x, mean, yerr=[mean - low, high - mean], label=label,
+                axis.errorbar(x, mean, yerr=half, label=label,
                               color=f"C{i % COLORS}", linestyle="-" if i < COLORS else "--",
                               marker="o", capsize=3)
     axes[0].set_ylabel("examples/s (all workers)")

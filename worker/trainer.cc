@@ -142,7 +142,7 @@ struct PreparedJob {
 // A dense model's data and model into `job`.
 absl::Status PrepareDense(const TrainerContext& context, PreparedJob* job) {
   const JobSpec& spec = context.spec;
-  absl::StatusOr<DataSplits> data = LoadSplits(spec.data(), spec.seed());
+  absl::StatusOr<DataSplits> data = LoadSplits(spec.data(), DataSeed(spec));
   if (!data.ok()) return data.status();
   job->data = *std::move(data);
   const Dataset& train = job->data.train;

@@ -126,6 +126,10 @@ absl::StatusOr<Dataset> LoadDataset(const DataSpec& spec, uint64_t seed) {
   return LoadSource(spec, seed);
 }
 
+uint64_t DataSeed(const JobSpec& spec) {
+  return spec.data().has_seed() ? spec.data().seed() : spec.seed();
+}
+
 absl::StatusOr<DataSplits> LoadSplits(const DataSpec& spec, uint64_t seed) {
   absl::StatusOr<Dataset> source = LoadSource(spec, seed);
   if (!source.ok()) return source.status();

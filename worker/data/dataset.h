@@ -60,6 +60,8 @@ struct DataSplits {
 // statistics (normalize). A test_data file whose features or format do not match the source is
 // INVALID_ARGUMENT naming both; num_classes is the larger of the two files'.
 absl::StatusOr<DataSplits> LoadSplits(const DataSpec& spec, uint64_t seed);
+// The seed of a job's data: DataSpec.seed where set, else the job's.
+uint64_t DataSeed(const JobSpec& spec);
 
 // Individual sources (LoadDataset dispatches to these). Files may be gzip-compressed (found by
 // gzip's magic bytes). MNIST's num_classes is the largest label + 1. LIBSVM and CSV labels: all

@@ -212,6 +212,28 @@ TEST(LoadDatasetTest, GeneratesSyntheticData) {
   EXPECT_EQ(loaded->num_classes, 3);
 }
 
+TEST(DataSeedTest, TheDataSeedKeepsTheDataWhileTheJobSeedChanges) {
+  JobSpec spec;
+  spec.mutable_data()->mutable_synthetic()->set_kind(SyntheticData::GAUSSIAN_MIXTURE);
+  spec.mutable_data()->mutable_synthetic()->set_num_examples(40);
+  spec.mutable_data()->mutable_synthetic()->set_feature_dim(3);
+  spec.mutable_data()->mutable_synthetic()->set_num_classes(2);
+  auto features = [](const JobSpec& job) {
+    absl::StatusOr<DataSplits> splits = LoadSplits(job.data(), DataSeed(job));
+    EXPECT_TRUE(splits.ok()) << splits.status();
+    return splits.ok() ? splits->train.features : std::vector<float>();
+  };
+  spec.set_seed(1);
+  const std::vector<float> first = features(spec);
+  spec.set_seed(2);
+  EXPECT_NE(features(spec), first);  // Unset, the data follows the job's seed.
+  spec.mutable_data()->set_seed(7);
+  const std::vector<float> fixed = features(spec);
+  spec.set_seed(3);
+  EXPECT_EQ(features(spec), fixed);
+  EXPECT_EQ(DataSeed(spec), 7u);
+}
+
 TEST(LoadSplitsTest, NormalizeScalesEachFeatureByTheTrainingExamplesAlone) {
   DataSpec spec;
   spec.mutable_synthetic()->set_kind(SyntheticData::LINEAR);
