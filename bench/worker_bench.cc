@@ -114,6 +114,25 @@ class CopyTimingBackend : public ComputeBackend {
   void Axpy(size_t count, float alpha, const float* x, float* y) override {
     inner_->Axpy(count, alpha, x, y);
   }
+  void Im2Col(const Window2D& window, int batch, const float* images, float* columns) override {
+    inner_->Im2Col(window, batch, images, columns);
+  }
+  void Col2Im(const Window2D& window, int batch, const float* columns, float* images) override {
+    inner_->Col2Im(window, batch, columns, images);
+  }
+  void MaxPoolForward(const Window2D& window, int batch, const float* x, float* y) override {
+    inner_->MaxPoolForward(window, batch, x, y);
+  }
+  void AvgPoolForward(const Window2D& window, int batch, const float* x, float* y) override {
+    inner_->AvgPoolForward(window, batch, x, y);
+  }
+  void MaxPoolBackward(const Window2D& window, int batch, const float* x, const float* y,
+                       const float* dy, float* dx) override {
+    inner_->MaxPoolBackward(window, batch, x, y, dy, dx);
+  }
+  void AvgPoolBackward(const Window2D& window, int batch, const float* dy, float* dx) override {
+    inner_->AvgPoolBackward(window, batch, dy, dx);
+  }
   void Synchronize() override { inner_->Synchronize(); }
 
  private:

@@ -24,6 +24,25 @@ struct LossSums {
   int64_t correct = 0;  // Classifiers: examples whose prediction equals the label.
 };
 
+// The geometry of a 2-D convolution or pooling over a batch of NHWC images: each example is
+// height x width x channels floats, row-major with the channels fastest (a batch is then a
+// [batch, height * width * channels] matrix, as dense features are). The window moves by
+// `stride` over the input padded with `padding` zeros on every side (pooling: padding 0).
+struct Window2D {
+  int height = 0;
+  int width = 0;
+  int channels = 0;
+  int kernel_h = 1;
+  int kernel_w = 1;
+  int stride = 1;
+  int padding = 0;
+
+  int out_height() const { return (height + 2 * padding - kernel_h) / stride + 1; }
+  int out_width() const { return (width + 2 * padding - kernel_w) / stride + 1; }
+  // Floats in one window of the input (a row of Im2Col's columns).
+  int patch() const { return kernel_h * kernel_w * channels; }
+};
+
 // Not thread-safe: one backend per training thread.
 class ComputeBackend {
  public:
@@ -64,6 +83,27 @@ class ComputeBackend {
                                 float scale, float* dpredictions) = 0;
   // y += alpha * x.
   virtual void Axpy(size_t count, float alpha, const float* x, float* y) = 0;
+
+  // Convolution and pooling over NHWC images (Window2D); window_ops.h holds the arithmetic both
+  // backends share. `batch` examples each. A convolution is Im2Col and one Gemm.
+  // columns[(n * out_h + oh) * out_w + ow][(kh * kernel_w + kw) * channels + c] =
+  // images[n][oh * stride - padding + kh][ow * stride - padding + kw][c], 0 in the padding.
+  virtual void Im2Col(const Window2D& window, int batch, const float* images,
+                      float* columns) = 0;
+  // Im2Col's adjoint: each pixel the sum of the column entries copied from it (the input's
+  // gradient from the columns').
+  virtual void Col2Im(const Window2D& window, int batch, const float* columns,
+                      float* images) = 0;
+  // Pooling (padding 0): y[n][oh][ow][c] is the window's maximum, or its mean.
+  virtual void MaxPoolForward(const Window2D& window, int batch, const float* x, float* y) = 0;
+  virtual void AvgPoolForward(const Window2D& window, int batch, const float* x, float* y) = 0;
+  // dx: each window's dy goes to the first position (kh, then kw) holding its maximum (x and y
+  // as MaxPoolForward had them), or in equal parts to every position (mean); summed where
+  // windows overlap.
+  virtual void MaxPoolBackward(const Window2D& window, int batch, const float* x, const float* y,
+                               const float* dy, float* dx) = 0;
+  virtual void AvgPoolBackward(const Window2D& window, int batch, const float* dy,
+                               float* dx) = 0;
 
   // Returns once every operation before it has finished (for timing phases apart).
   virtual void Synchronize() = 0;

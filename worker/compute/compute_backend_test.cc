@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -262,6 +263,133 @@ TEST_P(ComputeBackendTest, Axpy) {
     for (int i = 0; i < count; ++i) {
       const double expected = double{y[i]} + double{-0.3f} * x[i];
       ASSERT_TRUE(Near(actual[i], expected, std::abs(y[i]) + std::abs(0.3 * x[i]))) << i;
+    }
+  }
+}
+
+// Window shapes for the convolution and pooling tests: odd sizes, strides, padding, channels.
+std::vector<Window2D> Windows(bool pooling) {
+  std::vector<Window2D> windows;
+  for (const auto& [h, w, c, kh, kw, stride, padding] :
+       std::vector<std::array<int, 7>>{{5, 5, 1, 3, 3, 1, 1}, {7, 6, 3, 3, 2, 2, 1},
+                                       {8, 8, 2, 2, 2, 2, 0}, {6, 9, 4, 3, 3, 2, 2},
+                                       {4, 4, 5, 1, 1, 1, 0}, {9, 7, 2, 3, 3, 3, 0}}) {
+    if (pooling && padding > 0) continue;
+    windows.push_back(Window2D{h, w, c, kh, kw, stride, padding});
+  }
+  return windows;
+}
+
+// The input index of image n's (ih, iw, c), or -1 in the padding.
+int64_t Pixel(const Window2D& w, int n, int ih, int iw, int c) {
+  if (ih < 0 || ih >= w.height || iw < 0 || iw >= w.width) return -1;
+  return ((static_cast<int64_t>(n) * w.height + ih) * w.width + iw) * w.channels + c;
+}
+
+// A convolution is Im2Col and one Gemm: against the direct sum in double precision, for F
+// filters of the window's size; and Col2Im is Im2Col's adjoint, against the direct scatter.
+TEST_P(ComputeBackendTest, ConvolutionAsIm2ColAndGemmAndItsAdjoint) {
+  constexpr int kBatch = 3, kFilters = 4;
+  for (const Window2D& w : Windows(/*pooling=*/false)) {
+    const int rows = kBatch * w.out_height() * w.out_width();
+    const std::vector<float> images = Random(kBatch * w.height * w.width * w.channels, -1, 1);
+    const std::vector<float> kernels = Random(kFilters * w.patch(), -1, 1);
+    DeviceArray images_device = Upload(images), kernels_device = Upload(kernels);
+    DeviceArray columns(backend_.get(), static_cast<size_t>(rows) * w.patch());
+    DeviceArray output(backend_.get(), static_cast<size_t>(rows) * kFilters);
+    backend_->Im2Col(w, kBatch, images_device.data(), columns.data());
+    backend_->Gemm(false, true, rows, kFilters, w.patch(), 1.0f, columns.data(),
+                   kernels_device.data(), 0.0f, output.data());
+    const std::vector<float> actual = Download(output);
+    // The columns' gradient scattered back (Col2Im) against the direct scatter.
+    const std::vector<float> column_gradient = Random(static_cast<size_t>(rows) * w.patch(), -1, 1);
+    DeviceArray column_gradient_device = Upload(column_gradient);
+    DeviceArray image_gradient(backend_.get(), images.size());
+    backend_->Col2Im(w, kBatch, column_gradient_device.data(), image_gradient.data());
+    const std::vector<float> scattered = Download(image_gradient);
+    std::vector<double> expected_scatter(images.size(), 0.0), magnitude(images.size(), 0.0);
+    for (int n = 0; n < kBatch; ++n) {
+      for (int oh = 0; oh < w.out_height(); ++oh) {
+        for (int ow = 0; ow < w.out_width(); ++ow) {
+          const int row = (n * w.out_height() + oh) * w.out_width() + ow;
+          for (int f = 0; f < kFilters; ++f) {
+            double sum = 0, size = 0;
+            for (int kh = 0; kh < w.kernel_h; ++kh) {
+              for (int kw = 0; kw < w.kernel_w; ++kw) {
+                for (int c = 0; c < w.channels; ++c) {
+                  const int64_t at = Pixel(w, n, oh * w.stride - w.padding + kh,
+                                           ow * w.stride - w.padding + kw, c);
+                  const double k = kernels[f * w.patch() + (kh * w.kernel_w + kw) * w.channels + c];
+                  if (at >= 0) sum += k * images[at];
+                  if (at >= 0) size += std::abs(k * images[at]);
+                  if (f == 0 && at >= 0) {
+                    const double g = column_gradient[static_cast<size_t>(row) * w.patch() +
+                                                     (kh * w.kernel_w + kw) * w.channels + c];
+                    expected_scatter[at] += g;
+                    magnitude[at] += std::abs(g);
+                  }
+                }
+              }
+            }
+            ASSERT_TRUE(Near(actual[row * kFilters + f], sum, size))
+                << "window " << w.height << "x" << w.width << "x" << w.channels << " row " << row;
+          }
+        }
+      }
+    }
+    for (size_t i = 0; i < images.size(); ++i) {
+      ASSERT_TRUE(Near(scattered[i], expected_scatter[i], magnitude[i])) << i;
+    }
+  }
+}
+
+// Max and average pooling, forward and backward, against direct loops in double precision;
+// the max's gradient goes to the first maximum of its window (ties are made on purpose).
+TEST_P(ComputeBackendTest, PoolingForwardAndBackward) {
+  constexpr int kBatch = 2;
+  for (const Window2D& w : Windows(/*pooling=*/true)) {
+    std::vector<float> x = Random(kBatch * w.height * w.width * w.channels, -1, 1);
+    for (size_t i = 0; i < x.size(); i += 7) x[i] = 0.5f;  // Ties within windows.
+    const size_t pooled = static_cast<size_t>(kBatch) * w.out_height() * w.out_width() * w.channels;
+    const std::vector<float> dy = Random(pooled, -1, 1);
+    DeviceArray x_device = Upload(x), dy_device = Upload(dy);
+    DeviceArray max_y(backend_.get(), pooled), avg_y(backend_.get(), pooled);
+    DeviceArray max_dx(backend_.get(), x.size()), avg_dx(backend_.get(), x.size());
+    backend_->MaxPoolForward(w, kBatch, x_device.data(), max_y.data());
+    backend_->AvgPoolForward(w, kBatch, x_device.data(), avg_y.data());
+    backend_->MaxPoolBackward(w, kBatch, x_device.data(), max_y.data(), dy_device.data(),
+                              max_dx.data());
+    backend_->AvgPoolBackward(w, kBatch, dy_device.data(), avg_dx.data());
+    const std::vector<float> maxes = Download(max_y), means = Download(avg_y);
+    const std::vector<float> max_grad = Download(max_dx), avg_grad = Download(avg_dx);
+    std::vector<double> expected_max_grad(x.size(), 0.0), expected_avg_grad(x.size(), 0.0);
+    const double share = 1.0 / (w.kernel_h * w.kernel_w);
+    for (int n = 0; n < kBatch; ++n) {
+      for (int oh = 0; oh < w.out_height(); ++oh) {
+        for (int ow = 0; ow < w.out_width(); ++ow) {
+          for (int c = 0; c < w.channels; ++c) {
+            const size_t out = ((static_cast<size_t>(n) * w.out_height() + oh) * w.out_width() +
+                                ow) * w.channels + c;
+            int64_t first_max = -1;
+            double sum = 0;
+            for (int kh = 0; kh < w.kernel_h; ++kh) {
+              for (int kw = 0; kw < w.kernel_w; ++kw) {
+                const int64_t at = Pixel(w, n, oh * w.stride + kh, ow * w.stride + kw, c);
+                sum += x[at];
+                if (first_max < 0 || x[at] > x[first_max]) first_max = at;
+                expected_avg_grad[at] += dy[out] * share;
+              }
+            }
+            ASSERT_EQ(maxes[out], x[first_max]) << out;
+            ASSERT_TRUE(Near(means[out], sum * share, share * w.kernel_h * w.kernel_w)) << out;
+            expected_max_grad[first_max] += dy[out];
+          }
+        }
+      }
+    }
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_TRUE(Near(max_grad[i], expected_max_grad[i], 1.0)) << i;
+      ASSERT_TRUE(Near(avg_grad[i], expected_avg_grad[i], 1.0)) << i;
     }
   }
 }

@@ -10,12 +10,20 @@
 #include <string>
 
 #include "worker/compute/compute_backend.h"
+#include "worker/compute/window_ops.h"
 
 namespace ps {
 namespace {
 
 // Cache-line (and AVX-512) alignment for every array.
 constexpr std::align_val_t kAlignment{64};
+
+size_t ImageSize(const Window2D& window, int batch) {
+  return static_cast<size_t>(batch) * window.height * window.width * window.channels;
+}
+size_t PooledSize(const Window2D& window, int batch) {
+  return static_cast<size_t>(batch) * window.out_height() * window.out_width() * window.channels;
+}
 
 // Class labels travel as floats; a class id is exact below 2^24.
 int ClassOf(float label) { return static_cast<int>(label); }
@@ -54,6 +62,42 @@ class CpuBackend : public ComputeBackend {
     cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans,
                 transpose_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
                 n);
+  }
+
+  void Im2Col(const Window2D& window, int batch, const float* images, float* columns) override {
+    const size_t count = static_cast<size_t>(batch) * window.out_height() * window.out_width() *
+                         window.patch();
+    for (size_t i = 0; i < count; ++i) columns[i] = window_ops::Im2ColAt(window, images, i);
+  }
+
+  void Col2Im(const Window2D& window, int batch, const float* columns, float* images) override {
+    const size_t count = ImageSize(window, batch);
+    for (size_t i = 0; i < count; ++i) images[i] = window_ops::Col2ImAt(window, columns, i);
+  }
+
+  void MaxPoolForward(const Window2D& window, int batch, const float* x, float* y) override {
+    const size_t count = PooledSize(window, batch);
+    for (size_t i = 0; i < count; ++i) y[i] = window_ops::MaxPoolAt(window, x, i);
+  }
+
+  void AvgPoolForward(const Window2D& window, int batch, const float* x, float* y) override {
+    const size_t count = PooledSize(window, batch);
+    for (size_t i = 0; i < count; ++i) y[i] = window_ops::AvgPoolAt(window, x, i);
+  }
+
+  void MaxPoolBackward(const Window2D& window, int batch, const float* x, const float* y,
+                       const float* dy, float* dx) override {
+    const size_t count = ImageSize(window, batch);
+    for (size_t i = 0; i < count; ++i) {
+      dx[i] = window_ops::PoolGradientAt(window, /*max=*/true, x, y, dy, i);
+    }
+  }
+
+  void AvgPoolBackward(const Window2D& window, int batch, const float* dy, float* dx) override {
+    const size_t count = ImageSize(window, batch);
+    for (size_t i = 0; i < count; ++i) {
+      dx[i] = window_ops::PoolGradientAt(window, /*max=*/false, nullptr, nullptr, dy, i);
+    }
   }
 
   void AddBias(int rows, int cols, const float* bias, float* x) override {

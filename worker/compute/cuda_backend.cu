@@ -19,6 +19,7 @@
 
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/cuda_backend_impl.h"
+#include "worker/compute/window_ops.h"
 
 namespace ps {
 namespace {
@@ -97,6 +98,35 @@ __global__ void ColumnSumsKernel(int rows, int cols, const float* x, float* out)
     float total = 0.0f;
     for (int lane = 0; lane < kRowLanes; ++lane) total += partial[lane][threadIdx.x];
     out[column] = total;
+  }
+}
+
+size_t ImageSize(const Window2D& window, int batch) {
+  return static_cast<size_t>(batch) * window.height * window.width * window.channels;
+}
+size_t PooledSize(const Window2D& window, int batch) {
+  return static_cast<size_t>(batch) * window.out_height() * window.out_width() * window.channels;
+}
+
+// Convolution and pooling: a thread per output element, the arithmetic window_ops.h's.
+enum class WindowOp { kIm2Col, kCol2Im, kMaxPool, kAvgPool, kMaxPoolGradient, kAvgPoolGradient };
+
+template <WindowOp kOp>
+__global__ void WindowKernel(size_t count, Window2D window, const float* a, const float* b,
+                             const float* c, float* out) {
+  for (size_t i = FirstIndex(); i < count; i += GridStride()) {
+    switch (kOp) {
+      case WindowOp::kIm2Col: out[i] = window_ops::Im2ColAt(window, a, i); break;
+      case WindowOp::kCol2Im: out[i] = window_ops::Col2ImAt(window, a, i); break;
+      case WindowOp::kMaxPool: out[i] = window_ops::MaxPoolAt(window, a, i); break;
+      case WindowOp::kAvgPool: out[i] = window_ops::AvgPoolAt(window, a, i); break;
+      case WindowOp::kMaxPoolGradient:
+        out[i] = window_ops::PoolGradientAt(window, true, a, b, c, i);
+        break;
+      case WindowOp::kAvgPoolGradient:
+        out[i] = window_ops::PoolGradientAt(window, false, nullptr, nullptr, c, i);
+        break;
+    }
   }
 }
 
@@ -561,6 +591,33 @@ class CudaBackend : public ComputeBackend {
     return LossSums{totals.loss, totals.correct};
   }
 
+  void Im2Col(const Window2D& window, int batch, const float* images, float* columns) override {
+    RunWindow<WindowOp::kIm2Col>(static_cast<size_t>(batch) * window.out_height() *
+                                     window.out_width() * window.patch(),
+                                 window, images, nullptr, nullptr, columns, "Im2Col");
+  }
+  void Col2Im(const Window2D& window, int batch, const float* columns, float* images) override {
+    RunWindow<WindowOp::kCol2Im>(ImageSize(window, batch), window, columns, nullptr, nullptr,
+                                 images, "Col2Im");
+  }
+  void MaxPoolForward(const Window2D& window, int batch, const float* x, float* y) override {
+    RunWindow<WindowOp::kMaxPool>(PooledSize(window, batch), window, x, nullptr, nullptr, y,
+                                  "MaxPoolForward");
+  }
+  void AvgPoolForward(const Window2D& window, int batch, const float* x, float* y) override {
+    RunWindow<WindowOp::kAvgPool>(PooledSize(window, batch), window, x, nullptr, nullptr, y,
+                                  "AvgPoolForward");
+  }
+  void MaxPoolBackward(const Window2D& window, int batch, const float* x, const float* y,
+                       const float* dy, float* dx) override {
+    RunWindow<WindowOp::kMaxPoolGradient>(ImageSize(window, batch), window, x, y, dy, dx,
+                                          "MaxPoolBackward");
+  }
+  void AvgPoolBackward(const Window2D& window, int batch, const float* dy, float* dx) override {
+    RunWindow<WindowOp::kAvgPoolGradient>(ImageSize(window, batch), window, nullptr, nullptr, dy,
+                                          dx, "AvgPoolBackward");
+  }
+
   void Axpy(size_t count, float alpha, const float* x, float* y) override {
     if (count == 0) return;
     MakeDeviceCurrent();
@@ -581,6 +638,15 @@ class CudaBackend : public ComputeBackend {
   }
 
  private:
+  template <WindowOp kOp>
+  void RunWindow(size_t count, const Window2D& window, const float* a, const float* b,
+                 const float* c, float* out, const char* name) {
+    if (count == 0) return;
+    MakeDeviceCurrent();
+    WindowKernel<kOp><<<BlocksFor(count), kThreads, 0, stream_>>>(count, window, a, b, c, out);
+    CheckCuda(cudaGetLastError(), name, __FILE__, __LINE__);
+  }
+
   static void Report(cudaError_t error, const char* call) {
     if (error != cudaSuccess) {
       std::fprintf(stderr, "CUDA backend: %s failed: %s\n", call, DescribeCudaError(error).c_str());
