@@ -49,6 +49,14 @@ done
 accuracy=$(sed -n 's/.*"final_eval_accuracy": \([0-9.]*\).*/\1/p' "$DIR/sync/summary.json")
 awk -v a="$accuracy" 'BEGIN { exit !(a > 0.5) }' ||
   fail "final accuracy $accuracy is no better than a guess among 4 classes"
+# The program's pulls and pushes are counted as a native worker's: a step moves the model (its
+# parameters' bytes and more) each way.
+parameters=$(/usr/bin/python3 -c "import glob, numpy as np; print(sum(np.load(f).size for f in glob.glob('$DIR/sync/params/*.npy')))")
+for direction in sent received; do
+  per_step=$(sed -n "s/.*\"bytes_${direction}_per_step\": \([0-9.e+]*\).*/\1/p" "$DIR/sync/summary.json")
+  awk -v b="$per_step" -v p="$parameters" 'BEGIN { exit !(b >= 4 * p) }' ||
+    fail "bytes_${direction}_per_step is $per_step, under the model's $((4 * parameters)) bytes"
+done
 log "SYNC: DONE, final accuracy $accuracy"
 
 # --- ASYNC: kill -9 of worker 1's program; it is started again and the job ends DONE.

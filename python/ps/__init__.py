@@ -228,10 +228,13 @@ class Worker:
         return answers
 
     def progress(self):
-        """This worker's figures for report(): its steps, the job's step (SYNC), and the mean
-        staleness of its gradients the shards applied or aggregated so far."""
+        """This worker's figures for report(): its steps, the job's step (SYNC), the mean
+        staleness of its gradients the shards applied or aggregated so far, and the bytes its
+        pulls and pushes sent and received (summary.json's bytes per step)."""
         return {"step": self.local_step, "global_step": self.job_step,
-                "staleness": self._staleness_sum / self._applied if self._applied else 0.0}
+                "staleness": self._staleness_sum / self._applied if self._applied else 0.0,
+                "bytes_sent": self._session.bytes_sent,
+                "bytes_received": self._session.bytes_received}
 
     def _count(self, answers):
         for answer in answers:

@@ -231,6 +231,10 @@ class Session {
 
   // Whether the shards count steps (SYNC's barrier): a pull then names the step it waits for.
   bool counts_steps() const { return counts_steps_; }
+  // The bytes this session's calls sent and received (requests and answers, as ps_worker
+  // counts them).
+  int64_t bytes_sent() const { return session_->bytes_sent(); }
+  int64_t bytes_received() const { return session_->bytes_received(); }
   std::string job_id() const { return spec_.job_id(); }
   std::string run_id() const { return spec_.run_id(); }
 
@@ -467,6 +471,8 @@ PYBIND11_MODULE(_client, module) {
            py::arg("client"), py::arg("spec"), py::arg("worker"), py::arg("incarnation") = 0)
       .def_property_readonly("variables", &Session::Variables)
       .def_property_readonly("counts_steps", &Session::counts_steps)
+      .def_property_readonly("bytes_sent", &Session::bytes_sent)
+      .def_property_readonly("bytes_received", &Session::bytes_received)
       .def_property_readonly("job_id", &Session::job_id)
       .def_property_readonly("run_id", &Session::run_id)
       .def("pull", &Session::Pull, py::arg("out"), py::arg("step") = 0, py::arg("clock") = 0,
