@@ -61,6 +61,39 @@ TEST_F(TrainerTest, SyncAggregatesEveryWorkerEachStep) {
   }
 }
 
+// A CNN (issue 33) trains through the shards as the dense models do: its 16 features are a
+// 4x4 image, a convolution and a pooling feed the dense layers, and its kernel is a variable
+// split over both shards.
+TEST_F(TrainerTest, ACnnTrainsInSync) {
+  StartServers(2);
+  JobSpec spec = SoftmaxJob("cnn", ConsistencyConfig::SYNC);
+  ModelSpec& model = *spec.mutable_model();
+  model.set_kind(ModelSpec::CNN);
+  model.mutable_image()->set_height(4);
+  model.mutable_image()->set_width(4);
+  model.mutable_image()->set_channels(1);
+  LayerSpec& conv = *model.add_layers();
+  conv.set_kind(LayerSpec::CONV);
+  conv.set_filters(6);
+  conv.set_kernel(3);
+  conv.set_padding(1);
+  conv.set_activation(ModelSpec::TANH);
+  LayerSpec& pool = *model.add_layers();
+  pool.set_kind(LayerSpec::MAX_POOL);
+  pool.set_kernel(2);
+  spec.mutable_learning_rate()->set_base(0.3f);
+  spec.set_steps(80);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 80);
+  for (const JobStats& shard : Stats("cnn")) {
+    EXPECT_EQ(shard.version(), 80);
+    EXPECT_EQ(shard.applied_gradients(), 160);
+    bool kernel = false;
+    for (const SliceRef& slice : shard.slices()) kernel |= slice.variable() == "layer0/kernel";
+    EXPECT_TRUE(kernel) << "ps:" << shard.ps_index() << " holds no part of the kernel";
+  }
+}
+
 TEST_F(TrainerTest, AsyncAppliesEveryGradientAlone) {
   StartServers(2);
   std::vector<WorkerRun> runs = RunWorkers(SoftmaxJob("async", ConsistencyConfig::ASYNC), 2);

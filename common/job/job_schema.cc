@@ -37,12 +37,68 @@ absl::Status CheckNonNegative(const char* field, float value) {
       absl::StrCat("optimizer.", field, " must be finite and >= 0, got ", value));
 }
 
+// A CNN's image and layers, each in range; whether the windows fit the images they slide over
+// is the model's to say (worker/model/conv_model.h), from the data's feature_dim.
+absl::Status ValidateCnn(const ModelSpec& model) {
+  if (model.kind() != ModelSpec::CNN) {
+    if (model.has_image() || !model.layers().empty()) {
+      return FieldError(model.has_image() ? "model.image" : "model.layers",
+                        "is for CNN: unset it (or set model.kind to CNN)");
+    }
+    return absl::OkStatus();
+  }
+  const ImageShape& image = model.image();
+  if (image.height() < 1 || image.width() < 1 || image.channels() < 1) {
+    return FieldError("model.image", "needs height, width and channels of at least 1 (28, 28 "
+                                     "and 1 for Fashion-MNIST)");
+  }
+  if (!model.hidden_sizes().empty()) {
+    return FieldError("model.hidden_sizes", "is for MLP; a CNN's dense layers are DENSE layers");
+  }
+  if (model.layers().empty() || model.layers_size() > kMaxHiddenLayers) {
+    return FieldError("model.layers", absl::StrCat("has ", model.layers_size(),
+                                                   " layers: a CNN has 1 to ", kMaxHiddenLayers));
+  }
+  for (int i = 0; i < model.layers_size(); ++i) {
+    const LayerSpec& layer = model.layers(i);
+    const std::string field = absl::StrCat("model.layers[", i, "]");
+    const LayerSpec::Kind kind = layer.kind();
+    if (kind == LayerSpec::KIND_UNSPECIFIED || !LayerSpec::Kind_IsValid(kind)) {
+      return FieldError(field + ".kind", "is not set: use CONV, MAX_POOL, AVG_POOL or DENSE");
+    }
+    const bool windowed = kind != LayerSpec::DENSE;
+    if (windowed && (layer.kernel() < 1 || layer.kernel() > 64)) {
+      return FieldError(field + ".kernel", absl::StrCat("is ", layer.kernel(),
+                                                        ": a window's side is 1 to 64"));
+    }
+    if (layer.stride() < 0 || layer.stride() > 64 || layer.padding() < 0 ||
+        layer.padding() > 64) {
+      return FieldError(field, "stride and padding are 0 to 64");
+    }
+    if (kind == LayerSpec::CONV && (layer.filters() < 1 || layer.filters() > kMaxLayerWidth)) {
+      return FieldError(field + ".filters", absl::StrCat("is ", layer.filters(), ": a CONV has 1 to ",
+                                                         kMaxLayerWidth, " filters"));
+    }
+    if (kind == LayerSpec::DENSE && (layer.units() < 1 || layer.units() > kMaxLayerWidth)) {
+      return FieldError(field + ".units", absl::StrCat("is ", layer.units(), ": a DENSE has 1 to ",
+                                                       kMaxLayerWidth, " units"));
+    }
+    if (kind != LayerSpec::CONV && layer.padding() != 0) {
+      return FieldError(field + ".padding", "is for CONV: unset it");
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateModel(const ModelSpec& model) {
   if (model.kind() == ModelSpec::KIND_UNSPECIFIED || !ModelSpec::Kind_IsValid(model.kind())) {
     return FieldError("model.kind",
                       "is not set: use LINEAR_REGRESSION, LOGISTIC_REGRESSION, "
-                      "SOFTMAX_REGRESSION, MLP, SPARSE_LOGISTIC_REGRESSION or EMBEDDING_BAG_MLP");
+                      "SOFTMAX_REGRESSION, MLP, SPARSE_LOGISTIC_REGRESSION, EMBEDDING_BAG_MLP "
+                      "or CNN");
   }
+  absl::Status cnn = ValidateCnn(model);
+  if (!cnn.ok()) return cnn;
   if (model.embedding_dim() != 0 && model.kind() != ModelSpec::EMBEDDING_BAG_MLP) {
     return FieldError("model.embedding_dim", "is for EMBEDDING_BAG_MLP: unset it");
   }

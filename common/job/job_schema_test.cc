@@ -51,6 +51,26 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
       {[](JobSpec* s) { s->mutable_checkpoint()->set_dir("/shared/ckpt"); }, "no longer accepted"},
       {[](JobSpec* s) { s->mutable_model()->clear_kind(); }, "model.kind"},
       {[](JobSpec* s) { s->mutable_model()->set_kind(ModelSpec::MLP); }, "model.hidden_sizes"},
+      {[](JobSpec* s) { s->mutable_model()->set_kind(ModelSpec::CNN); }, "model.image"},
+      {[](JobSpec* s) { s->mutable_model()->add_layers(); }, "model.layers is for CNN"},
+      {[](JobSpec* s) {
+         ModelSpec* m = s->mutable_model();
+         m->set_kind(ModelSpec::CNN);
+         m->mutable_image()->set_height(4);
+         m->mutable_image()->set_width(4);
+         m->mutable_image()->set_channels(1);
+         m->add_layers()->set_kind(LayerSpec::CONV);
+       },
+       "model.layers[0].kernel"},
+      {[](JobSpec* s) {
+         ModelSpec* m = s->mutable_model();
+         m->set_kind(ModelSpec::CNN);
+         m->mutable_image()->set_height(4);
+         m->mutable_image()->set_width(4);
+         m->mutable_image()->set_channels(1);
+         m->add_layers()->set_kind(LayerSpec::DENSE);
+       },
+       "model.layers[0].units"},
       {[](JobSpec* s) { s->mutable_data()->clear_synthetic(); }, "data"},
       {[](JobSpec* s) { s->mutable_data()->set_test_fraction(1); }, "data.test_fraction"},
       {[](JobSpec* s) { s->set_batch_size(0); }, "batch_size"},

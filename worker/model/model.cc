@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "worker/model/check_variable.h"
+#include "worker/model/conv_model.h"
 
 namespace ps {
 namespace {
@@ -242,6 +243,8 @@ void DenseModel::Backward(int rows) {
   }
 }
 
+}  // namespace
+
 absl::StatusOr<Activation> ToActivation(ModelSpec::Activation activation) {
   switch (activation) {
     case ModelSpec::RELU:
@@ -257,8 +260,6 @@ absl::StatusOr<Activation> ToActivation(ModelSpec::Activation activation) {
                                                  " is unknown; use RELU, TANH or SIGMOID"));
 }
 
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, int feature_dim,
                                                      int num_classes, int max_batch_size,
                                                      ComputeBackend* backend) {
@@ -270,6 +271,9 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelSpec& spec, int 
   if (max_batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_batch_size is ", max_batch_size, "; it must be at least 1"));
+  }
+  if (spec.kind() == ModelSpec::CNN) {
+    return CreateConvModel(spec, feature_dim, num_classes, max_batch_size, backend);
   }
   const bool multiclass =
       spec.kind() == ModelSpec::SOFTMAX_REGRESSION || spec.kind() == ModelSpec::MLP;

@@ -38,6 +38,9 @@ struct BatchMetrics {
 // labels, outputs and their gradients for max_batch_size examples.
 inline constexpr int64_t kMaxModelFloats = int64_t{1} << 31;
 
+// The backend's activation for a spec's; INVALID_ARGUMENT for an unknown one.
+absl::StatusOr<Activation> ToActivation(ModelSpec::Activation activation);
+
 // Not thread-safe; one per training thread.
 class Model {
  public:
