@@ -178,6 +178,7 @@ TEST_F(ChiefInitializesTest, AShardRefusesACreateWithoutEveryOneOfItsSlices) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(status.error_message(), HasSubstr("chief (worker 0)"));
 
+  request.set_from_chief(true);
   SliceValues* foreign = request.add_initial_values();
   foreign->mutable_slice()->set_variable("w");
   foreign->mutable_slice()->set_row_begin(0);
@@ -205,7 +206,33 @@ TEST_F(ChiefInitializesTest, AShardRefusesACreateWithoutEveryOneOfItsSlices) {
   status = create(request);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(status.error_message(), HasSubstr("given twice"));
+  request.set_replaying(true);  // A replay has no record of the chief's values.
+  status = create(request);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("cannot be replayed"));
   ExpectNoShardHasTheJob();
+}
+
+// A shard that holds no dense slice of the job (3 shards, 2 slices) is created by the chief's
+// request all the same: it carries from_chief and no values.
+TEST(ChiefInitializesShardsTest, AShardWithoutSlicesIsCreatedByTheChief) {
+  InProcessPsClusterOptions options;
+  options.num_ps = 3;
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster = InProcessPsCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  absl::StatusOr<std::unique_ptr<PsClient>> client = (*cluster)->NewClient();
+  ASSERT_TRUE(client.ok()) << client.status();
+  ParameterSpec spec = ChiefSpec();
+  spec.set_min_slice_bytes(0);  // 256 KiB: w and b in one slice each.
+  const std::vector<float> w(64, 1.0f), b(4, 2.0f);
+  const PsClient::InitialValues values{{"w", absl::MakeConstSpan(w)}, {"b", absl::MakeConstSpan(b)}};
+  absl::StatusOr<Placement> placement = (*client)->CreateJob(spec, nullptr, &values);
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  int empty = 0;
+  for (int ps = 0; ps < 3; ++ps) empty += placement->SlicesOn(ps).empty() ? 1 : 0;
+  EXPECT_GE(empty, 1);
+  absl::StatusOr<std::vector<JobStats>> stats = (*client)->GetJobStats("chief_init");
+  EXPECT_TRUE(stats.ok()) << stats.status();
 }
 
 }  // namespace

@@ -298,13 +298,18 @@ absl::Status ParameterService::CheckTask(int num_ps, int ps_index) const {
 
 absl::Status ParameterService::CheckInitialValuesGiven(const CreateJobRequest& request) const {
   const std::string& id = request.spec().job_id();
-  if (request.spec().chief_initializes() && request.initial_values().empty() &&
-      !request.replaying()) {
+  if (request.spec().chief_initializes() && request.replaying()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job \"", id, "\" started at its chief's values, which the apply log does not record: "
+        "it cannot be replayed"));
+  }
+  if (request.spec().chief_initializes() && !request.from_chief()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job \"", id, "\" takes its initial values from its chief (worker 0), which has not "
         "created it on ", TaskName(), " yet; the other workers wait for it (PsClient::CreateJob)"));
   }
-  if (!request.spec().chief_initializes() && !request.initial_values().empty()) {
+  if (!request.spec().chief_initializes() &&
+      (request.from_chief() || !request.initial_values().empty())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "job \"", id, "\": initial values were sent for a job whose variables start at their "
         "initializers; set ParameterSpec.chief_initializes to start from the chief's"));
@@ -383,6 +388,12 @@ grpc::ServerUnaryReactor* ParameterService::CreateJob(grpc::CallbackServerContex
     owned = *request;
     owned->mutable_spec()->set_owner(peer.name);
   }
+  // A job's starting values are its chief's to give, not any member's.
+  absl::Status chief =
+      request->from_chief()
+          ? RequireWorkerHost(peer, /*worker=*/0, options_.worker_hosts, "CreateJob")
+          : absl::OkStatus();
+  if (!chief.ok()) return Answer(context, &slot, chief);
   absl::StatusOr<CreateJobResponse> result = DoCreateJob(owned ? *owned : *request);
   if (result.ok()) *response = *std::move(result);
   return Answer(context, &slot, result.status());

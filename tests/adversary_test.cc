@@ -7,7 +7,8 @@
 //    PERMISSION_DENIED (or, where the job's id is taken, ALREADY_EXISTS or FAILED_PRECONDITION),
 //    and lists do not show it;
 //  - task worker:0, with its own certificate, posing as worker:1 or managing the job, and task
-//    ps:1 posing as either worker or managing it: PERMISSION_DENIED;
+//    ps:1 posing as either worker or managing it, and anyone but worker 0's host giving a job
+//    its chief's starting values: PERMISSION_DENIED;
 //  - path-like fields (job ids, checkpoint names, manifests, data files) that leave their
 //    folder: INVALID_ARGUMENT, before anything is read or written.
 // Nothing changes: the job ends DONE with the weights of the same job on an undisturbed local
@@ -325,6 +326,19 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   std::unique_ptr<Worker::Stub> ps1_to_worker0 =
       Worker::NewStub(Channel(addresses_[2], certs_, "ps-1"));
   EXPECT_EQ(Call(ps1_to_worker0.get(), &Worker::Stub::StopJob, stop), kDenied);
+
+  // A job's starting values (ParameterSpec.chief_initializes) come from worker 0's host only:
+  // task worker:1 may not give them. (A user may, for a job of their own: it is theirs, and a
+  // chief whose job id they took finds a job of another owner, ALREADY_EXISTS.)
+  CreateJobRequest chief_values;
+  chief_values.mutable_spec()->set_job_id("poisoned");
+  chief_values.mutable_spec()->set_chief_initializes(true);
+  chief_values.set_from_chief(true);
+  chief_values.set_num_ps(2);
+  chief_values.set_ps_index(0);
+  std::unique_ptr<ParameterServer::Stub> worker1 =
+      ParameterServer::NewStub(Channel(addresses_[0], certs_, "worker-1"));
+  EXPECT_EQ(Call(worker1.get(), &ParameterServer::Stub::CreateJob, chief_values), kDenied);
 
   // Bob may see what any member of the cluster sees of a task (no job is named there).
   for (const std::string& address : addresses_) {

@@ -261,9 +261,9 @@ class TrainingLoop {
   absl::Status EvaluateFinalModel();
 
  private:
-  // Waits, polling the shards, until every worker has left the job (or was lost), or no update
-  // has come for a while (a worker lost for good), for at most kFinalModelWait; CANCELLED when
-  // asked to stop, DEADLINE_EXCEEDED naming who is left.
+  // Waits, polling the shards, until every worker has left the job or was lost (its lease ran
+  // out), or no update has come for a while (a worker lost for good without a lease), for at
+  // most kFinalModelWait; CANCELLED when asked to stop, DEADLINE_EXCEEDED naming who is left.
   absl::Status AwaitEveryWorkerLeft();
   // Computes step's gradient on the exchange's weights into gradients_, then waits out the
   // straggler delay.
@@ -274,6 +274,8 @@ class TrainingLoop {
   // wait for that step to begin, so that every run evaluates the same values); else unused.
   absl::Status Evaluate(int64_t at_step, int64_t sync_step,
                         const ConstVariables* weights = nullptr);
+  // Evaluate's work, which Evaluate times.
+  absl::Status EvaluateSplits(int64_t at_step, int64_t sync_step, const ConstVariables* weights);
   // Evaluates after step `step` where the spec asks for it; applies the stop rules
   // (target_loss, early_stopping_evals) to the validation loss, else the test loss.
   absl::Status MaybeEvaluate(int64_t step);
@@ -301,6 +303,7 @@ class TrainingLoop {
   double best_loss_ = 0;
   int64_t best_step_ = 0;
   int evaluations_since_best_ = 0;
+  absl::Duration longest_evaluation_;  // Of this worker's evaluations so far.
 };
 
 absl::Status TrainingLoop::Run() {
@@ -378,6 +381,14 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {
 
 absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step,
                                     const ConstVariables* weights) {
+  const absl::Time begin = context_.clock->Now();
+  absl::Status status = EvaluateSplits(at_step, sync_step, weights);
+  longest_evaluation_ = std::max(longest_evaluation_, context_.clock->Now() - begin);
+  return status;
+}
+
+absl::Status TrainingLoop::EvaluateSplits(int64_t at_step, int64_t sync_step,
+                                          const ConstVariables* weights) {
   for (const bool validation : {false, true}) {
     absl::StatusOr<EvalResult> eval;
     if (job_.sparse != nullptr) {
@@ -406,10 +417,14 @@ absl::Status TrainingLoop::AwaitEveryWorkerLeft() {
   const absl::Time begin = context_.clock->Now();
   const absl::Time deadline = begin + kFinalModelWait;
   absl::Time next_log = begin + absl::Seconds(30);
-  // A worker lost for good (its host died, and the job went on without it) never leaves: once
-  // no update has come for this long, none is coming.
-  const absl::Duration quiet = std::max(
-      absl::Seconds(10), 5 * (begin - loop_start_) / std::max<int64_t>(1, progress_.step()));
+  // A worker lost for good without a lease (its host died, and the job went on without it)
+  // never leaves: once no update has come for this long, none is coming. Long enough for five
+  // of the chief's steps and three of its evaluations, which another worker's stop rules make
+  // too.
+  const absl::Duration quiet =
+      std::max({absl::Seconds(10),
+                5 * (begin - loop_start_) / std::max<int64_t>(1, progress_.step()),
+                3 * longest_evaluation_});
   int64_t updates = -1;
   absl::Time last_update = begin;
   while (true) {
@@ -418,13 +433,13 @@ absl::Status TrainingLoop::AwaitEveryWorkerLeft() {
     if (!stats.ok()) return stats.status();
     std::vector<int> running;
     for (const WorkerStats& worker : (*stats)[0].workers()) {
-      bool left = worker.left();
+      bool done = true;  // Left, or lost (its lease ran out), on every shard.
       for (const JobStats& shard : *stats) {
         for (const WorkerStats& other : shard.workers()) {
-          if (other.worker() == worker.worker()) left = left && other.left();
+          if (other.worker() == worker.worker()) done = done && (other.left() || other.lost());
         }
       }
-      if (!left) running.push_back(worker.worker());
+      if (!done) running.push_back(worker.worker());
     }
     if (running.empty()) return absl::OkStatus();
     const absl::Time now = context_.clock->Now();

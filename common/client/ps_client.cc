@@ -127,6 +127,7 @@ absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
       request.set_replaying(true);
     }
     if (initial_values != nullptr) {
+      request.set_from_chief(true);
       absl::Status added = AddInitialValues(spec, *placement, ps, *initial_values, &request);
       if (!added.ok()) return added;
     }

@@ -32,6 +32,16 @@ using testing_schedules::StepDecay;
 
 // ----- JobSpec -----
 
+// `spec`'s model made a CNN of 4x4x1 images and one layer of `kind` with nothing else set.
+void CnnOf(JobSpec* spec, LayerSpec::Kind kind) {
+  ModelSpec* model = spec->mutable_model();
+  model->set_kind(ModelSpec::CNN);
+  model->mutable_image()->set_height(4);
+  model->mutable_image()->set_width(4);
+  model->mutable_image()->set_channels(1);
+  model->add_layers()->set_kind(kind);
+}
+
 TEST(JobSpecTest, SemanticErrorsNameTheField) {
   struct Case {
     std::function<void(JobSpec*)> mutate;
@@ -53,24 +63,8 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
       {[](JobSpec* s) { s->mutable_model()->set_kind(ModelSpec::MLP); }, "model.hidden_sizes"},
       {[](JobSpec* s) { s->mutable_model()->set_kind(ModelSpec::CNN); }, "model.image"},
       {[](JobSpec* s) { s->mutable_model()->add_layers(); }, "model.layers is for CNN"},
-      {[](JobSpec* s) {
-         ModelSpec* m = s->mutable_model();
-         m->set_kind(ModelSpec::CNN);
-         m->mutable_image()->set_height(4);
-         m->mutable_image()->set_width(4);
-         m->mutable_image()->set_channels(1);
-         m->add_layers()->set_kind(LayerSpec::CONV);
-       },
-       "model.layers[0].kernel"},
-      {[](JobSpec* s) {
-         ModelSpec* m = s->mutable_model();
-         m->set_kind(ModelSpec::CNN);
-         m->mutable_image()->set_height(4);
-         m->mutable_image()->set_width(4);
-         m->mutable_image()->set_channels(1);
-         m->add_layers()->set_kind(LayerSpec::DENSE);
-       },
-       "model.layers[0].units"},
+      {[](JobSpec* s) { CnnOf(s, LayerSpec::CONV); }, "model.layers[0].kernel"},
+      {[](JobSpec* s) { CnnOf(s, LayerSpec::DENSE); }, "model.layers[0].units"},
       {[](JobSpec* s) { s->mutable_data()->clear_synthetic(); }, "data"},
       {[](JobSpec* s) { s->mutable_data()->set_test_fraction(1); }, "data.test_fraction"},
       {[](JobSpec* s) { s->set_batch_size(0); }, "batch_size"},

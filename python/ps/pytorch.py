@@ -89,15 +89,27 @@ class _NativeSparseTable:
         if module.max_norm is not None:
             raise ValueError(f"{name}: an embedding with max_norm renormalizes its rows in the "
                              "forward pass, which the shards would not see; drop max_norm")
+        if module.padding_idx is not None:
+            raise ValueError(f"{name}: padding_idx keeps a row at zero, which a sparse table on "
+                             "the shards does not; drop padding_idx (or leave that key out of "
+                             "the batches)")
         self.name, self.module, self.dim = name, module, module.embedding_dim
         self.keys = torch.zeros(0, dtype=torch.int64)
-        module.register_forward_pre_hook(self._check)
+        # One check per module, whichever ModelWorker wraps it last.
+        previous = getattr(module, "_ps_check_hook", None)
+        if previous is not None:
+            previous.remove()
+        module._ps_check_hook = module.register_forward_pre_hook(self._check)
+
+    def check_keys(self, keys):
+        """Refuses, before anything is pulled, keys that are no rows of the module."""
+        if len(keys) and (int(keys.min()) < 0 or int(keys.max()) >= self.module.num_embeddings):
+            bad = int(keys.min()) if int(keys.min()) < 0 else int(keys.max())
+            raise IndexError(f"{self.name}: key {bad} is not one of the module's "
+                             f"{self.module.num_embeddings} rows")
 
     def hold(self, keys, rows):
         keys = torch.from_numpy(keys.astype(np.int64))
-        if len(keys) and int(keys[-1]) >= self.module.num_embeddings:
-            raise IndexError(f"{self.name}: key {int(keys[-1])} is beyond the module's "
-                             f"{self.module.num_embeddings} rows")
         with torch.no_grad():
             self.module.weight[keys] = torch.from_numpy(rows)
         self.keys = keys
@@ -112,8 +124,12 @@ class _NativeSparseTable:
 
     def gradient(self):
         grad = self.module.weight.grad
-        if grad is None or not grad.is_sparse:
+        if grad is None:
             return None
+        if not grad.is_sparse:
+            raise ValueError(f"{self.name}: its weight's gradient is dense (the weight is used "
+                             "elsewhere too, e.g. tied to an output layer); a sparse table takes "
+                             "the rows of the module's sparse gradient only")
         grad = grad.coalesce()  # Distinct keys, the gradients of a repeated key summed.
         return (grad.indices()[0].numpy().astype(np.uint64),
                 grad.values().detach().contiguous().numpy())
@@ -177,7 +193,10 @@ class ModelWorker:
                 raise KeyError(f"no sparse table {table!r} in the model (a SparseEmbeddingBag's "
                                "table, or the name of an nn.Embedding or nn.EmbeddingBag made "
                                f"with sparse=True); it has {sorted(self._tables)}")
-            unique = np.unique(np.asarray(wanted, dtype=np.int64)).astype(np.uint64)
+            unique = np.unique(np.asarray(wanted, dtype=np.int64))
+            if isinstance(self._tables[table], _NativeSparseTable):
+                self._tables[table].check_keys(unique)
+            unique = unique.astype(np.uint64)
             rows = np.zeros((len(unique), self._tables[table].dim), np.float32)
             sparse.append((table, unique, rows))
         self.worker.pull(self._views, sparse)

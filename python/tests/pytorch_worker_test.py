@@ -143,6 +143,25 @@ class PyTorchWorkerTest(unittest.TestCase):
             "native_bag", lambda: torch.nn.EmbeddingBag(40, 4, mode="sum", sparse=True),
             lambda module: module.weight)
 
+    def test_a_sparse_embedding_the_shards_cannot_hold_is_refused(self):
+        class Model(torch.nn.Module):
+            def __init__(self, **embedding):
+                super().__init__()
+                self.emb = torch.nn.Embedding(10, 4, sparse=True, **embedding)
+                self.out = torch.nn.Linear(4, 2)
+
+        with self.assertRaisesRegex(ValueError, "padding_idx"):
+            ps.pytorch.ModelWorker(self.client, Model(padding_idx=0), job("pad", "ASYNC"), 0, 1)
+        worker = ps.pytorch.ModelWorker(self.client, Model(), job("range", "ASYNC"), 0, 1)
+        before = [int(s["version"]) for s in self.client.job_stats("range")]
+        for bad in ([3, 10], [-1, 2]):
+            with self.assertRaisesRegex(IndexError, "is not one of the module's 10 rows"):
+                worker.pull(keys={"emb": np.array(bad)})
+        self.assertEqual(worker.local_step, 0)
+        self.assertEqual([int(s["version"]) for s in self.client.job_stats("range")], before)
+        for shard in self.client.job_stats("range"):
+            self.assertEqual(int(shard.get("sparse_rows", {}).get("emb", 0)), 0)
+
     def sparse_bag_is_sgd_on_the_shards_table(self, job_id, make_bag, rows_of):
         num_workers, steps, batch, vocab = 2, 5, 4, 40
 

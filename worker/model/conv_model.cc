@@ -113,27 +113,7 @@ class ConvModel : public Model {
 };
 
 absl::Status ConvModel::CheckBatch(const Batch& batch) const {
-  if (batch.size < 1 || batch.size > max_batch_size_) {
-    return absl::InvalidArgumentError(absl::StrCat("batch size is ", batch.size,
-                                                   "; it must be between 1 and max_batch_size (",
-                                                   max_batch_size_, ")"));
-  }
-  if (batch.feature_dim != feature_dim_) {
-    return absl::InvalidArgumentError(absl::StrCat("batch feature_dim is ", batch.feature_dim,
-                                                   "; the model's image has ", feature_dim_));
-  }
-  if (batch.features == nullptr || batch.labels == nullptr) {
-    return absl::InvalidArgumentError("batch features or labels are null");
-  }
-  const int classes = stages_.back().plan.out;
-  for (int r = 0; r < batch.size; ++r) {
-    const float label = batch.labels[r];
-    if (!(label >= 0 && label < static_cast<float>(classes) && label == std::floor(label))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "batch label ", r, " is ", label, "; labels are class ids in [0, ", classes, ")"));
-    }
-  }
-  return absl::OkStatus();
+  return ps::CheckBatch(batch, max_batch_size_, feature_dim_, stages_.back().plan.out);
 }
 
 absl::StatusOr<BatchMetrics> ConvModel::Run(const Batch& batch, const ConstVariables& weights,
@@ -268,6 +248,17 @@ absl::Status LayerError(int index, const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("model.layers[", index, "] ", message));
 }
 
+// The most floats a layer's output, or a window of its input, may have per example: every
+// shape then fits an int, and the model's size check (kMaxModelFloats) sees true counts.
+constexpr int64_t kMaxLayerFloats = int64_t{1} << 24;
+
+absl::Status CheckLayerSize(int index, const char* what, int64_t floats) {
+  if (floats <= kMaxLayerFloats) return absl::OkStatus();
+  return LayerError(index, absl::StrCat("makes ", what, " of ", floats,
+                                        " floats an example; at most ", kMaxLayerFloats,
+                                        ": use fewer filters or units, or a smaller image"));
+}
+
 // The layers' plans, the output layer's last, over an image of `image`.
 absl::StatusOr<std::vector<StagePlan>> PlanStages(const ModelSpec& spec, int num_classes) {
   const ImageShape& image = spec.image();
@@ -286,6 +277,8 @@ absl::StatusOr<std::vector<StagePlan>> PlanStages(const ModelSpec& spec, int num
     plan.kind = layer.kind();
     plan.in = height * width * channels;
     if (layer.kind() == LayerSpec::DENSE) {
+      absl::Status size = CheckLayerSize(i, "an output", layer.units());
+      if (!size.ok()) return size;
       plan.units = layer.units();
       plan.out = layer.units();
       height = width = 1;
@@ -309,6 +302,14 @@ absl::StatusOr<std::vector<StagePlan>> PlanStages(const ModelSpec& spec, int num
                                           "): make the kernel smaller or pad"));
       }
       plan.units = conv ? layer.filters() : channels;
+      absl::Status size = CheckLayerSize(
+          i, "a window", static_cast<int64_t>(layer.kernel()) * layer.kernel() * channels);
+      if (size.ok()) {
+        size = CheckLayerSize(i, "an output",
+                              static_cast<int64_t>(plan.window.out_height()) *
+                                  plan.window.out_width() * plan.units);
+      }
+      if (!size.ok()) return size;
       height = plan.window.out_height();
       width = plan.window.out_width();
       channels = plan.units;

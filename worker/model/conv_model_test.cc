@@ -217,6 +217,17 @@ TEST_P(ConvModelTest, BadShapesAreRefusedNamingTheLayer) {
   EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(model.status().message()), HasSubstr("model.layers[2]"));
 
+  // 65x65 outputs of a million filters: 4.3e9 floats an example, which no int holds.
+  spec = SmallCnn();
+  spec.mutable_image()->set_height(65);
+  spec.mutable_image()->set_width(65);
+  spec.mutable_image()->set_channels(1);
+  spec.clear_layers();
+  *spec.add_layers() = Layer(LayerSpec::CONV, 1016568, 1, 1, 0);
+  model = Model::Create(spec, 65 * 65, kClasses, kBatch, backend_.get());
+  EXPECT_EQ(model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(model.status().message()), HasSubstr("floats an example"));
+
   spec = SmallCnn();
   *spec.add_layers() = Layer(LayerSpec::MAX_POOL, 0, 2, 0, 0);  // After the dense layer.
   model = Model::Create(spec, 128, kClasses, kBatch, backend_.get());

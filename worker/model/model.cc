@@ -112,30 +112,11 @@ class DenseModel : public Model {
 };
 
 absl::Status DenseModel::CheckBatch(const Batch& batch) const {
-  if (batch.size < 1 || batch.size > max_batch_size_) {
-    return absl::InvalidArgumentError(absl::StrCat("batch size is ", batch.size,
-                                                   "; it must be between 1 and max_batch_size (",
-                                                   max_batch_size_, ")"));
-  }
-  if (batch.feature_dim != layers_.front().in) {
-    return absl::InvalidArgumentError(absl::StrCat("batch feature_dim is ", batch.feature_dim,
-                                                   "; the model's is ", layers_.front().in));
-  }
-  if (batch.features == nullptr || batch.labels == nullptr) {
-    return absl::InvalidArgumentError("batch features or labels are null");
-  }
   // The loss kernels index by label, so classes outside the range must not reach them.
-  if (loss_ != LossKind::kSquaredError) {
-    int classes = loss_ == LossKind::kSigmoidCrossEntropy ? 2 : num_classes_;
-    for (int r = 0; r < batch.size; ++r) {
-      float label = batch.labels[r];
-      if (!(label >= 0 && label < static_cast<float>(classes) && label == std::floor(label))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "batch label ", r, " is ", label, "; labels are class ids in [0, ", classes, ")"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  const int classes = loss_ == LossKind::kSquaredError          ? 0
+                      : loss_ == LossKind::kSigmoidCrossEntropy ? 2
+                                                                : num_classes_;
+  return ps::CheckBatch(batch, max_batch_size_, layers_.front().in, classes);
 }
 
 absl::StatusOr<BatchMetrics> DenseModel::Run(const Batch& batch, const ConstVariables& weights,
@@ -244,6 +225,29 @@ void DenseModel::Backward(int rows) {
 }
 
 }  // namespace
+
+absl::Status CheckBatch(const Batch& batch, int max_batch_size, int feature_dim, int classes) {
+  if (batch.size < 1 || batch.size > max_batch_size) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size is ", batch.size,
+                                                   "; it must be between 1 and max_batch_size (",
+                                                   max_batch_size, ")"));
+  }
+  if (batch.feature_dim != feature_dim) {
+    return absl::InvalidArgumentError(absl::StrCat("batch feature_dim is ", batch.feature_dim,
+                                                   "; the model's is ", feature_dim));
+  }
+  if (batch.features == nullptr || batch.labels == nullptr) {
+    return absl::InvalidArgumentError("batch features or labels are null");
+  }
+  for (int r = 0; classes > 0 && r < batch.size; ++r) {
+    const float label = batch.labels[r];
+    if (!(label >= 0 && label < static_cast<float>(classes) && label == std::floor(label))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "batch label ", r, " is ", label, "; labels are class ids in [0, ", classes, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Activation> ToActivation(ModelSpec::Activation activation) {
   switch (activation) {

@@ -38,6 +38,11 @@ struct BatchMetrics {
 // labels, outputs and their gradients for max_batch_size examples.
 inline constexpr int64_t kMaxModelFloats = int64_t{1} << 31;
 
+// INVALID_ARGUMENT naming what is wrong unless `batch` holds 1 to max_batch_size examples of
+// feature_dim features and, for a classifier of `classes` classes (0: a regression, whose
+// targets are any floats), labels that are class ids in [0, classes).
+absl::Status CheckBatch(const Batch& batch, int max_batch_size, int feature_dim, int classes);
+
 // The backend's activation for a spec's; INVALID_ARGUMENT for an unknown one.
 absl::StatusOr<Activation> ToActivation(ModelSpec::Activation activation);
 
