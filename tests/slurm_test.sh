@@ -178,19 +178,29 @@ cat > "$DIR/job.json" <<EOF
  "batch_size": 32, "steps": 300, "eval_interval": 100, "seed": 9, "min_slice_bytes": 64,
  "time_limit_s": 120}
 EOF
-start=$SECONDS
-JOB_ID=$(PS_NUM_PS=2 PS_BASE_PORT=$BASE_PORT PS_BIN_DIR=$RUNFILES PS_DEPLOY_DIR=$DEPLOY_DIR \
-         PS_LOG_DIR="$DIR/logs" PS_SERVER_FLAGS="--bind_host=$ADDRESS --insecure" \
-         PS_WORKER_FLAGS="--bind_host=$ADDRESS --insecure --device=cpu --compute_threads=1" \
-         sbatch --parsable --ntasks=4 --chdir="$DIR" --output="$DIR/job.out" \
-           --time=10 "$DEPLOY_DIR/ps_job.sbatch" "$DIR/job.json" "$DIR/results")
-log "submitted job $JOB_ID (ps_job.sbatch, --ntasks=4, PS_NUM_PS=2, ports $BASE_PORT-$((BASE_PORT + 3)))"
-WAIT_INTERVAL_S=1 wait_until "$JOB_WAIT_S" job_gone ||
-  fail "job $JOB_ID still running after ${JOB_WAIT_S}s"
-job_state=$(scontrol show job "$JOB_ID" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-exit_code=$(scontrol show job "$JOB_ID" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
-log "job $JOB_ID ended $job_state (exit $exit_code) after $((SECONDS - start))s"
-cat "$DIR/job.out"
+# run_sbatch NAME RESULTS LOG_DIR WORKER_FLAGS: submits ps_job.sbatch with DIR/NAME.json as 4
+# tasks (2 ps) on this node, waits for it to end and shows its output (DIR/NAME.out); sets
+# JOB_ID, job_state and exit_code. The ps package is on the tasks' PYTHONPATH (sbatch passes
+# the environment on) for program jobs.
+run_sbatch() {
+  local start=$SECONDS
+  JOB_ID=$(PYTHONPATH="$RUNFILES/python/ps/site" PS_NUM_PS=2 PS_BASE_PORT=$BASE_PORT \
+           PS_BIN_DIR=$RUNFILES PS_DEPLOY_DIR=$DEPLOY_DIR PS_LOG_DIR="$3" \
+           PS_SERVER_FLAGS="--bind_host=$ADDRESS --insecure" \
+           PS_WORKER_FLAGS="--bind_host=$ADDRESS --insecure --device=cpu $4" \
+           sbatch --parsable --ntasks=4 --chdir="$DIR" --output="$DIR/$1.out" \
+             --time=10 "$DEPLOY_DIR/ps_job.sbatch" "$DIR/$1.json" "$2")
+  log "submitted job $JOB_ID ($1.json: ps_job.sbatch, --ntasks=4, PS_NUM_PS=2, ports" \
+      "$BASE_PORT-$((BASE_PORT + 3)))"
+  WAIT_INTERVAL_S=1 wait_until "$JOB_WAIT_S" job_gone ||
+    fail "job $JOB_ID still running after ${JOB_WAIT_S}s"
+  job_state=$(scontrol show job "$JOB_ID" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+  exit_code=$(scontrol show job "$JOB_ID" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
+  log "job $JOB_ID ended $job_state (exit $exit_code) after $((SECONDS - start))s"
+  cat "$DIR/$1.out"
+}
+
+run_sbatch job "$DIR/results" "$DIR/logs" --compute_threads=1
 
 # --- Its results.
 if [ "$job_state" != COMPLETED ] || [ "$exit_code" != 0:0 ]; then
@@ -228,19 +238,7 @@ if /usr/bin/python3 -c "import numpy" 2>/dev/null; then
  "learning_rate": {"base": 0.05}, "consistency": {"mode": "SSP", "ssp_bound": 2},
  "batch_size": 32, "steps": 200, "seed": 4}
 JSON
-  start=$SECONDS
-  JOB_ID=$(PYTHONPATH="$RUNFILES/python/ps/site" PS_NUM_PS=2 PS_BASE_PORT=$BASE_PORT \
-           PS_BIN_DIR=$RUNFILES PS_DEPLOY_DIR=$DEPLOY_DIR PS_LOG_DIR="$DIR/program_logs" \
-           PS_SERVER_FLAGS="--bind_host=$ADDRESS --insecure" \
-           PS_WORKER_FLAGS="--bind_host=$ADDRESS --insecure --device=cpu --allow_programs" \
-           sbatch --parsable --ntasks=4 --chdir="$DIR" --output="$DIR/program.out" \
-             --time=10 "$DEPLOY_DIR/ps_job.sbatch" "$DIR/program.json" "$DIR/program_results")
-  log "submitted program job $JOB_ID (the NumPy example on 2 workers)"
-  WAIT_INTERVAL_S=1 wait_until "$JOB_WAIT_S" job_gone ||
-    fail "program job $JOB_ID still running after ${JOB_WAIT_S}s"
-  job_state=$(scontrol show job "$JOB_ID" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-  log "program job $JOB_ID ended $job_state after $((SECONDS - start))s"
-  cat "$DIR/program.out"
+  run_sbatch program "$DIR/program_results" "$DIR/program_logs" --allow_programs
   [ "$job_state" = COMPLETED ] || fail "program job $JOB_ID ended $job_state"
   grep -q '"state": "DONE"' "$DIR/program_results/summary.json" ||
     fail "the program job did not end DONE: $(cat "$DIR/program_results/summary.json")"

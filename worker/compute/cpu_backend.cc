@@ -18,12 +18,8 @@ namespace {
 // Cache-line (and AVX-512) alignment for every array.
 constexpr std::align_val_t kAlignment{64};
 
-size_t ImageSize(const Window2D& window, int batch) {
-  return static_cast<size_t>(batch) * window.height * window.width * window.channels;
-}
-size_t PooledSize(const Window2D& window, int batch) {
-  return static_cast<size_t>(batch) * window.out_height() * window.out_width() * window.channels;
-}
+using window_ops::ImageSize;
+using window_ops::PooledSize;
 
 // Class labels travel as floats; a class id is exact below 2^24.
 int ClassOf(float label) { return static_cast<int>(label); }

@@ -101,12 +101,8 @@ __global__ void ColumnSumsKernel(int rows, int cols, const float* x, float* out)
   }
 }
 
-size_t ImageSize(const Window2D& window, int batch) {
-  return static_cast<size_t>(batch) * window.height * window.width * window.channels;
-}
-size_t PooledSize(const Window2D& window, int batch) {
-  return static_cast<size_t>(batch) * window.out_height() * window.out_width() * window.channels;
-}
+using window_ops::ImageSize;
+using window_ops::PooledSize;
 
 // Convolution and pooling: a thread per output element, the arithmetic window_ops.h's.
 enum class WindowOp { kIm2Col, kCol2Im, kMaxPool, kAvgPool, kMaxPoolGradient, kAvgPoolGradient };

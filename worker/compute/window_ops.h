@@ -30,36 +30,45 @@ PS_HOST_DEVICE inline int OutWidth(const Window2D& w) {
 }
 PS_HOST_DEVICE inline int Patch(const Window2D& w) { return w.kernel_h * w.kernel_w * w.channels; }
 
-// Element `i` of Im2Col's columns: batch * out_h * out_w rows of patch() floats.
+// Floats in `batch` input images, and in their pooled outputs.
+PS_HOST_DEVICE inline size_t ImageSize(const Window2D& w, int batch) {
+  return static_cast<size_t>(batch) * w.height * w.width * w.channels;
+}
+PS_HOST_DEVICE inline size_t PooledSize(const Window2D& w, int batch) {
+  return static_cast<size_t>(batch) * OutHeight(w) * OutWidth(w) * w.channels;
+}
+
+// Element `i` of a batch of height x width x channels NHWC images, as (n, h, w, c).
+struct Nhwc {
+  size_t n;
+  int h, w, c;
+};
+PS_HOST_DEVICE inline Nhwc NhwcOf(size_t i, int height, int width, int channels) {
+  Nhwc at;
+  at.c = static_cast<int>(i % channels);
+  const size_t spatial = i / channels;
+  at.w = static_cast<int>(spatial % width);
+  at.h = static_cast<int>((spatial / width) % height);
+  at.n = spatial / (static_cast<size_t>(width) * height);
+  return at;
+}
+
+// Element `i` of Im2Col's columns: batch * out_h * out_w rows of patch() floats, each row an
+// output position (n, oh, ow) and each column a window offset (kh, kw, c).
 PS_HOST_DEVICE inline float Im2ColAt(const Window2D& w, const float* images, size_t i) {
-  const size_t patch = static_cast<size_t>(Patch(w));
-  const size_t row = i / patch;
-  const int column = static_cast<int>(i % patch);
-  const int c = column % w.channels;
-  const int kw = (column / w.channels) % w.kernel_w;
-  const int kh = column / (w.channels * w.kernel_w);
-  const int ow = static_cast<int>(row % OutWidth(w));
-  const int oh = static_cast<int>((row / OutWidth(w)) % OutHeight(w));
-  const size_t n = row / (static_cast<size_t>(OutWidth(w)) * OutHeight(w));
-  const int ih = oh * w.stride - w.padding + kh;
-  const int iw = ow * w.stride - w.padding + kw;
+  const Nhwc row = NhwcOf(i, OutHeight(w), OutWidth(w), Patch(w));
+  const int c = row.c % w.channels;
+  const int kw = (row.c / w.channels) % w.kernel_w;
+  const int kh = row.c / (w.channels * w.kernel_w);
+  const int ih = row.h * w.stride - w.padding + kh;
+  const int iw = row.w * w.stride - w.padding + kw;
   if (ih < 0 || ih >= w.height || iw < 0 || iw >= w.width) return 0.0f;
-  return images[((n * w.height + ih) * w.width + iw) * w.channels + c];
+  return images[((row.n * w.height + ih) * w.width + iw) * w.channels + c];
 }
 
 // The (n, ih, iw, c) of input element `i`.
-struct Pixel {
-  size_t n;
-  int ih, iw, c;
-};
-PS_HOST_DEVICE inline Pixel PixelOf(const Window2D& w, size_t i) {
-  Pixel p;
-  p.c = static_cast<int>(i % w.channels);
-  const size_t spatial = i / w.channels;
-  p.iw = static_cast<int>(spatial % w.width);
-  p.ih = static_cast<int>((spatial / w.width) % w.height);
-  p.n = spatial / (static_cast<size_t>(w.width) * w.height);
-  return p;
+PS_HOST_DEVICE inline Nhwc PixelOf(const Window2D& w, size_t i) {
+  return NhwcOf(i, w.height, w.width, w.channels);
 }
 
 // The output row (n, oh, ow) of the window at kernel offset `k` over position `at` (along one
@@ -74,14 +83,14 @@ PS_HOST_DEVICE inline int WindowAt(int at, int k, int stride, int padding, int o
 // Element `i` of Col2Im's images: the sum of the column entries Im2Col copied from it, over
 // the kernel offsets kh, then kw, ascending.
 PS_HOST_DEVICE inline float Col2ImAt(const Window2D& w, const float* columns, size_t i) {
-  const Pixel p = PixelOf(w, i);
+  const Nhwc p = PixelOf(w, i);
   const int out_h = OutHeight(w), out_w = OutWidth(w);
   float sum = 0.0f;
   for (int kh = 0; kh < w.kernel_h; ++kh) {
-    const int oh = WindowAt(p.ih, kh, w.stride, w.padding, out_h);
+    const int oh = WindowAt(p.h, kh, w.stride, w.padding, out_h);
     if (oh < 0) continue;
     for (int kw = 0; kw < w.kernel_w; ++kw) {
-      const int ow = WindowAt(p.iw, kw, w.stride, w.padding, out_w);
+      const int ow = WindowAt(p.w, kw, w.stride, w.padding, out_w);
       if (ow < 0) continue;
       const size_t row = (p.n * out_h + oh) * out_w + ow;
       sum += columns[row * Patch(w) + (kh * w.kernel_w + kw) * w.channels + p.c];
@@ -97,26 +106,16 @@ PS_HOST_DEVICE inline size_t PoolInput(const Window2D& w, size_t n, int oh, int 
 }
 
 // Output element `i` of a pooling: (n, oh, ow, c), batch * out_h * out_w * channels of them.
-struct PoolOutput {
-  size_t n;
-  int oh, ow, c;
-};
-PS_HOST_DEVICE inline PoolOutput PoolOutputOf(const Window2D& w, size_t i) {
-  PoolOutput o;
-  o.c = static_cast<int>(i % w.channels);
-  const size_t spatial = i / w.channels;
-  o.ow = static_cast<int>(spatial % OutWidth(w));
-  o.oh = static_cast<int>((spatial / OutWidth(w)) % OutHeight(w));
-  o.n = spatial / (static_cast<size_t>(OutWidth(w)) * OutHeight(w));
-  return o;
+PS_HOST_DEVICE inline Nhwc PoolOutputOf(const Window2D& w, size_t i) {
+  return NhwcOf(i, OutHeight(w), OutWidth(w), w.channels);
 }
 
 PS_HOST_DEVICE inline float MaxPoolAt(const Window2D& w, const float* x, size_t i) {
-  const PoolOutput o = PoolOutputOf(w, i);
-  float best = x[PoolInput(w, o.n, o.oh, o.ow, o.c, 0, 0)];
+  const Nhwc o = PoolOutputOf(w, i);
+  float best = x[PoolInput(w, o.n, o.h, o.w, o.c, 0, 0)];
   for (int kh = 0; kh < w.kernel_h; ++kh) {
     for (int kw = 0; kw < w.kernel_w; ++kw) {
-      const float v = x[PoolInput(w, o.n, o.oh, o.ow, o.c, kh, kw)];
+      const float v = x[PoolInput(w, o.n, o.h, o.w, o.c, kh, kw)];
       best = v > best ? v : best;
     }
   }
@@ -124,10 +123,10 @@ PS_HOST_DEVICE inline float MaxPoolAt(const Window2D& w, const float* x, size_t 
 }
 
 PS_HOST_DEVICE inline float AvgPoolAt(const Window2D& w, const float* x, size_t i) {
-  const PoolOutput o = PoolOutputOf(w, i);
+  const Nhwc o = PoolOutputOf(w, i);
   float sum = 0.0f;
   for (int kh = 0; kh < w.kernel_h; ++kh) {
-    for (int kw = 0; kw < w.kernel_w; ++kw) sum += x[PoolInput(w, o.n, o.oh, o.ow, o.c, kh, kw)];
+    for (int kw = 0; kw < w.kernel_w; ++kw) sum += x[PoolInput(w, o.n, o.h, o.w, o.c, kh, kw)];
   }
   return sum / static_cast<float>(w.kernel_h * w.kernel_w);
 }
@@ -137,15 +136,15 @@ PS_HOST_DEVICE inline float AvgPoolAt(const Window2D& w, const float* x, size_t 
 // the forward pass had them); else the window's dy over its size.
 PS_HOST_DEVICE inline float PoolGradientAt(const Window2D& w, bool max, const float* x,
                                            const float* y, const float* dy, size_t i) {
-  const Pixel p = PixelOf(w, i);
+  const Nhwc p = PixelOf(w, i);
   const int out_h = OutHeight(w), out_w = OutWidth(w);
   const float share = 1.0f / static_cast<float>(w.kernel_h * w.kernel_w);
   float sum = 0.0f;
   for (int kh = w.kernel_h - 1; kh >= 0; --kh) {
-    const int oh = WindowAt(p.ih, kh, w.stride, 0, out_h);
+    const int oh = WindowAt(p.h, kh, w.stride, 0, out_h);
     if (oh < 0) continue;
     for (int kw = w.kernel_w - 1; kw >= 0; --kw) {
-      const int ow = WindowAt(p.iw, kw, w.stride, 0, out_w);
+      const int ow = WindowAt(p.w, kw, w.stride, 0, out_w);
       if (ow < 0) continue;
       const size_t out = ((p.n * out_h + oh) * out_w + ow) * w.channels + p.c;
       if (!max) {
