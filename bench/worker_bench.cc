@@ -33,6 +33,7 @@
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/device.h"
 #include "worker/compute/cpu_threads.h"
+#include "worker/compute/forwarding_backend.h"
 #include "worker/trainer.h"
 
 DEFINE_int32(ps, 2, "ps tasks");
@@ -60,94 +61,40 @@ namespace {
 // the rest: each waits for the work queued before it, then for itself (so on a GPU they no
 // longer overlap other work while timed, and the split shows what each costs alone). On the
 // CPU copies are memcpy.
-class CopyTimingBackend : public ComputeBackend {
+class CopyTimingBackend : public ForwardingBackend {
  public:
-  explicit CopyTimingBackend(std::unique_ptr<ComputeBackend> inner) : inner_(std::move(inner)) {}
+  explicit CopyTimingBackend(std::unique_ptr<ComputeBackend> inner)
+      : ForwardingBackend(std::move(inner)) {}
 
   absl::Duration copy_time() const { return copy_time_; }
   absl::Duration gemm_time() const { return gemm_time_; }
   double gemm_flops() const { return gemm_flops_; }
 
-  std::string name() const override { return inner_->name(); }
-  float* Allocate(size_t count) override { return inner_->Allocate(count); }
-  void Free(float* array) override { inner_->Free(array); }
   void CopyToDevice(const float* host, size_t count, float* device) override {
-    Timed(&copy_time_, [&] { inner_->CopyToDevice(host, count, device); });
+    Timed(&copy_time_, [&] { inner().CopyToDevice(host, count, device); });
   }
   void CopyToHost(const float* device, size_t count, float* host) override {
-    Timed(&copy_time_, [&] { inner_->CopyToHost(device, count, host); });
-  }
-  void Fill(size_t count, float value, float* array) override {
-    inner_->Fill(count, value, array);
+    Timed(&copy_time_, [&] { inner().CopyToHost(device, count, host); });
   }
   void Gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
             const float* b, float beta, float* c) override {
     Timed(&gemm_time_,
-          [&] { inner_->Gemm(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c); });
+          [&] { inner().Gemm(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c); });
     gemm_flops_ += 2.0 * m * n * k;
   }
-  void AddBias(int rows, int cols, const float* bias, float* x) override {
-    inner_->AddBias(rows, cols, bias, x);
-  }
-  void ColumnSums(int rows, int cols, const float* x, float* out) override {
-    inner_->ColumnSums(rows, cols, x, out);
-  }
-  void ActivationForward(Activation f, size_t count, const float* x, float* y) override {
-    inner_->ActivationForward(f, count, x, y);
-  }
-  void ActivationBackward(Activation f, size_t count, const float* y, const float* dy,
-                          float* dx) override {
-    inner_->ActivationBackward(f, count, y, dy, dx);
-  }
-  LossSums SoftmaxCrossEntropy(int rows, int classes, const float* logits, const float* labels,
-                               float scale, float* dlogits) override {
-    return inner_->SoftmaxCrossEntropy(rows, classes, logits, labels, scale, dlogits);
-  }
-  LossSums SigmoidCrossEntropy(int rows, const float* logits, const float* labels, float scale,
-                               float* dlogits) override {
-    return inner_->SigmoidCrossEntropy(rows, logits, labels, scale, dlogits);
-  }
-  LossSums SquaredError(int rows, const float* predictions, const float* targets, float scale,
-                        float* dpredictions) override {
-    return inner_->SquaredError(rows, predictions, targets, scale, dpredictions);
-  }
-  void Axpy(size_t count, float alpha, const float* x, float* y) override {
-    inner_->Axpy(count, alpha, x, y);
-  }
-  void Im2Col(const Window2D& window, int batch, const float* images, float* columns) override {
-    inner_->Im2Col(window, batch, images, columns);
-  }
-  void Col2Im(const Window2D& window, int batch, const float* columns, float* images) override {
-    inner_->Col2Im(window, batch, columns, images);
-  }
-  void MaxPoolForward(const Window2D& window, int batch, const float* x, float* y) override {
-    inner_->MaxPoolForward(window, batch, x, y);
-  }
-  void AvgPoolForward(const Window2D& window, int batch, const float* x, float* y) override {
-    inner_->AvgPoolForward(window, batch, x, y);
-  }
-  void MaxPoolBackward(const Window2D& window, int batch, const float* x, const float* y,
-                       const float* dy, float* dx) override {
-    inner_->MaxPoolBackward(window, batch, x, y, dy, dx);
-  }
-  void AvgPoolBackward(const Window2D& window, int batch, const float* dy, float* dx) override {
-    inner_->AvgPoolBackward(window, batch, dy, dx);
-  }
-  void Synchronize() override { inner_->Synchronize(); }
 
  private:
   // Adds to `*total` how long `work` takes alone: it waits for the work queued before it, then
   // for itself.
   template <typename Work>
   void Timed(absl::Duration* total, Work work) {
-    inner_->Synchronize();
+    inner().Synchronize();
     const absl::Time start = absl::Now();
     work();
-    inner_->Synchronize();
+    inner().Synchronize();
     *total += absl::Now() - start;
   }
 
-  const std::unique_ptr<ComputeBackend> inner_;
   absl::Duration copy_time_;
   absl::Duration gemm_time_;
   double gemm_flops_ = 0;

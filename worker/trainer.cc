@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/job/job_schema.h"
 #include "common/job/job_spec.h"
+#include "common/random.h"
 #include "worker/data/dataset.h"
 #include "worker/divergence.h"
 #include "worker/evaluation.h"
@@ -30,6 +31,9 @@
 
 namespace ps {
 namespace {
+
+// The job seed's stream of dropout masks (worker/data/ holds streams 1 to 3).
+constexpr uint64_t kDropoutStream = 4;
 
 // Mean loss and accuracy of `model` on all of `data`, in batches of `batch_size`.
 absl::StatusOr<EvalResult> Evaluate(Model* model, const Dataset& data, int batch_size,
@@ -267,7 +271,7 @@ class TrainingLoop {
   absl::Status AwaitEveryWorkerLeft();
   // Computes step's gradient on the exchange's weights into gradients_, then waits out the
   // straggler delay.
-  absl::StatusOr<BatchMetrics> Compute();
+  absl::StatusOr<BatchMetrics> Compute(int64_t step);
   // `weights` (the exchange's when null) on the test set (into progress_.eval) and the validation set (into
   // progress_.validation), each where the job has one.
   // `sync_step`: in SYNC, the job's step whose values a sparse model is evaluated on (its reads
@@ -325,7 +329,7 @@ absl::Status TrainingLoop::Run() {
       context_.report(progress_);  // The chief's evaluation comes after (EvaluateFinalModel).
       break;
     }
-    absl::StatusOr<BatchMetrics> metrics = Compute();
+    absl::StatusOr<BatchMetrics> metrics = Compute(step);
     if (!metrics.ok()) return metrics.status();
     if (std::optional<std::string> diverged = divergence_.Observe(step, metrics->loss)) {
       if (!spec_.continue_on_divergence()) {
@@ -356,7 +360,7 @@ absl::Status TrainingLoop::Run() {
   return finished;
 }
 
-absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {
+absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
   const absl::Time begin = context_.clock->Now();
   absl::StatusOr<BatchMetrics> metrics;
   if (job_.sparse != nullptr) {
@@ -367,6 +371,9 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute() {
     batch.feature_dim = job_.data.train.feature_dim;
     batch.features = batch_features_.data();
     batch.labels = batch_labels_.data();
+    job_.model->SetDropoutSeed(StreamSeed(spec_.seed(), kDropoutStream,
+                                          static_cast<uint64_t>(step) * context_.num_workers +
+                                              static_cast<uint64_t>(context_.worker)));
     metrics = job_.model->ComputeGradients(batch, exchange_.weights().const_view(),
                                            gradients_.mutable_view());
   }

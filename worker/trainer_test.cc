@@ -81,6 +81,9 @@ TEST_F(TrainerTest, ACnnTrainsInSync) {
   LayerSpec& pool = *model.add_layers();
   pool.set_kind(LayerSpec::MAX_POOL);
   pool.set_kernel(2);
+  LayerSpec& dropout = *model.add_layers();
+  dropout.set_kind(LayerSpec::DROPOUT);
+  dropout.set_rate(0.25f);
   spec.mutable_learning_rate()->set_base(0.3f);
   spec.set_steps(80);
   std::vector<WorkerRun> runs = RunWorkers(spec, 2);

@@ -39,6 +39,21 @@ absl::Status CheckNonNegative(const char* field, float value) {
 
 // A CNN's image and layers, each in range; whether the windows fit the images they slide over
 // is the model's to say (worker/model/conv_model.h), from the data's feature_dim.
+// A DROPOUT layer `field`: a rate in [0, 1) and nothing else.
+absl::Status ValidateDropout(const LayerSpec& layer, const std::string& field) {
+  if (!(layer.rate() >= 0.0f && layer.rate() < 1.0f)) {
+    return FieldError(field + ".rate", absl::StrCat("is ", layer.rate(),
+                                                    ": the fraction dropped is in [0, 1) "
+                                                    "(0.5 is usual for dense layers)"));
+  }
+  if (layer.filters() != 0 || layer.units() != 0 || layer.kernel() != 0 || layer.stride() != 0 ||
+      layer.padding() != 0 || layer.activation() != ModelSpec::RELU) {
+    return FieldError(field, "is a DROPOUT, which takes only a rate: unset filters, units, "
+                             "kernel, stride, padding and activation");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateCnn(const ModelSpec& model) {
   if (model.kind() != ModelSpec::CNN) {
     if (model.has_image() || !model.layers().empty()) {
@@ -64,8 +79,15 @@ absl::Status ValidateCnn(const ModelSpec& model) {
     const std::string field = absl::StrCat("model.layers[", i, "]");
     const LayerSpec::Kind kind = layer.kind();
     if (kind == LayerSpec::KIND_UNSPECIFIED || !LayerSpec::Kind_IsValid(kind)) {
-      return FieldError(field + ".kind", "is not set: use CONV, MAX_POOL, AVG_POOL or DENSE");
+      return FieldError(field + ".kind",
+                        "is not set: use CONV, MAX_POOL, AVG_POOL, DENSE or DROPOUT");
     }
+    if (kind == LayerSpec::DROPOUT) {
+      absl::Status dropout = ValidateDropout(layer, field);
+      if (!dropout.ok()) return dropout;
+      continue;
+    }
+    if (layer.rate() != 0) return FieldError(field + ".rate", "is for DROPOUT: unset it");
     const bool windowed = kind != LayerSpec::DENSE;
     if (windowed && (layer.kernel() < 1 || layer.kernel() > 64)) {
       return FieldError(field + ".kernel", absl::StrCat("is ", layer.kernel(),

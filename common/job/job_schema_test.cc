@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <string>
@@ -65,6 +66,32 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
       {[](JobSpec* s) { s->mutable_model()->add_layers(); }, "model.layers is for CNN"},
       {[](JobSpec* s) { CnnOf(s, LayerSpec::CONV); }, "model.layers[0].kernel"},
       {[](JobSpec* s) { CnnOf(s, LayerSpec::DENSE); }, "model.layers[0].units"},
+      {[](JobSpec* s) {
+         CnnOf(s, LayerSpec::DROPOUT);
+         s->mutable_model()->mutable_layers(0)->set_rate(1.0f);
+       },
+       "model.layers[0].rate is 1: the fraction dropped is in [0, 1)"},
+      {[](JobSpec* s) {
+         CnnOf(s, LayerSpec::DROPOUT);
+         s->mutable_model()->mutable_layers(0)->set_rate(-0.5f);
+       },
+       "model.layers[0].rate is -0.5"},
+      {[](JobSpec* s) {
+         CnnOf(s, LayerSpec::DROPOUT);
+         s->mutable_model()->mutable_layers(0)->set_rate(std::nanf(""));
+       },
+       "model.layers[0].rate is nan"},
+      {[](JobSpec* s) {
+         CnnOf(s, LayerSpec::DROPOUT);
+         s->mutable_model()->mutable_layers(0)->set_kernel(2);
+       },
+       "model.layers[0] is a DROPOUT, which takes only a rate"},
+      {[](JobSpec* s) {
+         CnnOf(s, LayerSpec::DENSE);
+         s->mutable_model()->mutable_layers(0)->set_units(4);
+         s->mutable_model()->mutable_layers(0)->set_rate(0.5f);
+       },
+       "model.layers[0].rate is for DROPOUT"},
       {[](JobSpec* s) { s->mutable_data()->clear_synthetic(); }, "data"},
       {[](JobSpec* s) { s->mutable_data()->set_test_fraction(1); }, "data.test_fraction"},
       {[](JobSpec* s) { s->set_batch_size(0); }, "batch_size"},

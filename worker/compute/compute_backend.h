@@ -83,6 +83,11 @@ class ComputeBackend {
                                 float scale, float* dpredictions) = 0;
   // y += alpha * x.
   virtual void Axpy(size_t count, float alpha, const float* x, float* y) = 0;
+  // z = x * y, elementwise; z may be x or y.
+  virtual void Multiply(size_t count, const float* x, const float* y, float* z) = 0;
+  // A dropout mask: mask[i] = dropout_ops::MaskAt(seed, rate, i) (0, or 1 / (1 - rate) for an
+  // element kept), the same on every backend. `rate` is in [0, 1).
+  virtual void DropoutMask(size_t count, uint64_t seed, float rate, float* mask) = 0;
 
   // Convolution and pooling over NHWC images (Window2D); window_ops.h holds the arithmetic both
   // backends share. `batch` examples each. A convolution is Im2Col and one Gemm.
@@ -104,6 +109,11 @@ class ComputeBackend {
                                const float* dy, float* dx) = 0;
   virtual void AvgPoolBackward(const Window2D& window, int batch, const float* dy,
                                float* dx) = 0;
+
+  // The floats a layer's intermediate arrays (a convolution's columns) should stay within, so
+  // that what one operation writes is still in cache for the next; 0: no bound (a GPU, where a
+  // whole batch in one Gemm is faster). A model works a batch in chunks of about this size.
+  virtual size_t WorkingSetFloats() const { return 0; }
 
   // Returns once every operation before it has finished (for timing phases apart).
   virtual void Synchronize() = 0;

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "worker/compute/available_backends.h"
+#include "worker/compute/dropout_ops.h"
 
 namespace ps {
 namespace {
@@ -265,6 +266,47 @@ TEST_P(ComputeBackendTest, Axpy) {
       ASSERT_TRUE(Near(actual[i], expected, std::abs(y[i]) + std::abs(0.3 * x[i]))) << i;
     }
   }
+}
+
+TEST_P(ComputeBackendTest, MultiplyOutOfPlaceAndInPlace) {
+  for (int count : kSizes) {
+    const std::vector<float> x = Random(count, -1, 1);
+    const std::vector<float> y = Random(count, -1, 1);
+    DeviceArray x_device = Upload(x);
+    DeviceArray y_device = Upload(y);
+    DeviceArray z_device(backend_.get(), count);
+    backend_->Multiply(count, x_device.data(), y_device.data(), z_device.data());
+    std::vector<float> expected(count);
+    for (int i = 0; i < count; ++i) expected[i] = x[i] * y[i];
+    EXPECT_EQ(Download(z_device), expected) << count;
+    backend_->Multiply(count, x_device.data(), y_device.data(), y_device.data());
+    EXPECT_EQ(Download(y_device), expected) << count << " in place";
+  }
+}
+
+// Every backend draws dropout_ops.h's mask: the same elements kept, about 1 - rate of them.
+TEST_P(ComputeBackendTest, DropoutMaskIsTheSharedMaskAndDropsAboutTheRate) {
+  constexpr int kCount = 100000;
+  for (const float rate : {0.0f, 0.25f, 0.5f, 0.9f}) {
+    for (const uint64_t seed : {uint64_t{1}, uint64_t{0xfeedface}}) {
+      DeviceArray mask(backend_.get(), kCount);
+      backend_->DropoutMask(kCount, seed, rate, mask.data());
+      const std::vector<float> actual = Download(mask);
+      int dropped = 0;
+      for (int i = 0; i < kCount; ++i) {
+        ASSERT_EQ(actual[i], dropout_ops::MaskAt(seed, rate, i)) << i;
+        ASSERT_TRUE(actual[i] == 0.0f || actual[i] == 1.0f / (1.0f - rate)) << actual[i];
+        dropped += actual[i] == 0.0f;
+      }
+      // A binomial's standard deviation here is at most 158; 5 of them.
+      EXPECT_NEAR(dropped, rate * kCount, 800) << "rate " << rate << " seed " << seed;
+    }
+  }
+  // Another seed, another mask.
+  DeviceArray a(backend_.get(), kCount), b(backend_.get(), kCount);
+  backend_->DropoutMask(kCount, 1, 0.5f, a.data());
+  backend_->DropoutMask(kCount, 2, 0.5f, b.data());
+  EXPECT_NE(Download(a), Download(b));
 }
 
 // Window shapes for the convolution and pooling tests: odd sizes, strides, padding, channels.

@@ -19,6 +19,7 @@
 
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/cuda_backend_impl.h"
+#include "worker/compute/dropout_ops.h"
 #include "worker/compute/window_ops.h"
 
 namespace ps {
@@ -165,6 +166,16 @@ __global__ void ActivationBackwardKernel(size_t count, const float* y, const flo
 
 __global__ void AxpyKernel(size_t count, float alpha, const float* x, float* y) {
   for (size_t i = FirstIndex(); i < count; i += GridStride()) y[i] += alpha * x[i];
+}
+
+__global__ void MultiplyKernel(size_t count, const float* x, const float* y, float* z) {
+  for (size_t i = FirstIndex(); i < count; i += GridStride()) z[i] = x[i] * y[i];
+}
+
+__global__ void DropoutMaskKernel(size_t count, uint64_t seed, float rate, float* mask) {
+  for (size_t i = FirstIndex(); i < count; i += GridStride()) {
+    mask[i] = dropout_ops::MaskAt(seed, rate, i);
+  }
 }
 
 // The losses write one result per row (row_loss, and row_flags of kRowCorrect and
@@ -619,6 +630,20 @@ class CudaBackend : public ComputeBackend {
     MakeDeviceCurrent();
     AxpyKernel<<<BlocksFor(count), kThreads, 0, stream_>>>(count, alpha, x, y);
     PS_LAUNCH_CHECK("AxpyKernel");
+  }
+
+  void Multiply(size_t count, const float* x, const float* y, float* z) override {
+    if (count == 0) return;
+    MakeDeviceCurrent();
+    MultiplyKernel<<<BlocksFor(count), kThreads, 0, stream_>>>(count, x, y, z);
+    PS_LAUNCH_CHECK("MultiplyKernel");
+  }
+
+  void DropoutMask(size_t count, uint64_t seed, float rate, float* mask) override {
+    if (count == 0) return;
+    MakeDeviceCurrent();
+    DropoutMaskKernel<<<BlocksFor(count), kThreads, 0, stream_>>>(count, seed, rate, mask);
+    PS_LAUNCH_CHECK("DropoutMaskKernel");
   }
 
   void Synchronize() override {

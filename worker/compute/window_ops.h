@@ -1,22 +1,15 @@
 // The arithmetic of convolution and pooling over NHWC images (Window2D), one output element at
-// a time, written once for both backends: the CPU backend loops over the elements, the CUDA
-// backend runs a thread per element, and both compute each element in the same order. Every
-// backward operation gathers (an input element sums what its windows send it, in a fixed order)
-// rather than scattering with atomics, so the results do not depend on thread scheduling.
-//
-// Plain C++ for the CPU's compiler; nvcc marks the functions __host__ __device__.
+// a time: the CUDA backend runs a thread per element, and the CPU backend's loops
+// (cpu_window_ops.h) give the same results bit for bit. Every backward operation gathers (an
+// input element sums what its windows send it, in a fixed order) rather than scattering with
+// atomics, so the results do not depend on thread scheduling.
 #ifndef PS_WORKER_COMPUTE_WINDOW_OPS_H_
 #define PS_WORKER_COMPUTE_WINDOW_OPS_H_
 
 #include <cstddef>
 
 #include "worker/compute/compute_backend.h"
-
-#ifdef __CUDACC__
-#define PS_HOST_DEVICE __host__ __device__
-#else
-#define PS_HOST_DEVICE
-#endif
+#include "worker/compute/host_device.h"
 
 namespace ps {
 namespace window_ops {

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "worker/compute/dropout_ops.h"
 #include "worker/model/check_variable.h"
 
 namespace ps {
@@ -24,10 +25,18 @@ struct StagePlan {
   int in = 0;       // Floats per example in and out.
   int out = 0;
   int units = 0;  // CONV: filters; DENSE: units.
+  float rate = 0;  // DROPOUT.
   bool activate = false;
   Activation activation = Activation::kRelu;
 
   int positions() const { return window.out_height() * window.out_width(); }
+  // CONV: the images whose columns are made and used at once: about `working_set` floats
+  // (ComputeBackend::WorkingSetFloats; 0: the whole batch), at least one image.
+  int chunk_images(int max_batch_size, size_t working_set) const {
+    if (working_set == 0) return max_batch_size;
+    const size_t per_image = static_cast<size_t>(positions()) * window.patch();
+    return static_cast<int>(std::clamp<size_t>(working_set / per_image, 1, max_batch_size));
+  }
 };
 
 // A variable of a layer, in the backend's memory.
@@ -42,8 +51,13 @@ struct Stage {
   std::vector<Parameter> parameters;  // CONV: kernel, bias. DENSE: weights, bias.
   DeviceArray output;                 // [max_batch_size, out], after the activation.
   DeviceArray output_gradient;        // [max_batch_size, out]
-  DeviceArray columns;                // CONV: Im2Col of the input, [batch * positions, patch].
-  DeviceArray column_gradient;        // CONV: the same shape.
+  // CONV: Im2Col of StagePlan::chunk_images images of the input, [chunk * positions, patch], and its
+  // gradient. A convolution works a chunk at a time, so that what Im2Col writes is still in
+  // cache for the Gemm that reads it (and the Gemm's columns' gradient for Col2Im); the
+  // backward pass makes a chunk's columns again rather than keeping the batch's.
+  DeviceArray columns;
+  DeviceArray column_gradient;
+  DeviceArray mask;  // DROPOUT: [max_batch_size, out], the step's mask (all ones to evaluate).
 };
 
 class ConvModel : public Model {
@@ -64,11 +78,12 @@ class ConvModel : public Model {
       stage.output = DeviceArray(backend, batch_out);
       stage.output_gradient = DeviceArray(backend, batch_out);
       if (plan.kind == LayerSpec::CONV) {
-        const size_t columns =
-            static_cast<size_t>(max_batch_size) * plan.positions() * plan.window.patch();
+        const size_t columns = static_cast<size_t>(plan.chunk_images(max_batch_size, backend->WorkingSetFloats())) *
+                               plan.positions() * plan.window.patch();
         stage.columns = DeviceArray(backend, columns);
         stage.column_gradient = DeviceArray(backend, columns);
       }
+      if (plan.kind == LayerSpec::DROPOUT) stage.mask = DeviceArray(backend, batch_out);
       if (plan.kind == LayerSpec::CONV || plan.kind == LayerSpec::DENSE) {
         for (int p = 0; p < 2; ++p) {
           const VariableDef& def = variables[next_variable++];
@@ -97,12 +112,20 @@ class ConvModel : public Model {
     return Run(batch, weights, nullptr);
   }
 
+  void SetDropoutSeed(uint64_t seed) override { dropout_seed_ = seed; }
+
  private:
   absl::Status CheckBatch(const Batch& batch) const;
   absl::StatusOr<BatchMetrics> Run(const Batch& batch, const ConstVariables& weights,
                                    const MutableVariables* gradients);
-  void Forward(int rows);
+  // `training`: with dropout (ComputeGradients); else without (Evaluate).
+  void Forward(int rows, bool training);
   void Backward(int rows);
+  // A CONV stage's output (before its activation) from `input`, and its kernel's and bias's
+  // gradients and, unless null, its input's from `gradient` (after its activation's).
+  void ForwardConvolution(int rows, const float* input, Stage& stage);
+  void BackwardConvolution(int rows, const float* input, const float* gradient,
+                           float* input_gradient, Stage& stage);
 
   const int feature_dim_;
   const int max_batch_size_;
@@ -110,6 +133,7 @@ class ConvModel : public Model {
   DeviceArray input_;   // [max_batch_size, feature_dim]
   DeviceArray labels_;  // [max_batch_size]
   std::vector<Stage> stages_;
+  uint64_t dropout_seed_ = 0;
 };
 
 absl::Status ConvModel::CheckBatch(const Batch& batch) const {
@@ -139,7 +163,7 @@ absl::StatusOr<BatchMetrics> ConvModel::Run(const Batch& batch, const ConstVaria
                              parameter.value.data());
     }
   }
-  Forward(rows);
+  Forward(rows, /*training=*/gradients != nullptr);
   Stage& last = stages_.back();
   const LossSums sums =
       backend_->SoftmaxCrossEntropy(rows, last.plan.out, last.output.data(), labels_.data(),
@@ -160,26 +184,33 @@ absl::StatusOr<BatchMetrics> ConvModel::Run(const Batch& batch, const ConstVaria
   return metrics;
 }
 
-void ConvModel::Forward(int rows) {
+void ConvModel::Forward(int rows, bool training) {
   const float* input = input_.data();
-  for (Stage& stage : stages_) {
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    Stage& stage = stages_[i];
     const StagePlan& plan = stage.plan;
     float* output = stage.output.data();
     switch (plan.kind) {
-      case LayerSpec::CONV: {
-        const int positions = rows * plan.positions();
-        backend_->Im2Col(plan.window, rows, input, stage.columns.data());
-        backend_->Gemm(false, false, positions, plan.units, plan.window.patch(), 1.0f,
-                       stage.columns.data(), stage.parameters[0].value.data(), 0.0f, output);
-        backend_->AddBias(positions, plan.units, stage.parameters[1].value.data(), output);
+      case LayerSpec::CONV:
+        ForwardConvolution(rows, input, stage);
         break;
-      }
       case LayerSpec::MAX_POOL:
         backend_->MaxPoolForward(plan.window, rows, input, output);
         break;
       case LayerSpec::AVG_POOL:
         backend_->AvgPoolForward(plan.window, rows, input, output);
         break;
+      case LayerSpec::DROPOUT: {
+        const size_t count = static_cast<size_t>(rows) * plan.out;
+        if (training) {
+          backend_->DropoutMask(count, dropout_ops::LayerSeed(dropout_seed_, static_cast<int>(i)),
+                                plan.rate, stage.mask.data());
+        } else {
+          backend_->Fill(count, 1.0f, stage.mask.data());
+        }
+        backend_->Multiply(count, input, stage.mask.data(), output);
+        break;
+      }
       default:  // DENSE
         backend_->Gemm(false, false, rows, plan.units, plan.in, 1.0f, input,
                        stage.parameters[0].value.data(), 0.0f, output);
@@ -207,19 +238,9 @@ void ConvModel::Backward(int rows) {
                                    stage.output.data(), gradient, gradient);
     }
     switch (plan.kind) {
-      case LayerSpec::CONV: {
-        const int positions = rows * plan.positions();
-        const int patch = plan.window.patch();
-        backend_->Gemm(true, false, patch, plan.units, positions, 1.0f, stage.columns.data(),
-                       gradient, 0.0f, stage.parameters[0].gradient.data());
-        backend_->ColumnSums(positions, plan.units, gradient, stage.parameters[1].gradient.data());
-        if (input_gradient != nullptr) {
-          backend_->Gemm(false, true, positions, patch, plan.units, 1.0f, gradient,
-                         stage.parameters[0].value.data(), 0.0f, stage.column_gradient.data());
-          backend_->Col2Im(plan.window, rows, stage.column_gradient.data(), input_gradient);
-        }
+      case LayerSpec::CONV:
+        BackwardConvolution(rows, input, gradient, input_gradient, stage);
         break;
-      }
       case LayerSpec::MAX_POOL:
         if (input_gradient != nullptr) {
           backend_->MaxPoolBackward(plan.window, rows, input, stage.output.data(), gradient,
@@ -229,6 +250,12 @@ void ConvModel::Backward(int rows) {
       case LayerSpec::AVG_POOL:
         if (input_gradient != nullptr) {
           backend_->AvgPoolBackward(plan.window, rows, gradient, input_gradient);
+        }
+        break;
+      case LayerSpec::DROPOUT:
+        if (input_gradient != nullptr) {
+          backend_->Multiply(static_cast<size_t>(rows) * plan.out, gradient, stage.mask.data(),
+                             input_gradient);
         }
         break;
       default:  // DENSE
@@ -242,6 +269,46 @@ void ConvModel::Backward(int rows) {
         break;
     }
   }
+}
+
+void ConvModel::ForwardConvolution(int rows, const float* input, Stage& stage) {
+  const StagePlan& plan = stage.plan;
+  const int chunk = plan.chunk_images(max_batch_size_, backend_->WorkingSetFloats());
+  for (int first = 0; first < rows; first += chunk) {
+    const int images = std::min(chunk, rows - first);
+    backend_->Im2Col(plan.window, images, input + static_cast<size_t>(first) * plan.in,
+                     stage.columns.data());
+    backend_->Gemm(false, false, images * plan.positions(), plan.units, plan.window.patch(), 1.0f,
+                   stage.columns.data(), stage.parameters[0].value.data(), 0.0f,
+                   stage.output.data() + static_cast<size_t>(first) * plan.out);
+  }
+  backend_->AddBias(rows * plan.positions(), plan.units, stage.parameters[1].value.data(),
+                    stage.output.data());
+}
+
+void ConvModel::BackwardConvolution(int rows, const float* input, const float* gradient,
+                                    float* input_gradient, Stage& stage) {
+  const StagePlan& plan = stage.plan;
+  const int patch = plan.window.patch();
+  const int chunk = plan.chunk_images(max_batch_size_, backend_->WorkingSetFloats());
+  for (int first = 0; first < rows; first += chunk) {
+    const int images = std::min(chunk, rows - first);
+    const float* chunk_gradient = gradient + static_cast<size_t>(first) * plan.out;
+    backend_->Im2Col(plan.window, images, input + static_cast<size_t>(first) * plan.in,
+                     stage.columns.data());
+    // The kernel's gradient sums over the chunks.
+    backend_->Gemm(true, false, patch, plan.units, images * plan.positions(), 1.0f,
+                   stage.columns.data(), chunk_gradient, first == 0 ? 0.0f : 1.0f,
+                   stage.parameters[0].gradient.data());
+    if (input_gradient == nullptr) continue;
+    backend_->Gemm(false, true, images * plan.positions(), patch, plan.units, 1.0f,
+                   chunk_gradient, stage.parameters[0].value.data(), 0.0f,
+                   stage.column_gradient.data());
+    backend_->Col2Im(plan.window, images, stage.column_gradient.data(),
+                     input_gradient + static_cast<size_t>(first) * plan.in);
+  }
+  backend_->ColumnSums(rows * plan.positions(), plan.units, gradient,
+                       stage.parameters[1].gradient.data());
 }
 
 absl::Status LayerError(int index, const std::string& message) {
@@ -276,7 +343,10 @@ absl::StatusOr<std::vector<StagePlan>> PlanStages(const ModelSpec& spec, int num
     StagePlan plan;
     plan.kind = layer.kind();
     plan.in = height * width * channels;
-    if (layer.kind() == LayerSpec::DENSE) {
+    if (layer.kind() == LayerSpec::DROPOUT) {
+      plan.out = plan.in;
+      plan.rate = layer.rate();
+    } else if (layer.kind() == LayerSpec::DENSE) {
       absl::Status size = CheckLayerSize(i, "an output", layer.units());
       if (!size.ok()) return size;
       plan.units = layer.units();
@@ -316,8 +386,7 @@ absl::StatusOr<std::vector<StagePlan>> PlanStages(const ModelSpec& spec, int num
       plan.out = height * width * channels;
     }
     const bool output_layer = i == spec.layers_size();
-    if (!output_layer && layer.kind() != LayerSpec::MAX_POOL &&
-        layer.kind() != LayerSpec::AVG_POOL) {
+    if (!output_layer && (layer.kind() == LayerSpec::CONV || layer.kind() == LayerSpec::DENSE)) {
       absl::StatusOr<Activation> activation = ToActivation(layer.activation());
       if (!activation.ok()) return LayerError(i, std::string(activation.status().message()));
       plan.activate = true;
@@ -361,7 +430,7 @@ absl::StatusOr<std::unique_ptr<Model>> CreateConvModel(const ModelSpec& spec, in
   double floats = static_cast<double>(max_batch_size) * (feature_dim + 1.0);
   for (size_t i = 0; i < plans->size(); ++i) {
     const StagePlan& plan = (*plans)[i];
-    floats += 2.0 * max_batch_size * plan.out;
+    floats += (plan.kind == LayerSpec::DROPOUT ? 3.0 : 2.0) * max_batch_size * plan.out;
     if (plan.kind == LayerSpec::CONV) {
       floats += 2.0 * max_batch_size * plan.positions() * plan.window.patch();
     }

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "worker/compute/available_backends.h"
+#include "worker/compute/dropout_ops.h"
+#include "worker/compute/forwarding_backend.h"
 #include "worker/model/model.h"
 
 namespace ps {
@@ -24,6 +26,13 @@ using ::testing::HasSubstr;
 
 constexpr int kBatch = 3;
 constexpr int kClasses = 3;
+
+LayerSpec Dropout(float rate) {
+  LayerSpec layer;
+  layer.set_kind(LayerSpec::DROPOUT);
+  layer.set_rate(rate);
+  return layer;
+}
 
 LayerSpec Layer(LayerSpec::Kind kind, int size, int kernel, int stride, int padding,
                 ModelSpec::Activation activation = ModelSpec::TANH) {
@@ -54,6 +63,20 @@ ModelSpec SmallCnn() {
   return spec;
 }
 
+// SmallCnn with dropout after the first pooling (rate 0.5) and after the dense layer (0.25).
+ModelSpec SmallCnnWithDropout() {
+  ModelSpec spec = SmallCnn();
+  ModelSpec with;
+  with.set_kind(ModelSpec::CNN);
+  *with.mutable_image() = spec.image();
+  for (int i = 0; i < spec.layers_size(); ++i) {
+    *with.add_layers() = spec.layers(i);
+    if (i == 1) *with.add_layers() = Dropout(0.5f);
+  }
+  *with.add_layers() = Dropout(0.25f);
+  return with;
+}
+
 using Values = std::map<std::string, std::vector<double>>;
 
 double Activate(ModelSpec::Activation f, double x) {
@@ -67,9 +90,11 @@ double At(const std::vector<double>& x, int n, int h, int w, int c, int height, 
   return x[((static_cast<size_t>(n) * height + h) * width + w) * channels + c];
 }
 
-// The network of SmallCnn in double precision: the mean softmax cross-entropy of `labels`.
+// The network of `spec` in double precision: the mean softmax cross-entropy of `labels`.
+// Dropout layers apply the masks of `dropout_seed` (dropout_ops.h) when `training`.
 double ReferenceLoss(const ModelSpec& spec, const Values& p, const std::vector<double>& images,
-                     const std::vector<int>& labels) {
+                     const std::vector<int>& labels, uint64_t dropout_seed = 0,
+                     bool training = false) {
   std::vector<double> x = images;
   int height = spec.image().height(), width = spec.image().width(),
       channels = spec.image().channels();
@@ -78,7 +103,12 @@ double ReferenceLoss(const ModelSpec& spec, const Values& p, const std::vector<d
     const LayerSpec layer = output ? Layer(LayerSpec::DENSE, kClasses, 0, 0, 0) : spec.layers(i);
     const std::string prefix = "layer" + std::to_string(i);
     std::vector<double> y;
-    if (layer.kind() == LayerSpec::DENSE) {
+    if (layer.kind() == LayerSpec::DROPOUT) {
+      y = x;
+      for (size_t j = 0; training && j < y.size(); ++j) {
+        y[j] *= dropout_ops::MaskAt(dropout_ops::LayerSeed(dropout_seed, i), layer.rate(), j);
+      }
+    } else if (layer.kind() == LayerSpec::DENSE) {
       const int in = height * width * channels, units = layer.units();
       const std::vector<double>& w = p.at(prefix + "/weights");
       const std::vector<double>& b = p.at(prefix + "/bias");
@@ -151,10 +181,26 @@ class ConvModelTest : public ::testing::TestWithParam<BackendFactory> {
   std::unique_ptr<ComputeBackend> backend_;
 };
 
-TEST_P(ConvModelTest, LossAndEveryGradientMatchDoublePrecisionFiniteDifferences) {
-  const ModelSpec spec = SmallCnn();
+// The backend under test with another WorkingSetFloats: a model then works its convolutions in
+// chunks of fewer images.
+class SmallWorkingSetBackend : public ForwardingBackend {
+ public:
+  SmallWorkingSetBackend(std::unique_ptr<ComputeBackend> inner, size_t floats)
+      : ForwardingBackend(std::move(inner)), floats_(floats) {}
+  size_t WorkingSetFloats() const override { return floats_; }
+
+ private:
+  const size_t floats_;
+};
+
+// `spec` (SmallCnn's layers, with or without dropout) on `backend`: its loss against
+// ReferenceLoss's, and every gradient against central finite differences of ReferenceLoss, for
+// a step with dropout seed `dropout_seed`.
+void ExpectLossAndGradientsMatchTheReference(ComputeBackend* backend,
+                                             const ModelSpec& spec = SmallCnn(),
+                                             uint64_t dropout_seed = 0) {
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Create(spec, 8 * 8 * 2, kClasses, kBatch,
-                                                               backend_.get());
+                                                               backend);
   ASSERT_TRUE(model.ok()) << model.status();
   std::mt19937 random(7);
   std::uniform_real_distribution<float> uniform(-1, 1);
@@ -178,23 +224,29 @@ TEST_P(ConvModelTest, LossAndEveryGradientMatchDoublePrecisionFiniteDifferences)
   EXPECT_THAT((*model)->variables()[0].name(), "layer0/kernel");
   EXPECT_EQ((*model)->variables()[0].shape(0), 3 * 3 * 2);
   Batch batch{kBatch, 8 * 8 * 2, images.data(), labels.data()};
+  (*model)->SetDropoutSeed(dropout_seed);
   absl::StatusOr<BatchMetrics> metrics = (*model)->ComputeGradients(batch, weight_view,
                                                                      gradient_view);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
 
   const std::vector<double> x(images.begin(), images.end());
   const std::vector<int> classes = {0, 2, 1};
-  const double loss = ReferenceLoss(spec, reference, x, classes);
+  const double loss = ReferenceLoss(spec, reference, x, classes, dropout_seed, true);
   EXPECT_NEAR(metrics->loss, loss, 1e-5 * std::max(1.0, loss));
+  // An evaluation drops nothing.
+  absl::StatusOr<BatchMetrics> evaluated = (*model)->Evaluate(batch, weight_view);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status();
+  const double eval_loss = ReferenceLoss(spec, reference, x, classes);
+  EXPECT_NEAR(evaluated->loss, eval_loss, 1e-5 * std::max(1.0, eval_loss));
   constexpr double kStep = 1e-5;
   int checked = 0;
   for (auto& [name, values] : reference) {
     for (size_t i = 0; i < values.size(); ++i) {
       const double saved = values[i];
       values[i] = saved + kStep;
-      const double up = ReferenceLoss(spec, reference, x, classes);
+      const double up = ReferenceLoss(spec, reference, x, classes, dropout_seed, true);
       values[i] = saved - kStep;
-      const double down = ReferenceLoss(spec, reference, x, classes);
+      const double down = ReferenceLoss(spec, reference, x, classes, dropout_seed, true);
       values[i] = saved;
       const double numeric = (up - down) / (2 * kStep);
       const double analytic = gradients[name][i];
@@ -203,6 +255,31 @@ TEST_P(ConvModelTest, LossAndEveryGradientMatchDoublePrecisionFiniteDifferences)
     }
   }
   EXPECT_EQ(checked, 4 * 18 + 4 + 3 * 36 + 3 + 3 * 5 + 5 + 5 * 3 + 3);
+}
+
+TEST_P(ConvModelTest, LossAndEveryGradientMatchDoublePrecisionFiniteDifferences) {
+  ExpectLossAndGradientsMatchTheReference(backend_.get());
+}
+
+// The first convolution's columns are 1,152 floats an image: a working set of 1 float makes
+// three chunks of one image; 2,304 floats, a chunk of two and one of one.
+TEST_P(ConvModelTest, ConvolutionsWorkedInChunksMatchTheReferenceToo) {
+  for (const size_t floats : {size_t{1}, size_t{2304}}) {
+    SCOPED_TRACE(floats);
+    absl::StatusOr<std::unique_ptr<ComputeBackend>> inner = GetParam().create();
+    ASSERT_TRUE(inner.ok()) << inner.status();
+    SmallWorkingSetBackend backend(*std::move(inner), floats);
+    ExpectLossAndGradientsMatchTheReference(&backend);
+  }
+}
+
+// Dropout after a pooling and after a dense layer, for two steps' seeds: each step's masks are
+// dropout_ops.h's for its seed, and the gradients are those of the network with those masks.
+TEST_P(ConvModelTest, DropoutAppliesTheStepsMasksAndEvaluationDropsNothing) {
+  for (const uint64_t seed : {uint64_t{12345}, uint64_t{987654321}}) {
+    SCOPED_TRACE(seed);
+    ExpectLossAndGradientsMatchTheReference(backend_.get(), SmallCnnWithDropout(), seed);
+  }
 }
 
 TEST_P(ConvModelTest, BadShapesAreRefusedNamingTheLayer) {

@@ -80,6 +80,9 @@ class Model {
   // Loss and accuracy only.
   virtual absl::StatusOr<BatchMetrics> Evaluate(const Batch& batch,
                                                 const ConstVariables& weights) = 0;
+  // The seed of the dropout masks of the next ComputeGradients calls (a model without dropout
+  // has nothing to seed). The trainer sets one per worker and step, so a run's masks repeat.
+  virtual void SetDropoutSeed(uint64_t /*seed*/) {}
 
  protected:
   Model(std::vector<VariableDef> variables, bool is_classifier)
