@@ -95,6 +95,11 @@ class Run:
         self.eval_steps = np.array([number(e["step"]) for e in evals], dtype=float)
         self.eval_losses = np.array([number(e["loss"]) for e in evals], dtype=float)
         self.eval_accuracy = np.array([number(e["accuracy"]) for e in evals], dtype=float)
+        # The validation split's evaluations (validation.csv; none without one).
+        checks = read_csv(os.path.join(directory, "validation.csv"))
+        self.validation_steps = np.array([number(e["step"]) for e in checks], dtype=float)
+        self.validation_losses = np.array([number(e["loss"]) for e in checks], dtype=float)
+        self.validation_accuracy = np.array([number(e["accuracy"]) for e in checks], dtype=float)
         self.staleness = defaultdict(int)
         # (worker, shard) -> staleness -> count: each learner's own distribution.
         self.learner_staleness = defaultdict(lambda: defaultdict(int))
@@ -167,10 +172,17 @@ def table(header, rows):
     return "\n".join(lines) + "\n"
 
 
+def has_validation(groups):
+    return any(v is not None for g in groups for v in g.column("final_validation_loss"))
+
+
 def results_table(groups, varying, classifier):
+    validation = has_validation(groups)
     header = [short_names(varying)[c] for c in varying] or ["runs of"]
     header += ["runs", "state", "final test loss"]
     header += ["final test accuracy"] if classifier else []
+    header += ["final validation accuracy" if classifier else "final validation loss"] \
+        if validation else []
     header += ["staleness mean", "staleness max", "examples/s", "wall time (s)",
                "time/step (ms)", "bytes sent/step/worker", "bytes received/step/worker"]
     body = []
@@ -182,6 +194,9 @@ def results_table(groups, varying, classifier):
         row += [len(group.runs), ", ".join(f"{n} {s}" for s, n in sorted(states.items())),
                 mean_with_ci(group.column("final_eval_loss"))]
         row += [mean_with_ci(group.column("final_eval_accuracy"))] if classifier else []
+        if validation:
+            row += [mean_with_ci(group.column(
+                "final_validation_accuracy" if classifier else "final_validation_loss"))]
         row += [mean_with_ci(group.column(c)) for c in
                 ("staleness_mean", "staleness_max", "examples_per_second", "wall_time_s")]
         row += [mean_with_ci([None if t is None else 1000 * t
@@ -189,6 +204,39 @@ def results_table(groups, varying, classifier):
         row += [mean_with_ci(group.column(c))
                 for c in ("bytes_sent_per_step", "bytes_received_per_step")]
         body.append(row)
+    return table(header, body)
+
+
+def selection_table(groups, varying, selected, classifier):
+    """For each value of the settings other than `selected`, the group whose `selected` value
+    has the best mean final validation accuracy (the lowest loss for a regression), with its
+    validation and test figures: the test set judged once, on what validation chose."""
+    others = [c for c in varying if c != selected]
+    names = short_names(varying)
+    criterion = "final_validation_accuracy" if classifier else "final_validation_loss"
+    choices = defaultdict(list)
+    for group in groups:
+        choices[tuple(group.values[c] for c in others)].append(group)
+    body = []
+    for key, candidates in choices.items():
+        def score(group):
+            values = [v for v in group.column(criterion) if v is not None and np.isfinite(v)]
+            if not values:
+                return -np.inf
+            return np.mean(values) if classifier else -np.mean(values)
+        best = max(candidates, key=score)
+        tried = ", ".join(sorted((g.values.get(selected, "") for g in candidates), key=number))
+        row = list(key) + [best.values.get(selected, ""), tried,
+                           mean_with_ci(best.column(criterion))]
+        row += [mean_with_ci(best.column("final_eval_accuracy"))] if classifier else []
+        row += [mean_with_ci(best.column("final_eval_loss")), len(best.runs)]
+        body.append(row)
+    header = [names[c] for c in others] + [f"selected {names.get(selected, selected)}",
+                                          "values tried",
+                                          "validation accuracy" if classifier else
+                                          "validation loss"]
+    header += ["test accuracy"] if classifier else []
+    header += ["test loss", "runs"]
     return table(header, body)
 
 
@@ -268,7 +316,32 @@ def main(directory):
                        curves_plot, groups, varying,
                        lambda r: (r.times[-len(r.smoothed_losses()):], r.smoothed_losses()),
                        "seconds", "training loss", True))
-    if classifier:
+    validation = has_validation(groups)
+    selected = sweep.get("select") or ""
+    if selected:
+        if not validation or selected not in varying:
+            out.append(f"## Selected on the validation split\n\nThe sweep selects "
+                       f"`{selected}`, but " + ("its jobs have no validation split "
+                       "(`data.validation_fraction`)" if not validation else
+                       "only one value of it has run") + ": nothing to select.\n")
+        else:
+            out.append("## Selected on the validation split\n\nFor each value of the other "
+                       f"settings, the `{selected}` whose runs have the best mean final "
+                       "validation " + ("accuracy" if classifier else "loss") + ", and the "
+                       "test figures of those runs: the test split is evaluated once per run, "
+                       "at its end, and no choice looks at it.\n\n" +
+                       selection_table(groups, varying, selected, classifier))
+    if validation:
+        out.append(section("validation_accuracy.png" if classifier else "validation_loss.png",
+                           "Validation accuracy" if classifier else "Validation loss",
+                           "The chief's evaluations on the validation split (the test split is "
+                           "evaluated once, at the end of each run: its figures are in the "
+                           "tables).", curves_plot, groups, varying,
+                           (lambda r: (r.validation_steps, r.validation_accuracy)) if classifier
+                           else (lambda r: (r.validation_steps, r.validation_losses)), "step",
+                           "validation accuracy" if classifier else "validation loss",
+                           not classifier))
+    elif classifier:
         out.append(section("test_accuracy.png", "Test accuracy",
                            "The chief's evaluations on the test split.", curves_plot,
                            groups, varying, lambda r: (r.eval_steps, r.eval_accuracy), "step",
@@ -304,7 +377,8 @@ def main(directory):
         for group in groups:
             times = [t for t in group.column("time_to_target_s") if t is not None]
             body.append([group.label(), f"{len(times)}/{len(group.runs)}", mean_with_ci(times)])
-        out.append(section("time_to_target.png", f"Time to a test loss of {target:g}",
+        judged = "validation" if validation else "test"
+        out.append(section("time_to_target.png", f"Time to a {judged} loss of {target:g}",
                            "Seconds from submission to the first evaluation at or below the "
                            "target; runs that never reached it are left out of the mean.",
                            time_to_target_plot, groups) + "\n" +

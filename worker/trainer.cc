@@ -272,14 +272,17 @@ class TrainingLoop {
   // Computes step's gradient on the exchange's weights into gradients_, then waits out the
   // straggler delay.
   absl::StatusOr<BatchMetrics> Compute(int64_t step);
-  // `weights` (the exchange's when null) on the test set (into progress_.eval) and the validation set (into
-  // progress_.validation), each where the job has one.
+  // `weights` (the exchange's when null) on the validation set (into progress_.validation)
+  // where the job has one, and on the test set (into progress_.eval) where it has one and either
+  // this is the `final` evaluation or there is no validation set: a job with a validation split
+  // is watched and judged on it, and its test set is touched once, at the end.
   // `sync_step`: in SYNC, the job's step whose values a sparse model is evaluated on (its reads
   // wait for that step to begin, so that every run evaluates the same values); else unused.
-  absl::Status Evaluate(int64_t at_step, int64_t sync_step,
+  absl::Status Evaluate(int64_t at_step, int64_t sync_step, bool final,
                         const ConstVariables* weights = nullptr);
   // Evaluate's work, which Evaluate times.
-  absl::Status EvaluateSplits(int64_t at_step, int64_t sync_step, const ConstVariables* weights);
+  absl::Status EvaluateSplits(int64_t at_step, int64_t sync_step, bool final,
+                              const ConstVariables* weights);
   // Evaluates after step `step` where the spec asks for it; applies the stop rules
   // (target_loss, early_stopping_evals) to the validation loss, else the test loss.
   absl::Status MaybeEvaluate(int64_t step);
@@ -386,17 +389,18 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
   return metrics;
 }
 
-absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step,
+absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step, bool final,
                                     const ConstVariables* weights) {
   const absl::Time begin = context_.clock->Now();
-  absl::Status status = EvaluateSplits(at_step, sync_step, weights);
+  absl::Status status = EvaluateSplits(at_step, sync_step, final, weights);
   longest_evaluation_ = std::max(longest_evaluation_, context_.clock->Now() - begin);
   return status;
 }
 
-absl::Status TrainingLoop::EvaluateSplits(int64_t at_step, int64_t sync_step,
+absl::Status TrainingLoop::EvaluateSplits(int64_t at_step, int64_t sync_step, bool final,
                                           const ConstVariables* weights) {
   for (const bool validation : {false, true}) {
+    if (!validation && !final && job_.has_validation) continue;
     absl::StatusOr<EvalResult> eval;
     if (job_.sparse != nullptr) {
       const SparseSplits& data = job_.sparse->data();
@@ -493,12 +497,14 @@ absl::Status TrainingLoop::EvaluateFinalModel() {
     if (progress_.note().empty()) progress_.set_note(std::string(status.message()));
   }
   if (job_.sparse != nullptr) {
-    status = Evaluate(progress_.step(), /*sync_step=*/0);  // Its pulls wait for nothing.
+    // Its pulls wait for nothing.
+    status = Evaluate(progress_.step(), /*sync_step=*/0, /*final=*/true);
   } else {
     HostVariables final_model(job_.variables);
     status = PullCurrentValues(context_.ps, job_.parameters, final_model.mutable_view());
     if (!status.ok()) return status;
-    status = Evaluate(progress_.step(), /*sync_step=*/0, &final_model.const_view());
+    status = Evaluate(progress_.step(), /*sync_step=*/0, /*final=*/true,
+                      &final_model.const_view());
   }
   if (!status.ok()) return status;
   context_.report(progress_);
@@ -512,7 +518,7 @@ absl::Status TrainingLoop::MaybeEvaluate(int64_t step) {
   const bool interval = spec_.eval_interval() > 0 && (step + 1) % spec_.eval_interval() == 0;
   if (!(interval && (context_.worker == 0 || stop_rules))) return absl::OkStatus();
   // After this step's push: SYNC's values are those of the job's next step.
-  absl::Status evaluated = Evaluate(step + 1, exchange_.job_step() + 1);
+  absl::Status evaluated = Evaluate(step + 1, exchange_.job_step() + 1, /*final=*/false);
   if (!evaluated.ok() || !stop_rules) return evaluated;
   const bool validation = job_.has_validation;
   const double loss = validation ? progress_.validation().loss() : progress_.eval().loss();

@@ -140,6 +140,27 @@ TEST_F(TrainerTest, TheValidationSplitDecidesTargetLoss) {
   EXPECT_EQ(runs[0].last().eval().examples(), 40);  // The test set is still reported.
 }
 
+// With a validation split, the chief's periodic evaluations are on it alone: the test set is
+// evaluated once, by the final evaluation.
+TEST_F(TrainerTest, TheTestSetIsTouchedOnceWhereThereIsAValidationSplit) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("test_once", ConsistencyConfig::SYNC);
+  spec.mutable_data()->set_validation_fraction(0.25f);
+  spec.set_steps(30);
+  spec.set_eval_interval(5);
+  std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+  ExpectTrainedFor(runs, 30);
+  const std::vector<JobProgress>& reports = runs[0].reports;
+  int validations = 0;
+  for (size_t i = 0; i + 1 < reports.size(); ++i) {
+    EXPECT_FALSE(reports[i].has_eval()) << "step " << reports[i].step() << " evaluated the test set";
+    validations += reports[i].has_validation() && reports[i].validation().step() == reports[i].step();
+  }
+  EXPECT_EQ(validations, 6);  // Steps 5, 10, ..., 30.
+  EXPECT_EQ(reports.back().eval().examples(), 40);
+  EXPECT_EQ(reports.back().validation().examples(), 90);
+}
+
 // Early stopping: with a learning rate too small to change any weight's float, the loss never
 // falls below its first value, so the job ends early_stopping_evals evaluations after the first.
 TEST_F(TrainerTest, EarlyStoppingEndsAJobWhoseLossStopsFalling) {

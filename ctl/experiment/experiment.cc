@@ -205,6 +205,7 @@ absl::Status WriteSweepJson(const Sweep& sweep, const std::string& path, FileSys
   json["target_loss"] = sweep.target_loss;
   json["repeats"] = sweep.repeats;
   json["settings"] = SettingPaths(sweep);
+  json["select"] = sweep.select;
   return fs->WriteFileAtomically(path, json.dump(2) + "\n");
 }
 

@@ -21,8 +21,8 @@ using ::google::protobuf::Descriptor;
 using ::google::protobuf::FieldDescriptor;
 using Json = nlohmann::ordered_json;
 
-constexpr const char* kSweepFields[] = {"name",     "description", "base_job", "ps",
-                                        "variants", "axes",        "repeats",  "target_loss"};
+constexpr const char* kSweepFields[] = {"name",    "description", "base_job",    "ps",   "variants",
+                                        "axes",    "repeats",     "target_loss", "select"};
 
 // The field names along `path` as job.proto spells them (a part may be lowerCamel, as in
 // protobuf's JSON), or INVALID_ARGUMENT naming the part that JobSpec does not have.
@@ -244,6 +244,18 @@ absl::StatusOr<Sweep> ParseSweep(absl::string_view json, absl::string_view sourc
   absl::Status settings = ParseSettings(root, &sweep);
   if (!settings.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", settings.message()));
+  }
+  if (root.contains("select")) {
+    const std::vector<std::string> paths = SettingPaths(sweep);
+    if (!root["select"].is_string() ||
+        std::find(paths.begin(), paths.end(), root["select"].get<std::string>()) == paths.end() ||
+        root["select"].get<std::string>() == "seed") {
+      return error("select", absl::StrCat("must name one of the sweep's settings other than seed (",
+                                          absl::StrJoin(paths, ", "),
+                                          "), whose best value on the validation split the "
+                                          "report selects"));
+    }
+    sweep.select = root["select"].get<std::string>();
   }
   return sweep;
 }

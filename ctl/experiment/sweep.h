@@ -50,6 +50,10 @@ struct Sweep {
   std::vector<SweepAxis> axes;
   int repeats = 1;
   double target_loss = 0;  // Time to target is measured on the evaluation loss; 0: off.
+  // A setting (e.g. "learning_rate.base") whose value psctl report selects, for each value of
+  // the other settings, by the mean final validation accuracy (loss for a regression) of its
+  // runs; empty: none.
+  std::string select;
 };
 
 struct SweepPoint {

@@ -22,6 +22,8 @@ constexpr const char* kSummaryColumns[] = {"steps",
                                            "final_train_loss",
                                            "final_eval_loss",
                                            "final_eval_accuracy",
+                                           "final_validation_loss",
+                                           "final_validation_accuracy",
                                            "staleness_mean",
                                            "staleness_max",
                                            "dropped_gradients",
@@ -132,7 +134,11 @@ absl::Status WriteSweepTable(const std::string& path, const Sweep& sweep,
     }
     std::optional<double> time_to_target;
     if (!summary.is_null() && sweep.target_loss > 0) {
-      time_to_target = TimeToTarget(dir + "/eval.csv", sweep.target_loss, fs);
+      // Judged on the validation split where the job has one (its test set is evaluated once,
+      // at the end), as the stop rules judge.
+      const bool validation = point.spec.data().validation_fraction() > 0;
+      time_to_target = TimeToTarget(dir + (validation ? "/validation.csv" : "/eval.csv"),
+                                    sweep.target_loss, fs);
     }
     row.push_back(time_to_target.has_value() ? absl::StrCat(*time_to_target) : "");
     for (std::string& cell : row) cell = CsvField(cell);

@@ -150,6 +150,23 @@ TEST(SweepTest, ASweepWithoutSettingsIsOnePoint) {
   EXPECT_THAT(Ids(*points), ElementsAre("base"));
 }
 
+// "select" names a setting of the sweep (not the seed), whose value the report selects.
+TEST(SweepTest, SelectNamesOneOfTheSweepsSettings) {
+  absl::StatusOr<Sweep> sweep =
+      Parse(R"(, "axes": {"learning_rate.base": [0.1, 0.2], "consistency.mode": ["SYNC"]},
+               "select": "learning_rate.base")");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_EQ(sweep->select, "learning_rate.base");
+  for (const char* bad : {R"("steps")", R"("seed")", "3"}) {
+    sweep = Parse(absl::StrCat(R"(, "axes": {"learning_rate.base": [0.1], "seed": [1, 2]},
+                                  "select": )",
+                               bad));
+    ASSERT_FALSE(sweep.ok()) << bad;
+    EXPECT_THAT(sweep.status().message(),
+                HasSubstr("select: must name one of the sweep's settings other than seed"));
+  }
+}
+
 TEST(SweepTest, UnknownFieldPathsAreErrorsNamingTheFileAndTheAxis) {
   absl::StatusOr<Sweep> sweep = Parse(R"(, "axes": {"consistency.mod": ["SYNC"]})");
   ASSERT_FALSE(sweep.ok());
@@ -293,11 +310,34 @@ TEST_F(SweepTableTest, OneRowPerPointWithItsSettingsAndResults) {
   EXPECT_EQ(Read("sweep.csv"),
             "point,dir,consistency.mode,workers,ps,repeat,seed,state,steps,wall_time_s,"
             "time_per_step_s,examples_per_second,final_train_loss,final_eval_loss,"
-            "final_eval_accuracy,staleness_mean,staleness_max,dropped_gradients,"
-            "bytes_sent_per_step,bytes_received_per_step,time_to_target_s\n"
+            "final_eval_accuracy,final_validation_loss,final_validation_accuracy,staleness_mean,"
+            "staleness_max,dropped_gradients,bytes_sent_per_step,bytes_received_per_step,"
+            "time_to_target_s\n"
             "consistency.mode=SYNC,consistency.mode=SYNC,SYNC,2,2,0,7,DONE,10,1.25,0.125,100,0.5,"
-            "0.25,0.75,0,0,2,2142490.25,4100,0.75\n"
-            "consistency.mode=ASYNC,consistency.mode=ASYNC,ASYNC,2,2,0,7,PENDING,,,,,,,,,,,,,\n");
+            "0.25,0.75,,,0,0,2,2142490.25,4100,0.75\n"
+            "consistency.mode=ASYNC,consistency.mode=ASYNC,ASYNC,2,2,0,7,PENDING,,,,,,,,,,,,,,,\n");
+}
+
+// A job with a validation split is judged on it: its validation figures are in the table, and
+// its time to target comes from validation.csv (eval.csv holds only the final evaluation).
+TEST_F(SweepTableTest, AJobWithAValidationSplitIsJudgedOnIt) {
+  absl::StatusOr<Sweep> sweep = Parse(R"(, "axes": {"data.validation_fraction": [0.1]},
+                                          "target_loss": 0.5)");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 1u);
+  const std::string point = (*points)[0].dir_name;
+  Write(point + "/summary.json",
+        R"({"state": "DONE", "final_eval_loss": 0.3, "final_eval_accuracy": 0.9,
+            "final_validation_loss": 0.35, "final_validation_accuracy": 0.875})");
+  Write(point + "/eval.csv", "time_s,step,loss,accuracy,examples\n9,50,0.3,0.9,10\n");
+  Write(point + "/validation.csv",
+        "time_s,step,loss,accuracy,examples\n2,10,0.7,0.6,10\n4,20,0.45,0.8,10\n");
+  ASSERT_TRUE(WriteSweepTable(dir_ + "/sweep.csv", *sweep, *points, dir_).ok());
+  const std::string table = Read("sweep.csv");
+  EXPECT_NE(table.find(",0.3,0.9,0.35,0.875,"), std::string::npos) << table;
+  EXPECT_EQ(table.substr(table.rfind(',') + 1), "4\n") << table;
 }
 
 // A job that ended before its first step has no time per step; one from before the byte
@@ -312,9 +352,9 @@ TEST_F(SweepTableTest, ColumnsASummaryCannotGiveAreEmpty) {
   EXPECT_EQ(Read("sweep.csv"),
             "point,dir,ps,workers,repeat,seed,state,steps,wall_time_s,time_per_step_s,"
             "examples_per_second,final_train_loss,final_eval_loss,final_eval_accuracy,"
-            "staleness_mean,staleness_max,dropped_gradients,bytes_sent_per_step,"
-            "bytes_received_per_step,time_to_target_s\n"
-            "ps=1,ps=1,1,2,0,7,FAILED,0,0.5,,,,,,,,,,,\n");
+            "final_validation_loss,final_validation_accuracy,staleness_mean,staleness_max,"
+            "dropped_gradients,bytes_sent_per_step,bytes_received_per_step,time_to_target_s\n"
+            "ps=1,ps=1,1,2,0,7,FAILED,0,0.5,,,,,,,,,,,,,\n");
 }
 
 // "workers" and "ps" columns hold every point's numbers, also where its variant sets neither.

@@ -94,8 +94,13 @@ std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& la
   if (spec.steps() > 0 && step > 0) {
     eta = absl::StrFormat(", ETA %.0fs", elapsed * (spec.steps() - step) / step);
   }
+  // The validation split's figures where the job has one (its test set is evaluated once, at
+  // the end), else the test split's.
   std::string eval;
-  if (chief.has_eval()) {
+  if (chief.has_validation()) {
+    eval = absl::StrFormat(" | validation loss %.4f acc %.3f", chief.validation().loss(),
+                           chief.validation().accuracy());
+  } else if (chief.has_eval()) {
     eval =
         absl::StrFormat(" | eval loss %.4f acc %.3f", chief.eval().loss(), chief.eval().accuracy());
   }

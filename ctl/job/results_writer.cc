@@ -67,6 +67,10 @@ absl::StatusOr<std::unique_ptr<ResultsWriter>> ResultsWriter::Create(
       NewCsv(options.fs, dir + "/eval.csv", "time_s,step,loss,accuracy,examples\n");
   if (!eval.ok()) return eval.status();
   writer->eval_ = *std::move(eval);
+  absl::StatusOr<std::unique_ptr<AppendableFile>> validation =
+      NewCsv(options.fs, dir + "/validation.csv", "time_s,step,loss,accuracy,examples\n");
+  if (!validation.ok()) return validation.status();
+  writer->validation_ = *std::move(validation);
   absl::StatusOr<std::unique_ptr<AppendableFile>> events =
       NewCsv(options.fs, dir + "/events.csv", "time_s,event,task,step,checkpoint,steps_lost,detail\n");
   if (!events.ok()) return events.status();
@@ -107,13 +111,21 @@ void ResultsWriter::RecordProgress(const JobProgress& progress) {
         << progress.bytes_sent() << "," << progress.bytes_received() << "\n";
     AppendRow(metrics_.get(), row.str());
   }
-  if (progress.worker() == 0 && progress.has_eval() && progress.eval().step() > last_eval_step_) {
-    last_eval_step_ = progress.eval().step();
-    std::ostringstream row;
-    row << time_s << "," << progress.eval().step() << "," << progress.eval().loss() << ","
-        << progress.eval().accuracy() << "," << progress.eval().examples() << "\n";
-    AppendRow(eval_.get(), row.str());
+  if (progress.worker() != 0) return;
+  if (progress.has_eval()) RecordEval(time_s, progress.eval(), eval_.get(), &last_eval_step_);
+  if (progress.has_validation()) {
+    RecordEval(time_s, progress.validation(), validation_.get(), &last_validation_step_);
   }
+}
+
+void ResultsWriter::RecordEval(double time_s, const EvalResult& eval, AppendableFile* file,
+                               int64_t* last_step) {
+  if (eval.step() <= *last_step) return;
+  *last_step = eval.step();
+  std::ostringstream row;
+  row << time_s << "," << eval.step() << "," << eval.loss() << "," << eval.accuracy() << ","
+      << eval.examples() << "\n";
+  AppendRow(file, row.str());
 }
 
 void ResultsWriter::RecordEvent(const JobEvent& event) {

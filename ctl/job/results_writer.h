@@ -2,7 +2,9 @@
 //   job.json        the JobSpec, the ClusterSpec and the software version
 //   metrics.csv     time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness,
 //                   bytes_sent,bytes_received
-//   eval.csv        time_s,step,loss,accuracy,examples (the chief's evaluations)
+//   eval.csv        time_s,step,loss,accuracy,examples (the chief's evaluations on the test
+//                   split: only the final one where the job has a validation split)
+//   validation.csv  the same columns, on the validation split (no rows without one)
 //   events.csv      time_s,event,task,step,checkpoint,steps_lost,detail (JobEvent)
 //   staleness.csv   shard,worker,staleness,count (histograms of applied gradients)
 //   summary.json    final loss and accuracy, steps, wall time, throughput, staleness, drops
@@ -54,8 +56,8 @@ struct ResultsWriterOptions {
 };
 
 // Thread-safe. A file that cannot be written fails its Write* call naming the file;
-// RESOURCE_EXHAUSTED when the disk is full. metrics.csv and eval.csv grow with each
-// RecordProgress; the first failure to write them is returned by WriteSummary.
+// RESOURCE_EXHAUSTED when the disk is full. metrics.csv, eval.csv and validation.csv grow with
+// each RecordProgress; the first failure to write them is returned by WriteSummary.
 class ResultsWriter {
  public:
   // Creates `dir` and its parents. FAILED_PRECONDITION if it exists and is not empty, unless
@@ -78,7 +80,8 @@ class ResultsWriter {
   absl::Status WriteStaleness(const std::vector<JobStats>& shards);
   absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values);
   // summary.json from the workers' last updates and the shards' statistics, then manifest.json
-  // (the run ends now). Then the first error writing metrics.csv or eval.csv, if any.
+  // (the run ends now). Then the first error writing metrics.csv, eval.csv or validation.csv, if
+  // any.
   // `lost`: workers that failed and that the job went on without (its mode allows it): they
   // are listed under "lost_workers" and do not make the job's state FAILED.
   absl::Status WriteSummary(const JobSpec& spec, const std::vector<JobProgress>& last,
@@ -93,6 +96,10 @@ class ResultsWriter {
   absl::Status WriteFile(const std::string& name, const std::string& text);
   // Appends and flushes `row`; keeps the first error in progress_error_.
   void AppendRow(AppendableFile* file, const std::string& row) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A row of `file` (eval.csv or validation.csv) for `eval` unless its step is not past
+  // `*last_step`, which it then becomes.
+  void RecordEval(double time_s, const EvalResult& eval, AppendableFile* file, int64_t* last_step)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string dir_;
   FileSystem* const fs_;
@@ -101,8 +108,10 @@ class ResultsWriter {
   absl::Mutex mu_;
   std::unique_ptr<AppendableFile> metrics_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<AppendableFile> eval_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<AppendableFile> validation_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<AppendableFile> events_ ABSL_GUARDED_BY(mu_);
   int64_t last_eval_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_validation_step_ ABSL_GUARDED_BY(mu_) = 0;
   nlohmann::json cluster_ ABSL_GUARDED_BY(mu_);  // WriteJob's, for the manifest.
   std::vector<TaskManifest> tasks_ ABSL_GUARDED_BY(mu_);
   absl::Status progress_error_ ABSL_GUARDED_BY(mu_);

@@ -72,6 +72,23 @@ TEST(ResultsWriterTest, WritesEveryFile) {
   std::string eval = Read(dir + "/eval.csv");
   EXPECT_EQ(std::count(eval.begin(), eval.end(), '\n'), 2);
   EXPECT_NE(eval.find(",10,0,0.9,"), std::string::npos) << eval;
+  std::string validation = Read(dir + "/validation.csv");
+  EXPECT_EQ(validation, "time_s,step,loss,accuracy,examples\n") << "no validation split yet";
+  // A job with a validation split: its evaluations go to validation.csv, and a final
+  // evaluation that adds the test split's is one more eval.csv row.
+  JobProgress later = progress;  // The summary below is of `progress`.
+  later.set_step(20);
+  later.mutable_validation()->set_step(20);
+  later.mutable_validation()->set_accuracy(0.8);
+  (*writer)->RecordProgress(later);
+  later.mutable_eval()->set_step(30);
+  later.mutable_validation()->set_step(30);
+  (*writer)->RecordProgress(later);
+  validation = Read(dir + "/validation.csv");
+  EXPECT_EQ(std::count(validation.begin(), validation.end(), '\n'), 3) << validation;
+  EXPECT_NE(validation.find(",20,0,0.8,"), std::string::npos) << validation;
+  eval = Read(dir + "/eval.csv");
+  EXPECT_EQ(std::count(eval.begin(), eval.end(), '\n'), 3) << eval;
 
   JobStats shard;
   shard.set_ps_index(0);

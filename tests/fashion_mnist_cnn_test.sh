@@ -1,0 +1,70 @@
+#!/bin/bash
+# Issue 33's bar for the native workers: the convolutional network of
+# config/jobs/fashion_mnist_cnn.json (two convolutions, two max poolings, a dense layer and
+# dropout) on Debian's dataset-fashion-mnist, 10 epochs, trained by 4 ps_worker processes on 2
+# ps in SYNC (momentum 0.9, alpha0 0.05 halved every 1,500 steps), and the same network in
+# ASYNC with the staleness-scaled rate alpha0/tau (config/jobs/fashion_mnist_cnn_async.json:
+# plain SGD, alpha0 0.25 halved every 6,000 updates, the same number of passes over the data as
+# SYNC's decay since every worker's gradient is an update; each chosen on the validation split
+# as docs/EXPERIMENTS.md says). The final test accuracy (of the model saved in params/,
+# evaluated once every worker has left, the test set's only evaluation) must reach 90% in SYNC,
+# and ASYNC must come within a point of SYNC.
+#
+# At CI's size (the default) both train EPOCHS=3 of the 10 epochs, the decays scaled to match,
+# and the bars are 87.5% and 2 points (measured: 88.8% and 87.9%, a minute in all). FULL=1
+# runs the jobs as shipped with the issue's bars (measured: 90.9% and 90.1%, about 100 s a
+# mode on 2 cores; docs/EXPERIMENTS.md has the figures over seeds).
+#
+# Installs dataset-fashion-mnist when missing (root and apt-get needed); skips, saying why,
+# where it cannot be had.
+set -euo pipefail
+# shellcheck source=tests/shell_testing.sh
+source "$PWD/tests/shell_testing.sh"
+
+make_work_dir fashion_mnist_cnn
+readonly DATA=/usr/share/datasets/fashion-mnist
+if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
+  [ "$(id -u)" = 0 ] || skip "no $DATA, and installing dataset-fashion-mnist needs root"
+  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq dataset-fashion-mnist \
+    > /dev/null 2>&1 || skip "apt-get cannot install dataset-fashion-mnist"
+fi
+LOG_FILES=("$DIR/*.log")
+if [ "${FULL:-0}" = 1 ]; then
+  readonly EPOCHS=0 SYNC_BAR=0.90 ASYNC_GAP=0.01
+else
+  readonly EPOCHS=3 SYNC_BAR=0.875 ASYNC_GAP=0.02
+fi
+
+# MODE's shipped job (at CI's size with fewer epochs, the decay scaled to match).
+for mode in SYNC ASYNC; do
+  job="$RUNFILES/config/jobs/fashion_mnist_cnn.json"
+  [ "$mode" = ASYNC ] && job="$RUNFILES/config/jobs/fashion_mnist_cnn_async.json"
+  /usr/bin/python3 - "$job" "$EPOCHS" > "$DIR/$mode.json" <<'PY'
+import json, sys
+job, epochs = json.load(open(sys.argv[1])), int(sys.argv[2])
+if epochs:
+    job["learning_rate"]["decay_steps"] = job["learning_rate"]["decay_steps"] * epochs // job["epochs"]
+    job["epochs"] = epochs
+print(json.dumps(job))
+PY
+  start=$(date +%s)
+  "$PSCTL" local --ps_server_binary="$PS_SERVER" --ps_worker_binary="$PS_WORKER" \
+    --job="$DIR/$mode.json" --workers=4 --ps=2 --device=cpu --results="$DIR/$mode" \
+    > "$DIR/$mode.log" 2>&1 || fail "psctl local of the $mode job failed"
+  grep -q '"state": "DONE"' "$DIR/$mode/summary.json" || fail "the $mode job did not end DONE"
+  log "$mode: $(( $(date +%s) - start )) s"
+done
+
+/usr/bin/python3 - "$DIR" "$SYNC_BAR" "$ASYNC_GAP" <<'PY' || fail "below the bar"
+import json, sys
+results, bar, gap = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+accuracy = {m: json.load(open(f"{results}/{m}/summary.json"))["final_eval_accuracy"]
+            for m in ("SYNC", "ASYNC")}
+print(f"final test accuracy: SYNC {accuracy['SYNC']:.4f}, ASYNC {accuracy['ASYNC']:.4f}; "
+      f"bars: SYNC >= {bar}, ASYNC >= SYNC - {gap}")
+if accuracy["SYNC"] < bar:
+    sys.exit(f"SYNC reached {accuracy['SYNC']:.4f}, under {bar}")
+if accuracy["ASYNC"] < accuracy["SYNC"] - gap:
+    sys.exit(f"ASYNC reached {accuracy['ASYNC']:.4f}, more than {gap} under SYNC")
+PY
+log "PASSED: the CNN reached the bars in SYNC and ASYNC"
