@@ -1,0 +1,95 @@
+#!/bin/bash
+# Regenerates docs/EXPERIMENTS.md's tables from one commit with one command: builds the release
+# binaries, prepares the real data sets the sweeps read (tools/prepare_digits.py,
+# tools/prepare_weka_data.py), runs each sweep on local clusters (psctl experiment --local),
+# draws its report (psctl report) into docs/experiments/NAME/, and stamps each report with the
+# commit, the command and the machine that made it.
+#
+#   tools/reproduce_experiments.sh                         # every sweep below (hours on 2 cores)
+#   tools/reproduce_experiments.sh fashion_mnist_cnn modes # some of them
+#   tools/reproduce_experiments.sh --quick                 # the CI sweep end to end, in a minute
+#
+# --quick runs config/sweeps/ci.json through the same steps into a temporary directory and
+# checks the stamped report (tests/reproduce_experiments_test runs it). --psctl, --ps_server and
+# --ps_worker give built binaries instead of building; --out=DIR writes there instead of
+# docs/experiments.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+readonly ALL_SWEEPS=(fashion_mnist_cnn modes async_lr backup_workers downpour overlap
+  ps_vs_allreduce modes_digits async_lr_digits compression_digits embedding_bag_soybean
+  sparse_reuters)
+quick=0 psctl="" ps_server="" ps_worker="" out=docs/experiments sweeps=()
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick=1 ;;
+    --psctl=*) psctl="${arg#*=}" ;;
+    --ps_server=*) ps_server="${arg#*=}" ;;
+    --ps_worker=*) ps_worker="${arg#*=}" ;;
+    --out=*) out="${arg#*=}" ;;
+    -*) echo "reproduce_experiments.sh: unknown flag $arg (see the script's header)" >&2; exit 2 ;;
+    *)
+      [ -f "config/sweeps/$arg.json" ] || {
+        echo "reproduce_experiments.sh: no config/sweeps/$arg.json; sweeps: ${ALL_SWEEPS[*]}" >&2
+        exit 2
+      }
+      sweeps+=("$arg") ;;
+  esac
+done
+if [ "$quick" = 1 ]; then
+  sweeps=(ci)
+  out="$(mktemp -d)"
+  trap 'rm -rf "$out"' EXIT
+fi
+[ "${#sweeps[@]}" -gt 0 ] || sweeps=("${ALL_SWEEPS[@]}")
+
+if [ -z "$psctl" ]; then
+  echo "reproduce: building the release binaries (bazel build --config=release)"
+  bazel build --config=release //ctl:psctl //server:ps_server //worker:ps_worker
+  bin="$(mktemp -d)"
+  cp bazel-bin/ctl/psctl bazel-bin/server/ps_server bazel-bin/worker/ps_worker "$bin/"
+  psctl="$bin/psctl" ps_server="$bin/ps_server" ps_worker="$bin/ps_worker"
+fi
+if commit="$(git rev-parse --short=12 HEAD 2>/dev/null)"; then
+  git diff --quiet HEAD || commit="$commit with uncommitted changes"
+else
+  commit="unknown (not a git checkout)"
+fi
+command="tools/reproduce_experiments.sh $*"
+
+for sweep in "${sweeps[@]}"; do
+  file="config/sweeps/$sweep.json"
+  case "$sweep" in
+    *_digits) [ -f data/digits/train.csv ] || /usr/bin/python3 tools/prepare_digits.py ;;
+    embedding_bag_soybean | sparse_reuters)
+      [ -d data/weka ] || /usr/bin/python3 tools/prepare_weka_data.py ;;
+  esac
+  results="$out/$sweep"
+  started="$(date -u +%Y-%m-%dT%H:%M:%SZ)" load_before="$(cut -d' ' -f1 /proc/loadavg)"
+  echo "reproduce: $sweep ($file) into $results"
+  "$psctl" experiment --sweep="$file" --local --device=cpu --results="$results" --overwrite \
+    --ps_server_binary="$ps_server" --ps_worker_binary="$ps_worker"
+  "$psctl" report "$results"
+  # The stamp: what made these tables, first in the report.
+  {
+    echo "> Made at commit $commit by \`$command\` (sweep \`$file\`), from $started to"
+    echo "> $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo |
+      cut -d: -f2 | sed 's/^ //')), 1-minute load $load_before before and"
+    echo "> $(cut -d' ' -f1 /proc/loadavg) after (the sweep's own daemons included)."
+    echo
+    cat "$results/report.md"
+  } > "$results/report.md.stamped"
+  mv "$results/report.md.stamped" "$results/report.md"
+  # Leave the tables and plots; the per-run directories and logs stay out of the repository.
+  if [ "$quick" = 0 ]; then
+    find "$results" -mindepth 1 -maxdepth 1 ! -name report.md ! -name plots ! -name sweep.csv \
+      ! -name sweep.json -exec rm -rf {} +
+  fi
+done
+if [ "$quick" = 1 ]; then
+  report="$out/ci/report.md"
+  grep -q "^> Made at commit " "$report" && grep -q "^## Results" "$report" || {
+    echo "reproduce_experiments.sh --quick: $report lacks its stamp or its tables" >&2
+    exit 1
+  }
+  echo "reproduce: --quick made a stamped report of the CI sweep"
+fi
