@@ -67,7 +67,8 @@ TEST(ExperimentTest, CiSweepRunsEndToEndResumesAndItsReportHoldsEveryPlot) {
     }
     const std::string point_dir = results + "/" + row.at("dir");
     EXPECT_EQ(ReadSummary(point_dir)["state"], "DONE");
-    for (const char* file : {"job.json", "metrics.csv", "eval.csv", "staleness.csv"}) {
+    for (const char* file : {"job.json", "metrics.csv", "eval.csv", "validation.csv",
+                             "staleness.csv", "staleness_timeline.csv"}) {
       EXPECT_TRUE(std::filesystem::exists(point_dir + "/" + file)) << point_dir << "/" << file;
     }
   }
@@ -92,6 +93,7 @@ TEST(ExperimentTest, CiSweepRunsEndToEndResumesAndItsReportHoldsEveryPlot) {
   }
   EXPECT_EQ(plots, (std::set<std::string>{"plots/loss_vs_step.png", "plots/loss_vs_time.png",
                                           "plots/test_accuracy.png", "plots/staleness.png",
+                                          "plots/staleness_over_time.png",
                                           "plots/time_to_target.png"}));
   for (const char* section :
        {"## Results", "## Pace of each worker", "## Staleness", "## Time to a test loss of 0.3"}) {

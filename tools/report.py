@@ -22,7 +22,7 @@ try:
     import numpy as np
 
     from report_plots import (curves_plot, histogram_stats, mean_and_ci, scaling_plot,
-                              staleness_plot, time_to_target_plot)
+                              staleness_plot, staleness_timeline_plot, time_to_target_plot)
 except ImportError as error:
     print(f"psctl report: {sys.executable} cannot import matplotlib ({error}): run "
           "tools/setup.sh (it installs python3 and python3-matplotlib)")
@@ -107,6 +107,29 @@ class Run:
             self.staleness[int(entry["staleness"])] += int(entry["count"])
             learner = (int(entry["worker"]), int(entry["shard"]))
             self.learner_staleness[learner][int(entry["staleness"])] += int(entry["count"])
+        # staleness_timeline.csv: the cumulative counts whenever they grew, by snapshot time.
+        self.timeline = defaultdict(list)
+        for entry in read_csv(os.path.join(directory, "staleness_timeline.csv")):
+            self.timeline[number(entry["time_s"])].append(
+                ((int(entry["worker"]), int(entry["shard"])), int(entry["staleness"]),
+                 int(entry["count"])))
+
+    def staleness_over_time(self):
+        """(worker, shard) -> [(time_s, mean staleness of the gradients applied since the
+        previous snapshot)], for the snapshots where that learner had gradients applied."""
+        counts = defaultdict(lambda: defaultdict(int))  # Cumulative, as of the last snapshot.
+        series = defaultdict(list)
+        for time_s in sorted(self.timeline):
+            grown = defaultdict(lambda: [0, 0])  # learner -> [gradients, staleness sum]
+            for learner, staleness, count in self.timeline[time_s]:
+                new = count - counts[learner][staleness]
+                counts[learner][staleness] = count
+                grown[learner][0] += new
+                grown[learner][1] += new * staleness
+            for learner, (gradients, total) in grown.items():
+                if gradients > 0:
+                    series[learner].append((time_s, total / gradients))
+        return series
 
     def smoothed_losses(self):
         window = max(1, len(self.losses) // 40)
@@ -370,6 +393,18 @@ def main(directory):
                    "histograms above average them away.\n\n" +
                    table(["group", "worker", "shard", "gradients", "mean", "median",
                           "99th percentile", "max"], learners) + "\n")
+
+    # Staleness over time: the first run of each group whose gradients were ever stale.
+    timelines = [(group.label(), group.runs[0]) for group in groups
+                 if any(s > 0 for s in group.runs[0].staleness)
+                 and group.runs[0].staleness_over_time()]
+    if timelines:
+        out.append(section("staleness_over_time.png", "Staleness over time by worker and shard",
+                           "Each learner's (a worker on a shard) mean staleness of the gradients "
+                           "applied between two readings of the shards' histograms (every 2 s, "
+                           "`staleness_timeline.csv`), in the first run of each group whose "
+                           "gradients were ever stale: how staleness develops as the run goes, "
+                           "worker by worker.", staleness_timeline_plot, timelines))
 
     target = sweep.get("target_loss") or 0
     if target > 0:

@@ -185,6 +185,31 @@ def staleness_plot(path, groups):
     return rows
 
 
+def staleness_timeline_plot(path, panels):
+    """One panel per (label, run) in `panels`, whose run has a staleness timeline: each
+    learner's (worker on a shard) mean staleness of the gradients applied between two snapshots,
+    against the seconds since submission."""
+    columns = min(3, len(panels))
+    rows = (len(panels) + columns - 1) // columns
+    figure, axes = plt.subplots(rows, columns, figsize=(max(7.0, 4.2 * columns), 3.2 * rows),
+                                squeeze=False, sharey=True)
+    for (label, run), axis in zip(panels, axes.flat):
+        for (worker, shard), series in sorted(run.staleness_over_time().items()):
+            times, means = zip(*series)
+            axis.plot(times, means, color=f"C{worker % COLORS}",
+                      linestyle=("-", "--", ":", "-.")[shard % 4], linewidth=1, marker=".",
+                      markersize=3, label=f"worker {worker}, shard {shard}")
+        axis.set_title(label, fontsize=9)
+        axis.set_xlabel("seconds")
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=6, ncol=2)
+    for axis in axes.flat[len(panels):]:
+        axis.set_visible(False)
+    axes[0][0].set_ylabel("mean staleness (updates)")
+    figure.tight_layout()
+    save(figure, path)
+
+
 def time_to_target_plot(path, groups):
     figure, axis = plt.subplots(figsize=(6, 0.3 * len(groups) + 1.2))
     for i, group in enumerate(groups):

@@ -36,6 +36,7 @@ std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSp
   absl::StatusOr<std::vector<JobStats>> stats = client.ps()->GetJobStats(spec.job_id());
   if (!stats.ok()) return {};
   results->WriteStaleness(*stats).IgnoreError();
+  results->RecordStalenessSnapshot(*stats).IgnoreError();
   const ParameterSpec& parameters = (*stats)[0].spec();
   std::vector<std::vector<float>> storage;
   MutableVariables values;
@@ -239,6 +240,9 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<Clus
   return RecoverRun(env, recovery, client, spec, restorable);
 }
 
+// How often the staleness histograms are read from the shards while a job runs.
+constexpr absl::Duration kStalenessSnapshotEvery = absl::Seconds(2);
+
 // Follows the run to its end: progress lines, checkpoints, the results, and stopping it
 // everywhere on an interrupt or on a failed worker the job cannot go on without (one it can is
 // lost: said, and listed in the summary). Returns as SubmitJob does; but when a worker failed
@@ -252,6 +256,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
   bool interrupted = false;
   Follower follower(client, spec.job_id(), results);
   absl::Time last_line = absl::InfinitePast();
+  absl::Time last_snapshot = start;  // Of the staleness histograms (staleness_timeline.csv).
   bool stopped = false;
   std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
   LostWorkers lost(cluster, client, spec, first_step, out, results,
@@ -287,6 +292,11 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
       StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
     }
     if (!stopped) checkpoints.Poll(options.clock->Now());
+    if (!stopped && options.clock->Now() - last_snapshot >= kStalenessSnapshotEvery) {
+      last_snapshot = options.clock->Now();
+      absl::StatusOr<std::vector<JobStats>> stats = client.ps()->GetJobStats(spec.job_id());
+      if (stats.ok()) results->RecordStalenessSnapshot(*stats).IgnoreError();
+    }
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
     if (options.clock->Now() - last_line >= every && AnyStepRun(follower.Last())) {
       last_line = options.clock->Now();

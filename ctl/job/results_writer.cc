@@ -159,6 +159,32 @@ absl::Status ResultsWriter::WriteStaleness(const std::vector<JobStats>& shards) 
   return WriteFile("staleness.csv", text);
 }
 
+absl::Status ResultsWriter::RecordStalenessSnapshot(const std::vector<JobStats>& shards) {
+  const double time_s = absl::ToDoubleSeconds(clock_->Now() - start_);
+  absl::MutexLock lock(&mu_);
+  if (timeline_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<AppendableFile>> file = NewCsv(
+        fs_, dir_ + "/staleness_timeline.csv", "time_s,shard,worker,staleness,count\n");
+    if (!file.ok()) return file.status();
+    timeline_ = *std::move(file);
+  }
+  std::ostringstream rows;
+  for (const JobStats& shard : shards) {
+    for (const WorkerStats& worker : shard.workers()) {
+      for (int s = 0; s < worker.staleness().counts_size(); ++s) {
+        const int64_t count = worker.staleness().counts(s);
+        int64_t& written = timeline_counts_[{shard.ps_index(), worker.worker(), s}];
+        if (count == written) continue;
+        written = count;
+        rows << time_s << "," << shard.ps_index() << "," << worker.worker() << "," << s << ","
+             << count << "\n";
+      }
+    }
+  }
+  if (!rows.str().empty()) AppendRow(timeline_.get(), rows.str());
+  return absl::OkStatus();
+}
+
 absl::Status ResultsWriter::WriteParameters(const ParameterSpec& spec,
                                             const MutableVariables& values) {
   for (const VariableDef& variable : spec.variables()) {

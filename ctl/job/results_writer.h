@@ -7,6 +7,8 @@
 //   validation.csv  the same columns, on the validation split (no rows without one)
 //   events.csv      time_s,event,task,step,checkpoint,steps_lost,detail (JobEvent)
 //   staleness.csv   shard,worker,staleness,count (histograms of applied gradients)
+//   staleness_timeline.csv  time_s,shard,worker,staleness,count: the same histograms as they
+//                   stood every few seconds of the run (cumulative), for staleness over time
 //   summary.json    final loss and accuracy, steps, wall time, throughput, staleness, drops
 //   manifest.json   what ran, where and on what (ctl/job/run_manifest.h), written with summary.json
 //   params/*.npy    the final parameters, one NumPy file per variable
@@ -17,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -78,6 +81,9 @@ class ResultsWriter {
   // as above.
   void RecordEvent(const JobEvent& event) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status WriteStaleness(const std::vector<JobStats>& shards);
+  // Appends the shards' staleness histograms as they stand now to staleness_timeline.csv
+  // (created with its header on the first call; rows of counts that grew since the last call).
+  absl::Status RecordStalenessSnapshot(const std::vector<JobStats>& shards);
   absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values);
   // summary.json from the workers' last updates and the shards' statistics, then manifest.json
   // (the run ends now). Then the first error writing metrics.csv, eval.csv or validation.csv, if
@@ -112,6 +118,9 @@ class ResultsWriter {
   std::unique_ptr<AppendableFile> events_ ABSL_GUARDED_BY(mu_);
   int64_t last_eval_step_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_validation_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<AppendableFile> timeline_ ABSL_GUARDED_BY(mu_);  // staleness_timeline.csv
+  // The counts last written to it, by (shard, worker, staleness).
+  std::map<std::tuple<int, int, int>, int64_t> timeline_counts_ ABSL_GUARDED_BY(mu_);
   nlohmann::json cluster_ ABSL_GUARDED_BY(mu_);  // WriteJob's, for the manifest.
   std::vector<TaskManifest> tasks_ ABSL_GUARDED_BY(mu_);
   absl::Status progress_error_ ABSL_GUARDED_BY(mu_);

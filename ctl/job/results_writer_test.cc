@@ -102,6 +102,18 @@ TEST(ResultsWriterTest, WritesEveryFile) {
   for (int count : {1, 0, 3}) worker->mutable_staleness()->add_counts(count);
   ASSERT_TRUE((*writer)->WriteStaleness({shard}).ok());
   EXPECT_EQ(Read(dir + "/staleness.csv"), "shard,worker,staleness,count\n0,1,0,1\n0,1,2,3\n");
+  // The timeline: every count on the first snapshot, then only the counts that grew.
+  ASSERT_TRUE((*writer)->RecordStalenessSnapshot({shard}).ok());
+  worker->mutable_staleness()->set_counts(2, 5);
+  ASSERT_TRUE((*writer)->RecordStalenessSnapshot({shard}).ok());
+  ASSERT_TRUE((*writer)->RecordStalenessSnapshot({shard}).ok());  // Nothing grew: no row.
+  const std::string timeline = Read(dir + "/staleness_timeline.csv");
+  EXPECT_EQ(std::count(timeline.begin(), timeline.end(), '\n'), 4) << timeline;
+  EXPECT_EQ(timeline.substr(0, timeline.find('\n')), "time_s,shard,worker,staleness,count");
+  EXPECT_NE(timeline.find(",0,1,0,1\n"), std::string::npos) << timeline;
+  EXPECT_NE(timeline.find(",0,1,2,3\n"), std::string::npos) << timeline;
+  EXPECT_NE(timeline.find(",0,1,2,5\n"), std::string::npos) << timeline;
+  worker->mutable_staleness()->set_counts(2, 3);
 
   progress.set_state(JobProgress::DONE);
   ASSERT_TRUE((*writer)->WriteSummary(spec, {progress}, {shard}, absl::Seconds(2)).ok());
