@@ -49,6 +49,7 @@ class GemmTimingBackend : public ForwardingBackend {
       : ForwardingBackend(std::move(inner)) {}
   absl::Duration gemm_time() const { return gemm_time_; }
   void ResetGemmTime() { gemm_time_ = absl::ZeroDuration(); }
+  void ResetShapes() { shapes_.clear(); }
 
   void Gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
             const float* b, float beta, float* c) override {
@@ -79,6 +80,8 @@ class GemmTimingBackend : public ForwardingBackend {
 };
 
 int Run() {
+  CHECK(FLAGS_rounds >= 1 && FLAGS_steps >= 1 && FLAGS_batch_size >= 1)
+      << "--rounds, --steps and --batch_size must be at least 1";
   absl::StatusOr<JobSpec> job = ReadJobSpecFile(FLAGS_job);
   CHECK(job.ok()) << job.status();
   CHECK(job->model().kind() == ModelSpec::CNN) << FLAGS_job << ": not a CNN job";
@@ -118,6 +121,7 @@ int Run() {
   };
 
   for (int i = 0; i < FLAGS_warmup; ++i) step();
+  backend.ResetShapes();  // The breakdown is of the timed rounds.
   const absl::Time all_start = absl::Now();
   std::vector<double> rates, gemm_shares;
   for (int round = 0; round < FLAGS_rounds; ++round) {

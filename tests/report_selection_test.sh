@@ -68,4 +68,15 @@ if grep -q "plots/test_accuracy.png" "$report"; then
   fail "test accuracy curves drawn although the test split is evaluated only at the end"
 fi
 grep -q "final validation accuracy" "$report" || fail "no validation column in the results"
+# A setting whose values are not numbers can be selected too (the mode, for each rate).
+/usr/bin/python3 - "$DIR/sweep/sweep.json" <<'PY'
+import json, sys
+sweep = json.load(open(sys.argv[1]))
+sweep["select"] = "consistency.mode"
+json.dump(sweep, open(sys.argv[1], "w"))
+PY
+"$PSCTL" report "$DIR/sweep" > "$DIR/report.log" 2>&1 ||
+  fail "psctl report failed selecting the mode: $(cat "$DIR/report.log")"
+grep -qE '^\| 0\.3 \| ASYNC \| ASYNC, SYNC \| ' "$report" ||
+  fail "at rate 0.3 SYNC's validation is 0.80, ASYNC's 0.82: $(grep -A8 Selected "$report")"
 log "PASSED: the report selects on the validation split and judges the test split once"

@@ -248,7 +248,9 @@ def selection_table(groups, varying, selected, classifier):
                 return -np.inf
             return np.mean(values) if classifier else -np.mean(values)
         best = max(candidates, key=score)
-        tried = ", ".join(sorted((g.values.get(selected, "") for g in candidates), key=number))
+        # Numbers in their order, then any other values (a mode's name, an unset setting).
+        tried = ", ".join(sorted((g.values.get(selected, "") for g in candidates),
+                                 key=lambda v: (number(v) is None, number(v) or 0.0, v)))
         row = list(key) + [best.values.get(selected, ""), tried,
                            mean_with_ci(best.column(criterion))]
         row += [mean_with_ci(best.column("final_eval_accuracy"))] if classifier else []

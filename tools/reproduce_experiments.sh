@@ -1,5 +1,6 @@
 #!/bin/bash
-# Regenerates docs/EXPERIMENTS.md's tables from one commit with one command: builds the release
+# Regenerates the reports behind docs/EXPERIMENTS.md's tables (docs/experiments/SWEEP/report.md,
+# its plots and sweep.csv) from one commit with one command: builds the release
 # binaries, prepares the real data sets the sweeps read (tools/prepare_digits.py,
 # tools/prepare_weka_data.py), runs each sweep on local clusters (psctl experiment --local),
 # draws its report (psctl report) into docs/experiments/NAME/, and stamps each report with the
@@ -10,11 +11,11 @@
 #   tools/reproduce_experiments.sh --quick                 # the CI sweep end to end, in a minute
 #
 # --quick runs config/sweeps/ci.json through the same steps into a temporary directory and
-# checks the stamped report (tests/reproduce_experiments_test runs it). --psctl, --ps_server and
-# --ps_worker give built binaries instead of building; --out=DIR writes there instead of
-# docs/experiments.
+# checks the stamped report (tests/reproduce_experiments_test runs it); it takes no sweep names
+# and no --out. --psctl, --ps_server and --ps_worker give built binaries instead of building;
+# --out=DIR writes there instead of docs/experiments. The per-run directories are not kept
+# (run a sweep with psctl experiment to have them).
 set -euo pipefail
-cd "$(dirname "$0")/.."
 readonly ALL_SWEEPS=(fashion_mnist_cnn modes async_lr backup_workers downpour overlap
   ps_vs_allreduce modes_digits async_lr_digits compression_digits embedding_bag_soybean
   sparse_reuters)
@@ -22,30 +23,47 @@ quick=0 psctl="" ps_server="" ps_worker="" out=docs/experiments sweeps=()
 for arg in "$@"; do
   case "$arg" in
     --quick) quick=1 ;;
-    --psctl=*) psctl="${arg#*=}" ;;
-    --ps_server=*) ps_server="${arg#*=}" ;;
-    --ps_worker=*) ps_worker="${arg#*=}" ;;
-    --out=*) out="${arg#*=}" ;;
+    --psctl=*) psctl="$(realpath -m "${arg#*=}")" ;;
+    --ps_server=*) ps_server="$(realpath -m "${arg#*=}")" ;;
+    --ps_worker=*) ps_worker="$(realpath -m "${arg#*=}")" ;;
+    --out=*) out="$(realpath -m "${arg#*=}")" ;;
     -*) echo "reproduce_experiments.sh: unknown flag $arg (see the script's header)" >&2; exit 2 ;;
     *)
-      [ -f "config/sweeps/$arg.json" ] || {
+      [ -f "$(dirname "$0")/../config/sweeps/$arg.json" ] || {
         echo "reproduce_experiments.sh: no config/sweeps/$arg.json; sweeps: ${ALL_SWEEPS[*]}" >&2
         exit 2
       }
       sweeps+=("$arg") ;;
   esac
 done
+cd "$(dirname "$0")/.."
+temporary=()
+trap 'rm -rf "${temporary[@]}"' EXIT
 if [ "$quick" = 1 ]; then
+  if [ "${#sweeps[@]}" -gt 0 ] || [ "$out" != docs/experiments ]; then
+    echo "reproduce_experiments.sh: --quick runs the CI sweep alone, into a temporary directory:" \
+      "give it no sweep names and no --out" >&2
+    exit 2
+  fi
   sweeps=(ci)
   out="$(mktemp -d)"
-  trap 'rm -rf "$out"' EXIT
+  temporary+=("$out")
 fi
 [ "${#sweeps[@]}" -gt 0 ] || sweeps=("${ALL_SWEEPS[@]}")
+for sweep in "${sweeps[@]}"; do
+  if [ "$sweep" = fashion_mnist_cnn ] &&
+    [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+    echo "reproduce_experiments.sh: the fashion_mnist_cnn sweep reads Debian's" \
+      "dataset-fashion-mnist: apt-get install dataset-fashion-mnist" >&2
+    exit 1
+  fi
+done
 
 if [ -z "$psctl" ]; then
   echo "reproduce: building the release binaries (bazel build --config=release)"
   bazel build --config=release //ctl:psctl //server:ps_server //worker:ps_worker
   bin="$(mktemp -d)"
+  temporary+=("$bin")
   cp bazel-bin/ctl/psctl bazel-bin/server/ps_server bazel-bin/worker/ps_worker "$bin/"
   psctl="$bin/psctl" ps_server="$bin/ps_server" ps_worker="$bin/ps_worker"
 fi
@@ -75,6 +93,7 @@ for sweep in "${sweeps[@]}"; do
     echo "> $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo |
       cut -d: -f2 | sed 's/^ //')), 1-minute load $load_before before and"
     echo "> $(cut -d' ' -f1 /proc/loadavg) after (the sweep's own daemons included)."
+    [ "$quick" = 1 ] || echo "> The per-run directories named below were not kept."
     echo
     cat "$results/report.md"
   } > "$results/report.md.stamped"

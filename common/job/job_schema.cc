@@ -37,8 +37,6 @@ absl::Status CheckNonNegative(const char* field, float value) {
       absl::StrCat("optimizer.", field, " must be finite and >= 0, got ", value));
 }
 
-// A CNN's image and layers, each in range; whether the windows fit the images they slide over
-// is the model's to say (worker/model/conv_model.h), from the data's feature_dim.
 // A DROPOUT layer `field`: a rate in [0, 1) and nothing else.
 absl::Status ValidateDropout(const LayerSpec& layer, const std::string& field) {
   if (!(layer.rate() >= 0.0f && layer.rate() < 1.0f)) {
@@ -54,6 +52,8 @@ absl::Status ValidateDropout(const LayerSpec& layer, const std::string& field) {
   return absl::OkStatus();
 }
 
+// A CNN's image and layers, each in range; whether the windows fit the images they slide over
+// is the model's to say (worker/model/conv_model.h), from the data's feature_dim.
 absl::Status ValidateCnn(const ModelSpec& model) {
   if (model.kind() != ModelSpec::CNN) {
     if (model.has_image() || !model.layers().empty()) {

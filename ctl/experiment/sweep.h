@@ -49,7 +49,9 @@ struct Sweep {
   std::vector<std::vector<SweepSetting>> variants;  // Empty: one variant with no settings.
   std::vector<SweepAxis> axes;
   int repeats = 1;
-  double target_loss = 0;  // Time to target is measured on the evaluation loss; 0: off.
+  // Time to target is measured on the evaluation loss (the validation split's where the jobs
+  // have one); 0: off.
+  double target_loss = 0;
   // A setting (e.g. "learning_rate.base") whose value psctl report selects, for each value of
   // the other settings, by the mean final validation accuracy (loss for a regression) of its
   // runs; empty: none.

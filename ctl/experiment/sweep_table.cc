@@ -134,10 +134,12 @@ absl::Status WriteSweepTable(const std::string& path, const Sweep& sweep,
     }
     std::optional<double> time_to_target;
     if (!summary.is_null() && sweep.target_loss > 0) {
-      // Judged on the validation split where the job has one (its test set is evaluated once,
-      // at the end), as the stop rules judge.
-      const bool validation = point.spec.data().validation_fraction() > 0;
-      time_to_target = TimeToTarget(dir + (validation ? "/validation.csv" : "/eval.csv"),
+      // Judged on the validation split where the run evaluated one (its test set is evaluated
+      // once, at the end), as the stop rules judge.
+      absl::StatusOr<std::string> validation = fs->ReadFile(dir + "/validation.csv");
+      const bool validated =
+          validation.ok() && std::count(validation->begin(), validation->end(), '\n') > 1;
+      time_to_target = TimeToTarget(dir + (validated ? "/validation.csv" : "/eval.csv"),
                                     sweep.target_loss, fs);
     }
     row.push_back(time_to_target.has_value() ? absl::StrCat(*time_to_target) : "");

@@ -1,11 +1,13 @@
 // The sweep table (<results>/sweep.csv): one row per point, its settings and the results
-// found in its directory (summary.json, eval.csv). Columns, in order:
+// found in its directory (summary.json, and eval.csv or validation.csv). Columns, in order:
 //   point, dir, one per setting path (SettingPaths), workers and ps (unless settings), repeat,
 //   seed (the job's, unless a setting), state (PENDING before the point has run), steps,
 //   wall_time_s, time_per_step_s (wall_time_s / steps: from submission, so it includes the
 //   start-up), examples_per_second, final_train_loss, final_eval_loss, final_eval_accuracy,
-//   staleness_mean, staleness_max, dropped_gradients, bytes_sent_per_step and
-//   bytes_received_per_step (a worker's, summary.json's), time_to_target_s
+//   final_validation_loss, final_validation_accuracy, staleness_mean, staleness_max,
+//   dropped_gradients, bytes_sent_per_step and bytes_received_per_step (a worker's,
+//   summary.json's), time_to_target_s (from validation.csv where the job has a validation
+//   split, else eval.csv)
 // Empty cells where a value does not apply; "workers" and "ps" always hold the point's numbers
 // of tasks, also where a setting column and the point's variant does not set them; fields
 // holding commas are quoted (RFC 4180).

@@ -94,15 +94,16 @@ std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& la
   if (spec.steps() > 0 && step > 0) {
     eta = absl::StrFormat(", ETA %.0fs", elapsed * (spec.steps() - step) / step);
   }
-  // The validation split's figures where the job has one (its test set is evaluated once, at
-  // the end), else the test split's.
+  // The validation split's figures where the job has one, and the test split's where the chief
+  // has evaluated it (with a validation split, once: at the end).
   std::string eval;
   if (chief.has_validation()) {
     eval = absl::StrFormat(" | validation loss %.4f acc %.3f", chief.validation().loss(),
                            chief.validation().accuracy());
-  } else if (chief.has_eval()) {
-    eval =
-        absl::StrFormat(" | eval loss %.4f acc %.3f", chief.eval().loss(), chief.eval().accuracy());
+  }
+  if (chief.has_eval()) {
+    absl::StrAppend(&eval, absl::StrFormat(" | eval loss %.4f acc %.3f", chief.eval().loss(),
+                                           chief.eval().accuracy()));
   }
   return absl::StrFormat("step %d%s | loss %.4f | %.0f ex/s | staleness %.2f | %.1fs%s%s",
                          std::max<int64_t>(step, 0), total, chief.loss(), examples_per_second,

@@ -54,8 +54,10 @@ class Follower {
   int finished_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// "step 120/1000 | loss 0.4210 | 5120 ex/s | staleness 0.50 | 3.1s, ETA 23s | eval ...": the
-// slowest worker's step, the chief's loss and evaluation, and the workers' throughput.
+// "step 120/1000 | loss 0.4210 | 5120 ex/s | staleness 0.50 | 3.1s, ETA 23s | validation ...
+// | eval ...": the slowest worker's step, the chief's loss and evaluations (of the validation
+// split where the job has one, of the test split where the chief made one), and the workers'
+// throughput.
 std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last);
 
 }  // namespace ps

@@ -74,7 +74,8 @@ class ResultsWriter {
   absl::Status WriteJob(const JobSpec& spec, const ClusterSpec& cluster) ABSL_LOCKS_EXCLUDED(mu_);
   // The tasks as manifest.json will list them (DescribeTasks, when the run starts).
   void SetTasks(std::vector<TaskManifest> tasks) ABSL_LOCKS_EXCLUDED(mu_);
-  // One metrics.csv row; an eval.csv row when the chief reports a new evaluation. A row that
+  // One metrics.csv row; an eval.csv (validation.csv) row when the chief reports a new
+  // evaluation of the test (validation) split. A row that
   // cannot be written is dropped, and the error kept for WriteSummary.
   void RecordProgress(const JobProgress& progress) ABSL_LOCKS_EXCLUDED(mu_);
   // One events.csv row, its time now. A row that cannot be written is kept for WriteSummary,

@@ -90,7 +90,8 @@ class ComputeBackend {
   virtual void DropoutMask(size_t count, uint64_t seed, float rate, float* mask) = 0;
 
   // Convolution and pooling over NHWC images (Window2D); window_ops.h holds the arithmetic both
-  // backends share. `batch` examples each. A convolution is Im2Col and one Gemm.
+  // backends share. `batch` examples each. A convolution is Im2Col and a Gemm (per chunk of
+  // WorkingSetFloats, conv_model.cc).
   // columns[(n * out_h + oh) * out_w + ow][(kh * kernel_w + kw) * channels + c] =
   // images[n][oh * stride - padding + kh][ow * stride - padding + kw][c], 0 in the padding.
   virtual void Im2Col(const Window2D& window, int batch, const float* images,

@@ -24,7 +24,7 @@ KernelRange InsideWidth(const Window2D& w, int left) {
   return {std::max(0, -left), std::min(w.kernel_w, w.width - left)};
 }
 
-// Floats in one image and one pooled image.
+// Floats in one input image.
 size_t ImageFloats(const Window2D& w) { return static_cast<size_t>(w.height) * w.width * w.channels; }
 
 }  // namespace
@@ -48,7 +48,8 @@ void Im2Col(const Window2D& w, int batch, const float* images, float* columns) {
           }
           const int lo = inside.lo * w.channels, hi = inside.hi * w.channels;
           std::fill(out, out + lo, 0.0f);
-          std::copy_n(image + (static_cast<size_t>(ih) * w.width + left) * w.channels + lo,
+          // left + inside.lo >= 0: the first pixel of the row inside the image.
+          std::copy_n(image + (static_cast<size_t>(ih) * w.width + left + inside.lo) * w.channels,
                       hi - lo, out + lo);
           std::fill(out + hi, out + run, 0.0f);
         }
@@ -67,17 +68,20 @@ void Col2Im(const Window2D& w, int batch, const float* columns, float* images) {
     float* image = images + n * ImageFloats(w);
     for (int oh = out_h - 1; oh >= 0; --oh) {
       for (int ow = out_w - 1; ow >= 0; --ow) {
-        const float* row = columns + ((static_cast<size_t>(n) * out_h + oh) * out_w + ow) * Patch(w);
+        const float* row =
+            columns + ((static_cast<size_t>(n) * out_h + oh) * out_w + ow) * Patch(w);
         const int left = ow * w.stride - w.padding;
         const KernelRange inside = InsideWidth(w, left);
         if (inside.hi <= inside.lo) continue;
         for (int kh = 0; kh < w.kernel_h; ++kh) {
           const int ih = oh * w.stride - w.padding + kh;
           if (ih < 0 || ih >= w.height) continue;
-          const int lo = inside.lo * w.channels, hi = inside.hi * w.channels;
-          const float* in = row + kh * run;
-          float* out = image + (static_cast<size_t>(ih) * w.width + left) * w.channels;
-          for (int j = lo; j < hi; ++j) out[j] += in[j];
+          // The run of the window's row inside the image (its first pixel at left + lo).
+          const float* in = row + kh * run + inside.lo * w.channels;
+          float* out =
+              image + (static_cast<size_t>(ih) * w.width + left + inside.lo) * w.channels;
+          const int count = (inside.hi - inside.lo) * w.channels;
+          for (int j = 0; j < count; ++j) out[j] += in[j];
         }
       }
     }

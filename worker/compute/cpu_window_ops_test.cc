@@ -62,7 +62,9 @@ TEST(CpuWindowOpsTest, ConvolutionMatchesTheElementFunctions) {
   for (const Window2D& w :
        {MakeWindow(6, 5, 2, 3, 3, 1, 1), MakeWindow(7, 7, 3, 3, 2, 2, 1),
         MakeWindow(8, 8, 1, 5, 5, 1, 2), MakeWindow(5, 6, 4, 1, 1, 1, 0),
-        MakeWindow(4, 4, 2, 4, 4, 1, 3), MakeWindow(9, 7, 2, 3, 3, 3, 0)}) {
+        MakeWindow(4, 4, 2, 4, 4, 1, 3), MakeWindow(9, 7, 2, 3, 3, 3, 0),
+        // Padding past the kernel: some windows lie wholly in the padding.
+        MakeWindow(3, 3, 1, 2, 2, 1, 3), MakeWindow(4, 5, 2, 3, 2, 2, 4)}) {
     const size_t rows = static_cast<size_t>(kBatch) * w.out_height() * w.out_width();
     const size_t columns = rows * w.patch();
     const std::vector<float> images = Random(ImageSize(w, kBatch), &random, false);
@@ -85,7 +87,9 @@ TEST(CpuWindowOpsTest, PoolingMatchesTheElementFunctions) {
   std::mt19937 random(11);
   for (const Window2D& w :
        {MakeWindow(6, 6, 3, 2, 2, 2, 0), MakeWindow(7, 5, 2, 3, 3, 2, 0),
-        MakeWindow(5, 5, 1, 3, 3, 1, 0), MakeWindow(8, 6, 4, 2, 3, 1, 0)}) {
+        MakeWindow(5, 5, 1, 3, 3, 1, 0), MakeWindow(8, 6, 4, 2, 3, 1, 0),
+        // Stride past the kernel: pixels no window covers.
+        MakeWindow(7, 7, 2, 2, 2, 3, 0)}) {
     for (const bool coarse : {false, true}) {
       const std::string what = Describe(w) + (coarse ? " with ties" : "");
       const std::vector<float> x = Random(ImageSize(w, kBatch), &random, coarse);

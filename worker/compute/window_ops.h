@@ -141,7 +141,7 @@ PS_HOST_DEVICE inline float PoolGradientAt(const Window2D& w, bool max, const fl
       if (ow < 0) continue;
       const size_t out = ((p.n * out_h + oh) * out_w + ow) * w.channels + p.c;
       if (!max) {
-        sum += dy[out] * share;
+        sum += RoundedProduct(dy[out], share);
         continue;
       }
       // Whether no earlier offset of this window holds the maximum too.

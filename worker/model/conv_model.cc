@@ -431,8 +431,9 @@ absl::StatusOr<std::unique_ptr<Model>> CreateConvModel(const ModelSpec& spec, in
   for (size_t i = 0; i < plans->size(); ++i) {
     const StagePlan& plan = (*plans)[i];
     floats += (plan.kind == LayerSpec::DROPOUT ? 3.0 : 2.0) * max_batch_size * plan.out;
-    if (plan.kind == LayerSpec::CONV) {
-      floats += 2.0 * max_batch_size * plan.positions() * plan.window.patch();
+    if (plan.kind == LayerSpec::CONV) {  // The columns of a chunk and their gradient.
+      floats += 2.0 * plan.chunk_images(max_batch_size, backend->WorkingSetFloats()) *
+                plan.positions() * plan.window.patch();
     }
     if (plan.kind != LayerSpec::CONV && plan.kind != LayerSpec::DENSE) continue;
     const bool conv = plan.kind == LayerSpec::CONV;

@@ -1,8 +1,10 @@
 // A convolutional network (ModelSpec.kind CNN): the spec's layers (convolutions, max and
-// average poolings, dense layers) over NHWC images, then a dense layer over the classes and
-// softmax cross-entropy. Every layer runs on the ComputeBackend: a convolution is Im2Col and
-// one Gemm (cuBLAS on a GPU, OpenBLAS on the CPU), its gradient a Gemm and Col2Im, so both
-// backends compute the same math.
+// average poolings, dense layers, dropout) over NHWC images, then a dense layer over the
+// classes and softmax cross-entropy. Every layer runs on the ComputeBackend: a convolution is
+// Im2Col and a Gemm (cuBLAS on a GPU, OpenBLAS on the CPU), its gradient Gemms and Col2Im, so
+// both backends compute the same math. A convolution works a chunk of images at a time, of
+// about the backend's WorkingSetFloats (the whole batch on a GPU; on the CPU what stays in
+// cache between Im2Col and its Gemm), and the backward pass makes a chunk's columns again.
 //
 // Variables, in layer order: "layerI/kernel" [kernel * kernel * in_channels, filters] (a row
 // per position of the window, channels fastest, as Im2Col lays out a window) and
