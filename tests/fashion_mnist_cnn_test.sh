@@ -22,12 +22,7 @@ set -euo pipefail
 source "$PWD/tests/shell_testing.sh"
 
 make_work_dir fashion_mnist_cnn
-readonly DATA=/usr/share/datasets/fashion-mnist
-if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
-  [ "$(id -u)" = 0 ] || skip "no $DATA, and installing dataset-fashion-mnist needs root"
-  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq dataset-fashion-mnist \
-    > /dev/null 2>&1 || skip "apt-get cannot install dataset-fashion-mnist"
-fi
+need_fashion_mnist
 LOG_FILES=("$DIR/*.log")
 if [ "${FULL:-0}" = 1 ]; then
   readonly EPOCHS=0 SYNC_BAR=0.90 ASYNC_GAP=0.01

@@ -16,13 +16,8 @@ set -euo pipefail
 source "$PWD/tests/shell_testing.sh"
 
 make_work_dir fashion_mnist
-readonly DATA=/usr/share/datasets/fashion-mnist
 make_ps_python
-if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
-  [ "$(id -u)" = 0 ] || skip "no $DATA, and installing dataset-fashion-mnist needs root"
-  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq dataset-fashion-mnist \
-    > /dev/null 2>&1 || skip "apt-get cannot install dataset-fashion-mnist"
-fi
+need_fashion_mnist
 readonly EXAMPLE="$RUNFILES/examples/pytorch/fashion_mnist_cnn.py"
 LOG_FILES=("$DIR/sync.log" "$DIR/async.log" "$DIR/reference.log")
 

@@ -242,6 +242,15 @@ apt_install_if_missing() {
   missing=$(_missing_commands "$@")
   [ -z "$missing" ] || skip "installed $packages, but $missing is still missing"
 }
+# need_fashion_mnist: Debian's dataset-fashion-mnist in FASHION_MNIST (its directory), installed
+# with apt-get where missing; skips the test, saying why, where it cannot be had.
+readonly FASHION_MNIST=/usr/share/datasets/fashion-mnist
+need_fashion_mnist() {
+  [ -f "$FASHION_MNIST/train-images-idx3-ubyte.gz" ] && return 0
+  [ "$(id -u)" = 0 ] || skip "no $FASHION_MNIST, and installing dataset-fashion-mnist needs root"
+  DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq dataset-fashion-mnist \
+    > /dev/null 2>&1 || skip "apt-get cannot install dataset-fashion-mnist"
+}
 # The COMMANDs not on PATH, separated by spaces.
 _missing_commands() {
   local command missing=()

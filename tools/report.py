@@ -43,6 +43,13 @@ def read_csv(path):
         return list(csv.DictReader(file))
 
 
+def read_evaluations(path):
+    """eval.csv or validation.csv: arrays of the steps, losses and accuracies."""
+    rows = read_csv(path)
+    return tuple(np.array([number(row[column]) for row in rows], dtype=float)
+                 for column in ("step", "loss", "accuracy"))
+
+
 def fmt(value):
     if value is None or not np.isfinite(value):
         return "–"
@@ -91,15 +98,11 @@ class Run:
         self.steps = np.array(steps, dtype=float)
         self.times = np.array([np.mean([t for t, _ in by_step[s]]) for s in steps])
         self.losses = np.array([np.mean([l for _, l in by_step[s]]) for s in steps])
-        evals = read_csv(os.path.join(directory, "eval.csv"))
-        self.eval_steps = np.array([number(e["step"]) for e in evals], dtype=float)
-        self.eval_losses = np.array([number(e["loss"]) for e in evals], dtype=float)
-        self.eval_accuracy = np.array([number(e["accuracy"]) for e in evals], dtype=float)
-        # The validation split's evaluations (validation.csv; none without one).
-        checks = read_csv(os.path.join(directory, "validation.csv"))
-        self.validation_steps = np.array([number(e["step"]) for e in checks], dtype=float)
-        self.validation_losses = np.array([number(e["loss"]) for e in checks], dtype=float)
-        self.validation_accuracy = np.array([number(e["accuracy"]) for e in checks], dtype=float)
+        # The test split's evaluations, and the validation split's (none without one).
+        self.eval_steps, self.eval_losses, self.eval_accuracy = read_evaluations(
+            os.path.join(directory, "eval.csv"))
+        self.validation_steps, self.validation_losses, self.validation_accuracy = \
+            read_evaluations(os.path.join(directory, "validation.csv"))
         self.staleness = defaultdict(int)
         # (worker, shard) -> staleness -> count: each learner's own distribution.
         self.learner_staleness = defaultdict(lambda: defaultdict(int))

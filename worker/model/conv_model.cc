@@ -124,6 +124,10 @@ class ConvModel : public Model {
   // A CONV stage's output (before its activation) from `input`, and its kernel's and bias's
   // gradients and, unless null, its input's from `gradient` (after its activation's).
   void ForwardConvolution(int rows, const float* input, Stage& stage);
+  // Calls work(first, images) for each chunk of the batch's `rows` images
+  // (StagePlan::chunk_images), once Im2Col has put the chunk's columns in stage.columns.
+  template <typename Work>
+  void ForEachChunk(int rows, const float* input, Stage& stage, Work work);
   void BackwardConvolution(int rows, const float* input, const float* gradient,
                            float* input_gradient, Stage& stage);
 
@@ -271,17 +275,25 @@ void ConvModel::Backward(int rows) {
   }
 }
 
-void ConvModel::ForwardConvolution(int rows, const float* input, Stage& stage) {
+template <typename Work>
+void ConvModel::ForEachChunk(int rows, const float* input, Stage& stage, Work work) {
   const StagePlan& plan = stage.plan;
   const int chunk = plan.chunk_images(max_batch_size_, backend_->WorkingSetFloats());
   for (int first = 0; first < rows; first += chunk) {
     const int images = std::min(chunk, rows - first);
     backend_->Im2Col(plan.window, images, input + static_cast<size_t>(first) * plan.in,
                      stage.columns.data());
+    work(first, images);
+  }
+}
+
+void ConvModel::ForwardConvolution(int rows, const float* input, Stage& stage) {
+  const StagePlan& plan = stage.plan;
+  ForEachChunk(rows, input, stage, [&](int first, int images) {
     backend_->Gemm(false, false, images * plan.positions(), plan.units, plan.window.patch(), 1.0f,
                    stage.columns.data(), stage.parameters[0].value.data(), 0.0f,
                    stage.output.data() + static_cast<size_t>(first) * plan.out);
-  }
+  });
   backend_->AddBias(rows * plan.positions(), plan.units, stage.parameters[1].value.data(),
                     stage.output.data());
 }
@@ -290,23 +302,19 @@ void ConvModel::BackwardConvolution(int rows, const float* input, const float* g
                                     float* input_gradient, Stage& stage) {
   const StagePlan& plan = stage.plan;
   const int patch = plan.window.patch();
-  const int chunk = plan.chunk_images(max_batch_size_, backend_->WorkingSetFloats());
-  for (int first = 0; first < rows; first += chunk) {
-    const int images = std::min(chunk, rows - first);
+  ForEachChunk(rows, input, stage, [&](int first, int images) {
     const float* chunk_gradient = gradient + static_cast<size_t>(first) * plan.out;
-    backend_->Im2Col(plan.window, images, input + static_cast<size_t>(first) * plan.in,
-                     stage.columns.data());
     // The kernel's gradient sums over the chunks.
     backend_->Gemm(true, false, patch, plan.units, images * plan.positions(), 1.0f,
                    stage.columns.data(), chunk_gradient, first == 0 ? 0.0f : 1.0f,
                    stage.parameters[0].gradient.data());
-    if (input_gradient == nullptr) continue;
+    if (input_gradient == nullptr) return;
     backend_->Gemm(false, true, images * plan.positions(), patch, plan.units, 1.0f,
                    chunk_gradient, stage.parameters[0].value.data(), 0.0f,
                    stage.column_gradient.data());
     backend_->Col2Im(plan.window, images, stage.column_gradient.data(),
                      input_gradient + static_cast<size_t>(first) * plan.in);
-  }
+  });
   backend_->ColumnSums(rows * plan.positions(), plan.units, gradient,
                        stage.parameters[1].gradient.data());
 }
