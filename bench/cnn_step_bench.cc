@@ -136,7 +136,8 @@ int Run() {
     const absl::Duration all = absl::Now() - all_start;
     for (const auto& [shape, total] : backend.shapes()) {
       std::fprintf(stderr, "%-22s %5.1f%% of the time, %6.1f GFLOP/s\n", shape.c_str(),
-                   100 * absl::FDivDuration(total.time, all), total.flops / absl::ToDoubleSeconds(total.time) / 1e9);
+                   100 * absl::FDivDuration(total.time, all),
+                   total.flops / absl::ToDoubleSeconds(total.time) / 1e9);
     }
   }
   std::sort(rates.begin(), rates.end());

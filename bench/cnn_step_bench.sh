@@ -28,7 +28,8 @@ bin="$(mktemp -d)"
 trap 'rm -rf "$bin"' EXIT
 cp bazel-bin/bench/cnn_step_bench "$bin/"  # bazel-bin may switch configurations later.
 rate() { sed -n 's/.*"examples_per_second": \([0-9.]*\).*/\1/p'; }
-echo "job $job, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' with changes'), $(nproc) cores"
+commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD || echo ' with changes')"
+echo "job $job, commit $commit, $(nproc) cores"
 for t in ${threads//,/ }; do
   for b in ${batch_sizes//,/ }; do
     ours=() theirs=()

@@ -55,7 +55,8 @@ for (mode, rate), (validation, test) in final.items():
 open(f"{root}/sweep.csv", "w").write("\n".join(rows) + "\n")
 PY
 
-"$PSCTL" report "$DIR/sweep" > "$DIR/report.log" 2>&1 || fail "psctl report failed: $(cat "$DIR/report.log")"
+"$PSCTL" report "$DIR/sweep" > "$DIR/report.log" 2>&1 ||
+  fail "psctl report failed: $(cat "$DIR/report.log")"
 report="$DIR/sweep/report.md"
 grep -q "## Selected on the validation split" "$report" || fail "no selection section"
 # mode | selected base | values tried | validation accuracy | test accuracy | test loss | runs

@@ -85,7 +85,7 @@ class CpuBackend : public ComputeBackend {
   }
 
   // Half of a core's L2 cache (1 MiB on the machines measured in bench/RESULTS.md): a chunk
-  // of a convolution's columns is written and read there (about 1.6x the step rate of a
+  // of a convolution's columns is written and read there (about 1.5x the step rate of a
   // whole-batch Gemm for the Fashion-MNIST CNN, bench/RESULTS.md).
   size_t WorkingSetFloats() const override { return size_t{1} << 17; }
 
