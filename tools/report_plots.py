@@ -1,8 +1,9 @@
 """The plots of psctl report (tools/report.py): matplotlib figures saved as PNG.
 
 Each function draws from report.py's groups (the runs of one setting, across seeds) and saves
-one file; curves are the mean over a group's runs with the range shaded.
+one file; curves are the mean over a group's runs with its 95% confidence interval shaded.
 """
+import textwrap
 from collections import defaultdict
 
 import matplotlib
@@ -199,7 +200,7 @@ def staleness_timeline_plot(path, panels):
             axis.plot(times, means, color=f"C{worker % COLORS}",
                       linestyle=("-", "--", ":", "-.")[shard % 4], linewidth=1, marker=".",
                       markersize=3, label=f"worker {worker}, shard {shard}")
-        axis.set_title(label, fontsize=9)
+        axis.set_title(textwrap.fill(label, 48), fontsize=8)
         axis.set_xlabel("seconds")
         axis.grid(alpha=0.3)
         axis.legend(fontsize=6, ncol=2)
