@@ -93,7 +93,7 @@ DataSummary Summarize(const SparseSplits& data) {
   return summary;
 }
 
-// Extra delay of a straggling step that took `compute` to compute.
+// Extra delay of a straggling step that took `compute` to compute (StragglerSpec).
 absl::Duration StragglerDelay(const StragglerSpec& stragglers, int worker, absl::Duration compute,
                               std::mt19937_64* random) {
   if (stragglers.distribution() == StragglerSpec::NONE) return absl::ZeroDuration();
@@ -270,7 +270,7 @@ class TrainingLoop {
   // most kFinalModelWait; CANCELLED when asked to stop, DEADLINE_EXCEEDED naming who is left.
   absl::Status AwaitEveryWorkerLeft();
   // Computes step's gradient on the exchange's weights into gradients_, then waits out the
-  // straggler delay.
+  // straggler delay (asleep, or computing where StragglerSpec.busy).
   absl::StatusOr<BatchMetrics> Compute(int64_t step);
   // `weights` (the exchange's when null) on the validation set (into progress_.validation)
   // where the job has one, and on the test set (into progress_.eval) where it has one and either
@@ -297,6 +297,7 @@ class TrainingLoop {
   ShardReader reader_;
   HostVariables gradients_;
   std::mt19937_64 straggler_random_;
+  std::unique_ptr<HostVariables> busy_gradients_;  // A busy straggler's discarded copies.
   std::vector<float> batch_features_, batch_labels_;
   JobProgress progress_;
   int64_t examples_ = 0;
@@ -365,11 +366,8 @@ absl::Status TrainingLoop::Run() {
 
 absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
   const absl::Time begin = context_.clock->Now();
-  absl::StatusOr<BatchMetrics> metrics;
-  if (job_.sparse != nullptr) {
-    metrics = job_.sparse->Compute(exchange_.weights().const_view(), gradients_.mutable_view());
-  } else {
-    Batch batch;
+  Batch batch;
+  if (job_.sparse == nullptr) {
     batch.size = reader_.NextBatch(spec_.batch_size(), &batch_features_, &batch_labels_);
     batch.feature_dim = job_.data.train.feature_dim;
     batch.features = batch_features_.data();
@@ -377,15 +375,32 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
     job_.model->SetDropoutSeed(StreamSeed(spec_.seed(), kDropoutStream,
                                           static_cast<uint64_t>(step) * context_.num_workers +
                                               static_cast<uint64_t>(context_.worker)));
-    metrics = job_.model->ComputeGradients(batch, exchange_.weights().const_view(),
-                                           gradients_.mutable_view());
   }
+  // The batch's gradient into `out`: the same result however often it runs (a sparse model's
+  // rows' gradients, which it also writes, included), as the busy straggler's copies need.
+  auto compute_into = [&](const MutableVariables& out) -> absl::StatusOr<BatchMetrics> {
+    if (job_.sparse != nullptr) return job_.sparse->Compute(exchange_.weights().const_view(), out);
+    return job_.model->ComputeGradients(batch, exchange_.weights().const_view(), out);
+  };
+  absl::StatusOr<BatchMetrics> metrics = compute_into(gradients_.mutable_view());
   if (!metrics.ok()) return metrics.status();
   const absl::Duration compute = context_.clock->Now() - begin;
   compute_time_ += compute;
   examples_ += metrics->examples;
-  context_.clock->SleepFor(
-      StragglerDelay(spec_.stragglers(), context_.worker, compute, &straggler_random_));
+  const absl::Duration delay =
+      StragglerDelay(spec_.stragglers(), context_.worker, compute, &straggler_random_);
+  if (!spec_.stragglers().busy() || compute <= absl::ZeroDuration()) {
+    context_.clock->SleepFor(delay);
+    return metrics;
+  }
+  const int64_t copies = static_cast<int64_t>(std::llround(absl::FDivDuration(delay, compute)));
+  if (copies > 0 && busy_gradients_ == nullptr) {
+    busy_gradients_ = std::make_unique<HostVariables>(job_.variables);
+  }
+  for (int64_t copy = 0; copy < copies; ++copy) {
+    absl::StatusOr<BatchMetrics> again = compute_into(busy_gradients_->mutable_view());
+    if (!again.ok()) return again.status();
+  }
   return metrics;
 }
 

@@ -3,6 +3,8 @@
 // Downpour's n_push and n_fetch, overlapped communication, stragglers and the barrier's wait.
 #include "worker/trainer.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -367,6 +369,44 @@ TEST_F(TrainerTest, FixedStragglerIsSlowerByItsFactor) {
   // ASYNC pulls never wait at the shards.
   EXPECT_EQ(fast.wait_seconds(), 0);
   EXPECT_EQ(slow.wait_seconds(), 0);
+}
+
+// A busy straggler spends its delay computing: with FIXED factor 4 it computes each step's
+// gradient 4 times, so its process spends about 3x its compute more CPU time than with the
+// same delay asleep (the asleep run goes first, so that it also bears the process's start-up).
+TEST_F(TrainerTest, BusyStragglerComputesThroughItsDelay) {
+  StartServers(1);
+  auto cpu_seconds = [] {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+           1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  };
+  JobSpec spec = StragglerJob("asleep", ConsistencyConfig::ASYNC, 20);
+  spec.mutable_stragglers()->clear_workers();  // The one worker.
+  spec.mutable_stragglers()->set_factor(4);
+  const double asleep_before = cpu_seconds();
+  std::vector<WorkerRun> runs = RunWorkers(spec, 1);
+  const double asleep_cpu = cpu_seconds() - asleep_before;
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  const JobProgress asleep = runs[0].last();
+
+  spec.set_job_id("busy");
+  spec.mutable_stragglers()->set_busy(true);
+  const double busy_before = cpu_seconds();
+  runs = RunWorkers(spec, 1);
+  const double busy_cpu = cpu_seconds() - busy_before;
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  const JobProgress& busy = runs[0].last();
+  ASSERT_GT(busy.compute_seconds(), 0);
+  // Slowed as much as asleep: the copies take the time the sleeps took.
+  EXPECT_GE(busy.elapsed_seconds() - busy.communication_seconds(),
+            0.6 * 4 * busy.compute_seconds())
+      << busy.DebugString();
+  // The 3 extra computations a step, less noise: what a sleep does not spend.
+  EXPECT_GE(busy_cpu - asleep_cpu, 1.5 * busy.compute_seconds())
+      << "busy " << busy_cpu << " s of CPU, asleep " << asleep_cpu << " s; "
+      << busy.DebugString() << asleep.DebugString();
 }
 
 // In SYNC the fast worker's pulls wait at the barrier for the straggler's sleeps (2x its

@@ -369,6 +369,9 @@ absl::Status ValidateStragglers(const StragglerSpec& stragglers, int num_workers
     return FieldError("stragglers.factor", "must be >= 1 for FIXED (a slowdown factor)");
   }
   if (stragglers.mean_delay_ms() < 0) return FieldError("stragglers.mean_delay_ms", "must be >= 0");
+  if (stragglers.busy() && stragglers.distribution() == StragglerSpec::NONE) {
+    return FieldError("stragglers.busy", "spends a delay computing: give stragglers.distribution");
+  }
   return absl::OkStatus();
 }
 

@@ -104,6 +104,7 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
        },
        "consistency.softsync_n"},
       {[](JobSpec* s) { s->mutable_stragglers()->add_workers(2); }, "stragglers.workers"},
+      {[](JobSpec* s) { s->mutable_stragglers()->set_busy(true); }, "stragglers.busy"},
       {[](JobSpec* s) { s->mutable_learning_rate()->set_base(0); }, "learning_rate"},
       {[](JobSpec* s) { s->mutable_optimizer()->set_kind(OptimizerConfig::MOMENTUM);
                         s->mutable_optimizer()->set_momentum(2); },
