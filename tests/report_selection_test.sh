@@ -4,7 +4,8 @@
 # final figures in sweep.csv), the learning rate selected for each mode is the one with the
 # best mean final validation accuracy, also where another rate has the better test accuracy
 # (so the test split decides nothing), and the report draws the validation curves, not the
-# test split's. Skips where Debian's python3 cannot import matplotlib.
+# test split's, against steps and against epochs. Skips where Debian's python3 cannot import
+# matplotlib.
 set -euo pipefail
 # shellcheck source=tests/shell_testing.sh
 source "$PWD/tests/shell_testing.sh"
@@ -35,8 +36,11 @@ for (mode, rate), (validation, test) in final.items():
         point = f"{root}/{name}"
         os.makedirs(point)
         v, t = validation + 0.002 * repeat, test - 0.002 * repeat
-        json.dump({"spec": {"model": {"kind": "MLP"}, "consistency": {"mode": mode}}},
-                  open(f"{point}/job.json", "w"))
+        json.dump({"spec": {"model": {"kind": "MLP"}, "consistency": {"mode": mode},
+                            "batch_size": 32}}, open(f"{point}/job.json", "w"))
+        # 2 workers of batch 32 on 640 training examples: a tenth of an epoch a step.
+        json.dump({"state": "DONE", "data": {"train_examples": 640}},
+                  open(f"{point}/summary.json", "w"))
         with open(f"{point}/metrics.csv", "w") as f:
             f.write("time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness,"
                     "bytes_sent,bytes_received\n")
@@ -69,6 +73,18 @@ if grep -q "plots/test_accuracy.png" "$report"; then
   fail "test accuracy curves drawn although the test split is evaluated only at the end"
 fi
 grep -q "final validation accuracy" "$report" || fail "no validation column in the results"
+# Convergence against epochs: the validation curves and the training loss, with a step of 2
+# workers of batch 32 on 640 examples counted as 0.1 epochs.
+grep -q "plots/validation_accuracy_vs_epoch.png" "$report" || fail "no validation curves by epoch"
+grep -q "plots/loss_vs_epoch.png" "$report" || fail "no training loss by epoch"
+/usr/bin/python3 - "$DIR/sweep" <<'PY' || fail "epochs per step are not batch x workers / train_examples"
+import csv, os, sys
+sys.path.insert(0, "tools")
+import report
+row = next(csv.DictReader(open(os.path.join(sys.argv[1], "sweep.csv"))))
+run = report.Run(os.path.join(sys.argv[1], row["dir"]), row)
+assert abs(run.epochs_per_step - 0.1) < 1e-12, run.epochs_per_step
+PY
 # A setting whose values are not numbers can be selected too (the mode, for each rate).
 /usr/bin/python3 - "$DIR/sweep/sweep.json" <<'PY'
 import json, sys

@@ -81,6 +81,17 @@ class Run:
             with open(os.path.join(directory, "job.json")) as file:
                 job = json.load(file).get("spec", {})
         self.mode = job.get("consistency", {}).get("mode", "?")
+        # Passes over the training split per step of the job: every worker reads a batch of
+        # its shard each step (summary.json's data.train_examples: the split after the test
+        # and validation examples are held out). None where the run did not say.
+        summary = {}
+        if os.path.exists(os.path.join(directory, "summary.json")):
+            with open(os.path.join(directory, "summary.json")) as file:
+                summary = json.load(file)
+        train_examples = int(summary.get("data", {}).get("train_examples", 0))
+        batch = int(job.get("batch_size", 0))
+        self.epochs_per_step = (batch * int(row["workers"]) / train_examples
+                                if train_examples > 0 and batch > 0 else None)
         self.classifier = job.get("model", {}).get("kind") != "LINEAR_REGRESSION"
         by_step = defaultdict(list)
         by_worker = defaultdict(list)
@@ -359,26 +370,45 @@ def main(directory):
                        "test figures of those runs: the test split is evaluated once per run, "
                        "at its end, and no choice looks at it.\n\n" +
                        selection_table(groups, varying, selected, classifier))
+    # The chief's evaluations: the validation split's where the jobs have one (the test split
+    # is then evaluated once, at the end, and its figures are in the tables), else the test's.
+    split = "validation" if validation else "test"
+    figure = "accuracy" if classifier else "loss"
     if validation:
-        out.append(section("validation_accuracy.png" if classifier else "validation_loss.png",
-                           "Validation accuracy" if classifier else "Validation loss",
-                           "The chief's evaluations on the validation split (the test split is "
-                           "evaluated once, at the end of each run: its figures are in the "
-                           "tables).", curves_plot, groups, varying,
-                           (lambda r: (r.validation_steps, r.validation_accuracy)) if classifier
-                           else (lambda r: (r.validation_steps, r.validation_losses)), "step",
-                           "validation accuracy" if classifier else "validation loss",
-                           not classifier))
-    elif classifier:
-        out.append(section("test_accuracy.png", "Test accuracy",
-                           "The chief's evaluations on the test split.", curves_plot,
-                           groups, varying, lambda r: (r.eval_steps, r.eval_accuracy), "step",
-                           "test accuracy", False))
+        evaluations = ((lambda r: (r.validation_steps, r.validation_accuracy)) if classifier
+                       else (lambda r: (r.validation_steps, r.validation_losses)))
+        caption = ("The chief's evaluations on the validation split (the test split is "
+                   "evaluated once, at the end of each run: its figures are in the tables).")
     else:
-        out.append(section("test_loss.png", "Test loss",
-                           "The chief's evaluations on the test split.", curves_plot,
-                           groups, varying, lambda r: (r.eval_steps, r.eval_losses), "step",
-                           "test loss", True))
+        evaluations = ((lambda r: (r.eval_steps, r.eval_accuracy)) if classifier
+                       else (lambda r: (r.eval_steps, r.eval_losses)))
+        caption = "The chief's evaluations on the test split."
+    out.append(section(f"{split}_{figure}.png", f"{split.capitalize()} {figure}", caption,
+                       curves_plot, groups, varying, evaluations, "step", f"{split} {figure}",
+                       not classifier))
+    # The same against passes over the training data, where modes and numbers of workers that
+    # read different amounts of data a step compare example for example.
+    if all(run.epochs_per_step for g in groups for run in g.runs):
+        def in_epochs(pick):
+            def picked(run):
+                x, y = pick(run)
+                return np.asarray(x, dtype=float) * run.epochs_per_step, y
+            return picked
+        epochs = ("an epoch is one pass over the training split: every worker reads a batch "
+                  "of its shard each step, so an epoch is train_examples / (batch_size x "
+                  "workers) steps")
+        out.append(section("loss_vs_epoch.png", "Training loss against epochs",
+                           f"Training loss: {smoothed}, against epochs ({epochs}): modes and "
+                           "numbers of workers that read different amounts of data a step "
+                           "compare example for example.", curves_plot, groups, varying,
+                           in_epochs(lambda r: (r.steps[-len(r.smoothed_losses()):],
+                                                r.smoothed_losses())),
+                           "epoch", "training loss", True))
+        out.append(section(f"{split}_{figure}_vs_epoch.png",
+                           f"{split.capitalize()} {figure} against epochs",
+                           f"The chief's evaluations on the {split} split against epochs.",
+                           curves_plot, groups, varying, in_epochs(evaluations), "epoch",
+                           f"{split} {figure}", not classifier))
 
     staleness = []
     out.append(section("staleness.png", "Staleness",
