@@ -16,9 +16,9 @@
 # --out=DIR writes there instead of docs/experiments. The per-run directories are not kept
 # (run a sweep with psctl experiment to have them).
 set -euo pipefail
-readonly ALL_SWEEPS=(fashion_mnist_cnn modes async_lr backup_workers downpour overlap
-  ps_vs_allreduce modes_digits async_lr_digits compression_digits embedding_bag_soybean
-  sparse_reuters)
+readonly ALL_SWEEPS=(fashion_mnist_cnn fashion_mnist_cnn_stragglers
+  fashion_mnist_cnn_heterogeneity tuned_digits modes async_lr backup_workers downpour overlap
+  ps_vs_allreduce compression_digits embedding_bag_soybean sparse_reuters)
 quick=0 psctl="" ps_server="" ps_worker="" out=docs/experiments sweeps=()
 for arg in "$@"; do
   case "$arg" in
@@ -51,9 +51,9 @@ if [ "$quick" = 1 ]; then
 fi
 [ "${#sweeps[@]}" -gt 0 ] || sweeps=("${ALL_SWEEPS[@]}")
 for sweep in "${sweeps[@]}"; do
-  if [ "$sweep" = fashion_mnist_cnn ] &&
+  if [[ "$sweep" = fashion_mnist_* ]] &&
     [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
-    echo "reproduce_experiments.sh: the fashion_mnist_cnn sweep reads Debian's" \
+    echo "reproduce_experiments.sh: the $sweep sweep reads Debian's" \
       "dataset-fashion-mnist: apt-get install dataset-fashion-mnist" >&2
     exit 1
   fi
