@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -145,7 +147,9 @@ class PosixFileSystem : public FileSystem {
   }
 
   absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(const std::string& path) override {
-    const std::string temporary = path + ".tmp";
+    // Of this writer alone: another process or thread writing `path` has its own.
+    static std::atomic<uint64_t> written{0};
+    const std::string temporary = absl::StrCat(path, ".tmp.", ::getpid(), ".", written++);
     int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoError(errno, "write", path);
     return std::make_unique<PosixAtomicFile>(path, temporary, fd);

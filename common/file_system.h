@@ -27,7 +27,7 @@ class AppendableFile {
 };
 
 // A file written in pieces that replaces `path` all at once when committed: written to a
-// temporary file beside it ("<path>.tmp"), flushed to the disk (fsync), renamed over `path`,
+// temporary file beside it ("<path>.tmp.<pid>.<n>", its own), flushed to the disk (fsync), renamed over `path`,
 // and the directory synced; for files too large to build whole in memory first (checkpoints).
 // Destroyed without a successful Commit, the temporary file is removed and `path` keeps what it
 // held. Not thread-safe. Errors name the path, as FileSystem's do.
@@ -53,9 +53,10 @@ class FileSystem {
   // The bytes of the file at `path`.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   // Replaces the file at `path` with `contents` all at once: written to a temporary file beside
-  // it ("<path>.tmp"), flushed to the disk (fsync), renamed over `path`, and the directory
-  // synced. On failure `path` keeps what it held and the temporary file is removed.
-  // REQUIRES: no other writer of `path` at the same time (they would share the temporary file).
+  // it ("<path>.tmp.<pid>.<n>", of this writer alone), flushed to the disk (fsync), renamed over
+  // `path`, and the directory synced. On failure `path` keeps what it held and the temporary
+  // file is removed. Writers of one path at once (ps daemons sharing a checkpoint directory)
+  // each rename a whole file of their own: `path` ends as one of them wrote it.
   virtual absl::Status WriteFileAtomically(const std::string& path,
                                            absl::string_view contents) = 0;
   // A new file to replace `path` atomically (see AtomicFile). REQUIRES: no other writer of

@@ -15,6 +15,10 @@ DEFINE_string(checkpoint_dir, "checkpoints",
               "local: where the ps daemons write checkpoints (ps:i in DIR/ps-i); give the same "
               "one to --resume a job on a fresh local cluster. export: the directories (comma-"
               "separated) holding the shards' checkpoint files");
+DEFINE_bool(shared_checkpoint_dir, false,
+            "local: every ps writes its checkpoints to --checkpoint_dir itself, as on a file "
+            "system every host mounts, instead of DIR/ps-i; then a job resumes on another number "
+            "of ps (--ps) than its checkpoint was taken on");
 DEFINE_string(checkpoint, "", "export: the checkpoint's name (default: the newest complete one)");
 DEFINE_string(out, "", "export: the directory to write the model to; certs: for the "
                        "certificates; prometheus-config: the file to write (default: stdout)");

@@ -11,6 +11,7 @@ DECLARE_string(job);
 DECLARE_string(results);
 DECLARE_bool(overwrite);
 DECLARE_string(checkpoint_dir);
+DECLARE_bool(shared_checkpoint_dir);
 DECLARE_string(checkpoint);
 DECLARE_string(out);
 DECLARE_int32(days);

@@ -90,6 +90,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> StartLocal(const JobSpec& spec, in
   options.dir = results + ".cluster";
   options.device = FLAGS_device;
   options.checkpoint_dir = std::filesystem::absolute(FLAGS_checkpoint_dir).string();
+  options.shared_checkpoint_dir = FLAGS_shared_checkpoint_dir;
   options.data_roots = DataDirectories(spec);
   options.max_restarts = FLAGS_restarts;
   options.out = &std::cout;

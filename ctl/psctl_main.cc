@@ -79,8 +79,8 @@ std::vector<Command> JobAndClusterCommands() {
        "  psctl local\n"
        "  psctl local --job=config/jobs/mnist_sync.json --workers=4 --results=results/mnist\n"
        "  psctl local --metrics_port=0 --keep_cluster   # /metrics on every daemon; Ctrl-C ends",
-       {"job", "ps", "workers", "results", "overwrite", "device", "checkpoint_dir", "resume",
-        "metrics_port", "keep_cluster", "restarts", "ps_server_binary", "ps_worker_binary"}},
+       {"job", "ps", "workers", "results", "overwrite", "device", "checkpoint_dir",
+        "shared_checkpoint_dir", "resume", "metrics_port", "keep_cluster", "restarts", "ps_server_binary", "ps_worker_binary"}},
       {"submit", 0, [](const std::vector<std::string>&) { return SubmitCommand(); },
        "run a job on a running cluster and follow it to its end",
        "psctl submit --cluster_spec=F --job=F [flags]\n\n"

@@ -202,6 +202,10 @@ class ParameterService final : public ParameterServerBase {
                        const std::string& name,
                        const std::shared_ptr<ShardJob::TakenCheckpoint>& taken);
   // Restores the job of `request` for `peer`, who must own the checkpointed job.
+  // The blocks this shard resumes from, placed again from every shard's file of `manifest`,
+  // which was taken on another number of ps (server/checkpoint_reshard.h).
+  absl::StatusOr<std::vector<CheckpointBlock>> ReshardedBlocks(const std::string& job_dir,
+                                                               const CheckpointManifest& manifest);
   absl::Status DoRestoreJob(const RestoreJobRequest& request, const Peer& peer)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Reserves room for a new job of `spec` under options_.limits, or RESOURCE_EXHAUSTED naming

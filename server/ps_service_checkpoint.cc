@@ -8,6 +8,7 @@
 #include "common/net/grpc_status.h"
 #include "common/job/job_schema.h"
 #include "common/security/peer_identity.h"
+#include "server/checkpoint_reshard.h"
 #include "server/ps_service.h"
 
 namespace ps {
@@ -212,6 +213,26 @@ grpc::ServerUnaryReactor* ParameterService::RestoreJob(grpc::CallbackServerConte
   return reactor;
 }
 
+absl::StatusOr<std::vector<CheckpointBlock>> ParameterService::ReshardedBlocks(
+    const std::string& job_dir, const CheckpointManifest& manifest) {
+  LOG(INFO) << "checkpoint " << manifest.name() << " was taken on " << manifest.num_ps()
+            << " ps: placing its slices and rows again for " << TaskName() << " of "
+            << options_.num_ps;
+  return ReshardCheckpoint(
+      manifest, options_.num_ps, options_.ps_index,
+      [&](int index) -> absl::StatusOr<std::vector<CheckpointBlock>> {
+        absl::StatusOr<std::vector<CheckpointBlock>> read =
+            checkpoints_.ReadShard(job_dir, manifest, index);
+        if (!absl::IsNotFound(read.status())) return read;
+        return absl::NotFoundError(absl::StrCat(
+            read.status().message(), "; checkpoint ", manifest.name(), " was taken on ",
+            manifest.num_ps(), " ps and this cluster has ", options_.num_ps,
+            ": resuming on another number of ps reads every shard's file, so give every ps the "
+            "same --checkpoint_dir (a file system they all mount), or copy the checkpoint's "
+            "directory from each ps's into every ps's"));
+      });
+}
+
 absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request, const Peer& peer) {
   absl::Status status = CheckTask(request.num_ps(), request.ps_index());
   if (!status.ok()) return status;
@@ -242,7 +263,9 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request, co
   absl::StatusOr<std::unique_ptr<Reservation>> reserved = Reserve(request.spec());
   if (!reserved.ok()) return reserved.status();
   absl::StatusOr<std::vector<CheckpointBlock>> blocks =
-      checkpoints_.ReadShard(*job_dir, manifest, options_.ps_index);
+      manifest.num_ps() == options_.num_ps
+          ? checkpoints_.ReadShard(*job_dir, manifest, options_.ps_index)
+          : ReshardedBlocks(*job_dir, manifest);
   if (!blocks.ok()) return blocks.status();
   absl::StatusOr<std::unique_ptr<ShardJob>> resumed =
       ShardJob::Resume(*blocks, request.spec(), options_.num_ps, options_.ps_index,

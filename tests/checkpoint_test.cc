@@ -186,6 +186,54 @@ TEST_F(CheckpointTest, AResumedSyncJobEndsWithTheWeightsOfOneNeverStoppedPastADa
   ExpectNumpyReads(dir_ + "/exported/model.safetensors", actual);
 }
 
+// Another number of ps: a SYNC job (Adam) checkpointed on 2 ps whose daemons share one checkpoint
+// directory resumes on 3 ps and on 1, each ps placing the variables' slices (cut into rows of at
+// least 64 bytes, so that the layouts cut them differently) and their optimizer slots again from
+// every shard's file, and ends with the weights of the run never stopped.
+TEST_F(CheckpointTest, ASyncJobResumedOnAnotherNumberOfPsEndsWithTheWeightsOfOneNeverStopped) {
+  std::string job = JobJson("resumable");
+  job.replace(job.find("\"seed\": 7,"), 10, "\"seed\": 7, \"min_slice_bytes\": 64,");
+  std::ofstream(job_) << job;
+  Psctl whole = Local(dir_ + "/whole", {"--shared_checkpoint_dir"});
+  ASSERT_EQ(whole.Wait(), 0) << whole.Output();
+  const std::vector<Completed> completed = CompletedCheckpoints(whole.Stdout());
+  ASSERT_GE(completed.size(), 3u) << whole.Output();
+  const Completed c = completed[1];
+  ASSERT_TRUE(std::filesystem::exists(
+      absl::StrCat(checkpoints_, "/resumable/", c.name, "/shard-1-of-2.ckpt")));
+  for (int num_ps : {3, 1}) {
+    SCOPED_TRACE(absl::StrCat("on ", num_ps, " ps"));
+    // Only C is left: the whole run's later checkpoints and the previous resumed run's are gone.
+    for (const auto& entry :
+         std::filesystem::directory_iterator(checkpoints_ + "/resumable")) {
+      if (entry.path().filename() != c.name) std::filesystem::remove_all(entry.path());
+    }
+    const std::string results = absl::StrCat(dir_, "/resumed-", num_ps);
+    Psctl resumed = Local(results, {"--shared_checkpoint_dir", "--resume",
+                                    absl::StrCat("--ps=", num_ps)});
+    ASSERT_EQ(resumed.Wait(), 0) << resumed.Output();
+    EXPECT_THAT(resumed.Stdout(),
+                HasSubstr(absl::StrCat("checkpoint ", c.name, " was taken on 2 ps and this "
+                                       "cluster has ", num_ps)));
+    EXPECT_THAT(resumed.Stdout(), HasSubstr(absl::StrCat("from checkpoint ", c.name,
+                                                         " at step ", c.step)));
+    ExpectSameParameters(ResultParameters(dir_ + "/whole"), ResultParameters(results), 1e-6);
+  }
+  EXPECT_THAT(ProcessesMentioning(dir_), IsEmpty());
+}
+
+// Without a shared directory each ps has only its own shard's file: resuming on another number
+// of ps says what is missing and how to give it.
+TEST_F(CheckpointTest, ResumingOnAnotherNumberOfPsWithoutEveryShardsFileSaysWhatToDo) {
+  Psctl whole = Local(dir_ + "/whole");
+  ASSERT_EQ(whole.Wait(), 0) << whole.Output();
+  Psctl resumed = Local(dir_ + "/resumed", {"--resume", "--ps=1"});
+  EXPECT_NE(resumed.Wait(), 0) << resumed.Output();
+  EXPECT_THAT(resumed.Output(), HasSubstr("was taken on 2 ps and this cluster has 1"));
+  EXPECT_THAT(resumed.Output(), HasSubstr("the same --checkpoint_dir"));
+  EXPECT_THAT(ProcessesMentioning(dir_), IsEmpty());
+}
+
 // ALLREDUCE: the chief publishes the model for each checkpoint; with plain SGD (no optimizer
 // state on the workers) a run resumed from one ends with the weights of one never stopped.
 TEST_F(CheckpointTest, AResumedAllReduceJobEndsWithTheWeightsOfOneNeverStopped) {

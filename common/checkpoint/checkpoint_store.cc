@@ -115,7 +115,9 @@ absl::Status CheckpointStore::Commit(const std::string& job_dir,
   const size_t kept = keep > 0 ? keep : kDefaultCheckpointsKept;
   for (size_t i = 0; i + kept < complete.size(); ++i) incomplete.push_back(complete[i].second);
   for (const std::string& name : incomplete) {
-    status.Update(fs_->DeleteRecursively(absl::StrCat(job_dir, "/", name)));
+    // Another ps sharing the directory may be deleting the same checkpoint: gone is deleted.
+    absl::Status deleted = fs_->DeleteRecursively(absl::StrCat(job_dir, "/", name));
+    if (!absl::IsNotFound(deleted)) status.Update(deleted);
   }
   return status;
 }

@@ -95,7 +95,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       for (const std::string& arg : TransportSecurityArgs(options.security)) argv.push_back(arg);
       for (const std::string& arg : options.daemon_args) argv.push_back(arg);
       if (job == kPsJob && !options.checkpoint_dir.empty()) {
-        argv.push_back(absl::StrCat("--checkpoint_dir=", options.checkpoint_dir, "/ps-", i));
+        argv.push_back(absl::StrCat("--checkpoint_dir=", options.checkpoint_dir,
+                                    options.shared_checkpoint_dir ? "" : absl::StrCat("/ps-", i)));
       }
       if (job == kWorkerJob) {
         int threads = options.compute_threads > 0

@@ -32,8 +32,10 @@ struct LocalClusterOptions {
   // Each worker's --compute_threads; 0: the machine's cores split evenly between the workers.
   int compute_threads = 0;
   // Each ps's --checkpoint_dir is "<checkpoint_dir>/ps-<i>" (a disk of its own, as on
-  // separate hosts); "": none.
+  // separate hosts), or with `shared_checkpoint_dir` <checkpoint_dir> itself (a file system
+  // every host mounts: a job then resumes on another number of ps); "": none.
   std::string checkpoint_dir;
+  bool shared_checkpoint_dir = false;
   // The daemons' --tls_* flags: psctl's own (each host is this one).
   TransportSecurity security = ProcessTransportSecurity();
   // More flags for every daemon: psctl's token files (TokenFileArgs).

@@ -38,6 +38,11 @@ absl::StatusOr<std::vector<CheckpointManifest>> CompleteEverywhere(const Cluster
     } else {
       out << "checkpoint " << manifest.name() << " is not complete on every ps (its manifest is "
           << "missing on some): skipped\n";
+      if (manifest.num_ps() != client.num_ps()) {
+        out << "  (it was taken on " << manifest.num_ps() << " ps and this cluster has "
+            << client.num_ps() << ": resuming on another number of ps needs every ps to reach "
+            << "every shard's files: the same --checkpoint_dir on a file system they all mount)\n";
+      }
     }
   }
   std::stable_sort(complete.begin(), complete.end(),
@@ -47,13 +52,16 @@ absl::StatusOr<std::vector<CheckpointManifest>> CompleteEverywhere(const Cluster
   return complete;
 }
 
-// Restores `manifest` on every ps, or undoes it and says why not.
+// Restores `manifest` on every ps, or undoes it and says why not. On another number of ps than
+// it was taken on, each ps places the slices and rows again from every shard's file
+// (server/checkpoint_reshard.h).
 absl::Status RestoreEverywhere(const ClusterClient& client, const JobSpec& spec,
-                               const CheckpointManifest& manifest) {
+                               const CheckpointManifest& manifest, std::ostream& out) {
   if (manifest.num_ps() != client.num_ps()) {
-    return absl::FailedPreconditionError(absl::StrCat("it was taken on ", manifest.num_ps(),
-                                                      " ps and this cluster has ", client.num_ps(),
-                                                      ": resume on a cluster of as many ps"));
+    out << "checkpoint " << manifest.name() << " was taken on " << manifest.num_ps()
+        << " ps and this cluster has " << client.num_ps()
+        << ": each ps places the variables' slices and the sparse rows again from every shard's "
+           "file\n";
   }
   RestoreJobRequest request;
   *request.mutable_spec() = manifest.parameters();
@@ -103,7 +111,7 @@ absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& 
   }
   absl::Status last;
   for (const CheckpointManifest& manifest : *complete) {
-    last = RestoreEverywhere(client, spec, manifest);
+    last = RestoreEverywhere(client, spec, manifest, out);
     if (last.ok()) return manifest;
     // A ps that cannot be reached says nothing of the checkpoint: never passed over for it.
     if (absl::IsUnavailable(last)) return last;

@@ -1,5 +1,6 @@
 // psctl submit --resume: a new run of a stopped or failed job from its latest complete
-// checkpoint (docs/checkpoints.md), on the same cluster or a fresh one with as many ps.
+// checkpoint (docs/checkpoints.md), on the same cluster or a fresh one, with as many ps or
+// another number of them.
 #ifndef PS_CTL_JOB_CHECKPOINT_RESTORE_H_
 #define PS_CTL_JOB_CHECKPOINT_RESTORE_H_
 
