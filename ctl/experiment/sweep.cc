@@ -99,6 +99,19 @@ std::string SafeFileName(const std::string& id) {
   return name;
 }
 
+// A point's directory name: its id made safe, and where that passes kMaxPointDirName bytes (a
+// file name may have 255, and the logs add ".cluster" and ".log"), its start and a hash of the
+// whole id (FNV-1a, the same on every run, so that a sweep resumes into the same directories).
+std::string PointDirName(const std::string& id) {
+  constexpr size_t kMaxPointDirName = 160;
+  std::string name = SafeFileName(id);
+  if (name.size() <= kMaxPointDirName) return name;
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : id) hash = (hash ^ c) * 1099511628211ull;
+  return absl::StrCat(name.substr(0, kMaxPointDirName - 17), "-",
+                      absl::Hex(hash, absl::kZeroPad16));
+}
+
 absl::Status Problem(absl::string_view field, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
 }
@@ -336,7 +349,7 @@ absl::StatusOr<std::vector<SweepPoint>> ExpandSweep(const Sweep& sweep, int defa
         point.spec.set_seed(point.spec.seed() + repeat);
       }
       point.id = id.empty() ? "base" : absl::StrJoin(id, ",");
-      point.dir_name = SafeFileName(point.id);
+      point.dir_name = PointDirName(point.id);
       point.spec.set_job_id(absl::StrCat(sweep.name, "-", point.index + 1));
       if (!ids.insert(point.dir_name).second) {
         return absl::InvalidArgumentError(absl::StrCat(sweep.source, ": two points have the id ",

@@ -61,7 +61,10 @@ struct Sweep {
 struct SweepPoint {
   int index = 0;         // 0-based, in run order.
   std::string id;        // "consistency.mode=SSP,consistency.ssp_bound=4,workers=2,repeat=1".
-  std::string dir_name;  // The id with characters unsafe in a file name replaced by '_'.
+  // The id with characters unsafe in a file name replaced by '_'; an id of more than 160 bytes
+  // keeps its first 143 and a hash of the whole: distinct points, distinct names, each short
+  // enough for a file name with the logs' suffixes.
+  std::string dir_name;
   std::vector<SweepSetting> settings;  // The variant's, then one per axis; id order.
   int repeat = 0;                      // 0-based; in the id only when the sweep has repeats.
   int num_workers = 0;

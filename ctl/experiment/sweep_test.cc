@@ -100,6 +100,33 @@ TEST(SweepTest, ObjectValuesReplaceAMessageAndNameASafeDirectory) {
   EXPECT_EQ((*points)[1].dir_name, "stragglers=__distribution___FIXED_,_workers___1_,_factor__3_");
 }
 
+// Long ids (many settings) keep a directory name a file system takes: at most 160 bytes, the
+// start of the id and a hash of the whole, distinct for points that differ only at their end.
+TEST(SweepTest, LongIdsGetShortDistinctDirectoryNames) {
+  absl::StatusOr<Sweep> sweep = Parse(R"(, "variants": [
+      {"learning_rate.kind": "STEP_DECAY", "learning_rate.decay_steps": 1200,
+       "learning_rate.decay_factor": 0.5, "optimizer.kind": "MOMENTUM",
+       "optimizer.momentum": 0.9, "stragglers.distribution": "EXPONENTIAL",
+       "stragglers.mean_delay_ms": 40}],
+      "axes": {"stragglers.workers": [[0], [1]]}, "repeats": 2)");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
+  ASSERT_TRUE(points.ok()) << points.status();
+  ASSERT_EQ(points->size(), 4u);
+  std::set<std::string> names;
+  for (const SweepPoint& point : *points) {
+    EXPECT_GT(point.id.size(), 160u);
+    EXPECT_LE(point.dir_name.size(), 160u) << point.dir_name;
+    EXPECT_EQ(point.dir_name.substr(0, 40), point.id.substr(0, 40));
+    names.insert(point.dir_name);
+  }
+  EXPECT_EQ(names.size(), 4u);
+  // The same on every expansion: a sweep run again resumes into the same directories.
+  absl::StatusOr<std::vector<SweepPoint>> again = ExpandSweep(*sweep, 2, 2);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)[3].dir_name, (*points)[3].dir_name);
+}
+
 // "ps", like "workers", is a number of tasks, in the variants or on an axis; the top-level
 // "ps" (passed as the default) is every other point's.
 TEST(SweepTest, PsSetsThePointsNumberOfPsTasks) {
@@ -259,6 +286,9 @@ TEST(SweepTest, EveryExampleSweepExpands) {
     absl::StatusOr<std::vector<SweepPoint>> points = ExpandSweep(*sweep, 2, 2);
     ASSERT_TRUE(points.ok()) << points.status();
     EXPECT_FALSE(points->empty());
+    for (const SweepPoint& point : *points) {
+      EXPECT_LE(point.dir_name.size(), 160u) << point.dir_name;  // With ".cluster": < 255.
+    }
   }
   EXPECT_GE(files, 5);
 }
