@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <system_error>
 #include <utility>
 
@@ -147,10 +148,17 @@ class PosixFileSystem : public FileSystem {
   }
 
   absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(const std::string& path) override {
-    // Of this writer alone: another process or thread writing `path` has its own.
+    // Of this writer alone: another thread, process or host writing `path` (daemons sharing a
+    // directory on a file system they all mount; two containers may both be pid 1) has its
+    // own, and O_EXCL refuses to open one that somehow exists rather than write into it.
+    static const uint64_t process = std::random_device()() * 0x100000000ull ^
+                                    std::random_device()() ^ static_cast<uint64_t>(::getpid());
     static std::atomic<uint64_t> written{0};
-    const std::string temporary = absl::StrCat(path, ".tmp.", ::getpid(), ".", written++);
-    int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    char host[64] = {0};
+    if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+    const std::string temporary =
+        absl::StrCat(path, ".tmp.", host, ".", absl::Hex(process), ".", written++);
+    int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoError(errno, "write", path);
     return std::make_unique<PosixAtomicFile>(path, temporary, fd);
   }

@@ -27,8 +27,9 @@ class AppendableFile {
 };
 
 // A file written in pieces that replaces `path` all at once when committed: written to a
-// temporary file beside it ("<path>.tmp.<pid>.<n>", its own), flushed to the disk (fsync), renamed over `path`,
-// and the directory synced; for files too large to build whole in memory first (checkpoints).
+// temporary file beside it ("<path>.tmp.<host>.<random>.<n>", its own), flushed to the disk
+// (fsync), renamed over `path`, and the directory synced; for files too large to build whole
+// in memory first (checkpoints).
 // Destroyed without a successful Commit, the temporary file is removed and `path` keeps what it
 // held. Not thread-safe. Errors name the path, as FileSystem's do.
 class AtomicFile {
@@ -53,14 +54,14 @@ class FileSystem {
   // The bytes of the file at `path`.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path) = 0;
   // Replaces the file at `path` with `contents` all at once: written to a temporary file beside
-  // it ("<path>.tmp.<pid>.<n>", of this writer alone), flushed to the disk (fsync), renamed over
-  // `path`, and the directory synced. On failure `path` keeps what it held and the temporary
-  // file is removed. Writers of one path at once (ps daemons sharing a checkpoint directory)
-  // each rename a whole file of their own: `path` ends as one of them wrote it.
+  // it ("<path>.tmp.<host>.<random>.<n>", of this writer alone), flushed to the disk (fsync),
+  // renamed over `path`, and the directory synced. On failure `path` keeps what it held and the
+  // temporary file is removed. Writers of one path at once (ps daemons sharing a checkpoint
+  // directory) each rename a whole file of their own: `path` ends as one of them wrote it.
   virtual absl::Status WriteFileAtomically(const std::string& path,
                                            absl::string_view contents) = 0;
-  // A new file to replace `path` atomically (see AtomicFile). REQUIRES: no other writer of
-  // `path` at the same time.
+  // A new file to replace `path` atomically (see AtomicFile); writers of one path at once each
+  // have their own temporary file, as in WriteFileAtomically.
   virtual absl::StatusOr<std::unique_ptr<AtomicFile>> NewAtomicFile(const std::string& path) = 0;
   // Creates the file at `path`, or empties it, for appending.
   virtual absl::StatusOr<std::unique_ptr<AppendableFile>> NewAppendableFile(

@@ -8,11 +8,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "common/checkpoint/shard_checkpoint.h"
 #include "common/job/optimizer.h"
 #include "common/job/partitioner.h"
 #include "proto/checkpoint.pb.h"
-#include "server/staleness_histogram.h"
 
 namespace ps {
 namespace {
@@ -63,7 +63,6 @@ class Resharder {
   std::vector<std::string> slots_;                  // Per slice of mine_, per slot.
   std::vector<int64_t> update_counts_;              // Per slice of mine_.
   std::vector<std::vector<std::pair<uint64_t, std::string>>> rows_;  // Per table: key, record.
-  StalenessHistogram staleness_;
 };
 
 absl::Status Resharder::Prepare() {
@@ -100,14 +99,21 @@ absl::StatusOr<OldShard> Resharder::Check(int index, std::vector<CheckpointBlock
   absl::StatusOr<ShardCheckpointState> state = ReadShardCheckpointState(blocks);
   if (!state.ok()) return Corrupt(index, std::string(state.status().message()));
   shard.state = *std::move(state);
+  if (shard.state.num_ps() != manifest_.num_ps() || shard.state.ps_index() != index) {
+    return Corrupt(index, absl::StrCat("its file is ps:", shard.state.ps_index(), "'s of ",
+                                       shard.state.num_ps(), ", not this shard's"));
+  }
+  if (!google::protobuf::util::MessageDifferencer::Equivalent(shard.state.spec(), spec_)) {
+    return Corrupt(index, "its file is of another job than the manifest's");
+  }
   const std::vector<int> slices = old_placement_.SlicesOn(index);
   const size_t expected = 2 + slices.size() * (1 + num_slots_) + 2 * tables_.size();
-  if (shard.state.num_ps() != manifest_.num_ps() || shard.state.ps_index() != index ||
-      blocks.size() != expected ||
+  if (blocks.size() != expected ||
       shard.state.slice_update_counts_size() != static_cast<int>(slices.size())) {
-    return Corrupt(index, absl::StrCat("its file holds ", blocks.size(), " blocks of ps:",
-                                       shard.state.ps_index(), " of ", shard.state.num_ps(),
-                                       "; the manifest's job places ", expected, " there"));
+    return Corrupt(index, absl::StrCat("its file holds ", blocks.size(), " blocks and ",
+                                       shard.state.slice_update_counts_size(),
+                                       " slice update counts; the manifest's job places ",
+                                       slices.size(), " slices there, ", expected, " blocks"));
   }
   for (size_t i = 0; i < slices.size(); ++i) shard.slice_at[slices[i]] = static_cast<int>(i);
   shard.blocks = std::move(blocks);
@@ -191,19 +197,15 @@ absl::Status Resharder::TakeSparse(const OldShard& old) {
 absl::Status Resharder::TakeStatistics(const OldShard& old) {
   state_.set_version(std::max(state_.version(), old.state.version()));
   state_.set_updates_started(std::max(state_.updates_started(), old.state.updates_started()));
-  if (old.index % num_ps_ != ps_index_) return absl::OkStatus();
-  absl::StatusOr<StalenessHistogram> histogram =
-      StalenessHistogram::FromProto(old.state.staleness());
-  if (!histogram.ok()) return Corrupt(old.index, std::string(histogram.status().message()));
-  staleness_.Add(*histogram);
-  state_.set_applied_gradients(state_.applied_gradients() + old.state.applied_gradients());
-  for (const auto& [reason, count] : old.state.dropped()) {
-    (*state_.mutable_dropped())[reason] += count;
-  }
-  for (const auto& [reason, count] : old.state.rejected()) {
-    (*state_.mutable_rejected())[reason] += count;
-  }
-  state_.set_duplicate_pushes(state_.duplicate_pushes() + old.state.duplicate_pushes());
+  if (old.index != ps_index_ % manifest_.num_ps()) return absl::OkStatus();
+  // Every shard sees every dense gradient: a shard's counts are the job's as one shard saw
+  // them, and the new shard goes on from those of the old one it takes the place of (ShardJob::
+  // Resume checks them).
+  *state_.mutable_staleness() = old.state.staleness();
+  state_.set_applied_gradients(old.state.applied_gradients());
+  *state_.mutable_dropped() = old.state.dropped();
+  *state_.mutable_rejected() = old.state.rejected();
+  state_.set_duplicate_pushes(old.state.duplicate_pushes());
   return absl::OkStatus();
 }
 
@@ -212,7 +214,6 @@ std::vector<CheckpointBlock> Resharder::Blocks() {
   state_.set_num_ps(num_ps_);
   state_.set_ps_index(ps_index_);
   for (int64_t count : update_counts_) state_.add_slice_update_counts(count);
-  staleness_.ToProto(state_.mutable_staleness());
   std::vector<CheckpointBlock> blocks;
   blocks.emplace_back(kStateBlock, state_.SerializeAsString());
   for (std::string& bytes : values_) blocks.emplace_back(kValuesBlock, std::move(bytes));

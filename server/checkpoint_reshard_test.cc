@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint_file.h"
+#include "common/checkpoint/shard_checkpoint.h"
 #include "common/job/partitioner.h"
 #include "server/shard_job.h"
 #include "server/shard_job_testing.h"
@@ -160,11 +161,11 @@ TEST_P(ReshardTest, ARunResumedOnAnotherNumberOfPsEndsWhereTheRunThatWentOnDid) 
     const Shards resumed = Resumed(Manifest(spec, layouts.from), taken, layouts.to, /*step=*/2);
     ASSERT_EQ(resumed.size(), static_cast<size_t>(layouts.to));
     EXPECT_EQ(Variables(resumed), at_checkpoint);
-    // Every old shard's statistics are on one new shard: the job's totals are kept.
-    int64_t old_applied = 0, new_applied = 0;
-    for (const auto& job : old) old_applied += job->Stats().applied_gradients();
-    for (const auto& job : resumed) new_applied += job->Stats().applied_gradients();
-    EXPECT_EQ(new_applied, old_applied);
+    // New ps:i goes on from old ps:(i mod N)'s statistics.
+    for (int i = 0; i < layouts.to; ++i) {
+      EXPECT_EQ(resumed[i]->Stats().applied_gradients(),
+                old[i % layouts.from]->Stats().applied_gradients());
+    }
     for (int n = 8; n < 16; ++n) {
       PushEverywhere(old, n);
       PushEverywhere(resumed, n, 8);
@@ -200,14 +201,54 @@ std::map<uint64_t, std::vector<float>> Rows(const Shards& shards, int width,
   return rows;
 }
 
-// A sparse table's rows under AdaGrad: each moves, with its accumulator, to the shard that owns
-// its key on the new number of ps, and goes on there as it would have.
-TEST(ReshardSparseTest, RowsMoveToTheShardsThatNowOwnTheirKeys) {
+// In ASYNC each shard takes its checkpoint at its own version: a new slice made of rows whose
+// old slices counted different updates takes the largest count (Adam's t).
+TEST(ReshardTest, ASliceOfRowsWithDifferentUpdateCountsTakesTheLargest) {
+  const ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::ADAM);
+  const Shards old = NewShards(spec, 2);
+  for (int n = 0; n < 8; ++n) PushEverywhere(old, n);
+  // One more update on ps:0 alone.
+  PushRequestHeader header = StepPushHeader(*old[0], 0, 2);
+  header.set_push_id(3);
+  header.set_read_version(old[0]->Stats().version());
+  int64_t floats = 0;
+  for (const SliceRef& slice : old[0]->SliceRefs()) {
+    floats += slice.row_count() * (slice.variable() == "w" ? 4 : 1);
+  }
+  ASSERT_TRUE(old[0]->Push(header, std::vector<float>(floats, 0.5f)).ok());
+  std::vector<std::vector<CheckpointBlock>> taken;
+  for (const std::unique_ptr<ShardJob>& job : old) {
+    ASSERT_TRUE(job->ArmCheckpoint("run-1", 1, -1, [&taken](ShardJob::TakenCheckpoint c) {
+                     taken.push_back(std::move(c.blocks));
+                   }).ok());
+  }
+  absl::StatusOr<std::vector<CheckpointBlock>> blocks =
+      ReshardCheckpoint(Manifest(spec, 2), 1, 0, Files(taken));
+  ASSERT_TRUE(blocks.ok()) << blocks.status();
+  absl::StatusOr<ShardCheckpointState> state = ReadShardCheckpointState(*blocks);
+  ASSERT_TRUE(state.ok()) << state.status();
+  // On 1 ps, w and b are a slice each: w made of rows from ps:0 (9 updates) and ps:1 (8), b
+  // (one slice on 2 ps as well) from the one that held it.
+  bool b_on_first = false;
+  for (const SliceRef& slice : old[0]->SliceRefs()) b_on_first |= slice.variable() == "b";
+  ASSERT_EQ(state->slice_update_counts_size(), 2);
+  EXPECT_EQ(state->slice_update_counts(0), 9);
+  EXPECT_EQ(state->slice_update_counts(1), b_on_first ? 9 : 8);
+  EXPECT_EQ(state->version(), old[0]->Stats().version());
+  EXPECT_GT(old[0]->Stats().version(), old[1]->Stats().version());
+}
+
+// A sparse table's rows under AdaGrad and Adam (whose rows count their updates): each moves,
+// with its slots and count, to the shard that owns its key on the new number of ps, and goes on
+// there as it would have.
+class ReshardSparseTest : public ::testing::TestWithParam<OptimizerConfig::Kind> {};
+
+TEST_P(ReshardSparseTest, RowsMoveToTheShardsThatNowOwnTheirKeys) {
   SparseJob sparse;
   sparse.width = 3;
   ParameterSpec spec = SparseJobSpec(sparse);
   spec.set_run_id("run-1");
-  spec.mutable_optimizer()->set_kind(OptimizerConfig::ADAGRAD);
+  spec.mutable_optimizer()->set_kind(GetParam());
   std::vector<uint64_t> keys;
   for (uint64_t key = 1; key <= 40; ++key) keys.push_back(key * 0x9E3779B97F4A7C15ull);
   // Push `n`: to each shard, the keys it owns with rows sin(n + key % 97 + column).
@@ -254,6 +295,57 @@ TEST(ReshardSparseTest, RowsMoveToTheShardsThatNowOwnTheirKeys) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(AdaGradAndAdam, ReshardSparseTest,
+                         ::testing::Values(OptimizerConfig::ADAGRAD, OptimizerConfig::ADAM));
+
+// Damaged sparse blocks: a key on a shard that does not own it, a partial row.
+TEST(ReshardRefusalTest, SparseRowsThatAreNotTheShardsAreRefused) {
+  SparseJob sparse;
+  ParameterSpec spec = SparseJobSpec(sparse);
+  spec.set_run_id("run-1");
+  const Shards old = NewShards(spec, 2);
+  for (const std::unique_ptr<ShardJob>& job : old) {
+    PushRequestHeader header = StepPushHeader(*job, 0, 0);
+    SparseRows* rows = header.add_sparse();
+    rows->set_table("emb");
+    std::vector<float> gradient(job->SliceRefs().size(), 0.25f);
+    for (uint64_t key = 1; key < 30; ++key) {
+      if (SparseShardOf(key, 2) != job->ps_index()) continue;
+      rows->add_keys(key);
+      gradient.insert(gradient.end(), {0.5f, -0.5f});
+    }
+    ASSERT_TRUE(job->Push(header, gradient).ok());
+  }
+  std::vector<std::vector<CheckpointBlock>> taken;
+  for (const std::unique_ptr<ShardJob>& job : old) {
+    ASSERT_TRUE(job->ArmCheckpoint("run-1", 1, -1, [&taken](ShardJob::TakenCheckpoint c) {
+                     taken.push_back(std::move(c.blocks));
+                   }).ok());
+  }
+  // The rows block: after the state, the shard's slices' values (SGD: no slots).
+  auto rows_block = [&](int shard) -> CheckpointBlock& {
+    return taken[shard][1 + old[shard]->SliceRefs().size()];
+  };
+  const std::string shard1_rows(rows_block(1).bytes());
+  const size_t record = 8 + 4 + 2 * 4;
+  ASSERT_GE(shard1_rows.size(), record);
+
+  std::vector<std::vector<CheckpointBlock>> wrong_key = taken;
+  CheckpointBlock& block = wrong_key[0][1 + old[0]->SliceRefs().size()];
+  block = CheckpointBlock(block.tag, std::string(block.bytes()) + shard1_rows.substr(0, record));
+  absl::Status refused = ReshardCheckpoint(Manifest(spec, 2), 3, 0, Files(wrong_key)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(refused.message(), HasSubstr("which ps:1 owns"));
+
+  std::vector<std::vector<CheckpointBlock>> partial = taken;
+  CheckpointBlock& cut = partial[1][1 + old[1]->SliceRefs().size()];
+  cut = CheckpointBlock(cut.tag, shard1_rows.substr(0, shard1_rows.size() - 1));
+  refused = ReshardCheckpoint(Manifest(spec, 2), 3, 0, Files(partial)).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(refused.message(), HasSubstr("shard 1 of 2"));
+  EXPECT_THAT(refused.message(), HasSubstr("are not whole rows"));
+}
+
 TEST(ReshardRefusalTest, AFileThatIsNotItsShardsIsRefusedNamingIt) {
   const ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::SYNC, OptimizerConfig::ADAM);
   const Shards old = NewShards(spec, 2);
@@ -268,7 +360,13 @@ TEST(ReshardRefusalTest, AFileThatIsNotItsShardsIsRefusedNamingIt) {
   absl::StatusOr<std::vector<CheckpointBlock>> blocks =
       ReshardCheckpoint(Manifest(spec, 2), 3, 0, Files(swapped));
   EXPECT_EQ(blocks.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(blocks.status().message(), HasSubstr("shard 0 of 2"));
+  EXPECT_THAT(blocks.status().message(), HasSubstr("shard 0 of 2: its file is ps:1's"));
+  // A manifest of another job than its files'.
+  ParameterSpec other = spec;
+  other.set_seed(spec.seed() + 1);
+  blocks = ReshardCheckpoint(Manifest(other, 2), 3, 0, Files(taken));
+  EXPECT_EQ(blocks.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(blocks.status().message(), HasSubstr("another job"));
   // A missing file: the reader's error, as it is.
   std::vector<std::vector<CheckpointBlock>> one = {taken[0]};
   EXPECT_EQ(ReshardCheckpoint(Manifest(spec, 2), 3, 0, Files(one)).status().code(),

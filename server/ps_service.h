@@ -201,11 +201,12 @@ class ParameterService final : public ParameterServerBase {
   void WriteCheckpoint(const std::weak_ptr<ShardJob>& job, const std::string& job_dir,
                        const std::string& name,
                        const std::shared_ptr<ShardJob::TakenCheckpoint>& taken);
-  // Restores the job of `request` for `peer`, who must own the checkpointed job.
   // The blocks this shard resumes from, placed again from every shard's file of `manifest`,
-  // which was taken on another number of ps (server/checkpoint_reshard.h).
+  // which was taken on another number of ps (server/checkpoint_reshard.h); a file this ps
+  // cannot find is FAILED_PRECONDITION saying how to give it.
   absl::StatusOr<std::vector<CheckpointBlock>> ReshardedBlocks(const std::string& job_dir,
                                                                const CheckpointManifest& manifest);
+  // Restores the job of `request` for `peer`, who must own the checkpointed job.
   absl::Status DoRestoreJob(const RestoreJobRequest& request, const Peer& peer)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Reserves room for a new job of `spec` under options_.limits, or RESOURCE_EXHAUSTED naming

@@ -102,6 +102,19 @@ grpc::ServerUnaryReactor* ParameterService::CommitCheckpoint(
         ": only the running run's checkpoints are committed"));
   }
   if (!job.ok()) allowed = job.status();
+  if (allowed.ok() && (manifest.num_ps() != options_.num_ps ||
+                       manifest.shards_size() != options_.num_ps)) {
+    allowed = absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", manifest.name(), "'s manifest is for ", manifest.num_ps(), " ps with ",
+        manifest.shards_size(), " shard files; ", TaskName(), " is one of ", options_.num_ps));
+  }
+  for (int i = 0; allowed.ok() && i < manifest.shards_size(); ++i) {
+    if (manifest.shards(i).ps_index() != i) {
+      allowed = absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", manifest.name(), "'s manifest lists ps:", manifest.shards(i).ps_index(),
+          "'s file as shard ", i, "'s: one entry per ps, in task order"));
+    }
+  }
   if (!allowed.ok()) return Answer(context, &slot, allowed);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto held = std::make_shared<RequestsInFlight::Slot>(std::move(slot));
@@ -224,7 +237,8 @@ absl::StatusOr<std::vector<CheckpointBlock>> ParameterService::ReshardedBlocks(
         absl::StatusOr<std::vector<CheckpointBlock>> read =
             checkpoints_.ReadShard(job_dir, manifest, index);
         if (!absl::IsNotFound(read.status())) return read;
-        return absl::NotFoundError(absl::StrCat(
+        // Nothing is damaged, and an older checkpoint would lack its files as well.
+        return absl::FailedPreconditionError(absl::StrCat(
             read.status().message(), "; checkpoint ", manifest.name(), " was taken on ",
             manifest.num_ps(), " ps and this cluster has ", options_.num_ps,
             ": resuming on another number of ps reads every shard's file, so give every ps the "
@@ -262,6 +276,16 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request, co
   if (!status.ok()) return status;
   absl::StatusOr<std::unique_ptr<Reservation>> reserved = Reserve(request.spec());
   if (!reserved.ok()) return reserved.status();
+  // The manifest is the ps's own file, but its contents came from the job's owner (psctl's
+  // CommitCheckpoint): before it decides what is read and allocated, it must be of this job,
+  // whose size Reserve has bounded, and name one file per ps of its cluster.
+  status = ShardJob::CheckResumable(manifest.parameters(), request.spec());
+  if (!status.ok()) return status;
+  if (manifest.num_ps() < 1 || manifest.shards_size() != manifest.num_ps()) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", manifest.name(), " in ", *job_dir,
+                                            " names ", manifest.shards_size(),
+                                            " shard files for ", manifest.num_ps(), " ps"));
+  }
   absl::StatusOr<std::vector<CheckpointBlock>> blocks =
       manifest.num_ps() == options_.num_ps
           ? checkpoints_.ReadShard(*job_dir, manifest, options_.ps_index)

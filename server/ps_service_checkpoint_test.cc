@@ -367,7 +367,9 @@ TEST_F(PsServiceCheckpointTest, DeletingTheCheckpointsOfAJobWaitsUntilTheJobIsGo
 
 // The attack of issue 30: a manifest whose name is not its run's checkpoint name ("~", a path)
 // or that names another job or run made a ps write a MANIFEST outside the job's folder and prune
-// every other entry of it. Each is refused before anything is written or deleted.
+// every other entry of it; one of another shape than the cluster's (its number of ps, its shard
+// files) would steer what a restore reads and allocates. Each is refused before anything is
+// written or deleted.
 TEST_F(PsServiceCheckpointTest, ACommitNamingAnotherPlaceJobOrRunChangesNoFile) {
   Start("run-1");
   ASSERT_TRUE(Arm("run-1", 1, -1).ok());
@@ -389,6 +391,14 @@ TEST_F(PsServiceCheckpointTest, ACommitNamingAnotherPlaceJobOrRunChangesNoFile) 
          m->set_name("run-0-000002");
        },
        grpc::StatusCode::FAILED_PRECONDITION},
+      // A manifest of another shape than the cluster's: it would decide what a restore reads
+      // and allocates.
+      {[](CheckpointManifest* m) { m->set_num_ps(2000000000); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {[](CheckpointManifest* m) { *m->add_shards() = m->shards(0); },
+       grpc::StatusCode::INVALID_ARGUMENT},
+      {[](CheckpointManifest* m) { m->mutable_shards()->SwapElements(0, 1); },
+       grpc::StatusCode::INVALID_ARGUMENT},
   };
   for (const Case& c : cases) {
     CheckpointManifest manifest = good;

@@ -193,6 +193,9 @@ class ShardJob {
     // Per worker, the steps it has pushed (ASYNC, SOFTSYNC); empty: every worker at `step`.
     std::vector<int64_t> worker_steps;
   };
+  // OK when `spec`, a new run of the job, may resume from a checkpoint of `saved`: the same
+  // but for its run_id, number of workers and owner; FAILED_PRECONDITION saying so otherwise.
+  static absl::Status CheckResumable(const ParameterSpec& saved, const ParameterSpec& spec);
   // A new run of the job from a checkpoint's blocks (as ArmCheckpoint took them): `spec` is the
   // new run's (its run_id and number of workers; the rest must be the checkpoint's, else
   // FAILED_PRECONDITION saying what differs). Values, optimizer state, version, schedule

@@ -254,6 +254,20 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
   return job;
 }
 
+absl::Status ShardJob::CheckResumable(const ParameterSpec& saved, const ParameterSpec& spec) {
+  ParameterSpec same = saved;
+  same.set_run_id(spec.run_id());
+  same.set_num_workers(spec.num_workers());
+  same.set_owner(spec.owner());  // Whoever resumes it owns the new run.
+  if (!google::protobuf::util::MessageDifferencer::Equivalent(same, spec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        JobPrefix(spec.job_id()),
+        "the job differs from the one the checkpoint was taken of (its variables, optimizer, "
+        "learning rate, consistency or seed); resume it as it was submitted"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
     const std::vector<CheckpointBlock>& blocks, const ParameterSpec& spec, int num_ps,
     int ps_index, const ResumePoint& at, Clock* clock) {
@@ -266,16 +280,8 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
   }
   absl::StatusOr<ShardCheckpointState> state = ReadShardState(blocks, num_ps, ps_index);
   if (!state.ok()) return state.status();
-  ParameterSpec saved = state->spec();
-  saved.set_run_id(spec.run_id());
-  saved.set_num_workers(spec.num_workers());
-  saved.set_owner(spec.owner());  // Whoever resumes it owns the new run.
-  if (!google::protobuf::util::MessageDifferencer::Equivalent(saved, spec)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        JobPrefix(spec.job_id()),
-        "the job differs from the one the checkpoint was taken of (its variables, optimizer, "
-        "learning rate, consistency or seed); resume it as it was submitted"));
-  }
+  absl::Status same = CheckResumable(state->spec(), spec);
+  if (!same.ok()) return same;
   absl::StatusOr<std::unique_ptr<ShardJob>> job = Create(spec, num_ps, ps_index, clock);
   if (!job.ok()) return job.status();
   absl::Status status = (*job)->RestoreSlices(blocks, *state);

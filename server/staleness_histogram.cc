@@ -28,13 +28,6 @@ void StalenessHistogram::ToProto(StalenessHistogramData* out) const {
   out->set_sum(sum_);
 }
 
-void StalenessHistogram::Add(const StalenessHistogram& other) {
-  for (int i = 0; i < kNumBuckets; ++i) counts_[i] += other.counts_[i];
-  total_ += other.total_;
-  sum_ += other.sum_;
-  max_ = std::max(max_, other.max_);
-}
-
 absl::StatusOr<StalenessHistogram> StalenessHistogram::FromProto(
     const StalenessHistogramData& data) {
   if (data.counts_size() > kNumBuckets || data.total() < 0 || data.sum() < 0 || data.max() < 0) {

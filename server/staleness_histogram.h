@@ -25,9 +25,6 @@ class StalenessHistogram {
   // How many recorded values equal `staleness` (for the last bucket: are >= it).
   int64_t count(int64_t staleness) const;
 
-  // Adds every value `other` recorded (two shards' histograms into one).
-  void Add(const StalenessHistogram& other);
-
   // Fills `out`, trimming trailing empty buckets.
   void ToProto(StalenessHistogramData* out) const;
   // The histogram ToProto wrote (a checkpoint's); DATA_LOSS for one that cannot be.

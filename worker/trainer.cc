@@ -393,7 +393,9 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
     context_.clock->SleepFor(delay);
     return metrics;
   }
-  const int64_t copies = static_cast<int64_t>(std::llround(absl::FDivDuration(delay, compute)));
+  // As many whole copies as fit in the delay, then the rest of it asleep: a delay shorter
+  // than a step's compute is slept whole.
+  const auto copies = static_cast<int64_t>(absl::FDivDuration(delay, compute));
   if (copies > 0 && busy_gradients_ == nullptr) {
     busy_gradients_ = std::make_unique<HostVariables>(job_.variables);
   }
@@ -401,6 +403,7 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
     absl::StatusOr<BatchMetrics> again = compute_into(busy_gradients_->mutable_view());
     if (!again.ok()) return again.status();
   }
+  context_.clock->SleepFor(delay - copies * compute);
   return metrics;
 }
 
