@@ -105,7 +105,13 @@ def curves_plot(path, groups, varying, series, xlabel, ylabel, log_y):
     colors = {label: f"C{i % COLORS}" for i, label in enumerate(labels)}
     rows = (len(panels) + columns - 1) // columns
     width = max(7.0, 4.2 * columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(width, 3.2 * rows), sharey=True,
+    # The legend below the panels, as many labels a row as fit: the figure grows by its rows
+    # (inches) rather than squeezing the panels.
+    per_row = max(1, min(len(labels), int(width / (0.7 + max(map(len, labels)) / 14))))
+    legend_rows = (len(labels) + per_row - 1) // per_row
+    legend_height = 0.1 + 0.17 * legend_rows
+    height = 3.2 * rows + legend_height
+    figure, axes = plt.subplots(rows, columns, figsize=(width, height), sharey=True,
                                 squeeze=False)
     first, lowest = [], []
     for (title, panel_groups), axis in zip(panels, axes.flat):
@@ -126,10 +132,8 @@ def curves_plot(path, groups, varying, series, xlabel, ylabel, log_y):
         if first and lowest:  # Diverging runs leave the plot instead of flattening the others.
             axes[0][0].set_ylim(bottom=0.5 * min(lowest), top=2 * max(first))
     handles = [plt.Line2D([], [], color=colors[label]) for label in labels]
-    per_row = max(1, min(len(labels), int(width / (0.7 + max(map(len, labels)) / 14))))
     figure.legend(handles, labels, loc="lower center", ncol=per_row, fontsize=8, frameon=False)
-    legend_rows = (len(labels) + per_row - 1) // per_row
-    figure.tight_layout(rect=(0, (0.1 + 0.17 * legend_rows) / (3.2 * rows), 1, 1))
+    figure.tight_layout(rect=(0, legend_height / height, 1, 1))
     save(figure, path)
 
 
