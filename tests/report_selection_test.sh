@@ -22,9 +22,12 @@ json.dump({"name": "select", "description": "", "source": "select.json", "target
            "select": "learning_rate.base"}, open(f"{root}/sweep.json", "w"))
 # Final (validation, test) accuracy by mode and rate: SYNC's validation prefers 0.1 while its
 # test prefers 0.3; ASYNC's validation prefers 0.3.
+# SYNC at 0.4 scores best of all on validation in the runs that finished, but one of its three
+# diverged (FAILED): a rate that does not always finish is not chosen.
 final = {("SYNC", "0.1"): (0.90, 0.85), ("SYNC", "0.2"): (0.88, 0.86),
-         ("SYNC", "0.3"): (0.80, 0.95), ("ASYNC", "0.1"): (0.70, 0.70),
-         ("ASYNC", "0.2"): (0.75, 0.76), ("ASYNC", "0.3"): (0.82, 0.81)}
+         ("SYNC", "0.3"): (0.80, 0.95), ("SYNC", "0.4"): (0.99, 0.99),
+         ("ASYNC", "0.1"): (0.70, 0.70), ("ASYNC", "0.2"): (0.75, 0.76),
+         ("ASYNC", "0.3"): (0.82, 0.81)}
 columns = ["point", "dir", "consistency.mode", "learning_rate.base", "workers", "ps", "repeat",
            "seed", "state", "steps", "wall_time_s", "time_per_step_s", "examples_per_second",
            "final_train_loss", "final_eval_loss", "final_eval_accuracy", "final_validation_loss",
@@ -53,8 +56,9 @@ for (mode, rate), (validation, test) in final.items():
             f.write(f"time_s,step,loss,accuracy,examples\n1.0,10,0.4,{t},10\n")
         with open(f"{point}/staleness.csv", "w") as f:
             f.write("shard,worker,staleness,count\n0,0,0,10\n")
+        state = "FAILED" if (mode, rate, repeat) == ("SYNC", "0.4", 2) else "DONE"
         rows.append(",".join(str(x) for x in [
-            name, name, mode, rate, 2, 1, repeat, repeat + 1, "DONE", 10, 1.0, 0.1, 100, 0.3,
+            name, name, mode, rate, 2, 1, repeat, repeat + 1, state, 10, 1.0, 0.1, 100, 0.3,
             0.4, t, 0.4, v, 0, 0]))
 open(f"{root}/sweep.csv", "w").write("\n".join(rows) + "\n")
 PY
@@ -64,8 +68,8 @@ PY
 report="$DIR/sweep/report.md"
 grep -q "## Selected on the validation split" "$report" || fail "no selection section"
 # mode | selected base | values tried | validation accuracy | test accuracy | test loss | runs
-grep -qE '^\| SYNC \| 0\.1 \| 0\.1, 0\.2, 0\.3 \| 0\.902 ± [0-9.]+ \| 0\.848 ± ' "$report" ||
-  fail "SYNC should select 0.1 on validation (its test prefers 0.3): $(grep -A6 Selected "$report")"
+grep -qE '^\| SYNC \| 0\.1 \| 0\.1, 0\.2, 0\.3, 0\.4 \| 0\.902 ± [0-9.]+ \| 0\.848 ± [0-9.]+ \| [0-9.]+ \| 3 of 3 \|' "$report" ||
+  fail "SYNC should select 0.1 on validation (its test prefers 0.3; 0.4 had a run fail): $(grep -A6 Selected "$report")"
 grep -qE '^\| ASYNC \| 0\.3 \| ' "$report" ||
   fail "ASYNC should select 0.3: $(grep -A6 Selected "$report")"
 grep -q "plots/validation_accuracy.png" "$report" || fail "no validation curves"

@@ -246,8 +246,11 @@ def results_table(groups, varying, classifier):
 
 def selection_table(groups, varying, selected, classifier):
     """For each value of the settings other than `selected`, the group whose `selected` value
-    has the best mean final validation accuracy (the lowest loss for a regression), with its
-    validation and test figures: the test set judged once, on what validation chose."""
+    has the most runs DONE and, of those, the best mean final validation accuracy (the lowest
+    loss for a regression) over its DONE runs, with its validation and test figures: the test
+    set judged once, on what validation chose. A value whose runs diverged or failed is not
+    chosen over one whose runs all finished, however well its other runs did; where no run of
+    any value finished, none is selected."""
     others = [c for c in varying if c != selected]
     names = short_names(varying)
     criterion = "final_validation_accuracy" if classifier else "final_validation_loss"
@@ -256,26 +259,36 @@ def selection_table(groups, varying, selected, classifier):
         choices[tuple(group.values[c] for c in others)].append(group)
     body = []
     for key, candidates in choices.items():
+        def done(group, name):
+            return [number(run.row.get(name)) for run in group.runs if run.state == "DONE"]
+
         def score(group):
-            values = [v for v in group.column(criterion) if v is not None and np.isfinite(v)]
+            values = [v for v in done(group, criterion) if v is not None and np.isfinite(v)]
             if not values:
-                return -np.inf
-            return np.mean(values) if classifier else -np.mean(values)
+                return (0, -np.inf)
+            return (len(values), np.mean(values) if classifier else -np.mean(values))
         best = max(candidates, key=score)
         # Numbers in their order, then any other values (a mode's name, an unset setting).
         tried = ", ".join(sorted((g.values.get(selected, "") for g in candidates),
                                  key=lambda v: (number(v) is None, number(v) or 0.0, v)))
-        row = list(key) + [best.values.get(selected, ""), tried,
-                           mean_with_ci(best.column(criterion))]
-        row += [mean_with_ci(best.column("final_eval_accuracy"))] if classifier else []
-        row += [mean_with_ci(best.column("final_eval_loss")), len(best.runs)]
+        finished = len(done(best, criterion))
+        if score(best)[0] == 0:
+            row = list(key) + ["none: no run finished", tried, "–"]
+            row += ["–"] if classifier else []
+            row += ["–", f"0 of {len(best.runs)}"]
+        else:
+            row = list(key) + [best.values.get(selected, ""), tried,
+                               mean_with_ci(done(best, criterion))]
+            row += [mean_with_ci(done(best, "final_eval_accuracy"))] if classifier else []
+            row += [mean_with_ci(done(best, "final_eval_loss")),
+                    f"{finished} of {len(best.runs)}"]
         body.append(row)
     header = [names[c] for c in others] + [f"selected {names.get(selected, selected)}",
                                           "values tried",
                                           "validation accuracy" if classifier else
                                           "validation loss"]
     header += ["test accuracy"] if classifier else []
-    header += ["test loss", "runs"]
+    header += ["test loss", "runs DONE"]
     return table(header, body)
 
 
