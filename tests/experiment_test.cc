@@ -92,7 +92,8 @@ TEST(ExperimentTest, CiSweepRunsEndToEndResumesAndItsReportHoldsEveryPlot) {
     EXPECT_EQ(ReadFile(results + "/" + path).substr(0, 8), "\x89PNG\r\n\x1a\n") << path;
   }
   EXPECT_EQ(plots, (std::set<std::string>{"plots/loss_vs_step.png", "plots/loss_vs_time.png",
-                                          "plots/test_accuracy.png", "plots/staleness.png",
+                                          "plots/loss_vs_epoch.png", "plots/test_accuracy.png",
+                                          "plots/test_accuracy_vs_epoch.png", "plots/staleness.png",
                                           "plots/staleness_over_time.png",
                                           "plots/time_to_target.png"}));
   for (const char* section :
