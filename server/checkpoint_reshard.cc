@@ -107,7 +107,8 @@ absl::StatusOr<OldShard> Resharder::Check(int index, std::vector<CheckpointBlock
     return Corrupt(index, "its file is of another job than the manifest's");
   }
   const std::vector<int> slices = old_placement_.SlicesOn(index);
-  const size_t expected = 2 + slices.size() * (1 + num_slots_) + 2 * tables_.size();
+  const size_t expected =
+      ShardBlockLayout{slices.size(), static_cast<size_t>(num_slots_), tables_.size()}.size();
   if (blocks.size() != expected ||
       shard.state.slice_update_counts_size() != static_cast<int>(slices.size())) {
     return Corrupt(index, absl::StrCat("its file holds ", blocks.size(), " blocks and ",
@@ -128,7 +129,8 @@ absl::Status Resharder::Take(const OldShard& old) {
 }
 
 absl::Status Resharder::TakeDense(const OldShard& old) {
-  const size_t old_slices = old.slice_at.size();
+  const ShardBlockLayout layout{old.slice_at.size(), static_cast<size_t>(num_slots_),
+                                tables_.size()};
   for (const auto& [o, at] : old.slice_at) {
     const SlicePlacement& from_slice = old_placement_.slices[o];
     for (size_t m = 0; m < mine_.size(); ++m) {
@@ -150,10 +152,9 @@ absl::Status Resharder::TakeDense(const OldShard& old) {
         std::memcpy(into->data() + to, block.bytes().data() + from, length);
         return absl::OkStatus();
       };
-      absl::Status status = copy(old.blocks[1 + at], kValuesBlock, &values_[m]);
+      absl::Status status = copy(old.blocks[layout.values(at)], kValuesBlock, &values_[m]);
       for (int s = 0; status.ok() && s < num_slots_; ++s) {
-        status = copy(old.blocks[1 + old_slices + at * num_slots_ + s], kSlotsBlock,
-                      &slots_[m * num_slots_ + s]);
+        status = copy(old.blocks[layout.slot(at, s)], kSlotsBlock, &slots_[m * num_slots_ + s]);
       }
       if (!status.ok()) return status;
       update_counts_[m] = std::max(update_counts_[m], old.state.slice_update_counts(at));
@@ -163,13 +164,14 @@ absl::Status Resharder::TakeDense(const OldShard& old) {
 }
 
 absl::Status Resharder::TakeSparse(const OldShard& old) {
-  const size_t old_slices = old.slice_at.size();
+  const ShardBlockLayout layout{old.slice_at.size(), static_cast<size_t>(num_slots_),
+                                tables_.size()};
   for (size_t t = 0; t < tables_.size(); ++t) {
     // SparseTable::SaveRows' record: the key, the update count, the values and each slot.
     const size_t record = sizeof(uint64_t) + sizeof(uint32_t) +
                           static_cast<size_t>(tables_[t]->width()) * sizeof(float) *
                               (1 + num_slots_);
-    const CheckpointBlock& block = old.blocks[1 + old_slices * (1 + num_slots_) + t];
+    const CheckpointBlock& block = old.blocks[layout.rows(t)];
     const absl::string_view bytes = block.bytes();
     if (block.tag != kSparseRowsBlock || bytes.size() % record != 0) {
       return Corrupt(old.index, absl::StrCat("its rows of sparse table \"", tables_[t]->name(),

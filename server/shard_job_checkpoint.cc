@@ -194,7 +194,8 @@ absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
   const std::string prefix = JobPrefix(spec_.job_id());
   const size_t num_slices = slices_.size();
   const size_t num_slots = static_cast<size_t>(optimizer_->num_slots());
-  const size_t expected = 2 + num_slices * (1 + num_slots) + 2 * sparse_->size();
+  const ShardBlockLayout layout{num_slices, num_slots, sparse_->size()};
+  const size_t expected = layout.size();
   if (blocks.size() != expected ||
       state.slice_update_counts_size() != static_cast<int>(num_slices)) {
     return absl::DataLossError(absl::StrCat(prefix, "the checkpoint has ", blocks.size(),
@@ -207,11 +208,11 @@ absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
   for (size_t i = 0; i < num_slices; ++i) {
     Slice& slice = *slices_[i];
     absl::MutexLock lock(&slice.mu);
-    const CheckpointBlock& values = blocks[1 + i];
+    const CheckpointBlock& values = blocks[layout.values(i)];
     bool fits = values.tag == kValuesBlock &&
                 CopyFloats(values.bytes(), absl::MakeSpan(*slice.values->buffer));
     for (size_t s = 0; fits && s < num_slots; ++s) {
-      const CheckpointBlock& slot = blocks[1 + num_slices + i * num_slots + s];
+      const CheckpointBlock& slot = blocks[layout.slot(i, s)];
       fits = slot.tag == kSlotsBlock &&
              CopyFloats(slot.bytes(), absl::MakeSpan(*slice.slots[s]->buffer));
     }
@@ -222,7 +223,7 @@ absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
     slice.update_count = state.slice_update_counts(static_cast<int>(i));
   }
   return sparse_->LoadRows(
-      absl::MakeConstSpan(blocks).subspan(1 + num_slices * (1 + num_slots), sparse_->size()));
+      absl::MakeConstSpan(blocks).subspan(layout.rows(0), sparse_->size()));
 }
 
 absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(

@@ -17,6 +17,7 @@
 #ifndef PS_COMMON_CHECKPOINT_SHARD_CHECKPOINT_H_
 #define PS_COMMON_CHECKPOINT_SHARD_CHECKPOINT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +34,19 @@ enum ShardCheckpointBlock : uint32_t {
   kSumBlock = 4,
   kSparseRowsBlock = 5,
   kSparseSumBlock = 6,
+};
+
+// Where each block lies in a shard's checkpoint of `slices` slices, `slots` optimizer slots a
+// slice and `tables` sparse tables (the order above): the one reckoning of it for every reader.
+struct ShardBlockLayout {
+  size_t slices = 0;
+  size_t slots = 0;
+  size_t tables = 0;
+
+  size_t values(size_t slice) const { return 1 + slice; }
+  size_t slot(size_t slice, size_t s) const { return 1 + slices + slice * slots + s; }
+  size_t rows(size_t table) const { return 1 + slices * (1 + slots) + table; }
+  size_t size() const { return 2 + slices * (1 + slots) + 2 * tables; }
 };
 
 // The state at the head of a shard checkpoint's blocks; DATA_LOSS when there is none.
