@@ -13,6 +13,7 @@
 #include "common/job/optimizer.h"
 #include "common/job/partitioner.h"
 #include "proto/checkpoint.pb.h"
+#include "server/sparse_table.h"
 
 namespace ps {
 namespace {
@@ -168,9 +169,8 @@ absl::Status Resharder::TakeSparse(const OldShard& old) {
                                 tables_.size()};
   for (size_t t = 0; t < tables_.size(); ++t) {
     // SparseTable::SaveRows' record: the key, the update count, the values and each slot.
-    const size_t record = sizeof(uint64_t) + sizeof(uint32_t) +
-                          static_cast<size_t>(tables_[t]->width()) * sizeof(float) *
-                              (1 + num_slots_);
+    const auto record =
+        static_cast<size_t>(SparseTable::SavedRowBytes(tables_[t]->width(), num_slots_));
     const CheckpointBlock& block = old.blocks[layout.rows(t)];
     const absl::string_view bytes = block.bytes();
     if (block.tag != kSparseRowsBlock || bytes.size() % record != 0) {

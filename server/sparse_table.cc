@@ -184,11 +184,6 @@ absl::Status SparseTable::Update(float learning_rate, absl::Span<const uint64_t>
   });
 }
 
-int64_t SparseTable::SavedRowBytes() const {
-  return static_cast<int64_t>(sizeof(uint64_t) + sizeof(uint32_t)) +
-         arrays_ * width_ * static_cast<int64_t>(sizeof(float));
-}
-
 std::string SparseTable::SaveRows() const {
   // Each stripe's rows appended as they lie, then put in key order by their offsets.
   const auto record = static_cast<size_t>(SavedRowBytes());

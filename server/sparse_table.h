@@ -83,7 +83,12 @@ class SparseTable {
   // repeats; RESOURCE_EXHAUSTED past max_rows; FAILED_PRECONDITION for a table with rows.
   absl::Status LoadRows(absl::string_view bytes);
   // The bytes of one row in SaveRows' format.
-  int64_t SavedRowBytes() const;
+  int64_t SavedRowBytes() const { return SavedRowBytes(width_, arrays_ - 1); }
+  // The same for a table of rows of `width` under an optimizer of `slots` slots.
+  static int64_t SavedRowBytes(int64_t width, int slots) {
+    return static_cast<int64_t>(sizeof(uint64_t) + sizeof(uint32_t)) +
+           (1 + slots) * width * static_cast<int64_t>(sizeof(float));
+  }
 
   int64_t rows() const;
   // Bytes the table holds beyond its rows' values and optimizer slots: the hash maps' slots and
