@@ -20,7 +20,10 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
         absl::StrCat("listen address: ", address.status().message()));
   }
   std::unique_ptr<PsServer> server(new PsServer());
-  server->service_ = std::make_unique<ParameterService>(options.service);
+  ParameterServiceOptions service = options.service;
+  // A ps calls the next one (replicated shards) with the security it serves with.
+  if (!service.security.tls()) service.security = options.security;
+  server->service_ = std::make_unique<ParameterService>(service);
   server->task_service_ = std::make_unique<TaskService>("ps", options.service.ps_index);
   server->task_service_->set_insecure(!options.security.tls() && !IsLoopbackHost(address->host));
   if (options.metrics_port >= 0) {

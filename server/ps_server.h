@@ -52,6 +52,9 @@ class PsServer {
     return metrics_server_ == nullptr ? -1 : metrics_server_->bound_port();
   }
 
+  // The ParameterServer service this server runs (for in-process clusters and tests).
+  ParameterService& service() { return *service_; }
+
   // STARTED -> STOPPED; idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
   // Blocks until Shutdown has been called (from another thread or a signal handler thread).

@@ -136,6 +136,9 @@ int Run() {
   ps::SetProcessAdminUsers(ps::AdminUsersFromFlags());
   options.security = ps::TransportSecurityFromFlags();
   options.reflection = ps::ReflectionFromFlags();
+  // Replicated shards: this ps calls the next one as a task of the cluster.
+  options.service.ps_addresses = config->cluster.Tasks(ps::kPsJob);
+  options.service.token = tokens->task;
   absl::StatusOr<int> metrics_port = ps::MetricsPortFromFlags();
   if (!metrics_port.ok()) {
     std::cerr << "ps_server: " << metrics_port.status().message() << "\n";

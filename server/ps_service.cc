@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <optional>
+#include <variant>
 #include <utility>
 
 #include <glog/logging.h>
@@ -16,6 +17,7 @@
 #include "common/net/proto_byte_buffer.h"
 #include "common/tensor/tensor_coding.h"
 #include "server/push_request.h"
+#include "server/replica_input.h"
 
 namespace ps {
 namespace {
@@ -53,36 +55,51 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   void Start(std::shared_ptr<ShardJob> job, const PullRequest& request,
              std::optional<PushResponse> push = std::nullopt) {
     push_ = std::move(push);
-    job_ = std::move(job);
-    int64_t waiter = job_->Pull(request, [this](absl::StatusOr<ShardJob::PullSnapshot> result) {
+    job_ = job;
+    int64_t waiter = job->Pull(request, [this](absl::StatusOr<ShardJob::PullSnapshot> result) {
       OnResult(std::move(result));
     });
-    absl::MutexLock lock(&mu_);
-    started_ = true;
-    if (result_.has_value()) {
-      // Safe under mu_: gRPC calls OnDone only after this handler has returned.
-      FinishWith(*std::move(result_));
-      return;
+    // Start may run after the handler returned (a replicated push or rejoin went first), so the
+    // call is never finished under mu_: OnDone may delete this reactor as soon as it is.
+    std::optional<absl::StatusOr<ShardJob::PullSnapshot>> ready;
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mu_);
+      started_ = true;
+      if (result_.has_value()) {
+        ready = std::move(result_);
+      } else if (cancelled_) {
+        waiter_ = waiter;
+        cancel = true;
+      } else {
+        waiter_ = waiter;
+        absl::Duration wait = request.wait_timeout_ms() > 0
+                                  ? absl::Milliseconds(request.wait_timeout_ms())
+                                  : service_->options_.default_wait_timeout;
+        absl::Time deadline = service_->options_.clock->Now() + wait;
+        absl::Time client_deadline = absl::FromChrono(context_->deadline());
+        if (client_deadline - kDeadlineMargin < deadline) {
+          deadline = client_deadline - kDeadlineMargin;
+        }
+        std::weak_ptr<ShardJob> weak_job = job;
+        // Under mu_, which a result takes before it finishes the call: OnDone reads it after.
+        timer_handle_ = service_->timer_.Schedule(deadline, [weak_job, waiter] {
+          if (std::shared_ptr<ShardJob> job = weak_job.lock()) job->ExpireWaiter(waiter);
+        });
+      }
     }
-    waiter_ = waiter;
-    if (cancelled_) {
-      // Released by hand (clang's analysis checks the pair, --config=thread_safety): the job
-      // completes the waiter through OnResult, which takes mu_.
-      mu_.Unlock();
-      job_->CancelWaiter(waiter, absl::CancelledError("the client cancelled the pull"));
-      mu_.Lock();
-      return;
+    if (ready.has_value()) {
+      FinishWith(*std::move(ready));
+    } else if (cancel) {
+      // The job completes the waiter through OnResult, which finishes the call.
+      job->CancelWaiter(waiter, absl::CancelledError("the client cancelled the pull"));
     }
-    absl::Duration wait = request.wait_timeout_ms() > 0
-                              ? absl::Milliseconds(request.wait_timeout_ms())
-                              : service_->options_.default_wait_timeout;
-    absl::Time deadline = service_->options_.clock->Now() + wait;
-    absl::Time client_deadline = absl::FromChrono(context_->deadline());
-    if (client_deadline - kDeadlineMargin < deadline) deadline = client_deadline - kDeadlineMargin;
-    std::weak_ptr<ShardJob> weak_job = job_;
-    timer_handle_ = service_->timer_.Schedule(deadline, [weak_job, waiter] {
-      if (std::shared_ptr<ShardJob> job = weak_job.lock()) job->ExpireWaiter(waiter);
-    });
+  }
+
+  // Ends the call with `status` before any pull started (its push or rejoin failed).
+  void Fail(std::shared_ptr<ShardJob> job, const absl::Status& status) {
+    job_ = std::move(job);
+    FinishWith(status);
   }
 
   void OnCancel() override {
@@ -163,7 +180,9 @@ ParameterService::ParameterService(const ParameterServiceOptions& options)
       max_total_bytes_(options.limits.max_total_bytes > 0 ? options.limits.max_total_bytes
                                                           : DefaultTotalBytes()),
       requests_in_flight_(options.limits.max_requests_per_peer, TaskName()),
-      timer_(DeadlineTimerOptions{options.clock}) {}
+      timer_(DeadlineTimerOptions{options.clock}) {
+  ps_addresses_ = options.ps_addresses;
+}
 
 ParameterService::Reservation::~Reservation() {
   absl::MutexLock lock(&service_->mu_);
@@ -253,11 +272,15 @@ std::string ParameterService::TaskName() const { return absl::StrCat("ps:", opti
 
 void ParameterService::Shutdown() {
   std::map<std::string, std::shared_ptr<ShardJob>> jobs;
+  std::map<std::string, std::shared_ptr<ShardReplicator>> replicators;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
     jobs = jobs_;
+    replicators.swap(replicators_);
   }
+  // Stopped first: updates waiting for a backup are answered UNAVAILABLE.
+  replicators.clear();
   for (auto& [id, job] : jobs) {
     job->CancelAllWaiters(
         absl::UnavailableError(TaskName() + " is shutting down; retry once it is back"));
@@ -340,6 +363,12 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   }
   absl::Status values = CheckInitialValuesGiven(request);
   if (!values.ok()) return values;
+  absl::Status replicas = CheckReplicas(request.spec());
+  if (!replicas.ok()) return replicas;
+  if (request.spec().replicas() > 1 && request.replaying()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job \"", id, "\": a replay runs without replicas; set replicas to 0 for it"));
+  }
   absl::StatusOr<std::unique_ptr<Reservation>> reserved = Reserve(request.spec());
   if (!reserved.ok()) return reserved.status();
   // Initializing may take a while for big models: done outside the lock.
@@ -352,8 +381,12 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   }
   if (request.replaying()) (*created)->StartReplay(request.replay());
   std::shared_ptr<ShardJob> job = *std::move(created);
+  // Made before the job is found by any call, so that every change to it is replicated; a
+  // replicator left unused (the job was created concurrently) stops as the function returns.
+  std::shared_ptr<ShardReplicator> replicator = NewReplicator(job);
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = jobs_.emplace(id, job);
+  if (inserted && replicator != nullptr) replicators_[id] = replicator;
   if (!inserted &&
       !google::protobuf::util::MessageDifferencer::Equals(it->second->spec(), request.spec())) {
     return absl::AlreadyExistsError(absl::StrCat("job \"", id,
@@ -408,6 +441,7 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
     return refused;
   }
   std::shared_ptr<ShardJob> job;
+  std::shared_ptr<ShardReplicator> replicator;  // Stopped outside mu_.
   absl::Status allowed;
   {
     absl::MutexLock lock(&mu_);
@@ -417,9 +451,16 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
       if (allowed.ok()) {
         job = std::move(it->second);
         jobs_.erase(it);
+        auto replicated = replicators_.find(request->job_id());
+        if (replicated != replicators_.end()) {
+          replicator = std::move(replicated->second);
+          replicators_.erase(replicated);
+        }
+        backups_.erase(request->job_id());
       }
     }
   }
+  replicator.reset();
   if (job == nullptr) {
     return Answer(context, &slot,
                   allowed.ok() ? absl::NotFoundError(absl::StrCat(
@@ -452,6 +493,24 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
   if (!job.ok()) return Answer(context, &slot, job.status());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPull,
                                   request->Length());
+  std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(pull.job_id());
+  if (replicator != nullptr && pull.incarnation() != OBSERVER_INCARNATION &&
+      (*job)->IsNewIncarnation(pull.worker(), pull.incarnation())) {
+    // A worker's new incarnation changes the shard (it rejoins): both copies take it first.
+    ReplicaInput rejoin;
+    rejoin.mutable_rejoin()->set_worker(pull.worker());
+    rejoin.mutable_rejoin()->set_incarnation(pull.incarnation());
+    rejoin.mutable_rejoin()->set_clock(pull.clock());
+    replicator->Submit(std::move(rejoin),
+                       [reactor, job = *job, pull](absl::StatusOr<PushResponse> rejoined) {
+                         if (rejoined.ok()) {
+                           reactor->Start(job, pull);
+                         } else {
+                           reactor->Fail(job, rejoined.status());
+                         }
+                       });
+    return reactor;
+  }
   reactor->Start(*std::move(job), pull);
   return reactor;
 }
@@ -467,13 +526,13 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
   }
   PushRequestHeader header;
   std::shared_ptr<ShardJob> job;
-  absl::StatusOr<PushResponse> pushed =
-      DoPush(peer, *request, /*allow_chunks=*/false, &header, &job);
-  if (!pushed.ok()) {
+  absl::StatusOr<DecodedPush> decoded =
+      DoDecodePush(peer, *request, /*allow_chunks=*/false, &header, &job);
+  if (!decoded.ok()) {
     if (job != nullptr) {
-      job->traffic().Count(JobMethod::kPushPull, GrpcCode(pushed.status()), request->Length(), 0);
+      job->traffic().Count(JobMethod::kPushPull, GrpcCode(decoded.status()), request->Length(), 0);
     }
-    return Answer(context, &slot, pushed.status());
+    return Answer(context, &slot, decoded.status());
   }
   PullRequest pull = header.then_pull();
   pull.set_job_id(header.job_id());
@@ -481,27 +540,46 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
   pull.set_run_id(header.run_id());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPushPull,
                                   request->Length());
-  reactor->Start(std::move(job), pull, *std::move(pushed));
+  auto then_pull = [reactor, job, pull](absl::StatusOr<PushResponse> pushed) {
+    if (pushed.ok()) {
+      reactor->Start(job, pull, *std::move(pushed));
+    } else {
+      reactor->Fail(job, pushed.status());
+    }
+  };
+  if (PushResponse* answer = std::get_if<PushResponse>(&*decoded)) {
+    then_pull(*answer);
+  } else {
+    ApplyPush(job, std::get<ShardJob::ReadyPush>(*std::move(decoded)), std::move(then_pull));
+  }
   return reactor;
 }
 
-absl::StatusOr<PushResponse> ParameterService::DoPush(const Peer& peer,
-                                                      const grpc::ByteBuffer& request,
-                                                      bool allow_chunks, PushRequestHeader* header,
-                                                      std::shared_ptr<ShardJob>* job) {
+absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(const Peer& peer,
+                                                           const grpc::ByteBuffer& request,
+                                                           bool allow_chunks,
+                                                           PushRequestHeader* header,
+                                                           std::shared_ptr<ShardJob>* job) {
   const char* method = allow_chunks ? "Push" : "PushPull";
-  return DecodeAndApplyPush(
+  return DecodePush(
       request, allow_chunks,
       [&](const PushRequestHeader& decoded) -> absl::StatusOr<std::shared_ptr<ShardJob>> {
         absl::Status allowed =
             RequireWorkerHost(peer, decoded.worker(), options_.worker_hosts, method);
         if (!allowed.ok()) return allowed;
-        absl::StatusOr<std::shared_ptr<ShardJob>> found =
-            FindJobFor(peer, decoded.job_id(), JobAccess::kData, method);
-        if (found.ok()) *job = *found;
-        return found;
+        return FindJobFor(peer, decoded.job_id(), JobAccess::kData, method);
       },
-      header);
+      header, job);
+}
+
+void ParameterService::ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob::ReadyPush push,
+                                 std::function<void(absl::StatusOr<PushResponse>)> done) {
+  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(job->spec().job_id())) {
+    ReplicaInput input = PushInput(push);
+    replicator->Submit(std::move(input), std::move(done), std::move(push));
+    return;
+  }
+  done(job->Push(push.header, *push.buffer, push.known_finite));
 }
 
 grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* context,
@@ -514,14 +592,27 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
   }
   PushRequestHeader header;
   std::shared_ptr<ShardJob> job;
-  absl::StatusOr<PushResponse> result =
-      DoPush(peer, *request, /*allow_chunks=*/true, &header, &job);
-  if (result.ok()) *response = SerializeToByteBuffer(*result);
-  if (job != nullptr) {
-    job->traffic().Count(JobMethod::kPush, GrpcCode(result.status()), request->Length(),
-                         result.ok() ? response->Length() : 0);
+  absl::StatusOr<DecodedPush> decoded =
+      DoDecodePush(peer, *request, /*allow_chunks=*/true, &header, &job);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto answer = [reactor, response, job, received = request->Length(),
+                 slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
+                    absl::StatusOr<PushResponse> result) {
+    if (result.ok()) *response = SerializeToByteBuffer(*result);
+    if (job != nullptr) {
+      job->traffic().Count(JobMethod::kPush, GrpcCode(result.status()), received,
+                           result.ok() ? response->Length() : 0);
+    }
+    Finish(reactor, slot.get(), result.status());
+  };
+  if (!decoded.ok()) {
+    answer(decoded.status());
+  } else if (PushResponse* answered = std::get_if<PushResponse>(&*decoded)) {
+    answer(*answered);
+  } else {
+    ApplyPush(job, std::get<ShardJob::ReadyPush>(*std::move(decoded)), std::move(answer));
   }
-  return Answer(context, &slot, result.status());
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerContext* context,
@@ -535,7 +626,12 @@ grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerCont
   }
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetJobStats");
-  if (job.ok()) *response = (*job)->Stats();
+  if (job.ok()) {
+    *response = (*job)->Stats();
+    if (std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(request->job_id())) {
+      *response->mutable_replication() = replicator->Stats();
+    }
+  }
   return Answer(context, &slot, job.status());
 }
 
@@ -588,10 +684,23 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
   if (!allowed.ok()) return Answer(context, &slot, allowed);
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kData, "LeaveJob");
-  absl::Status status =
-      job.ok() ? (*job)->Leave(request->worker(), request->run_id()) : job.status();
-  if (status.ok() && (*job)->AllWorkersLeft()) ForgetAfterRetention(request->job_id(), *job);
-  return Answer(context, &slot, status);
+  if (!job.ok()) return Answer(context, &slot, job.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto answer = [this, reactor, id = request->job_id(), job = *job,
+                 slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
+                    absl::StatusOr<PushResponse> left) {
+    if (left.ok() && job->AllWorkersLeft()) ForgetAfterRetention(id, job);
+    Finish(reactor, slot.get(), left.status());
+  };
+  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(request->job_id())) {
+    ReplicaInput leave;
+    *leave.mutable_leave() = *request;
+    replicator->Submit(std::move(leave), std::move(answer));
+    return reactor;
+  }
+  absl::Status left = (*job)->Leave(request->worker(), request->run_id());
+  answer(left.ok() ? absl::StatusOr<PushResponse>(PushResponse()) : left);
+  return reactor;
 }
 
 void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<ShardJob>& job) {
@@ -602,10 +711,19 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
   timer_.Schedule(next, [this, id, job, lease] {
     const std::shared_ptr<ShardJob> watched = job.lock();
     if (watched == nullptr) return;  // Deleted.
-    const std::vector<int> lost = watched->ExpireLeases(options_.clock->Now());
+    std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(id);
+    // A replicated shard's primary decides who is lost; both copies then lose them in order.
+    const std::vector<int> lost = replicator != nullptr
+                                      ? watched->TakeExpiredLeases(options_.clock->Now())
+                                      : watched->ExpireLeases(options_.clock->Now());
     for (int worker : lost) {
       LOG(WARNING) << "job " << id << ": worker " << worker << " is lost: " << TaskName()
                    << " has heard nothing from it for over its lease (" << lease << ")";
+    }
+    if (replicator != nullptr && !lost.empty()) {
+      ReplicaInput input;
+      input.mutable_lost()->mutable_workers()->Add(lost.begin(), lost.end());
+      replicator->Submit(std::move(input), [](absl::StatusOr<PushResponse>) {});
     }
     if (!lost.empty() && watched->AllWorkersLeft()) {
       ForgetAfterRetention(id, job);
@@ -626,12 +744,20 @@ void ParameterService::ForgetFinishedJob(const std::string& id,
                                          const std::weak_ptr<ShardJob>& job) {
   const std::shared_ptr<ShardJob> finished = job.lock();
   if (finished == nullptr) return;  // Deleted already.
+  std::shared_ptr<ShardReplicator> replicator;  // Stopped outside mu_.
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second != finished) return;
     jobs_.erase(it);
+    auto replicated = replicators_.find(id);
+    if (replicated != replicators_.end()) {
+      replicator = std::move(replicated->second);
+      replicators_.erase(replicated);
+    }
+    backups_.erase(id);
   }
+  replicator.reset();
   LOG(INFO) << "job " << id << ": forgotten on " << TaskName() << ", "
             << options_.finished_job_retention
             << " after its last worker left (ps_server --finished_job_retention_s)";

@@ -6,6 +6,7 @@
 #ifndef PS_SERVER_PS_SERVICE_H_
 #define PS_SERVER_PS_SERVICE_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,7 +24,10 @@
 #include "server/deadline_timer.h"
 #include "server/io_thread.h"
 #include "server/requests_in_flight.h"
+#include "server/push_request.h"
 #include "server/shard_job.h"
+#include "server/shard_replicator.h"
+#include "common/security/transport_security.h"
 
 namespace ps {
 
@@ -69,9 +73,19 @@ struct ParameterServiceOptions {
   // Whose time pull deadlines, worker leases, retention and checkpoint timestamps are on; a
   // test passes a SimulatedClock. Not owned.
   Clock* clock = Clock::Real();
+  // Replication (ParameterSpec.replicas 2, server/shard_replicator.h): where every ps task of
+  // the cluster listens (task i at ps_addresses[i]; empty: this ps cannot replicate, and such
+  // jobs are refused), and how this ps calls the next one, which backs up its shards: the
+  // channel's security and the cluster's token (none when empty).
+  std::vector<std::string> ps_addresses;
+  TransportSecurity security;
+  std::string token;
+  // How long a shard waits for its unreachable backup before it goes on alone.
+  absl::Duration replica_unreachable_after = absl::Seconds(3);
 };
 
-using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
+using ParameterServerBase = ParameterServer::WithCallbackMethod_Replicate<
+    ParameterServer::WithCallbackMethod_CreateJob<
     ParameterServer::WithCallbackMethod_DeleteJob<ParameterServer::WithRawCallbackMethod_Pull<
         ParameterServer::WithRawCallbackMethod_Push<
             ParameterServer::WithRawCallbackMethod_PushPull<
@@ -84,7 +98,7 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_CreateJob<
                                         ParameterServer::WithCallbackMethod_RestoreJob<
                                             ParameterServer::WithCallbackMethod_DeleteCheckpoints<
                                                 ParameterServer::WithCallbackMethod_GetApplyLog<
-                                                    ParameterServer::Service>>>>>>>>>>>>>>;
+                                                    ParameterServer::Service>>>>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -144,9 +158,45 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* RestoreJob(grpc::CallbackServerContext* context,
                                        const RestoreJobRequest* request,
                                        RestoreJobResponse* response) override;
+  // The backup's side of replication (ps_service_replica.cc).
+  grpc::ServerBidiReactor<ReplicaInput, ReplicaAck>* Replicate(
+      grpc::CallbackServerContext* context) override;
+
+  // Sets where the ps tasks listen (options.ps_addresses) once they are known: an in-process
+  // cluster's servers bind port 0 first. Jobs created before keep their replicators.
+  void SetPsAddresses(std::vector<std::string> addresses) ABSL_LOCKS_EXCLUDED(mu_);
+  // For tests: the backup copy of job `job_id` this ps holds (of shard (ps_index - 1) mod
+  // num_ps), or null.
+  std::shared_ptr<ShardJob> BackupForTesting(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // For tests: this ps's own shard of job `job_id`, or null.
+  std::shared_ptr<ShardJob> JobForTesting(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   class PullReactor;
+  class ReplicaReactor;
+
+  // Replication (ps_service_replica.cc). OK for a spec without replicas, or one this ps can
+  // replicate (FAILED_PRECONDITION saying why not).
+  absl::Status CheckReplicas(const ParameterSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
+  // The replicator of a new job `job` of `spec`, or null when it has no replicas.
+  std::shared_ptr<ShardReplicator> NewReplicator(const std::shared_ptr<ShardJob>& job)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<ShardReplicator> ReplicatorOf(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies a whole push to `job`: at once, or through its replicator once its backup holds it;
+  // `done` gets the answer (on the calling thread when at once).
+  void ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob::ReadyPush push,
+                 std::function<void(absl::StatusOr<PushResponse>)> done) ABSL_LOCKS_EXCLUDED(mu_);
+  // What a backup stream of `peer` is bound to once installed.
+  struct BackupBinding {
+    std::string job_id;
+    uint64_t generation = 0;
+    std::shared_ptr<ShardJob> job;
+    int64_t last_seq = 0;
+  };
+  // Applies one input of a backup stream (an install binds it); the ack to send back, or the
+  // error that ends the stream.
+  absl::StatusOr<ReplicaAck> ApplyAsBackup(const Peer& peer, const ReplicaInput& input,
+                                           BackupBinding* binding) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The job, NOT_FOUND naming it, or UNAVAILABLE while shutting down.
   // FindJob, then RequireJobAccess (common/security/peer_identity.h) for `peer` on the job found:
@@ -163,12 +213,12 @@ class ParameterService final : public ParameterServerBase {
   absl::Status CheckInitialValuesGiven(const CreateJobRequest& request) const;
   absl::StatusOr<CreateJobResponse> DoCreateJob(const CreateJobRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Decodes and handles a push from `peer`; `header` receives its header, `job` the job it
+  // Decodes a push from `peer` (DecodePush); `header` receives its header, `job` the job it
   // named once found (else it stays null). Chunks (total_chunks >= 2) are INVALID_ARGUMENT
   // unless `allow_chunks`.
-  absl::StatusOr<PushResponse> DoPush(const Peer& peer, const grpc::ByteBuffer& request,
-                                      bool allow_chunks, PushRequestHeader* header,
-                                      std::shared_ptr<ShardJob>* job);
+  absl::StatusOr<DecodedPush> DoDecodePush(const Peer& peer, const grpc::ByteBuffer& request,
+                                           bool allow_chunks, PushRequestHeader* header,
+                                           std::shared_ptr<ShardJob>* job);
   std::string TaskName() const;
   // Who may make a call (common/security/peer_identity.h): RequireMember, RequireUser.
   using AccessRule = absl::Status (*)(const Peer& peer, absl::string_view method);
@@ -230,6 +280,17 @@ class ParameterService final : public ParameterServerBase {
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<ShardJob>> jobs_ ABSL_GUARDED_BY(mu_);
+  // Of the jobs in jobs_ with replicas: their replicators, by job id.
+  std::map<std::string, std::shared_ptr<ShardReplicator>> replicators_ ABSL_GUARDED_BY(mu_);
+  // The backup copies this ps holds for its previous ps, by job id, and the stream generation
+  // that installed each (a newer install replaces a copy and fences the older stream off).
+  struct BackupCopy {
+    std::shared_ptr<ShardJob> job;
+    uint64_t generation = 0;
+  };
+  std::map<std::string, BackupCopy> backups_ ABSL_GUARDED_BY(mu_);
+  uint64_t backup_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::string> ps_addresses_ ABSL_GUARDED_BY(mu_);  // options_.ps_addresses at first.
   int reserved_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // Being created or restored.
   int64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   const int64_t max_total_bytes_;  // options_.limits.max_total_bytes, 0 resolved.

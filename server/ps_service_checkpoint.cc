@@ -274,6 +274,8 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request, co
   }
   status = RequireOwner(peer, manifest.parameters().owner(), id, "restore");
   if (!status.ok()) return status;
+  status = CheckReplicas(request.spec());
+  if (!status.ok()) return status;
   absl::StatusOr<std::unique_ptr<Reservation>> reserved = Reserve(request.spec());
   if (!reserved.ok()) return reserved.status();
   // The manifest is the ps's own file, but its contents came from the job's owner (psctl's
@@ -296,12 +298,14 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request, co
                        ResumePointOf(manifest, request.spec().num_workers()), options_.clock);
   if (!resumed.ok()) return resumed.status();
   std::shared_ptr<ShardJob> job = *std::move(resumed);
+  std::shared_ptr<ShardReplicator> replicator = NewReplicator(job);
   {
     absl::MutexLock lock(&mu_);
     if (!jobs_.emplace(id, job).second) {
       return absl::AlreadyExistsError(
           absl::StrCat("job \"", id, "\" was created on ", TaskName(), " while it was restored"));
     }
+    if (replicator != nullptr) replicators_[id] = replicator;
   }
   WatchLeases(id, job);
   LOG(INFO) << "job " << id << ": run " << request.spec().run_id() << " restored from checkpoint "

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,8 +17,19 @@ namespace ps {
 absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
                                                 bool allow_chunks, const JobLookup& find_job,
                                                 PushRequestHeader* header_out) {
-  PushRequestHeader& header = *header_out;
   std::shared_ptr<ShardJob> job;
+  absl::StatusOr<DecodedPush> decoded = DecodePush(request, allow_chunks, find_job, header_out, &job);
+  if (!decoded.ok()) return decoded.status();
+  if (PushResponse* answer = std::get_if<PushResponse>(&*decoded)) return *answer;
+  const ShardJob::ReadyPush& ready = std::get<ShardJob::ReadyPush>(*decoded);
+  return job->Push(ready.header, *ready.buffer, ready.known_finite);
+}
+
+absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool allow_chunks,
+                                       const JobLookup& find_job, PushRequestHeader* header_out,
+                                       std::shared_ptr<ShardJob>* job_out) {
+  PushRequestHeader& header = *header_out;
+  std::shared_ptr<ShardJob>& job = *job_out;
   std::shared_ptr<std::vector<float>> gradient;  // Where the data goes, kept alive.
   std::optional<PushResponse> answer;            // A chunk answered without decoding it.
   std::vector<float> topk_values;                // A top-k push's values, expanded after.
@@ -90,9 +102,15 @@ absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
     }
     return status;
   }
-  if (ShardJob::IsChunk(header)) return job->PushChunkDone(header, all_finite);
+  if (ShardJob::IsChunk(header)) {
+    absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>> done =
+        job->ChunkDone(header, all_finite);
+    if (!done.ok()) return done.status();
+    if (PushResponse* received = std::get_if<PushResponse>(&*done)) return *received;
+    return std::get<ShardJob::ReadyPush>(*std::move(done));
+  }
   if (!topk_dense.empty()) ExpandTopK(header.topk_index_gaps(), topk_values, topk_dense);
-  return job->Push(header, *gradient, all_finite);
+  return ShardJob::ReadyPush{header, std::move(gradient), all_finite};
 }
 
 }  // namespace ps

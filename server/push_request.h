@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <variant>
 
 #include <grpcpp/support/byte_buffer.h>
 
@@ -27,6 +28,15 @@ using JobLookup =
 // (PushChunkBuffer, PushChunkDone). `header` receives the decoded header, also on error when it
 // got that far. A chunk (total_chunks >= 2) is INVALID_ARGUMENT unless `allow_chunks`.
 // Malformed bytes are INVALID_ARGUMENT and change nothing but the job's rejection count.
+// What decoding a push request gives: its answer already (a chunk taken in, a chunk of a push
+// applied before), or a whole push for its job to apply.
+using DecodedPush = std::variant<PushResponse, ShardJob::ReadyPush>;
+// DecodeAndApplyPush without the apply (a replicated shard applies once its backup holds the
+// push); `job` receives the job the header names once found.
+absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool allow_chunks,
+                                       const JobLookup& find_job, PushRequestHeader* header,
+                                       std::shared_ptr<ShardJob>* job);
+
 absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
                                                 bool allow_chunks, const JobLookup& find_job,
                                                 PushRequestHeader* header);

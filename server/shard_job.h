@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <variant>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,38 @@ class ShardJob {
   // its WorkerStats, and under SSP it leaves the job (its clock no longer holds the others back;
   // parked pulls that waited only for it are answered). Returns the workers lost by this call.
   std::vector<int> ExpireLeases(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // ExpireLeases in two halves, for a replicated shard whose primary decides and whose backup
+  // follows (server/shard_replicator.h): the workers whose lease ran out at `now`, marked lost
+  // in the lease table only; then what losing them means for the mode.
+  std::vector<int> TakeExpiredLeases(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  void LoseWorkers(const std::vector<int>& workers) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Replication (server/shard_replicator.h; shard_job_replica.cc). Every input that changes the
+  // shard's state goes through these on both copies, in one order: a whole push (Push), a leave
+  // (Leave), lost workers (LoseWorkers) and a rejoin first seen in a pull (Rejoin).
+  // A push decoded whole and checked against the placement, not yet applied.
+  struct ReadyPush {
+    PushRequestHeader header;  // Without chunk fields.
+    std::shared_ptr<std::vector<float>> buffer;  // Laid out as PushBuffer lays it out.
+    bool known_finite = false;
+  };
+  // PushChunkDone without the apply: the chunk's answer (RECEIVED), or the whole push once
+  // this chunk completes it.
+  absl::StatusOr<std::variant<PushResponse, ReadyPush>> ChunkDone(const PushRequestHeader& header,
+                                                                  bool finite)
+      ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
+  // Whether a request of `worker`'s `incarnation` would make it rejoin (newer than the last
+  // seen). False for a worker out of range.
+  bool IsNewIncarnation(int worker, int incarnation) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes `incarnation` as `worker`'s, as its first request does (a pull's `clock`).
+  absl::Status Rejoin(int worker, int incarnation, int64_t clock) ABSL_LOCKS_EXCLUDED(mu_);
+  // The shard as a backup starts from (a checkpoint of it and the per-worker state a checkpoint
+  // leaves out), taken between updates as Checkpoint is.
+  ReplicaInstall ReplicaSnapshot() ABSL_LOCKS_EXCLUDED(aggregate_mu_, mu_);
+  // A backup made from `install`: the primary's state when it took it. DATA_LOSS or
+  // FAILED_PRECONDITION as Restore for an install that is not a whole snapshot.
+  static absl::StatusOr<std::unique_ptr<ShardJob>> FromReplicaSnapshot(
+      const ReplicaInstall& install, Clock* clock = Clock::Real());
 
   // A consistent copy of everything the shard holds for the job, as the blocks of a checkpoint
   // file (shard_job_checkpoint.cc lists them): values, optimizer slots and update counts,
@@ -194,7 +227,7 @@ class ShardJob {
     std::vector<int64_t> worker_steps;
   };
   // OK when `spec`, a new run of the job, may resume from a checkpoint of `saved`: the same
-  // but for its run_id, number of workers and owner; FAILED_PRECONDITION saying so otherwise.
+  // but for its run_id, number of workers, owner and replicas; FAILED_PRECONDITION saying so otherwise.
   static absl::Status CheckResumable(const ParameterSpec& saved, const ParameterSpec& spec);
   // A new run of the job from a checkpoint's blocks (as ArmCheckpoint took them): `spec` is the
   // new run's (its run_id and number of workers; the rest must be the checkpoint's, else

@@ -260,6 +260,7 @@ absl::Status ShardJob::CheckResumable(const ParameterSpec& saved, const Paramete
   same.set_run_id(spec.run_id());
   same.set_num_workers(spec.num_workers());
   same.set_owner(spec.owner());  // Whoever resumes it owns the new run.
+  same.set_replicas(spec.replicas());  // Where its copies live, not what it computes.
   if (!google::protobuf::util::MessageDifferencer::Equivalent(same, spec)) {
     return absl::FailedPreconditionError(absl::StrCat(
         JobPrefix(spec.job_id()),

@@ -110,6 +110,15 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
 
 absl::StatusOr<PushResponse> ShardJob::PushChunkDone(const PushRequestHeader& header,
                                                      bool finite) {
+  absl::StatusOr<std::variant<PushResponse, ReadyPush>> done = ChunkDone(header, finite);
+  if (!done.ok()) return done.status();
+  if (PushResponse* answer = std::get_if<PushResponse>(&*done)) return *answer;
+  const ReadyPush& ready = std::get<ReadyPush>(*done);
+  return Push(ready.header, *ready.buffer, ready.known_finite);
+}
+
+absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>> ShardJob::ChunkDone(
+    const PushRequestHeader& header, bool finite) {
   std::unique_ptr<Assembly> complete;
   {
     absl::MutexLock chunks_lock(&chunks_mu_);
@@ -132,7 +141,7 @@ absl::StatusOr<PushResponse> ShardJob::PushChunkDone(const PushRequestHeader& he
         " came in ", complete->chunks_in, " chunks but says total_chunks is ",
         complete->header.total_chunks(), "; nothing was applied"));
   }
-  return Push(complete->header, *complete->buffer, complete->all_finite);
+  return ReadyPush{complete->header, complete->buffer, complete->all_finite};
 }
 
 void ShardJob::AbandonChunk(const PushRequestHeader& header) {

@@ -255,27 +255,37 @@ bool ShardJob::AllWorkersLeft() const {
 }
 
 std::vector<int> ShardJob::ExpireLeases(absl::Time now) {
+  std::vector<int> lost = TakeExpiredLeases(now);
+  LoseWorkers(lost);
+  return lost;
+}
+
+std::vector<int> ShardJob::TakeExpiredLeases(absl::Time now) {
   if (!leases_.enabled()) return {};
+  absl::MutexLock lock(&mu_);
+  return leases_.Expire(now, [this](int w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return rule_->left(w);  // Under mu_, held by the caller of Expire.
+  });
+}
+
+void ShardJob::LoseWorkers(const std::vector<int>& workers) {
+  if (workers.empty()) return;
   // A lost worker leaves the clocks only where the mode says so (SSP): a barrier with backup
   // workers needs none in particular, and one without them waits for the lost one until its
   // pulls time out; the other modes wait for no one.
   const bool leaves = ModeTraitsOf(spec_.consistency().mode()).lost_worker ==
                       LostWorkerPolicy::kLeavesAfterLease;
-  std::vector<int> lost;
   std::vector<Waiter> ready;
   {
     absl::MutexLock lock(&mu_);
-    lost = leases_.Expire(now, [this](int w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return rule_->left(w);  // Under mu_, held by the caller of Expire.
-    });
-    if (leaves) {
-      for (int w : lost) rule_->Leave(w);
+    for (int w : workers) {
+      if (w < 0 || w >= spec_.num_workers()) continue;
+      leases_.MarkLost(w);
+      if (leaves) rule_->Leave(w);
     }
-    if (lost.empty()) return lost;
     ready = TakeReadyWaitersLocked();
   }
   Complete(std::move(ready));
-  return lost;
 }
 
 absl::Status ShardJob::Leave(int worker, const std::string& run_id) {

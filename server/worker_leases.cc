@@ -25,6 +25,11 @@ bool WorkerLeases::lost(int worker) const {
   return lost_[worker];
 }
 
+void WorkerLeases::MarkLost(int worker) {
+  absl::MutexLock lock(&mu_);
+  lost_[worker] = true;
+}
+
 std::vector<int> WorkerLeases::Expire(absl::Time now, const std::function<bool(int)>& skip) {
   std::vector<int> expired;
   if (!enabled()) return expired;

@@ -35,6 +35,8 @@ class WorkerLeases {
   // each once. `skip(w)`: a worker not to judge (it left the job).
   std::vector<int> Expire(absl::Time now, const std::function<bool(int)>& skip)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks `worker` lost as Expire would (a replica applying its primary's decision).
+  void MarkLost(int worker) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const absl::Duration lease_;

@@ -328,6 +328,14 @@ absl::Status ValidateForMode(const JobSpec& spec, const ModeTraits& mode) {
                                    " (the chief publishes the model for a checkpoint at steps it "
                                    "knows): use checkpoint.every_steps"));
   }
+  if (spec.replicas() < 0 || spec.replicas() > 2) {
+    return FieldError("replicas", absl::StrCat("is ", spec.replicas(),
+                                               ": it is 2 (a backup of every shard on another ps) "
+                                               "or 0 (none)"));
+  }
+  if (spec.replicas() == 2 && spec.record_apply_log()) {
+    return FieldError("replicas", "is not supported with record_apply_log yet: unset one");
+  }
   // The apply log replays a mode whose result depends on the order updates arrive in; the
   // other modes decide that order themselves (SYNC's barrier, SSP's clocks) or average it away.
   if (spec.record_apply_log() && !mode.replayable) {

@@ -138,6 +138,8 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
        "consistency.delay is -1"},
       {[](JobSpec* s) { s->set_record_apply_log(true); },
        "record_apply_log is for ASYNC"},
+      {[](JobSpec* s) { s->set_replicas(3); }, "replicas is 3"},
+      {[](JobSpec* s) { s->set_replicas(-1); }, "replicas is -1"},
       {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(1); },
        "compression.topk_fraction is 1: give the fraction"},
       {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(-0.5f); },

@@ -50,6 +50,7 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
   parameters.set_worker_lease_ms(std::llround(spec.worker_lease_s() * 1000.0));
   parameters.set_owner(spec.owner());
   parameters.set_record_apply_log(spec.record_apply_log());
+  parameters.set_replicas(spec.replicas());
   *parameters.mutable_compression() = spec.compression();
   if (const ModeTraits* mode = FindModeTraits(spec.consistency().mode());
       mode != nullptr && mode->center_moves_by_differences) {

@@ -155,6 +155,26 @@ absl::Status RequireWorkerHost(const Peer& peer, int worker,
       ", and a task's certificate lets it act only as the workers on its own host"));
 }
 
+absl::Status RequirePsHost(const Peer& peer, int ps, const std::vector<std::string>& ps_hosts,
+                           absl::string_view method) {
+  if (peer.role != Peer::Role::kTask || peer.by_token) return absl::OkStatus();
+  absl::string_view task = peer.name;
+  int index = -1;
+  if (absl::ConsumePrefix(&task, "ps:") && absl::SimpleAtoi(task, &index) && index == ps) {
+    return absl::OkStatus();
+  }
+  if (ps >= 0 && ps < static_cast<int>(ps_hosts.size()) && peer.name == ps_hosts[ps] &&
+      !absl::StartsWith(peer.name, "worker:")) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      peer.Describe(), " may not ", method, " as ps:", ps,
+      ps >= 0 && ps < static_cast<int>(ps_hosts.size())
+          ? absl::StrCat(", which the cluster spec runs on ", ps_hosts[ps])
+          : std::string(),
+      ": only that ps task's certificate (or its host's) may"));
+}
+
 absl::Status RequireOwner(const Peer& peer, const std::string& owner, absl::string_view job_id,
                           absl::string_view method) {
   if (peer.role == Peer::Role::kNoToken) return NoToken(method);

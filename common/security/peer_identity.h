@@ -70,6 +70,11 @@ absl::Status RequireTask(const Peer& peer, absl::string_view method);
 absl::Status RequireWorkerHost(const Peer& peer, int worker,
                                const std::vector<std::string>& worker_hosts,
                                absl::string_view method);
+// OK when `peer` may act as ps task `ps` (a primary replicating its shard): anyone but a task
+// known by its certificate, which must be that ps's own ("ps:N") or its host's (`ps_hosts[ps]`,
+// from the ClusterSpec). PERMISSION_DENIED naming the ps otherwise.
+absl::Status RequirePsHost(const Peer& peer, int ps, const std::vector<std::string>& ps_hosts,
+                           absl::string_view method);
 // OK when `peer` may stop or delete a job owned by `owner` ("" when the job has none: it was
 // started unauthenticated): its owner or an admin, or anyone when unauthenticated.
 absl::Status RequireOwner(const Peer& peer, const std::string& owner, absl::string_view job_id,

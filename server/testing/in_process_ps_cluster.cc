@@ -32,6 +32,10 @@ absl::StatusOr<std::unique_ptr<InProcessPsCluster>> InProcessPsCluster::Start(
     cluster->addresses_.push_back(absl::StrCat(options.host, ":", (*server)->bound_port()));
     cluster->servers_.push_back(*std::move(server));
   }
+  // Known only now that every server has bound its port (replicated shards call the next ps).
+  for (std::unique_ptr<PsServer>& server : cluster->servers_) {
+    server->service().SetPsAddresses(cluster->addresses_);
+  }
   return cluster;
 }
 

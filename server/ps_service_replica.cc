@@ -1,0 +1,221 @@
+// ParameterService's part in replication (docs/replication.md): the primary's replicators
+// (server/shard_replicator.h) and the backup's Replicate stream.
+#include <utility>
+
+#include <glog/logging.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/cluster/host_port.h"
+#include "common/net/grpc_reconnect.h"
+#include "common/net/grpc_status.h"
+#include "common/security/auth_token.h"
+#include "server/ps_service.h"
+#include "server/replica_input.h"
+
+namespace ps {
+
+void ParameterService::SetPsAddresses(std::vector<std::string> addresses) {
+  absl::MutexLock lock(&mu_);
+  ps_addresses_ = std::move(addresses);
+}
+
+absl::Status ParameterService::CheckReplicas(const ParameterSpec& spec) {
+  const std::string prefix = JobPrefix(spec.job_id());
+  if (spec.replicas() < 0 || spec.replicas() > 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "replicas is ", spec.replicas(), ": it is 0 or 1 (none) or 2 (one backup)"));
+  }
+  if (spec.replicas() < 2) return absl::OkStatus();
+  if (options_.num_ps < 2) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "replicas 2 keeps each shard's backup on another ps, and the cluster has ",
+        options_.num_ps, " ps task: add one, or set replicas to 0"));
+  }
+  size_t known;
+  {
+    absl::MutexLock lock(&mu_);
+    known = ps_addresses_.size();
+  }
+  if (static_cast<int>(known) != options_.num_ps) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, TaskName(), " does not know the other ps tasks' addresses (ps_server reads them "
+        "from the ClusterSpec), so it cannot replicate; set replicas to 0"));
+  }
+  if (spec.record_apply_log()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "a job that records its apply log runs without replicas"));
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<ShardReplicator> ParameterService::NewReplicator(
+    const std::shared_ptr<ShardJob>& job) {
+  if (job->spec().replicas() < 2) return nullptr;
+  const int backup = (options_.ps_index + 1) % options_.num_ps;
+  std::string address;
+  {
+    absl::MutexLock lock(&mu_);
+    address = ps_addresses_[backup];  // CheckReplicas found them all.
+  }
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(-1);
+  arguments.SetMaxSendMessageSize(-1);
+  SetQuickReconnect(&arguments, absl::Milliseconds(500));
+  ShardReplicatorOptions replicator;
+  replicator.backup_name = absl::StrCat("ps:", backup, " (", address, ")");
+  replicator.channel = grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, ChannelCredentialsFor(options_.security), arguments,
+      BearerTokenInterceptors(options_.token));
+  replicator.unreachable_after = options_.replica_unreachable_after;
+  return std::make_shared<ShardReplicator>(job, std::move(replicator));
+}
+
+std::shared_ptr<ShardReplicator> ParameterService::ReplicatorOf(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = replicators_.find(job_id);
+  return it == replicators_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<ShardJob> ParameterService::BackupForTesting(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = backups_.find(job_id);
+  return it == backups_.end() ? nullptr : it->second.job;
+}
+
+std::shared_ptr<ShardJob> ParameterService::JobForTesting(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
+                                                           const ReplicaInput& input,
+                                                           BackupBinding* binding) {
+  if (input.has_install()) {
+    const ReplicaInstall& install = input.install();
+    const int shard = (options_.ps_index + options_.num_ps - 1) % options_.num_ps;
+    if (install.num_ps() != options_.num_ps || install.shard() != shard) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          TaskName(), " of ", options_.num_ps, " backs up shard ", shard,
+          ", not shard ", install.shard(), " of ", install.num_ps(),
+          "; the ps tasks must use the same ClusterSpec"));
+    }
+    std::vector<std::string> ps_hosts;
+    std::vector<std::string> addresses;
+    {
+      absl::MutexLock lock(&mu_);
+      addresses = ps_addresses_;
+    }
+    for (const std::string& address : addresses) {
+      absl::StatusOr<HostPort> parsed = ParseHostPort(address);
+      ps_hosts.push_back(parsed.ok() ? parsed->host : address);
+    }
+    absl::Status allowed = RequirePsHost(peer, shard, ps_hosts, "Replicate");
+    if (!allowed.ok()) return allowed;
+    absl::StatusOr<std::unique_ptr<ShardJob>> copy =
+        ShardJob::FromReplicaSnapshot(install, options_.clock);
+    if (!copy.ok()) return copy.status();
+    if ((*copy)->spec().replicas() < 2) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(JobPrefix(install.job_id()), "the job has no replicas"));
+    }
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
+    BackupCopy& slot = backups_[install.job_id()];
+    slot.job = std::shared_ptr<ShardJob>(*std::move(copy));
+    slot.generation = ++backup_generation_;
+    *binding = BackupBinding{install.job_id(), slot.generation, slot.job, input.seq()};
+    LOG(INFO) << JobPrefix(install.job_id()) << TaskName() << " holds the backup of shard "
+              << shard << " as of input " << input.seq();
+    return AckFor(input.seq(), PushResponse());
+  }
+  if (binding->job == nullptr) {
+    return absl::FailedPreconditionError("a Replicate stream starts with an install");
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = backups_.find(binding->job_id);
+    if (it == backups_.end() || it->second.generation != binding->generation) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(JobPrefix(binding->job_id), "this stream's backup on ", TaskName(),
+                       " was replaced by a newer install or deleted"));
+    }
+  }
+  if (input.seq() != binding->last_seq + 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        JobPrefix(binding->job_id), "replicated input ", input.seq(), " arrived where ",
+        binding->last_seq + 1, " was next"));
+  }
+  binding->last_seq = input.seq();
+  return AckFor(input.seq(), ApplyReplicaInput(*binding->job, input));
+}
+
+// One Replicate stream on the backup: reads an input, applies it, writes its ack, and reads the
+// next (the primary keeps several in flight; they wait in the transport).
+class ParameterService::ReplicaReactor : public grpc::ServerBidiReactor<ReplicaInput, ReplicaAck> {
+ public:
+  ReplicaReactor(ParameterService* service, const Peer& peer, RequestsInFlight::Slot slot,
+                 const absl::Status& refused)
+      : service_(service), peer_(peer), slot_(std::move(slot)) {
+    if (!refused.ok()) {
+      Finish(ToGrpcStatus(refused));
+      return;
+    }
+    StartRead(&input_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    absl::StatusOr<ReplicaAck> ack = service_->ApplyAsBackup(peer_, input_, &binding_);
+    if (!ack.ok()) {
+      LOG(WARNING) << "Replicate from " << peer_.Describe() << ": " << ack.status();
+      Finish(ToGrpcStatus(ack.status()));
+      return;
+    }
+    ack_ = *std::move(ack);
+    StartWrite(&ack_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the primary went away"));
+      return;
+    }
+    StartRead(&input_);
+  }
+
+  void OnDone() override {
+    slot_.Release();
+    delete this;
+  }
+
+ private:
+  ParameterService* const service_;
+  const Peer peer_;
+  RequestsInFlight::Slot slot_;
+  BackupBinding binding_;
+  ReplicaInput input_;
+  ReplicaAck ack_;
+};
+
+grpc::ServerBidiReactor<ReplicaInput, ReplicaAck>* ParameterService::Replicate(
+    grpc::CallbackServerContext* context) {
+  const Peer peer = PeerOf(*context);
+  absl::Status allowed = RequireTask(peer, "Replicate");
+  RequestsInFlight::Slot slot;
+  if (allowed.ok()) {
+    absl::StatusOr<RequestsInFlight::Slot> taken =
+        requests_in_flight_.Take(PeerKey(peer, context->peer()));
+    if (taken.ok()) {
+      slot = *std::move(taken);
+    } else {
+      allowed = taken.status();
+    }
+  }
+  return new ReplicaReactor(this, peer, std::move(slot), allowed);
+}
+
+}  // namespace ps

@@ -1,0 +1,351 @@
+// Replicated shards (ParameterSpec.replicas 2) against in-process ps: after workers train
+// concurrently in every mode that keeps its model on the shards (whole and chunked pushes,
+// PushPull, leaves), each shard's backup on the next ps holds exactly its primary's state; a
+// backup ps that stops leaves its primary going on alone, and one that comes back is rebuilt; a
+// stream that is not its primary's changes nothing.
+#include <cmath>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/create_channel.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/checkpoint/checkpoint_file.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
+#include "common/process/subprocess.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "server/ps_server.h"
+#include "server/replica_input.h"
+#include "server/shard_replicator.h"
+#include "server/testing/in_process_ps_cluster.h"
+
+namespace ps {
+namespace {
+
+constexpr int kRows = 64;
+constexpr int kColumns = 100;
+
+ParameterSpec Spec(const std::string& job_id, ConsistencyConfig::Mode mode, int workers) {
+  ParameterSpec spec;
+  spec.set_job_id(job_id);
+  spec.set_run_id("run-1");
+  spec.set_num_workers(workers);
+  spec.set_replicas(2);
+  spec.set_min_slice_bytes(8 * kColumns * sizeof(float));  // Several slices per shard.
+  VariableDef* w = spec.add_variables();
+  w->set_name("w");
+  w->add_shape(kRows);
+  w->add_shape(kColumns);
+  w->mutable_initializer()->set_kind(InitializerConfig::NORMAL);
+  w->mutable_initializer()->set_scale(0.1f);
+  VariableDef* b = spec.add_variables();
+  b->set_name("b");
+  b->add_shape(kColumns);
+  spec.mutable_optimizer()->set_kind(OptimizerConfig::ADAM);
+  spec.mutable_learning_rate()->set_base(0.01f);
+  spec.mutable_consistency()->set_mode(mode);
+  if (mode == ConsistencyConfig::SSP) spec.mutable_consistency()->set_ssp_bound(1);
+  if (mode == ConsistencyConfig::SOFTSYNC) spec.mutable_consistency()->set_softsync_n(1);
+  return spec;
+}
+
+// A gradient that depends on the values read, the worker and the step.
+void Gradient(const std::vector<float>& values, int worker, int step, std::vector<float>* out) {
+  out->resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    (*out)[i] = 0.5f * values[i] + std::sin(0.01f * static_cast<float>(i * (worker + 1) + step));
+  }
+}
+
+// Everything a shard holds, as its checkpoint's bytes and the per-worker state an install adds.
+std::string StateOf(ShardJob& job) {
+  ReplicaInstall snapshot = job.ReplicaSnapshot();
+  snapshot.clear_shard();  // The same on both copies anyway.
+  return snapshot.SerializeAsString();
+}
+
+class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode> {
+ protected:
+  void StartCluster(int num_ps) {
+    InProcessPsClusterOptions options;
+    options.num_ps = num_ps;
+    absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster =
+        InProcessPsCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+  }
+
+  // Worker `worker` trains `steps` steps: pull, gradient, push. Even workers push in chunks of
+  // 4 KiB, odd ones whole with PushPull.
+  void Train(const ParameterSpec& spec, int worker, int steps) {
+    PsClientOptions options;
+    if (worker % 2 == 0) options.chunk_bytes = 4 << 10;
+    absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+        WorkerSession::Create(client->get(), spec, worker, /*incarnation=*/1);
+    ASSERT_TRUE(session.ok()) << session.status();
+    std::vector<float> w(kRows * kColumns), b(kColumns), gw, gb;
+    const bool ssp = spec.consistency().mode() == ConsistencyConfig::SSP;
+    const bool sync = spec.consistency().mode() == ConsistencyConfig::SYNC;
+    WorkerSession::PullOptions pull;
+    absl::StatusOr<WorkerSession::PullResult> pulled =
+        (*session)->Pull(pull, {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}});
+    ASSERT_TRUE(pulled.ok()) << pulled.status();
+    for (int step = 0; step < steps; ++step) {
+      Gradient(w, worker, step, &gw);
+      Gradient(b, worker, step, &gb);
+      WorkerSession::PushOptions push;
+      push.step = sync ? step : 0;
+      push.clock = ssp ? step : 0;
+      pull.step = sync ? step + 1 : 0;
+      pull.clock = ssp ? step + 1 : 0;
+      const ConstVariables gradients = {{"w", absl::MakeConstSpan(gw)},
+                                        {"b", absl::MakeConstSpan(gb)}};
+      const MutableVariables out = {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}};
+      absl::StatusOr<WorkerSession::PushPullResult> result =
+          (*session)->PushPull(push, gradients, pull, out);
+      ASSERT_TRUE(result.ok()) << "worker " << worker << " step " << step << ": "
+                               << result.status();
+    }
+    ASSERT_TRUE((*client)->LeaveJob(spec.job_id(), spec.run_id(), worker).ok());
+  }
+
+  std::unique_ptr<InProcessPsCluster> cluster_;
+};
+
+TEST_P(ReplicationTest, EveryBackupHoldsItsPrimarysStateAfterConcurrentTraining) {
+  constexpr int kPs = 3;
+  constexpr int kWorkers = 3;
+  constexpr int kSteps = 25;
+  StartCluster(kPs);
+  const ParameterSpec spec = Spec("replicated", GetParam(), kWorkers);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) workers.emplace_back([&, w] { Train(spec, w, kSteps); });
+  for (std::thread& t : workers) t.join();
+  if (HasFatalFailure()) return;
+
+  absl::StatusOr<std::vector<JobStats>> stats = (*client)->GetJobStats(spec.job_id());
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (int ps = 0; ps < kPs; ++ps) {
+    SCOPED_TRACE(absl::StrCat("shard ", ps));
+    const ReplicationStats& replication = (*stats)[ps].replication();
+    EXPECT_EQ(replication.state(), ReplicationStats::REPLICATING);
+    EXPECT_EQ(replication.divergences(), 0);
+    EXPECT_EQ(replication.inputs_unreplicated(), 0);
+    // Every push (whole, however it was sent) and every leave went through the backup.
+    EXPECT_GE(replication.inputs_replicated(), kWorkers * kSteps + kWorkers);
+    EXPECT_GT((*stats)[ps].version(), 0);
+    std::shared_ptr<ShardJob> primary = cluster_->server(ps).service().JobForTesting(spec.job_id());
+    std::shared_ptr<ShardJob> backup =
+        cluster_->server((ps + 1) % kPs).service().BackupForTesting(spec.job_id());
+    ASSERT_NE(primary, nullptr);
+    ASSERT_NE(backup, nullptr);
+    EXPECT_EQ(backup->ps_index(), ps);
+    EXPECT_EQ(backup->Stats().version(), primary->Stats().version());
+    EXPECT_TRUE(StateOf(*primary) == StateOf(*backup))
+        << "the backup's values, optimizer slots, clocks or counters differ from the primary's";
+  }
+  // Deleting the job deletes its backups too.
+  ASSERT_TRUE((*client)->DeleteJob(spec.job_id()).ok());
+  for (int ps = 0; ps < kPs; ++ps) {
+    EXPECT_EQ(cluster_->server(ps).service().BackupForTesting(spec.job_id()), nullptr);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ReplicationTest,
+                         ::testing::Values(ConsistencyConfig::SYNC, ConsistencyConfig::ASYNC,
+                                           ConsistencyConfig::SSP, ConsistencyConfig::SOFTSYNC),
+                         [](const ::testing::TestParamInfo<ConsistencyConfig::Mode>& info) {
+                           return ConsistencyConfig::Mode_Name(info.param);
+                         });
+
+TEST(ReplicationRefusals, AJobWithReplicasNeedsTwoPsAndKnownAddresses) {
+  InProcessPsClusterOptions options;
+  options.num_ps = 1;
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster = InProcessPsCluster::Start(options);
+  ASSERT_TRUE(cluster.ok());
+  absl::StatusOr<std::unique_ptr<PsClient>> client = (*cluster)->NewClient();
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<Placement> created =
+      (*client)->CreateJob(Spec("one_ps", ConsistencyConfig::ASYNC, 1));
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(created.status().message().find("add one, or set replicas to 0"), std::string::npos)
+      << created.status();
+  ParameterSpec three = Spec("three", ConsistencyConfig::ASYNC, 1);
+  three.set_replicas(3);
+  EXPECT_EQ((*client)->CreateJob(three).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*cluster)->server(0).service().JobForTesting("one_ps"), nullptr);
+}
+
+// A primary shard made by hand, replicated to ps:1 of 2 (which backs up shard 0).
+class ReplicatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<int> port = PickUnusedPort();
+    ASSERT_TRUE(port.ok());
+    address_ = absl::StrCat("127.0.0.1:", *port);
+    StartBackup();
+    spec_ = Spec("by_hand", ConsistencyConfig::ASYNC, 1);
+    absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec_, 2, 0);
+    ASSERT_TRUE(job.ok()) << job.status();
+    job_ = *std::move(job);
+    ShardReplicatorOptions options;
+    options.backup_name = "ps:1";
+    options.channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    options.unreachable_after = absl::Milliseconds(300);
+    options.retry_interval = absl::Milliseconds(100);
+    replicator_ = std::make_unique<ShardReplicator>(job_, options);
+  }
+
+  void StartBackup() {
+    PsServerOptions options;
+    options.listen_address = address_;
+    options.service.ps_index = 1;
+    options.service.num_ps = 2;
+    options.service.ps_addresses = {"127.0.0.1:1", address_};
+    absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    backup_ = *std::move(server);
+  }
+
+  // Submits push `id` of worker 0 and waits for its answer.
+  absl::StatusOr<PushResponse> PushAndWait(int64_t id) {
+    ShardJob::ReadyPush push;
+    push.header.set_job_id(spec_.job_id());
+    push.header.set_run_id(spec_.run_id());
+    push.header.set_worker(0);
+    push.header.set_push_id(id);
+    push.header.set_incarnation(1);
+    push.header.set_read_version(job_->Stats().version());
+    for (const SliceRef& ref : job_->SliceRefs()) *push.header.add_slices() = ref;
+    push.buffer = std::make_shared<std::vector<float>>(job_->num_parameters(), 0.25f);
+    absl::Notification done;
+    absl::StatusOr<PushResponse> result;
+    replicator_->Submit(
+        PushInput(push),
+        [&](absl::StatusOr<PushResponse> answer) {
+          result = std::move(answer);
+          done.Notify();
+        },
+        push);
+    done.WaitForNotification();
+    return result;
+  }
+
+  bool WaitForState(ReplicationStats::State state) {
+    for (int i = 0; i < 200; ++i) {
+      if (replicator_->Stats().state() == state) return true;
+      absl::SleepFor(absl::Milliseconds(25));
+    }
+    return false;
+  }
+
+  std::string address_;
+  ParameterSpec spec_;
+  std::unique_ptr<PsServer> backup_;
+  std::shared_ptr<ShardJob> job_;
+  std::unique_ptr<ShardReplicator> replicator_;
+};
+
+TEST_F(ReplicatorTest, GoesOnAloneWhileTheBackupIsDownAndRebuildsItWhenItIsBack) {
+  for (int id = 1; id <= 5; ++id) {
+    absl::StatusOr<PushResponse> pushed = PushAndWait(id);
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
+  }
+  EXPECT_EQ(replicator_->Stats().inputs_replicated(), 5);
+  std::shared_ptr<ShardJob> copy = backup_->service().BackupForTesting(spec_.job_id());
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(StateOf(*copy), StateOf(*job_));
+
+  // The backup ps stops: pushes wait, then go on alone.
+  backup_->Shutdown(absl::ZeroDuration());
+  backup_.reset();
+  for (int id = 6; id <= 8; ++id) {
+    absl::StatusOr<PushResponse> pushed = PushAndWait(id);
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
+  }
+  ReplicationStats stats = replicator_->Stats();
+  EXPECT_EQ(stats.state(), ReplicationStats::DEGRADED);
+  EXPECT_EQ(stats.inputs_unreplicated(), 3);
+  EXPECT_FALSE(stats.last_error().empty());
+  EXPECT_EQ(job_->Stats().version(), 8);
+
+  // Back, empty: the next stream installs the shard as it is now, and replication goes on.
+  StartBackup();
+  ASSERT_TRUE(WaitForState(ReplicationStats::REPLICATING));
+  absl::StatusOr<PushResponse> pushed = PushAndWait(9);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  stats = replicator_->Stats();
+  EXPECT_EQ(stats.installs(), 2);
+  EXPECT_EQ(stats.divergences(), 0);
+  copy = backup_->service().BackupForTesting(spec_.job_id());
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->Stats().version(), 9);
+  EXPECT_EQ(StateOf(*copy), StateOf(*job_));
+  // A duplicate is a duplicate on both copies.
+  pushed = PushAndWait(9);
+  ASSERT_TRUE(pushed.ok());
+  EXPECT_EQ(pushed->outcome(), PushResponse::DUPLICATE);
+  EXPECT_EQ(replicator_->Stats().divergences(), 0);
+}
+
+// A Replicate stream from someone who is not the shard's primary, or out of order.
+TEST_F(ReplicatorTest, StreamsThatAreNotThePrimarysChangeNothing) {
+  ASSERT_TRUE(PushAndWait(1).ok());
+  std::shared_ptr<ShardJob> copy = backup_->service().BackupForTesting(spec_.job_id());
+  ASSERT_NE(copy, nullptr);
+  const std::string before = StateOf(*copy);
+  std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  auto run = [&](const std::vector<ReplicaInput>& inputs) {
+    grpc::ClientContext context;
+    auto stream = stub->Replicate(&context);
+    ReplicaAck ack;
+    for (const ReplicaInput& input : inputs) {
+      if (!stream->Write(input) || !stream->Read(&ack)) break;
+    }
+    stream->WritesDone();
+    while (stream->Read(&ack)) {
+    }
+    return stream->Finish();
+  };
+  // No install first.
+  ReplicaInput push = PushInput(ShardJob::ReadyPush{
+      PushRequestHeader(), std::make_shared<std::vector<float>>(4, 1.0f), true});
+  push.set_seq(2);
+  grpc::Status status = run({push});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("starts with an install"), std::string::npos);
+  // An install of a shard this ps does not back up.
+  ReplicaInput install;
+  *install.mutable_install() = job_->ReplicaSnapshot();
+  install.mutable_install()->set_shard(1);
+  status = run({install});
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("backs up shard 0"), std::string::npos);
+  // A corrupt snapshot.
+  install.mutable_install()->set_shard(0);
+  install.mutable_install()->set_checkpoint("not a checkpoint");
+  status = run({install});
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(StateOf(*backup_->service().BackupForTesting(spec_.job_id())), before);
+  // The primary's own stream goes on.
+  absl::StatusOr<PushResponse> pushed = PushAndWait(2);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(replicator_->Stats().divergences(), 0);
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,259 @@
+#include "server/shard_replicator.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/job/job_schema.h"
+#include "glog/logging.h"
+#include "server/replica_input.h"
+
+namespace ps {
+
+ShardReplicator::ShardReplicator(std::shared_ptr<ShardJob> job, ShardReplicatorOptions options)
+    : job_(std::move(job)),
+      options_(std::move(options)),
+      stub_(ParameterServer::NewStub(options_.channel)) {
+  stats_.set_backup(options_.backup_name);
+  stats_.set_state(ReplicationStats::CONNECTING);
+  thread_ = std::thread([this] { Run(); });
+}
+
+ShardReplicator::~ShardReplicator() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (open_context_ != nullptr) open_context_->TryCancel();
+  }
+  thread_.join();
+  std::deque<std::shared_ptr<Pending>> left;
+  {
+    absl::MutexLock lock(&mu_);
+    left.swap(pending_);
+  }
+  for (const std::shared_ptr<Pending>& pending : left) {
+    pending->done(absl::UnavailableError(
+        absl::StrCat(JobPrefix(job_->spec().job_id()),
+                     "the shard stopped (job deleted or ps stopping) before the update was applied")));
+  }
+}
+
+void ShardReplicator::Submit(ReplicaInput input, Done done,
+                             std::optional<ShardJob::ReadyPush> push) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopping_) {
+      input.set_seq(++submitted_);
+      pending_.push_back(std::make_shared<Pending>(
+          Pending{std::move(input), std::move(push), std::move(done)}));
+      return;
+    }
+  }
+  done(absl::UnavailableError(
+      absl::StrCat(JobPrefix(job_->spec().job_id()), "the shard is stopping")));
+}
+
+ReplicationStats ShardReplicator::Stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void ShardReplicator::SetState(ReplicationStats::State state, const std::string& error) {
+  absl::MutexLock lock(&mu_);
+  stats_.set_state(state);
+  if (!error.empty()) stats_.set_last_error(error);
+}
+
+void ShardReplicator::Run() {
+  const std::string prefix = JobPrefix(job_->spec().job_id());
+  absl::Time unreachable_since = absl::Now();  // Until the first stream opens.
+  while (true) {
+    grpc::ClientContext context;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      open_context_ = &context;
+    }
+    std::unique_ptr<Stream> stream;
+    const absl::Status opened = Open(&context, &stream);
+    if (opened.ok()) {
+      uint64_t generation;
+      {
+        absl::MutexLock lock(&mu_);
+        generation = ++generation_;
+        next_to_send_ = applied_ + 1;
+        repair_ = false;
+        stats_.set_installs(stats_.installs() + 1);
+        stats_.set_state(ReplicationStats::REPLICATING);
+      }
+      LOG(INFO) << prefix << "shard " << job_->ps_index() << " is replicated on "
+                << options_.backup_name;
+      std::thread sender([&] { Send(stream.get(), &context, generation); });
+      std::string broke = "the backup closed the stream";
+      ReplicaAck ack;
+      while (stream->Read(&ack)) {
+        {
+          absl::MutexLock lock(&mu_);
+          if (pending_.empty() || ack.seq() != applied_ + 1) {
+            broke = absl::StrCat("the backup acknowledged input ", ack.seq(), " where ",
+                                 applied_ + 1, " was next");
+            break;
+          }
+        }
+        ApplyOldest(&ack);
+        absl::MutexLock lock(&mu_);
+        if (repair_) {
+          broke = "the backup's outcome differed: installing it anew";
+          break;
+        }
+      }
+      context.TryCancel();
+      {
+        absl::MutexLock lock(&mu_);
+        ++generation_;  // Stops the sender.
+      }
+      sender.join();
+      const grpc::Status finished = stream->Finish();
+      if (!finished.ok() && finished.error_code() != grpc::StatusCode::CANCELLED) {
+        broke = finished.error_message();
+      }
+      {
+        absl::MutexLock lock(&mu_);
+        open_context_ = nullptr;
+        if (stopping_) return;
+      }
+      LOG(WARNING) << prefix << "the replication stream of shard " << job_->ps_index() << " to "
+                   << options_.backup_name << " broke (" << broke
+                   << "); updates wait while it reopens";
+      SetState(ReplicationStats::CONNECTING, broke);
+      unreachable_since = absl::Now();
+      continue;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      open_context_ = nullptr;
+      if (stopping_) return;
+    }
+    if (absl::Now() - unreachable_since < options_.unreachable_after) {
+      absl::MutexLock lock(&mu_);
+      stats_.set_last_error(std::string(opened.message()));
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+      continue;
+    }
+    bool newly = false;
+    {
+      absl::MutexLock lock(&mu_);
+      newly = stats_.state() != ReplicationStats::DEGRADED;
+      stats_.set_state(ReplicationStats::DEGRADED);
+      stats_.set_last_error(std::string(opened.message()));
+    }
+    if (newly) {
+      LOG(ERROR) << prefix << "the backup of shard " << job_->ps_index() << ", "
+                 << options_.backup_name << ", has been out of reach for "
+                 << options_.unreachable_after << " (" << opened.message()
+                 << "): the shard goes on unreplicated, and is rebuilt there once it answers";
+    }
+    // Alone: apply inputs as they come until it is time to try the backup again.
+    const absl::Time retry_at = absl::Now() + options_.retry_interval;
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !pending_.empty();
+        };
+        mu_.AwaitWithDeadline(absl::Condition(&ready), retry_at);
+        if (stopping_) return;
+        if (pending_.empty()) break;
+      }
+      ApplyOldest(nullptr);
+    }
+  }
+}
+
+absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr<Stream>* stream) {
+  ReplicaInput install;
+  {
+    absl::MutexLock lock(&mu_);
+    install.set_seq(applied_);  // Only this thread applies inputs: the snapshot holds these.
+  }
+  *install.mutable_install() = job_->ReplicaSnapshot();
+  std::unique_ptr<Stream> opened = stub_->Replicate(context);
+  absl::Status status;
+  ReplicaAck ack;
+  if (!opened->Write(install) || !opened->Read(&ack)) {
+    context->TryCancel();
+    const grpc::Status finished = opened->Finish();
+    return absl::UnavailableError(absl::StrCat(
+        "cannot install the backup on ", options_.backup_name, ": ",
+        finished.ok() ? std::string("the stream closed") : finished.error_message()));
+  }
+  if (ack.code() != 0 || ack.seq() != install.seq()) {
+    context->TryCancel();
+    opened->Finish();
+    return absl::Status(ack.code() != 0 ? static_cast<absl::StatusCode>(ack.code())
+                                        : absl::StatusCode::kInternal,
+                        absl::StrCat(options_.backup_name, " refused the install: ",
+                                     ack.code() != 0 ? ack.message() : "wrong sequence number"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.set_bytes_replicated(stats_.bytes_replicated() +
+                                static_cast<int64_t>(install.ByteSizeLong()));
+  }
+  *stream = std::move(opened);
+  return absl::OkStatus();
+}
+
+void ShardReplicator::Send(Stream* stream, grpc::ClientContext* context, uint64_t generation) {
+  while (true) {
+    std::shared_ptr<Pending> next;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || generation_ != generation || next_to_send_ <= submitted_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_ || generation_ != generation) return;
+      next = pending_[static_cast<size_t>(next_to_send_ - applied_ - 1)];
+      ++next_to_send_;
+    }
+    const int64_t bytes = static_cast<int64_t>(next->input.ByteSizeLong());
+    if (!stream->Write(next->input)) {
+      context->TryCancel();  // Ends the reader's Read too.
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    stats_.set_bytes_replicated(stats_.bytes_replicated() + bytes);
+  }
+}
+
+void ShardReplicator::ApplyOldest(const ReplicaAck* ack) {
+  std::shared_ptr<Pending> oldest;
+  {
+    absl::MutexLock lock(&mu_);
+    oldest = std::move(pending_.front());
+    pending_.pop_front();
+    ++applied_;  // With the pop: Send finds input seq at pending_[seq - applied_ - 1].
+  }
+  absl::StatusOr<PushResponse> result = ApplyReplicaInput(
+      *job_, oldest->input, oldest->push.has_value() ? &*oldest->push : nullptr);
+  {
+    absl::MutexLock lock(&mu_);
+    if (ack == nullptr) {
+      stats_.set_inputs_unreplicated(stats_.inputs_unreplicated() + 1);
+    } else {
+      stats_.set_inputs_replicated(stats_.inputs_replicated() + 1);
+      if (!SameOutcome(*ack, result)) {
+        stats_.set_divergences(stats_.divergences() + 1);
+        repair_ = true;
+        LOG(ERROR) << JobPrefix(job_->spec().job_id()) << "input " << oldest->input.seq()
+                   << " of shard " << job_->ps_index() << " had another outcome on "
+                   << options_.backup_name << " (code " << ack->code() << ", version "
+                   << ack->push().version() << ") than here (" << result.status()
+                   << "): the copies diverged; installing the backup anew";
+      }
+    }
+  }
+  oldest->done(std::move(result));
+}
+
+}  // namespace ps

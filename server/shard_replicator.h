@@ -1,0 +1,108 @@
+// The primary's side of a replicated shard (ParameterSpec.replicas 2; docs/replication.md).
+//
+// Every input that changes the shard's state (a whole push, a leave, lost workers, a rejoin) is
+// numbered as it is submitted, sent to the backup ps over one Replicate stream in that order,
+// and applied here only once the backup has acknowledged it, in the same order, on this
+// object's own thread; the submitter hears the result then. So a worker is told that an update
+// was applied only once both copies hold it, and nothing a pull can see here is missing on the
+// backup: the backup is this shard plus the inputs in flight.
+//
+// A stream starts with an install: a snapshot of the shard after the inputs applied so far, from
+// which the backup ps makes its copy (replacing any older one); the inputs not yet acknowledged
+// follow. A stream that breaks is opened again the same way, so a backup ps that restarted empty
+// is rebuilt. While no stream is open, inputs wait (CONNECTING); once the backup has been out of
+// reach for `unreachable_after`, the shard goes on alone (DEGRADED, logged and counted),
+// applying inputs as they come, and tries the backup again every `retry_interval`.
+//
+// The outcome the backup reports for each input is compared with this copy's; a difference
+// (which the determinism of ShardJob rules out) is logged, counted, and repaired by a new
+// install.
+#ifndef PS_SERVER_SHARD_REPLICATOR_H_
+#define PS_SERVER_SHARD_REPLICATOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "server/shard_job.h"
+
+namespace ps {
+
+struct ShardReplicatorOptions {
+  std::string backup_name;                 // "ps:1 (10.0.0.2:2222)", for messages.
+  std::shared_ptr<grpc::Channel> channel;  // To the backup ps.
+  absl::Duration unreachable_after = absl::Seconds(3);
+  absl::Duration retry_interval = absl::Seconds(1);
+};
+
+// Thread-safe.
+class ShardReplicator {
+ public:
+  // Called once with the input's result on this copy (a push's answer; an empty PushResponse
+  // for the others), on the replicator's thread; it must not block.
+  using Done = std::function<void(absl::StatusOr<PushResponse>)>;
+
+  // Starts replicating `job`, which from now on changes only through Submit.
+  ShardReplicator(std::shared_ptr<ShardJob> job, ShardReplicatorOptions options);
+  ShardReplicator(const ShardReplicator&) = delete;
+  ShardReplicator& operator=(const ShardReplicator&) = delete;
+  // Stops; inputs not yet applied are answered UNAVAILABLE.
+  ~ShardReplicator();
+
+  // Numbers `input` (its seq is set here) and applies it once the backup holds it. `push`: a
+  // push input's decoded gradient, applied here without decoding the message again.
+  void Submit(ReplicaInput input, Done done,
+              std::optional<ShardJob::ReadyPush> push = std::nullopt) ABSL_LOCKS_EXCLUDED(mu_);
+
+  ReplicationStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Pending {
+    ReplicaInput input;
+    std::optional<ShardJob::ReadyPush> push;
+    Done done;
+  };
+  using Stream = grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>;
+
+  void Run();
+  // Opens a stream and installs the backup; the error if it could not.
+  absl::Status Open(grpc::ClientContext* context, std::unique_ptr<Stream>* stream);
+  // Sends the pending inputs over `stream` as they come, until it breaks or Stop.
+  void Send(Stream* stream, grpc::ClientContext* context, uint64_t generation);
+  // Applies the oldest pending input here; `ack`: the backup's answer (none while DEGRADED).
+  void ApplyOldest(const ReplicaAck* ack);
+  void SetState(ReplicationStats::State state, const std::string& error) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::shared_ptr<ShardJob> job_;
+  const ShardReplicatorOptions options_;
+  const std::unique_ptr<ParameterServer::Stub> stub_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* open_context_ ABSL_GUARDED_BY(mu_) = nullptr;  // Cancelled by Stop.
+  // Inputs submitted and not yet applied here, oldest first: seq applied_ + 1, applied_ + 2, ...
+  std::deque<std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
+  int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;    // Inputs applied here (the last seq).
+  int64_t submitted_ ABSL_GUARDED_BY(mu_) = 0;  // The last seq given out.
+  int64_t next_to_send_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // Of the open stream; bumped when it breaks.
+  bool repair_ ABSL_GUARDED_BY(mu_) = false;      // A divergence: install anew.
+  ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;  // Run.
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_SHARD_REPLICATOR_H_
