@@ -278,6 +278,9 @@ void ParameterService::Shutdown() {
     shutting_down_ = true;
     jobs = jobs_;
     replicators.swap(replicators_);
+    for (const auto& [id, copy] : backups_) {
+      if (copy.promoted) jobs.emplace(absl::StrCat(id, "@", copy.job->ps_index()), copy.job);
+    }
   }
   // Stopped first: updates waiting for a backup are answered UNAVAILABLE.
   replicators.clear();
@@ -287,14 +290,19 @@ void ParameterService::Shutdown() {
   }
 }
 
-absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(const Peer& peer,
-                                                                       const std::string& job_id,
-                                                                       JobAccess access,
-                                                                       absl::string_view method) {
-  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJob(job_id);
+absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(
+    const Peer& peer, const std::string& job_id, JobAccess access, absl::string_view method,
+    std::optional<int> shard) {
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      shard.has_value() && *shard != options_.ps_index ? PromotedCopy(job_id, *shard)
+                                                        : FindJob(job_id);
   if (!job.ok()) return job;
   absl::Status allowed = RequireJobAccess(peer, (*job)->spec().owner(), job_id, access, method);
   if (!allowed.ok()) return allowed;
+  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job)) {
+    absl::Status fenced = replicator->Fenced();
+    if (!fenced.ok()) return fenced;
+  }
   return job;
 }
 
@@ -442,6 +450,7 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
   }
   std::shared_ptr<ShardJob> job;
   std::shared_ptr<ShardReplicator> replicator;  // Stopped outside mu_.
+  std::shared_ptr<ShardJob> promoted;           // The copy of another shard it served.
   absl::Status allowed;
   {
     absl::MutexLock lock(&mu_);
@@ -456,11 +465,19 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
           replicator = std::move(replicated->second);
           replicators_.erase(replicated);
         }
-        backups_.erase(request->job_id());
+        auto backup = backups_.find(request->job_id());
+        if (backup != backups_.end()) {
+          if (backup->second.promoted) promoted = std::move(backup->second.job);
+          backups_.erase(backup);
+        }
       }
     }
   }
   replicator.reset();
+  if (promoted != nullptr) {
+    promoted->CancelAllWaiters(absl::AbortedError(
+        absl::StrCat("job \"", request->job_id(), "\" was deleted while this pull waited")));
+  }
   if (job == nullptr) {
     return Answer(context, &slot,
                   allowed.ok() ? absl::NotFoundError(absl::StrCat(
@@ -489,11 +506,13 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
   absl::Status status = ParseFromByteBuffer(*request, &pull);
   if (status.ok()) status = RequireWorkerHost(peer, pull.worker(), options_.worker_hosts, "Pull");
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
-      status.ok() ? FindJobFor(peer, pull.job_id(), JobAccess::kData, "Pull") : status;
+      status.ok() ? FindJobFor(peer, pull.job_id(), JobAccess::kData, "Pull",
+                               pull.has_shard() ? std::optional<int>(pull.shard()) : std::nullopt)
+                  : status;
   if (!job.ok()) return Answer(context, &slot, job.status());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPull,
                                   request->Length());
-  std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(pull.job_id());
+  std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job);
   if (replicator != nullptr && pull.incarnation() != OBSERVER_INCARNATION &&
       (*job)->IsNewIncarnation(pull.worker(), pull.incarnation())) {
     // A worker's new incarnation changes the shard (it rejoins): both copies take it first.
@@ -538,6 +557,7 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
   pull.set_job_id(header.job_id());
   pull.set_worker(header.worker());
   pull.set_run_id(header.run_id());
+  if (header.has_shard()) pull.set_shard(header.shard());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPushPull,
                                   request->Length());
   auto then_pull = [reactor, job, pull](absl::StatusOr<PushResponse> pushed) {
@@ -567,14 +587,16 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(const Peer& peer,
         absl::Status allowed =
             RequireWorkerHost(peer, decoded.worker(), options_.worker_hosts, method);
         if (!allowed.ok()) return allowed;
-        return FindJobFor(peer, decoded.job_id(), JobAccess::kData, method);
+        return FindJobFor(
+            peer, decoded.job_id(), JobAccess::kData, method,
+            decoded.has_shard() ? std::optional<int>(decoded.shard()) : std::nullopt);
       },
       header, job);
 }
 
 void ParameterService::ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob::ReadyPush push,
                                  std::function<void(absl::StatusOr<PushResponse>)> done) {
-  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(job->spec().job_id())) {
+  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(job)) {
     ReplicaInput input = PushInput(push);
     replicator->Submit(std::move(input), std::move(done), std::move(push));
     return;
@@ -625,11 +647,14 @@ grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerCont
     return refused;
   }
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
-      FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetJobStats");
+      FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetJobStats",
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
   if (job.ok()) {
     *response = (*job)->Stats();
-    if (std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(request->job_id())) {
+    if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job)) {
       *response->mutable_replication() = replicator->Stats();
+    } else if ((*job)->ps_index() != options_.ps_index) {
+      response->mutable_replication()->set_state(ReplicationStats::PROMOTED);
     }
   }
   return Answer(context, &slot, job.status());
@@ -683,7 +708,8 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
       RequireWorkerHost(peer, request->worker(), options_.worker_hosts, "LeaveJob");
   if (!allowed.ok()) return Answer(context, &slot, allowed);
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
-      FindJobFor(peer, request->job_id(), JobAccess::kData, "LeaveJob");
+      FindJobFor(peer, request->job_id(), JobAccess::kData, "LeaveJob",
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
   if (!job.ok()) return Answer(context, &slot, job.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto answer = [this, reactor, id = request->job_id(), job = *job,
@@ -692,7 +718,7 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
     if (left.ok() && job->AllWorkersLeft()) ForgetAfterRetention(id, job);
     Finish(reactor, slot.get(), left.status());
   };
-  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(request->job_id())) {
+  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job)) {
     ReplicaInput leave;
     *leave.mutable_leave() = *request;
     replicator->Submit(std::move(leave), std::move(answer));
@@ -711,7 +737,7 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
   timer_.Schedule(next, [this, id, job, lease] {
     const std::shared_ptr<ShardJob> watched = job.lock();
     if (watched == nullptr) return;  // Deleted.
-    std::shared_ptr<ShardReplicator> replicator = ReplicatorOf(id);
+    std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(watched);
     // A replicated shard's primary decides who is lost; both copies then lose them in order.
     const std::vector<int> lost = replicator != nullptr
                                       ? watched->TakeExpiredLeases(options_.clock->Now())

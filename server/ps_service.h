@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -181,7 +182,16 @@ class ParameterService final : public ParameterServerBase {
   // The replicator of a new job `job` of `spec`, or null when it has no replicas.
   std::shared_ptr<ShardReplicator> NewReplicator(const std::shared_ptr<ShardJob>& job)
       ABSL_LOCKS_EXCLUDED(mu_);
-  std::shared_ptr<ShardReplicator> ReplicatorOf(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The replicator of `job` (this ps's own shard of a replicated job), or null.
+  std::shared_ptr<ShardReplicator> ReplicatorFor(const std::shared_ptr<ShardJob>& job)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The copy of shard `shard` of job `job_id` this ps holds as a backup, promoted to serve the
+  // shard if it was not yet: only once no stream from its primary is open (the primary is gone;
+  // a primary still streaming keeps the shard: UNAVAILABLE, retry it). UNAVAILABLE too when
+  // this ps holds no copy of the shard.
+  absl::StatusOr<std::shared_ptr<ShardJob>> PromotedCopy(const std::string& job_id, int shard)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Applies a whole push to `job`: at once, or through its replicator once its backup holds it;
   // `done` gets the answer (on the calling thread when at once).
   void ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob::ReadyPush push,
@@ -197,12 +207,18 @@ class ParameterService final : public ParameterServerBase {
   // error that ends the stream.
   absl::StatusOr<ReplicaAck> ApplyAsBackup(const Peer& peer, const ReplicaInput& input,
                                            BackupBinding* binding) ABSL_LOCKS_EXCLUDED(mu_);
+  // A backup stream ended: its copy's primary no longer streams to it.
+  void BackupStreamEnded(const BackupBinding& binding) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The job, NOT_FOUND naming it, or UNAVAILABLE while shutting down.
   // FindJob, then RequireJobAccess (common/security/peer_identity.h) for `peer` on the job found:
   // every call about a job is checked so before it reads or changes anything of it.
+  // `shard`: the shard a request names (PullRequest.shard); one other than this ps's own is
+  // the backup copy this ps holds of it, which takes the shard over on its first request once
+  // its primary has gone (PromotedCopy).
   absl::StatusOr<std::shared_ptr<ShardJob>> FindJobFor(const Peer& peer, const std::string& job_id,
-                                                       JobAccess access, absl::string_view method)
+                                                       JobAccess access, absl::string_view method,
+                                                       std::optional<int> shard = std::nullopt)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<ShardJob>> FindJob(const std::string& job_id)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -287,6 +303,8 @@ class ParameterService final : public ParameterServerBase {
   struct BackupCopy {
     std::shared_ptr<ShardJob> job;
     uint64_t generation = 0;
+    bool streaming = false;  // The stream that installed it is open.
+    bool promoted = false;   // It serves the shard now (its primary went away).
   };
   std::map<std::string, BackupCopy> backups_ ABSL_GUARDED_BY(mu_);
   uint64_t backup_generation_ ABSL_GUARDED_BY(mu_) = 0;

@@ -70,10 +70,53 @@ std::shared_ptr<ShardReplicator> ParameterService::NewReplicator(
   return std::make_shared<ShardReplicator>(job, std::move(replicator));
 }
 
-std::shared_ptr<ShardReplicator> ParameterService::ReplicatorOf(const std::string& job_id) {
+std::shared_ptr<ShardReplicator> ParameterService::ReplicatorFor(
+    const std::shared_ptr<ShardJob>& job) {
   absl::MutexLock lock(&mu_);
-  auto it = replicators_.find(job_id);
-  return it == replicators_.end() ? nullptr : it->second;
+  auto it = replicators_.find(job->spec().job_id());
+  return it == replicators_.end() || it->second->job() != job ? nullptr : it->second;
+}
+
+absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(const std::string& job_id,
+                                                                         int shard) {
+  std::shared_ptr<ShardJob> promoted;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      return absl::UnavailableError(TaskName() + " is shutting down; retry once it is back");
+    }
+    auto it = backups_.find(job_id);
+    if (it == backups_.end() || it->second.job->ps_index() != shard) {
+      return absl::UnavailableError(absl::StrCat(
+          JobPrefix(job_id), TaskName(), " holds no copy of shard ", shard,
+          " (none was installed since it started): retry ps:", shard));
+    }
+    BackupCopy& copy = it->second;
+    if (copy.promoted) return copy.job;
+    if (copy.streaming) {
+      return absl::UnavailableError(absl::StrCat(
+          JobPrefix(job_id), "ps:", shard, " still replicates shard ", shard, " to ", TaskName(),
+          ", so it is alive: retry it there"));
+    }
+    copy.promoted = true;
+    copy.generation = ++backup_generation_;  // No stream of the old primary binds to it again.
+    promoted = copy.job;
+  }
+  LOG(WARNING) << JobPrefix(job_id) << TaskName() << " takes over shard " << shard
+               << " (at version " << promoted->Stats().version() << "): its primary, ps:" << shard
+               << ", stopped replicating to it and a worker found it gone; the shard has no "
+               << "backup until it is rebuilt";
+  WatchLeases(job_id, promoted);
+  return promoted;
+}
+
+void ParameterService::BackupStreamEnded(const BackupBinding& binding) {
+  if (binding.job == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  auto it = backups_.find(binding.job_id);
+  if (it != backups_.end() && it->second.generation == binding.generation) {
+    it->second.streaming = false;
+  }
 }
 
 std::shared_ptr<ShardJob> ParameterService::BackupForTesting(const std::string& job_id) {
@@ -122,8 +165,14 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
     BackupCopy& slot = backups_[install.job_id()];
+    if (slot.promoted) {
+      return absl::AbortedError(absl::StrCat(
+          JobPrefix(install.job_id()), TaskName(), " took shard ", shard,
+          " over when its primary was found gone; that primary's copy is fenced off"));
+    }
     slot.job = std::shared_ptr<ShardJob>(*std::move(copy));
     slot.generation = ++backup_generation_;
+    slot.streaming = true;
     *binding = BackupBinding{install.job_id(), slot.generation, slot.job, input.seq()};
     LOG(INFO) << JobPrefix(install.job_id()) << TaskName() << " holds the backup of shard "
               << shard << " as of input " << input.seq();
@@ -134,6 +183,9 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
   }
   {
     absl::MutexLock lock(&mu_);
+    // A stopping ps ends its backup streams at their next input (its primaries then go on
+    // alone) rather than hold its shutdown for the grace period.
+    if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
     auto it = backups_.find(binding->job_id);
     if (it == backups_.end() || it->second.generation != binding->generation) {
       return absl::FailedPreconditionError(
@@ -188,6 +240,7 @@ class ParameterService::ReplicaReactor : public grpc::ServerBidiReactor<ReplicaI
   }
 
   void OnDone() override {
+    service_->BackupStreamEnded(binding_);
     slot_.Release();
     delete this;
   }

@@ -17,6 +17,8 @@
 #include "absl/time/clock.h"
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/client/ps_client.h"
+#include "common/client/ps_connections.h"
+#include "common/net/proto_byte_buffer.h"
 #include "common/client/worker_session.h"
 #include "common/process/subprocess.h"
 #include "proto/ps_service.grpc.pb.h"
@@ -75,6 +77,7 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
   void StartCluster(int num_ps) {
     InProcessPsClusterOptions options;
     options.num_ps = num_ps;
+    options.server.service.replica_unreachable_after = absl::Milliseconds(300);
     absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster =
         InProcessPsCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -114,7 +117,8 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
       ASSERT_TRUE(result.ok()) << "worker " << worker << " step " << step << ": "
                                << result.status();
     }
-    ASSERT_TRUE((*client)->LeaveJob(spec.job_id(), spec.run_id(), worker).ok());
+    absl::Status left = (*client)->LeaveJob(spec.job_id(), spec.run_id(), worker, true);
+    ASSERT_TRUE(left.ok()) << left;
   }
 
   std::unique_ptr<InProcessPsCluster> cluster_;
@@ -168,6 +172,76 @@ INSTANTIATE_TEST_SUITE_P(Modes, ReplicationTest,
                          [](const ::testing::TestParamInfo<ConsistencyConfig::Mode>& info) {
                            return ConsistencyConfig::Mode_Name(info.param);
                          });
+
+// The values of every variable of `spec`, pulled by an observer (through failovers).
+std::vector<float> Values(InProcessPsCluster& cluster, const ParameterSpec& spec) {
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster.NewClient();
+  EXPECT_TRUE(client.ok());
+  std::vector<float> values(kRows * kColumns + kColumns);
+  absl::Status pulled = PullCurrentValues(
+      client->get(), spec,
+      {{"w", absl::MakeSpan(values).first(kRows * kColumns)},
+       {"b", absl::MakeSpan(values).last(kColumns)}});
+  EXPECT_TRUE(pulled.ok()) << pulled;
+  return values;
+}
+
+// SYNC training loses a ps halfway: its shard's backup takes over, the workers move to it
+// without an error or a step done twice, and the model ends as an undisturbed run's.
+TEST_F(ReplicationTest, APsLostMidRunIsReplacedByItsBackupWithNoStepRedone) {
+  constexpr int kPs = 3;
+  constexpr int kWorkers = 3;
+  constexpr int kSteps = 30;
+  const ParameterSpec spec = Spec("failover", ConsistencyConfig::SYNC, kWorkers);
+  std::vector<float> undisturbed;
+  {
+    StartCluster(kPs);
+    absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE((*client)->CreateJob(spec).ok());
+    std::vector<std::thread> workers;
+    for (int w = 0; w < kWorkers; ++w) workers.emplace_back([&, w] { Train(spec, w, kSteps); });
+    for (std::thread& t : workers) t.join();
+    if (HasFatalFailure()) return;
+    undisturbed = Values(*cluster_, spec);
+    cluster_.reset();
+  }
+
+  StartCluster(kPs);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  std::shared_ptr<ShardJob> lost = cluster_->server(1).service().JobForTesting(spec.job_id());
+  ASSERT_NE(lost, nullptr);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) workers.emplace_back([&, w] { Train(spec, w, kSteps); });
+  while (lost->Stats().version() < kSteps / 2) absl::SleepFor(absl::Milliseconds(1));
+  cluster_->server(1).Shutdown(absl::ZeroDuration());  // Mid-step, with pulls parked.
+  lost.reset();
+  for (std::thread& t : workers) t.join();
+  if (HasFatalFailure()) return;
+
+  // Shard 1 lives on ps:2 now, every step applied once; shard 0 lost its backup.
+  std::shared_ptr<ShardJob> promoted =
+      cluster_->server(2).service().BackupForTesting(spec.job_id());
+  ASSERT_NE(promoted, nullptr);
+  EXPECT_EQ(promoted->ps_index(), 1);
+  EXPECT_EQ(promoted->Stats().version(), kSteps);
+  EXPECT_EQ(cluster_->server(0).service().JobForTesting(spec.job_id())->Stats().version(), kSteps);
+  EXPECT_EQ(cluster_->server(2).service().JobForTesting(spec.job_id())->Stats().version(), kSteps);
+  absl::StatusOr<std::vector<JobStats>> stats =
+      (*client)->GetJobStats(spec.job_id(), /*replicated=*/true);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ((*stats)[0].replication().state(), ReplicationStats::DEGRADED);
+  EXPECT_EQ((*stats)[1].replication().state(), ReplicationStats::PROMOTED);
+  EXPECT_EQ((*stats)[2].replication().state(), ReplicationStats::REPLICATING);
+  const std::vector<float> values = Values(*cluster_, spec);
+  ASSERT_EQ(values.size(), undisturbed.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    // SYNC: the same steps of the same gradients; only the order of a step's sum may differ.
+    ASSERT_NEAR(values[i], undisturbed[i], 1e-4f) << "parameter " << i;
+  }
+}
 
 TEST(ReplicationRefusals, AJobWithReplicasNeedsTwoPsAndKnownAddresses) {
   InProcessPsClusterOptions options;
@@ -299,6 +373,62 @@ TEST_F(ReplicatorTest, GoesOnAloneWhileTheBackupIsDownAndRebuildsItWhenItIsBack)
   ASSERT_TRUE(pushed.ok());
   EXPECT_EQ(pushed->outcome(), PushResponse::DUPLICATE);
   EXPECT_EQ(replicator_->Stats().divergences(), 0);
+}
+
+// The primary stops streaming (its ps taken for gone); a worker's request for the shard moves
+// to the backup, which takes the shard over; the old primary, back, is fenced off.
+TEST_F(ReplicatorTest, AnOldPrimaryIsFencedOffOnceItsBackupTookOver) {
+  ASSERT_TRUE(PushAndWait(1).ok());
+  ASSERT_TRUE(PushAndWait(2).ok());
+  PsClientOptions client;
+  client.ps_addresses = {"127.0.0.1:1", address_};  // ps:0 is gone.
+  client.initial_backoff = absl::Milliseconds(10);
+  absl::StatusOr<std::unique_ptr<PsConnections>> connections = PsConnections::Create(client);
+  ASSERT_TRUE(connections.ok());
+  auto pull_shard_0 = [&] {
+    PullRequest request;
+    request.set_job_id(spec_.job_id());
+    request.set_run_id(spec_.run_id());
+    request.set_worker(0);
+    request.set_incarnation(OBSERVER_INCARNATION);
+    request.set_shard(0);
+    PsConnections::Call call{0, "Pull", [request] { return SerializeToByteBuffer(request); },
+                             [](const grpc::ByteBuffer&) { return absl::OkStatus(); },
+                             absl::Seconds(10)};
+    call.replicated = true;
+    return (*connections)->RunCalls({call});
+  };
+  // While the primary streams to its backup, the backup keeps out of the way ("ps:0 still
+  // replicates shard 0 to ps:1"): the call fails, and the primary goes on.
+  absl::Status refused = pull_shard_0();
+  EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
+  ASSERT_TRUE(PushAndWait(3).ok());
+  EXPECT_EQ(replicator_->Stats().state(), ReplicationStats::REPLICATING);
+
+  replicator_.reset();  // The primary's stream ends, as when its ps dies.
+  absl::Status pulled;
+  for (int i = 0; i < 100; ++i) {
+    pulled = pull_shard_0();
+    if (pulled.ok()) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(pulled.ok()) << pulled;
+  EXPECT_EQ((*connections)->Route(0), 1);
+  std::shared_ptr<ShardJob> promoted = backup_->service().BackupForTesting(spec_.job_id());
+  ASSERT_NE(promoted, nullptr);
+  EXPECT_EQ(promoted->Stats().version(), 3);
+
+  // The old primary comes back with its copy: the backup refuses it, and it refuses updates.
+  ShardReplicatorOptions options;
+  options.backup_name = "ps:1";
+  options.channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  replicator_ = std::make_unique<ShardReplicator>(job_, options);
+  ASSERT_TRUE(WaitForState(ReplicationStats::FENCED));
+  absl::StatusOr<PushResponse> pushed = PushAndWait(4);
+  EXPECT_TRUE(absl::IsUnavailable(pushed.status())) << pushed.status();
+  EXPECT_NE(pushed.status().message().find("moved to ps:1"), std::string::npos) << pushed.status();
+  EXPECT_EQ(job_->Stats().version(), 3);
+  EXPECT_EQ(promoted->Stats().version(), 3);
 }
 
 // A Replicate stream from someone who is not the shard's primary, or out of order.

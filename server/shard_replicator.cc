@@ -39,17 +39,44 @@ ShardReplicator::~ShardReplicator() {
 
 void ShardReplicator::Submit(ReplicaInput input, Done done,
                              std::optional<ShardJob::ReadyPush> push) {
+  absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
-    if (!stopping_) {
+    refused = fenced_;
+    if (!stopping_ && refused.ok()) {
       input.set_seq(++submitted_);
       pending_.push_back(std::make_shared<Pending>(
           Pending{std::move(input), std::move(push), std::move(done)}));
       return;
     }
   }
-  done(absl::UnavailableError(
-      absl::StrCat(JobPrefix(job_->spec().job_id()), "the shard is stopping")));
+  if (refused.ok()) {
+    refused = absl::UnavailableError(
+        absl::StrCat(JobPrefix(job_->spec().job_id()), "the shard is stopping"));
+  }
+  done(refused);
+}
+
+absl::Status ShardReplicator::Fenced() const {
+  absl::MutexLock lock(&mu_);
+  return fenced_;
+}
+
+void ShardReplicator::Fence(const absl::Status& why) {
+  std::deque<std::shared_ptr<Pending>> left;
+  {
+    absl::MutexLock lock(&mu_);
+    fenced_ = absl::UnavailableError(absl::StrCat(
+        JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(), " moved to ",
+        options_.backup_name, ", which took it over (", why.message(),
+        "); a replicated job's worker retries there"));
+    stats_.set_state(ReplicationStats::FENCED);
+    stats_.set_last_error(std::string(why.message()));
+    left.swap(pending_);
+  }
+  LOG(WARNING) << JobPrefix(job_->spec().job_id()) << "shard " << job_->ps_index()
+               << " is fenced off here: " << options_.backup_name << " took it over";
+  for (const std::shared_ptr<Pending>& pending : left) pending->done(Fenced());
 }
 
 ReplicationStats ShardReplicator::Stats() const {
@@ -133,6 +160,10 @@ void ShardReplicator::Run() {
       open_context_ = nullptr;
       if (stopping_) return;
     }
+    if (absl::IsAborted(opened)) {  // The backup took the shard over.
+      Fence(opened);
+      return;
+    }
     if (absl::Now() - unreachable_since < options_.unreachable_after) {
       absl::MutexLock lock(&mu_);
       stats_.set_last_error(std::string(opened.message()));
@@ -180,11 +211,15 @@ absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr
   absl::Status status;
   ReplicaAck ack;
   if (!opened->Write(install) || !opened->Read(&ack)) {
-    context->TryCancel();
+    // The stream is over: its status says why (no cancelling, which would hide it).
     const grpc::Status finished = opened->Finish();
-    return absl::UnavailableError(absl::StrCat(
-        "cannot install the backup on ", options_.backup_name, ": ",
-        finished.ok() ? std::string("the stream closed") : finished.error_message()));
+    // The backup's refusal keeps its code (ABORTED: it took the shard over).
+    return absl::Status(
+        finished.ok() || finished.error_code() == grpc::StatusCode::CANCELLED
+            ? absl::StatusCode::kUnavailable
+            : static_cast<absl::StatusCode>(finished.error_code()),
+        absl::StrCat("cannot install the backup on ", options_.backup_name, ": ",
+                     finished.ok() ? std::string("the stream closed") : finished.error_message()));
   }
   if (ack.code() != 0 || ack.seq() != install.seq()) {
     context->TryCancel();

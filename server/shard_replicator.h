@@ -14,6 +14,10 @@
 // reach for `unreachable_after`, the shard goes on alone (DEGRADED, logged and counted),
 // applying inputs as they come, and tries the backup again every `retry_interval`.
 //
+// When the backup refuses an install because it took the shard over (its ps found this one
+// gone, docs/replication.md "Promotion"), this copy is FENCED: it applies nothing more, and
+// answers every input, pending or new, UNAVAILABLE saying where the shard went.
+//
 // The outcome the backup reports for each input is compared with this copy's; a difference
 // (which the determinism of ShardJob rules out) is logged, counted, and repaired by a new
 // install.
@@ -67,6 +71,9 @@ class ShardReplicator {
               std::optional<ShardJob::ReadyPush> push = std::nullopt) ABSL_LOCKS_EXCLUDED(mu_);
 
   ReplicationStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  const std::shared_ptr<ShardJob>& job() const { return job_; }
+  // Whether the backup took the shard over; then the error to answer with, else OK.
+  absl::Status Fenced() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Pending {
@@ -84,6 +91,8 @@ class ShardReplicator {
   // Applies the oldest pending input here; `ack`: the backup's answer (none while DEGRADED).
   void ApplyOldest(const ReplicaAck* ack);
   void SetState(ReplicationStats::State state, const std::string& error) ABSL_LOCKS_EXCLUDED(mu_);
+  // FENCED: answers every pending input with `why`.
+  void Fence(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::shared_ptr<ShardJob> job_;
   const ShardReplicatorOptions options_;
@@ -99,6 +108,7 @@ class ShardReplicator {
   int64_t next_to_send_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // Of the open stream; bumped when it breaks.
   bool repair_ ABSL_GUARDED_BY(mu_) = false;      // A divergence: install anew.
+  absl::Status fenced_ ABSL_GUARDED_BY(mu_);       // Set once the backup took the shard over.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // Run.
 };

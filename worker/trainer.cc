@@ -458,7 +458,8 @@ absl::Status TrainingLoop::AwaitEveryWorkerLeft() {
   absl::Time last_update = begin;
   while (true) {
     if (context_.stop->load()) return absl::CancelledError("stopped by request");
-    absl::StatusOr<std::vector<JobStats>> stats = context_.ps->GetJobStats(spec_.job_id());
+    absl::StatusOr<std::vector<JobStats>> stats =
+        context_.ps->GetJobStats(spec_.job_id(), spec_.replicas() > 1);
     if (!stats.ok()) return stats.status();
     std::vector<int> running;
     for (const WorkerStats& worker : (*stats)[0].workers()) {
@@ -506,7 +507,8 @@ absl::Status TrainingLoop::EvaluateFinalModel() {
   if (!data) return absl::OkStatus();
   // Leaving first: no peer waits for the chief while it waits for them.
   absl::Status status =
-      context_.ps->LeaveJob(spec_.job_id(), spec_.run_id(), context_.worker);
+      context_.ps->LeaveJob(spec_.job_id(), spec_.run_id(), context_.worker,
+                            spec_.replicas() > 1);
   if (!status.ok()) return status;
   status = AwaitEveryWorkerLeft();
   if (absl::IsCancelled(status)) return status;
@@ -601,7 +603,8 @@ absl::Status RunTrainer(const TrainerContext& context) {
   absl::Status status = Train(context);
   // However this worker ends, the others must not wait for it at an SSP bound. Best effort: a
   // ps that is down, or a job that was never created, has nothing to release.
-  absl::Status left = context.ps->LeaveJob(context.spec.job_id(), context.spec.run_id(), context.worker);
+  absl::Status left = context.ps->LeaveJob(context.spec.job_id(), context.spec.run_id(),
+                                           context.worker, context.spec.replicas() > 1);
   if (!left.ok() && status.ok() && !absl::IsNotFound(left)) {
     LOG(WARNING) << "worker " << context.worker << " could not leave job "
                  << context.spec.job_id() << ": " << left;

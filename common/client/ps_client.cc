@@ -160,14 +160,16 @@ absl::Status PsClient::DeleteJob(const std::string& job_id) {
 }
 
 absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& run_id,
-                                int worker) {
+                                int worker, bool replicated) {
   LeaveJobRequest request;
   request.set_job_id(job_id);
   request.set_run_id(run_id);
   request.set_worker(worker);
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
+    if (replicated) request.set_shard(ps);
     calls.push_back(AdminCall(*connections_, ps, "LeaveJob", request));
+    calls.back().replicated = replicated;
   }
   return connections_->RunCalls(std::move(calls));
 }
@@ -188,16 +190,19 @@ absl::StatusOr<std::vector<ApplyLog>> PsClient::GetApplyLogs(const std::string& 
   return logs;
 }
 
-absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& job_id) {
+absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& job_id,
+                                                            bool replicated) {
   JobStatsRequest request;
   request.set_job_id(job_id);
   std::vector<JobStats> stats(num_ps());
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
+    if (replicated) request.set_shard(ps);
     calls.push_back(AdminCall(*connections_, ps, "GetJobStats", request,
                               [&stats, ps](const grpc::ByteBuffer& response) {
                                 return ParseFromByteBuffer(response, &stats[ps]);
                               }));
+    calls.back().replicated = replicated;
   }
   absl::Status status = connections_->RunCalls(std::move(calls));
   if (!status.ok()) return status;

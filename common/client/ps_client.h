@@ -48,9 +48,13 @@ class PsClient {
   // Deletes the job on every shard; NOT_FOUND only if no shard had it.
   absl::Status DeleteJob(const std::string& job_id);
   // Tells every shard that `worker` is done with run `run_id` of the job (see LeaveJobRequest).
-  absl::Status LeaveJob(const std::string& job_id, const std::string& run_id, int worker);
+  // `replicated`: the job keeps a backup of each shard (ParameterSpec.replicas 2), and a shard
+  // whose ps is gone is reached at its other copy (PsConnections::Failover).
+  absl::Status LeaveJob(const std::string& job_id, const std::string& run_id, int worker,
+                        bool replicated = false);
   // Each shard's statistics, in ps order.
-  absl::StatusOr<std::vector<JobStats>> GetJobStats(const std::string& job_id);
+  absl::StatusOr<std::vector<JobStats>> GetJobStats(const std::string& job_id,
+                                                    bool replicated = false);
   // Each shard's apply log of the job (ParameterSpec.record_apply_log), in ps order.
   absl::StatusOr<std::vector<ApplyLog>> GetApplyLogs(const std::string& job_id);
 

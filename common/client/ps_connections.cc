@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <set>
 
 #include <grpc/grpc.h>
 #include <grpcpp/client_context.h>
@@ -231,8 +232,15 @@ std::string PsConnections::ShardName(int ps) const {
   return absl::StrCat("ps:", ps, " (", options_.ps_addresses[ps], ")");
 }
 
+void PsConnections::Failover(int shard) {
+  const int n = num_ps();
+  int from = routes_[shard].load(std::memory_order_acquire);
+  const int to = from == shard ? (shard + 1) % n : shard;
+  routes_[shard].compare_exchange_strong(from, to, std::memory_order_acq_rel);
+}
+
 const PsConnections::Connection& PsConnections::ConnectionFor(const Call& call) const {
-  const std::vector<Connection>& shard = connections_[call.ps];
+  const std::vector<Connection>& shard = connections_[call.replicated ? Route(call.ps) : call.ps];
   return shard[call.connection % shard.size()];
 }
 
@@ -255,11 +263,13 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
   std::vector<size_t> pending(calls.size());
   for (size_t i = 0; i < calls.size(); ++i) pending[i] = i;
   absl::Duration backoff = options_.initial_backoff;
+  bool failed_over = false;  // A first switch to a shard's other copy goes at once.
   for (int attempt = 1;; ++attempt) {
     std::vector<std::unique_ptr<InFlight>> in_flight =
         Attempt(calls, pending, /*last=*/attempt >= options_.max_attempts);
     absl::Status first_error;
     std::vector<size_t> retry;
+    std::set<int> switched;  // Shards whose replicated calls go to their other copy now.
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!in_flight[i]->made) continue;  // Another call failed for good: first_error is set.
       const Call& call = calls[pending[i]];
@@ -268,6 +278,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
         status = in_flight[i]->handled;
       } else if (absl::IsUnavailable(status) && attempt < options_.max_attempts) {
         retry.push_back(pending[i]);
+        if (call.replicated) switched.insert(call.ps);
         continue;
       } else if (absl::IsUnavailable(status)) {
         status = absl::UnavailableError(absl::StrCat(
@@ -276,13 +287,27 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       if (!status.ok() && first_error.ok()) {
         first_error = absl::Status(
             status.code(),
-            absl::StrCat(ShardName(call.ps), ": ", call.method, ": ", status.message()));
+            absl::StrCat(ShardName(call.replicated ? Route(call.ps) : call.ps), ": ", call.method,
+                         ": ", status.message()));
       }
     }
     if (!first_error.ok()) return first_error;
     if (retry.empty()) return absl::OkStatus();
-    absl::SleepFor(backoff);
-    backoff = std::min(2 * backoff, options_.max_backoff);
+    for (int shard : switched) Failover(shard);
+    if (!switched.empty()) {
+      // Every call of a switched shard goes again, answered or not: the chunks of a push must
+      // all reach the copy that assembles them (a copy that applied it answers DUPLICATE).
+      for (size_t i = 0; i < calls.size(); ++i) {
+        if (calls[i].replicated && switched.count(calls[i].ps) > 0) retry.push_back(i);
+      }
+      std::sort(retry.begin(), retry.end());
+      retry.erase(std::unique(retry.begin(), retry.end()), retry.end());
+    }
+    if (switched.empty() || failed_over) {
+      absl::SleepFor(backoff);
+      backoff = std::min(2 * backoff, options_.max_backoff);
+    }
+    failed_over = failed_over || !switched.empty();
     pending = std::move(retry);
   }
 }

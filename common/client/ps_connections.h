@@ -11,6 +11,7 @@
 #ifndef PS_COMMON_CLIENT_PS_CONNECTIONS_H_
 #define PS_COMMON_CLIENT_PS_CONNECTIONS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -90,6 +91,11 @@ class PsConnections {
     // The size of the response expected, where it dwarfs the request (a pull's chunk): what the
     // call counts against max_bytes_in_flight_per_ps when more than its request's size.
     int64_t response_bytes = 0;
+    // A call of a replicated job (ParameterSpec.replicas 2) to shard `ps`, whose request names
+    // the shard (PullRequest.shard): it goes where Route(ps) says, and an UNAVAILABLE answer
+    // sends it, and every other call of its batch to that shard, to the shard's other copy
+    // (Failover), on the next ps.
+    bool replicated = false;
   };
   // Makes `calls`, those to different shards in parallel and those to one shard in order with
   // at most options().max_bytes_in_flight_per_ps of them in flight (the next starts as one
@@ -103,6 +109,12 @@ class PsConnections {
   // threads.
   absl::Status RunCalls(std::vector<Call> calls);
 
+  // Replicated shards (docs/replication.md): the ps task that serves shard `shard` for
+  // replicated calls (the shard's own at first), and the switch to its other copy: task
+  // (shard + 1) % num_ps when it was the shard's own, the shard's own again otherwise.
+  int Route(int shard) const { return routes_[shard].load(std::memory_order_acquire); }
+  void Failover(int shard);
+
  private:
   struct Connection {
     std::shared_ptr<grpc::Channel> channel;
@@ -111,7 +123,12 @@ class PsConnections {
   struct InFlight;
   class Window;
 
-  explicit PsConnections(const PsClientOptions& options) : options_(options) {}
+  explicit PsConnections(const PsClientOptions& options)
+      : options_(options), routes_(options.ps_addresses.size()) {
+    for (size_t shard = 0; shard < routes_.size(); ++shard) {
+      routes_[shard] = static_cast<int>(shard);
+    }
+  }
   const Connection& ConnectionFor(const Call& call) const;
   // Makes calls[i] for every i in `pending` once, as RunCalls says; returns when every call
   // made is done. On the `last` attempt, UNAVAILABLE fails a call for good too.
@@ -122,6 +139,7 @@ class PsConnections {
   const PsClientOptions options_;
   // connections_[ps][i].
   std::vector<std::vector<Connection>> connections_;
+  std::vector<std::atomic<int>> routes_;  // Per shard: the task its replicated calls go to.
 };
 
 }  // namespace ps

@@ -304,6 +304,7 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
       // reads every slice the shard holds: here none).
       if (requests[chunk].slices().empty() && !with_rows) continue;
       PullRequest request = MakePullRequest(options);
+      if (replicated()) request.set_shard(ps);
       request.mutable_slices()->Swap(requests[chunk].mutable_slices());
       std::shared_ptr<std::vector<float>> staging;
       if (with_rows) {
@@ -331,6 +332,7 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
 
 absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
   for (PsConnections::Call& call : calls) {
+    call.replicated = replicated();
     call.make_request = [this, make = std::move(call.make_request)] {
       grpc::ByteBuffer request = make();
       bytes_sent_.fetch_add(static_cast<int64_t>(request.Length()), std::memory_order_relaxed);
@@ -366,6 +368,9 @@ absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(
 void WorkerSession::PushState::Record(int ps, PushResponse response) {
   if (response.outcome() == PushResponse::RECEIVED) return;  // Not the push's outcome.
   absl::MutexLock lock(&mu);
+  // A push sent again to a shard's other copy (a failover) is a DUPLICATE there if the first
+  // copy's answer had come: the first answer says what happened.
+  if (response.outcome() == PushResponse::DUPLICATE && responses[ps].has_value()) return;
   responses[ps] = std::move(response);
 }
 
@@ -399,6 +404,7 @@ absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
   push.header.set_incarnation(incarnation_);
   push.header.set_worker(worker_);
   push.header.set_push_id(push_id);
+  if (replicated()) push.header.set_shard(ps);
   push.header.set_read_version(options.read_versions.empty() ? read_versions_[ps]
                                                              : options.read_versions[ps]);
   push.header.set_step(options.step);
@@ -568,6 +574,7 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
     if (!push.ok()) return push.status();
     push_state.sent[ps] = true;
     *push->header.mutable_then_pull() = MakePullRequest(pull_options);
+    if (replicated()) push->header.mutable_then_pull()->set_shard(ps);
     auto shared = std::make_shared<ShardPush>(*std::move(push));
     std::vector<SliceRef> expected = ShardSlices(ps);
     calls.push_back(PsConnections::Call{

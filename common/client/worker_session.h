@@ -42,6 +42,10 @@ class WorkerSession {
                                                                int worker, int incarnation = 0);
 
   const Placement& placement() const { return placement_; }
+  // Whether the job keeps a backup of each shard (ParameterSpec.replicas 2): every request then
+  // names its shard, and goes to the shard's other copy when its ps is gone
+  // (PsConnections::Failover).
+  bool replicated() const { return spec_.replicas() > 1; }
 
   struct PullOptions {
     int64_t step = 0;   // SYNC: the step to pull for (waits until it begins).

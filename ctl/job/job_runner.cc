@@ -33,7 +33,8 @@ namespace {
 // shards (SubmitJob deletes a stopped job only after this).
 std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSpec& spec,
                                         ResultsWriter* results) {
-  absl::StatusOr<std::vector<JobStats>> stats = client.ps()->GetJobStats(spec.job_id());
+  absl::StatusOr<std::vector<JobStats>> stats =
+      client.ps()->GetJobStats(spec.job_id(), spec.replicas() > 1);
   if (!stats.ok()) return {};
   results->WriteStaleness(*stats).IgnoreError();
   results->RecordStalenessSnapshot(*stats).IgnoreError();
@@ -294,7 +295,8 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     if (!stopped) checkpoints.Poll(options.clock->Now());
     if (!stopped && options.clock->Now() - last_snapshot >= kStalenessSnapshotEvery) {
       last_snapshot = options.clock->Now();
-      absl::StatusOr<std::vector<JobStats>> stats = client.ps()->GetJobStats(spec.job_id());
+      absl::StatusOr<std::vector<JobStats>> stats =
+      client.ps()->GetJobStats(spec.job_id(), spec.replicas() > 1);
       if (stats.ok()) results->RecordStalenessSnapshot(*stats).IgnoreError();
     }
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);

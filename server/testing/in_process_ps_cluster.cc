@@ -40,6 +40,9 @@ absl::StatusOr<std::unique_ptr<InProcessPsCluster>> InProcessPsCluster::Start(
 }
 
 void InProcessPsCluster::Shutdown(absl::Duration grace) {
+  // Every service first: their replication streams to each other end (a server waits for the
+  // calls still open, up to `grace`, as it shuts down).
+  for (std::unique_ptr<PsServer>& server : servers_) server->service().Shutdown();
   for (std::unique_ptr<PsServer>& server : servers_) server->Shutdown(grace);
 }
 

@@ -33,7 +33,7 @@ class InProcessPsCluster {
   static absl::StatusOr<std::unique_ptr<InProcessPsCluster>> Start(
       const InProcessPsClusterOptions& options);
   // Shuts down the servers still running.
-  ~InProcessPsCluster() = default;
+  ~InProcessPsCluster() { Shutdown(); }
 
   int num_ps() const { return static_cast<int>(servers_.size()); }
   // "host:port" of each task, ps:0 first.
