@@ -162,8 +162,7 @@ class PsConnections::Window {
     const Call& call = calls_[pending_[position]];
     InFlight& state = *in_flight_[position];
     state.status = status;
-    const bool failed = !status.ok() && (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-                                         last_);
+    const bool failed = !status.ok() && (!Retryable(call, FromGrpcStatus(status)) || last_);
     std::vector<size_t> ready;
     {
       absl::MutexLock lock(&mu_);
@@ -232,6 +231,12 @@ std::string PsConnections::ShardName(int ps) const {
   return absl::StrCat("ps:", ps, " (", options_.ps_addresses[ps], ")");
 }
 
+bool PsConnections::Retryable(const Call& call, const absl::Status& status) {
+  // This client never cancels a call: a replicated call cancelled was cut off by its server
+  // (one stopping), which its shard's other copy may answer.
+  return absl::IsUnavailable(status) || (call.replicated && absl::IsCancelled(status));
+}
+
 void PsConnections::Failover(int shard) {
   const int n = num_ps();
   int from = routes_[shard].load(std::memory_order_acquire);
@@ -276,7 +281,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       absl::Status status = FromGrpcStatus(in_flight[i]->status);
       if (status.ok()) {
         status = in_flight[i]->handled;
-      } else if (absl::IsUnavailable(status) && attempt < options_.max_attempts) {
+      } else if (Retryable(call, status) && attempt < options_.max_attempts) {
         retry.push_back(pending[i]);
         if (call.replicated) switched.insert(call.ps);
         continue;

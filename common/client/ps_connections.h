@@ -130,6 +130,9 @@ class PsConnections {
     }
   }
   const Connection& ConnectionFor(const Call& call) const;
+  // Whether `call` is made again after failing with `status`: UNAVAILABLE, and for a replicated
+  // call also CANCELLED.
+  static bool Retryable(const Call& call, const absl::Status& status);
   // Makes calls[i] for every i in `pending` once, as RunCalls says; returns when every call
   // made is done. On the `last` attempt, UNAVAILABLE fails a call for good too.
   std::vector<std::unique_ptr<InFlight>> Attempt(const std::vector<Call>& calls,
