@@ -296,6 +296,14 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       shard.has_value() && *shard != options_.ps_index ? PromotedCopy(job_id, *shard)
                                                         : FindJob(job_id);
+  if (shard.has_value() && absl::IsNotFound(job.status())) {
+    // A replicated job's request (it names its shard) to a ps that does not hold the shard: one
+    // restarted empty, whose shard its backup took over. The shard's other copy answers.
+    return absl::UnavailableError(absl::StrCat(
+        job.status().message(), "; shard ", *shard,
+        " of a replicated job is then served by its other copy, on ps:",
+        (*shard + 1) % options_.num_ps));
+  }
   if (!job.ok()) return job;
   absl::Status allowed = RequireJobAccess(peer, (*job)->spec().owner(), job_id, access, method);
   if (!allowed.ok()) return allowed;

@@ -82,7 +82,7 @@ struct ParameterServiceOptions {
   TransportSecurity security;
   std::string token;
   // How long a shard waits for its unreachable backup before it goes on alone.
-  absl::Duration replica_unreachable_after = absl::Seconds(3);
+  absl::Duration replica_unreachable_after = absl::Seconds(1);
 };
 
 using ParameterServerBase = ParameterServer::WithCallbackMethod_Replicate<

@@ -47,7 +47,7 @@ namespace ps {
 struct ShardReplicatorOptions {
   std::string backup_name;                 // "ps:1 (10.0.0.2:2222)", for messages.
   std::shared_ptr<grpc::Channel> channel;  // To the backup ps.
-  absl::Duration unreachable_after = absl::Seconds(3);
+  absl::Duration unreachable_after = absl::Seconds(1);
   absl::Duration retry_interval = absl::Seconds(1);
 };
 

@@ -296,7 +296,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     if (!stopped && options.clock->Now() - last_snapshot >= kStalenessSnapshotEvery) {
       last_snapshot = options.clock->Now();
       absl::StatusOr<std::vector<JobStats>> stats =
-      client.ps()->GetJobStats(spec.job_id(), spec.replicas() > 1);
+          client.ps()->GetJobStats(spec.job_id(), spec.replicas() > 1);
       if (stats.ok()) results->RecordStalenessSnapshot(*stats).IgnoreError();
     }
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
