@@ -86,6 +86,9 @@ DEFINE_bool(metrics_compare, false,
 DEFINE_string(compression, "",
               "compare float32 pushes and pulls with compressed ones: FLOAT16, BFLOAT16, "
               "topk:FRACTION or topk:FRACTION:ENCODING (CompressionSpec)");
+DEFINE_bool(replicas_compare, false,
+            "compare jobs without replicas with jobs whose every shard has a backup on the next "
+            "ps (replicas 2; needs --ps >= 2 in this process)");
 DEFINE_int32(rounds, 1, "measurements of each size (and round trip) per side");
 DEFINE_string(ps_addresses, "",
               "comma-separated host:port of running ps_server tasks (ps:0 first) to measure "
@@ -106,8 +109,9 @@ struct Client {
 };
 
 ParameterSpec BenchSpec(const std::string& job_id, int64_t rows, int num_workers,
-                        const CompressionSpec& compression) {
+                        const CompressionSpec& compression, int replicas) {
   ParameterSpec spec;
+  spec.set_replicas(replicas);
   *spec.mutable_compression() = compression;
   spec.set_job_id(job_id);
   VariableDef* variable = spec.add_variables();
@@ -321,11 +325,12 @@ struct Throughput {
 };
 
 absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options,
-                                             const CompressionSpec& compression, int64_t size_mb) {
+                                             const CompressionSpec& compression, int replicas,
+                                             int64_t size_mb) {
   const int64_t rows = (size_mb << 20) / (kColumns * static_cast<int64_t>(sizeof(float)));
   const int64_t bytes = rows * kColumns * static_cast<int64_t>(sizeof(float));
   ParameterSpec spec =
-      BenchSpec(absl::StrCat("bench_", size_mb, "mb"), rows, FLAGS_clients, compression);
+      BenchSpec(absl::StrCat("bench_", size_mb, "mb"), rows, FLAGS_clients, compression, replicas);
   absl::StatusOr<std::vector<Client>> clients = ConnectClients(options, spec, FLAGS_clients);
   if (!clients.ok()) return clients.status();
   const absl::Duration duration = absl::Seconds(FLAGS_seconds);
@@ -365,10 +370,10 @@ double Percentile(std::vector<double>& micros, double p) {
 // Round trips of a 1024-float (4 KB) variable from one client, after a warm-up: a push then a
 // pull (two calls) if !combined, else one PushPull call.
 absl::StatusOr<Latency> MeasureLatency(const PsClientOptions& options,
-                                       const CompressionSpec& compression, int iterations,
-                                       bool combined) {
+                                       const CompressionSpec& compression, int replicas,
+                                       int iterations, bool combined) {
   ParameterSpec spec =
-      BenchSpec(combined ? "bench_pushpull" : "bench_latency", 1, 1, compression);
+      BenchSpec(combined ? "bench_pushpull" : "bench_latency", 1, 1, compression, replicas);
   absl::StatusOr<std::vector<Client>> clients = ConnectClients(options, spec, 1);
   if (!clients.ok()) return clients.status();
   Client& c = clients->front();
@@ -509,9 +514,16 @@ int Run() {
                          "(no --ps_addresses)\n");
     return 2;
   }
-  if (!FLAGS_tls_dir.empty() + FLAGS_metrics_compare + !FLAGS_compression.empty() > 1) {
-    std::fprintf(stderr, "ps_bench: --tls_dir, --metrics_compare and --compression compare two "
-                         "sides each; give one of them\n");
+  if (!FLAGS_tls_dir.empty() + FLAGS_metrics_compare + !FLAGS_compression.empty() +
+          FLAGS_replicas_compare >
+      1) {
+    std::fprintf(stderr, "ps_bench: --tls_dir, --metrics_compare, --compression and "
+                         "--replicas_compare compare two sides each; give one of them\n");
+    return 2;
+  }
+  if (FLAGS_replicas_compare && (in_process < 2)) {
+    std::fprintf(stderr, "ps_bench: --replicas_compare needs --ps >= 2 in this process (a "
+                         "shard's backup is on the next ps)\n");
     return 2;
   }
   absl::StatusOr<CompressionSpec> compression = ParseCompression(FLAGS_compression);
@@ -532,6 +544,7 @@ int Run() {
     std::vector<int> metrics_ports;      // Scraped while this side is measured.
     std::vector<Throughput> throughput;  // Per size and round.
     std::vector<Latency> latency[2];     // Per round: Push then Pull; PushPull.
+    int replicas = 0;                    // ParameterSpec.replicas of its jobs.
   };
   std::vector<Side> sides;
   sides.push_back(Side{FLAGS_metrics_compare      ? "metrics off"
@@ -561,6 +574,11 @@ int Run() {
   }
   if (!FLAGS_compression.empty()) {
     sides.push_back(Side{FLAGS_compression, options, {}, *compression, nullptr, {}, {}, {}});
+  }
+  if (FLAGS_replicas_compare) {
+    sides.front().label = "replicas 0";
+    sides.push_back(Side{"replicas 2", options, {}, {}, nullptr, {}, {}, {}});
+    sides.back().replicas = 2;
   }
   for (size_t i = 0; i < sides.size() && in_process > 0; ++i) {
     InProcessPsClusterOptions cluster_options;
@@ -607,7 +625,7 @@ int Run() {
         Side& side = sides[(k + round) % sides.size()];  // Each side first every other round.
         std::unique_ptr<Scraper> scraper = scraper_for(side);
         absl::StatusOr<Throughput> throughput =
-            MeasureThroughput(side.options, side.compression, size_mb);
+            MeasureThroughput(side.options, side.compression, side.replicas, size_mb);
         if (!throughput.ok()) {
           std::fprintf(stderr, "ps_bench: %s, %lld MiB: %s\n", side.label.c_str(),
                        static_cast<long long>(size_mb), throughput.status().ToString().c_str());
@@ -632,7 +650,8 @@ int Run() {
         std::unique_ptr<Scraper> scraper = scraper_for(side);
         for (bool combined : {false, true}) {
           absl::StatusOr<Latency> latency =
-              MeasureLatency(side.options, side.compression, FLAGS_latency_iterations, combined);
+              MeasureLatency(side.options, side.compression, side.replicas,
+                             FLAGS_latency_iterations, combined);
           if (!latency.ok()) {
             std::fprintf(stderr, "ps_bench: latency: %s\n", latency.status().ToString().c_str());
             return 1;

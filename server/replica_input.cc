@@ -1,5 +1,6 @@
 #include "server/replica_input.h"
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -31,7 +32,14 @@ absl::StatusOr<PushResponse> ApplyReplicaInput(ShardJob& job, const ReplicaInput
             "replicated push ", input.seq(), " has ", bytes.size(),
             " gradient bytes, not a whole number of floats"));
       }
-      std::vector<float> gradient(bytes.size() / sizeof(float));
+      const size_t floats = bytes.size() / sizeof(float);
+      if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) {
+        // The message's own bytes (operator new aligns them): no copy.
+        return job.Push(input.push().header(),
+                        absl::MakeConstSpan(reinterpret_cast<const float*>(bytes.data()), floats),
+                        input.push().known_finite());
+      }
+      std::vector<float> gradient(floats);
       if (!bytes.empty()) std::memcpy(gradient.data(), bytes.data(), bytes.size());
       return job.Push(input.push().header(), gradient, input.push().known_finite());
     }
