@@ -272,14 +272,14 @@ std::string ParameterService::TaskName() const { return absl::StrCat("ps:", opti
 
 void ParameterService::Shutdown() {
   std::map<std::string, std::shared_ptr<ShardJob>> jobs;
-  std::map<std::string, std::shared_ptr<ShardReplicator>> replicators;
+  std::map<ShardKey, std::shared_ptr<ShardReplicator>> replicators;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
     jobs = jobs_;
     replicators.swap(replicators_);
-    for (const auto& [id, copy] : backups_) {
-      if (copy.promoted) jobs.emplace(absl::StrCat(id, "@", copy.job->ps_index()), copy.job);
+    for (const auto& [key, copy] : backups_) {
+      if (copy.promoted) jobs.emplace(absl::StrCat(key.first, "@", key.second), copy.job);
     }
   }
   // Stopped first: updates waiting for a backup are answered UNAVAILABLE.
@@ -296,6 +296,12 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       shard.has_value() && *shard != options_.ps_index ? PromotedCopy(job_id, *shard)
                                                         : FindJob(job_id);
+  if (shard.has_value() && absl::IsNotFound(job.status())) {
+    // Its own shard, which this ps no longer serves (it was started again): a backup of it,
+    // installed by the ps that took it over, takes it back once that one is gone.
+    absl::StatusOr<std::shared_ptr<ShardJob>> copy = PromotedCopy(job_id, *shard);
+    if (copy.ok()) job = std::move(copy);
+  }
   if (shard.has_value() && absl::IsNotFound(job.status())) {
     // A replicated job's request (it names its shard) to a ps that does not hold the shard: one
     // restarted empty, whose shard its backup took over. The shard's other copy answers.
@@ -399,10 +405,11 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   std::shared_ptr<ShardJob> job = *std::move(created);
   // Made before the job is found by any call, so that every change to it is replicated; a
   // replicator left unused (the job was created concurrently) stops as the function returns.
-  std::shared_ptr<ShardReplicator> replicator = NewReplicator(job);
+  std::shared_ptr<ShardReplicator> replicator =
+      NewReplicator(job, (options_.ps_index + 1) % options_.num_ps);
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = jobs_.emplace(id, job);
-  if (inserted && replicator != nullptr) replicators_[id] = replicator;
+  if (inserted && replicator != nullptr) replicators_[{id, options_.ps_index}] = replicator;
   if (!inserted &&
       !google::protobuf::util::MessageDifferencer::Equals(it->second->spec(), request.spec())) {
     return absl::AlreadyExistsError(absl::StrCat("job \"", id,
@@ -457,8 +464,8 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
     return refused;
   }
   std::shared_ptr<ShardJob> job;
-  std::shared_ptr<ShardReplicator> replicator;  // Stopped outside mu_.
-  std::shared_ptr<ShardJob> promoted;           // The copy of another shard it served.
+  std::vector<std::shared_ptr<ShardReplicator>> replicators;  // Stopped outside mu_.
+  std::vector<std::shared_ptr<ShardJob>> promoted;  // Copies of shards it served for others.
   absl::Status allowed;
   {
     absl::MutexLock lock(&mu_);
@@ -468,22 +475,13 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
       if (allowed.ok()) {
         job = std::move(it->second);
         jobs_.erase(it);
-        auto replicated = replicators_.find(request->job_id());
-        if (replicated != replicators_.end()) {
-          replicator = std::move(replicated->second);
-          replicators_.erase(replicated);
-        }
-        auto backup = backups_.find(request->job_id());
-        if (backup != backups_.end()) {
-          if (backup->second.promoted) promoted = std::move(backup->second.job);
-          backups_.erase(backup);
-        }
+        ForgetCopiesLocked(request->job_id(), &replicators, &promoted);
       }
     }
   }
-  replicator.reset();
-  if (promoted != nullptr) {
-    promoted->CancelAllWaiters(absl::AbortedError(
+  replicators.clear();
+  for (const std::shared_ptr<ShardJob>& copy : promoted) {
+    copy->CancelAllWaiters(absl::AbortedError(
         absl::StrCat("job \"", request->job_id(), "\" was deleted while this pull waited")));
   }
   if (job == nullptr) {
@@ -661,8 +659,9 @@ grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerCont
     *response = (*job)->Stats();
     if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job)) {
       *response->mutable_replication() = replicator->Stats();
-    } else if ((*job)->ps_index() != options_.ps_index) {
-      response->mutable_replication()->set_state(ReplicationStats::PROMOTED);
+      absl::MutexLock lock(&mu_);
+      auto own = jobs_.find(request->job_id());
+      response->mutable_replication()->set_took_over(own == jobs_.end() || own->second != *job);
     }
   }
   return Answer(context, &slot, job.status());
@@ -778,20 +777,16 @@ void ParameterService::ForgetFinishedJob(const std::string& id,
                                          const std::weak_ptr<ShardJob>& job) {
   const std::shared_ptr<ShardJob> finished = job.lock();
   if (finished == nullptr) return;  // Deleted already.
-  std::shared_ptr<ShardReplicator> replicator;  // Stopped outside mu_.
+  std::vector<std::shared_ptr<ShardReplicator>> replicators;  // Stopped outside mu_.
+  std::vector<std::shared_ptr<ShardJob>> promoted;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second != finished) return;
     jobs_.erase(it);
-    auto replicated = replicators_.find(id);
-    if (replicated != replicators_.end()) {
-      replicator = std::move(replicated->second);
-      replicators_.erase(replicated);
-    }
-    backups_.erase(id);
+    ForgetCopiesLocked(id, &replicators, &promoted);
   }
-  replicator.reset();
+  replicators.clear();
   LOG(INFO) << "job " << id << ": forgotten on " << TaskName() << ", "
             << options_.finished_job_retention
             << " after its last worker left (ps_server --finished_job_retention_s)";

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <utility>
 #include <memory>
 #include <string>
 #include <vector>
@@ -166,9 +167,9 @@ class ParameterService final : public ParameterServerBase {
   // Sets where the ps tasks listen (options.ps_addresses) once they are known: an in-process
   // cluster's servers bind port 0 first. Jobs created before keep their replicators.
   void SetPsAddresses(std::vector<std::string> addresses) ABSL_LOCKS_EXCLUDED(mu_);
-  // For tests: the backup copy of job `job_id` this ps holds (of shard (ps_index - 1) mod
-  // num_ps), or null.
-  std::shared_ptr<ShardJob> BackupForTesting(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // For tests: the backup copy of shard `shard` of job `job_id` this ps holds, or null.
+  std::shared_ptr<ShardJob> BackupForTesting(const std::string& job_id, int shard)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // For tests: this ps's own shard of job `job_id`, or null.
   std::shared_ptr<ShardJob> JobForTesting(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -179,12 +180,16 @@ class ParameterService final : public ParameterServerBase {
   // Replication (ps_service_replica.cc). OK for a spec without replicas, or one this ps can
   // replicate (FAILED_PRECONDITION saying why not).
   absl::Status CheckReplicas(const ParameterSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
-  // The replicator of a new job `job` of `spec`, or null when it has no replicas.
-  std::shared_ptr<ShardReplicator> NewReplicator(const std::shared_ptr<ShardJob>& job)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // The replicator of `job`, a shard this ps serves, to its backup on ps `backup` (the next ps
+  // for its own shard); null when the job has no replicas.
+  std::shared_ptr<ShardReplicator> NewReplicator(const std::shared_ptr<ShardJob>& job,
+                                                 int backup) ABSL_LOCKS_EXCLUDED(mu_);
   // The replicator of `job` (this ps's own shard of a replicated job), or null.
   std::shared_ptr<ShardReplicator> ReplicatorFor(const std::shared_ptr<ShardJob>& job)
       ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<ShardReplicator> MakeReplicatorLocked(const std::shared_ptr<ShardJob>& job,
+                                                        int backup)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The copy of shard `shard` of job `job_id` this ps holds as a backup, promoted to serve the
   // shard if it was not yet: only once no stream from its primary is open (the primary is gone;
   // a primary still streaming keeps the shard: UNAVAILABLE, retry it). UNAVAILABLE too when
@@ -207,6 +212,12 @@ class ParameterService final : public ParameterServerBase {
   // error that ends the stream.
   absl::StatusOr<ReplicaAck> ApplyAsBackup(const Peer& peer, const ReplicaInput& input,
                                            BackupBinding* binding) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes every replicator and backup copy of job `job_id` out (for the caller to stop outside
+  // mu_), the promoted copies also into `promoted`.
+  void ForgetCopiesLocked(const std::string& job_id,
+                          std::vector<std::shared_ptr<ShardReplicator>>* replicators,
+                          std::vector<std::shared_ptr<ShardJob>>* promoted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A backup stream ended: its copy's primary no longer streams to it.
   void BackupStreamEnded(const BackupBinding& binding) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -296,17 +307,21 @@ class ParameterService final : public ParameterServerBase {
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<ShardJob>> jobs_ ABSL_GUARDED_BY(mu_);
-  // Of the jobs in jobs_ with replicas: their replicators, by job id.
-  std::map<std::string, std::shared_ptr<ShardReplicator>> replicators_ ABSL_GUARDED_BY(mu_);
-  // The backup copies this ps holds for its previous ps, by job id, and the stream generation
-  // that installed each (a newer install replaces a copy and fences the older stream off).
+  // Of the shards this ps serves with a backup elsewhere: their replicators.
+  // Replicated shards are keyed by job id and shard: a ps holds its own shard of a job and the
+  // backup of another's (or, after a promotion, serves that one too).
+  using ShardKey = std::pair<std::string, int>;
+  std::map<ShardKey, std::shared_ptr<ShardReplicator>> replicators_ ABSL_GUARDED_BY(mu_);
+  // The backup copies this ps holds (of the previous ps's shard, or of its own shard while the
+  // next ps serves it), and the stream generation that installed each (a newer install replaces
+  // a copy and fences the older stream off); a promoted one serves its shard.
   struct BackupCopy {
     std::shared_ptr<ShardJob> job;
     uint64_t generation = 0;
     bool streaming = false;  // The stream that installed it is open.
     bool promoted = false;   // It serves the shard now (its primary went away).
   };
-  std::map<std::string, BackupCopy> backups_ ABSL_GUARDED_BY(mu_);
+  std::map<ShardKey, BackupCopy> backups_ ABSL_GUARDED_BY(mu_);
   uint64_t backup_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> ps_addresses_ ABSL_GUARDED_BY(mu_);  // options_.ps_addresses at first.
   int reserved_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // Being created or restored.

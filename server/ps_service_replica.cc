@@ -49,14 +49,15 @@ absl::Status ParameterService::CheckReplicas(const ParameterSpec& spec) {
 }
 
 std::shared_ptr<ShardReplicator> ParameterService::NewReplicator(
-    const std::shared_ptr<ShardJob>& job) {
+    const std::shared_ptr<ShardJob>& job, int backup) {
+  absl::MutexLock lock(&mu_);
+  return MakeReplicatorLocked(job, backup);
+}
+
+std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
+    const std::shared_ptr<ShardJob>& job, int backup) {
   if (job->spec().replicas() < 2) return nullptr;
-  const int backup = (options_.ps_index + 1) % options_.num_ps;
-  std::string address;
-  {
-    absl::MutexLock lock(&mu_);
-    address = ps_addresses_[backup];  // CheckReplicas found them all.
-  }
+  const std::string& address = ps_addresses_[backup];  // CheckReplicas found them all.
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
@@ -73,39 +74,49 @@ std::shared_ptr<ShardReplicator> ParameterService::NewReplicator(
 std::shared_ptr<ShardReplicator> ParameterService::ReplicatorFor(
     const std::shared_ptr<ShardJob>& job) {
   absl::MutexLock lock(&mu_);
-  auto it = replicators_.find(job->spec().job_id());
+  auto it = replicators_.find({job->spec().job_id(), job->ps_index()});
   return it == replicators_.end() || it->second->job() != job ? nullptr : it->second;
 }
 
 absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(const std::string& job_id,
                                                                          int shard) {
   std::shared_ptr<ShardJob> promoted;
+  int backup;
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
       return absl::UnavailableError(TaskName() + " is shutting down; retry once it is back");
     }
-    auto it = backups_.find(job_id);
-    if (it == backups_.end() || it->second.job->ps_index() != shard) {
+    auto it = backups_.find({job_id, shard});
+    // The shard's two homes are ps `shard` and the next one: this ps is one, the other is
+    // where the copy came from.
+    const int other = shard == options_.ps_index ? (shard + 1) % options_.num_ps : shard;
+    if (it == backups_.end()) {
       return absl::UnavailableError(absl::StrCat(
           JobPrefix(job_id), TaskName(), " holds no copy of shard ", shard,
-          " (none was installed since it started): retry ps:", shard));
+          " (none was installed since it started): retry ps:", other));
     }
     BackupCopy& copy = it->second;
     if (copy.promoted) return copy.job;
     if (copy.streaming) {
       return absl::UnavailableError(absl::StrCat(
-          JobPrefix(job_id), "ps:", shard, " still replicates shard ", shard, " to ", TaskName(),
+          JobPrefix(job_id), "ps:", other, " still replicates shard ", shard, " to ", TaskName(),
           ", so it is alive: retry it there"));
     }
     copy.promoted = true;
     copy.generation = ++backup_generation_;  // No stream of the old primary binds to it again.
     promoted = copy.job;
+    backup = other;
+    // Before any request can reach the promoted copy: every change to it is replicated, to
+    // the ps it took over from once that is back (a new install).
+    if (std::shared_ptr<ShardReplicator> replicator = MakeReplicatorLocked(promoted, backup)) {
+      replicators_[{job_id, shard}] = std::move(replicator);
+    }
   }
   LOG(WARNING) << JobPrefix(job_id) << TaskName() << " takes over shard " << shard
-               << " (at version " << promoted->Stats().version() << "): its primary, ps:" << shard
-               << ", stopped replicating to it and a worker found it gone; the shard has no "
-               << "backup until it is rebuilt";
+               << " (at version " << promoted->Stats().version() << "): ps:" << backup
+               << ", which served it, stopped replicating to it and a worker found it gone; its "
+               << "backup is rebuilt on ps:" << backup << " once that is back";
   WatchLeases(job_id, promoted);
   return promoted;
 }
@@ -113,15 +124,31 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(const s
 void ParameterService::BackupStreamEnded(const BackupBinding& binding) {
   if (binding.job == nullptr) return;
   absl::MutexLock lock(&mu_);
-  auto it = backups_.find(binding.job_id);
+  auto it = backups_.find({binding.job_id, binding.job->ps_index()});
   if (it != backups_.end() && it->second.generation == binding.generation) {
     it->second.streaming = false;
   }
 }
 
-std::shared_ptr<ShardJob> ParameterService::BackupForTesting(const std::string& job_id) {
+void ParameterService::ForgetCopiesLocked(
+    const std::string& job_id, std::vector<std::shared_ptr<ShardReplicator>>* replicators,
+    std::vector<std::shared_ptr<ShardJob>>* promoted) {
+  for (auto it = replicators_.lower_bound({job_id, -1});
+       it != replicators_.end() && it->first.first == job_id;) {
+    replicators->push_back(std::move(it->second));
+    it = replicators_.erase(it);
+  }
+  for (auto it = backups_.lower_bound({job_id, -1});
+       it != backups_.end() && it->first.first == job_id;) {
+    if (it->second.promoted) promoted->push_back(it->second.job);
+    it = backups_.erase(it);
+  }
+}
+
+std::shared_ptr<ShardJob> ParameterService::BackupForTesting(const std::string& job_id,
+                                                             int shard) {
   absl::MutexLock lock(&mu_);
-  auto it = backups_.find(job_id);
+  auto it = backups_.find({job_id, shard});
   return it == backups_.end() ? nullptr : it->second.job;
 }
 
@@ -136,13 +163,19 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
                                                            BackupBinding* binding) {
   if (input.has_install()) {
     const ReplicaInstall& install = input.install();
-    const int shard = (options_.ps_index + options_.num_ps - 1) % options_.num_ps;
-    if (install.num_ps() != options_.num_ps || install.shard() != shard) {
+    const int n = options_.num_ps;
+    // This ps backs up the previous ps's shard, and its own shard while the next ps serves it
+    // (a promoted copy rebuilding its backup here).
+    const int previous = (options_.ps_index + n - 1) % n;
+    if (install.num_ps() != n ||
+        (install.shard() != previous && install.shard() != options_.ps_index)) {
       return absl::FailedPreconditionError(absl::StrCat(
-          TaskName(), " of ", options_.num_ps, " backs up shard ", shard,
-          ", not shard ", install.shard(), " of ", install.num_ps(),
+          TaskName(), " of ", n, " backs up shard ", previous, " (and its own, ",
+          options_.ps_index, "), not shard ", install.shard(), " of ", install.num_ps(),
           "; the ps tasks must use the same ClusterSpec"));
     }
+    const int shard = install.shard();
+    const int primary = shard == options_.ps_index ? (shard + 1) % n : shard;
     std::vector<std::string> ps_hosts;
     std::vector<std::string> addresses;
     {
@@ -153,7 +186,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
       absl::StatusOr<HostPort> parsed = ParseHostPort(address);
       ps_hosts.push_back(parsed.ok() ? parsed->host : address);
     }
-    absl::Status allowed = RequirePsHost(peer, shard, ps_hosts, "Replicate");
+    absl::Status allowed = RequirePsHost(peer, primary, ps_hosts, "Replicate");
     if (!allowed.ok()) return allowed;
     absl::StatusOr<std::unique_ptr<ShardJob>> copy =
         ShardJob::FromReplicaSnapshot(install, options_.clock);
@@ -162,20 +195,40 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
       return absl::FailedPreconditionError(
           absl::StrCat(JobPrefix(install.job_id()), "the job has no replicas"));
     }
-    absl::MutexLock lock(&mu_);
-    if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
-    BackupCopy& slot = backups_[install.job_id()];
-    if (slot.promoted) {
-      return absl::AbortedError(absl::StrCat(
-          JobPrefix(install.job_id()), TaskName(), " took shard ", shard,
-          " over when its primary was found gone; that primary's copy is fenced off"));
+    std::shared_ptr<ShardReplicator> fenced_own;  // Stopped outside mu_.
+    absl::Status refused;
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
+      if (shard == options_.ps_index && jobs_.count(install.job_id()) > 0) {
+        // This ps's own copy of its shard: if the next ps took the shard over, that copy is
+        // fenced off and the new install replaces it; otherwise this ps serves the shard.
+        auto own = replicators_.find({install.job_id(), shard});
+        if (own == replicators_.end() || own->second->Fenced().ok()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              JobPrefix(install.job_id()), TaskName(), " serves shard ", shard,
+              " itself; it takes no backup of it"));
+        }
+        fenced_own = std::move(own->second);
+        replicators_.erase(own);
+        jobs_.erase(install.job_id());
+      }
+      BackupCopy& slot = backups_[{install.job_id(), shard}];
+      if (slot.promoted) {
+        refused = absl::AbortedError(absl::StrCat(
+            JobPrefix(install.job_id()), TaskName(), " took shard ", shard,
+            " over when ps:", primary, " was found gone; that copy is fenced off"));
+      } else {
+        slot.job = std::shared_ptr<ShardJob>(*std::move(copy));
+        slot.generation = ++backup_generation_;
+        slot.streaming = true;
+        *binding = BackupBinding{install.job_id(), slot.generation, slot.job, input.seq()};
+      }
     }
-    slot.job = std::shared_ptr<ShardJob>(*std::move(copy));
-    slot.generation = ++backup_generation_;
-    slot.streaming = true;
-    *binding = BackupBinding{install.job_id(), slot.generation, slot.job, input.seq()};
+    fenced_own.reset();
+    if (!refused.ok()) return refused;
     LOG(INFO) << JobPrefix(install.job_id()) << TaskName() << " holds the backup of shard "
-              << shard << " as of input " << input.seq();
+              << shard << " (served by ps:" << primary << ") as of input " << input.seq();
     return AckFor(input.seq(), PushResponse());
   }
   if (binding->job == nullptr) {
@@ -186,7 +239,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     // A stopping ps ends its backup streams at their next input (its primaries then go on
     // alone) rather than hold its shutdown for the grace period.
     if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
-    auto it = backups_.find(binding->job_id);
+    auto it = backups_.find({binding->job_id, binding->job->ps_index()});
     if (it == backups_.end() || it->second.generation != binding->generation) {
       return absl::FailedPreconditionError(
           absl::StrCat(JobPrefix(binding->job_id), "this stream's backup on ", TaskName(),

@@ -151,7 +151,7 @@ TEST_P(ReplicationTest, EveryBackupHoldsItsPrimarysStateAfterConcurrentTraining)
     EXPECT_GT((*stats)[ps].version(), 0);
     std::shared_ptr<ShardJob> primary = cluster_->server(ps).service().JobForTesting(spec.job_id());
     std::shared_ptr<ShardJob> backup =
-        cluster_->server((ps + 1) % kPs).service().BackupForTesting(spec.job_id());
+        cluster_->server((ps + 1) % kPs).service().BackupForTesting(spec.job_id(), ps);
     ASSERT_NE(primary, nullptr);
     ASSERT_NE(backup, nullptr);
     EXPECT_EQ(backup->ps_index(), ps);
@@ -162,7 +162,8 @@ TEST_P(ReplicationTest, EveryBackupHoldsItsPrimarysStateAfterConcurrentTraining)
   // Deleting the job deletes its backups too.
   ASSERT_TRUE((*client)->DeleteJob(spec.job_id()).ok());
   for (int ps = 0; ps < kPs; ++ps) {
-    EXPECT_EQ(cluster_->server(ps).service().BackupForTesting(spec.job_id()), nullptr);
+    EXPECT_EQ(cluster_->server(ps).service().BackupForTesting(spec.job_id(), (ps + kPs - 1) % kPs),
+              nullptr);
   }
 }
 
@@ -223,7 +224,7 @@ TEST_F(ReplicationTest, APsLostMidRunIsReplacedByItsBackupWithNoStepRedone) {
 
   // Shard 1 lives on ps:2 now, every step applied once; shard 0 lost its backup.
   std::shared_ptr<ShardJob> promoted =
-      cluster_->server(2).service().BackupForTesting(spec.job_id());
+      cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
   ASSERT_NE(promoted, nullptr);
   EXPECT_EQ(promoted->ps_index(), 1);
   EXPECT_EQ(promoted->Stats().version(), kSteps);
@@ -233,7 +234,10 @@ TEST_F(ReplicationTest, APsLostMidRunIsReplacedByItsBackupWithNoStepRedone) {
       (*client)->GetJobStats(spec.job_id(), /*replicated=*/true);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ((*stats)[0].replication().state(), ReplicationStats::DEGRADED);
-  EXPECT_EQ((*stats)[1].replication().state(), ReplicationStats::PROMOTED);
+  EXPECT_FALSE((*stats)[0].replication().took_over());
+  // Shard 1, served by ps:2, rebuilds its backup on ps:1 once that is back.
+  EXPECT_EQ((*stats)[1].replication().state(), ReplicationStats::DEGRADED);
+  EXPECT_TRUE((*stats)[1].replication().took_over());
   EXPECT_EQ((*stats)[2].replication().state(), ReplicationStats::REPLICATING);
   const std::vector<float> values = Values(*cluster_, spec);
   ASSERT_EQ(values.size(), undisturbed.size());
@@ -338,7 +342,7 @@ TEST_F(ReplicatorTest, GoesOnAloneWhileTheBackupIsDownAndRebuildsItWhenItIsBack)
     EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
   }
   EXPECT_EQ(replicator_->Stats().inputs_replicated(), 5);
-  std::shared_ptr<ShardJob> copy = backup_->service().BackupForTesting(spec_.job_id());
+  std::shared_ptr<ShardJob> copy = backup_->service().BackupForTesting(spec_.job_id(), 0);
   ASSERT_NE(copy, nullptr);
   EXPECT_EQ(StateOf(*copy), StateOf(*job_));
 
@@ -364,7 +368,7 @@ TEST_F(ReplicatorTest, GoesOnAloneWhileTheBackupIsDownAndRebuildsItWhenItIsBack)
   stats = replicator_->Stats();
   EXPECT_EQ(stats.installs(), 2);
   EXPECT_EQ(stats.divergences(), 0);
-  copy = backup_->service().BackupForTesting(spec_.job_id());
+  copy = backup_->service().BackupForTesting(spec_.job_id(), 0);
   ASSERT_NE(copy, nullptr);
   EXPECT_EQ(copy->Stats().version(), 9);
   EXPECT_EQ(StateOf(*copy), StateOf(*job_));
@@ -414,7 +418,7 @@ TEST_F(ReplicatorTest, AnOldPrimaryIsFencedOffOnceItsBackupTookOver) {
   }
   ASSERT_TRUE(pulled.ok()) << pulled;
   EXPECT_EQ((*connections)->Route(0), 1);
-  std::shared_ptr<ShardJob> promoted = backup_->service().BackupForTesting(spec_.job_id());
+  std::shared_ptr<ShardJob> promoted = backup_->service().BackupForTesting(spec_.job_id(), 0);
   ASSERT_NE(promoted, nullptr);
   EXPECT_EQ(promoted->Stats().version(), 3);
 
@@ -434,7 +438,7 @@ TEST_F(ReplicatorTest, AnOldPrimaryIsFencedOffOnceItsBackupTookOver) {
 // A Replicate stream from someone who is not the shard's primary, or out of order.
 TEST_F(ReplicatorTest, StreamsThatAreNotThePrimarysChangeNothing) {
   ASSERT_TRUE(PushAndWait(1).ok());
-  std::shared_ptr<ShardJob> copy = backup_->service().BackupForTesting(spec_.job_id());
+  std::shared_ptr<ShardJob> copy = backup_->service().BackupForTesting(spec_.job_id(), 0);
   ASSERT_NE(copy, nullptr);
   const std::string before = StateOf(*copy);
   std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(
@@ -458,19 +462,19 @@ TEST_F(ReplicatorTest, StreamsThatAreNotThePrimarysChangeNothing) {
   grpc::Status status = run({push});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("starts with an install"), std::string::npos);
-  // An install of a shard this ps does not back up.
+  // An install of another cluster's shard.
   ReplicaInput install;
   *install.mutable_install() = job_->ReplicaSnapshot();
-  install.mutable_install()->set_shard(1);
+  install.mutable_install()->set_num_ps(3);
   status = run({install});
   EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(status.error_message().find("backs up shard 0"), std::string::npos);
   // A corrupt snapshot.
-  install.mutable_install()->set_shard(0);
+  install.mutable_install()->set_num_ps(2);
   install.mutable_install()->set_checkpoint("not a checkpoint");
   status = run({install});
   EXPECT_FALSE(status.ok());
-  EXPECT_EQ(StateOf(*backup_->service().BackupForTesting(spec_.job_id())), before);
+  EXPECT_EQ(StateOf(*backup_->service().BackupForTesting(spec_.job_id(), 0)), before);
   // The primary's own stream goes on.
   absl::StatusOr<PushResponse> pushed = PushAndWait(2);
   ASSERT_TRUE(pushed.ok()) << pushed.status();
