@@ -167,6 +167,11 @@ TEST_F(ReplicationProcessTest, KilledPsAreReplacedByTheirBackupsWithNoStepRedone
     EXPECT_GT(around.next_s, 0) << "no step was recorded after the kill of " << task;
   }
   std::cout << report;
+
+  // psctl status shows the replication of each shard a ps serves as its own.
+  Psctl status({"status", "--cluster_spec=" + spec, "--job=killed"}, dir_);
+  status.Wait(absl::Minutes(1));
+  EXPECT_THAT(status.Stdout(), ::testing::HasSubstr("updates replicated")) << status.Output();
 }
 
 }  // namespace

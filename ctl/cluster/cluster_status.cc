@@ -55,6 +55,21 @@ std::string ShardReport(const JobStats& stats) {
   if (stats.duplicate_pushes() > 0) {
     absl::StrAppend(&report, ", duplicate pushes ", stats.duplicate_pushes());
   }
+  if (stats.has_replication()) {
+    const ReplicationStats& replication = stats.replication();
+    absl::StrAppend(&report, stats.replication().took_over() ? ", took the shard over" : "",
+                    ", backup ", replication.backup(), " ",
+                    ReplicationStats::State_Name(replication.state()), " (",
+                    replication.inputs_replicated(), " updates replicated");
+    if (replication.inputs_unreplicated() > 0) {
+      absl::StrAppend(&report, ", ", replication.inputs_unreplicated(), " applied alone");
+    }
+    if (replication.state() != ReplicationStats::REPLICATING &&
+        !replication.last_error().empty()) {
+      absl::StrAppend(&report, "; ", replication.last_error());
+    }
+    absl::StrAppend(&report, ")");
+  }
   if (stats.checkpoints_size() > 0) {
     const ShardCheckpoint& latest = stats.checkpoints(stats.checkpoints_size() - 1);
     absl::StrAppend(
