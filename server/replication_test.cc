@@ -121,6 +121,18 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
     ASSERT_TRUE(left.ok()) << left;
   }
 
+  // Creates `spec`'s job and trains its workers, each `steps` steps, concurrently.
+  void TrainAll(const ParameterSpec& spec, int steps) {
+    absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE((*client)->CreateJob(spec).ok());
+    std::vector<std::thread> workers;
+    for (int w = 0; w < spec.num_workers(); ++w) {
+      workers.emplace_back([&, w] { Train(spec, w, steps); });
+    }
+    for (std::thread& t : workers) t.join();
+  }
+
   std::unique_ptr<InProcessPsCluster> cluster_;
 };
 
@@ -130,13 +142,10 @@ TEST_P(ReplicationTest, EveryBackupHoldsItsPrimarysStateAfterConcurrentTraining)
   constexpr int kSteps = 25;
   StartCluster(kPs);
   const ParameterSpec spec = Spec("replicated", GetParam(), kWorkers);
+  TrainAll(spec, kSteps);
+  if (HasFatalFailure()) return;
   absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
   ASSERT_TRUE(client.ok());
-  ASSERT_TRUE((*client)->CreateJob(spec).ok());
-  std::vector<std::thread> workers;
-  for (int w = 0; w < kWorkers; ++w) workers.emplace_back([&, w] { Train(spec, w, kSteps); });
-  for (std::thread& t : workers) t.join();
-  if (HasFatalFailure()) return;
 
   absl::StatusOr<std::vector<JobStats>> stats = (*client)->GetJobStats(spec.job_id());
   ASSERT_TRUE(stats.ok()) << stats.status();
@@ -197,12 +206,7 @@ TEST_F(ReplicationTest, APsLostMidRunIsReplacedByItsBackupWithNoStepRedone) {
   std::vector<float> undisturbed;
   {
     StartCluster(kPs);
-    absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
-    ASSERT_TRUE(client.ok());
-    ASSERT_TRUE((*client)->CreateJob(spec).ok());
-    std::vector<std::thread> workers;
-    for (int w = 0; w < kWorkers; ++w) workers.emplace_back([&, w] { Train(spec, w, kSteps); });
-    for (std::thread& t : workers) t.join();
+    TrainAll(spec, kSteps);
     if (HasFatalFailure()) return;
     undisturbed = Values(*cluster_, spec);
     cluster_.reset();

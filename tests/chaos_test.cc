@@ -42,12 +42,6 @@ namespace {
 
 constexpr int kCheckpointEverySteps = 300;
 
-int EnvInt(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  int parsed = 0;
-  return value != nullptr && absl::SimpleAtoi(value, &parsed) ? parsed : fallback;
-}
-
 const int kKills = EnvInt("CHAOS_KILLS", 5);
 const int kSeed = EnvInt("CHAOS_SEED", 1);
 // Long enough that the job outlasts every kill on any machine: each worker sleeps 4 ms a step
@@ -79,21 +73,6 @@ std::vector<Event> ReadEvents(const std::string& path) {
     events.push_back(event);
   }
   return events;
-}
-
-// metrics.csv: the time of the first row after `after_s` whose step is past `step`.
-double FirstStepPast(const std::string& metrics, double after_s, int64_t step) {
-  for (const std::string& line : Lines(ReadFile(metrics))) {
-    std::vector<std::string> fields = absl::StrSplit(line, ',');
-    double time_s = 0;
-    int64_t row_step = 0;
-    if (fields.size() < 3 || !absl::SimpleAtod(fields[0], &time_s) ||
-        !absl::SimpleAtoi(fields[2], &row_step)) {
-      continue;  // The header.
-    }
-    if (time_s >= after_s && row_step > step) return time_s;
-  }
-  return -1;
 }
 
 double Accuracy(const std::string& results) {

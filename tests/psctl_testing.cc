@@ -144,6 +144,47 @@ std::string JobJson(const std::string& id, int64_t steps, const std::string& con
                           id, consistency, steps, extra_fields);
 }
 
+int EnvInt(const char* name, int fallback) {
+  const char* value = std::getenv(name);
+  int parsed = 0;
+  return value != nullptr && absl::SimpleAtoi(value, &parsed) ? parsed : fallback;
+}
+
+namespace {
+
+// metrics.csv's rows as (time_s, step), the header skipped.
+std::vector<std::pair<double, int64_t>> MetricsSteps(const std::string& metrics) {
+  std::vector<std::pair<double, int64_t>> rows;
+  for (const std::string& line : Lines(ReadFile(metrics))) {
+    std::vector<std::string> fields = absl::StrSplit(line, ',');
+    double time_s = 0;
+    int64_t step = 0;
+    if (fields.size() < 3 || !absl::SimpleAtod(fields[0], &time_s) ||
+        !absl::SimpleAtoi(fields[2], &step)) {
+      continue;
+    }
+    rows.emplace_back(time_s, step);
+  }
+  return rows;
+}
+
+}  // namespace
+
+int64_t LastStepAt(const std::string& metrics, double at_s) {
+  int64_t last = -1;
+  for (const auto& [time_s, step] : MetricsSteps(metrics)) {
+    if (time_s <= at_s) last = std::max(last, step);
+  }
+  return last;
+}
+
+double FirstStepPast(const std::string& metrics, double after_s, int64_t step) {
+  for (const auto& [time_s, row_step] : MetricsSteps(metrics)) {
+    if (time_s >= after_s && row_step > step) return time_s;
+  }
+  return -1;
+}
+
 std::string WriteJob(const std::string& dir, const std::string& name, const std::string& json) {
   std::string path = absl::StrCat(dir, "/", name, ".json");
   std::ofstream(path) << json;

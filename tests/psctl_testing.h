@@ -60,6 +60,13 @@ int64_t Column(const std::vector<std::string>& row, size_t column);
 // The shape in a .npy file's header, after checking the header (NumPy format 1.0, little-endian
 // float32, C order, padded to 64 bytes) and that the data fills the rest of the file.
 std::vector<int64_t> NpyShape(const std::string& path);
+// The environment variable `name` as a whole number, or `fallback` when unset or not one.
+int EnvInt(const char* name, int fallback);
+// A results directory's metrics.csv (time_s, worker, step, ...): the largest step recorded at or
+// before `at_s` (-1 if none), and the time of the first row after `after_s` whose step is past
+// `step` (-1 if none).
+int64_t LastStepAt(const std::string& metrics, double at_s);
+double FirstStepPast(const std::string& metrics, double after_s, int64_t step);
 // Waits until `path` has at least `lines` lines.
 bool WaitForLines(const std::string& path, size_t lines, absl::Duration timeout);
 

@@ -3,14 +3,14 @@
 // kill -9s a ps drawn at random every 3 to 4 s and starts it again, empty, 0.5 to 1 s later (so
 // that no kill takes both copies of a shard: the copies lost are rebuilt in between). The job must
 // end DONE with every step applied once (no recovery, no step done again: there is no checkpoint
-// to go back to), the final test accuracy of the same job run undisturbed, and no process left
-// behind. The time from each kill to the job's next recorded step is printed.
+// to go back to), the parameters and test accuracy of the same job run undisturbed, and no
+// process left behind. The time from each kill to the job's next recorded step is printed.
 //
 // REPLICATION_KILLS (3) and REPLICATION_SEED (1) come from the environment.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,12 +19,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/substitute.h"
 #include "absl/time/clock.h"
 #include "tests/daemon_cluster.h"
 #include "tests/psctl_testing.h"
@@ -32,46 +29,11 @@
 namespace ps {
 namespace {
 
-int EnvInt(const char* name, int fallback) {
-  const char* value = std::getenv(name);
-  int parsed = 0;
-  return value != nullptr && absl::SimpleAtoi(value, &parsed) ? parsed : fallback;
-}
-
 const int kKills = EnvInt("REPLICATION_KILLS", 3);
 const int kSeed = EnvInt("REPLICATION_SEED", 1);
 // Each worker sleeps 4 ms a step on average (the job's stragglers), so the job lasts at least
 // 4 ms x kSteps: longer than the kills (4 s of start, then at most 5 s each).
 const int kSteps = std::max(2500, 1400 * (kKills + 1));
-
-// metrics.csv (time_s, worker, step, ...): the largest step at or before `at_s`, and the time of
-// the first row after `at_s` whose step is past it.
-struct StepsAround {
-  int64_t before = -1;
-  double next_s = -1;
-};
-StepsAround StepsAroundTime(const std::string& metrics, double at_s) {
-  StepsAround around;
-  std::vector<std::pair<double, int64_t>> rows;
-  for (const std::string& line : Lines(ReadFile(metrics))) {
-    std::vector<std::string> fields = absl::StrSplit(line, ',');
-    double time_s = 0;
-    int64_t step = 0;
-    if (fields.size() < 3 || !absl::SimpleAtod(fields[0], &time_s) ||
-        !absl::SimpleAtoi(fields[2], &step)) {
-      continue;  // The header.
-    }
-    rows.emplace_back(time_s, step);
-    if (time_s <= at_s) around.before = std::max(around.before, step);
-  }
-  for (const auto& [time_s, step] : rows) {
-    if (time_s > at_s && step > around.before) {
-      around.next_s = time_s;
-      break;
-    }
-  }
-  return around;
-}
 
 class ReplicationProcessTest : public ::testing::Test {
  protected:
@@ -89,19 +51,13 @@ class ReplicationProcessTest : public ::testing::Test {
         << "processes of this test are left behind";
   }
 
+  // psctl_testing's small job, replicated, without checkpoints, each worker sleeping 4 ms a step
+  // on average.
   std::string Job(const std::string& id) const {
-    const std::string path = absl::StrCat(dir_, "/", id, ".json");
-    std::ofstream(path) << absl::Substitute(
-        R"({"job_id": "$0", "model": {"kind": "SOFTMAX_REGRESSION"},
-            "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 20000,
-                                   "feature_dim": 16, "num_classes": 8, "separation": 0.6},
-                     "test_fraction": 0.25},
-            "learning_rate": {"base": 0.1}, "consistency": {"mode": "SYNC"}, "batch_size": 32,
-            "steps": $1, "seed": 7, "min_slice_bytes": 64, "worker_lease_s": 5,
-            "checkpoint": {}, "replicas": 2,
-            "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 4}})",
-        id, kSteps);
-    return path;
+    return WriteJob(dir_, id,
+                    JobJson(id, kSteps, R"({"mode": "SYNC"})",
+                            R"(, "worker_lease_s": 5, "checkpoint": {}, "replicas": 2,
+                               "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 4})"));
   }
 
   std::string dir_;
@@ -144,6 +100,9 @@ TEST_F(ReplicationProcessTest, KilledPsAreReplacedByTheirBackupsWithNoStepRedone
   const double accuracy = summary.value("final_eval_accuracy", -1.0);
   EXPECT_GT(calm_accuracy, 0.5);
   EXPECT_NEAR(accuracy, calm_accuracy, 0.01) << "undisturbed " << calm_accuracy;
+  // SYNC: the same steps of the same gradients, so the same model (only the order of a step's
+  // sum may differ).
+  ExpectSameParameters(ResultParameters(dir_ + "/calm"), ResultParameters(results), 1e-4f);
   // No recovery: nothing went back to a checkpoint, no step was done again.
   const std::string events = ReadFile(results + "/events.csv");
   EXPECT_THAT(events, ::testing::Not(::testing::HasSubstr("recovered"))) << events;
@@ -159,12 +118,13 @@ TEST_F(ReplicationProcessTest, KilledPsAreReplacedByTheirBackupsWithNoStepRedone
       kills.size(), kSeed, summary["state"].get<std::string>(), kSteps, accuracy, calm_accuracy);
   for (const auto& [at, task] : kills) {
     const double kill_s = absl::ToDoubleSeconds(at - psctl_start);
-    const StepsAround around = StepsAroundTime(results + "/metrics.csv", kill_s);
+    const int64_t step = LastStepAt(results + "/metrics.csv", kill_s);
+    const double next_s = FirstStepPast(results + "/metrics.csv", kill_s, step);
     absl::StrAppendFormat(&report,
                           "  %s killed at %.1fs (step %d): next step past it recorded %.2fs "
                           "later (to metrics.csv's resolution)\n",
-                          task, kill_s, around.before, around.next_s - kill_s);
-    EXPECT_GT(around.next_s, 0) << "no step was recorded after the kill of " << task;
+                          task, kill_s, step, next_s - kill_s);
+    EXPECT_GT(next_s, 0) << "no step was recorded after the kill of " << task;
   }
   std::cout << report;
 
