@@ -294,12 +294,14 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(
     const Peer& peer, const std::string& job_id, JobAccess access, absl::string_view method,
     std::optional<int> shard) {
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
-      shard.has_value() && *shard != options_.ps_index ? PromotedCopy(job_id, *shard)
-                                                        : FindJob(job_id);
+      shard.has_value() && *shard != options_.ps_index
+          ? PromotedCopy(job_id, *shard, peer, access, method)
+          : FindJob(job_id);
   if (shard.has_value() && absl::IsNotFound(job.status())) {
     // Its own shard, which this ps no longer serves (it was started again): a backup of it,
     // installed by the ps that took it over, takes it back once that one is gone.
-    absl::StatusOr<std::shared_ptr<ShardJob>> copy = PromotedCopy(job_id, *shard);
+    absl::StatusOr<std::shared_ptr<ShardJob>> copy =
+        PromotedCopy(job_id, *shard, peer, access, method);
     if (copy.ok()) job = std::move(copy);
   }
   if (shard.has_value() && absl::IsNotFound(job.status())) {
@@ -369,6 +371,16 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
+    // A replicated job whose shard this ps holds as a backup (it was started again, and the
+    // next ps serves the shard now): the job exists; a fresh shard would shadow the real one.
+    auto copy = backups_.find({id, options_.ps_index});
+    if (copy != backups_.end() && jobs_.count(id) == 0) {
+      CreateJobResponse response;
+      response.set_already_existed(true);
+      for (const SliceRef& ref : copy->second.job->SliceRefs()) *response.add_slices() = ref;
+      response.set_num_parameters(copy->second.job->num_parameters());
+      return response;
+    }
     auto it = jobs_.find(id);
     if (it != jobs_.end()) {
       if (!google::protobuf::util::MessageDifferencer::Equals(it->second->spec(), request.spec())) {
@@ -405,11 +417,15 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   std::shared_ptr<ShardJob> job = *std::move(created);
   // Made before the job is found by any call, so that every change to it is replicated; a
   // replicator left unused (the job was created concurrently) stops as the function returns.
-  std::shared_ptr<ShardReplicator> replicator =
-      NewReplicator(job, (options_.ps_index + 1) % options_.num_ps);
   absl::MutexLock lock(&mu_);
   auto [it, inserted] = jobs_.emplace(id, job);
-  if (inserted && replicator != nullptr) replicators_[{id, options_.ps_index}] = replicator;
+  // Under the lock that makes the job found, so that every change to it is replicated.
+  if (inserted) {
+    if (std::shared_ptr<ShardReplicator> replicator =
+            MakeReplicatorLocked(job, (options_.ps_index + 1) % options_.num_ps)) {
+      replicators_[{id, options_.ps_index}] = std::move(replicator);
+    }
+  }
   if (!inserted &&
       !google::protobuf::util::MessageDifferencer::Equals(it->second->spec(), request.spec())) {
     return absl::AlreadyExistsError(absl::StrCat("job \"", id,
@@ -467,9 +483,18 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
   std::vector<std::shared_ptr<ShardReplicator>> replicators;  // Stopped outside mu_.
   std::vector<std::shared_ptr<ShardJob>> promoted;  // Copies of shards it served for others.
   absl::Status allowed;
+  bool copies_only = false;  // This ps held the job only as copies of other shards.
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(request->job_id());
+    auto copy = backups_.lower_bound({request->job_id(), -1});
+    if (it == jobs_.end() && copy != backups_.end() && copy->first.first == request->job_id()) {
+      allowed = RequireOwner(peer, copy->second.job->spec().owner(), request->job_id(), "delete");
+      if (allowed.ok()) {
+        ForgetCopiesLocked(request->job_id(), &replicators, &promoted);
+        copies_only = true;
+      }
+    }
     if (it != jobs_.end()) {
       allowed = RequireOwner(peer, it->second->spec().owner(), request->job_id(), "delete");
       if (allowed.ok()) {
@@ -484,6 +509,7 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
     copy->CancelAllWaiters(absl::AbortedError(
         absl::StrCat("job \"", request->job_id(), "\" was deleted while this pull waited")));
   }
+  if (copies_only) return Answer(context, &slot, absl::OkStatus());
   if (job == nullptr) {
     return Answer(context, &slot,
                   allowed.ok() ? absl::NotFoundError(absl::StrCat(
@@ -518,7 +544,12 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
   if (!job.ok()) return Answer(context, &slot, job.status());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPull,
                                   request->Length());
-  std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job);
+  absl::StatusOr<std::shared_ptr<ShardReplicator>> changes = ChangesThrough(*job);
+  if (!changes.ok()) {
+    reactor->Fail(*job, changes.status());
+    return reactor;
+  }
+  std::shared_ptr<ShardReplicator> replicator = *std::move(changes);
   if (replicator != nullptr && pull.incarnation() != OBSERVER_INCARNATION &&
       (*job)->IsNewIncarnation(pull.worker(), pull.incarnation())) {
     // A worker's new incarnation changes the shard (it rejoins): both copies take it first.
@@ -602,12 +633,15 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(const Peer& peer,
 
 void ParameterService::ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob::ReadyPush push,
                                  std::function<void(absl::StatusOr<PushResponse>)> done) {
-  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(job)) {
+  absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(job);
+  if (!replicator.ok()) {
+    done(replicator.status());
+  } else if (*replicator != nullptr) {
     ReplicaInput input = PushInput(push);
-    replicator->Submit(std::move(input), std::move(done), std::move(push));
-    return;
+    (*replicator)->Submit(std::move(input), std::move(done), std::move(push));
+  } else {
+    done(job->Push(push.header, *push.buffer, push.known_finite));
   }
-  done(job->Push(push.header, *push.buffer, push.known_finite));
 }
 
 grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* context,
@@ -725,10 +759,15 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
     if (left.ok() && job->AllWorkersLeft()) ForgetAfterRetention(id, job);
     Finish(reactor, slot.get(), left.status());
   };
-  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job)) {
+  absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(*job);
+  if (!replicator.ok()) {
+    answer(replicator.status());
+    return reactor;
+  }
+  if (*replicator != nullptr) {
     ReplicaInput leave;
     *leave.mutable_leave() = *request;
-    replicator->Submit(std::move(leave), std::move(answer));
+    (*replicator)->Submit(std::move(leave), std::move(answer));
     return reactor;
   }
   absl::Status left = (*job)->Leave(request->worker(), request->run_id());
@@ -744,7 +783,9 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
   timer_.Schedule(next, [this, id, job, lease] {
     const std::shared_ptr<ShardJob> watched = job.lock();
     if (watched == nullptr) return;  // Deleted.
-    std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(watched);
+    absl::StatusOr<std::shared_ptr<ShardReplicator>> changes = ChangesThrough(watched);
+    if (!changes.ok()) return;  // Stopping, or another copy serves the shard now.
+    std::shared_ptr<ShardReplicator> replicator = *std::move(changes);
     // A replicated shard's primary decides who is lost; both copies then lose them in order.
     const std::vector<int> lost = replicator != nullptr
                                       ? watched->TakeExpiredLeases(options_.clock->Now())
@@ -782,8 +823,13 @@ void ParameterService::ForgetFinishedJob(const std::string& id,
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(id);
-    if (it == jobs_.end() || it->second != finished) return;
-    jobs_.erase(it);
+    if (it != jobs_.end() && it->second == finished) {
+      jobs_.erase(it);
+    } else {
+      // A copy this ps took over (not its own shard): forgotten with the job's other copies.
+      auto copy = backups_.find({id, finished->ps_index()});
+      if (copy == backups_.end() || copy->second.job != finished) return;
+    }
     ForgetCopiesLocked(id, &replicators, &promoted);
   }
   replicators.clear();

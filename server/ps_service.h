@@ -180,13 +180,17 @@ class ParameterService final : public ParameterServerBase {
   // Replication (ps_service_replica.cc). OK for a spec without replicas, or one this ps can
   // replicate (FAILED_PRECONDITION saying why not).
   absl::Status CheckReplicas(const ParameterSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
-  // The replicator of `job`, a shard this ps serves, to its backup on ps `backup` (the next ps
-  // for its own shard); null when the job has no replicas.
-  std::shared_ptr<ShardReplicator> NewReplicator(const std::shared_ptr<ShardJob>& job,
-                                                 int backup) ABSL_LOCKS_EXCLUDED(mu_);
   // The replicator of `job` (this ps's own shard of a replicated job), or null.
   std::shared_ptr<ShardReplicator> ReplicatorFor(const std::shared_ptr<ShardJob>& job)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // How a change to `job` is made: at once (null: the job has no replicas) or through its
+  // replicator; UNAVAILABLE for a replicated shard that has none (this ps is stopping, or the
+  // shard's other copy took it over): never applied here alone.
+  absl::StatusOr<std::shared_ptr<ShardReplicator>> ChangesThrough(
+      const std::shared_ptr<ShardJob>& job) ABSL_LOCKS_EXCLUDED(mu_);
+  // A replicator of `job`, a shard this ps serves, to its backup on ps `backup` (the next ps
+  // for its own shard); null when the job has no replicas, or when this ps does not know where
+  // ps `backup` listens.
   std::shared_ptr<ShardReplicator> MakeReplicatorLocked(const std::shared_ptr<ShardJob>& job,
                                                         int backup)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -194,7 +198,10 @@ class ParameterService final : public ParameterServerBase {
   // shard if it was not yet: only once no stream from its primary is open (the primary is gone;
   // a primary still streaming keeps the shard: UNAVAILABLE, retry it). UNAVAILABLE too when
   // this ps holds no copy of the shard.
-  absl::StatusOr<std::shared_ptr<ShardJob>> PromotedCopy(const std::string& job_id, int shard)
+  // `peer` must be allowed `access` to the job first; only a data call (a worker's) promotes.
+  absl::StatusOr<std::shared_ptr<ShardJob>> PromotedCopy(const std::string& job_id, int shard,
+                                                         const Peer& peer, JobAccess access,
+                                                         absl::string_view method)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Applies a whole push to `job`: at once, or through its replicator once its backup holds it;

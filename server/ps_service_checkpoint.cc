@@ -298,15 +298,17 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request, co
                        ResumePointOf(manifest, request.spec().num_workers()), options_.clock);
   if (!resumed.ok()) return resumed.status();
   std::shared_ptr<ShardJob> job = *std::move(resumed);
-  std::shared_ptr<ShardReplicator> replicator =
-      NewReplicator(job, (options_.ps_index + 1) % options_.num_ps);
   {
     absl::MutexLock lock(&mu_);
     if (!jobs_.emplace(id, job).second) {
       return absl::AlreadyExistsError(
           absl::StrCat("job \"", id, "\" was created on ", TaskName(), " while it was restored"));
     }
-    if (replicator != nullptr) replicators_[{id, options_.ps_index}] = replicator;
+    // Under the lock that makes the job found, so that every change to it is replicated.
+    if (std::shared_ptr<ShardReplicator> replicator =
+            MakeReplicatorLocked(job, (options_.ps_index + 1) % options_.num_ps)) {
+      replicators_[{id, options_.ps_index}] = std::move(replicator);
+    }
   }
   WatchLeases(id, job);
   LOG(INFO) << "job " << id << ": run " << request.spec().run_id() << " restored from checkpoint "

@@ -48,16 +48,15 @@ absl::Status ParameterService::CheckReplicas(const ParameterSpec& spec) {
   return absl::OkStatus();
 }
 
-std::shared_ptr<ShardReplicator> ParameterService::NewReplicator(
-    const std::shared_ptr<ShardJob>& job, int backup) {
-  absl::MutexLock lock(&mu_);
-  return MakeReplicatorLocked(job, backup);
-}
-
 std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
     const std::shared_ptr<ShardJob>& job, int backup) {
   if (job->spec().replicas() < 2) return nullptr;
-  const std::string& address = ps_addresses_[backup];  // CheckReplicas found them all.
+  if (backup < 0 || backup >= static_cast<int>(ps_addresses_.size())) {
+    LOG(ERROR) << JobPrefix(job->spec().job_id()) << TaskName() << " does not know where ps:"
+               << backup << " listens: shard " << job->ps_index() << " is not replicated";
+    return nullptr;
+  }
+  const std::string& address = ps_addresses_[backup];
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
@@ -78,8 +77,18 @@ std::shared_ptr<ShardReplicator> ParameterService::ReplicatorFor(
   return it == replicators_.end() || it->second->job() != job ? nullptr : it->second;
 }
 
-absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(const std::string& job_id,
-                                                                         int shard) {
+absl::StatusOr<std::shared_ptr<ShardReplicator>> ParameterService::ChangesThrough(
+    const std::shared_ptr<ShardJob>& job) {
+  if (job->spec().replicas() < 2) return nullptr;
+  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(job)) return replicator;
+  return absl::UnavailableError(absl::StrCat(
+      JobPrefix(job->spec().job_id()), TaskName(), " no longer serves shard ", job->ps_index(),
+      " (stopping, or its other copy took it over): retry the other copy"));
+}
+
+absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
+    const std::string& job_id, int shard, const Peer& peer, JobAccess access,
+    absl::string_view method) {
   std::shared_ptr<ShardJob> promoted;
   int backup;
   {
@@ -97,21 +106,33 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(const s
           " (none was installed since it started): retry ps:", other));
     }
     BackupCopy& copy = it->second;
+    absl::Status allowed =
+        RequireJobAccess(peer, copy.job->spec().owner(), job_id, access, method);
+    if (!allowed.ok()) return allowed;
     if (copy.promoted) return copy.job;
+    if (access != JobAccess::kData) {
+      return absl::UnavailableError(absl::StrCat(
+          JobPrefix(job_id), TaskName(), " holds a backup of shard ", shard,
+          ", which only a worker's call takes over: ask ps:", other));
+    }
     if (copy.streaming) {
       return absl::UnavailableError(absl::StrCat(
           JobPrefix(job_id), "ps:", other, " still replicates shard ", shard, " to ", TaskName(),
           ", so it is alive: retry it there"));
     }
+    // Made before any request can reach the promoted copy: every change to it is replicated,
+    // to the ps it took over from once that is back (a new install).
+    std::shared_ptr<ShardReplicator> replicator = MakeReplicatorLocked(copy.job, other);
+    if (replicator == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          JobPrefix(job_id), TaskName(), " cannot take shard ", shard,
+          " over: it does not know where the other ps listen (ps_server reads the ClusterSpec)"));
+    }
     copy.promoted = true;
     copy.generation = ++backup_generation_;  // No stream of the old primary binds to it again.
     promoted = copy.job;
     backup = other;
-    // Before any request can reach the promoted copy: every change to it is replicated, to
-    // the ps it took over from once that is back (a new install).
-    if (std::shared_ptr<ShardReplicator> replicator = MakeReplicatorLocked(promoted, backup)) {
-      replicators_[{job_id, shard}] = std::move(replicator);
-    }
+    replicators_[{job_id, shard}] = std::move(replicator);
   }
   LOG(WARNING) << JobPrefix(job_id) << TaskName() << " takes over shard " << shard
                << " (at version " << promoted->Stats().version() << "): ps:" << backup

@@ -414,6 +414,24 @@ TEST_F(ReplicatorTest, AnOldPrimaryIsFencedOffOnceItsBackupTookOver) {
   EXPECT_EQ(replicator_->Stats().state(), ReplicationStats::REPLICATING);
 
   replicator_.reset();  // The primary's stream ends, as when its ps dies.
+  // A reader's call (statistics) does not take the shard over: the primary, back, goes on.
+  JobStatsRequest stats;
+  stats.set_job_id(spec_.job_id());
+  stats.set_shard(0);
+  PsConnections::Call read{1, "GetJobStats", [stats] { return SerializeToByteBuffer(stats); },
+                           [](const grpc::ByteBuffer&) { return absl::OkStatus(); },
+                           absl::Seconds(10)};
+  absl::Status read_status = (*connections)->RunCalls({read});
+  EXPECT_TRUE(absl::IsUnavailable(read_status)) << read_status;
+  {
+    ShardReplicatorOptions options;
+    options.backup_name = "ps:1";
+    options.channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    replicator_ = std::make_unique<ShardReplicator>(job_, options);
+  }
+  ASSERT_TRUE(WaitForState(ReplicationStats::REPLICATING));
+  ASSERT_TRUE(PushAndWait(4).ok());
+  replicator_.reset();
   absl::Status pulled;
   for (int i = 0; i < 100; ++i) {
     pulled = pull_shard_0();
@@ -424,7 +442,7 @@ TEST_F(ReplicatorTest, AnOldPrimaryIsFencedOffOnceItsBackupTookOver) {
   EXPECT_EQ((*connections)->Route(0), 1);
   std::shared_ptr<ShardJob> promoted = backup_->service().BackupForTesting(spec_.job_id(), 0);
   ASSERT_NE(promoted, nullptr);
-  EXPECT_EQ(promoted->Stats().version(), 3);
+  EXPECT_EQ(promoted->Stats().version(), 4);
 
   // The old primary comes back with its copy: the backup refuses it, and it refuses updates.
   ShardReplicatorOptions options;
@@ -432,11 +450,11 @@ TEST_F(ReplicatorTest, AnOldPrimaryIsFencedOffOnceItsBackupTookOver) {
   options.channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
   replicator_ = std::make_unique<ShardReplicator>(job_, options);
   ASSERT_TRUE(WaitForState(ReplicationStats::FENCED));
-  absl::StatusOr<PushResponse> pushed = PushAndWait(4);
+  absl::StatusOr<PushResponse> pushed = PushAndWait(5);
   EXPECT_TRUE(absl::IsUnavailable(pushed.status())) << pushed.status();
   EXPECT_NE(pushed.status().message().find("moved to ps:1"), std::string::npos) << pushed.status();
-  EXPECT_EQ(job_->Stats().version(), 3);
-  EXPECT_EQ(promoted->Stats().version(), 3);
+  EXPECT_EQ(job_->Stats().version(), 4);
+  EXPECT_EQ(promoted->Stats().version(), 4);
 }
 
 // A Replicate stream from someone who is not the shard's primary, or out of order.

@@ -77,6 +77,8 @@ void ShardReplicator::Fence(const absl::Status& why) {
   LOG(WARNING) << JobPrefix(job_->spec().job_id()) << "shard " << job_->ps_index()
                << " is fenced off here: " << options_.backup_name << " took it over";
   for (const std::shared_ptr<Pending>& pending : left) pending->done(Fenced());
+  // Pulls parked here (a barrier, a bound) would never be released: they go to the other copy.
+  job_->CancelAllWaiters(Fenced());
 }
 
 ReplicationStats ShardReplicator::Stats() const {
@@ -202,9 +204,19 @@ void ShardReplicator::Run() {
 
 absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr<Stream>* stream) {
   ReplicaInput install;
+  bool degraded;
   {
     absl::MutexLock lock(&mu_);
     install.set_seq(applied_);  // Only this thread applies inputs: the snapshot holds these.
+    degraded = stats_.state() == ReplicationStats::DEGRADED;
+  }
+  // Not connected: no snapshot taken, and no wait for a host that does not answer (while
+  // DEGRADED none at all: inputs are applied on this thread meanwhile).
+  const absl::Duration wait = degraded ? absl::ZeroDuration() : absl::Milliseconds(200);
+  if (options_.channel->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY &&
+      !options_.channel->WaitForConnected(absl::ToChronoTime(absl::Now() + wait))) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot connect to ", options_.backup_name, " (is it running?)"));
   }
   *install.mutable_install() = job_->ReplicaSnapshot();
   std::unique_ptr<Stream> opened = stub_->Replicate(context);

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <deque>
-#include <set>
+#include <map>
 
 #include <grpc/grpc.h>
 #include <grpcpp/client_context.h>
@@ -33,6 +33,7 @@ struct PsConnections::InFlight {
   absl::Status handled;  // What on_response returned, for an OK status.
   int64_t bytes = 0;     // What the call counts against its shard's window.
   bool made = false;     // False for a call not made because another failed for good.
+  int task = -1;         // The ps task it went to (a replicated call's route then).
 
   // Runs the call's handler on an OK response, then frees the response.
   void Handle(const Call& call) {
@@ -129,7 +130,8 @@ class PsConnections::Window {
     const Call& call = calls_[pending_[position]];
     InFlight* raw = in_flight_[position].get();
     raw->context.set_deadline(GrpcDeadline(call.timeout));
-    connections_.ConnectionFor(call).stub->UnaryCall(
+    raw->task = connections_.TaskFor(call);
+    connections_.ConnectionFor(call, raw->task).stub->UnaryCall(
         &raw->context, kServicePrefix + call.method, grpc::StubOptions(), &raw->request,
         &raw->response, [this, position](grpc::Status status) { Done(position, status); });
   }
@@ -140,9 +142,10 @@ class PsConnections::Window {
     const Call& call = calls_[pending_[own_]];
     InFlight* raw = in_flight_[own_].get();
     raw->context.set_deadline(GrpcDeadline(call.timeout));
+    raw->task = connections_.TaskFor(call);
     grpc::CompletionQueue queue;
     std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader =
-        connections_.ConnectionFor(call).stub->PrepareUnaryCall(
+        connections_.ConnectionFor(call, raw->task).stub->PrepareUnaryCall(
             &raw->context, kServicePrefix + call.method, raw->request, &queue);
     reader->StartCall();
     grpc::Status status;
@@ -237,15 +240,19 @@ bool PsConnections::Retryable(const Call& call, const absl::Status& status) {
   return absl::IsUnavailable(status) || (call.replicated && absl::IsCancelled(status));
 }
 
-void PsConnections::Failover(int shard) {
-  const int n = num_ps();
-  int from = routes_[shard].load(std::memory_order_acquire);
-  const int to = from == shard ? (shard + 1) % n : shard;
+void PsConnections::Failover(int shard, int from) {
+  const int to = from == shard ? (shard + 1) % num_ps() : shard;
+  // From the copy the failed call went to only: batches that failed on the same copy at once
+  // switch the shard once, not back and forth.
   routes_[shard].compare_exchange_strong(from, to, std::memory_order_acq_rel);
 }
 
-const PsConnections::Connection& PsConnections::ConnectionFor(const Call& call) const {
-  const std::vector<Connection>& shard = connections_[call.replicated ? Route(call.ps) : call.ps];
+int PsConnections::TaskFor(const Call& call) const {
+  return call.replicated ? Route(call.ps) : call.ps;
+}
+
+const PsConnections::Connection& PsConnections::ConnectionFor(const Call& call, int task) const {
+  const std::vector<Connection>& shard = connections_[task];
   return shard[call.connection % shard.size()];
 }
 
@@ -274,7 +281,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
         Attempt(calls, pending, /*last=*/attempt >= options_.max_attempts);
     absl::Status first_error;
     std::vector<size_t> retry;
-    std::set<int> switched;  // Shards whose replicated calls go to their other copy now.
+    std::map<int, int> switched;  // Shard -> the task it failed on: its calls go to the other.
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!in_flight[i]->made) continue;  // Another call failed for good: first_error is set.
       const Call& call = calls[pending[i]];
@@ -283,7 +290,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
         status = in_flight[i]->handled;
       } else if (Retryable(call, status) && attempt < options_.max_attempts) {
         retry.push_back(pending[i]);
-        if (call.replicated) switched.insert(call.ps);
+        if (call.replicated) switched.emplace(call.ps, in_flight[i]->task);
         continue;
       } else if (absl::IsUnavailable(status)) {
         status = absl::UnavailableError(absl::StrCat(
@@ -298,7 +305,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     }
     if (!first_error.ok()) return first_error;
     if (retry.empty()) return absl::OkStatus();
-    for (int shard : switched) Failover(shard);
+    for (const auto& [shard, task] : switched) Failover(shard, task);
     if (!switched.empty()) {
       // Every call of a switched shard goes again, answered or not: the chunks of a push must
       // all reach the copy that assembles them (a copy that applied it answers DUPLICATE).

@@ -110,10 +110,11 @@ class PsConnections {
   absl::Status RunCalls(std::vector<Call> calls);
 
   // Replicated shards (docs/replication.md): the ps task that serves shard `shard` for
-  // replicated calls (the shard's own at first), and the switch to its other copy: task
+  // replicated calls (the shard's own at first), and the switch to its other copy, from task
+  // `from` (where a call failed; no change if the shard has switched since): task
   // (shard + 1) % num_ps when it was the shard's own, the shard's own again otherwise.
   int Route(int shard) const { return routes_[shard].load(std::memory_order_acquire); }
-  void Failover(int shard);
+  void Failover(int shard, int from);
 
  private:
   struct Connection {
@@ -129,7 +130,9 @@ class PsConnections {
       routes_[shard] = static_cast<int>(shard);
     }
   }
-  const Connection& ConnectionFor(const Call& call) const;
+  // The task `call` goes to now, and one of its connections there.
+  int TaskFor(const Call& call) const;
+  const Connection& ConnectionFor(const Call& call, int task) const;
   // Whether `call` is made again after failing with `status`: UNAVAILABLE, and for a replicated
   // call also CANCELLED.
   static bool Retryable(const Call& call, const absl::Status& status);
