@@ -72,6 +72,8 @@ std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
 
 std::shared_ptr<ShardReplicator> ParameterService::ReplicatorFor(
     const std::shared_ptr<ShardJob>& job) {
+  // Every pull and push asks (FindJobFor): a job without replicas takes no lock for it.
+  if (job->spec().replicas() < 2) return nullptr;
   absl::MutexLock lock(&mu_);
   auto it = replicators_.find({job->spec().job_id(), job->ps_index()});
   return it == replicators_.end() || it->second->job() != job ? nullptr : it->second;
@@ -79,7 +81,7 @@ std::shared_ptr<ShardReplicator> ParameterService::ReplicatorFor(
 
 absl::StatusOr<std::shared_ptr<ShardReplicator>> ParameterService::ChangesThrough(
     const std::shared_ptr<ShardJob>& job) {
-  if (job->spec().replicas() < 2) return nullptr;
+  if (job->spec().replicas() < 2) return nullptr;  // Changed here, at once.
   if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(job)) return replicator;
   return absl::UnavailableError(absl::StrCat(
       JobPrefix(job->spec().job_id()), TaskName(), " no longer serves shard ", job->ps_index(),

@@ -281,6 +281,11 @@ class ReplicatorTest : public ::testing::Test {
     absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec_, 2, 0);
     ASSERT_TRUE(job.ok()) << job.status();
     job_ = *std::move(job);
+    StartReplicator();
+  }
+
+  // The primary's replicator of job_ to the backup ps (again, as after its ps came back).
+  void StartReplicator() {
     ShardReplicatorOptions options;
     options.backup_name = "ps:1";
     options.channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
@@ -423,12 +428,7 @@ TEST_F(ReplicatorTest, AnOldPrimaryIsFencedOffOnceItsBackupTookOver) {
                            absl::Seconds(10)};
   absl::Status read_status = (*connections)->RunCalls({read});
   EXPECT_TRUE(absl::IsUnavailable(read_status)) << read_status;
-  {
-    ShardReplicatorOptions options;
-    options.backup_name = "ps:1";
-    options.channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
-    replicator_ = std::make_unique<ShardReplicator>(job_, options);
-  }
+  StartReplicator();
   ASSERT_TRUE(WaitForState(ReplicationStats::REPLICATING));
   ASSERT_TRUE(PushAndWait(4).ok());
   replicator_.reset();
@@ -445,10 +445,7 @@ TEST_F(ReplicatorTest, AnOldPrimaryIsFencedOffOnceItsBackupTookOver) {
   EXPECT_EQ(promoted->Stats().version(), 4);
 
   // The old primary comes back with its copy: the backup refuses it, and it refuses updates.
-  ShardReplicatorOptions options;
-  options.backup_name = "ps:1";
-  options.channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
-  replicator_ = std::make_unique<ShardReplicator>(job_, options);
+  StartReplicator();
   ASSERT_TRUE(WaitForState(ReplicationStats::FENCED));
   absl::StatusOr<PushResponse> pushed = PushAndWait(5);
   EXPECT_TRUE(absl::IsUnavailable(pushed.status())) << pushed.status();
