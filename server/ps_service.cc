@@ -775,6 +775,26 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
   return reactor;
 }
 
+grpc::ServerUnaryReactor* ParameterService::NextBatches(grpc::CallbackServerContext* context,
+                                                        const NextBatchesRequest* request,
+                                                        NextBatchesResponse* response) {
+  Peer peer;
+  RequestsInFlight::Slot slot;
+  if (grpc::ServerUnaryReactor* refused =
+          Admit(context, "NextBatches", RequireMember, &slot, &peer)) {
+    return refused;
+  }
+  absl::Status allowed =
+      RequireWorkerHost(peer, request->worker(), options_.worker_hosts, "NextBatches");
+  if (!allowed.ok()) return Answer(context, &slot, allowed);
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      FindJobFor(peer, request->job_id(), JobAccess::kData, "NextBatches", std::nullopt);
+  if (!job.ok()) return Answer(context, &slot, job.status());
+  absl::StatusOr<NextBatchesResponse> batches = (*job)->NextBatches(*request);
+  if (batches.ok()) *response = *std::move(batches);
+  return Answer(context, &slot, batches.status());
+}
+
 void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<ShardJob>& job) {
   const std::shared_ptr<ShardJob> alive = job.lock();
   if (alive == nullptr || alive->spec().worker_lease_ms() <= 0) return;

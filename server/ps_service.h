@@ -94,13 +94,14 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_Replicate<
                 ParameterServer::WithCallbackMethod_GetJobStats<
                     ParameterServer::WithCallbackMethod_ListJobs<
                         ParameterServer::WithCallbackMethod_LeaveJob<
+                        ParameterServer::WithCallbackMethod_NextBatches<
                             ParameterServer::WithCallbackMethod_ArmCheckpoint<
                                 ParameterServer::WithCallbackMethod_CommitCheckpoint<
                                     ParameterServer::WithCallbackMethod_ListCheckpoints<
                                         ParameterServer::WithCallbackMethod_RestoreJob<
                                             ParameterServer::WithCallbackMethod_DeleteCheckpoints<
                                                 ParameterServer::WithCallbackMethod_GetApplyLog<
-                                                    ParameterServer::Service>>>>>>>>>>>>>>>;
+                                                    ParameterServer::Service>>>>>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -143,6 +144,9 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* LeaveJob(grpc::CallbackServerContext* context,
                                      const LeaveJobRequest* request,
                                      LeaveJobResponse* response) override;
+  grpc::ServerUnaryReactor* NextBatches(grpc::CallbackServerContext* context,
+                                        const NextBatchesRequest* request,
+                                        NextBatchesResponse* response) override;
   // Checkpoints (ps_service_checkpoint.cc): shard files are written, and restores read, on
   // io_thread_, never on a gRPC thread.
   grpc::ServerUnaryReactor* ArmCheckpoint(grpc::CallbackServerContext* context,

@@ -131,6 +131,9 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index, Clock* c
   staleness_by_worker_.resize(spec.num_workers());
   incarnation_.assign(spec.num_workers(), 0);
   steps_pushed_.assign(spec.num_workers(), 0);
+  if (spec.has_data_handout() && ps_index == 0) {
+    handout_ = std::make_unique<DataHandout>(spec.data_handout(), spec.num_workers());
+  }
 }
 
 ShardJob::~ShardJob() = default;
@@ -345,6 +348,19 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
                                               " is not a version this shard has had (it is at ",
                                               version_, "); send the version the pull returned")));
   }
+  if (handout_ != nullptr) {
+    if (header.batches().empty()) {
+      return RejectLocked("batches", absl::InvalidArgumentError(absl::StrCat(
+                                         prefix, "the push names no batches: a job whose data is "
+                                                 "handed out takes gradients only of the batches "
+                                                 "NextBatches gave the worker")));
+    }
+    absl::Status held = handout_->CheckHeld(header.worker(), header.batches());
+    if (!held.ok()) {
+      return RejectLocked("batches",
+                          absl::Status(held.code(), prefix + std::string(held.message())));
+    }
+  }
   const int64_t staleness = version_ - header.read_version();
   response->set_staleness(staleness);
   response->set_version(version_);
@@ -360,6 +376,10 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
     ++dropped_[decision.reason];
     response->set_outcome(PushResponse::DROPPED);
     response->set_drop_reason(decision.reason);
+    // Its batches are trained on by whoever takes them next.
+    if (handout_ != nullptr) handout_->GiveBack(header.worker(), header.batches());
+  } else if (handout_ != nullptr) {
+    handout_->Trained(header.worker(), header.batches());
   }
   return decision.action;
 }
@@ -638,6 +658,7 @@ JobStats ShardJob::Stats() const {
   for (const SliceRef& ref : SliceRefs()) *stats.add_slices() = ref;
   absl::MutexLock lock(&mu_);
   for (const auto& [name, rows] : sparse_->RowCounts()) (*stats.mutable_sparse_rows())[name] = rows;
+  if (handout_ != nullptr) *stats.mutable_handout() = handout_->Stats();
   stats.set_version(version_);
   stats.set_step(rule_->step());
   stats.set_applied_updates(version_);

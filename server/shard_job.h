@@ -47,6 +47,7 @@
 #include "common/clock.h"
 #include "common/metrics/metrics.h"
 #include "server/consistency/consistency_rule.h"
+#include "server/data_handout.h"
 #include "server/job_traffic.h"
 #include "server/shard_checkpoints.h"
 #include "server/shard_sparse_tables.h"
@@ -151,6 +152,12 @@ class ShardJob {
   // INVALID_ARGUMENT for a worker out of range; FAILED_PRECONDITION for another run.
   absl::Status Leave(int worker, const std::string& run_id)
       ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
+
+  // The next training batches for a worker of a job whose data is handed out (the job's first
+  // shard; DataHandout::Take): FAILED_PRECONDITION for another run, an older incarnation, or a
+  // shard that hands out nothing; INVALID_ARGUMENT for a worker out of range or a bad count.
+  absl::StatusOr<NextBatchesResponse> NextBatches(const NextBatchesRequest& request)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Leases (ParameterSpec.worker_lease_ms; none when 0): a worker this shard has not heard
   // from (no pull, no admitted push) for longer than the lease, as of `now`, is lost: shown in
@@ -444,6 +451,10 @@ class ShardJob {
                              const ShardCheckpointState& state);
   // Writes the counters and the rule's state into a checkpoint's state (not the slices').
   void SaveStateLocked(ShardCheckpointState* state) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the data handout from a checkpoint's state (nothing for a job without one); DATA_LOSS
+  // when it lacks one or does not fit. REQUIRES: a fresh job.
+  absl::Status RestoreHandoutLocked(const ShardCheckpointState& state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the counters and the rule from a checkpoint's state. REQUIRES: a fresh job.
   absl::Status RestoreStateLocked(const ShardCheckpointState& state)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -524,6 +535,9 @@ class ShardJob {
   // Each worker's lease (its own lock, taken after mu_ where both are).
   WorkerLeases leases_;
   std::vector<int> incarnation_ ABSL_GUARDED_BY(mu_);        // Per worker: the newest seen.
+  // The training batches, when the job hands its data out and this is its first shard; else
+  // null. Set by the constructor.
+  std::unique_ptr<DataHandout> handout_ ABSL_GUARDED_BY(mu_);
   // Per worker: the steps it has pushed (its furthest admitted push's clock + 1; a resumed
   // run's workers start at its resume step).
   std::vector<int64_t> steps_pushed_ ABSL_GUARDED_BY(mu_);

@@ -168,6 +168,7 @@ void ShardJob::SaveStateLocked(ShardCheckpointState* state) const {
   for (const auto& [reason, count] : dropped_) (*state->mutable_dropped())[reason] = count;
   for (const auto& [reason, count] : rejected_) (*state->mutable_rejected())[reason] = count;
   state->set_duplicate_pushes(duplicate_pushes_);
+  if (handout_ != nullptr) handout_->Save(state->mutable_handout());
 }
 
 namespace {
@@ -300,6 +301,8 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
   resumed.applied_gradients_ = state->applied_gradients();
   resumed.dropped_ = {state->dropped().begin(), state->dropped().end()};
   resumed.rejected_ = {state->rejected().begin(), state->rejected().end()};
+  status = resumed.RestoreHandoutLocked(*state);
+  if (!status.ok()) return status;
   // Every worker of the new run at its resume step, none gone, nothing open.
   ShardCheckpointState fresh;
   fresh.set_step(at.step);
@@ -336,7 +339,18 @@ absl::Status ShardJob::RestoreStateLocked(const ShardCheckpointState& state) {
   dropped_ = {state.dropped().begin(), state.dropped().end()};
   rejected_ = {state.rejected().begin(), state.rejected().end()};
   duplicate_pushes_ = state.duplicate_pushes();
+  absl::Status handout = RestoreHandoutLocked(state);
+  if (!handout.ok()) return handout;
   return rule_->RestoreState(state);
+}
+
+absl::Status ShardJob::RestoreHandoutLocked(const ShardCheckpointState& state) {
+  if (handout_ == nullptr) return absl::OkStatus();
+  if (!state.has_handout()) {
+    return absl::DataLossError(
+        "the checkpoint keeps no data handout, but the job hands its data out");
+  }
+  return handout_->Restore(state.handout());
 }
 
 }  // namespace ps

@@ -282,10 +282,45 @@ void ShardJob::LoseWorkers(const std::vector<int>& workers) {
       if (w < 0 || w >= spec_.num_workers()) continue;
       leases_.MarkLost(w);
       if (leaves) rule_->Leave(w);
+      if (handout_ != nullptr) handout_->GiveBackAll(w);
     }
     ready = TakeReadyWaitersLocked();
   }
   Complete(std::move(ready));
+}
+
+absl::StatusOr<NextBatchesResponse> ShardJob::NextBatches(const NextBatchesRequest& request) {
+  const std::string prefix = JobPrefix(spec_.job_id());
+  absl::Status run = CheckRun(request.run_id(), "NextBatches request");
+  if (!run.ok()) return run;
+  const int worker = request.worker();
+  if (worker < 0 || worker >= spec_.num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", worker,
+                                                   " is out of range: the job has ",
+                                                   spec_.num_workers(), " workers"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (handout_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, spec_.has_data_handout()
+                    ? "its batches are handed out by its first shard (ps 0), not this one"
+                    : "its data is not handed out (data.sharding BY_WORKER): each worker reads "
+                      "its own shard"));
+  }
+  // Checked, not adopted: the worker rejoins with its first pull, which says its clock.
+  absl::Status incarnation = CheckIncarnationLocked(worker, request.incarnation());
+  if (!incarnation.ok()) return incarnation;
+  HeardLocked(worker);
+  absl::StatusOr<std::vector<int64_t>> batches =
+      handout_->Take(worker, request.incarnation(), request.request_id(), request.count());
+  if (!batches.ok()) {
+    return absl::Status(batches.status().code(), prefix + std::string(batches.status().message()));
+  }
+  NextBatchesResponse response;
+  response.mutable_batches()->Add(batches->begin(), batches->end());
+  response.set_batches_per_epoch(handout_->batches_per_epoch());
+  response.set_epochs_completed(handout_->epochs_completed());
+  return response;
 }
 
 absl::Status ShardJob::Leave(int worker, const std::string& run_id) {
@@ -303,6 +338,7 @@ absl::Status ShardJob::Leave(int worker, const std::string& run_id) {
   {
     absl::MutexLock lock(&mu_);
     apply = rule_->Leave(worker);
+    if (handout_ != nullptr) handout_->GiveBackAll(worker);
     ready = TakeReadyWaitersLocked();
     if (apply) learning_rate = NextAggregateLearningRateLocked();
   }

@@ -1,6 +1,7 @@
 #include "common/job/job_schema.h"
 
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -207,6 +208,31 @@ absl::Status ValidateData(const DataSpec& data, bool sparse) {
   if (!data.test_labels().empty() &&
       (data.test_data().empty() || data.source_case() != DataSpec::kMnistImages)) {
     return FieldError("data.test_labels", "is only for MNIST, beside data.test_data");
+  }
+  return absl::OkStatus();
+}
+
+// Data handed out by the job (DataSpec.sharding DYNAMIC): the first shard holds the handout and
+// takes a batch as trained on when it admits a gradient push carrying it.
+absl::Status ValidateSharding(const JobSpec& spec) {
+  if (spec.data().sharding() == DataSpec::BY_WORKER) return absl::OkStatus();
+  const ConsistencyConfig::Mode mode = spec.consistency().mode();
+  if (const ModeTraits* traits = FindModeTraits(mode);
+      traits != nullptr && !traits->shards_hold_the_model) {
+    return FieldError("data.sharding",
+                      absl::StrCat("DYNAMIC is for ", ModeNames(&ShardsHoldTheModel, "and"),
+                                   ", whose workers push gradients to the shards, not ",
+                                   ConsistencyConfig::Mode_Name(mode), ": use BY_WORKER"));
+  }
+  if (IsSparseModel(spec.model().kind())) {
+    return FieldError("data.sharding", absl::StrCat("DYNAMIC is not supported yet for ",
+                                                    ModelSpec::Kind_Name(spec.model().kind()),
+                                                    ": use BY_WORKER"));
+  }
+  if (spec.replicas() > 1) {
+    return FieldError("data.sharding",
+                      "DYNAMIC is not supported with replicas yet (the batches handed out are "
+                      "not replicated): unset replicas or use BY_WORKER");
   }
   return absl::OkStatus();
 }
@@ -457,6 +483,43 @@ absl::Status ValidateSparseTables(const ParameterSpec& spec) {
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status ValidateDataHandout(const ParameterSpec& spec) {
+  if (!spec.has_data_handout()) return absl::OkStatus();
+  const DataHandoutSpec& handout = spec.data_handout();
+  if (handout.batches_per_epoch() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("data_handout.batches_per_epoch is ",
+                                                   handout.batches_per_epoch(),
+                                                   ": at least 1 (or no data_handout)"));
+  }
+  if (handout.epochs() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("data_handout.epochs is ", handout.epochs(),
+                                                   ": 0 (no limit) or more"));
+  }
+  if (handout.epochs() > 0 &&
+      handout.batches_per_epoch() > std::numeric_limits<int64_t>::max() / handout.epochs()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data_handout: ", handout.epochs(), " epochs of ", handout.batches_per_epoch(),
+        " batches are more batches than can be numbered"));
+  }
+  const ModeTraits* mode = FindModeTraits(spec.consistency().mode());
+  if (mode != nullptr && !mode->shards_hold_the_model) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data_handout is for modes whose workers push gradients to the shards (",
+        ModeNames(ShardsHoldTheModel, "and"), "), not ",
+        ConsistencyConfig::Mode_Name(spec.consistency().mode())));
+  }
+  if (spec.replicas() > 1) {
+    return absl::InvalidArgumentError(
+        "data_handout is not supported with replicas yet: the batches handed out are not "
+        "replicated; unset one");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
   absl::Status id = ValidateId(spec.job_id(), "job_id");
   if (!id.ok()) return id;
@@ -503,6 +566,8 @@ absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
   status = ValidateLearningRateSchedule(spec.learning_rate());
   if (!status.ok()) return Prefixed(prefix, status);
   status = ValidateConsistencyConfig(spec.consistency(), spec.num_workers());
+  if (!status.ok()) return Prefixed(prefix, status);
+  status = ValidateDataHandout(spec);
   if (!status.ok()) return Prefixed(prefix, status);
   return Prefixed(prefix, ValidateOptimizerConfig(spec.optimizer()));
 }
@@ -565,6 +630,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   if (!status.ok()) return status;
   const bool sparse = IsSparseModel(spec.model().kind());
   status = ValidateData(spec.data(), sparse);
+  if (!status.ok()) return status;
+  status = ValidateSharding(spec);
   if (!status.ok()) return status;
   status = ValidateSparseModel(spec);
   if (!status.ok()) return status;

@@ -1,0 +1,181 @@
+#include "server/data_handout.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace ps {
+
+DataHandout::DataHandout(const DataHandoutSpec& spec, int num_workers)
+    : batches_per_epoch_(spec.batches_per_epoch()),
+      epochs_(spec.epochs()),
+      total_(spec.epochs() > 0 ? spec.batches_per_epoch() * spec.epochs()
+                               : std::numeric_limits<int64_t>::max()),
+      held_(num_workers),
+      incarnation_(num_workers, 0),
+      last_request_(num_workers, 0),
+      last_answer_(num_workers) {}
+
+absl::StatusOr<std::vector<int64_t>> DataHandout::Take(int worker, int incarnation,
+                                                       int64_t request_id, int count) {
+  if (count < 1 || count > kMaxHeld) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("count is ", count, ": ask for 1 to ", kMaxHeld, " batches"));
+  }
+  if (incarnation < incarnation_[worker]) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker, "'s incarnation ", incarnation, " was replaced by ",
+                     incarnation_[worker], ": stop the older process"));
+  }
+  if (incarnation > incarnation_[worker]) {  // Restarted: what it held goes back.
+    GiveBackAll(worker);
+    incarnation_[worker] = incarnation;
+    last_request_[worker] = 0;
+    last_answer_[worker].clear();
+  }
+  if (request_id == last_request_[worker]) return last_answer_[worker];
+  if (request_id < last_request_[worker]) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "request ", request_id, " of worker ", worker, " comes after its request ",
+        last_request_[worker], ": a worker numbers its requests 1, 2, 3, ... from each start"));
+  }
+  std::set<int64_t>& held = held_[worker];
+  const int room = kMaxHeld - static_cast<int>(held.size());
+  count = std::min(count, room);
+  std::vector<int64_t> batches;
+  while (static_cast<int>(batches.size()) < count) {
+    int64_t batch;
+    if (!waiting_.empty()) {
+      batch = *waiting_.begin();
+      waiting_.erase(waiting_.begin());
+    } else if (next_ < total_) {
+      batch = next_++;
+    } else {
+      break;
+    }
+    held.insert(batch);
+    batches.push_back(batch);
+  }
+  last_request_[worker] = request_id;
+  last_answer_[worker] = batches;
+  return batches;
+}
+
+absl::Status DataHandout::CheckHeld(int worker, absl::Span<const int64_t> batches) const {
+  const std::set<int64_t>& held = held_[worker];
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const int64_t batch = batches[i];
+    if (std::find(batches.begin(), batches.begin() + i, batch) != batches.begin() + i) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the push names batch ", batch, " twice; a batch is trained on once"));
+    }
+    if (held.count(batch) > 0) continue;
+    std::string why;
+    if (batch < 0 || batch >= next_) {
+      why = "it was never handed out";
+    } else if (waiting_.count(batch) > 0) {
+      why = "it was given back (the worker left, was lost or restarted) and waits to be handed "
+            "out again";
+    } else {
+      why = "it was given back (the worker left, was lost or restarted) and another worker has "
+            "it now, or it has been trained on already";
+      for (size_t other = 0; other < held_.size(); ++other) {
+        if (held_[other].count(batch) > 0) {
+          why = absl::StrCat("worker ", other, " holds it now (this worker gave it back when it "
+                             "left, was lost or restarted)");
+        }
+      }
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "batch ", batch, " is not worker ", worker, "'s: ", why,
+        "; nothing was applied (a worker pushes only the batches NextBatches gave it)"));
+  }
+  return absl::OkStatus();
+}
+
+void DataHandout::Trained(int worker, absl::Span<const int64_t> batches) {
+  for (int64_t batch : batches) held_[worker].erase(batch);
+}
+
+void DataHandout::GiveBack(int worker, absl::Span<const int64_t> batches) {
+  for (int64_t batch : batches) {
+    if (held_[worker].erase(batch) > 0) {
+      waiting_.insert(batch);
+      ++given_back_;
+    }
+  }
+}
+
+void DataHandout::GiveBackAll(int worker) {
+  given_back_ += static_cast<int64_t>(held_[worker].size());
+  waiting_.insert(held_[worker].begin(), held_[worker].end());
+  held_[worker].clear();
+}
+
+int64_t DataHandout::FirstUntrained() const {
+  int64_t first = next_;
+  if (!waiting_.empty()) first = std::min(first, *waiting_.begin());
+  for (const std::set<int64_t>& held : held_) {
+    if (!held.empty()) first = std::min(first, *held.begin());
+  }
+  return first;
+}
+
+int64_t DataHandout::epochs_completed() const {
+  const int64_t first = FirstUntrained();
+  if (first >= total_) return epochs_;
+  return first / batches_per_epoch_;
+}
+
+DataHandoutStats DataHandout::Stats() const {
+  DataHandoutStats stats;
+  stats.set_batches_per_epoch(batches_per_epoch_);
+  stats.set_epochs(epochs_);
+  stats.set_epochs_completed(epochs_completed());
+  int64_t held = 0;
+  for (const std::set<int64_t>& batches : held_) held += static_cast<int64_t>(batches.size());
+  stats.set_batches_held(held);
+  stats.set_batches_waiting(static_cast<int64_t>(waiting_.size()));
+  stats.set_batches_trained(next_ - held - static_cast<int64_t>(waiting_.size()));
+  stats.set_batches_given_back(given_back_);
+  return stats;
+}
+
+void DataHandout::Save(DataHandoutState* state) const {
+  state->Clear();
+  state->set_next_batch(next_);
+  std::set<int64_t> untrained = waiting_;
+  for (const std::set<int64_t>& held : held_) untrained.insert(held.begin(), held.end());
+  for (int64_t batch : untrained) state->add_waiting(batch);
+  state->set_given_back(given_back_);
+}
+
+absl::Status DataHandout::Restore(const DataHandoutState& state) {
+  if (state.next_batch() < 0 || state.next_batch() > total_) {
+    return absl::DataLossError(absl::StrCat("the data handout's next batch, ", state.next_batch(),
+                                            ", is not one of the job's batches"));
+  }
+  std::set<int64_t> waiting;
+  int64_t previous = -1;
+  for (int64_t batch : state.waiting()) {
+    if (batch <= previous || batch >= state.next_batch()) {
+      return absl::DataLossError(absl::StrCat(
+          "the data handout's batches given back are not distinct, increasing and before its "
+          "next batch (", state.next_batch(), "): ", batch, " after ", previous));
+    }
+    previous = batch;
+    waiting.insert(batch);
+  }
+  next_ = state.next_batch();
+  waiting_ = std::move(waiting);
+  for (std::set<int64_t>& held : held_) held.clear();
+  std::fill(incarnation_.begin(), incarnation_.end(), 0);
+  std::fill(last_request_.begin(), last_request_.end(), 0);
+  for (std::vector<int64_t>& answer : last_answer_) answer.clear();
+  given_back_ = state.given_back();
+  return absl::OkStatus();
+}
+
+}  // namespace ps

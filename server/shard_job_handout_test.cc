@@ -1,0 +1,248 @@
+// A job whose data is handed out (ParameterSpec.data_handout): the first shard hands batches
+// to the workers that ask and takes each as trained on when it admits a push carrying it.
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/shard_job.h"
+#include "server/shard_job_testing.h"
+
+namespace ps {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int kBatchesPerEpoch = 7;
+constexpr int kEpochs = 3;
+
+ParameterSpec HandoutSpec(ConsistencyConfig::Mode mode) {
+  ParameterSpec spec = CheckpointTestSpec(mode, OptimizerConfig::SGD);
+  spec.mutable_data_handout()->set_batches_per_epoch(kBatchesPerEpoch);
+  spec.mutable_data_handout()->set_epochs(kEpochs);
+  return spec;
+}
+
+std::unique_ptr<ShardJob> MakeJob(const ParameterSpec& spec, int num_ps = 1, int ps_index = 0) {
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, num_ps, ps_index);
+  EXPECT_TRUE(job.ok()) << job.status();
+  return job.ok() ? *std::move(job) : nullptr;
+}
+
+// One worker process: numbers its NextBatches requests and its pushes, and pushes a gradient of
+// ones for each batch it was given.
+class HandoutWorker {
+ public:
+  HandoutWorker(ShardJob* job, int worker) : job_(job), worker_(worker) {}
+
+  absl::StatusOr<std::vector<int64_t>> Take(int count) {
+    NextBatchesRequest request;
+    request.set_job_id(job_->spec().job_id());
+    request.set_run_id(job_->spec().run_id());
+    request.set_worker(worker_);
+    request.set_count(count);
+    request.set_request_id(++requests_);
+    absl::StatusOr<NextBatchesResponse> response = job_->NextBatches(request);
+    if (!response.ok()) return response.status();
+    EXPECT_EQ(response->batches_per_epoch(), kBatchesPerEpoch);
+    return std::vector<int64_t>(response->batches().begin(), response->batches().end());
+  }
+
+  // Pushes the gradient of `batches` as the step after its last, at `step` (SYNC).
+  absl::StatusOr<PushResponse> Push(const std::vector<int64_t>& batches, int64_t step) {
+    PushRequestHeader header = StepPushHeader(*job_, worker_, pushes_);
+    header.set_step(step);
+    header.set_read_version(job_->Stats().version());
+    header.mutable_batches()->Add(batches.begin(), batches.end());
+    absl::StatusOr<PushResponse> response = job_->Push(
+        header, std::vector<float>(static_cast<size_t>(job_->num_parameters()), 1.0f));
+    if (response.ok()) ++pushes_;
+    return response;
+  }
+
+ private:
+  ShardJob* const job_;
+  const int worker_;
+  int64_t requests_ = 0;
+  int64_t pushes_ = 0;
+};
+
+class HandoutModeTest : public ::testing::TestWithParam<ConsistencyConfig::Mode> {};
+
+// Workers take batches a few at a time and push them one by one; worker 2 goes away holding
+// some (SYNC: it leaves; the other modes: its lease runs out). Its late push is refused, and the
+// others train on what it held: every batch of every epoch once.
+TEST_P(HandoutModeTest, EveryBatchIsTrainedOnceWhenAWorkerGoesAway) {
+  const ConsistencyConfig::Mode mode = GetParam();
+  ParameterSpec spec = HandoutSpec(mode);
+  spec.set_num_workers(3);
+  std::unique_ptr<ShardJob> job = MakeJob(spec);
+  ASSERT_NE(job, nullptr);
+  std::vector<HandoutWorker> workers;
+  for (int w = 0; w < 3; ++w) workers.emplace_back(job.get(), w);
+
+  std::map<int64_t, int> trained;
+  auto push = [&](int w, int64_t batch) {
+    absl::StatusOr<PushResponse> pushed = workers[w].Push({batch}, job->Stats().step());
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+    ASSERT_NE(pushed->outcome(), PushResponse::DROPPED);
+    ++trained[batch];
+  };
+  // Worker 2 takes 3 batches and trains on one.
+  absl::StatusOr<std::vector<int64_t>> lost = workers[2].Take(3);
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  ASSERT_THAT(*lost, ElementsAre(0, 1, 2));
+  push(2, 0);
+  if (mode == ConsistencyConfig::SYNC) {
+    // Workers 0 and 1 complete step 0, which worker 2's gradient opened.
+    std::vector<int64_t> first = *workers[0].Take(1);
+    std::vector<int64_t> second = *workers[1].Take(1);
+    push(0, first[0]);
+    push(1, second[0]);
+    ASSERT_TRUE(job->Leave(2, spec.run_id()).ok());
+  } else {
+    job->LoseWorkers({2});
+  }
+  const int64_t version = job->Stats().version();
+  absl::StatusOr<PushResponse> late = workers[2].Push({1}, job->Stats().step());
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
+  EXPECT_THAT(late.status().message(), HasSubstr("batch 1 is not worker 2's"));
+  EXPECT_EQ(job->Stats().version(), version);
+  EXPECT_EQ(job->Stats().handout().batches_waiting(), 2);
+
+  // The others drain the rest, alternating, each taking two at a time, and leave when there is
+  // none left for them (as a trainer does: SYNC's steps then no longer wait for them).
+  std::vector<std::vector<int64_t>> holding(2);
+  std::vector<bool> left(2, false);
+  bool more = true;
+  while (more) {
+    more = false;
+    for (int w = 0; w < 2; ++w) {
+      if (left[w]) continue;
+      if (holding[w].empty()) {
+        absl::StatusOr<std::vector<int64_t>> got = workers[w].Take(2);
+        ASSERT_TRUE(got.ok()) << got.status();
+        holding[w] = *got;
+      }
+      if (holding[w].empty()) {
+        ASSERT_TRUE(job->Leave(w, spec.run_id()).ok());
+        left[w] = true;
+        continue;
+      }
+      more = true;
+      push(w, holding[w].front());
+      holding[w].erase(holding[w].begin());
+    }
+  }
+  ASSERT_EQ(trained.size(), static_cast<size_t>(kBatchesPerEpoch * kEpochs));
+  for (const auto& [batch, times] : trained) EXPECT_EQ(times, 1) << "batch " << batch;
+  const DataHandoutStats stats = job->Stats().handout();
+  EXPECT_EQ(stats.epochs_completed(), kEpochs);
+  EXPECT_EQ(stats.batches_trained(), kBatchesPerEpoch * kEpochs);
+  EXPECT_EQ(stats.batches_given_back(), 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryMode, HandoutModeTest, ::testing::ValuesIn(kEveryMode),
+                         [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param); });
+
+// SYNC with a backup worker: the gradient that comes too late for its step is dropped, and its
+// batch is handed out again.
+TEST(ShardJobHandoutTest, ADroppedPushGivesItsBatchBack) {
+  ParameterSpec spec = HandoutSpec(ConsistencyConfig::SYNC);
+  spec.set_num_workers(3);
+  spec.mutable_consistency()->set_replicas_to_aggregate(2);
+  std::unique_ptr<ShardJob> job = MakeJob(spec);
+  ASSERT_NE(job, nullptr);
+  std::vector<HandoutWorker> workers;
+  for (int w = 0; w < 3; ++w) workers.emplace_back(job.get(), w);
+  for (int w = 0; w < 3; ++w) ASSERT_THAT(*workers[w].Take(1), ElementsAre(w));
+  ASSERT_EQ(workers[0].Push({0}, 0)->outcome(), PushResponse::ACCUMULATED);
+  ASSERT_EQ(workers[1].Push({1}, 0)->outcome(), PushResponse::APPLIED);
+  absl::StatusOr<PushResponse> late = workers[2].Push({2}, 0);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->outcome(), PushResponse::DROPPED);
+  EXPECT_THAT(*workers[0].Take(2), ElementsAre(2, 3));
+}
+
+TEST(ShardJobHandoutTest, RefusesWhatTheWorkerWasNotGivenAndChangesNothing) {
+  std::unique_ptr<ShardJob> job = MakeJob(HandoutSpec(ConsistencyConfig::ASYNC));
+  ASSERT_NE(job, nullptr);
+  HandoutWorker zero(job.get(), 0), one(job.get(), 1);
+  ASSERT_THAT(*zero.Take(2), ElementsAre(0, 1));
+  const std::vector<float> before = AllValues(job.get());
+  EXPECT_EQ(zero.Push({}, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(one.Push({0}, 0).status().message(), HasSubstr("worker 0 holds it"));
+  EXPECT_THAT(zero.Push({5}, 0).status().message(), HasSubstr("never handed out"));
+  EXPECT_EQ(zero.Push({0, 0}, 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AllValues(job.get()), before);
+  EXPECT_EQ(job->Stats().rejected().at("batches"), 4);
+
+  NextBatchesRequest request;
+  request.set_job_id("checkpointed");
+  request.set_run_id("another-run");
+  request.set_worker(0);
+  request.set_count(1);
+  request.set_request_id(9);
+  EXPECT_EQ(job->NextBatches(request).status().code(), absl::StatusCode::kFailedPrecondition);
+  request.set_run_id(job->spec().run_id());
+  request.set_worker(kCheckpointTestWorkers);
+  EXPECT_EQ(job->NextBatches(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request.set_worker(0);
+  request.set_count(0);
+  EXPECT_EQ(job->NextBatches(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request.set_count(DataHandout::kMaxHeld + 1);
+  EXPECT_EQ(job->NextBatches(request).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(job->Stats().handout().batches_held(), 2);
+
+  // Only the first shard hands out; a job without a handout has none.
+  std::unique_ptr<ShardJob> second = MakeJob(HandoutSpec(ConsistencyConfig::ASYNC), 2, 1);
+  request.set_count(1);
+  EXPECT_THAT(second->NextBatches(request).status().message(), HasSubstr("first shard"));
+  std::unique_ptr<ShardJob> fixed =
+      MakeJob(CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD));
+  EXPECT_THAT(fixed->NextBatches(request).status().message(), HasSubstr("BY_WORKER"));
+}
+
+// A worker that restarts (a newer incarnation) gives back what its old process held; the old
+// process can push none of it.
+TEST(ShardJobHandoutTest, ARestartedWorkerGivesItsBatchesBack) {
+  std::unique_ptr<ShardJob> job = MakeJob(HandoutSpec(ConsistencyConfig::ASYNC));
+  ASSERT_NE(job, nullptr);
+  HandoutWorker old_process(job.get(), 0);
+  ASSERT_THAT(*old_process.Take(2), ElementsAre(0, 1));
+  NextBatchesRequest request;
+  request.set_job_id(job->spec().job_id());
+  request.set_run_id(job->spec().run_id());
+  request.set_worker(0);
+  request.set_incarnation(1);
+  request.set_count(3);
+  request.set_request_id(1);
+  absl::StatusOr<NextBatchesResponse> again = job->NextBatches(request);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT(again->batches(), ElementsAre(0, 1, 2));
+  EXPECT_EQ(old_process.Take(1).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A checkpoint keeps what was trained on; what workers held is handed out again after a restore.
+TEST(ShardJobHandoutTest, ARestoredCheckpointHandsOutWhatWasHeld) {
+  std::unique_ptr<ShardJob> job = MakeJob(HandoutSpec(ConsistencyConfig::ASYNC));
+  ASSERT_NE(job, nullptr);
+  HandoutWorker worker(job.get(), 0);
+  ASSERT_THAT(*worker.Take(4), ElementsAre(0, 1, 2, 3));
+  ASSERT_TRUE(worker.Push({1}, 0).ok());
+  ASSERT_TRUE(worker.Push({3}, 0).ok());
+  absl::StatusOr<std::unique_ptr<ShardJob>> restored =
+      ShardJob::Restore(job->Checkpoint(), 1, 0);
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  const DataHandoutStats stats = (*restored)->Stats().handout();
+  EXPECT_EQ(stats.batches_trained(), 2);
+  EXPECT_EQ(stats.batches_held(), 0);
+  EXPECT_EQ(stats.batches_waiting(), 2);
+  HandoutWorker after(restored->get(), 1);
+  EXPECT_THAT(*after.Take(3), ElementsAre(0, 2, 4));
+}
+
+}  // namespace
+}  // namespace ps
