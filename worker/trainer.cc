@@ -20,6 +20,7 @@
 #include "common/job/job_spec.h"
 #include "common/random.h"
 #include "worker/data/dataset.h"
+#include "worker/data/handed_out_reader.h"
 #include "worker/divergence.h"
 #include "worker/evaluation.h"
 #include "worker/exchange/exchange.h"
@@ -117,10 +118,11 @@ absl::Duration StragglerDelay(const StragglerSpec& stragglers, int worker, absl:
 }
 
 // How many steps every worker runs: `steps`, and `epochs` converted to steps of the largest
-// shard, so that all stop after the same number; unbounded when neither is set.
+// shard, so that all stop after the same number; unbounded when neither is set. Data handed out
+// by the job ends a worker's loop when none is left for it, after `epochs` epochs.
 int64_t StepLimit(const JobSpec& spec, int64_t train_examples, int num_workers) {
   int64_t step_limit = spec.steps() > 0 ? spec.steps() : std::numeric_limits<int64_t>::max();
-  if (spec.epochs() > 0) {
+  if (spec.epochs() > 0 && spec.data().sharding() == DataSpec::BY_WORKER) {
     int64_t largest_shard = (train_examples + num_workers - 1) / num_workers;
     int64_t steps_per_epoch = (largest_shard + spec.batch_size() - 1) / spec.batch_size();
     step_limit = std::min(step_limit, spec.epochs() * steps_per_epoch);
@@ -139,6 +141,8 @@ struct PreparedJob {
   int num_classes = 0;
   bool has_validation = false;
   int64_t step_limit = 0;
+  // Data handed out by the job: the batches of the steps not pushed yet (exchange.h).
+  StepBatches step_batches;
   std::unique_ptr<Exchange> exchange;
   ParameterSpec parameters;  // As the shards hold the job.
 };
@@ -192,6 +196,13 @@ absl::StatusOr<std::unique_ptr<PreparedJob>> PrepareJob(const TrainerContext& co
   ExchangeContext exchange;
   exchange.spec = spec;
   exchange.parameters = ToParameterSpec(spec, job->variables, context.num_workers, tables);
+  if (spec.data().sharding() == DataSpec::DYNAMIC) {
+    DataHandoutSpec* handout = exchange.parameters.mutable_data_handout();
+    handout->set_batches_per_epoch(
+        HandedOutReader::BatchesPerEpoch(train_examples, spec.batch_size()));
+    handout->set_epochs(spec.epochs());
+    exchange.step_batches = &job->step_batches;
+  }
   absl::StatusOr<Placement> placement = context.ps->CreateJob(exchange.parameters);  // Idempotent.
   if (!placement.ok()) return placement.status();
   if (job->sparse != nullptr) {
@@ -255,7 +266,22 @@ class TrainingLoop {
         straggler_random_(spec_.seed() * 1000003 + context.worker) {
     progress_.set_job_id(spec_.job_id());
     progress_.set_worker(context.worker);
-    reader_.SkipBatches(context.first_step, spec_.batch_size());
+    if (spec_.data().sharding() == DataSpec::DYNAMIC) {
+      handed_out_.emplace(&job->data.train, spec_.batch_size(), spec_.seed(),
+                          !spec_.data().no_shuffle(),
+                          [&context](int64_t request_id, int count) {
+                            NextBatchesRequest request;
+                            request.set_job_id(context.spec.job_id());
+                            request.set_run_id(context.spec.run_id());
+                            request.set_worker(context.worker);
+                            request.set_incarnation(context.incarnation);
+                            request.set_request_id(request_id);
+                            request.set_count(count);
+                            return context.ps->NextBatches(request);
+                          });
+    } else {
+      reader_.SkipBatches(context.first_step, spec_.batch_size());
+    }
   }
 
   absl::Status Run();
@@ -294,7 +320,12 @@ class TrainingLoop {
   Exchange& exchange_;
   const absl::Time start_;
   absl::Time loop_start_;
-  ShardReader reader_;
+  ShardReader reader_;  // Unused when the data is handed out.
+  // Data handed out by the job (DataSpec.sharding DYNAMIC): the reader, and the batch it read
+  // for the step (its number and size).
+  std::optional<HandedOutReader> handed_out_;
+  int64_t handed_out_batch_ = -1;
+  int handed_out_size_ = 0;
   HostVariables gradients_;
   std::mt19937_64 straggler_random_;
   std::unique_ptr<HostVariables> busy_gradients_;  // A busy straggler's discarded copies.
@@ -324,6 +355,14 @@ absl::Status TrainingLoop::Run() {
     }
     // A sparse model's batch first: the pull brings the rows of its keys.
     if (job_.sparse != nullptr) job_.sparse->ReadBatch();
+    // A batch handed out first: a worker that gets none is done.
+    if (handed_out_.has_value()) {
+      absl::StatusOr<int> size =
+          handed_out_->NextBatch(&batch_features_, &batch_labels_, &handed_out_batch_);
+      if (!size.ok()) return size.status();
+      if (*size == 0) break;
+      handed_out_size_ = *size;
+    }
     PhaseTimer phase(exchange_, context_.clock);
     absl::Status status = exchange_.BeforeCompute(step);
     if (!status.ok()) return status;
@@ -344,6 +383,7 @@ absl::Status TrainingLoop::Run() {
       }
       if (progress_.note().empty()) progress_.set_note("training diverged: " + *diverged);
     }
+    if (handed_out_.has_value()) job_.step_batches.push_back(handed_out_batch_);
     phase = PhaseTimer(exchange_, context_.clock);
     status = exchange_.AfterCompute(step, gradients_);
     if (!status.ok()) return status;
@@ -368,7 +408,9 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
   const absl::Time begin = context_.clock->Now();
   Batch batch;
   if (job_.sparse == nullptr) {
-    batch.size = reader_.NextBatch(spec_.batch_size(), &batch_features_, &batch_labels_);
+    batch.size = handed_out_.has_value()
+                     ? handed_out_size_
+                     : reader_.NextBatch(spec_.batch_size(), &batch_features_, &batch_labels_);
     batch.feature_dim = job_.data.train.feature_dim;
     batch.features = batch_features_.data();
     batch.labels = batch_labels_.data();
@@ -461,6 +503,8 @@ absl::Status TrainingLoop::AwaitEveryWorkerLeft() {
     absl::StatusOr<std::vector<JobStats>> stats =
         context_.ps->GetJobStats(spec_.job_id(), spec_.replicas() > 1);
     if (!stats.ok()) return stats.status();
+    // Epochs handed out are counted by the first shard, which has seen every worker's pushes.
+    if ((*stats)[0].has_handout()) progress_.set_epoch((*stats)[0].handout().epochs_completed());
     std::vector<int> running;
     for (const WorkerStats& worker : (*stats)[0].workers()) {
       bool done = true;  // Left, or lost (its lease ran out), on every shard.
@@ -568,7 +612,8 @@ absl::Status TrainingLoop::MaybeEvaluate(int64_t step) {
 void TrainingLoop::Report(int64_t step, double loss) {
   progress_.set_step(step + 1);
   progress_.set_epoch(job_.sparse != nullptr ? job_.sparse->epochs_completed()
-                                             : reader_.epochs_completed());
+                      : handed_out_.has_value() ? handed_out_->epochs_completed()
+                                                : reader_.epochs_completed());
   progress_.set_loss(loss);
   progress_.set_global_step(exchange_.global_step());
   const double elapsed = absl::ToDoubleSeconds(context_.clock->Now() - loop_start_);

@@ -125,10 +125,12 @@ class TrainerTest : public ::testing::Test {
   }
 
   // Runs `spec` on `num_workers` threads until every one returns. `stop` is shared by all
-  // (a flag nobody sets when null); `on_report` sees every report, on the worker's thread.
+  // (a flag nobody sets when null); `on_report` sees every report, on the worker's thread;
+  // `adjust` may change each worker's context before it starts (its incarnation, say).
   std::vector<WorkerRun> RunWorkers(
       const JobSpec& spec, int num_workers, const std::atomic<bool>* stop = nullptr,
-      std::function<void(const JobProgress&)> on_report = nullptr) {
+      std::function<void(const JobProgress&)> on_report = nullptr,
+      std::function<void(TrainerContext*)> adjust = nullptr) {
     absl::Status valid = ValidateJobSpec(spec, num_workers);
     EXPECT_TRUE(valid.ok()) << valid;
     static const std::atomic<bool> kNeverStop{false};
@@ -153,6 +155,7 @@ class TrainerTest : public ::testing::Test {
           runs[w].reports.push_back(progress);
           if (on_report) on_report(progress);
         };
+        if (adjust) adjust(&context);
         absl::Time start = absl::Now();
         runs[w].status = RunTrainer(context);
         runs[w].wall_time = absl::Now() - start;

@@ -174,6 +174,18 @@ absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& ru
   return connections_->RunCalls(std::move(calls));
 }
 
+absl::StatusOr<NextBatchesResponse> PsClient::NextBatches(const NextBatchesRequest& request) {
+  NextBatchesResponse response;
+  std::vector<PsConnections::Call> calls;
+  calls.push_back(AdminCall(*connections_, /*ps=*/0, "NextBatches", request,
+                            [&response](const grpc::ByteBuffer& bytes) {
+                              return ParseFromByteBuffer(bytes, &response);
+                            }));
+  absl::Status status = connections_->RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<std::vector<ApplyLog>> PsClient::GetApplyLogs(const std::string& job_id) {
   ApplyLogRequest request;
   request.set_job_id(job_id);

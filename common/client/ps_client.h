@@ -52,6 +52,9 @@ class PsClient {
   // whose ps is gone is reached at its other copy (PsConnections::Failover).
   absl::Status LeaveJob(const std::string& job_id, const std::string& run_id, int worker,
                         bool replicated = false);
+  // The next batches for a worker of a job whose data is handed out, from its first shard
+  // (`request` as NextBatchesRequest says; its request_id makes a retry safe).
+  absl::StatusOr<NextBatchesResponse> NextBatches(const NextBatchesRequest& request);
   // Each shard's statistics, in ps order.
   absl::StatusOr<std::vector<JobStats>> GetJobStats(const std::string& job_id,
                                                     bool replicated = false);

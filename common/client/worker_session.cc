@@ -409,6 +409,7 @@ absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
                                                              : options.read_versions[ps]);
   push.header.set_step(options.step);
   push.header.set_clock(options.clock);
+  if (ps == 0) push.header.mutable_batches()->Add(options.batches.begin(), options.batches.end());
   push.header.set_encoding(spec_.compression().encoding());
   for (const SliceRef& ref : ShardSlices(ps)) {
     *push.header.add_slices() = ref;

@@ -85,6 +85,9 @@ class WorkerSession {
     // Per shard, the versions of the values the gradient was computed from; empty: those of
     // the last Pull (a worker that pulls again before pushing gives the earlier ones here).
     std::vector<int64_t> read_versions;
+    // A job whose data is handed out: the batches the gradient is from, sent to the first shard
+    // (PushRequestHeader.batches).
+    std::vector<int64_t> batches;
   };
   // Sends `gradients` (every variable of the job) to all shards in parallel, tagged with the
   // read versions (above). The gradients' memory is sent without copying: it must stay

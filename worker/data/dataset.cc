@@ -234,18 +234,34 @@ ShardReader::ShardReader(int64_t num_examples, int worker, int num_workers, uint
   StartEpoch();
 }
 
-void ShardReader::StartEpoch() {
-  const int64_t n = num_examples_;
-  std::vector<int64_t> order(static_cast<size_t>(n));
+std::vector<int64_t> EpochOrder(int64_t num_examples, uint64_t seed, int64_t epoch, bool shuffle) {
+  std::vector<int64_t> order(static_cast<size_t>(num_examples));
   std::iota(order.begin(), order.end(), 0);
-  if (shuffle_) {
-    // Fisher-Yates, from the same (seed, epoch) stream on every worker.
-    SplitMix64 generator(StreamSeed(seed_, kShuffleStream, static_cast<uint64_t>(epoch_)));
-    for (int64_t i = n - 1; i > 0; --i) {
+  if (shuffle) {
+    SplitMix64 generator(StreamSeed(seed, kShuffleStream, static_cast<uint64_t>(epoch)));
+    for (int64_t i = num_examples - 1; i > 0; --i) {
       const auto j = static_cast<int64_t>(generator.Below(static_cast<uint64_t>(i + 1)));
       std::swap(order[i], order[j]);
     }
   }
+  return order;
+}
+
+void GatherExamples(const Dataset& data, absl::Span<const int64_t> examples,
+                    std::vector<float>* features, std::vector<float>* labels) {
+  const size_t dim = static_cast<size_t>(data.feature_dim);
+  features->resize(examples.size() * dim);
+  labels->resize(examples.size());
+  for (size_t b = 0; b < examples.size(); ++b) {
+    const auto example = static_cast<size_t>(examples[b]);
+    std::copy_n(data.features.begin() + example * dim, dim, features->begin() + b * dim);
+    (*labels)[b] = data.labels[example];
+  }
+}
+
+void ShardReader::StartEpoch() {
+  const int64_t n = num_examples_;
+  const std::vector<int64_t> order = EpochOrder(n, seed_, epoch_, shuffle_);
   indices_.clear();
   for (int64_t position = worker_; position < n; position += num_workers_) {
     indices_.push_back(order[position]);
@@ -267,14 +283,7 @@ void ShardReader::SkipBatches(int64_t count, int batch_size) {
 int ShardReader::NextBatch(int batch_size, std::vector<float>* features,
                            std::vector<float>* labels) {
   const int count = NextExamples(batch_size, &examples_);
-  const size_t dim = static_cast<size_t>(data_->feature_dim);
-  features->resize(static_cast<size_t>(count) * dim);
-  labels->resize(static_cast<size_t>(count));
-  for (int b = 0; b < count; ++b) {
-    const auto example = static_cast<size_t>(examples_[b]);
-    std::copy_n(data_->features.begin() + example * dim, dim, features->begin() + b * dim);
-    (*labels)[b] = data_->labels[example];
-  }
+  GatherExamples(*data_, examples_, features, labels);
   return count;
 }
 

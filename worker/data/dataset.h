@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "proto/job.pb.h"
 
 namespace ps {
@@ -99,6 +100,15 @@ struct TrainTestSplit {
 // The last HeldOutCount(n, test_fraction) examples form the test set (LoadSplits also splits
 // validation examples off this way). REQUIRES: 0 <= test_fraction < 1.
 TrainTestSplit SplitTrainTest(Dataset data, double test_fraction);
+
+// The order examples 0 .. num_examples - 1 are read in during epoch `epoch`: shuffled
+// (Fisher-Yates from the (seed, epoch) stream) when `shuffle`, else as they are; the same on
+// every worker.
+std::vector<int64_t> EpochOrder(int64_t num_examples, uint64_t seed, int64_t epoch, bool shuffle);
+
+// Copies `examples` of `data` into `features` and `labels` (resized), in that order.
+void GatherExamples(const Dataset& data, absl::Span<const int64_t> examples,
+                    std::vector<float>* features, std::vector<float>* labels);
 
 // Worker `worker` of `num_workers` reading its shard of `data` batch by batch, epoch after
 // epoch, by the sharding rule above. `data` must outlive the reader.

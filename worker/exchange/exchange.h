@@ -42,6 +42,13 @@ struct SparseStepRows {
   std::vector<float> gradients;
 };
 
+// A job whose data is handed out (DataSpec.sharding DYNAMIC): the numbers of the batches whose
+// gradients the exchange has been given and not yet pushed. The loop appends each step's batch
+// before AfterCompute; the push that carries their gradient takes them (and empties this), so
+// that the first shard takes them as trained on exactly when it admits that gradient. Only the
+// exchanges of the modes whose shards hold the model take them (exchange_factory.cc).
+using StepBatches = std::vector<int64_t>;
+
 class Exchange {
  public:
   virtual ~Exchange() = default;

@@ -37,6 +37,12 @@ absl::StatusOr<std::unique_ptr<Exchange>> CreateExchange(const ExchangeContext& 
   options.downpour = downpour;
   options.step_limit = context.step_limit;
   options.sparse = context.sparse;
+  options.step_batches = context.step_batches;
+  if (context.step_batches != nullptr && !traits->shards_hold_the_model) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "data.sharding DYNAMIC needs a mode whose workers push gradients to the shards, not ",
+        ConsistencyConfig::Mode_Name(mode)));
+  }
   switch (mode) {  // No default: a mode without an exchange does not build.
     case ConsistencyConfig::ALLREDUCE:
     case ConsistencyConfig::LOCAL_SGD: {
@@ -55,7 +61,8 @@ absl::StatusOr<std::unique_ptr<Exchange>> CreateExchange(const ExchangeContext& 
     case ConsistencyConfig::ASYNC:
       if (spec.downpour().overlap_communication()) {
         return std::make_unique<OverlappedPsExchange>(*std::move(session), context.variables,
-                                                      downpour, context.step_limit);
+                                                      downpour, context.step_limit,
+                                                      context.step_batches);
       }
       return std::make_unique<PsExchange>(*std::move(session), context.variables, options);
     case ConsistencyConfig::SYNC:

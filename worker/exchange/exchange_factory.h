@@ -31,6 +31,9 @@ struct ExchangeContext {
   // A sparse model's step rows (exchange.h; not owned, outlives the exchange); null for dense
   // models.
   SparseStepRows* sparse = nullptr;
+  // A job whose data is handed out: its step batches (exchange.h; not owned, outlives the
+  // exchange); null otherwise.
+  StepBatches* step_batches = nullptr;
 };
 
 // The exchange of the job's mode and options. INVALID_ARGUMENT when the worker's session

@@ -6,10 +6,12 @@ namespace ps {
 
 OverlappedPsExchange::OverlappedPsExchange(std::unique_ptr<WorkerSession> session,
                                            const std::vector<VariableDef>& variables,
-                                           const DownpourSchedule& downpour, int64_t step_limit)
+                                           const DownpourSchedule& downpour, int64_t step_limit,
+                                           StepBatches* step_batches)
     : session_(std::move(session)),
       downpour_(downpour),
       step_limit_(step_limit),
+      step_batches_(step_batches),
       weights_storage_(variables),
       spare_weights_storage_(variables),
       accumulated_storage_(variables),
@@ -28,12 +30,14 @@ absl::Status OverlappedPsExchange::BeforeCompute(int64_t step) {
 }
 
 absl::Status OverlappedPsExchange::AfterCompute(int64_t step, const HostVariables& gradients) {
+  last_step_ = step;
   Accrue(downpour_, gradients, accumulated_, weights_);
   const bool push_now = downpour_.PushesAfter(step);
   const bool pull_next = step + 1 < step_limit_ && downpour_.PullsBefore(step + 1);
   WorkerSession::PushOptions push;
   push.clock = step;
   push.read_versions = weights_versions_;  // What this step computed on.
+  if (push_now && step_batches_ != nullptr) push.batches.swap(*step_batches_);
   absl::Status finished = FinishInFlight();  // The previous step's, which this one hid.
   if (!finished.ok()) return finished;
   WorkerSession::PullOptions next;
@@ -74,6 +78,21 @@ void OverlappedPsExchange::StartInFlight(const WorkerSession::PushOptions& push,
     }
     return absl::OkStatus();
   });
+}
+
+absl::Status OverlappedPsExchange::Finish() {
+  std::vector<int64_t> computed_on = weights_versions_;  // Before the last pull lands.
+  absl::Status finished = FinishInFlight();
+  if (!finished.ok() || step_batches_ == nullptr || step_batches_->empty()) return finished;
+  WorkerSession::PushOptions push;
+  push.clock = last_step_;
+  push.read_versions = std::move(computed_on);
+  push.batches.swap(*step_batches_);
+  absl::StatusOr<std::vector<PushResponse>> pushed =
+      session_->Push(push, accumulated_->const_view());
+  if (!pushed.ok()) return pushed.status();
+  progress_.Pushed(*pushed);
+  return absl::OkStatus();
 }
 
 absl::Status OverlappedPsExchange::FinishInFlight() {

@@ -29,11 +29,14 @@ class OverlappedPsExchange : public Exchange {
   // AfterCompute returns.
   OverlappedPsExchange(std::unique_ptr<WorkerSession> session,
                        const std::vector<VariableDef>& variables,
-                       const DownpourSchedule& downpour, int64_t step_limit);
+                       const DownpourSchedule& downpour, int64_t step_limit,
+                       StepBatches* step_batches = nullptr);
 
   absl::Status BeforeCompute(int64_t step) override;
   absl::Status AfterCompute(int64_t step, const HostVariables& gradients) override;
-  absl::Status Finish() override { return FinishInFlight(); }
+  // Ends the exchange in flight; with data handed out, then pushes what the steps since the
+  // last push summed (n_push), so that their batches are trained on.
+  absl::Status Finish() override;
   const HostVariables& weights() const override { return *weights_; }
   int64_t global_step() const override { return progress_.global_step(); }
   double mean_staleness() const override { return progress_.mean_staleness(); }
@@ -52,6 +55,8 @@ class OverlappedPsExchange : public Exchange {
   const std::unique_ptr<WorkerSession> session_;
   const DownpourSchedule downpour_;
   const int64_t step_limit_;
+  StepBatches* const step_batches_;  // Not owned; null unless the data is handed out.
+  int64_t last_step_ = 0;            // The last AfterCompute's.
   // What steps compute on, and the spare a background pull lands in.
   HostVariables weights_storage_, spare_weights_storage_;
   HostVariables* weights_ = &weights_storage_;

@@ -53,6 +53,7 @@ absl::Status PsExchange::BeforeCompute(int64_t step) {
 
 absl::Status PsExchange::AfterCompute(int64_t step, const HostVariables& gradients) {
   const DownpourSchedule& downpour = options_.downpour;
+  last_step_ = step;
   const HostVariables* to_push = &gradients;
   if (downpour.accumulate) {
     Accrue(downpour, gradients, &accumulated_, &weights_);
@@ -62,6 +63,7 @@ absl::Status PsExchange::AfterCompute(int64_t step, const HostVariables& gradien
     WorkerSession::PushOptions push;
     push.step = step_tag_;
     push.clock = step;
+    if (options_.step_batches != nullptr) push.batches.swap(*options_.step_batches);
     absl::StatusOr<std::vector<PushResponse>> pushed;
     // The next step's pull goes with this push when there is one.
     if (step + 1 < options_.step_limit && downpour.PullsBefore(step + 1) &&
@@ -83,6 +85,21 @@ absl::Status PsExchange::AfterCompute(int64_t step, const HostVariables& gradien
     if (downpour.accumulate) accumulated_.SetToZero();
   }
   if (options_.counts_steps) next_step_ = step_tag_ + 1;
+  return absl::OkStatus();
+}
+
+absl::Status PsExchange::Finish() {
+  if (options_.step_batches == nullptr || options_.step_batches->empty()) {
+    return absl::OkStatus();
+  }
+  WorkerSession::PushOptions push;
+  push.step = step_tag_;
+  push.clock = last_step_;
+  push.batches.swap(*options_.step_batches);
+  absl::StatusOr<std::vector<PushResponse>> pushed =
+      session_->Push(push, accumulated_.const_view(), SparsePushes());
+  if (!pushed.ok()) return pushed.status();
+  progress_.Pushed(*pushed);
   return absl::OkStatus();
 }
 

@@ -30,6 +30,9 @@ struct PsExchangeOptions {
   // REQUIRES: a schedule that pulls and pushes every step. A step's pull then goes on its own,
   // not with the previous push: its keys are known only once its batch is read.
   SparseStepRows* sparse = nullptr;
+  // A job whose data is handed out: its step batches (exchange.h), sent with each push; not
+  // owned. Null otherwise.
+  StepBatches* step_batches = nullptr;
 };
 
 class PsExchange : public Exchange {
@@ -40,7 +43,9 @@ class PsExchange : public Exchange {
 
   absl::Status BeforeCompute(int64_t step) override;
   absl::Status AfterCompute(int64_t step, const HostVariables& gradients) override;
-  absl::Status Finish() override { return absl::OkStatus(); }
+  // Data handed out: pushes what the steps since the last push summed (n_push), so that their
+  // batches are trained on.
+  absl::Status Finish() override;
   const HostVariables& weights() const override { return weights_; }
   int64_t job_step() const override { return options_.counts_steps ? step_tag_ : -1; }
   int64_t global_step() const override { return progress_.global_step(); }
@@ -61,6 +66,7 @@ class PsExchange : public Exchange {
   PsProgress progress_;
   int64_t step_tag_ = 0;   // The step of the job the last pull's values began (SYNC).
   int64_t next_step_ = 0;  // SYNC: the step to pull for next.
+  int64_t last_step_ = 0;  // The last AfterCompute's.
   // The values of the next step's pull, when they came with this step's push (PushPull).
   std::optional<WorkerSession::PullResult> prefetched_;
 };

@@ -1,0 +1,125 @@
+// Jobs whose data is handed out (DataSpec.sharding DYNAMIC): every epoch's every batch trained
+// on once, whoever computes it, in every mode that pushes gradients to the shards.
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "worker/trainer_testing.h"
+
+namespace ps {
+namespace {
+
+using trainer_testing::TrainerTest;
+using trainer_testing::WorkerRun;
+
+constexpr int kEpochs = 2;
+// SoftmaxJob's 400 examples, less the 40 held out for the test, in batches of 16.
+constexpr int64_t kBatchesPerEpoch = (360 + 15) / 16;
+
+class HandoutTest : public TrainerTest {
+ protected:
+  static JobSpec HandoutJob(const std::string& id, ConsistencyConfig::Mode mode) {
+    JobSpec spec = SoftmaxJob(id, mode);
+    spec.mutable_data()->set_sharding(DataSpec::DYNAMIC);
+    spec.clear_steps();
+    spec.set_epochs(kEpochs);
+    return spec;
+  }
+};
+
+// The steps the workers reported in all: one per batch they trained on.
+int64_t TotalSteps(const std::vector<WorkerRun>& runs) {
+  int64_t steps = 0;
+  for (const WorkerRun& run : runs) steps += static_cast<int64_t>(run.StepsReported());
+  return steps;
+}
+
+class TrainerHandoutTest : public HandoutTest,
+                           public ::testing::WithParamInterface<ConsistencyConfig::Mode> {};
+
+TEST_P(TrainerHandoutTest, TrainsOnEveryBatchOfEveryEpochOnce) {
+  StartServers(2);
+  const std::string id = "handout-" + ConsistencyConfig::Mode_Name(GetParam());
+  JobSpec spec = HandoutJob(id, GetParam());
+  spec.mutable_consistency()->set_softsync_n(3);  // SOFTSYNC: an update of every gradient.
+  std::vector<WorkerRun> runs = RunWorkers(spec, 3);
+  for (const WorkerRun& run : runs) ASSERT_TRUE(run.status.ok()) << run.status;
+  const std::vector<JobStats> stats = Stats(id);
+  ASSERT_EQ(stats.size(), 2u);
+  const DataHandoutStats& handout = stats[0].handout();
+  EXPECT_EQ(handout.batches_per_epoch(), kBatchesPerEpoch);
+  EXPECT_EQ(handout.epochs_completed(), kEpochs);
+  EXPECT_EQ(handout.batches_trained(), kEpochs * kBatchesPerEpoch);
+  EXPECT_EQ(handout.batches_held(), 0);
+  EXPECT_FALSE(stats[1].has_handout());  // Only the first shard hands out.
+  // Every batch a step of one worker, each gradient in exactly one update on each shard.
+  EXPECT_EQ(TotalSteps(runs), kEpochs * kBatchesPerEpoch);
+  for (const JobStats& shard : stats) {
+    EXPECT_EQ(shard.applied_gradients(), kEpochs * kBatchesPerEpoch) << shard.ps_index();
+  }
+  EXPECT_EQ(runs[0].last().epoch(), kEpochs);
+  EXPECT_GE(runs[0].last().eval().accuracy(), 0.75) << runs[0].last().eval().DebugString();
+}
+
+INSTANTIATE_TEST_SUITE_P(PushingModes, TrainerHandoutTest,
+                         ::testing::Values(ConsistencyConfig::SYNC, ConsistencyConfig::ASYNC,
+                                           ConsistencyConfig::SSP, ConsistencyConfig::SOFTSYNC),
+                         [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param); });
+
+// ASYNC with Downpour's n_push and with overlapped communication: a push carries the batches of
+// every step it sums, and the background push the batch of the step it hid.
+TEST_F(HandoutTest, DownpourPushesCarryTheBatchesTheySum) {
+  StartServers(1);
+  for (const bool overlap : {false, true}) {
+    const std::string id = overlap ? "handout-overlap" : "handout-npush";
+    JobSpec spec = HandoutJob(id, ConsistencyConfig::ASYNC);
+    if (overlap) {
+      spec.mutable_downpour()->set_overlap_communication(true);
+    } else {
+      spec.mutable_downpour()->set_n_push(3);
+    }
+    std::vector<WorkerRun> runs = RunWorkers(spec, 2);
+    for (const WorkerRun& run : runs) ASSERT_TRUE(run.status.ok()) << run.status;
+    const DataHandoutStats handout = Stats(id)[0].handout();
+    EXPECT_EQ(handout.epochs_completed(), kEpochs) << id;
+    EXPECT_EQ(handout.batches_trained(), kEpochs * kBatchesPerEpoch) << id;
+    EXPECT_EQ(TotalSteps(runs), kEpochs * kBatchesPerEpoch) << id;
+  }
+}
+
+// Worker 1's first process took four batches and died with them; its next start (incarnation 1)
+// gives them back, and the job still trains on each batch once.
+TEST_F(HandoutTest, ARestartedWorkersBatchesAreTrainedOnOnce) {
+  StartServers(1);
+  const std::string id = "handout-restart";
+  auto died_with_batches = [&](TrainerContext* context) {
+    if (context->worker != 1) return;
+    std::unique_ptr<PsClient> client = NewClient();
+    ASSERT_NE(client, nullptr);
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!client->GetJobStats(id).ok()) {  // Until worker 0 (the chief) has made the job.
+      ASSERT_LT(absl::Now(), deadline) << "the chief never created the job";
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    NextBatchesRequest request;
+    request.set_job_id(id);
+    request.set_worker(1);
+    request.set_incarnation(0);
+    request.set_request_id(1);
+    request.set_count(4);
+    absl::StatusOr<NextBatchesResponse> taken = client->NextBatches(request);
+    ASSERT_TRUE(taken.ok()) << taken.status();
+    ASSERT_EQ(taken->batches_size(), 4);
+    context->incarnation = 1;
+  };
+  std::vector<WorkerRun> runs =
+      RunWorkers(HandoutJob(id, ConsistencyConfig::ASYNC), 2, nullptr, nullptr, died_with_batches);
+  for (const WorkerRun& run : runs) ASSERT_TRUE(run.status.ok()) << run.status;
+  const DataHandoutStats handout = Stats(id)[0].handout();
+  EXPECT_EQ(handout.batches_trained(), kEpochs * kBatchesPerEpoch);
+  EXPECT_GE(handout.batches_given_back(), 4);
+  EXPECT_EQ(TotalSteps(runs), kEpochs * kBatchesPerEpoch);
+}
+
+}  // namespace
+}  // namespace ps
