@@ -70,6 +70,14 @@ std::string ShardReport(const JobStats& stats) {
     }
     absl::StrAppend(&report, ")");
   }
+  if (stats.has_handout()) {
+    const DataHandoutStats& handout = stats.handout();
+    absl::StrAppend(&report, ", data handed out: ", handout.epochs_completed(), " of ",
+                    handout.epochs() > 0 ? absl::StrCat(handout.epochs()) : "unlimited",
+                    " epochs done, ", handout.batches_trained(), " batches trained (",
+                    handout.batches_per_epoch(), " an epoch), ", handout.batches_held(),
+                    " held by workers, ", handout.batches_waiting(), " given back and waiting");
+  }
   if (stats.checkpoints_size() > 0) {
     const ShardCheckpoint& latest = stats.checkpoints(stats.checkpoints_size() - 1);
     absl::StrAppend(
