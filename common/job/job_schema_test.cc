@@ -140,6 +140,16 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
        "record_apply_log is for ASYNC"},
       {[](JobSpec* s) { s->set_replicas(3); }, "replicas is 3"},
       {[](JobSpec* s) { s->set_replicas(-1); }, "replicas is -1"},
+      {[](JobSpec* s) {
+         s->mutable_data()->set_sharding(DataSpec::DYNAMIC);
+         s->mutable_consistency()->set_mode(ConsistencyConfig::ALLREDUCE);
+       },
+       "data.sharding DYNAMIC is for SYNC, ASYNC, SSP and SOFTSYNC"},
+      {[](JobSpec* s) {
+         s->mutable_data()->set_sharding(DataSpec::DYNAMIC);
+         s->set_replicas(2);
+       },
+       "data.sharding DYNAMIC is not supported with replicas yet"},
       {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(1); },
        "compression.topk_fraction is 1: give the fraction"},
       {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(-0.5f); },
@@ -289,6 +299,19 @@ TEST(ParameterSpecTest, ErrorsNameTheJobAndTheField) {
        "job \"j\": learning_rate.base"},
       {[](ParameterSpec* s) { s->mutable_consistency()->set_replicas_to_aggregate(3); },
        "job \"j\": consistency.replicas_to_aggregate is 3 but the cluster has 2 workers"},
+      {[](ParameterSpec* s) { s->mutable_data_handout()->set_epochs(2); },
+       "job \"j\": data_handout.batches_per_epoch is 0"},
+      {[](ParameterSpec* s) {
+         s->mutable_data_handout()->set_batches_per_epoch(int64_t{1} << 40);
+         s->mutable_data_handout()->set_epochs(int64_t{1} << 40);
+       },
+       "more batches than can be numbered"},
+      {[](ParameterSpec* s) {
+         s->mutable_data_handout()->set_batches_per_epoch(5);
+         s->mutable_consistency()->set_mode(ConsistencyConfig::LOCAL_SGD);
+         s->mutable_consistency()->set_local_steps(4);
+       },
+       "data_handout is for modes whose workers push gradients"},
       {[](ParameterSpec* s) {
          s->mutable_optimizer()->set_kind(OptimizerConfig::ADAGRAD);
          s->mutable_optimizer()->set_epsilon(-1);
