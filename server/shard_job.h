@@ -161,14 +161,16 @@ class ShardJob {
 
   // Leases (ParameterSpec.worker_lease_ms; none when 0): a worker this shard has not heard
   // from (no pull, no admitted push) for longer than the lease, as of `now`, is lost: shown in
-  // its WorkerStats, and under SSP it leaves the job (its clock no longer holds the others back;
-  // parked pulls that waited only for it are answered). Returns the workers lost by this call.
-  std::vector<int> ExpireLeases(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // its WorkerStats, and under SSP, or in an elastic job (lost_workers_leave), it leaves the
+  // job (its clock no longer holds the others back, a SYNC step that waited only for it is
+  // applied, parked pulls that waited only for it are answered). Returns the workers lost by
+  // this call.
+  std::vector<int> ExpireLeases(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
   // ExpireLeases in two halves, for a replicated shard whose primary decides and whose backup
   // follows (server/shard_replicator.h): the workers whose lease ran out at `now`, marked lost
   // in the lease table only; then what losing them means for the mode.
   std::vector<int> TakeExpiredLeases(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
-  void LoseWorkers(const std::vector<int>& workers) ABSL_LOCKS_EXCLUDED(mu_);
+  void LoseWorkers(const std::vector<int>& workers) ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
   // Replication (server/shard_replicator.h; shard_job_replica.cc). Every input that changes the
   // shard's state goes through these on both copies, in one order: a whole push (Push), a leave

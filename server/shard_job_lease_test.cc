@@ -1,6 +1,7 @@
 // Worker leases (ShardJob::ExpireLeases): a worker the shard has not heard from for longer
 // than ParameterSpec.worker_lease_ms is lost; SSP then stops waiting for it, SYNC does not. A
 // worker started again (a new incarnation) rejoins; its earlier incarnation is refused.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,7 +22,8 @@ SimulatedClock* TestClock() {
   return clock;
 }
 
-std::unique_ptr<ShardJob> Job(ConsistencyConfig::Mode mode) {
+std::unique_ptr<ShardJob> Job(ConsistencyConfig::Mode mode, bool lost_workers_leave = false,
+                              int num_workers = 2) {
   ParameterSpec spec;
   spec.set_job_id("leased");
   VariableDef* variable = spec.add_variables();
@@ -30,7 +32,8 @@ std::unique_ptr<ShardJob> Job(ConsistencyConfig::Mode mode) {
   spec.mutable_learning_rate()->set_base(0.1f);
   spec.mutable_consistency()->set_mode(mode);
   spec.mutable_consistency()->set_ssp_bound(1);
-  spec.set_num_workers(2);
+  spec.set_num_workers(num_workers);
+  spec.set_lost_workers_leave(lost_workers_leave);
   spec.set_worker_lease_ms(absl::ToInt64Milliseconds(kLease));
   absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0, TestClock());
   EXPECT_TRUE(job.ok()) << job.status();
@@ -89,6 +92,43 @@ TEST(ShardJobLeaseTest, SyncMarksALostWorkerButItsBarrierStillWaitsForIt) {
   ASSERT_EQ(stats.waiting_for_size(), 1);
   EXPECT_EQ(stats.waiting_for(0), 1);
   EXPECT_EQ(stats.step(), 0);
+}
+
+// An elastic job (JobSpec.min_workers): a lost worker leaves SYNC's barrier, whose steps go on
+// with the others, and a new incarnation of it joins again: the open step then waits for it.
+TEST(ShardJobLeaseTest, AnElasticSyncJobGoesOnWithoutALostWorkerAndTakesItBack) {
+  std::unique_ptr<ShardJob> job =
+      Job(ConsistencyConfig::SYNC, /*lost_workers_leave=*/true, /*num_workers=*/3);
+  TestClock()->Advance(kLease * 2 / 3);  // Worker 2 says nothing from here on.
+  ASSERT_TRUE(Push(job.get(), 0, 0).ok());
+  ASSERT_TRUE(Push(job.get(), 1, 0).ok());
+  EXPECT_EQ(job->Stats().step(), 0);  // Waiting for worker 2.
+  EXPECT_EQ(job->ExpireLeases(TestClock()->Now() + kLease / 2), std::vector<int>{2});
+  JobStats stats = job->Stats();
+  EXPECT_TRUE(stats.workers(2).lost());
+  EXPECT_TRUE(stats.workers(2).left());
+  EXPECT_EQ(stats.step(), 1);  // Step 0 of the two that are left, applied as it left.
+  ASSERT_TRUE(Push(job.get(), 0, 1).ok());
+  ASSERT_TRUE(Push(job.get(), 1, 1).ok());
+  EXPECT_EQ(job->Stats().step(), 2);
+  // Its daemon is back: the new incarnation's pull of step 2 joins it, and step 2 needs it.
+  PullRequest pull;
+  pull.set_job_id("leased");
+  pull.set_worker(2);
+  pull.set_incarnation(1);
+  pull.set_step(2);
+  std::optional<absl::Status> answered;
+  job->Pull(pull, [&answered](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
+    answered = snapshot.status();
+  });
+  ASSERT_TRUE(answered.has_value() && answered->ok());
+  ASSERT_TRUE(Push(job.get(), 0, 2).ok());
+  ASSERT_TRUE(Push(job.get(), 1, 2).ok());
+  stats = job->Stats();
+  EXPECT_EQ(stats.step(), 2);
+  EXPECT_THAT(stats.waiting_for(), ::testing::ElementsAre(2));
+  ASSERT_TRUE(Push(job.get(), 2, 2, /*incarnation=*/1, /*push_id=*/1).ok());
+  EXPECT_EQ(job->Stats().step(), 3);
 }
 
 TEST(ShardJobIncarnationTest, ANewIncarnationRejoinsAndTheOldOneIsRefused) {

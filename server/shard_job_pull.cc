@@ -270,23 +270,30 @@ std::vector<int> ShardJob::TakeExpiredLeases(absl::Time now) {
 
 void ShardJob::LoseWorkers(const std::vector<int>& workers) {
   if (workers.empty()) return;
-  // A lost worker leaves the clocks only where the mode says so (SSP): a barrier with backup
-  // workers needs none in particular, and one without them waits for the lost one until its
-  // pulls time out; the other modes wait for no one.
-  const bool leaves = ModeTraitsOf(spec_.consistency().mode()).lost_worker ==
-                      LostWorkerPolicy::kLeavesAfterLease;
+  // A lost worker leaves the clocks only where the mode says so (SSP), or the job is elastic
+  // (lost_workers_leave): a barrier with backup workers needs none in particular, and one
+  // without them waits for the lost one until its pulls time out; the other modes wait for no
+  // one.
+  const bool leaves = spec_.lost_workers_leave() ||
+                      ModeTraitsOf(spec_.consistency().mode()).lost_worker ==
+                          LostWorkerPolicy::kLeavesAfterLease;
+  absl::MutexLock aggregate_lock(&aggregate_mu_);
   std::vector<Waiter> ready;
+  bool apply = false;  // A SYNC step waited only for workers now gone.
+  float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
     for (int w : workers) {
       if (w < 0 || w >= spec_.num_workers()) continue;
       leases_.MarkLost(w);
-      if (leaves) rule_->Leave(w);
+      if (leaves && rule_->Leave(w)) apply = true;
       if (handout_ != nullptr) handout_->GiveBackAll(w);
     }
     ready = TakeReadyWaitersLocked();
+    if (apply) learning_rate = NextAggregateLearningRateLocked();
   }
   Complete(std::move(ready));
+  if (apply) ApplyAggregate(learning_rate, nullptr);
 }
 
 absl::StatusOr<NextBatchesResponse> ShardJob::NextBatches(const NextBatchesRequest& request) {

@@ -237,6 +237,29 @@ absl::Status ValidateSharding(const JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// Elastic workers (JobSpec.min_workers): a lost worker leaves the job, found by its lease; the
+// rings of ALLREDUCE and LOCAL_SGD need every worker.
+absl::Status ValidateElastic(const JobSpec& spec, int num_workers) {
+  if (spec.min_workers() == 0) return absl::OkStatus();
+  if (spec.min_workers() < 0 || spec.min_workers() > num_workers) {
+    return FieldError("min_workers",
+                      absl::StrCat("is ", spec.min_workers(), ": 1 to the cluster's ", num_workers,
+                                   " workers, or 0 for a job that is not elastic"));
+  }
+  if (ModeTraitsOf(spec.consistency().mode()).family == ModeFamily::kRing) {
+    return FieldError("min_workers", absl::StrCat("is for the modes with ps, not ",
+                                                  ConsistencyConfig::Mode_Name(
+                                                      spec.consistency().mode()),
+                                                  ", whose ring needs every worker: unset it"));
+  }
+  if (spec.worker_lease_s() <= 0) {
+    return FieldError("min_workers",
+                      "needs worker_lease_s > 0: a worker that died is found by its lease "
+                      "running out, and then leaves the job (2 is a good start)");
+  }
+  return absl::OkStatus();
+}
+
 // A sparse model (IsSparseModel): its rows are pulled and pushed with every step on the shards
 // (worker/sparse_training.h), from LIBSVM or CSV data read as sparse features.
 absl::Status ValidateSparseModel(const JobSpec& spec) {
@@ -638,6 +661,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec, int num_workers) {
   status = ValidateStopRules(spec);
   if (!status.ok()) return status;
   status = ValidateConsistencyConfig(spec.consistency(), num_workers);
+  if (!status.ok()) return status;
+  status = ValidateElastic(spec, num_workers);
   if (!status.ok()) return status;
   const ModeTraits& mode = ModeTraitsOf(spec.consistency().mode());  // Validated above.
   status = ValidateDownpour(spec.downpour(), mode);

@@ -51,6 +51,7 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
   parameters.set_owner(spec.owner());
   parameters.set_record_apply_log(spec.record_apply_log());
   parameters.set_replicas(spec.replicas());
+  parameters.set_lost_workers_leave(spec.min_workers() > 0);
   *parameters.mutable_compression() = spec.compression();
   if (const ModeTraits* mode = FindModeTraits(spec.consistency().mode());
       mode != nullptr && mode->center_moves_by_differences) {

@@ -51,7 +51,8 @@ std::string ProbeTask(const ClusterClient& client, absl::string_view job, int in
 
 }  // namespace
 
-std::vector<std::string> ProbeCluster(const ClusterSpec& cluster, absl::Duration timeout) {
+std::vector<std::string> ProbeCluster(const ClusterSpec& cluster, absl::Duration timeout,
+                                      std::vector<int>* workers_not_ready) {
   ClusterClientOptions options;
   options.status_timeout = timeout;
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster, options);
@@ -73,7 +74,11 @@ std::vector<std::string> ProbeCluster(const ClusterSpec& cluster, absl::Duration
   for (std::thread& thread : threads) thread.join();
   std::vector<std::string> problems;
   for (const Probe& probe : probes) {
-    if (!probe.problem.empty()) problems.push_back(probe.problem);
+    if (probe.problem.empty()) continue;
+    problems.push_back(probe.problem);
+    if (workers_not_ready != nullptr && probe.job == kWorkerJob) {
+      workers_not_ready->push_back(probe.index);
+    }
   }
   return problems;
 }

@@ -12,9 +12,11 @@
 namespace ps {
 
 // One line per problem, naming the task and its address and saying what to do; empty when
-// the cluster is ready. Tasks are probed in parallel, each within `timeout`.
+// the cluster is ready. Tasks are probed in parallel, each within `timeout`. With
+// `workers_not_ready`, the workers with a problem are listed there too, in order.
 std::vector<std::string> ProbeCluster(const ClusterSpec& cluster,
-                                      absl::Duration timeout = absl::Seconds(5));
+                                      absl::Duration timeout = absl::Seconds(5),
+                                      std::vector<int>* workers_not_ready = nullptr);
 
 }  // namespace ps
 

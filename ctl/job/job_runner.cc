@@ -187,8 +187,8 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
 }
 
 // Starts the run on every worker w from first_steps[w]; on a failure, stops it on those started.
-// With `skip_down` (a recovery), a worker that cannot be reached is skipped instead: it is then
-// lost, and rejoins once its daemon is back (LostWorkers).
+// With `skip_down` (a recovery, an elastic job), a worker that cannot be reached is skipped
+// instead: it is then lost, and rejoins once its daemon is back (LostWorkers).
 absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& client,
                               const JobSpec& spec, const std::vector<int64_t>& first_steps,
                               const SubmitOptions& options, bool skip_down = false) {
@@ -377,10 +377,26 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   for (const std::string& warning : JobWarnings(spec, cluster.NumTasks(kWorkerJob))) {
     *options.out << "warning: " << warning << "\n";
   }
-  std::vector<std::string> problems = ProbeCluster(cluster);
-  if (!problems.empty()) {
-    return absl::UnavailableError(
-        absl::StrCat("the cluster is not ready:\n  ", absl::StrJoin(problems, "\n  ")));
+  std::vector<int> workers_not_ready;
+  std::vector<std::string> problems =
+      ProbeCluster(cluster, absl::Seconds(5), &workers_not_ready);
+  // An elastic job starts without workers that are not up, as long as enough are.
+  const bool starts_without = !problems.empty() && spec.min_workers() > 0 &&
+                              problems.size() == workers_not_ready.size() &&
+                              workers_not_ready.front() != 0 &&
+                              cluster.NumTasks(kWorkerJob) -
+                                      static_cast<int>(workers_not_ready.size()) >=
+                                  spec.min_workers();
+  if (!problems.empty() && !starts_without) {
+    return absl::UnavailableError(absl::StrCat(
+        "the cluster is not ready:\n  ", absl::StrJoin(problems, "\n  "),
+        spec.min_workers() > 0
+            ? absl::StrCat("\n(an elastic job starts with at least min_workers = ",
+                           spec.min_workers(), " workers up, worker:0 among them, and every ps)")
+            : ""));
+  }
+  for (const std::string& problem : starts_without ? problems : std::vector<std::string>()) {
+    *options.out << problem << ": the elastic job starts without it, and it joins once it is up\n";
   }
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster);
   if (!client.ok()) return client.status();
@@ -436,7 +452,8 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     }
   }
   const absl::Time start = options.clock->Now();
-  status = StartEveryWorker(cluster, **client, spec, run->worker_steps, options);
+  status = StartEveryWorker(cluster, **client, spec, run->worker_steps, options,
+                            /*skip_down=*/spec.min_workers() > 0);
   if (!status.ok()) return status;
   if (options.detach) {
     *options.out << spec.job_id() << "\n";

@@ -20,6 +20,7 @@ bool WaitsForReturn(const JobSpec& spec) {
 
 bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
   if (failed >= num_workers) return false;
+  if (spec.min_workers() > 0) return num_workers - failed >= spec.min_workers();  // Elastic.
   const ConsistencyConfig& consistency = spec.consistency();
   switch (ModeTraitsOf(consistency.mode()).lost_worker) {
     case LostWorkerPolicy::kGoesOn:
@@ -66,7 +67,12 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
       lost_at_[progress->worker()] = time;
       out_ << task << " failed at step " << progress->step() << " (" << progress->error() << "); "
            << (goes_on ? absl::StrCat("the job goes on without it (",
-                                      ConsistencyConfig::Mode_Name(spec_.consistency().mode()), ")")
+                                      spec_.min_workers() > 0
+                                          ? absl::StrCat("elastic: at least ",
+                                                         spec_.min_workers(), " workers")
+                                          : ConsistencyConfig::Mode_Name(
+                                                spec_.consistency().mode()),
+                                      "); it rejoins once its daemon is back")
                        : absl::StrCat("SYNC waits up to ", absl::FormatDuration(wait),
                                       " for it to return: start its daemon again"))
            << "\n";

@@ -20,9 +20,10 @@
 
 namespace ps {
 
-// Whether the job goes on without `failed` of its `num_workers` workers: ASYNC and SOFTSYNC
-// need no worker in particular; SSP stops waiting for a worker whose lease ran out
-// (worker_lease_s); SYNC with backup workers needs replicas_to_aggregate of them.
+// Whether the job goes on without `failed` of its `num_workers` workers: an elastic job
+// (min_workers) while min_workers are left; else ASYNC and SOFTSYNC need no worker in
+// particular; SSP stops waiting for a worker whose lease ran out (worker_lease_s); SYNC with
+// backup workers needs replicas_to_aggregate of them.
 bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed);
 
 // Not thread-safe: one per followed job, updated from psctl's loop.
