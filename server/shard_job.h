@@ -160,7 +160,8 @@ class ShardJob {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Leases (ParameterSpec.worker_lease_ms; none when 0): a worker this shard has not heard
-  // from (no pull, no admitted push) for longer than the lease, as of `now`, is lost: shown in
+  // from (no pull, no admitted push) for longer than the lease, as of `now`, and that has no
+  // pull parked here (waiting at a barrier is not being gone), is lost: shown in
   // its WorkerStats, and under SSP, or in an elastic job (lost_workers_leave), it leaves the
   // job (its clock no longer holds the others back, a SYNC step that waited only for it is
   // applied, parked pulls that waited only for it are answered). Returns the workers lost by

@@ -103,7 +103,21 @@ TEST(ShardJobLeaseTest, AnElasticSyncJobGoesOnWithoutALostWorkerAndTakesItBack) 
   ASSERT_TRUE(Push(job.get(), 0, 0).ok());
   ASSERT_TRUE(Push(job.get(), 1, 0).ok());
   EXPECT_EQ(job->Stats().step(), 0);  // Waiting for worker 2.
-  EXPECT_EQ(job->ExpireLeases(TestClock()->Now() + kLease / 2), std::vector<int>{2});
+  // Workers 0 and 1 wait at the barrier for step 1, longer than the lease: waiting is not gone.
+  std::vector<absl::Status> barrier;
+  for (int w = 0; w < 2; ++w) {
+    PullRequest pull;
+    pull.set_job_id("leased");
+    pull.set_worker(w);
+    pull.set_step(1);
+    job->Pull(pull, [&barrier](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
+      barrier.push_back(snapshot.status());
+    });
+  }
+  EXPECT_TRUE(barrier.empty());
+  TestClock()->Advance(kLease * 2);
+  EXPECT_EQ(job->ExpireLeases(TestClock()->Now()), std::vector<int>{2});
+  EXPECT_EQ(barrier.size(), 2u);  // Step 0 applied as worker 2 left: the barrier opened.
   JobStats stats = job->Stats();
   EXPECT_TRUE(stats.workers(2).lost());
   EXPECT_TRUE(stats.workers(2).left());

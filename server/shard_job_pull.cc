@@ -263,8 +263,17 @@ std::vector<int> ShardJob::ExpireLeases(absl::Time now) {
 std::vector<int> ShardJob::TakeExpiredLeases(absl::Time now) {
   if (!leases_.enabled()) return {};
   absl::MutexLock lock(&mu_);
-  return leases_.Expire(now, [this](int w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return rule_->left(w);  // Under mu_, held by the caller of Expire.
+  // A worker whose pull is parked here (at a barrier, a staleness bound) is waiting, not gone.
+  std::vector<bool> parked(spec_.num_workers(), false);
+  for (const auto& [id, waiter] : waiters_) {
+    const int w = waiter.request.worker();
+    if (w >= 0 && w < spec_.num_workers() &&
+        waiter.request.incarnation() != OBSERVER_INCARNATION) {
+      parked[w] = true;
+    }
+  }
+  return leases_.Expire(now, [this, &parked](int w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return parked[w] || rule_->left(w);  // Under mu_, held by the caller of Expire.
   });
 }
 

@@ -1,0 +1,93 @@
+// Elastic workers (docs/elastic.md) with real daemons: a SYNC job with "min_workers": 2 and its
+// data handed out is submitted to 2 ps and 3 workers while worker:2's daemon is down. It starts
+// on worker:0 and worker:1; worker:2 joins once its daemon is started; then worker:1 is killed
+// with kill -9 for good, and the barrier goes on with worker:0 and worker:2 once its lease runs
+// out. The job must end DONE with every batch of every epoch trained on exactly once, and no
+// process left behind.
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/substitute.h"
+#include "absl/time/clock.h"
+#include "tests/daemon_cluster.h"
+#include "tests/psctl_testing.h"
+
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+// 4000 examples, a fifth held out for the test: 3200 train in batches of 32.
+constexpr int kBatchesPerEpoch = 100;
+constexpr int kEpochs = 12;
+
+std::string ElasticJob(const std::string& id) {
+  return absl::Substitute(R"({"job_id": "$0",
+  "model": {"kind": "SOFTMAX_REGRESSION"},
+  "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000, "feature_dim": 16,
+                         "num_classes": 4},
+           "test_fraction": 0.2, "sharding": "DYNAMIC"},
+  "learning_rate": {"base": 0.2},
+  "consistency": {"mode": "SYNC"},
+  "batch_size": 32, "epochs": $1, "eval_interval": 100, "seed": 7, "time_limit_s": 120,
+  "min_slice_bytes": 64, "worker_lease_s": 1, "min_workers": 2, "checkpoint": {},
+  "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 10}}
+)",
+                          id, kEpochs);
+}
+
+TEST(ElasticProcessTest, WorkersJoinAndLeaveASyncJobThatTrainsOnEveryBatchOnce) {
+  const std::string dir = TestDir();
+  absl::StatusOr<std::unique_ptr<DaemonCluster>> started = DaemonCluster::Start(dir, 2, 3);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<DaemonCluster> cluster = *std::move(started);
+  ASSERT_TRUE(cluster->Kill("worker:2"));  // Not up when the job is submitted.
+  const std::string spec = cluster->spec_path();
+  const std::string results = dir + "/results";
+  Psctl job({"submit", "--cluster_spec=" + spec,
+             "--job=" + WriteJob(dir, "elastic", ElasticJob("elastic")), "--results=" + results},
+            dir);
+  // Until the job runs without worker:2 (psctl's probe of it waits for it a while first).
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (job.Output().find("worker:1 started job") == std::string::npos) {
+    ASSERT_FALSE(job.Ended()) << job.Output();
+    ASSERT_LT(absl::Now(), deadline) << job.Output();
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(cluster->StartTask("worker:2").ok());  // Joins.
+  absl::SleepFor(absl::Seconds(3));
+  ASSERT_FALSE(job.Ended()) << "the job ended before worker:1 was killed: " << job.Output();
+  ASSERT_TRUE(cluster->Kill("worker:1"));  // Leaves for good.
+  ASSERT_EQ(job.Wait(absl::Minutes(3)), 0) << job.Output();
+
+  const std::string output = job.Output();
+  EXPECT_THAT(output, HasSubstr("the elastic job starts without it")) << output;
+  EXPECT_THAT(output, HasSubstr("worker:2 is back")) << output;
+  EXPECT_THAT(output, HasSubstr("elastic: at least 2 workers")) << output;
+  nlohmann::json summary = ReadJson(results + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_GT(summary.value("final_eval_accuracy", -1.0), 0.5) << summary.dump();
+
+  Psctl status({"status", "--cluster_spec=" + spec, "--job=elastic"}, dir);
+  status.Wait(absl::Minutes(1));
+  EXPECT_THAT(status.Stdout(),
+              HasSubstr(absl::StrCat("data handed out: ", kEpochs, " of ", kEpochs,
+                                     " epochs done, ", kEpochs * kBatchesPerEpoch,
+                                     " batches trained (", kBatchesPerEpoch, " an epoch), 0 held "
+                                     "by workers, 0 given back and waiting")))
+      << status.Output();
+
+  std::vector<std::string> stuck;
+  EXPECT_TRUE(cluster->Stop(&stuck)) << ::testing::PrintToString(stuck) << " did not stop";
+  EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty())
+      << "processes of this test are left behind";
+}
+
+}  // namespace
+}  // namespace ps
