@@ -1,9 +1,10 @@
-// Elastic workers (docs/elastic.md) with real daemons: a SYNC job with "min_workers": 2 and its
-// data handed out is submitted to 2 ps and 3 workers while worker:2's daemon is down. It starts
-// on worker:0 and worker:1; worker:2 joins once its daemon is started; then worker:1 is killed
-// with kill -9 for good, and the barrier goes on with worker:0 and worker:2 once its lease runs
-// out. The job must end DONE with every batch of every epoch trained on exactly once, and no
+// Elastic workers (docs/elastic.md) with real daemons: a SYNC job, and an SSP one, with
+// "min_workers": 2 and its data handed out is submitted to 2 ps and 3 workers while worker:2's
+// daemon is down. It starts on worker:0 and worker:1; worker:2 joins once its daemon is started;
+// then worker:1 is killed with kill -9 for good, and the job goes on with worker:0 and worker:2
+// once its lease runs out. The job must end DONE with every batch of every epoch trained on exactly once, and no
 // process left behind.
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -26,22 +27,24 @@ using ::testing::HasSubstr;
 constexpr int kBatchesPerEpoch = 100;
 constexpr int kEpochs = 12;
 
-std::string ElasticJob(const std::string& id) {
+std::string ElasticJob(const std::string& id, const std::string& mode) {
   return absl::Substitute(R"({"job_id": "$0",
   "model": {"kind": "SOFTMAX_REGRESSION"},
   "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000, "feature_dim": 16,
                          "num_classes": 4},
            "test_fraction": 0.2, "sharding": "DYNAMIC"},
   "learning_rate": {"base": 0.2},
-  "consistency": {"mode": "SYNC"},
+  "consistency": {"mode": "$2", "ssp_bound": 3},
   "batch_size": 32, "epochs": $1, "eval_interval": 100, "seed": 7, "time_limit_s": 120,
   "min_slice_bytes": 64, "worker_lease_s": 1, "min_workers": 2, "checkpoint": {},
   "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 10}}
 )",
-                          id, kEpochs);
+                          id, kEpochs, mode);
 }
 
-TEST(ElasticProcessTest, WorkersJoinAndLeaveASyncJobThatTrainsOnEveryBatchOnce) {
+class ElasticProcessTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ElasticProcessTest, WorkersJoinAndLeaveAndEveryBatchIsTrainedOnce) {
   const std::string dir = TestDir();
   absl::StatusOr<std::unique_ptr<DaemonCluster>> started = DaemonCluster::Start(dir, 2, 3);
   ASSERT_TRUE(started.ok()) << started.status();
@@ -50,7 +53,8 @@ TEST(ElasticProcessTest, WorkersJoinAndLeaveASyncJobThatTrainsOnEveryBatchOnce) 
   const std::string spec = cluster->spec_path();
   const std::string results = dir + "/results";
   Psctl job({"submit", "--cluster_spec=" + spec,
-             "--job=" + WriteJob(dir, "elastic", ElasticJob("elastic")), "--results=" + results},
+             "--job=" + WriteJob(dir, "elastic", ElasticJob("elastic", GetParam())),
+             "--results=" + results},
             dir);
   // Until the job runs without worker:2 (psctl's probe of it waits for it a while first).
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -68,7 +72,12 @@ TEST(ElasticProcessTest, WorkersJoinAndLeaveASyncJobThatTrainsOnEveryBatchOnce) 
 
   const std::string output = job.Output();
   EXPECT_THAT(output, HasSubstr("the elastic job starts without it")) << output;
-  EXPECT_THAT(output, HasSubstr("worker:2 is back")) << output;
+  // It joins where the job is (SYNC: the barrier's step; SSP: the slowest clock), not at 0.
+  const size_t back = output.find("worker:2 is back: it rejoins the job at step ");
+  ASSERT_NE(back, std::string::npos) << output;
+  const std::string joined = output.substr(back, output.find('\n', back) - back);
+  std::cout << joined << "\n";
+  EXPECT_THAT(joined, ::testing::Not(HasSubstr("at step 0 "))) << joined;
   EXPECT_THAT(output, HasSubstr("elastic: at least 2 workers")) << output;
   nlohmann::json summary = ReadJson(results + "/summary.json");
   EXPECT_EQ(summary["state"], "DONE") << summary.dump();
@@ -88,6 +97,11 @@ TEST(ElasticProcessTest, WorkersJoinAndLeaveASyncJobThatTrainsOnEveryBatchOnce) 
   EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty())
       << "processes of this test are left behind";
 }
+
+// SYNC: the barrier aggregates who is in the job. SSP: the joining worker starts at the slowest
+// clock in the job, and the bound stops waiting for the one that died.
+INSTANTIATE_TEST_SUITE_P(Modes, ElasticProcessTest, ::testing::Values("SYNC", "SSP"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace ps

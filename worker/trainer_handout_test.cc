@@ -121,5 +121,58 @@ TEST_F(HandoutTest, ARestartedWorkersBatchesAreTrainedOnOnce) {
   EXPECT_EQ(TotalSteps(runs), kEpochs * kBatchesPerEpoch);
 }
 
+// Elastic workers (JobSpec.min_workers) in every pushing mode: worker 2 is not there at the
+// start (its lease runs out and it is lost: SYNC's steps aggregate the others) and joins later as
+// a new incarnation, as psctl starts it (SSP: at the slowest clock in the job); worker 1 stops
+// half-way and leaves. Every batch is still trained on once.
+constexpr int kElasticEpochs = 25;  // Long enough (about a second) for worker 2 to join.
+
+TEST_P(TrainerHandoutTest, WorkersJoinAndLeaveAndEveryBatchIsTrainedOnce) {
+  StartServers(1);
+  const ConsistencyConfig::Mode mode = GetParam();
+  const std::string id = "elastic-" + ConsistencyConfig::Mode_Name(mode);
+  JobSpec spec = HandoutJob(id, mode);
+  spec.set_epochs(kElasticEpochs);
+  spec.mutable_consistency()->set_softsync_n(3);
+  spec.mutable_consistency()->set_ssp_bound(2);
+  spec.set_min_workers(1);
+  spec.set_worker_lease_s(0.3);
+  spec.mutable_stragglers()->set_distribution(StragglerSpec::UNIFORM);  // Steps of 3 ms or so.
+  spec.mutable_stragglers()->set_mean_delay_ms(3);
+  std::atomic<bool> leave{false};
+  auto elastic = [&](TrainerContext* context) {
+    if (context->worker == 1) context->stop = &leave;
+    if (context->worker != 2) return;
+    std::unique_ptr<PsClient> client = NewClient();
+    ASSERT_NE(client, nullptr);
+    // Until the others have trained a while without it, and its lease has run out.
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (true) {
+      absl::StatusOr<std::vector<JobStats>> stats = client->GetJobStats(id);
+      if (stats.ok() && (*stats)[0].workers(2).lost() && (*stats)[0].version() >= 20) {
+        if (mode == ConsistencyConfig::SSP) context->first_step = (*stats)[0].checkpoint_clock();
+        break;
+      }
+      ASSERT_LT(absl::Now(), deadline) << "worker 2 was never lost";
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    context->incarnation = 1;
+  };
+  auto on_report = [&leave](const JobProgress& progress) {
+    if (progress.worker() == 1 && progress.step() >= 30) leave = true;
+  };
+  std::vector<WorkerRun> runs = RunWorkers(spec, 3, nullptr, on_report, elastic);
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  EXPECT_TRUE(absl::IsCancelled(runs[1].status)) << runs[1].status;
+  ASSERT_TRUE(runs[2].status.ok()) << runs[2].status;
+  EXPECT_GT(runs[2].StepsReported(), 0u);
+  const std::vector<JobStats> stats = Stats(id);
+  const DataHandoutStats& handout = stats[0].handout();
+  EXPECT_EQ(handout.epochs_completed(), kElasticEpochs);
+  EXPECT_EQ(handout.batches_trained(), kElasticEpochs * kBatchesPerEpoch);
+  EXPECT_EQ(TotalSteps(runs), kElasticEpochs * kBatchesPerEpoch);
+  EXPECT_EQ(stats[0].applied_gradients(), kElasticEpochs * kBatchesPerEpoch);
+}
+
 }  // namespace
 }  // namespace ps
