@@ -178,4 +178,50 @@ absl::Status DataHandout::Restore(const DataHandoutState& state) {
   return absl::OkStatus();
 }
 
+void DataHandout::CopyTo(DataHandoutCopy* copy) const {
+  copy->Clear();
+  copy->set_next_batch(next_);
+  copy->mutable_waiting()->Add(waiting_.begin(), waiting_.end());
+  copy->set_given_back(given_back_);
+  for (size_t w = 0; w < held_.size(); ++w) {
+    DataHandoutWorker* worker = copy->add_workers();
+    worker->mutable_held()->Add(held_[w].begin(), held_[w].end());
+    worker->set_incarnation(incarnation_[w]);
+    worker->set_last_request(last_request_[w]);
+    worker->mutable_last_answer()->Add(last_answer_[w].begin(), last_answer_[w].end());
+  }
+}
+
+absl::Status DataHandout::CopyFrom(const DataHandoutCopy& copy) {
+  if (copy.workers_size() != static_cast<int>(held_.size())) {
+    return absl::DataLossError(absl::StrCat("the data handout's copy has ", copy.workers_size(),
+                                            " workers; the job has ", held_.size()));
+  }
+  // The waiting and held batches together, as a checkpoint keeps them, are checked by Restore.
+  DataHandoutState state;
+  state.set_next_batch(copy.next_batch());
+  state.set_given_back(copy.given_back());
+  std::set<int64_t> untrained(copy.waiting().begin(), copy.waiting().end());
+  size_t listed = static_cast<size_t>(copy.waiting_size());
+  for (const DataHandoutWorker& worker : copy.workers()) {
+    untrained.insert(worker.held().begin(), worker.held().end());
+    listed += static_cast<size_t>(worker.held_size());
+  }
+  if (untrained.size() != listed) {
+    return absl::DataLossError("the data handout's copy lists a batch twice");
+  }
+  state.mutable_waiting()->Add(untrained.begin(), untrained.end());
+  absl::Status restored = Restore(state);
+  if (!restored.ok()) return restored;
+  waiting_ = std::set<int64_t>(copy.waiting().begin(), copy.waiting().end());
+  for (size_t w = 0; w < held_.size(); ++w) {
+    const DataHandoutWorker& worker = copy.workers(static_cast<int>(w));
+    held_[w] = std::set<int64_t>(worker.held().begin(), worker.held().end());
+    incarnation_[w] = worker.incarnation();
+    last_request_[w] = worker.last_request();
+    last_answer_[w].assign(worker.last_answer().begin(), worker.last_answer().end());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ps

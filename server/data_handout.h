@@ -63,6 +63,11 @@ class DataHandout {
   // Takes back what Save wrote. DATA_LOSS for a state that does not fit `spec` (a batch past
   // the last, one listed twice or out of order).
   absl::Status Restore(const DataHandoutState& state);
+  // Everything, exactly (who holds what, the last request of each worker), for a replicated
+  // shard's backup; CopyFrom takes it back (DATA_LOSS as Restore, or for another number of
+  // workers or a batch held twice).
+  void CopyTo(DataHandoutCopy* copy) const;
+  absl::Status CopyFrom(const DataHandoutCopy& copy);
 
  private:
   // The first batch not trained on (the total when all are).

@@ -558,7 +558,7 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
     rejoin.mutable_rejoin()->set_incarnation(pull.incarnation());
     rejoin.mutable_rejoin()->set_clock(pull.clock());
     replicator->Submit(std::move(rejoin),
-                       [reactor, job = *job, pull](absl::StatusOr<PushResponse> rejoined) {
+                       [reactor, job = *job, pull](absl::StatusOr<ReplicaOutcome> rejoined) {
                          if (rejoined.ok()) {
                            reactor->Start(job, pull);
                          } else {
@@ -638,7 +638,12 @@ void ParameterService::ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob:
     done(replicator.status());
   } else if (*replicator != nullptr) {
     ReplicaInput input = PushInput(push);
-    (*replicator)->Submit(std::move(input), std::move(done), std::move(push));
+    (*replicator)->Submit(
+        std::move(input),
+        [done = std::move(done)](absl::StatusOr<ReplicaOutcome> outcome) {
+          done(outcome.ok() ? absl::StatusOr<PushResponse>(outcome->push()) : outcome.status());
+        },
+        std::move(push));
   } else {
     done(job->Push(push.header, *push.buffer, push.known_finite));
   }
@@ -755,7 +760,7 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto answer = [this, reactor, id = request->job_id(), job = *job,
                  slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
-                    absl::StatusOr<PushResponse> left) {
+                    absl::StatusOr<ReplicaOutcome> left) {
     if (left.ok() && job->AllWorkersLeft()) ForgetAfterRetention(id, job);
     Finish(reactor, slot.get(), left.status());
   };
@@ -771,7 +776,7 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
     return reactor;
   }
   absl::Status left = (*job)->Leave(request->worker(), request->run_id());
-  answer(left.ok() ? absl::StatusOr<PushResponse>(PushResponse()) : left);
+  answer(left.ok() ? absl::StatusOr<ReplicaOutcome>(ReplicaOutcome()) : left);
   return reactor;
 }
 
@@ -788,11 +793,29 @@ grpc::ServerUnaryReactor* ParameterService::NextBatches(grpc::CallbackServerCont
       RequireWorkerHost(peer, request->worker(), options_.worker_hosts, "NextBatches");
   if (!allowed.ok()) return Answer(context, &slot, allowed);
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
-      FindJobFor(peer, request->job_id(), JobAccess::kData, "NextBatches", std::nullopt);
+      FindJobFor(peer, request->job_id(), JobAccess::kData, "NextBatches",
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
   if (!job.ok()) return Answer(context, &slot, job.status());
-  absl::StatusOr<NextBatchesResponse> batches = (*job)->NextBatches(*request);
-  if (batches.ok()) *response = *std::move(batches);
-  return Answer(context, &slot, batches.status());
+  absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(*job);
+  if (!replicator.ok()) return Answer(context, &slot, replicator.status());
+  if (*replicator == nullptr) {
+    absl::StatusOr<NextBatchesResponse> batches = (*job)->NextBatches(*request);
+    if (batches.ok()) *response = *std::move(batches);
+    return Answer(context, &slot, batches.status());
+  }
+  // A replicated shard hands batches out on both copies, in the order of its other inputs.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  ReplicaInput input;
+  *input.mutable_next_batches() = *request;
+  (*replicator)
+      ->Submit(std::move(input),
+               [reactor, response,
+                slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
+                   absl::StatusOr<ReplicaOutcome> outcome) {
+                 if (outcome.ok()) *response = outcome->batches();
+                 Finish(reactor, slot.get(), outcome.status());
+               });
+  return reactor;
 }
 
 void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<ShardJob>& job) {
@@ -817,7 +840,7 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
     if (replicator != nullptr && !lost.empty()) {
       ReplicaInput input;
       input.mutable_lost()->mutable_workers()->Add(lost.begin(), lost.end());
-      replicator->Submit(std::move(input), [](absl::StatusOr<PushResponse>) {});
+      replicator->Submit(std::move(input), [](absl::StatusOr<ReplicaOutcome>) {});
     }
     if (!lost.empty() && watched->AllWorkersLeft()) {
       ForgetAfterRetention(id, job);

@@ -252,7 +252,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     if (!refused.ok()) return refused;
     LOG(INFO) << JobPrefix(install.job_id()) << TaskName() << " holds the backup of shard "
               << shard << " (served by ps:" << primary << ") as of input " << input.seq();
-    return AckFor(input.seq(), PushResponse());
+    return AckFor(input.seq(), ReplicaOutcome());
   }
   if (binding->job == nullptr) {
     return absl::FailedPreconditionError("a Replicate stream starts with an install");

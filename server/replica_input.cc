@@ -1,6 +1,7 @@
 #include "server/replica_input.h"
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -21,11 +22,30 @@ ReplicaInput PushInput(const ShardJob::ReadyPush& push) {
   return input;
 }
 
-absl::StatusOr<PushResponse> ApplyReplicaInput(ShardJob& job, const ReplicaInput& input,
-                                               const ShardJob::ReadyPush* push) {
+namespace {
+
+// A push's answer, or its error, as an input's outcome.
+absl::StatusOr<ReplicaOutcome> Pushed(absl::StatusOr<PushResponse> response) {
+  if (!response.ok()) return response.status();
+  ReplicaOutcome outcome;
+  *outcome.mutable_push() = *std::move(response);
+  return outcome;
+}
+
+absl::StatusOr<ReplicaOutcome> Done(const absl::Status& status) {
+  if (!status.ok()) return status;
+  return ReplicaOutcome();
+}
+
+}  // namespace
+
+absl::StatusOr<ReplicaOutcome> ApplyReplicaInput(ShardJob& job, const ReplicaInput& input,
+                                                 const ShardJob::ReadyPush* push) {
   switch (input.input_case()) {
     case ReplicaInput::kPush: {
-      if (push != nullptr) return job.Push(push->header, *push->buffer, push->known_finite);
+      if (push != nullptr) {
+        return Pushed(job.Push(push->header, *push->buffer, push->known_finite));
+      }
       const std::string& bytes = input.push().gradient();
       if (bytes.size() % sizeof(float) != 0) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -35,52 +55,59 @@ absl::StatusOr<PushResponse> ApplyReplicaInput(ShardJob& job, const ReplicaInput
       const size_t floats = bytes.size() / sizeof(float);
       if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(float) == 0) {
         // The message's own bytes (operator new aligns them): no copy.
-        return job.Push(input.push().header(),
-                        absl::MakeConstSpan(reinterpret_cast<const float*>(bytes.data()), floats),
-                        input.push().known_finite());
+        return Pushed(job.Push(
+            input.push().header(),
+            absl::MakeConstSpan(reinterpret_cast<const float*>(bytes.data()), floats),
+            input.push().known_finite()));
       }
       std::vector<float> gradient(floats);
       if (!bytes.empty()) std::memcpy(gradient.data(), bytes.data(), bytes.size());
-      return job.Push(input.push().header(), gradient, input.push().known_finite());
+      return Pushed(job.Push(input.push().header(), gradient, input.push().known_finite()));
     }
-    case ReplicaInput::kLeave: {
-      absl::Status left = job.Leave(input.leave().worker(), input.leave().run_id());
-      if (!left.ok()) return left;
-      return PushResponse();
-    }
+    case ReplicaInput::kLeave:
+      return Done(job.Leave(input.leave().worker(), input.leave().run_id()));
     case ReplicaInput::kLost:
       job.LoseWorkers({input.lost().workers().begin(), input.lost().workers().end()});
-      return PushResponse();
-    case ReplicaInput::kRejoin: {
-      absl::Status rejoined = job.Rejoin(input.rejoin().worker(), input.rejoin().incarnation(),
-                                         input.rejoin().clock());
-      if (!rejoined.ok()) return rejoined;
-      return PushResponse();
+      return ReplicaOutcome();
+    case ReplicaInput::kRejoin:
+      return Done(job.Rejoin(input.rejoin().worker(), input.rejoin().incarnation(),
+                             input.rejoin().clock()));
+    case ReplicaInput::kNextBatches: {
+      absl::StatusOr<NextBatchesResponse> batches = job.NextBatches(input.next_batches());
+      if (!batches.ok()) return batches.status();
+      ReplicaOutcome outcome;
+      *outcome.mutable_batches() = *std::move(batches);
+      return outcome;
     }
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("replicated input ", input.seq(), " is neither a push, a leave, lost "
-                       "workers nor a rejoin"));
+                       "workers, a rejoin nor batches handed out"));
   }
 }
 
-ReplicaAck AckFor(int64_t seq, const absl::StatusOr<PushResponse>& result) {
+ReplicaAck AckFor(int64_t seq, const absl::StatusOr<ReplicaOutcome>& result) {
   ReplicaAck ack;
   ack.set_seq(seq);
   ack.set_code(static_cast<int>(result.status().code()));
   if (result.ok()) {
-    *ack.mutable_push() = *result;
+    *ack.mutable_outcome() = *result;
   } else {
     ack.set_message(std::string(result.status().message()));
   }
   return ack;
 }
 
-bool SameOutcome(const ReplicaAck& ack, const absl::StatusOr<PushResponse>& result) {
+bool SameOutcome(const ReplicaAck& ack, const absl::StatusOr<ReplicaOutcome>& result) {
   if (ack.code() != static_cast<int>(result.status().code())) return false;
   if (!result.ok()) return true;
-  return ack.push().outcome() == result->outcome() && ack.push().version() == result->version() &&
-         ack.push().step() == result->step();
+  const PushResponse& theirs = ack.outcome().push();
+  const PushResponse& ours = result->push();
+  return theirs.outcome() == ours.outcome() && theirs.version() == ours.version() &&
+         theirs.step() == ours.step() &&
+         std::equal(ack.outcome().batches().batches().begin(),
+                    ack.outcome().batches().batches().end(), result->batches().batches().begin(),
+                    result->batches().batches().end());
 }
 
 }  // namespace ps

@@ -13,19 +13,19 @@ namespace ps {
 // The input for a whole push (its gradient's floats copied into the message).
 ReplicaInput PushInput(const ShardJob::ReadyPush& push);
 
-// Applies `input` (a push, leave, lost workers or rejoin; not an install) to `job`: what a push
-// answers, or an empty PushResponse for the others. `push`: the push's gradient already decoded
-// (the primary's own), else it is read from the message (INVALID_ARGUMENT when its size is not a
-// whole number of floats).
-absl::StatusOr<PushResponse> ApplyReplicaInput(ShardJob& job, const ReplicaInput& input,
-                                               const ShardJob::ReadyPush* push = nullptr);
+// Applies `input` (a push, leave, lost workers, rejoin or batches handed out; not an install) to
+// `job`: what a push answers, or the batches handed out, in the outcome (empty for the others).
+// `push`: the push's gradient already decoded (the primary's own), else it is read from the
+// message (INVALID_ARGUMENT when its size is not a whole number of floats).
+absl::StatusOr<ReplicaOutcome> ApplyReplicaInput(ShardJob& job, const ReplicaInput& input,
+                                                 const ShardJob::ReadyPush* push = nullptr);
 
 // The backup's answer to input `seq`, from what applying it gave.
-ReplicaAck AckFor(int64_t seq, const absl::StatusOr<PushResponse>& result);
+ReplicaAck AckFor(int64_t seq, const absl::StatusOr<ReplicaOutcome>& result);
 // Whether the primary's `result` of an input is what the backup's `ack` says it got: the same
-// code, and for a push the same outcome, version and step. Anything else means the copies have
-// diverged.
-bool SameOutcome(const ReplicaAck& ack, const absl::StatusOr<PushResponse>& result);
+// code, for a push the same outcome, version and step, and for a handout the same batches.
+// Anything else means the copies have diverged.
+bool SameOutcome(const ReplicaAck& ack, const absl::StatusOr<ReplicaOutcome>& result);
 
 }  // namespace ps
 

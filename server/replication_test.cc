@@ -320,8 +320,8 @@ class ReplicatorTest : public ::testing::Test {
     absl::StatusOr<PushResponse> result;
     replicator_->Submit(
         PushInput(push),
-        [&](absl::StatusOr<PushResponse> answer) {
-          result = std::move(answer);
+        [&](absl::StatusOr<ReplicaOutcome> answer) {
+          result = answer.ok() ? absl::StatusOr<PushResponse>(answer->push()) : answer.status();
           done.Notify();
         },
         push);

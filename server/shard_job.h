@@ -175,7 +175,8 @@ class ShardJob {
 
   // Replication (server/shard_replicator.h; shard_job_replica.cc). Every input that changes the
   // shard's state goes through these on both copies, in one order: a whole push (Push), a leave
-  // (Leave), lost workers (LoseWorkers) and a rejoin first seen in a pull (Rejoin).
+  // (Leave), lost workers (LoseWorkers), a rejoin first seen in a pull (Rejoin) and batches
+  // handed out (NextBatches).
   // A push decoded whole and checked against the placement, not yet applied.
   struct ReadyPush {
     PushRequestHeader header;  // Without chunk fields.

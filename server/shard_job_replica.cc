@@ -34,6 +34,7 @@ ReplicaInstall ShardJob::ReplicaSnapshot() {
   absl::MutexLock lock(&mu_);
   for (int incarnation : incarnation_) install.add_incarnations(incarnation);
   for (int64_t steps : steps_pushed_) install.add_steps_pushed(steps);
+  if (handout_ != nullptr) handout_->CopyTo(install.mutable_handout());
   return install;
 }
 
@@ -59,6 +60,10 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::FromReplicaSnapshot(
   absl::MutexLock lock(&(*job)->mu_);
   (*job)->incarnation_.assign(install.incarnations().begin(), install.incarnations().end());
   (*job)->steps_pushed_.assign(install.steps_pushed().begin(), install.steps_pushed().end());
+  if ((*job)->handout_ != nullptr) {
+    absl::Status handout = (*job)->handout_->CopyFrom(install.handout());
+    if (!handout.ok()) return absl::DataLossError(absl::StrCat(name, ": ", handout.message()));
+  }
   return job;
 }
 

@@ -281,7 +281,7 @@ void ShardReplicator::ApplyOldest(const ReplicaAck* ack) {
     pending_.pop_front();
     ++applied_;  // With the pop: Send finds input seq at pending_[seq - applied_ - 1].
   }
-  absl::StatusOr<PushResponse> result = ApplyReplicaInput(
+  absl::StatusOr<ReplicaOutcome> result = ApplyReplicaInput(
       *job_, oldest->input, oldest->push.has_value() ? &*oldest->push : nullptr);
   {
     absl::MutexLock lock(&mu_);
@@ -295,7 +295,7 @@ void ShardReplicator::ApplyOldest(const ReplicaAck* ack) {
         LOG(ERROR) << JobPrefix(job_->spec().job_id()) << "input " << oldest->input.seq()
                    << " of shard " << job_->ps_index() << " had another outcome on "
                    << options_.backup_name << " (code " << ack->code() << ", version "
-                   << ack->push().version() << ") than here (" << result.status()
+                   << ack->outcome().push().version() << ") than here (" << result.status()
                    << "): the copies diverged; installing the backup anew";
       }
     }

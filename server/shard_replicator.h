@@ -1,6 +1,7 @@
 // The primary's side of a replicated shard (ParameterSpec.replicas 2; docs/replication.md).
 //
-// Every input that changes the shard's state (a whole push, a leave, lost workers, a rejoin) is
+// Every input that changes the shard's state (a whole push, a leave, lost workers, a rejoin,
+// batches handed out) is
 // numbered as it is submitted, sent to the backup ps over one Replicate stream in that order,
 // and applied here only once the backup has acknowledged it, in the same order, on this
 // object's own thread; the submitter hears the result then. So a worker is told that an update
@@ -54,9 +55,9 @@ struct ShardReplicatorOptions {
 // Thread-safe.
 class ShardReplicator {
  public:
-  // Called once with the input's result on this copy (a push's answer; an empty PushResponse
-  // for the others), on the replicator's thread; it must not block.
-  using Done = std::function<void(absl::StatusOr<PushResponse>)>;
+  // Called once with the input's result on this copy (a push's answer, the batches handed out;
+  // empty for the others), on the replicator's thread; it must not block.
+  using Done = std::function<void(absl::StatusOr<ReplicaOutcome>)>;
 
   // Starts replicating `job`, which from now on changes only through Submit.
   ShardReplicator(std::shared_ptr<ShardJob> job, ShardReplicatorOptions options);

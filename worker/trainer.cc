@@ -277,7 +277,8 @@ class TrainingLoop {
                             request.set_incarnation(context.incarnation);
                             request.set_request_id(request_id);
                             request.set_count(count);
-                            return context.ps->NextBatches(request);
+                            return context.ps->NextBatches(request,
+                                                           context.spec.replicas() > 1);
                           });
     } else {
       reader_.SkipBatches(context.first_step, spec_.batch_size());

@@ -1,6 +1,7 @@
 // Jobs whose data is handed out (DataSpec.sharding DYNAMIC): every epoch's every batch trained
 // on once, whoever computes it, in every mode that pushes gradients to the shards.
 #include <numeric>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,50 @@ TEST_P(TrainerHandoutTest, WorkersJoinAndLeaveAndEveryBatchIsTrainedOnce) {
   EXPECT_EQ(handout.batches_trained(), kElasticEpochs * kBatchesPerEpoch);
   EXPECT_EQ(TotalSteps(runs), kElasticEpochs * kBatchesPerEpoch);
   EXPECT_EQ(stats[0].applied_gradients(), kElasticEpochs * kBatchesPerEpoch);
+}
+
+// A replicated job (replicas 2) whose first shard, which hands the batches out, loses its ps
+// mid-run: its backup on ps:1 takes the shard over with the handout as it was (who holds what,
+// each worker's last request), and every batch is still trained on once.
+TEST_F(HandoutTest, TheHandoutSurvivesTheLossOfItsPs) {
+  StartServers(3);
+  const std::string id = "handout-replicated";
+  JobSpec spec = HandoutJob(id, ConsistencyConfig::ASYNC);
+  spec.set_replicas(2);
+  spec.set_epochs(10);
+  spec.mutable_stragglers()->set_distribution(StragglerSpec::UNIFORM);  // Steps of 2 ms or so.
+  spec.mutable_stragglers()->set_mean_delay_ms(2);
+  std::thread killer([&] {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < deadline) {
+      std::shared_ptr<ShardJob> first = servers_->server(0).service().JobForTesting(id);
+      if (first != nullptr && first->Stats().handout().batches_trained() >= 60) {
+        // The backup of the first shard is on ps:1.
+        std::shared_ptr<ShardJob> backup = servers_->server(1).service().BackupForTesting(id, 0);
+        ASSERT_NE(backup, nullptr);
+        servers_->server(0).Shutdown(absl::ZeroDuration());
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    ADD_FAILURE() << "the job never trained 60 batches";
+  });
+  std::vector<WorkerRun> runs = RunWorkers(spec, 3);
+  killer.join();
+  for (const WorkerRun& run : runs) ASSERT_TRUE(run.status.ok()) << run.status;
+  std::shared_ptr<ShardJob> promoted = servers_->server(1).service().BackupForTesting(id, 0);
+  ASSERT_NE(promoted, nullptr);
+  const JobStats stats = promoted->Stats();
+  EXPECT_EQ(stats.handout().epochs_completed(), 10);
+  EXPECT_EQ(stats.handout().batches_trained(), 10 * kBatchesPerEpoch);
+  EXPECT_EQ(stats.handout().batches_held(), 0);
+  EXPECT_EQ(stats.applied_gradients(), 10 * kBatchesPerEpoch);
+  EXPECT_EQ(TotalSteps(runs), 10 * kBatchesPerEpoch);
+  // ps:1's copy took the shard over (the loss came mid-run, not after it).
+  std::unique_ptr<PsClient> client = NewClient();
+  absl::StatusOr<std::vector<JobStats>> shards = client->GetJobStats(id, /*replicated=*/true);
+  ASSERT_TRUE(shards.ok()) << shards.status();
+  EXPECT_TRUE((*shards)[0].replication().took_over()) << (*shards)[0].replication().DebugString();
 }
 
 }  // namespace

@@ -174,13 +174,16 @@ absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& ru
   return connections_->RunCalls(std::move(calls));
 }
 
-absl::StatusOr<NextBatchesResponse> PsClient::NextBatches(const NextBatchesRequest& request) {
+absl::StatusOr<NextBatchesResponse> PsClient::NextBatches(NextBatchesRequest request,
+                                                          bool replicated) {
   NextBatchesResponse response;
+  if (replicated) request.set_shard(0);
   std::vector<PsConnections::Call> calls;
   calls.push_back(AdminCall(*connections_, /*ps=*/0, "NextBatches", request,
                             [&response](const grpc::ByteBuffer& bytes) {
                               return ParseFromByteBuffer(bytes, &response);
                             }));
+  calls.back().replicated = replicated;
   absl::Status status = connections_->RunCalls(std::move(calls));
   if (!status.ok()) return status;
   return response;

@@ -53,8 +53,10 @@ class PsClient {
   absl::Status LeaveJob(const std::string& job_id, const std::string& run_id, int worker,
                         bool replicated = false);
   // The next batches for a worker of a job whose data is handed out, from its first shard
-  // (`request` as NextBatchesRequest says; its request_id makes a retry safe).
-  absl::StatusOr<NextBatchesResponse> NextBatches(const NextBatchesRequest& request);
+  // (`request` as NextBatchesRequest says; its request_id makes a retry safe). `replicated`: as
+  // LeaveJob's (the first shard may be served by its other copy).
+  absl::StatusOr<NextBatchesResponse> NextBatches(NextBatchesRequest request,
+                                                  bool replicated = false);
   // Each shard's statistics, in ps order.
   absl::StatusOr<std::vector<JobStats>> GetJobStats(const std::string& job_id,
                                                     bool replicated = false);

@@ -229,11 +229,6 @@ absl::Status ValidateSharding(const JobSpec& spec) {
                                                     ModelSpec::Kind_Name(spec.model().kind()),
                                                     ": use BY_WORKER"));
   }
-  if (spec.replicas() > 1) {
-    return FieldError("data.sharding",
-                      "DYNAMIC is not supported with replicas yet (the batches handed out are "
-                      "not replicated): unset replicas or use BY_WORKER");
-  }
   return absl::OkStatus();
 }
 
@@ -532,11 +527,6 @@ absl::Status ValidateDataHandout(const ParameterSpec& spec) {
         "data_handout is for modes whose workers push gradients to the shards (",
         ModeNames(ShardsHoldTheModel, "and"), "), not ",
         ConsistencyConfig::Mode_Name(spec.consistency().mode())));
-  }
-  if (spec.replicas() > 1) {
-    return absl::InvalidArgumentError(
-        "data_handout is not supported with replicas yet: the batches handed out are not "
-        "replicated; unset one");
   }
   return absl::OkStatus();
 }

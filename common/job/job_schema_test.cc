@@ -145,11 +145,6 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
          s->mutable_consistency()->set_mode(ConsistencyConfig::ALLREDUCE);
        },
        "data.sharding DYNAMIC is for SYNC, ASYNC, SSP and SOFTSYNC"},
-      {[](JobSpec* s) {
-         s->mutable_data()->set_sharding(DataSpec::DYNAMIC);
-         s->set_replicas(2);
-       },
-       "data.sharding DYNAMIC is not supported with replicas yet"},
       {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(1); },
        "compression.topk_fraction is 1: give the fraction"},
       {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(-0.5f); },
