@@ -1,12 +1,11 @@
 // The primary's side of a replicated shard (ParameterSpec.replicas 2; docs/replication.md).
 //
 // Every input that changes the shard's state (a whole push, a leave, lost workers, a rejoin,
-// batches handed out) is
-// numbered as it is submitted, sent to the backup ps over one Replicate stream in that order,
-// and applied here only once the backup has acknowledged it, in the same order, on this
-// object's own thread; the submitter hears the result then. So a worker is told that an update
-// was applied only once both copies hold it, and nothing a pull can see here is missing on the
-// backup: the backup is this shard plus the inputs in flight.
+// batches handed out) is numbered as it is submitted, sent to the backup ps over one Replicate
+// stream in that order, and applied here only once the backup has acknowledged it, in the same
+// order, on this object's own thread; the submitter hears the result then. So a worker is told
+// that an update was applied only once both copies hold it, and nothing a pull can see here is
+// missing on the backup: the backup is this shard plus the inputs in flight.
 //
 // A stream starts with an install: a snapshot of the shard after the inputs applied so far, from
 // which the backup ps makes its copy (replacing any older one); the inputs not yet acknowledged
