@@ -191,9 +191,15 @@ TEST_F(HandoutTest, TheHandoutSurvivesTheLossOfItsPs) {
     while (absl::Now() < deadline) {
       std::shared_ptr<ShardJob> first = servers_->server(0).service().JobForTesting(id);
       if (first != nullptr && first->Stats().handout().batches_trained() >= 60) {
-        // The backup of the first shard is on ps:1.
+        // The backup of the first shard is on ps:1, and has had every input with the outcome
+        // the primary had: the same batches handed out, the same pushes admitted.
         std::shared_ptr<ShardJob> backup = servers_->server(1).service().BackupForTesting(id, 0);
         ASSERT_NE(backup, nullptr);
+        std::unique_ptr<PsClient> client = NewClient();
+        absl::StatusOr<std::vector<JobStats>> before = client->GetJobStats(id, true);
+        ASSERT_TRUE(before.ok()) << before.status();
+        EXPECT_GT((*before)[0].replication().inputs_replicated(), 60);
+        EXPECT_EQ((*before)[0].replication().divergences(), 0);
         servers_->server(0).Shutdown(absl::ZeroDuration());
         return;
       }
