@@ -199,6 +199,10 @@ absl::Status Resharder::TakeSparse(const OldShard& old) {
 absl::Status Resharder::TakeStatistics(const OldShard& old) {
   state_.set_version(std::max(state_.version(), old.state.version()));
   state_.set_updates_started(std::max(state_.updates_started(), old.state.updates_started()));
+  // The data handout lives on the first shard, before and after.
+  if (old.index == 0 && ps_index_ == 0 && old.state.has_handout()) {
+    *state_.mutable_handout() = old.state.handout();
+  }
   if (old.index != ps_index_ % manifest_.num_ps()) return absl::OkStatus();
   // Every shard sees every dense gradient: a shard's counts are the job's as one shard saw
   // them, and the new shard goes on from those of the old one it takes the place of (ShardJob::

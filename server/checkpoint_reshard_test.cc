@@ -238,6 +238,38 @@ TEST(ReshardTest, ASliceOfRowsWithDifferentUpdateCountsTakesTheLargest) {
   EXPECT_GT(old[0]->Stats().version(), old[1]->Stats().version());
 }
 
+// A job whose data is handed out keeps its handout on the first shard of the new layout: the
+// batches not used yet go out again there, none twice.
+TEST(ReshardTest, TheDataHandoutGoesToTheNewFirstShard) {
+  ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);
+  spec.mutable_data_handout()->set_batches_per_epoch(10);
+  spec.mutable_data_handout()->set_epochs(1);
+  const Shards old = NewShards(spec, 2);
+  NextBatchesRequest request;
+  request.set_job_id(spec.job_id());
+  request.set_run_id(spec.run_id());
+  request.set_count(4);
+  request.set_request_id(1);
+  ASSERT_TRUE(old[0]->NextBatches(request).ok());  // Batches 0 to 3, held.
+  std::vector<std::vector<CheckpointBlock>> taken;
+  for (const std::unique_ptr<ShardJob>& job : old) {
+    ASSERT_TRUE(job->ArmCheckpoint("run-1", 1, -1, [&taken](ShardJob::TakenCheckpoint c) {
+                     taken.push_back(std::move(c.blocks));
+                   }).ok());
+  }
+  request.set_run_id("run-2");  // Resumed's.
+  for (const int num_ps : {1, 3}) {
+    Shards resumed = Resumed(Manifest(spec, 2), taken, num_ps, 0);
+    ASSERT_EQ(resumed.size(), static_cast<size_t>(num_ps));
+    const DataHandoutStats handout = resumed[0]->Stats().handout();
+    EXPECT_EQ(handout.batches_waiting(), 4) << num_ps;
+    EXPECT_EQ(handout.batches_trained(), 0) << num_ps;
+    absl::StatusOr<NextBatchesResponse> again = resumed[0]->NextBatches(request);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_THAT(again->batches(), ::testing::ElementsAre(0, 1, 2, 3));
+  }
+}
+
 // A sparse table's rows under AdaGrad and Adam (whose rows count their updates): each moves,
 // with its slots and count, to the shard that owns its key on the new number of ps, and goes on
 // there as it would have.

@@ -14,6 +14,7 @@ DataHandout::DataHandout(const DataHandoutSpec& spec, int num_workers)
       total_(spec.epochs() > 0 ? spec.batches_per_epoch() * spec.epochs()
                                : std::numeric_limits<int64_t>::max()),
       held_(num_workers),
+      lost_(num_workers, false),
       incarnation_(num_workers, 0),
       last_request_(num_workers, 0),
       last_answer_(num_workers) {}
@@ -31,25 +32,43 @@ absl::StatusOr<std::vector<int64_t>> DataHandout::Take(int worker, int incarnati
   }
   if (incarnation > incarnation_[worker]) {  // Restarted: what it held goes back.
     GiveBackAll(worker);
+    lost_[worker] = false;
     incarnation_[worker] = incarnation;
     last_request_[worker] = 0;
     last_answer_[worker].clear();
   }
-  if (request_id == last_request_[worker]) return last_answer_[worker];
+  if (request_id == last_request_[worker] && request_id > 0) return last_answer_[worker];
   if (request_id < last_request_[worker]) {
     return absl::FailedPreconditionError(absl::StrCat(
         "request ", request_id, " of worker ", worker, " comes after its request ",
         last_request_[worker], ": a worker numbers its requests 1, 2, 3, ... from each start"));
   }
+  if (request_id != last_request_[worker] + 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request ", request_id, " of worker ", worker, " is not ", last_request_[worker] + 1,
+        ": a worker numbers its requests 1, 2, 3, ... from each start"));
+  }
   std::set<int64_t>& held = held_[worker];
-  const int room = kMaxHeld - static_cast<int>(held.size());
-  count = std::min(count, room);
+  if (static_cast<int>(held.size()) >= kMaxHeld) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", worker, " holds ", held.size(), " batches it has not pushed, the most a "
+        "worker may hold: push their gradients first"));
+  }
+  count = std::min(count, kMaxHeld - static_cast<int>(held.size()));
   std::vector<int64_t> batches;
   while (static_cast<int>(batches.size()) < count) {
     int64_t batch;
+    const std::optional<std::pair<int64_t, int>> reclaimable = LowestReclaimable();
     if (!waiting_.empty()) {
       batch = *waiting_.begin();
       waiting_.erase(waiting_.begin());
+    } else if (reclaimable.has_value() &&
+               (next_ >= total_ ||
+                reclaimable->first / batches_per_epoch_ < next_ / batches_per_epoch_)) {
+      // A lost worker's batch of an earlier epoch, before this one begins (or at the end).
+      batch = reclaimable->first;
+      held_[reclaimable->second].erase(batch);
+      ++given_back_;
     } else if (next_ < total_) {
       batch = next_++;
     } else {
@@ -76,15 +95,15 @@ absl::Status DataHandout::CheckHeld(int worker, absl::Span<const int64_t> batche
     if (batch < 0 || batch >= next_) {
       why = "it was never handed out";
     } else if (waiting_.count(batch) > 0) {
-      why = "it was given back (the worker left, was lost or restarted) and waits to be handed "
-            "out again";
+      why = "it was given back (the worker left or restarted) and waits to be handed out again";
     } else {
-      why = "it was given back (the worker left, was lost or restarted) and another worker has "
-            "it now, or it has been trained on already";
+      why = "it has been pushed already, or it went to another worker (this one left, "
+            "restarted, or was lost for longer than its lease and the batch's epoch ran out of "
+            "new batches)";
       for (size_t other = 0; other < held_.size(); ++other) {
         if (held_[other].count(batch) > 0) {
-          why = absl::StrCat("worker ", other, " holds it now (this worker gave it back when it "
-                             "left, was lost or restarted)");
+          why = absl::StrCat("worker ", other, " holds it now (this worker left, restarted, or "
+                             "was lost for longer than its lease)");
         }
       }
     }
@@ -97,15 +116,19 @@ absl::Status DataHandout::CheckHeld(int worker, absl::Span<const int64_t> batche
 
 void DataHandout::Trained(int worker, absl::Span<const int64_t> batches) {
   for (int64_t batch : batches) held_[worker].erase(batch);
+  lost_[worker] = false;
 }
 
-void DataHandout::GiveBack(int worker, absl::Span<const int64_t> batches) {
-  for (int64_t batch : batches) {
-    if (held_[worker].erase(batch) > 0) {
-      waiting_.insert(batch);
-      ++given_back_;
-    }
+void DataHandout::Lost(int worker) { lost_[worker] = true; }
+
+std::optional<std::pair<int64_t, int>> DataHandout::LowestReclaimable() const {
+  std::optional<std::pair<int64_t, int>> lowest;
+  for (size_t w = 0; w < held_.size(); ++w) {
+    if (!lost_[w] || held_[w].empty()) continue;
+    const int64_t batch = *held_[w].begin();
+    if (!lowest.has_value() || batch < lowest->first) lowest.emplace(batch, static_cast<int>(w));
   }
+  return lowest;
 }
 
 void DataHandout::GiveBackAll(int worker) {
@@ -171,6 +194,7 @@ absl::Status DataHandout::Restore(const DataHandoutState& state) {
   next_ = state.next_batch();
   waiting_ = std::move(waiting);
   for (std::set<int64_t>& held : held_) held.clear();
+  std::fill(lost_.begin(), lost_.end(), false);
   std::fill(incarnation_.begin(), incarnation_.end(), 0);
   std::fill(last_request_.begin(), last_request_.end(), 0);
   for (std::vector<int64_t>& answer : last_answer_) answer.clear();
@@ -187,6 +211,7 @@ void DataHandout::CopyTo(DataHandoutCopy* copy) const {
     DataHandoutWorker* worker = copy->add_workers();
     worker->mutable_held()->Add(held_[w].begin(), held_[w].end());
     worker->set_incarnation(incarnation_[w]);
+    worker->set_lost(lost_[w]);
     worker->set_last_request(last_request_[w]);
     worker->mutable_last_answer()->Add(last_answer_[w].begin(), last_answer_[w].end());
   }
@@ -218,6 +243,7 @@ absl::Status DataHandout::CopyFrom(const DataHandoutCopy& copy) {
     const DataHandoutWorker& worker = copy.workers(static_cast<int>(w));
     held_[w] = std::set<int64_t>(worker.held().begin(), worker.held().end());
     incarnation_[w] = worker.incarnation();
+    lost_[w] = worker.lost();
     last_request_[w] = worker.last_request();
     last_answer_[w].assign(worker.last_answer().begin(), worker.last_answer().end());
   }

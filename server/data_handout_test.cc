@@ -24,6 +24,8 @@ class Taker {
     EXPECT_TRUE(batches.ok()) << batches.status();
     return batches.ok() ? *batches : std::vector<int64_t>();
   }
+  // After a restore every worker restarts, numbering its requests from 1.
+  void RestartAll() { ids_.clear(); }
 
  private:
   DataHandout* handout_;
@@ -59,10 +61,24 @@ TEST(DataHandoutTest, GivenBackBatchesGoOutAgainFirst) {
   Taker take(&handout);
   EXPECT_THAT(take(0, 3), ElementsAre(0, 1, 2));
   EXPECT_THAT(take(1, 2), ElementsAre(3, 4));
-  handout.GiveBack(1, {4});  // A dropped push.
-  handout.GiveBackAll(0);    // A lost worker.
-  EXPECT_THAT(take(2, 5), ElementsAre(0, 1, 2, 4, 5));
-  EXPECT_EQ(handout.Stats().batches_given_back(), 4);
+  handout.GiveBackAll(0);  // Worker 0 left.
+  EXPECT_THAT(take(2, 5), ElementsAre(0, 1, 2, 5, 6));
+  EXPECT_EQ(handout.Stats().batches_given_back(), 3);
+}
+
+// A lost worker keeps its batches while its epoch has new ones to hand out: a slow worker that
+// comes back pushes them itself. Before the next epoch begins, they go to others.
+TEST(DataHandoutTest, ALostWorkersBatchesGoToOthersOnlyBeforeTheNextEpoch) {
+  DataHandout handout(Spec(4, 2), 2);
+  Taker take(&handout);
+  EXPECT_THAT(take(0, 2), ElementsAre(0, 1));
+  handout.Lost(0);
+  EXPECT_THAT(take(1, 1), ElementsAre(2));
+  handout.Trained(0, {0});  // Back in time for batch 0: no longer lost.
+  handout.Lost(0);
+  EXPECT_THAT(take(1, 3), ElementsAre(3, 1, 4));  // Batch 1 before epoch 1's first.
+  EXPECT_THAT(handout.CheckHeld(0, {1}).message(), HasSubstr("worker 1 holds it now"));
+  EXPECT_EQ(handout.Stats().batches_given_back(), 1);
 }
 
 TEST(DataHandoutTest, RefusesBatchesTheWorkerDoesNotHold) {
@@ -97,11 +113,21 @@ TEST(DataHandoutTest, ARetriedRequestGetsTheSameAnswer) {
 
 TEST(DataHandoutTest, AWorkerHoldsAtMostKMaxHeld) {
   DataHandout handout(Spec(1000, 1), 1);
-  Taker take(&handout);
-  EXPECT_EQ(take(0, DataHandout::kMaxHeld).size(), DataHandout::kMaxHeld);
-  EXPECT_THAT(take(0, 1), IsEmpty());
+  EXPECT_EQ(handout.Take(0, 0, 1, DataHandout::kMaxHeld)->size(), DataHandout::kMaxHeld);
+  absl::StatusOr<std::vector<int64_t>> full = handout.Take(0, 0, 2, 1);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(full.status().message(), HasSubstr("push their gradients first"));
   handout.Trained(0, {0});
-  EXPECT_THAT(take(0, 5), ElementsAre(DataHandout::kMaxHeld));
+  EXPECT_THAT(*handout.Take(0, 0, 2, 5), ElementsAre(DataHandout::kMaxHeld));  // Its retry.
+}
+
+TEST(DataHandoutTest, RequestsAreNumberedOneByOne) {
+  DataHandout handout(Spec(10, 1), 1);
+  EXPECT_EQ(handout.Take(0, 0, 0, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(handout.Take(0, 0, 2, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(handout.Take(0, 0, 1, 1).ok());
+  EXPECT_EQ(handout.Take(0, 0, 5, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(handout.Stats().batches_held(), 1);
 }
 
 // Workers take, push (admitted or dropped), die and restart at random: every batch of every
@@ -130,17 +156,15 @@ TEST(DataHandoutTest, EveryBatchIsTrainedOnExactlyOnceWhateverHappens) {
         case 3:
           if (!mine.empty()) {
             const std::vector<int64_t> push = {mine.front()};
-            ASSERT_TRUE(handout.CheckHeld(worker, push).ok());
+            mine.erase(mine.begin());
+            // Refused only when it was lost and its batch went to another meanwhile.
+            if (!handout.CheckHeld(worker, push).ok()) break;
             handout.Trained(worker, push);
             ++trained[push[0]];
-            mine.erase(mine.begin());
           }
           break;
         case 4:
-          if (!mine.empty()) {
-            handout.GiveBack(worker, {mine.back()});
-            mine.pop_back();
-          }
+          handout.Lost(worker);  // Its lease ran out; it may yet come back.
           break;
         case 5:
           if (random() % 4 == 0) {
@@ -153,15 +177,20 @@ TEST(DataHandoutTest, EveryBatchIsTrainedOnExactlyOnceWhateverHappens) {
             DataHandoutState state;
             handout.Save(&state);
             ASSERT_TRUE(handout.Restore(state).ok());
+            take.RestartAll();
             for (auto& held : holding) held.clear();
           }
           break;
       }
     }
     // The survivors drain what is left.
-    for (int worker = 0;; worker = (worker + 1) % kWorkers) {
-      for (int64_t batch : holding[worker]) ++trained[batch];
-      handout.Trained(worker, holding[worker]);
+    for (int worker = 0, round = 0;; worker = (worker + 1) % kWorkers, ++round) {
+      ASSERT_LT(round, 1000) << "the drain does not end";
+      for (int64_t batch : holding[worker]) {
+        if (!handout.CheckHeld(worker, {batch}).ok()) continue;  // Went to another.
+        handout.Trained(worker, {batch});
+        ++trained[batch];
+      }
       holding[worker] = take(worker, 3);
       if (handout.epochs_completed() == 3) break;
     }

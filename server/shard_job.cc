@@ -376,11 +376,10 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
     ++dropped_[decision.reason];
     response->set_outcome(PushResponse::DROPPED);
     response->set_drop_reason(decision.reason);
-    // Its batches are trained on by whoever takes them next.
-    if (handout_ != nullptr) handout_->GiveBack(header.worker(), header.batches());
-  } else if (handout_ != nullptr) {
-    handout_->Trained(header.worker(), header.batches());
   }
+  // Used, applied or not: a drop is the shard's own decision (another shard may have taken the
+  // same gradient), so handing the batch out again could train on it twice there.
+  if (handout_ != nullptr) handout_->Trained(header.worker(), header.batches());
   return decision.action;
 }
 

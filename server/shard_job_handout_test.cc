@@ -72,8 +72,9 @@ class HandoutWorker {
 class HandoutModeTest : public ::testing::TestWithParam<ConsistencyConfig::Mode> {};
 
 // Workers take batches a few at a time and push them one by one; worker 2 goes away holding
-// some (SYNC: it leaves; the other modes: its lease runs out). Its late push is refused, and the
-// others train on what it held: every batch of every epoch once.
+// some (SYNC: it leaves, and they go back at once; the other modes: its lease runs out, and they
+// go to the others before the next epoch begins). Its late push is then refused and changes
+// nothing, and the others train on what it held: every batch of every epoch once.
 TEST_P(HandoutModeTest, EveryBatchIsTrainedOnceWhenAWorkerGoesAway) {
   const ConsistencyConfig::Mode mode = GetParam();
   ParameterSpec spec = HandoutSpec(mode);
@@ -105,12 +106,19 @@ TEST_P(HandoutModeTest, EveryBatchIsTrainedOnceWhenAWorkerGoesAway) {
   } else {
     job->LoseWorkers({2});
   }
-  const int64_t version = job->Stats().version();
-  absl::StatusOr<PushResponse> late = workers[2].Push({1}, job->Stats().step());
-  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
-  EXPECT_THAT(late.status().message(), HasSubstr("batch 1 is not worker 2's"));
-  EXPECT_EQ(job->Stats().version(), version);
-  EXPECT_EQ(job->Stats().handout().batches_waiting(), 2);
+  auto expect_late_push_refused = [&] {
+    const int64_t version = job->Stats().version();
+    absl::StatusOr<PushResponse> late = workers[2].Push({1}, job->Stats().step());
+    EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
+    EXPECT_THAT(late.status().message(), HasSubstr("batch 1 is not worker 2's"));
+    EXPECT_EQ(job->Stats().version(), version);
+  };
+  if (mode == ConsistencyConfig::SYNC) {
+    EXPECT_EQ(job->Stats().handout().batches_waiting(), 2);
+    expect_late_push_refused();
+  } else {
+    EXPECT_EQ(job->Stats().handout().batches_held(), 2);  // Still its own, for now.
+  }
 
   // The others drain the rest, alternating, each taking two at a time, and leave when there is
   // none left for them (as a trainer does: SYNC's steps then no longer wait for them).
@@ -136,6 +144,7 @@ TEST_P(HandoutModeTest, EveryBatchIsTrainedOnceWhenAWorkerGoesAway) {
       holding[w].erase(holding[w].begin());
     }
   }
+  if (mode != ConsistencyConfig::SYNC) expect_late_push_refused();
   ASSERT_EQ(trained.size(), static_cast<size_t>(kBatchesPerEpoch * kEpochs));
   for (const auto& [batch, times] : trained) EXPECT_EQ(times, 1) << "batch " << batch;
   const DataHandoutStats stats = job->Stats().handout();
@@ -148,8 +157,9 @@ INSTANTIATE_TEST_SUITE_P(EveryMode, HandoutModeTest, ::testing::ValuesIn(kEveryM
                          [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param); });
 
 // SYNC with a backup worker: the gradient that comes too late for its step is dropped, and its
-// batch is handed out again.
-TEST(ShardJobHandoutTest, ADroppedPushGivesItsBatchBack) {
+// batch is used all the same (another shard may have taken that gradient: handing the batch out
+// again could train on it twice there).
+TEST(ShardJobHandoutTest, ADroppedPushUsesItsBatch) {
   ParameterSpec spec = HandoutSpec(ConsistencyConfig::SYNC);
   spec.set_num_workers(3);
   spec.mutable_consistency()->set_replicas_to_aggregate(2);
@@ -163,7 +173,20 @@ TEST(ShardJobHandoutTest, ADroppedPushGivesItsBatchBack) {
   absl::StatusOr<PushResponse> late = workers[2].Push({2}, 0);
   ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_EQ(late->outcome(), PushResponse::DROPPED);
-  EXPECT_THAT(*workers[0].Take(2), ElementsAre(2, 3));
+  EXPECT_THAT(*workers[0].Take(2), ElementsAre(3, 4));
+  EXPECT_EQ(job->Stats().handout().batches_trained(), 3);
+}
+
+// A worker whose lease ran out while it was only slow pushes its batches when it is back.
+TEST(ShardJobHandoutTest, ASlowWorkerThatWasLostPushesItsBatches) {
+  std::unique_ptr<ShardJob> job = MakeJob(HandoutSpec(ConsistencyConfig::ASYNC));
+  ASSERT_NE(job, nullptr);
+  HandoutWorker slow(job.get(), 0);
+  ASSERT_THAT(*slow.Take(2), ElementsAre(0, 1));
+  job->LoseWorkers({0});
+  absl::StatusOr<PushResponse> pushed = slow.Push({0}, 0);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
 }
 
 TEST(ShardJobHandoutTest, RefusesWhatTheWorkerWasNotGivenAndChangesNothing) {

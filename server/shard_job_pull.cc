@@ -296,7 +296,7 @@ void ShardJob::LoseWorkers(const std::vector<int>& workers) {
       if (w < 0 || w >= spec_.num_workers()) continue;
       leases_.MarkLost(w);
       if (leaves && rule_->Leave(w)) apply = true;
-      if (handout_ != nullptr) handout_->GiveBackAll(w);
+      if (handout_ != nullptr) handout_->Lost(w);
     }
     ready = TakeReadyWaitersLocked();
     if (apply) learning_rate = NextAggregateLearningRateLocked();

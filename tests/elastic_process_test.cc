@@ -89,7 +89,7 @@ TEST_P(ElasticProcessTest, WorkersJoinAndLeaveAndEveryBatchIsTrainedOnce) {
               HasSubstr(absl::StrCat("data handed out: ", kEpochs, " of ", kEpochs,
                                      " epochs done, ", kEpochs * kBatchesPerEpoch,
                                      " batches trained (", kBatchesPerEpoch, " an epoch), 0 held "
-                                     "by workers, 0 given back and waiting")))
+                                     "by workers, 0 given back and waiting (")))
       << status.Output();
 
   std::vector<std::string> stuck;

@@ -229,6 +229,20 @@ absl::Status ValidateSharding(const JobSpec& spec) {
                                                     ModelSpec::Kind_Name(spec.model().kind()),
                                                     ": use BY_WORKER"));
   }
+  // A worker holds at most 64 batches (server/data_handout.h): those of the steps a push sums,
+  // and the few it asked for ahead.
+  constexpr int kMaxStepsPerPush = 32;
+  if (spec.downpour().n_push() > kMaxStepsPerPush) {
+    return FieldError("downpour.n_push",
+                      absl::StrCat("is ", spec.downpour().n_push(), ": with data.sharding DYNAMIC "
+                                   "a push sums at most ", kMaxStepsPerPush,
+                                   " steps (a worker holds at most 64 batches)"));
+  }
+  if (spec.record_apply_log()) {
+    return FieldError("record_apply_log", "is not supported with data.sharding DYNAMIC yet (a "
+                                          "replay does not hand out the recorded batches): unset "
+                                          "one");
+  }
   return absl::OkStatus();
 }
 
@@ -520,6 +534,10 @@ absl::Status ValidateDataHandout(const ParameterSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat(
         "data_handout: ", handout.epochs(), " epochs of ", handout.batches_per_epoch(),
         " batches are more batches than can be numbered"));
+  }
+  if (spec.record_apply_log()) {
+    return absl::InvalidArgumentError(
+        "data_handout is not supported with record_apply_log yet: unset one");
   }
   const ModeTraits* mode = FindModeTraits(spec.consistency().mode());
   if (mode != nullptr && !mode->shards_hold_the_model) {

@@ -145,6 +145,12 @@ TEST(JobSpecTest, SemanticErrorsNameTheField) {
          s->mutable_consistency()->set_mode(ConsistencyConfig::ALLREDUCE);
        },
        "data.sharding DYNAMIC is for SYNC, ASYNC, SSP and SOFTSYNC"},
+      {[](JobSpec* s) {
+         s->mutable_data()->set_sharding(DataSpec::DYNAMIC);
+         s->mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
+         s->mutable_downpour()->set_n_push(40);
+       },
+       "downpour.n_push is 40: with data.sharding DYNAMIC"},
       {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(1); },
        "compression.topk_fraction is 1: give the fraction"},
       {[](JobSpec* s) { s->mutable_compression()->set_topk_fraction(-0.5f); },

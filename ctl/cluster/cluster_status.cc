@@ -76,7 +76,8 @@ std::string ShardReport(const JobStats& stats) {
                     handout.epochs() > 0 ? absl::StrCat(handout.epochs()) : "unlimited",
                     " epochs done, ", handout.batches_trained(), " batches trained (",
                     handout.batches_per_epoch(), " an epoch), ", handout.batches_held(),
-                    " held by workers, ", handout.batches_waiting(), " given back and waiting");
+                    " held by workers, ", handout.batches_waiting(), " given back and waiting (",
+                    handout.batches_given_back(), " given back in all)");
   }
   if (stats.checkpoints_size() > 0) {
     const ShardCheckpoint& latest = stats.checkpoints(stats.checkpoints_size() - 1);

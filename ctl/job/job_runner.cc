@@ -189,9 +189,11 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
 // Starts the run on every worker w from first_steps[w]; on a failure, stops it on those started.
 // With `skip_down` (a recovery, an elastic job), a worker that cannot be reached is skipped
 // instead: it is then lost, and rejoins once its daemon is back (LostWorkers).
+// `skipped` (when not null) gets the workers skipped.
 absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& client,
                               const JobSpec& spec, const std::vector<int64_t>& first_steps,
-                              const SubmitOptions& options, bool skip_down = false) {
+                              const SubmitOptions& options, bool skip_down = false,
+                              std::vector<int>* skipped = nullptr) {
   StartJobRequest request;
   *request.mutable_spec() = spec;
   *request.mutable_cluster() = cluster.ToProto();
@@ -202,6 +204,7 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
                       options.clock);
     if (!started.ok() && skip_down && absl::IsUnavailable(started.status())) {
       *options.out << "worker:" << w << " is down: it rejoins the job once it is back\n";
+      if (skipped != nullptr) skipped->push_back(w);
       continue;
     }
     if (!started.ok()) {
@@ -452,9 +455,21 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     }
   }
   const absl::Time start = options.clock->Now();
+  std::vector<int> skipped;
   status = StartEveryWorker(cluster, **client, spec, run->worker_steps, options,
-                            /*skip_down=*/spec.min_workers() > 0);
+                            /*skip_down=*/spec.min_workers() > 0, &skipped);
   if (!status.ok()) return status;
+  // An elastic job whose workers went down between the probe and the start: it still needs
+  // its chief and min_workers.
+  const int started = (*client)->num_workers() - static_cast<int>(skipped.size());
+  if (!skipped.empty() && (skipped.front() == 0 || started < spec.min_workers())) {
+    StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
+    return absl::UnavailableError(absl::StrCat(
+        "the elastic job started on ", started, " workers",
+        skipped.front() == 0 ? ", without worker:0 (its chief)" : "", "; it needs min_workers = ",
+        spec.min_workers(), " and worker:0: it was stopped; start the workers' daemons and "
+        "submit it again"));
+  }
   if (options.detach) {
     *options.out << spec.job_id() << "\n";
     return absl::OkStatus();
