@@ -144,6 +144,22 @@ std::string JobJson(const std::string& id, int64_t steps, const std::string& con
                           id, consistency, steps, extra_fields);
 }
 
+std::string HandoutJobJson(const std::string& id, int epochs, const std::string& consistency,
+                           const std::string& extra_fields) {
+  nlohmann::json job = nlohmann::json::parse(JobJson(id, 0, consistency, extra_fields));
+  job.erase("steps");
+  job["epochs"] = epochs;
+  job["data"]["sharding"] = "DYNAMIC";
+  return job.dump();
+}
+
+std::string EveryBatchUsedOnce(int epochs) {
+  return absl::StrCat("data handed out: ", epochs, " of ", epochs, " epochs done, ",
+                      epochs * kHandoutBatchesPerEpoch, " batches trained (",
+                      kHandoutBatchesPerEpoch,
+                      " an epoch), 0 held by workers, 0 given back and waiting (");
+}
+
 int EnvInt(const char* name, int fallback) {
   const char* value = std::getenv(name);
   int parsed = 0;

@@ -49,6 +49,14 @@ std::vector<std::string> ProcessesMentioning(const std::string& text,
 std::string JobJson(const std::string& id, int64_t steps,
                     const std::string& consistency = R"({"mode": "SYNC"})",
                     const std::string& extra_fields = "");
+// JobJson's job with its data handed out (data.sharding DYNAMIC) for `epochs` epochs of
+// kHandoutBatchesPerEpoch batches (its 3200 training examples in batches of 32), no `steps`.
+inline constexpr int kHandoutBatchesPerEpoch = 100;
+std::string HandoutJobJson(const std::string& id, int epochs, const std::string& consistency,
+                           const std::string& extra_fields = "");
+// What `psctl status` says of a HandoutJobJson job of `epochs` that used every batch once and
+// holds none.
+std::string EveryBatchUsedOnce(int epochs);
 // Writes `json` to `dir`/`name`.json and returns that path.
 std::string WriteJob(const std::string& dir, const std::string& name, const std::string& json);
 // The file's JSON; a discarded value when it does not parse.
