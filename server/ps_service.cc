@@ -649,6 +649,18 @@ void ParameterService::ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob:
   }
 }
 
+void ParameterService::ApplyInput(const std::shared_ptr<ShardJob>& job, ReplicaInput input,
+                                  ShardReplicator::Done done) {
+  absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(job);
+  if (!replicator.ok()) {
+    done(replicator.status());
+  } else if (*replicator != nullptr) {
+    (*replicator)->Submit(std::move(input), std::move(done));
+  } else {
+    done(ApplyReplicaInput(*job, input));
+  }
+}
+
 grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* context,
                                                  const grpc::ByteBuffer* request,
                                                  grpc::ByteBuffer* response) {
@@ -758,25 +770,15 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
                  request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
   if (!job.ok()) return Answer(context, &slot, job.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto answer = [this, reactor, id = request->job_id(), job = *job,
-                 slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
-                    absl::StatusOr<ReplicaOutcome> left) {
-    if (left.ok() && job->AllWorkersLeft()) ForgetAfterRetention(id, job);
-    Finish(reactor, slot.get(), left.status());
-  };
-  absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(*job);
-  if (!replicator.ok()) {
-    answer(replicator.status());
-    return reactor;
-  }
-  if (*replicator != nullptr) {
-    ReplicaInput leave;
-    *leave.mutable_leave() = *request;
-    (*replicator)->Submit(std::move(leave), std::move(answer));
-    return reactor;
-  }
-  absl::Status left = (*job)->Leave(request->worker(), request->run_id());
-  answer(left.ok() ? absl::StatusOr<ReplicaOutcome>(ReplicaOutcome()) : left);
+  ReplicaInput leave;
+  *leave.mutable_leave() = *request;
+  ApplyInput(*job, std::move(leave),
+             [this, reactor, id = request->job_id(), job = *job,
+              slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
+                 absl::StatusOr<ReplicaOutcome> left) {
+               if (left.ok() && job->AllWorkersLeft()) ForgetAfterRetention(id, job);
+               Finish(reactor, slot.get(), left.status());
+             });
   return reactor;
 }
 
@@ -796,25 +798,16 @@ grpc::ServerUnaryReactor* ParameterService::NextBatches(grpc::CallbackServerCont
       FindJobFor(peer, request->job_id(), JobAccess::kData, "NextBatches",
                  request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
   if (!job.ok()) return Answer(context, &slot, job.status());
-  absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(*job);
-  if (!replicator.ok()) return Answer(context, &slot, replicator.status());
-  if (*replicator == nullptr) {
-    absl::StatusOr<NextBatchesResponse> batches = (*job)->NextBatches(*request);
-    if (batches.ok()) *response = *std::move(batches);
-    return Answer(context, &slot, batches.status());
-  }
   // A replicated shard hands batches out on both copies, in the order of its other inputs.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   ReplicaInput input;
   *input.mutable_next_batches() = *request;
-  (*replicator)
-      ->Submit(std::move(input),
-               [reactor, response,
-                slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
-                   absl::StatusOr<ReplicaOutcome> outcome) {
-                 if (outcome.ok()) *response = outcome->batches();
-                 Finish(reactor, slot.get(), outcome.status());
-               });
+  ApplyInput(*job, std::move(input),
+             [reactor, response, slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
+                 absl::StatusOr<ReplicaOutcome> outcome) {
+               if (outcome.ok()) *response = outcome->batches();
+               Finish(reactor, slot.get(), outcome.status());
+             });
   return reactor;
 }
 

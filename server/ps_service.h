@@ -212,6 +212,11 @@ class ParameterService final : public ParameterServerBase {
   // `done` gets the answer (on the calling thread when at once).
   void ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob::ReadyPush push,
                  std::function<void(absl::StatusOr<PushResponse>)> done) ABSL_LOCKS_EXCLUDED(mu_);
+  // Applies a small input (a leave, batches handed out) to `job` as ApplyPush does a push: at
+  // once (ApplyReplicaInput), or through its replicator. Not for pushes: a push made into a
+  // message only when it is replicated is ApplyPush's.
+  void ApplyInput(const std::shared_ptr<ShardJob>& job, ReplicaInput input,
+                  ShardReplicator::Done done) ABSL_LOCKS_EXCLUDED(mu_);
   // What a backup stream of `peer` is bound to once installed.
   struct BackupBinding {
     std::string job_id;

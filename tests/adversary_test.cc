@@ -194,6 +194,12 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     leave.set_job_id("alices");
     leave.set_run_id(run_id);
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::LeaveJob, leave), kDenied);
+    NextBatchesRequest batches;  // Alice's data, handed out to Bob.
+    batches.set_job_id("alices");
+    batches.set_run_id(run_id);
+    batches.set_count(4);
+    batches.set_request_id(1);
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::NextBatches, batches), kDenied);
     DeleteJobRequest remove;
     remove.set_job_id("alices");
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
@@ -296,6 +302,13 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   leave_other.set_run_id(run_id);
   leave_other.set_worker(1);
   EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::LeaveJob, leave_other), kDenied);
+  NextBatchesRequest batches_of_other;  // Worker 1's batches, taken by worker:0.
+  batches_of_other.set_job_id("alices");
+  batches_of_other.set_run_id(run_id);
+  batches_of_other.set_worker(1);
+  batches_of_other.set_count(4);
+  batches_of_other.set_request_id(1);
+  EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::NextBatches, batches_of_other), kDenied);
   DeleteJobRequest remove;
   remove.set_job_id("alices");
   EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
