@@ -3,6 +3,11 @@
 // PushPull, leaves), each shard's backup on the next ps holds exactly its primary's state; a
 // backup ps that stops leaves its primary going on alone, and one that comes back is rebuilt; a
 // stream that is not its primary's changes nothing.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -284,12 +289,16 @@ class ReplicatorTest : public ::testing::Test {
     StartReplicator();
   }
 
-  // The primary's replicator of job_ to the backup ps (again, as after its ps came back).
-  void StartReplicator() {
+  // The primary's replicator of job_ to the backup ps (again, as after its ps came back), at
+  // `address` (address_ when empty).
+  void StartReplicator(absl::Duration unreachable_after = absl::Milliseconds(300),
+                       std::string address = "") {
+    replicator_.reset();
     ShardReplicatorOptions options;
     options.backup_name = "ps:1";
-    options.channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
-    options.unreachable_after = absl::Milliseconds(300);
+    options.channel = grpc::CreateChannel(address.empty() ? address_ : address,
+                                          grpc::InsecureChannelCredentials());
+    options.unreachable_after = unreachable_after;
     options.retry_interval = absl::Milliseconds(100);
     replicator_ = std::make_unique<ShardReplicator>(job_, options);
   }
@@ -386,6 +395,43 @@ TEST_F(ReplicatorTest, GoesOnAloneWhileTheBackupIsDownAndRebuildsItWhenItIsBack)
   ASSERT_TRUE(pushed.ok());
   EXPECT_EQ(pushed->outcome(), PushResponse::DUPLICATE);
   EXPECT_EQ(replicator_->Stats().divergences(), 0);
+}
+
+// A backup whose address refuses connections is not running: the shard goes on alone at once,
+// however long `unreachable_after`. One whose address accepts and never answers may be a moment
+// away: inputs wait `unreachable_after` for it.
+TEST_F(ReplicatorTest, GoesOnAloneAtOnceWhenNothingListensButWaitsForASilentBackup) {
+  backup_->Shutdown(absl::ZeroDuration());
+  backup_.reset();
+  StartReplicator(/*unreachable_after=*/absl::Seconds(60));
+  absl::Time start = absl::Now();
+  absl::StatusOr<PushResponse> pushed = PushAndWait(1);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(replicator_->Stats().state(), ReplicationStats::DEGRADED);
+  EXPECT_EQ(replicator_->Stats().inputs_unreplicated(), 1);
+
+  // A socket that listens and never accepts: the connection's handshake never ends.
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in bound{};
+  bound.sin_family = AF_INET;
+  bound.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(bound);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&bound), sizeof(bound)), 0);
+  ASSERT_EQ(listen(silent, 16), 0);
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&bound), &length), 0);
+  StartReplicator(/*unreachable_after=*/absl::Seconds(2),
+                  absl::StrCat("127.0.0.1:", ntohs(bound.sin_port)));
+  start = absl::Now();
+  pushed = PushAndWait(2);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
+  EXPECT_GE(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(replicator_->Stats().state(), ReplicationStats::DEGRADED);
+  replicator_.reset();
+  close(silent);
 }
 
 // The primary stops streaming (its ps taken for gone); a worker's request for the shard moves

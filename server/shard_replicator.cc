@@ -103,7 +103,8 @@ void ShardReplicator::Run() {
       open_context_ = &context;
     }
     std::unique_ptr<Stream> stream;
-    const absl::Status opened = Open(&context, &stream);
+    bool refused = false;
+    const absl::Status opened = Open(&context, &stream, &refused);
     if (opened.ok()) {
       uint64_t generation;
       {
@@ -166,7 +167,9 @@ void ShardReplicator::Run() {
       Fence(opened);
       return;
     }
-    if (absl::Now() - unreachable_since < options_.unreachable_after) {
+    // A backup that refused the connection is not running (or cannot be trusted): waiting for
+    // it only holds the workers up. One that does not answer may be a moment away.
+    if (!refused && absl::Now() - unreachable_since < options_.unreachable_after) {
       absl::MutexLock lock(&mu_);
       stats_.set_last_error(std::string(opened.message()));
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
@@ -181,8 +184,11 @@ void ShardReplicator::Run() {
     }
     if (newly) {
       LOG(ERROR) << prefix << "the backup of shard " << job_->ps_index() << ", "
-                 << options_.backup_name << ", has been out of reach for "
-                 << options_.unreachable_after << " (" << opened.message()
+                 << options_.backup_name << ", "
+                 << (refused ? std::string("refused the connection")
+                             : absl::StrCat("has been out of reach for ",
+                                            absl::FormatDuration(options_.unreachable_after)))
+                 << " (" << opened.message()
                  << "): the shard goes on unreplicated, and is rebuilt there once it answers";
     }
     // Alone: apply inputs as they come until it is time to try the backup again.
@@ -202,7 +208,8 @@ void ShardReplicator::Run() {
   }
 }
 
-absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr<Stream>* stream) {
+absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr<Stream>* stream,
+                                   bool* refused) {
   ReplicaInput install;
   bool degraded;
   {
@@ -210,13 +217,25 @@ absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr
     install.set_seq(applied_);  // Only this thread applies inputs: the snapshot holds these.
     degraded = stats_.state() == ReplicationStats::DEGRADED;
   }
-  // Not connected: no snapshot taken, and no wait for a host that does not answer (while
-  // DEGRADED none at all: inputs are applied on this thread meanwhile).
-  const absl::Duration wait = degraded ? absl::ZeroDuration() : absl::Milliseconds(200);
-  if (options_.channel->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY &&
-      !options_.channel->WaitForConnected(absl::ToChronoTime(absl::Now() + wait))) {
+  // Not connected: no snapshot taken, and at most 200 ms of wait for a host that does not answer
+  // (while DEGRADED none at all: inputs are applied on this thread meanwhile); none for one that
+  // refused the connection.
+  const absl::Time deadline = absl::Now() + (degraded ? absl::ZeroDuration()
+                                                      : absl::Milliseconds(200));
+  grpc_connectivity_state state = options_.channel->GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_TRANSIENT_FAILURE &&
+         options_.channel->WaitForStateChange(state, absl::ToChronoTime(deadline))) {
+    state = options_.channel->GetState(/*try_to_connect=*/true);
+  }
+  if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    *refused = true;
     return absl::UnavailableError(
-        absl::StrCat("cannot connect to ", options_.backup_name, " (is it running?)"));
+        absl::StrCat("connecting to ", options_.backup_name,
+                     " failed: nothing listens there, or the TLS handshake failed"));
+  }
+  if (state != GRPC_CHANNEL_READY) {
+    return absl::UnavailableError(
+        absl::StrCat(options_.backup_name, " does not answer (is its host up?)"));
   }
   *install.mutable_install() = job_->ReplicaSnapshot();
   std::unique_ptr<Stream> opened = stub_->Replicate(context);

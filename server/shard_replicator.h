@@ -11,8 +11,9 @@
 // which the backup ps makes its copy (replacing any older one); the inputs not yet acknowledged
 // follow. A stream that breaks is opened again the same way, so a backup ps that restarted empty
 // is rebuilt. While no stream is open, inputs wait (CONNECTING); once the backup has been out of
-// reach for `unreachable_after`, the shard goes on alone (DEGRADED, logged and counted),
-// applying inputs as they come, and tries the backup again every `retry_interval`.
+// reach for `unreachable_after`, or at once when its address refuses the connection (its ps is
+// not running there), the shard goes on alone (DEGRADED, logged and counted), applying inputs
+// as they come, and tries the backup again every `retry_interval`.
 //
 // When the backup refuses an install because it took the shard over (its ps found this one
 // gone, docs/replication.md "Promotion"), this copy is FENCED: it applies nothing more, and
@@ -84,8 +85,10 @@ class ShardReplicator {
   using Stream = grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>;
 
   void Run();
-  // Opens a stream and installs the backup; the error if it could not.
-  absl::Status Open(grpc::ClientContext* context, std::unique_ptr<Stream>* stream);
+  // Opens a stream and installs the backup; the error if it could not, with `*refused` set when
+  // the backup's address refused the connection (or its TLS handshake failed) rather than not
+  // answering.
+  absl::Status Open(grpc::ClientContext* context, std::unique_ptr<Stream>* stream, bool* refused);
   // Sends the pending inputs over `stream` as they come, until it breaks or Stop.
   void Send(Stream* stream, grpc::ClientContext* context, uint64_t generation);
   // Applies the oldest pending input here; `ack`: the backup's answer (none while DEGRADED).

@@ -1,16 +1,22 @@
 // Replicated shards with real daemons (docs/replication.md): a cluster of 3 ps and 3 workers on
 // this machine runs a SYNC job with `"replicas": 2` and no checkpoints while a seeded driver
-// kill -9s a ps drawn at random every 3 to 4 s and starts it again, empty, 0.5 to 1 s later (so
-// that no kill takes both copies of a shard: the copies lost are rebuilt in between). The job must
+// kill -9s a task drawn at random (ps and workers alike) every 3 to 4 s and starts it again: a ps
+// empty, 0.5 to 1 s later (so that no kill takes both copies of a shard: the copies lost are
+// rebuilt in between), a worker 0 to 2 s later (it rejoins at the barrier's step). The job must
 // end DONE with every step applied once (no recovery, no step done again: there is no checkpoint
-// to go back to), the parameters and test accuracy of the same job run undisturbed, and no
-// process left behind. The time from each kill to the job's next recorded step is printed.
+// to go back to), the parameters and test accuracy of the same job run undisturbed, every shard
+// a killed ps served taken over by its backup within 1 s of the kill, and no process left
+// behind. Per kill, the takeover's time (from the ps logs) and the job's next recorded step are
+// printed.
 //
-// REPLICATION_KILLS (3) and REPLICATION_SEED (1) come from the environment.
+// REPLICATION_KILLS (4) and REPLICATION_SEED (3) come from the environment: tools/chaos.sh
+// replicated runs 20.
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,7 +27,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/civil_time.h"
 #include "absl/time/clock.h"
 #include "tests/daemon_cluster.h"
 #include "tests/psctl_testing.h"
@@ -29,11 +37,44 @@
 namespace ps {
 namespace {
 
-const int kKills = EnvInt("REPLICATION_KILLS", 3);
-const int kSeed = EnvInt("REPLICATION_SEED", 1);
+const int kKills = EnvInt("REPLICATION_KILLS", 4);
+const int kSeed = EnvInt("REPLICATION_SEED", 3);
 // Each worker sleeps 4 ms a step on average (the job's stragglers), so the job lasts at least
 // 4 ms x kSteps: longer than the kills (4 s of start, then at most 5 s each).
 const int kSteps = std::max(2500, 1400 * (kKills + 1));
+// What a run may take: at least 40 steps a second.
+const absl::Duration kRunTimeout = absl::Seconds(60 + kSteps / 40);
+
+// Each shard taken over, by the time a ps logged it ("ps:2 takes over shard 1 ...") in any start's
+// log under `dir`; glog's stamps ("W20261128 14:30:01.123456 ...") are local time.
+std::vector<std::pair<absl::Time, std::string>> Takeovers(const std::string& dir) {
+  std::vector<std::pair<absl::Time, std::string>> takeovers;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("ps-", 0) != 0) continue;
+    for (const std::string& line : Lines(ReadFile(entry.path().string()))) {
+      const size_t at = line.find(" takes over shard ");
+      const size_t task = line.rfind("ps:", at);
+      int year, month, day, hour, minute;
+      double second;
+      if (at == std::string::npos || task == std::string::npos || line.size() < 25 ||
+          !absl::SimpleAtoi(line.substr(1, 4), &year) ||
+          !absl::SimpleAtoi(line.substr(5, 2), &month) ||
+          !absl::SimpleAtoi(line.substr(7, 2), &day) ||
+          !absl::SimpleAtoi(line.substr(10, 2), &hour) ||
+          !absl::SimpleAtoi(line.substr(13, 2), &minute) ||
+          !absl::SimpleAtod(line.substr(16, 9), &second)) {
+        continue;
+      }
+      const absl::Time minute_start = absl::FromCivil(
+          absl::CivilMinute(year, month, day, hour, minute), absl::LocalTimeZone());
+      takeovers.emplace_back(minute_start + absl::Microseconds(std::llround(second * 1e6)),
+                             line.substr(task, at + 19 - task));
+    }
+  }
+  std::sort(takeovers.begin(), takeovers.end());
+  return takeovers;
+}
 
 class ReplicationProcessTest : public ::testing::Test {
  protected:
@@ -49,6 +90,13 @@ class ReplicationProcessTest : public ::testing::Test {
     EXPECT_TRUE(cluster_->Stop(&stuck)) << absl::StrJoin(stuck, ", ") << " did not stop";
     EXPECT_THAT(ProcessesMentioning(dir_), ::testing::IsEmpty())
         << "processes of this test are left behind";
+    // The daemons' logs and the results, for the record (tools/chaos.sh replicated) or for a
+    // failure's cause.
+    if (const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
+      std::error_code ignored;
+      std::filesystem::copy(dir_, std::string(outputs) + "/replication",
+                            std::filesystem::copy_options::recursive, ignored);
+    }
   }
 
   // psctl_testing's small job, replicated, without checkpoints, each worker sleeping 4 ms a step
@@ -64,12 +112,12 @@ class ReplicationProcessTest : public ::testing::Test {
   std::unique_ptr<DaemonCluster> cluster_;
 };
 
-TEST_F(ReplicationProcessTest, KilledPsAreReplacedByTheirBackupsWithNoStepRedone) {
+TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   const std::string spec = cluster_->spec_path();
   Psctl calm({"submit", "--cluster_spec=" + spec, "--job=" + Job("calm"),
               "--results=" + dir_ + "/calm"},
              dir_);
-  ASSERT_EQ(calm.Wait(absl::Minutes(3)), 0) << calm.Output();
+  ASSERT_EQ(calm.Wait(kRunTimeout), 0) << calm.Output();
 
   const std::string results = dir_ + "/killed";
   Psctl killed({"submit", "--cluster_spec=" + spec, "--job=" + Job("killed"),
@@ -83,14 +131,15 @@ TEST_F(ReplicationProcessTest, KilledPsAreReplacedByTheirBackupsWithNoStepRedone
   absl::SleepFor(absl::Seconds(4));
   for (int k = 0; k < kKills; ++k) {
     ASSERT_FALSE(killed.Ended()) << "the job ended before kill " << k << ": " << killed.Output();
-    const std::string task = absl::StrCat("ps:", random() % 3);
+    const std::string task = cluster_->tasks()[random() % cluster_->tasks().size()];
+    const bool is_ps = task[0] == 'p';
     kills.emplace_back(absl::Now(), task);
     ASSERT_TRUE(cluster_->Kill(task)) << task;
-    absl::SleepFor(uniform(0.5, 1));
-    ASSERT_TRUE(cluster_->StartTask(task).ok()) << task;  // Empty: its backups rebuild it.
+    absl::SleepFor(is_ps ? uniform(0.5, 1) : uniform(0, 2));
+    ASSERT_TRUE(cluster_->StartTask(task).ok()) << task;  // A ps empty: its backups rebuild it.
     absl::SleepFor(uniform(2.5, 3));
   }
-  ASSERT_EQ(killed.Wait(absl::Minutes(4)), 0) << killed.Output();
+  ASSERT_EQ(killed.Wait(kRunTimeout), 0) << killed.Output();
 
   nlohmann::json summary = nlohmann::json::parse(ReadFile(results + "/summary.json"));
   EXPECT_EQ(summary["state"], "DONE");
@@ -112,19 +161,39 @@ TEST_F(ReplicationProcessTest, KilledPsAreReplacedByTheirBackupsWithNoStepRedone
   struct stat job_json;
   ASSERT_EQ(stat((results + "/job.json").c_str(), &job_json), 0);
   const absl::Time psctl_start = absl::TimeFromTimespec(job_json.st_mtim);
+  const std::vector<std::pair<absl::Time, std::string>> takeovers =
+      Takeovers(dir_);
   std::string report = absl::StrFormat(
-      "%d kills of a ps (seed %d): %s, every one of %d steps once, test accuracy %.4f "
-      "(undisturbed %.4f)\n",
-      kills.size(), kSeed, summary["state"].get<std::string>(), kSteps, accuracy, calm_accuracy);
-  for (const auto& [at, task] : kills) {
+      "%d kills (seed %d): %s, every one of %d steps once, test accuracy %.4f (undisturbed "
+      "%.4f), %d takeovers\n",
+      kills.size(), kSeed, summary["state"].get<std::string>(), kSteps, accuracy, calm_accuracy,
+      takeovers.size());
+  bool first_ps_kill = true;
+  for (size_t k = 0; k < kills.size(); ++k) {
+    const auto& [at, task] = kills[k];
+    const absl::Time next_kill = k + 1 < kills.size() ? kills[k + 1].first : absl::InfiniteFuture();
     const double kill_s = absl::ToDoubleSeconds(at - psctl_start);
     const int64_t step = LastStepAt(results + "/metrics.csv", kill_s);
     const double next_s = FirstStepPast(results + "/metrics.csv", kill_s, step);
     absl::StrAppendFormat(&report,
                           "  %s killed at %.1fs (step %d): next step past it recorded %.2fs "
-                          "later (to metrics.csv's resolution)\n",
+                          "later (to metrics.csv's resolution)",
                           task, kill_s, step, next_s - kill_s);
     EXPECT_GT(next_s, 0) << "no step was recorded after the kill of " << task;
+    int taken = 0;
+    for (const auto& [time, what] : takeovers) {
+      if (time < at || time >= next_kill) continue;
+      ++taken;
+      absl::StrAppendFormat(&report, "; %s %.3fs after the kill", what,
+                            absl::ToDoubleSeconds(time - at));
+      EXPECT_LT(time - at, absl::Seconds(1)) << what << " after the kill of " << task;
+    }
+    report += "\n";
+    if (task[0] == 'p' && first_ps_kill) {
+      // Every ps serves its own shard until the first ps kill.
+      EXPECT_GT(taken, 0) << "no shard of " << task << " was taken over";
+      first_ps_kill = false;
+    }
   }
   std::cout << report;
 

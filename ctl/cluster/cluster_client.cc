@@ -166,6 +166,21 @@ absl::StatusOr<JobStats> ClusterClient::GetJobStats(int ps, const std::string& j
   return response;
 }
 
+absl::StatusOr<JobStats> ClusterClient::GetShardStats(int shard, const std::string& job_id,
+                                                      bool replicated) const {
+  if (!replicated) return GetJobStats(shard, job_id);
+  JobStatsRequest request;
+  request.set_job_id(job_id);
+  request.set_shard(shard);
+  absl::StatusOr<JobStats> stats = CallPs(shard, "GetJobStats", request,
+                                          &ParameterServer::Stub::GetJobStats,
+                                          options_.status_timeout);
+  if (stats.ok() || !absl::IsUnavailable(stats.status())) return stats;
+  // Its ps is down, or no longer serves it: the other copy, on the next ps, does.
+  return CallPs((shard + 1) % num_ps(), "GetJobStats", request,
+                &ParameterServer::Stub::GetJobStats, options_.status_timeout);
+}
+
 template <typename Request, typename Response>
 absl::StatusOr<Response> ClusterClient::CallPs(
     int ps, absl::string_view name, const Request& request,

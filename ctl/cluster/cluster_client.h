@@ -94,6 +94,10 @@ class ClusterClient {
   // Ps daemons, one task at a time. REQUIRES: 0 <= ps < num_ps().
   virtual absl::StatusOr<ListJobsResponse> ListJobs(int ps) const;
   virtual absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;
+  // Shard `shard`'s statistics: GetJobStats of its own ps, or where `replicated` (the job keeps
+  // a backup of each shard) of whichever of its two copies serves it (docs/replication.md).
+  virtual absl::StatusOr<JobStats> GetShardStats(int shard, const std::string& job_id,
+                                                 bool replicated) const;
   // Checkpoints (ps_service.proto). RestoreJob reads the shard's file: checkpoint_timeout.
   virtual absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const;
   virtual absl::Status CommitCheckpoint(int ps, const CommitCheckpointRequest& request) const;

@@ -104,13 +104,13 @@ bool LostWorkers::TryRejoin(const JobProgress& last) {
   const ModeTraits& mode = ModeTraitsOf(spec_.consistency().mode());
   if (mode.barrier) {
     // It rejoins at the barrier's step.
-    absl::StatusOr<JobStats> stats = client_.GetJobStats(0, spec_.job_id());
+    absl::StatusOr<JobStats> stats = client_.GetShardStats(0, spec_.job_id(), spec_.replicas() > 1);
     if (!stats.ok()) return false;
     first_step = stats->step();
   } else if (spec_.min_workers() > 0 && mode.staleness == Staleness::kUpToBound) {
     // An elastic SSP job: no earlier than the slowest clock of the workers in the job, so that
     // a worker that joins late does not hold them back while it catches up.
-    absl::StatusOr<JobStats> stats = client_.GetJobStats(0, spec_.job_id());
+    absl::StatusOr<JobStats> stats = client_.GetShardStats(0, spec_.job_id(), spec_.replicas() > 1);
     if (!stats.ok()) return false;
     first_step = std::max(first_step, stats->checkpoint_clock());
   }

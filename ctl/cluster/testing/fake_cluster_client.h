@@ -77,6 +77,10 @@ class FakeClusterClient : public ClusterClient {
     }
     return it->second;
   }
+  absl::StatusOr<JobStats> GetShardStats(int shard, const std::string& job_id,
+                                         bool) const override {
+    return GetJobStats(shard, job_id);
+  }
   absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const override {
     armed.emplace_back(ps, request);
     return arm_status;
@@ -145,6 +149,10 @@ class FakeClusterClientHandle : public ClusterClient {
   absl::StatusOr<ListJobsResponse> ListJobs(int ps) const override { return fake_.ListJobs(ps); }
   absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const override {
     return fake_.GetJobStats(ps, job_id);
+  }
+  absl::StatusOr<JobStats> GetShardStats(int shard, const std::string& job_id,
+                                         bool replicated) const override {
+    return fake_.GetShardStats(shard, job_id, replicated);
   }
   absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const override {
     return fake_.ArmCheckpoint(ps, request);
