@@ -1,10 +1,10 @@
 // Replicated shards with real daemons (docs/replication.md): a cluster of 3 ps and 3 workers on
-// this machine runs a SYNC job with `"replicas": 2` and no checkpoints while a seeded driver
+// this machine runs a SYNC job with `"replicas": 2` and checkpoints while a seeded driver
 // kill -9s a task drawn at random (ps and workers alike) every 3 to 4 s and starts it again: a ps
 // empty, 0.5 to 1 s later (so that no kill takes both copies of a shard: the copies lost are
 // rebuilt in between), a worker 0 to 2 s later (it rejoins at the barrier's step). The job must
-// end DONE with every step applied once (no recovery, no step done again: there is no checkpoint
-// to go back to), the parameters and test accuracy of the same job run undisturbed, every shard
+// end DONE with every step applied once (no recovery: no step done again, no checkpoint gone
+// back to), the parameters and test accuracy of the same job run undisturbed, every shard
 // a killed ps served taken over by its backup within 1 s of the kill, and no process left
 // behind. Per kill, the takeover's time (from the ps logs) and the job's next recorded step are
 // printed.
@@ -94,18 +94,26 @@ class ReplicationProcessTest : public ::testing::Test {
     // failure's cause.
     if (const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
       std::error_code ignored;
-      std::filesystem::copy(dir_, std::string(outputs) + "/replication",
+      const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+      std::filesystem::copy(dir_, absl::StrCat(outputs, "/", test),
                             std::filesystem::copy_options::recursive, ignored);
     }
   }
 
   // psctl_testing's small job, replicated, without checkpoints, each worker sleeping 4 ms a step
   // on average.
-  std::string Job(const std::string& id) const {
-    return WriteJob(dir_, id,
-                    JobJson(id, kSteps, R"({"mode": "SYNC"})",
-                            R"(, "worker_lease_s": 5, "checkpoint": {}, "replicas": 2,
-                               "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 4})"));
+  // `checkpoint`: the job's checkpoint policy (none by default). No time limit: the run must
+  // reach its steps however many kills it outlasts.
+  std::string Job(const std::string& id, int steps = kSteps,
+                  const std::string& checkpoint = "{}") const {
+    nlohmann::json job = nlohmann::json::parse(
+        JobJson(id, steps, R"({"mode": "SYNC"})",
+                absl::StrCat(R"(, "worker_lease_s": 5, "replicas": 2,
+                   "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 4},
+                   "checkpoint": )",
+                             checkpoint)));
+    job.erase("time_limit_s");
+    return WriteJob(dir_, id, job.dump());
   }
 
   std::string dir_;
@@ -114,13 +122,15 @@ class ReplicationProcessTest : public ::testing::Test {
 
 TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   const std::string spec = cluster_->spec_path();
-  Psctl calm({"submit", "--cluster_spec=" + spec, "--job=" + Job("calm"),
+  // With checkpoints, which a single ps loss must not roll back to.
+  const std::string every = R"({"every_steps": 500})";
+  Psctl calm({"submit", "--cluster_spec=" + spec, "--job=" + Job("calm", kSteps, every),
               "--results=" + dir_ + "/calm"},
              dir_);
   ASSERT_EQ(calm.Wait(kRunTimeout), 0) << calm.Output();
 
   const std::string results = dir_ + "/killed";
-  Psctl killed({"submit", "--cluster_spec=" + spec, "--job=" + Job("killed"),
+  Psctl killed({"submit", "--cluster_spec=" + spec, "--job=" + Job("killed", kSteps, every),
                 "--results=" + results},
                dir_);
   std::mt19937 random(kSeed);
@@ -164,9 +174,10 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   const std::vector<std::pair<absl::Time, std::string>> takeovers =
       Takeovers(dir_);
   std::string report = absl::StrFormat(
-      "%d kills (seed %d): %s, every one of %d steps once, test accuracy %.4f (undisturbed "
+      "%d kills (seed %d): %s at step %d, no step done again, test accuracy %.4f (undisturbed "
       "%.4f), %d takeovers\n",
-      kills.size(), kSeed, summary["state"].get<std::string>(), kSteps, accuracy, calm_accuracy,
+      kills.size(), kSeed, summary["state"].get<std::string>(), summary["steps"].get<int>(),
+      accuracy, calm_accuracy,
       takeovers.size());
   bool first_ps_kill = true;
   for (size_t k = 0; k < kills.size(); ++k) {
@@ -197,10 +208,63 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   }
   std::cout << report;
 
-  // psctl status shows the replication of each shard a ps serves as its own.
+  // psctl status shows the replication of each shard.
   Psctl status({"status", "--cluster_spec=" + spec, "--job=killed"}, dir_);
   status.Wait(absl::Minutes(1));
   EXPECT_THAT(status.Stdout(), ::testing::HasSubstr("updates replicated")) << status.Output();
+  // And a shard its ps lost, at the copy that took it over; checkpoints stopped once one was.
+  if (!takeovers.empty()) {
+    EXPECT_THAT(killed.Output(), ::testing::HasSubstr("checkpoints paused")) << killed.Output();
+    EXPECT_THAT(status.Stdout(), ::testing::HasSubstr("is served by its backup copy"))
+        << status.Output();
+    EXPECT_THAT(status.Stdout(), ::testing::HasSubstr("took the shard over")) << status.Output();
+    EXPECT_THAT(status.Stdout(), ::testing::Not(::testing::HasSubstr("does not hold it")))
+        << status.Output();
+  }
+}
+
+// Both copies of a shard lost at once (ps:1, which serves shard 1, and ps:2, which backs it up):
+// replication cannot help, so the job falls back to its latest checkpoint (docs/replication.md),
+// saying which shard lost both copies, and ends DONE with the undisturbed run's model.
+TEST_F(ReplicationProcessTest, AShardThatLostBothCopiesIsRecoveredFromTheLatestCheckpoint) {
+  const std::string spec = cluster_->spec_path();
+  const int steps = 3000;
+  const std::string every = R"({"every_steps": 300})";
+  Psctl calm({"submit", "--cluster_spec=" + spec, "--job=" + Job("calm", steps, every),
+              "--results=" + dir_ + "/calm"},
+             dir_);
+  ASSERT_EQ(calm.Wait(kRunTimeout), 0) << calm.Output();
+
+  const std::string results = dir_ + "/lost";
+  Psctl lost({"submit", "--cluster_spec=" + spec, "--job=" + Job("lost", steps, every),
+              "--results=" + results},
+             dir_);
+  // Once a checkpoint is complete (events.csv: the header, then its line).
+  const absl::Time deadline = absl::Now() + absl::Minutes(2);
+  while (ReadFile(results + "/events.csv").find("checkpoint_complete") == std::string::npos) {
+    ASSERT_FALSE(lost.Ended()) << lost.Output();
+    ASSERT_LT(absl::Now(), deadline) << "no checkpoint completed: " << lost.Output();
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(cluster_->Kill("ps:1"));
+  ASSERT_TRUE(cluster_->Kill("ps:2"));
+  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_TRUE(cluster_->StartTask("ps:1").ok());
+  ASSERT_TRUE(cluster_->StartTask("ps:2").ok());
+  ASSERT_EQ(lost.Wait(kRunTimeout), 0) << lost.Output();
+
+  EXPECT_THAT(lost.Output(), ::testing::HasSubstr("shard 1 lost both its copies, on ps:1 and ps:2"));
+  const std::string events = ReadFile(results + "/events.csv");
+  EXPECT_THAT(events, ::testing::HasSubstr("recovered")) << events;
+  nlohmann::json summary = nlohmann::json::parse(ReadFile(results + "/summary.json"));
+  EXPECT_EQ(summary["state"], "DONE");
+  EXPECT_EQ(summary["steps"], steps);
+  const double calm_accuracy = nlohmann::json::parse(ReadFile(dir_ + "/calm/summary.json"))
+                                   .value("final_eval_accuracy", -1.0);
+  EXPECT_GT(calm_accuracy, 0.5);
+  EXPECT_NEAR(summary.value("final_eval_accuracy", -1.0), calm_accuracy, 0.01);
+  // SYNC from a checkpoint: the steps done again are the same steps.
+  ExpectSameParameters(ResultParameters(dir_ + "/calm"), ResultParameters(results), 1e-4f);
 }
 
 }  // namespace

@@ -253,7 +253,7 @@ class PhaseTimer {
 
 class TrainingLoop {
  public:
-  // `start`: when the job began on this worker, for time_limit_s.
+  // `start`: when the run began, for time_limit_s.
   TrainingLoop(const TrainerContext& context, PreparedJob* job, absl::Time start)
       : context_(context),
         spec_(context.spec),
@@ -634,7 +634,8 @@ void TrainingLoop::Report(int64_t step, double loss) {
 
 // The training proper; RunTrainer adds leaving the job.
 absl::Status Train(const TrainerContext& context) {
-  const absl::Time start = context.clock->Now();
+  // The run's start, for time_limit_s (a worker started again in the run counts from there).
+  const absl::Time start = context.clock->Now() - context.elapsed_before;
   absl::StatusOr<std::unique_ptr<PreparedJob>> job = PrepareJob(context);
   if (!job.ok()) return job.status();
   TrainingLoop loop(context, job->get(), start);

@@ -43,6 +43,9 @@ struct TrainerContext {
   // The step the worker starts at (StartJobRequest.first_step): a resumed job's.
   int64_t first_step = 0;
   int incarnation = 0;  // StartJobRequest.incarnation: which start of this worker in the run.
+  // StartJobRequest.elapsed_s: how long the run had gone on before this start; time_limit_s
+  // counts from the run's start.
+  absl::Duration elapsed_before;
   PsClient* ps = nullptr;                  // Not owned.
   ComputeBackend* backend = nullptr;       // Not owned; used by this thread only.
   RingLink* ring = nullptr;  // ALLREDUCE, LOCAL_SGD: links to the other workers; not owned.

@@ -223,6 +223,23 @@ TEST_F(TrainerTest, TimeLimitEndsTheJob) {
   EXPECT_EQ(stats[0].applied_gradients(), total_steps);
 }
 
+// A worker started again late in the run (StartJobRequest.elapsed_s) stops at the run's time
+// limit, not its own start's: here worker 1 joins with most of the limit gone.
+TEST_F(TrainerTest, TimeLimitCountsFromTheRunsStart) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("late", ConsistencyConfig::ASYNC);
+  spec.set_steps(0);
+  spec.set_time_limit_s(2.0f);
+  std::vector<WorkerRun> runs =
+      RunWorkers(spec, 2, nullptr, nullptr, [](TrainerContext* context) {
+        if (context->worker == 1) context->elapsed_before = absl::Milliseconds(1800);
+      });
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  ASSERT_TRUE(runs[1].status.ok()) << runs[1].status;
+  EXPECT_GE(runs[0].wall_time, absl::Seconds(2));
+  EXPECT_LT(runs[1].wall_time, absl::Milliseconds(1500));
+}
+
 TEST_F(TrainerTest, StopFlagCancelsPromptly) {
   StartServers(2);
   JobSpec spec = SoftmaxJob("stop", ConsistencyConfig::SYNC);

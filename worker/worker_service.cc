@@ -176,10 +176,11 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
         "code of their choice on its host; start it with the flag (psctl local's daemons "
         "have it) or submit a job of a built-in model"));
   }
-  if (request.first_step() < 0 || request.incarnation() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("first_step is ", request.first_step(),
-                                                   " and incarnation ", request.incarnation(),
-                                                   ": both must be >= 0"));
+  if (request.first_step() < 0 || request.incarnation() < 0 ||
+      !(request.elapsed_s() >= 0 && request.elapsed_s() < 1e9)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "first_step is ", request.first_step(), ", incarnation ", request.incarnation(),
+        " and elapsed_s ", request.elapsed_s(), ": each must be >= 0 (elapsed_s under 1e9)"));
   }
   for (const std::string& file : DataFiles(spec.data())) {
     status = options_.data_roots.Check(file, "data");
@@ -206,13 +207,15 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   RunningJob* raw = job.get();
   jobs_.emplace(spec.job_id(), std::move(job));
   raw->thread = std::thread(
-      [this, spec, raw, first_step = request.first_step(), incarnation = request.incarnation()] {
-        RunJob(spec, first_step, incarnation, raw);
+      [this, spec, raw, first_step = request.first_step(), incarnation = request.incarnation(),
+       elapsed = absl::Seconds(request.elapsed_s())] {
+        RunJob(spec, first_step, incarnation, elapsed, raw);
       });
   return absl::OkStatus();
 }
 
-void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, RunningJob* job) {
+void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation,
+                           absl::Duration elapsed, RunningJob* job) {
   LOG(INFO) << "job " << spec.job_id() << ": starting on " << options_.device.description;
   // A job that cannot start ends FAILED with why.
   auto fail = [&](const absl::Status& status) {
@@ -244,6 +247,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation, Ru
   context.num_workers = options_.cluster.NumTasks(kWorkerJob);
   context.first_step = first_step;
   context.incarnation = incarnation;
+  context.elapsed_before = elapsed;
   context.ps = ps_client_.get();
   context.backend = backend->get();
   context.ring = ring->get();

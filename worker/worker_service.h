@@ -107,7 +107,8 @@ class WorkerService final : public Worker::CallbackService {
   void ForgetFinishedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs `spec` from step `first_step` as the worker's `incarnation` (StartJobRequest) on the
   // job's thread.
-  void RunJob(JobSpec spec, int64_t first_step, int incarnation, RunningJob* job);
+  void RunJob(JobSpec spec, int64_t first_step, int incarnation, absl::Duration elapsed,
+              RunningJob* job);
   // RunJob for a program job (JobSpec.program; worker/program_runner.h).
   void RunProgramJob(const JobSpec& spec, int64_t first_step, int incarnation, RunningJob* job);
   // Ends the job with `status` (DONE, STOPPED or FAILED) in `last`, its final report.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -239,7 +240,14 @@ TEST(WorkerServiceTest, CountsBeyondTheirBoundsAreRefusedBeforeTheJobStarts) {
   request.set_first_step(-1);
   refused = worker.StartJob(request);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(refused.error_message(), "first_step is -1 and incarnation 0: both must be >= 0");
+  EXPECT_EQ(refused.error_message(),
+            "first_step is -1, incarnation 0 and elapsed_s 0: each must be >= 0 (elapsed_s under "
+            "1e9)");
+  request.set_first_step(0);
+  request.set_elapsed_s(std::nan(""));
+  refused = worker.StartJob(request);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("elapsed_s nan"));
   EXPECT_TRUE(Jobs(worker.stub()).empty()) << "refused jobs must not be listed";
 }
 

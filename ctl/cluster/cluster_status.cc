@@ -161,15 +161,24 @@ std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id)
                  jobs.ok() ? absl::StrCat("up, jobs: [", absl::StrJoin(jobs->job_ids(), ", "), "]")
                            : ""));
     if (job_id.empty()) continue;
-    if (!jobs.ok()) {
-      seen.shards_lost.push_back(
-          absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")"));
-      continue;
+    absl::StatusOr<JobStats> stats =
+        jobs.ok() ? client.GetJobStats(ps, job_id) : absl::StatusOr<JobStats>(jobs.status());
+    if (!stats.ok()) {
+      // Shard `ps` of a replicated job, served by its backup copy since this ps went down or
+      // was started again (docs/replication.md).
+      absl::StatusOr<JobStats> copy = client.GetShardStats(ps, job_id, /*replicated=*/true);
+      if (copy.ok()) {
+        absl::StrAppend(&report, "  shard ", ps, " of ", job_id,
+                        " is served by its backup copy, which took it over:\n");
+        stats = *std::move(copy);
+      }
     }
-    absl::StatusOr<JobStats> stats = client.GetJobStats(ps, job_id);
     if (stats.ok()) {
       seen.shards.push_back(*stats);
       absl::StrAppend(&report, ShardReport(*stats));
+    } else if (!jobs.ok()) {
+      seen.shards_lost.push_back(
+          absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")"));
     } else {
       seen.shards_lost.push_back(absl::StrCat("ps:", ps, " does not hold it"));
       absl::StrAppend(&report, "  ", job_id, ": ", stats.status().message(), "\n");

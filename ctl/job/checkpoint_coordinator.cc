@@ -38,7 +38,8 @@ absl::Status CheckpointCoordinator::CheckDirectories() const {
 bool CheckpointCoordinator::ReadShards(std::vector<JobStats>* shards) const {
   shards->clear();
   for (int ps = 0; ps < client_.num_ps(); ++ps) {
-    absl::StatusOr<JobStats> stats = client_.GetJobStats(ps, spec_.job_id());
+    absl::StatusOr<JobStats> stats =
+        client_.GetShardStats(ps, spec_.job_id(), spec_.replicas() > 1);
     if (!stats.ok()) return false;  // The job's own loop reports a ps that is gone.
     shards->push_back(*std::move(stats));
   }
@@ -60,7 +61,8 @@ void CheckpointCoordinator::Finish(bool final, absl::Duration timeout) {
   std::vector<JobStats> shards;
   SettleBy(deadline, &shards);
   const bool taken_one = next_seq_ > 1;
-  if (final && (taken_one || !final_only_after_one_) && !shards.empty() && !LatestIsOf(shards)) {
+  if (final && (taken_one || !final_only_after_one_) && !shards.empty() && !LatestIsOf(shards) &&
+      EveryShardAtHome(shards)) {
     Arm(-1);
     SettleBy(deadline, &shards);
   }
@@ -104,6 +106,7 @@ void CheckpointCoordinator::Poll(absl::Time now) {
   std::vector<JobStats> shards;
   if (!ReadShards(&shards)) return;
   const int64_t furthest = SettleArmed(shards);
+  if (!EveryShardAtHome(shards)) return;
   const CheckpointSpec& every = spec_.checkpoint();
   if (every.every_steps() > 0 && last_step_clock_ <= furthest) {
     // Armed ahead: every shard takes it when it gets there.
@@ -119,6 +122,35 @@ void CheckpointCoordinator::Poll(absl::Time now) {
     // the others: each shard now, at its own version.
     Arm(agreed_step() ? furthest + 2 : -1);
   }
+}
+
+bool CheckpointCoordinator::EveryShardAtHome(const std::vector<JobStats>& shards) {
+  for (size_t shard = 0; shard < shards.size(); ++shard) {
+    if (!shards[shard].replication().took_over()) continue;
+    if (!paused_) {
+      paused_ = true;
+      const std::string line = absl::StrCat(
+          "checkpoints paused: shard ", shard, " is served by its copy on ps:",
+          (shard + 1) % shards.size(), " since ps:", shard,
+          " was taken for gone, and each shard's checkpoint file is written on its own ps; ",
+          last_complete_.has_value()
+              ? absl::StrCat("checkpoint ", last_complete_->name(), " (step ",
+                             last_complete_->resume_step(), ") stays the job's fallback")
+              : std::string("the job has no checkpoint to fall back to"));
+      out_ << line << "\n";
+      if (results_ != nullptr) {
+        results_->RecordEvent(
+            {"checkpoints_paused", absl::StrCat("ps:", shard), -1, "", -1, line});
+      }
+      // The copy that took the shard over was never armed: none of these can complete.
+      for (const Armed& armed : armed_) {
+        Abandon(armed, absl::StrCat("shard ", shard, " was taken over before it wrote it"));
+      }
+      armed_.clear();
+    }
+    return false;
+  }
+  return true;
 }
 
 void CheckpointCoordinator::Arm(int64_t at_clock) {

@@ -9,6 +9,10 @@
 //   2. Once every shard reports its file written, write the manifest naming them all through
 //      every shard (CommitCheckpoint): the checkpoint is complete. A shard that failed to write
 //      abandons the checkpoint (training goes on; the failure is printed and counted).
+// A replicated job (docs/replication.md) reads each shard's statistics from whichever copy serves
+// it, and takes no checkpoint while a shard is served away from its own ps (taken over): each
+// shard's file is written on its own ps's disk, where a recovery reads it. It says so once; the
+// latest complete checkpoint stays the job's fallback.
 #ifndef PS_CTL_JOB_CHECKPOINT_COORDINATOR_H_
 #define PS_CTL_JOB_CHECKPOINT_COORDINATOR_H_
 
@@ -78,6 +82,8 @@ class CheckpointCoordinator {
   void SettleBy(absl::Time deadline, std::vector<JobStats>* shards);
   // Whether the latest complete checkpoint is of the shards' state now (no update since).
   bool LatestIsOf(const std::vector<JobStats>& shards) const;
+  // False, saying so the first time, while a shard is served by a copy away from its own ps.
+  bool EveryShardAtHome(const std::vector<JobStats>& shards);
   void Arm(int64_t at_clock);
   // Completes or abandons each armed checkpoint every shard has reported; true for those
   // settled, which leave armed_.
@@ -98,6 +104,7 @@ class CheckpointCoordinator {
   ResultsWriter* results_ = nullptr;
   std::optional<CheckpointManifest> last_complete_;
   bool final_only_after_one_ = false;
+  bool paused_ = false;  // EveryShardAtHome said it.
   int64_t failed_ = 0;
 };
 

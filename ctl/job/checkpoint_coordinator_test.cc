@@ -171,5 +171,37 @@ TEST_F(CheckpointCoordinatorTest, AManifestIsDatedByTheCoordinatorsClock) {
   EXPECT_EQ(client_.committed[0].second.manifest().written_at_ms(), 5000 * 1000);
 }
 
+// A replicated job whose shard 1 was taken over by ps:0's copy: nothing is armed while the shard
+// is away from its own ps (where its file would be read back), and it says so once.
+TEST_F(CheckpointCoordinatorTest, AReplicatedJobTakesNoCheckpointWhileAShardIsAwayFromItsPs) {
+  JobSpec spec = Spec(ConsistencyConfig::SYNC, 10);
+  spec.set_replicas(2);
+  CheckpointCoordinator coordinator(client_, spec, &out_);
+  Shards(3);
+  coordinator.Poll(t0_);
+  ASSERT_EQ(client_.armed.size(), 2u);
+  Shards(10, {10, 10});
+  coordinator.Poll(t0_ + absl::Seconds(1));
+  ASSERT_TRUE(coordinator.last_complete().has_value());
+  const size_t armed = client_.armed.size();
+
+  client_.job_stats[1].mutable_replication()->set_took_over(true);
+  Shards(25);
+  coordinator.Poll(t0_ + absl::Seconds(2));
+  coordinator.Poll(t0_ + absl::Seconds(3));
+  EXPECT_EQ(client_.armed.size(), armed);
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoints paused: shard 1 is served by its copy on ps:0 "
+                                    "since ps:1 was taken for gone"));
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoint run-000001 (step 10) stays the job's fallback"));
+  EXPECT_EQ(out_.str().find("checkpoints paused"), out_.str().rfind("checkpoints paused"));
+  // The one armed at 20 is never written by the copy that took shard 1 over.
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoint 2 abandoned (training goes on): shard 1 was taken "
+                                    "over before it wrote it"));
+  EXPECT_EQ(coordinator.pending(), 0);
+  // Nor a final one at the end.
+  coordinator.Finish(/*final=*/true, absl::ZeroDuration());
+  EXPECT_EQ(client_.armed.size(), armed);
+}
+
 }  // namespace
 }  // namespace ps

@@ -189,14 +189,17 @@ absl::StatusOr<RunStart> PrepareRun(const ClusterSpec& cluster, const ClusterCli
 // Starts the run on every worker w from first_steps[w]; on a failure, stops it on those started.
 // With `skip_down` (a recovery, an elastic job), a worker that cannot be reached is skipped
 // instead: it is then lost, and rejoins once its daemon is back (LostWorkers).
-// `skipped` (when not null) gets the workers skipped.
+// `skipped` (when not null) gets the workers skipped. `elapsed`: how long the submission has run
+// (a recovery's restart), from which the workers count the job's time_limit_s.
 absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& client,
                               const JobSpec& spec, const std::vector<int64_t>& first_steps,
                               const SubmitOptions& options, bool skip_down = false,
-                              std::vector<int>* skipped = nullptr) {
+                              std::vector<int>* skipped = nullptr,
+                              absl::Duration elapsed = absl::ZeroDuration()) {
   StartJobRequest request;
   *request.mutable_spec() = spec;
   *request.mutable_cluster() = cluster.ToProto();
+  request.set_elapsed_s(absl::ToDoubleSeconds(std::max(elapsed, absl::ZeroDuration())));
   for (int w = 0; w < client.num_workers(); ++w) {
     request.set_first_step(first_steps[w]);
     absl::StatusOr<StartJobResponse> started =
@@ -220,22 +223,24 @@ absl::Status StartEveryWorker(const ClusterSpec& cluster, const ClusterClient& c
 
 // Recovers the job after a ps lost it (RecoverRun, ctl/job/ps_recovery.h) on the cluster's
 // daemons: each probe and the recovered run use channels made afresh (`*client` is replaced),
-// and the restored run is started on every worker that is up.
+// and the restored run is started on every worker that is up, its time limit counting from
+// `start` (the submission's).
 absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<ClusterClient>* client,
                                 JobSpec* spec, RestorableCheckpoints* restorable,
                                 const SubmitOptions& options, const Recovery& recovery,
-                                ResultsWriter* results) {
+                                ResultsWriter* results, absl::Time start) {
   RecoveryEnvironment env;
   env.connect = [&cluster] { return ClusterClient::Create(cluster); };
   env.stop_everywhere = [&cluster](const std::string& job_id) {
     StopJobEverywhere(cluster, job_id).IgnoreError();
   };
   env.new_run_id = NewRunId;
-  env.start_workers = [&cluster, &options](const ClusterClient& fresh, const JobSpec& run,
-                                           const std::vector<int64_t>& first_steps) {
+  env.start_workers = [&cluster, &options, start](const ClusterClient& fresh, const JobSpec& run,
+                                                  const std::vector<int64_t>& first_steps) {
     SubmitOptions restart = options;
     restart.replace = true;  // The workers of the run stopped may still be ending it.
-    return StartEveryWorker(cluster, fresh, run, first_steps, restart, /*skip_down=*/true);
+    return StartEveryWorker(cluster, fresh, run, first_steps, restart, /*skip_down=*/true,
+                            /*skipped=*/nullptr, options.clock->Now() - start);
   };
   env.clock = options.clock;
   env.out = options.out;
@@ -263,7 +268,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
   absl::Time last_snapshot = start;  // Of the staleness histograms (staleness_timeline.csv).
   bool stopped = false;
   std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
-  LostWorkers lost(cluster, client, spec, first_step, out, results,
+  LostWorkers lost(cluster, client, spec, first_step, start, out, results,
                    [&follower, &spec](int worker) { follower.Refollow(worker, spec.job_id()); });
   while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
     // On an interrupt, or once a worker failed that the job cannot go on without (the others
@@ -275,7 +280,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
       reason = "interrupted";
     }
     if (!stopped && reason.empty() && checkpoints.enabled()) {
-      *recover = RecoveryNeeded(client, spec.job_id(), follower.Last());
+      *recover = RecoveryNeeded(client, spec.job_id(), follower.Last(), spec.replicas() > 1);
       if (recover->has_value()) return absl::OkStatus();
     }
     if (!stopped) {
@@ -315,7 +320,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
   }
   std::vector<JobProgress> last = follower.Last();
   if (!stopped && checkpoints.enabled()) {  // Every worker may have failed at once.
-    *recover = RecoveryNeeded(client, spec.job_id(), last);
+    *recover = RecoveryNeeded(client, spec.job_id(), last, spec.replicas() > 1);
     if (recover->has_value()) return absl::OkStatus();
   }
   if (AnyStepRun(last)) {
@@ -484,7 +489,7 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
                        first_step, &recover);
     if (!recover.has_value()) return status;
     absl::StatusOr<int64_t> recovered =
-        Recover(cluster, &*client, &spec, &restorable, options, *recover, results.get());
+        Recover(cluster, &*client, &spec, &restorable, options, *recover, results.get(), start);
     if (!recovered.ok()) return recovered.status();
     first_step = *recovered;
     checkpoints = coordinator();

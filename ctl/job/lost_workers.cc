@@ -37,12 +37,14 @@ bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
 }
 
 LostWorkers::LostWorkers(const ClusterSpec& cluster, const ClusterClient& client,
-                         const JobSpec& spec, int64_t first_step, std::ostream& out,
-                         ResultsWriter* results, std::function<void(int)> refollow)
+                         const JobSpec& spec, int64_t first_step, absl::Time run_start,
+                         std::ostream& out, ResultsWriter* results,
+                         std::function<void(int)> refollow)
     : cluster_(cluster),
       client_(client),
       spec_(spec),
       first_step_(first_step),
+      run_start_(run_start),
       out_(out),
       results_(results),
       refollow_(std::move(refollow)) {}
@@ -86,7 +88,7 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
   if (!lost_.empty() && time - last_rejoin_try_ >= absl::Seconds(1)) {
     last_rejoin_try_ = time;
     for (auto it = lost_.begin(); it != lost_.end();) {
-      if (TryRejoin(now[*it])) {
+      if (TryRejoin(now[*it], time)) {
         refollow_(*it);
         it = lost_.erase(it);
       } else {
@@ -97,7 +99,7 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
   return "";
 }
 
-bool LostWorkers::TryRejoin(const JobProgress& last) {
+bool LostWorkers::TryRejoin(const JobProgress& last, absl::Time time) {
   const int worker = last.worker();
   if (!client_.GetWorkerStatus(worker).ok()) return false;  // Still down.
   int64_t first_step = std::max(first_step_, last.step());
@@ -119,6 +121,7 @@ bool LostWorkers::TryRejoin(const JobProgress& last) {
   *request.mutable_cluster() = cluster_.ToProto();
   request.set_first_step(first_step);
   request.set_incarnation(incarnations_[worker] + 1);
+  request.set_elapsed_s(std::max(0.0, absl::ToDoubleSeconds(time - run_start_)));
   if (!client_.StartJob(worker, request).ok()) return false;
   ++incarnations_[worker];
   const std::string line = absl::StrCat("worker:", worker, " is back: it rejoins the job at step ",

@@ -32,10 +32,11 @@ class LostWorkers {
   // `refollow(worker)` follows a worker again once it has been started anew. The references
   // must outlive this.
   // `first_step`: where the run's workers started (a worker that rejoins before it has
-  // reported a step starts there).
+  // reported a step starts there); `run_start`: when (Update's clock), from which a worker that
+  // rejoins counts the job's time_limit_s.
   LostWorkers(const ClusterSpec& cluster, const ClusterClient& client, const JobSpec& spec,
-              int64_t first_step, std::ostream& out, ResultsWriter* results,
-              std::function<void(int)> refollow);
+              int64_t first_step, absl::Time run_start, std::ostream& out,
+              ResultsWriter* results, std::function<void(int)> refollow);
 
   // Takes the workers' latest progress and those `gone` (their stream broke: the daemon or its
   // host died). A worker gone is lost: the job goes on without it, or, SYNC without backup
@@ -56,12 +57,13 @@ class LostWorkers {
  private:
   // Starts lost `worker` again if its daemon is back, as its next incarnation from the step it
   // had reached (SYNC: the shards' step), and says so. True when it rejoined.
-  bool TryRejoin(const JobProgress& last);
+  bool TryRejoin(const JobProgress& last, absl::Time time);
 
   const ClusterSpec& cluster_;
   const ClusterClient& client_;
   const JobSpec& spec_;
   const int64_t first_step_;
+  const absl::Time run_start_;
   std::ostream& out_;
   ResultsWriter* const results_;
   const std::function<void(int)> refollow_;

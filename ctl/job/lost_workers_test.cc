@@ -44,7 +44,7 @@ class LostWorkersTest : public ::testing::Test {
 
   std::unique_ptr<LostWorkers> Follow(const JobSpec& spec, int64_t first_step = 0) {
     spec_ = spec;
-    return std::make_unique<LostWorkers>(cluster_, client_, spec_, first_step, out_,
+    return std::make_unique<LostWorkers>(cluster_, client_, spec_, first_step, t0_, out_,
                                          results_.get(),
                                          [this](int w) { refollowed_.push_back(w); });
   }
@@ -84,6 +84,8 @@ TEST_F(LostWorkersTest, AnAsyncJobGoesOnWithoutALostWorkerAndTakesItBackAtItsSte
   EXPECT_EQ(client_.started[0].first, 1);
   EXPECT_EQ(client_.started[0].second.first_step(), 7);
   EXPECT_EQ(client_.started[0].second.incarnation(), 1);
+  // Its time limit counts from the run's start, as the others' do.
+  EXPECT_DOUBLE_EQ(client_.started[0].second.elapsed_s(), 4);
   EXPECT_THAT(refollowed_, ElementsAre(1));
   EXPECT_THAT(lost->lost(), IsEmpty());
 }

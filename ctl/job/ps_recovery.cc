@@ -13,15 +13,14 @@ namespace {
 // Probes the cluster afresh every 500 ms until every ps answers or `deadline`. Returns the last
 // probe's lost shard (nullopt: every ps holds the job), or why no client could be made.
 absl::StatusOr<std::optional<LostShard>> WaitForEveryPs(const RecoveryEnvironment& env,
-                                                        const std::string& job_id,
-                                                        absl::Time deadline,
+                                                        const JobSpec& spec, absl::Time deadline,
                                                         std::unique_ptr<ClusterClient>* client) {
   std::optional<LostShard> lost;
   while (true) {
     absl::StatusOr<std::unique_ptr<ClusterClient>> fresh = env.connect();
     if (!fresh.ok()) return fresh.status();
     *client = *std::move(fresh);
-    lost = FindLostShard(**client, job_id);
+    lost = FindLostShard(**client, spec.job_id(), spec.replicas() > 1);
     if (!lost.has_value() || !lost->down || env.clock->Now() >= deadline) break;
     env.clock->SleepFor(absl::Milliseconds(500));
   }
@@ -52,15 +51,19 @@ std::string RecoveredLine(const JobSpec& spec, const CheckpointManifest& restore
 
 }  // namespace
 
-std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id) {
-  std::optional<LostShard> without_job;
+std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id,
+                                       bool replicated) {
+  std::optional<LostShard> down, without_job;
   bool any_holds = false;
   for (int ps = 0; ps < client.num_ps(); ++ps) {
     absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
     if (!jobs.ok()) {
-      return LostShard{
-          ps, true,
-          absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
+      if (!down.has_value()) {
+        down = LostShard{
+            ps, true,
+            absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
+      }
+      continue;
     }
     if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) !=
         jobs->job_ids().end()) {
@@ -70,16 +73,32 @@ std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::s
           ps, false, absl::StrCat("ps:", ps, " no longer holds the job (it was started again)")};
     }
   }
-  return any_holds ? without_job : std::nullopt;
+  if (!replicated) {
+    if (down.has_value()) return down;
+    return any_holds ? without_job : std::nullopt;
+  }
+  if (!down.has_value() && !any_holds) return std::nullopt;
+  // A replicated job loses a shard only with both its copies: a ps that is down or was started
+  // again loses nothing while the next ps serves its shards.
+  for (int shard = 0; shard < client.num_ps(); ++shard) {
+    absl::StatusOr<JobStats> stats = client.GetShardStats(shard, job_id, /*replicated=*/true);
+    if (stats.ok()) continue;
+    return LostShard{shard, down.has_value(),
+                     absl::StrCat("shard ", shard, " lost both its copies, on ps:", shard,
+                                  " and ps:", (shard + 1) % client.num_ps(), " (",
+                                  ClusterClient::Detail(stats.status()), ")",
+                                  down.has_value() ? absl::StrCat("; ", down->why) : "")};
+  }
+  return std::nullopt;
 }
 
 std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::string& job_id,
-                                       const std::vector<JobProgress>& workers) {
+                                       const std::vector<JobProgress>& workers, bool replicated) {
   const bool failed = std::any_of(workers.begin(), workers.end(), [](const JobProgress& p) {
     return p.state() == JobProgress::FAILED;
   });
   if (!failed) return std::nullopt;
-  std::optional<LostShard> lost = FindLostShard(client, job_id);
+  std::optional<LostShard> lost = FindLostShard(client, job_id, replicated);
   if (!lost.has_value()) return std::nullopt;
   Recovery recovery{*std::move(lost), {}};
   for (const JobProgress& worker : workers) {
@@ -106,7 +125,7 @@ absl::StatusOr<int64_t> RecoverRun(const RecoveryEnvironment& env, const Recover
       env.clock->SleepFor(absl::Milliseconds(500));
     }
     absl::StatusOr<std::optional<LostShard>> down =
-        WaitForEveryPs(env, spec->job_id(), deadline, client);
+        WaitForEveryPs(env, *spec, deadline, client);
     if (!down.ok()) return down.status();
     if (env.clock->Now() >= deadline) {
       env.stop_everywhere(spec->job_id());

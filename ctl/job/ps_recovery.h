@@ -38,8 +38,11 @@ struct LostShard {
 // `job_id` while another does (it was started again); nullopt when every ps holds the job
 // (whatever state it holds it in), or none does: the job was never made on the shards (a worker
 // that failed before making it, such as a program job's that exited at once), which no ps
-// restart explains.
-std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id);
+// restart explains. `replicated` (the job keeps a backup of each shard, docs/replication.md):
+// the first shard that neither of its copies serves (`ps` is the shard's own; `down` whether a
+// ps is down), else nullopt.
+std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id,
+                                       bool replicated = false);
 
 // Why a run is to be recovered, and where it was.
 struct Recovery {
@@ -53,9 +56,10 @@ struct Recovery {
 
 // When a worker failed because a ps lost the job, the run is to be recovered (rolled back to a
 // checkpoint) rather than the worker being lost: says why; else nullopt (no worker failed, or
-// every ps still holds the job).
+// every ps still holds the job; `replicated`: every shard is served by one of its copies).
 std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::string& job_id,
-                                       const std::vector<JobProgress>& workers);
+                                       const std::vector<JobProgress>& workers,
+                                       bool replicated = false);
 
 // How long a recovery may take: waiting for every ps to be up again, and trying again when a ps
 // goes down while the job is restored.

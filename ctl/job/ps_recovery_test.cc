@@ -326,5 +326,30 @@ TEST_F(PsRecoveryTest, WorkersFailingWhileBothPsAreLostRecoverFromTheFirst) {
   EXPECT_THAT(recovery->shard.why, HasSubstr("ps:1 no longer holds the job"));
 }
 
+// Replicated (docs/replication.md): a ps started again, or down, loses no shard while the
+// shard's other copy serves it; a shard neither copy serves is lost, and names both copies.
+TEST_F(PsRecoveryTest, AReplicatedJobLosesAShardOnlyWithBothItsCopies) {
+  fake_.ps_jobs[1].clear_job_ids();  // ps:1 was started again: ps:0's copy serves shard 1.
+  fake_.job_stats[0] = JobStats();
+  fake_.job_stats[1] = JobStats();
+  const std::vector<JobProgress> workers = {Worker(0, 12, JobProgress::FAILED),
+                                            Worker(1, 15, JobProgress::RUNNING)};
+  EXPECT_FALSE(RecoveryNeeded(fake_, "j", workers, /*replicated=*/true).has_value());
+  EXPECT_TRUE(RecoveryNeeded(fake_, "j", workers).has_value()) << "unreplicated, ps:1 lost it";
+
+  fake_.job_stats.erase(1);  // Neither copy of shard 1 answers.
+  std::optional<Recovery> recovery = RecoveryNeeded(fake_, "j", workers, /*replicated=*/true);
+  ASSERT_TRUE(recovery.has_value());
+  EXPECT_EQ(recovery->shard.ps, 1);
+  EXPECT_FALSE(recovery->shard.down);
+  EXPECT_THAT(recovery->shard.why, HasSubstr("shard 1 lost both its copies, on ps:1 and ps:0"));
+  // A ps still down: the recovery waits for it (down) and says so.
+  fake_.Down(1, t0_, absl::InfiniteFuture());
+  recovery = RecoveryNeeded(fake_, "j", workers, /*replicated=*/true);
+  ASSERT_TRUE(recovery.has_value());
+  EXPECT_TRUE(recovery->shard.down);
+  EXPECT_THAT(recovery->shard.why, HasSubstr("ps:1 is down"));
+}
+
 }  // namespace
 }  // namespace ps
