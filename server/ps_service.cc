@@ -170,9 +170,11 @@ int64_t DefaultTotalBytes() {
   return usable > 0 ? usable / 4 * 3 : int64_t{16} << 30;
 }
 
-std::string Mib(int64_t bytes) { return absl::StrCat((bytes + (1 << 20) - 1) >> 20, " MiB"); }
-
 }  // namespace
+
+std::string ParameterService::Mib(int64_t bytes) {
+  return absl::StrCat((bytes + (1 << 20) - 1) >> 20, " MiB");
+}
 
 ParameterService::ParameterService(const ParameterServiceOptions& options)
     : options_(options),
@@ -200,6 +202,12 @@ absl::StatusOr<std::unique_ptr<ParameterService::Reservation>> ParameterService:
   }
   absl::StatusOr<int64_t> bytes = ShardJob::MemoryBytes(spec, options_.num_ps, options_.ps_index);
   if (!bytes.ok()) return bytes.status();
+  // A replicated job's ps also holds the backup of the previous ps's shard.
+  const int previous = (options_.ps_index + options_.num_ps - 1) % options_.num_ps;
+  absl::StatusOr<int64_t> backup = spec.replicas() > 1 && options_.num_ps > 1
+                                       ? ShardJob::MemoryBytes(spec, options_.num_ps, previous)
+                                       : absl::StatusOr<int64_t>(0);
+  if (!backup.ok()) return backup.status();
   if (*bytes > limits.max_job_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("job \"", spec.job_id(), "\" needs ", Mib(*bytes), " on ", TaskName(),
@@ -215,22 +223,36 @@ absl::StatusOr<std::unique_ptr<ParameterService::Reservation>> ParameterService:
                      " jobs, its limit (ps_server "
                      "--max_jobs); delete finished ones (psctl stop) first"));
   }
+  const int64_t used = HeldBytesLocked();
+  if (used + *bytes + *backup > max_total_bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "job \"", spec.job_id(), "\" needs ", Mib(*bytes + *backup), " on ", TaskName(),
+        *backup > 0 ? absl::StrCat(" (", Mib(*backup), " of it for the backup of shard ",
+                                   previous, ")")
+                    : "",
+        ", which holds ", Mib(used), " of its ", Mib(max_total_bytes_),
+        " for all jobs (ps_server --max_memory_mb); "
+        "delete finished jobs (psctl stop) or add ps tasks"));
+  }
+  ++reserved_jobs_;
+  reserved_bytes_ += *bytes + *backup;
+  return std::make_unique<Reservation>(this, *bytes + *backup);
+}
+
+int64_t ParameterService::HeldBytesLocked(const ShardKey* replacing) {
   int64_t used = reserved_bytes_;
   for (const auto& [id, job] : jobs_) {
     absl::StatusOr<int64_t> held =
         ShardJob::MemoryBytes(job->spec(), options_.num_ps, options_.ps_index);
     if (held.ok()) used += *held;
   }
-  if (used + *bytes > max_total_bytes_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("job \"", spec.job_id(), "\" needs ", Mib(*bytes), " on ", TaskName(),
-                     ", which holds ", Mib(used), " of its ", Mib(max_total_bytes_),
-                     " for all jobs (ps_server --max_memory_mb); "
-                     "delete finished jobs (psctl stop) or add ps tasks"));
+  for (const auto& [key, copy] : backups_) {
+    if (copy.job == nullptr || (replacing != nullptr && key == *replacing)) continue;
+    absl::StatusOr<int64_t> held =
+        ShardJob::MemoryBytes(copy.job->spec(), options_.num_ps, key.second);
+    if (held.ok()) used += *held;
   }
-  ++reserved_jobs_;
-  reserved_bytes_ += *bytes;
-  return std::make_unique<Reservation>(this, *bytes);
+  return used;
 }
 
 ParameterService::~ParameterService() { Shutdown(); }

@@ -338,6 +338,11 @@ class ParameterService final : public ParameterServerBase {
     bool promoted = false;   // It serves the shard now (its primary went away).
   };
   std::map<ShardKey, BackupCopy> backups_ ABSL_GUARDED_BY(mu_);
+  // "12 MiB", rounded up, for messages.
+  static std::string Mib(int64_t bytes);
+  // The bytes this ps holds and has reserved for all jobs: its own shards, the backup copies it
+  // holds (but the one at `replacing`, when given), and the reservations in flight.
+  int64_t HeldBytesLocked(const ShardKey* replacing = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t backup_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> ps_addresses_ ABSL_GUARDED_BY(mu_);  // options_.ps_addresses at first.
   int reserved_jobs_ ABSL_GUARDED_BY(mu_) = 0;  // Being created or restored.

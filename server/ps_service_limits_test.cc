@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "common/net/grpc_deadline.h"
 #include "common/net/proto_byte_buffer.h"
 #include "common/client/ps_client.h"
@@ -99,6 +101,48 @@ TEST_F(LimitsTest, BytesPerJobAndInTotalAreBounded) {
   ExpectExhausted(Job("three", 1024), "--max_memory_mb");
   ASSERT_TRUE(client_->DeleteJob("one").ok());
   EXPECT_TRUE(Create(Job("three", 1024)).ok());
+}
+
+// A replicated job's ps also holds the backup of the previous ps's shard: --max_memory_mb counts
+// it, at the job's creation and at each install.
+TEST_F(LimitsTest, BackupCopiesCountAgainstTheTotal) {
+  // Two variables of 512 rows, so that each ps holds a shard of about the same size.
+  ParameterSpec one = Job("one", 512);
+  *one.add_variables() = one.variables(0);
+  one.mutable_variables(1)->set_name("v");
+  one.set_replicas(2);
+  ParameterSpec two = one;
+  two.set_job_id("two");
+  int64_t shard_bytes = 0;
+  for (int ps = 0; ps < 2; ++ps) {
+    absl::StatusOr<int64_t> bytes = ShardJob::MemoryBytes(one, 2, ps);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    shard_bytes = std::max(shard_bytes, *bytes);
+  }
+  InProcessPsClusterOptions options;
+  options.num_ps = 2;
+  // Three shards fit on a ps: "one" with its backup, and "two" only without one.
+  options.server.service.limits.max_total_bytes = 3 * shard_bytes;
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster = InProcessPsCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  cluster_ = *std::move(cluster);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient(PsClientOptions());
+  ASSERT_TRUE(client.ok()) << client.status();
+  client_ = *std::move(client);
+
+  ASSERT_TRUE(Create(one).ok());
+  for (int i = 0; i < 100 && cluster_->server(1).service().BackupForTesting("one", 0) == nullptr;
+       ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_NE(cluster_->server(1).service().BackupForTesting("one", 0), nullptr);
+  absl::Status refused = Create(two);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("of it for the backup of shard"));
+  EXPECT_THAT(refused.message(), HasSubstr("--max_memory_mb"));
+  two.set_replicas(0);
+  absl::Status created = Create(two);
+  EXPECT_TRUE(created.ok()) << created;
 }
 
 // One TCP connection of its own to a ps (gRPC would otherwise share one between channels of

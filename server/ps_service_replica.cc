@@ -236,7 +236,19 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
         replicators_.erase(own);
         jobs_.erase(install.job_id());
       }
-      BackupCopy& slot = backups_[{install.job_id(), shard}];
+      const ShardKey key{install.job_id(), shard};
+      absl::StatusOr<int64_t> bytes =
+          ShardJob::MemoryBytes((*copy)->spec(), options_.num_ps, shard);
+      const int64_t held = HeldBytesLocked(&key);
+      if (!bytes.ok()) return bytes.status();
+      if (held + *bytes > max_total_bytes_) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            JobPrefix(install.job_id()), TaskName(), " cannot hold the backup of shard ", shard,
+            ": it needs ", Mib(*bytes), ", and ", TaskName(), " holds ", Mib(held), " of its ",
+            Mib(max_total_bytes_), " for all jobs (ps_server --max_memory_mb); the shard goes "
+            "on unreplicated until there is room"));
+      }
+      BackupCopy& slot = backups_[key];
       if (slot.promoted) {
         refused = absl::AbortedError(absl::StrCat(
             JobPrefix(install.job_id()), TaskName(), " took shard ", shard,
