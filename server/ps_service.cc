@@ -771,6 +771,18 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
         response->add_job_ids(id);
       }
     }
+    for (const auto& [key, copy] : backups_) {
+      if (copy.job == nullptr ||
+          !RequireJobAccess(peer, copy.job->spec().owner(), key.first, JobAccess::kRead,
+                            "ListJobs")
+               .ok()) {
+        continue;
+      }
+      ListJobsResponse::ShardCopy* listed = response->add_copies();
+      listed->set_job_id(key.first);
+      listed->set_shard(key.second);
+      listed->set_serving(copy.promoted);
+    }
   }
   return Answer(context, &slot, absl::OkStatus());
 }

@@ -131,11 +131,13 @@ TEST_F(LimitsTest, BackupCopiesCountAgainstTheTotal) {
   client_ = *std::move(client);
 
   ASSERT_TRUE(Create(one).ok());
-  for (int i = 0; i < 100 && cluster_->server(1).service().BackupForTesting("one", 0) == nullptr;
-       ++i) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  ASSERT_NE(cluster_->server(1).service().BackupForTesting("one", 0), nullptr);
+  // Once each ps holds the other's backup.
+  auto installed = [&] {
+    return cluster_->server(1).service().BackupForTesting("one", 0) != nullptr &&
+           cluster_->server(0).service().BackupForTesting("one", 1) != nullptr;
+  };
+  for (int i = 0; i < 250 && !installed(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(installed());
   absl::Status refused = Create(two);
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
   EXPECT_THAT(refused.message(), HasSubstr("of it for the backup of shard"));

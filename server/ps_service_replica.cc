@@ -211,6 +211,22 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     }
     absl::Status allowed = RequirePsHost(peer, primary, ps_hosts, "Replicate");
     if (!allowed.ok()) return allowed;
+    const ShardKey key{install.job_id(), shard};
+    // A copy this ps took over fences the old primary off (checked again below, under the same
+    // lock as the install; here so that no copy is built for nothing).
+    auto took_over = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      auto it = backups_.find(key);
+      return it != backups_.end() && it->second.promoted;
+    };
+    auto fence = [&] {
+      return absl::AbortedError(absl::StrCat(JobPrefix(install.job_id()), TaskName(),
+                                             " took shard ", shard, " over when ps:", primary,
+                                             " was found gone; that copy is fenced off"));
+    };
+    {
+      absl::MutexLock lock(&mu_);
+      if (took_over()) return fence();
+    }
     absl::StatusOr<std::unique_ptr<ShardJob>> copy =
         ShardJob::FromReplicaSnapshot(install, options_.clock);
     if (!copy.ok()) return copy.status();
@@ -236,24 +252,21 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
         replicators_.erase(own);
         jobs_.erase(install.job_id());
       }
-      const ShardKey key{install.job_id(), shard};
-      absl::StatusOr<int64_t> bytes =
-          ShardJob::MemoryBytes((*copy)->spec(), options_.num_ps, shard);
-      const int64_t held = HeldBytesLocked(&key);
-      if (!bytes.ok()) return bytes.status();
-      if (held + *bytes > max_total_bytes_) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            JobPrefix(install.job_id()), TaskName(), " cannot hold the backup of shard ", shard,
-            ": it needs ", Mib(*bytes), ", and ", TaskName(), " holds ", Mib(held), " of its ",
-            Mib(max_total_bytes_), " for all jobs (ps_server --max_memory_mb); the shard goes "
-            "on unreplicated until there is room"));
-      }
-      BackupCopy& slot = backups_[key];
-      if (slot.promoted) {
-        refused = absl::AbortedError(absl::StrCat(
-            JobPrefix(install.job_id()), TaskName(), " took shard ", shard,
-            " over when ps:", primary, " was found gone; that copy is fenced off"));
+      if (took_over()) {
+        refused = fence();
       } else {
+        absl::StatusOr<int64_t> bytes =
+            ShardJob::MemoryBytes((*copy)->spec(), options_.num_ps, shard);
+        if (!bytes.ok()) return bytes.status();
+        const int64_t held = HeldBytesLocked(&key);
+        if (held + *bytes > max_total_bytes_) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              JobPrefix(install.job_id()), TaskName(), " cannot hold the backup of shard ", shard,
+              ": it needs ", Mib(*bytes), ", and ", TaskName(), " holds ", Mib(held),
+              " of its ", Mib(max_total_bytes_), " for all jobs (ps_server --max_memory_mb); "
+              "the shard goes on unreplicated until there is room"));
+        }
+        BackupCopy& slot = backups_[key];
         slot.job = std::shared_ptr<ShardJob>(*std::move(copy));
         slot.generation = ++backup_generation_;
         slot.streaming = true;

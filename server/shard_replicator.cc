@@ -185,14 +185,16 @@ void ShardReplicator::Run() {
     if (newly) {
       LOG(ERROR) << prefix << "the backup of shard " << job_->ps_index() << ", "
                  << options_.backup_name << ", "
-                 << (refused ? std::string("refused the connection")
+                 << (refused ? std::string("could not be connected to")
                              : absl::StrCat("has been out of reach for ",
                                             absl::FormatDuration(options_.unreachable_after)))
                  << " (" << opened.message()
                  << "): the shard goes on unreplicated, and is rebuilt there once it answers";
     }
-    // Alone: apply inputs as they come until it is time to try the backup again.
-    const absl::Time retry_at = absl::Now() + options_.retry_interval;
+    // Alone: apply inputs as they come until it is time to try the backup again (a backup ps
+    // without room for the copy, less often: each try sends the whole shard).
+    const absl::Time retry_at =
+        absl::Now() + (absl::IsResourceExhausted(opened) ? 10 : 1) * options_.retry_interval;
     while (true) {
       {
         absl::MutexLock lock(&mu_);
@@ -231,7 +233,8 @@ absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr
     *refused = true;
     return absl::UnavailableError(
         absl::StrCat("connecting to ", options_.backup_name,
-                     " failed: nothing listens there, or the TLS handshake failed"));
+                     " failed: refused (its ps is not running), unreachable, or the TLS "
+                     "handshake failed"));
   }
   if (state != GRPC_CHANNEL_READY) {
     return absl::UnavailableError(

@@ -11,9 +11,10 @@
 // which the backup ps makes its copy (replacing any older one); the inputs not yet acknowledged
 // follow. A stream that breaks is opened again the same way, so a backup ps that restarted empty
 // is rebuilt. While no stream is open, inputs wait (CONNECTING); once the backup has been out of
-// reach for `unreachable_after`, or at once when its address refuses the connection (its ps is
-// not running there), the shard goes on alone (DEGRADED, logged and counted), applying inputs
-// as they come, and tries the backup again every `retry_interval`.
+// reach for `unreachable_after`, or at once when connecting to it fails (refused: its ps is not
+// running there; unreachable; a TLS handshake that failed), the shard goes on alone (DEGRADED, logged and counted), applying inputs
+// as they come, and tries the backup again every `retry_interval` (ten times that when the backup
+// ps had no room for the copy).
 //
 // When the backup refuses an install because it took the shard over (its ps found this one
 // gone, docs/replication.md "Promotion"), this copy is FENCED: it applies nothing more, and
@@ -86,8 +87,8 @@ class ShardReplicator {
 
   void Run();
   // Opens a stream and installs the backup; the error if it could not, with `*refused` set when
-  // the backup's address refused the connection (or its TLS handshake failed) rather than not
-  // answering.
+  // connecting failed (refused, unreachable, or a TLS handshake that failed) rather than going
+  // unanswered.
   absl::Status Open(grpc::ClientContext* context, std::unique_ptr<Stream>* stream, bool* refused);
   // Sends the pending inputs over `stream` as they come, until it breaks or Stop.
   void Send(Stream* stream, grpc::ClientContext* context, uint64_t generation);

@@ -253,7 +253,8 @@ TEST_F(ReplicationProcessTest, AShardThatLostBothCopiesIsRecoveredFromTheLatestC
   ASSERT_TRUE(cluster_->StartTask("ps:2").ok());
   ASSERT_EQ(lost.Wait(kRunTimeout), 0) << lost.Output();
 
-  EXPECT_THAT(lost.Output(), ::testing::HasSubstr("shard 1 lost both its copies, on ps:1 and ps:2"));
+  EXPECT_THAT(lost.Output(),
+              ::testing::HasSubstr("shard 1 lost both its copies: neither ps:1 nor ps:2 holds it"));
   const std::string events = ReadFile(results + "/events.csv");
   EXPECT_THAT(events, ::testing::HasSubstr("recovered")) << events;
   nlohmann::json summary = nlohmann::json::parse(ReadFile(results + "/summary.json"));

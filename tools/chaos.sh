@@ -12,8 +12,8 @@
 # bazel-testlogs/tests/chaos_test/test.outputs/outputs.zip.
 #
 # replicated: replicated shards (tests/replication_process_test.cc): kill -9 of random ps and
-# workers of a 3-ps, 3-worker cluster running a SYNC job with "replicas": 2 and no checkpoint; no
-# step may be done again, the model must be the undisturbed run's, and every takeover must come
+# workers of a 3-ps, 3-worker cluster running a SYNC job with "replicas": 2 and a checkpoint
+# every 500 steps; no step may be done again (no rollback), the model must be the undisturbed run's, and every takeover must come
 # within 1 s of its kill. Printed per kill: each shard's takeover time. The daemons' logs and the
 # results are kept in bazel-testlogs/tests/replication_process_test/test.outputs/outputs.zip.
 set -euo pipefail

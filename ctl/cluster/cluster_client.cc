@@ -175,8 +175,11 @@ absl::StatusOr<JobStats> ClusterClient::GetShardStats(int shard, const std::stri
   absl::StatusOr<JobStats> stats = CallPs(shard, "GetJobStats", request,
                                           &ParameterServer::Stub::GetJobStats,
                                           options_.status_timeout);
-  if (stats.ok() || !absl::IsUnavailable(stats.status())) return stats;
-  // Its ps is down, or no longer serves it: the other copy, on the next ps, does.
+  if (stats.ok() ||
+      !(absl::IsUnavailable(stats.status()) || absl::IsDeadlineExceeded(stats.status()))) {
+    return stats;
+  }
+  // Its ps is down, hangs, or no longer serves it: the other copy, on the next ps, does.
   return CallPs((shard + 1) % num_ps(), "GetJobStats", request,
                 &ParameterServer::Stub::GetJobStats, options_.status_timeout);
 }

@@ -95,7 +95,8 @@ class ClusterClient {
   virtual absl::StatusOr<ListJobsResponse> ListJobs(int ps) const;
   virtual absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;
   // Shard `shard`'s statistics: GetJobStats of its own ps, or where `replicated` (the job keeps
-  // a backup of each shard) of whichever of its two copies serves it (docs/replication.md).
+  // a backup of each shard) of whichever of its two copies serves it (docs/replication.md):
+  // the next ps's when the own ps is unavailable or does not answer in time.
   virtual absl::StatusOr<JobStats> GetShardStats(int shard, const std::string& job_id,
                                                  bool replicated) const;
   // Checkpoints (ps_service.proto). RestoreJob reads the shard's file: checkpoint_timeout.

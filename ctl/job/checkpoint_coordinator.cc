@@ -78,6 +78,7 @@ void CheckpointCoordinator::SettleBy(absl::Time deadline, std::vector<JobStats>*
     int64_t nearest = std::numeric_limits<int64_t>::max();  // The shards' least clock.
     for (const JobStats& shard : *shards) nearest = std::min(nearest, shard.checkpoint_clock());
     SettleArmed(*shards);
+    if (!EveryShardAtHome(*shards)) return;  // Abandons what is armed: nothing more completes.
     // Armed at a clock some shard never reached: never taken everywhere.
     armed_.erase(std::remove_if(armed_.begin(), armed_.end(),
                                 [nearest](const Armed& armed) {
@@ -130,9 +131,9 @@ bool CheckpointCoordinator::EveryShardAtHome(const std::vector<JobStats>& shards
     if (!paused_) {
       paused_ = true;
       const std::string line = absl::StrCat(
-          "checkpoints paused: shard ", shard, " is served by its copy on ps:",
-          (shard + 1) % shards.size(), " since ps:", shard,
-          " was taken for gone, and each shard's checkpoint file is written on its own ps; ",
+          "checkpoints paused: shard ", shard,
+          " is served by a copy that took it over (its ps was taken for gone), and each shard's "
+          "checkpoint is written by the shard's own ps; ",
           last_complete_.has_value()
               ? absl::StrCat("checkpoint ", last_complete_->name(), " (step ",
                              last_complete_->resume_step(), ") stays the job's fallback")

@@ -190,8 +190,8 @@ TEST_F(CheckpointCoordinatorTest, AReplicatedJobTakesNoCheckpointWhileAShardIsAw
   coordinator.Poll(t0_ + absl::Seconds(2));
   coordinator.Poll(t0_ + absl::Seconds(3));
   EXPECT_EQ(client_.armed.size(), armed);
-  EXPECT_THAT(out_.str(), HasSubstr("checkpoints paused: shard 1 is served by its copy on ps:0 "
-                                    "since ps:1 was taken for gone"));
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoints paused: shard 1 is served by a copy that took it "
+                                    "over (its ps was taken for gone)"));
   EXPECT_THAT(out_.str(), HasSubstr("checkpoint run-000001 (step 10) stays the job's fallback"));
   EXPECT_EQ(out_.str().find("checkpoints paused"), out_.str().rfind("checkpoints paused"));
   // The one armed at 20 is never written by the copy that took shard 1 over.

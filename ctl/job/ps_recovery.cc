@@ -53,41 +53,46 @@ std::string RecoveredLine(const JobSpec& spec, const CheckpointManifest& restore
 
 std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id,
                                        bool replicated) {
+  const int n = client.num_ps();
   std::optional<LostShard> down, without_job;
   bool any_holds = false;
-  for (int ps = 0; ps < client.num_ps(); ++ps) {
+  std::vector<bool> held(n, false);  // Replicated: some ps holds a copy of the shard.
+  for (int ps = 0; ps < n; ++ps) {
     absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
     if (!jobs.ok()) {
-      if (!down.has_value()) {
-        down = LostShard{
-            ps, true,
-            absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
-      }
+      down = LostShard{
+          ps, true,
+          absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
+      if (!replicated) return down;
       continue;
     }
     if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) !=
         jobs->job_ids().end()) {
       any_holds = true;
+      held[ps] = true;
     } else if (!without_job.has_value()) {
       without_job = LostShard{
           ps, false, absl::StrCat("ps:", ps, " no longer holds the job (it was started again)")};
     }
+    for (const ListJobsResponse::ShardCopy& copy : jobs->copies()) {
+      if (copy.job_id() != job_id || copy.shard() < 0 || copy.shard() >= n) continue;
+      any_holds = true;
+      held[copy.shard()] = true;
+    }
   }
-  if (!replicated) {
-    if (down.has_value()) return down;
-    return any_holds ? without_job : std::nullopt;
-  }
+  if (!replicated) return any_holds ? without_job : std::nullopt;
   if (!down.has_value() && !any_holds) return std::nullopt;
   // A replicated job loses a shard only with both its copies: a ps that is down or was started
-  // again loses nothing while the next ps serves its shards.
-  for (int shard = 0; shard < client.num_ps(); ++shard) {
-    absl::StatusOr<JobStats> stats = client.GetShardStats(shard, job_id, /*replicated=*/true);
-    if (stats.ok()) continue;
+  // again loses nothing while the next ps holds its shard's copy (a worker's call makes that copy
+  // serve it). A shard of a ps that is down may be held there still: `down` says so, and a
+  // recovery waits for every ps before it looks again.
+  for (int shard = 0; shard < n; ++shard) {
+    if (held[shard]) continue;
+    const int next = (shard + 1) % n;
     return LostShard{shard, down.has_value(),
-                     absl::StrCat("shard ", shard, " lost both its copies, on ps:", shard,
-                                  " and ps:", (shard + 1) % client.num_ps(), " (",
-                                  ClusterClient::Detail(stats.status()), ")",
-                                  down.has_value() ? absl::StrCat("; ", down->why) : "")};
+                     absl::StrCat("shard ", shard, " lost both its copies: neither ps:", shard,
+                                  " nor ps:", next, " holds it",
+                                  down.has_value() ? absl::StrCat(" (", down->why, ")") : "")};
   }
   return std::nullopt;
 }

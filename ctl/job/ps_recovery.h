@@ -39,8 +39,8 @@ struct LostShard {
 // (whatever state it holds it in), or none does: the job was never made on the shards (a worker
 // that failed before making it, such as a program job's that exited at once), which no ps
 // restart explains. `replicated` (the job keeps a backup of each shard, docs/replication.md):
-// the first shard that neither of its copies serves (`ps` is the shard's own; `down` whether a
-// ps is down), else nullopt.
+// the first shard of which no ps holds a copy (ListJobs: its own shard, or a copy of it; `ps` is
+// the shard's own, `down` whether a ps did not answer), else nullopt.
 std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id,
                                        bool replicated = false);
 

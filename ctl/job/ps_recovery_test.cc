@@ -326,29 +326,45 @@ TEST_F(PsRecoveryTest, WorkersFailingWhileBothPsAreLostRecoverFromTheFirst) {
   EXPECT_THAT(recovery->shard.why, HasSubstr("ps:1 no longer holds the job"));
 }
 
-// Replicated (docs/replication.md): a ps started again, or down, loses no shard while the
-// shard's other copy serves it; a shard neither copy serves is lost, and names both copies.
+// Replicated (docs/replication.md): a ps started again, or down, loses no shard while the next
+// ps holds a copy of it (a backup, which a worker's call makes serve, or one serving already); a
+// shard no ps holds a copy of is lost, and the message names both of its ps.
+ListJobsResponse::ShardCopy Copy(int shard, bool serving) {
+  ListJobsResponse::ShardCopy copy;
+  copy.set_job_id("j");
+  copy.set_shard(shard);
+  copy.set_serving(serving);
+  return copy;
+}
+
 TEST_F(PsRecoveryTest, AReplicatedJobLosesAShardOnlyWithBothItsCopies) {
-  fake_.ps_jobs[1].clear_job_ids();  // ps:1 was started again: ps:0's copy serves shard 1.
-  fake_.job_stats[0] = JobStats();
-  fake_.job_stats[1] = JobStats();
+  fake_.ps_jobs[1].clear_job_ids();  // ps:1 was started again: ps:0 holds a copy of shard 1.
+  *fake_.ps_jobs[0].add_copies() = Copy(1, /*serving=*/false);
   const std::vector<JobProgress> workers = {Worker(0, 12, JobProgress::FAILED),
                                             Worker(1, 15, JobProgress::RUNNING)};
   EXPECT_FALSE(RecoveryNeeded(fake_, "j", workers, /*replicated=*/true).has_value());
   EXPECT_TRUE(RecoveryNeeded(fake_, "j", workers).has_value()) << "unreplicated, ps:1 lost it";
+  // ps:1 down: still held, at ps:0.
+  fake_.Down(1, t0_, absl::InfiniteFuture());
+  EXPECT_FALSE(RecoveryNeeded(fake_, "j", workers, /*replicated=*/true).has_value());
+  // Every ps lost its own shard to the other (each was started again once): held, as copies.
+  fake_.Down(1, t0_, t0_);
+  fake_.ps_jobs[0].clear_job_ids();
+  *fake_.ps_jobs[1].add_copies() = Copy(0, /*serving=*/true);
+  EXPECT_FALSE(RecoveryNeeded(fake_, "j", workers, /*replicated=*/true).has_value());
 
-  fake_.job_stats.erase(1);  // Neither copy of shard 1 answers.
+  fake_.ps_jobs[0].clear_copies();  // No copy of shard 1 anywhere.
   std::optional<Recovery> recovery = RecoveryNeeded(fake_, "j", workers, /*replicated=*/true);
   ASSERT_TRUE(recovery.has_value());
   EXPECT_EQ(recovery->shard.ps, 1);
   EXPECT_FALSE(recovery->shard.down);
-  EXPECT_THAT(recovery->shard.why, HasSubstr("shard 1 lost both its copies, on ps:1 and ps:0"));
+  EXPECT_EQ(recovery->shard.why, "shard 1 lost both its copies: neither ps:1 nor ps:0 holds it");
   // A ps still down: the recovery waits for it (down) and says so.
   fake_.Down(1, t0_, absl::InfiniteFuture());
   recovery = RecoveryNeeded(fake_, "j", workers, /*replicated=*/true);
   ASSERT_TRUE(recovery.has_value());
   EXPECT_TRUE(recovery->shard.down);
-  EXPECT_THAT(recovery->shard.why, HasSubstr("ps:1 is down"));
+  EXPECT_THAT(recovery->shard.why, HasSubstr("(ps:1 is down"));
 }
 
 }  // namespace
