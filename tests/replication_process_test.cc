@@ -116,6 +116,15 @@ class ReplicationProcessTest : public ::testing::Test {
     return WriteJob(dir_, id, job.dump());
   }
 
+  // psctl submit of Job(id, steps, checkpoint), its results in dir_/id.
+  std::unique_ptr<Psctl> Submit(const std::string& id, int steps, const std::string& checkpoint) {
+    return std::make_unique<Psctl>(
+        std::vector<std::string>{"submit", "--cluster_spec=" + cluster_->spec_path(),
+                                 "--job=" + Job(id, steps, checkpoint),
+                                 "--results=" + dir_ + "/" + id},
+        dir_);
+  }
+
   std::string dir_;
   std::unique_ptr<DaemonCluster> cluster_;
 };
@@ -124,15 +133,12 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   const std::string spec = cluster_->spec_path();
   // With checkpoints, which a single ps loss must not roll back to.
   const std::string every = R"({"every_steps": 500})";
-  Psctl calm({"submit", "--cluster_spec=" + spec, "--job=" + Job("calm", kSteps, every),
-              "--results=" + dir_ + "/calm"},
-             dir_);
-  ASSERT_EQ(calm.Wait(kRunTimeout), 0) << calm.Output();
+  std::unique_ptr<Psctl> calm = Submit("calm", kSteps, every);
+  ASSERT_EQ(calm->Wait(kRunTimeout), 0) << calm->Output();
 
   const std::string results = dir_ + "/killed";
-  Psctl killed({"submit", "--cluster_spec=" + spec, "--job=" + Job("killed", kSteps, every),
-                "--results=" + results},
-               dir_);
+  std::unique_ptr<Psctl> submitted = Submit("killed", kSteps, every);
+  Psctl& killed = *submitted;
   std::mt19937 random(kSeed);
   auto uniform = [&random](double low, double high) {
     return absl::Seconds(std::uniform_real_distribution<double>(low, high)(random));
@@ -227,18 +233,14 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
 // replication cannot help, so the job falls back to its latest checkpoint (docs/replication.md),
 // saying which shard lost both copies, and ends DONE with the undisturbed run's model.
 TEST_F(ReplicationProcessTest, AShardThatLostBothCopiesIsRecoveredFromTheLatestCheckpoint) {
-  const std::string spec = cluster_->spec_path();
   const int steps = 3000;
   const std::string every = R"({"every_steps": 300})";
-  Psctl calm({"submit", "--cluster_spec=" + spec, "--job=" + Job("calm", steps, every),
-              "--results=" + dir_ + "/calm"},
-             dir_);
-  ASSERT_EQ(calm.Wait(kRunTimeout), 0) << calm.Output();
+  std::unique_ptr<Psctl> calm = Submit("calm", steps, every);
+  ASSERT_EQ(calm->Wait(kRunTimeout), 0) << calm->Output();
 
   const std::string results = dir_ + "/lost";
-  Psctl lost({"submit", "--cluster_spec=" + spec, "--job=" + Job("lost", steps, every),
-              "--results=" + results},
-             dir_);
+  std::unique_ptr<Psctl> submitted = Submit("lost", steps, every);
+  Psctl& lost = *submitted;
   // Once a checkpoint is complete (events.csv: the header, then its line).
   const absl::Time deadline = absl::Now() + absl::Minutes(2);
   while (ReadFile(results + "/events.csv").find("checkpoint_complete") == std::string::npos) {
