@@ -5,9 +5,14 @@
 # staleness-scaled rate alpha0/tau (plain SGD, alpha0 halved every 7,500 updates: with momentum
 # on the shards, 4 workers' stale gradients diverged), 6 epochs each, from the chief's PyTorch
 # initialization. Both must reach 89% test accuracy on the final model (evaluated once every
-# worker has pushed its last gradient), and SYNC
-# must be within a point of a single PyTorch process trained on the same batches in the same order with torch.optim.SGD
-# (examples/pytorch/fashion_mnist_cnn.py --single).
+# worker has pushed its last gradient), and SYNC must be within a point of a single PyTorch
+# process trained on the same batches in the same order with torch.optim.SGD
+# (examples/pytorch/fashion_mnist_cnn.py --single). That is FULL=1 (bazel test
+# --test_env=FULL=1; about 13 minutes on 2 cores).
+#
+# At CI's size (the default) every run trains EPOCHS=2 of the 6 epochs, ASYNC's decay scaled to
+# match, and the bar is 85.5% for both modes, with SYNC still within a point of the single process
+# trained as long (measured: SYNC 87.9%, ASYNC 87.2%, the single process 87.6%, 4.5 minutes).
 #
 # Installs dataset-fashion-mnist when missing (root and apt-get needed); skips, saying why,
 # where it or PyTorch cannot be had.
@@ -20,6 +25,11 @@ make_ps_python
 need_fashion_mnist
 readonly EXAMPLE="$RUNFILES/examples/pytorch/fashion_mnist_cnn.py"
 LOG_FILES=("$DIR/sync.log" "$DIR/async.log" "$DIR/reference.log")
+if [ "${FULL:-0}" = 1 ]; then
+  readonly EPOCHS=6 BAR=0.89
+else
+  readonly EPOCHS=2 BAR=0.855
+fi
 
 # job FILE ID OPTIMIZER LEARNING_RATE CONSISTENCY (each JSON): the example's program job.
 job() {
@@ -31,7 +41,7 @@ job() {
   "learning_rate": $4,
   "consistency": $5,
   "batch_size": 16,
-  "epochs": 6,
+  "epochs": $EPOCHS,
   "seed": 1
 }
 JSON
@@ -42,7 +52,7 @@ at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
 job "$DIR/sync.json" fm_sync '{"kind": "MOMENTUM", "momentum": 0.9}' \
   '{"kind": "CONSTANT", "base": 0.05}' '{"mode": "SYNC"}'
 job "$DIR/async.json" fm_async '{"kind": "SGD"}' \
-  '{"kind": "STEP_DECAY", "base": 0.1, "decay_steps": 7500, "decay_factor": 0.5}' \
+  "{\"kind\": \"STEP_DECAY\", \"base\": 0.1, \"decay_steps\": $((7500 * EPOCHS / 6)), \"decay_factor\": 0.5}" \
   '{"mode": "ASYNC", "staleness_learning_rate": "INVERSE"}'
 for mode in sync async; do
   "$PSCTL" local --ps_server_binary="$PS_SERVER" --ps_worker_binary="$PS_WORKER" \
@@ -56,10 +66,10 @@ reference=$(sed -n 's/.*"accuracy": \([0-9.]*\).*/\1/p' "$DIR/reference.log")
 sync=$(accuracy "$DIR/sync")
 async=$(accuracy "$DIR/async")
 log "test accuracy: SYNC $sync, ASYNC alpha0/tau $async, single-process PyTorch $reference"
-at_least "$sync" 0.89 || fail "SYNC reached $sync, under 0.89"
+at_least "$sync" "$BAR" || fail "SYNC reached $sync, under $BAR"
 # ASYNC's order of pushes is the machine's: with the decaying rate, runs ended at 90.5% and
 # 90.7% (bench/RESULTS.md); a constant alpha0 had ended between 88.9% and 90.5%.
-at_least "$async" 0.89 || fail "ASYNC reached $async, under 0.89"
+at_least "$async" "$BAR" || fail "ASYNC reached $async, under $BAR"
 at_least "$sync" "$(awk -v r="$reference" 'BEGIN { print r - 0.01 }')" ||
   fail "SYNC's $sync is over a point under the single process's $reference"
 log "PASSED"
