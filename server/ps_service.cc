@@ -781,7 +781,9 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
       ListJobsResponse::ShardCopy* listed = response->add_copies();
       listed->set_job_id(key.first);
       listed->set_shard(key.second);
-      listed->set_serving(copy.promoted);
+      auto serving = replicators_.find(key);
+      listed->set_serving(copy.promoted && serving != replicators_.end() &&
+                          !serving->second->Superseded());
     }
   }
   return Answer(context, &slot, absl::OkStatus());
@@ -856,6 +858,13 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
     absl::StatusOr<std::shared_ptr<ShardReplicator>> changes = ChangesThrough(watched);
     if (!changes.ok()) return;  // Stopping, or another copy serves the shard now.
     std::shared_ptr<ShardReplicator> replicator = *std::move(changes);
+    // A copy that no longer serves its shard (fenced off, gone back to its own ps) judges no
+    // lease; one going back judges none until it knows whether it went.
+    if (replicator != nullptr && replicator->Superseded()) return;
+    if (replicator != nullptr && !replicator->Fenced().ok()) {
+      WatchLeases(id, job);
+      return;
+    }
     // A replicated shard's primary decides who is lost; both copies then lose them in order.
     const std::vector<int> lost = replicator != nullptr
                                       ? watched->TakeExpiredLeases(options_.clock->Now())

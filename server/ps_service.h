@@ -181,6 +181,13 @@ class ParameterService final : public ParameterServerBase {
   class PullReactor;
   class ReplicaReactor;
 
+  // What a backup stream of `peer` is bound to once installed.
+  struct BackupBinding {
+    std::string job_id;
+    uint64_t generation = 0;
+    std::shared_ptr<ShardJob> job;
+    int64_t last_seq = 0;
+  };
   // Replication (ps_service_replica.cc). OK for a spec without replicas, or one this ps can
   // replicate (FAILED_PRECONDITION saying why not).
   absl::Status CheckReplicas(const ParameterSpec& spec) ABSL_LOCKS_EXCLUDED(mu_);
@@ -194,10 +201,24 @@ class ParameterService final : public ParameterServerBase {
       const std::shared_ptr<ShardJob>& job) ABSL_LOCKS_EXCLUDED(mu_);
   // A replicator of `job`, a shard this ps serves, to its backup on ps `backup` (the next ps
   // for its own shard); null when the job has no replicas, or when this ps does not know where
-  // ps `backup` listens.
+  // ps `backup` listens. A shard served away from its own ps goes back there once its backup is
+  // installed there (ShardReplicatorOptions.hand_back); `superseding`: it came back here so.
   std::shared_ptr<ShardReplicator> MakeReplicatorLocked(const std::shared_ptr<ShardJob>& job,
-                                                        int backup)
+                                                        int backup, bool superseding = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the backup copy this ps holds of shard `shard` of `job_id` serve the shard, replicated
+  // to the shard's other ps: this ps's own shard becomes its job again (as before its ps was
+  // started again); the previous ps's shard is served as a promoted copy until it goes back.
+  // FAILED_PRECONDITION when this ps serves the shard already, or does not know where the
+  // other ps listens. `superseding`: a hand-back made it (MakeReplicatorLocked). A fenced
+  // replicator of this ps's own job, dropped, goes to `dropped`, to stop outside mu_.
+  absl::StatusOr<std::shared_ptr<ShardJob>> PromoteLocked(
+      const std::string& job_id, int shard, bool superseding,
+      std::shared_ptr<ShardReplicator>* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A hand-back input on the backup stream `binding` (ReplicaHandBack): this ps takes its own
+  // shard back. The ack says whether it did (a refusal is an ack's code, which leaves the other
+  // copy serving, not an error that would end the stream).
+  ReplicaAck TakeShardBack(const BackupBinding& binding, int64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
   // The copy of shard `shard` of job `job_id` this ps holds as a backup, promoted to serve the
   // shard if it was not yet: only once no stream from its primary is open (the primary is gone;
   // a primary still streaming keeps the shard: UNAVAILABLE, retry it). UNAVAILABLE too when
@@ -217,13 +238,6 @@ class ParameterService final : public ParameterServerBase {
   // message only when it is replicated is ApplyPush's.
   void ApplyInput(const std::shared_ptr<ShardJob>& job, ReplicaInput input,
                   ShardReplicator::Done done) ABSL_LOCKS_EXCLUDED(mu_);
-  // What a backup stream of `peer` is bound to once installed.
-  struct BackupBinding {
-    std::string job_id;
-    uint64_t generation = 0;
-    std::shared_ptr<ShardJob> job;
-    int64_t last_seq = 0;
-  };
   // Applies one input of a backup stream (an install binds it); the ack to send back, or the
   // error that ends the stream.
   absl::StatusOr<ReplicaAck> ApplyAsBackup(const Peer& peer, const ReplicaInput& input,

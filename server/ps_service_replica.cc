@@ -49,7 +49,7 @@ absl::Status ParameterService::CheckReplicas(const ParameterSpec& spec) {
 }
 
 std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
-    const std::shared_ptr<ShardJob>& job, int backup) {
+    const std::shared_ptr<ShardJob>& job, int backup, bool superseding) {
   if (job->spec().replicas() < 2) return nullptr;
   if (backup < 0 || backup >= static_cast<int>(ps_addresses_.size())) {
     LOG(ERROR) << JobPrefix(job->spec().job_id()) << TaskName() << " does not know where ps:"
@@ -67,6 +67,8 @@ std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
       address, ChannelCredentialsFor(options_.security), arguments,
       BearerTokenInterceptors(options_.token));
   replicator.unreachable_after = options_.replica_unreachable_after;
+  replicator.hand_back = job->ps_index() != options_.ps_index && backup == job->ps_index();
+  replicator.superseding = superseding;
   return std::make_shared<ShardReplicator>(job, std::move(replicator));
 }
 
@@ -92,6 +94,7 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
     const std::string& job_id, int shard, const Peer& peer, JobAccess access,
     absl::string_view method) {
   std::shared_ptr<ShardJob> promoted;
+  std::shared_ptr<ShardReplicator> dropped;  // Stopped outside mu_.
   int backup;
   {
     absl::MutexLock lock(&mu_);
@@ -122,26 +125,94 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
           JobPrefix(job_id), "ps:", other, " still replicates shard ", shard, " to ", TaskName(),
           ", so it is alive: retry it there"));
     }
-    // Made before any request can reach the promoted copy: every change to it is replicated,
-    // to the ps it took over from once that is back (a new install).
-    std::shared_ptr<ShardReplicator> replicator = MakeReplicatorLocked(copy.job, other);
-    if (replicator == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          JobPrefix(job_id), TaskName(), " cannot take shard ", shard,
-          " over: it does not know where the other ps listen (ps_server reads the ClusterSpec)"));
-    }
-    copy.promoted = true;
-    copy.generation = ++backup_generation_;  // No stream of the old primary binds to it again.
-    promoted = copy.job;
+    absl::StatusOr<std::shared_ptr<ShardJob>> made =
+        PromoteLocked(job_id, shard, /*superseding=*/false, &dropped);
+    if (!made.ok()) return made.status();
+    promoted = *std::move(made);
     backup = other;
-    replicators_[{job_id, shard}] = std::move(replicator);
   }
+  dropped.reset();
   LOG(WARNING) << JobPrefix(job_id) << TaskName() << " takes over shard " << shard
                << " (at version " << promoted->Stats().version() << "): ps:" << backup
                << ", which served it, stopped replicating to it and a worker found it gone; its "
                << "backup is rebuilt on ps:" << backup << " once that is back";
   WatchLeases(job_id, promoted);
   return promoted;
+}
+
+absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromoteLocked(
+    const std::string& job_id, int shard, bool superseding,
+    std::shared_ptr<ShardReplicator>* dropped) {
+  auto it = backups_.find({job_id, shard});
+  if (it == backups_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(JobPrefix(job_id), TaskName(),
+                                                      " holds no copy of shard ", shard));
+  }
+  const bool home = shard == options_.ps_index;
+  const int other = home ? (shard + 1) % options_.num_ps : shard;
+  auto own_replicator = replicators_.find({job_id, shard});
+  const bool own_job = home && jobs_.count(job_id) > 0;
+  // Its own copy of the shard, fenced off when the other ps took the shard over, is dropped;
+  // one that still serves keeps the shard.
+  if (own_job &&
+      (own_replicator == replicators_.end() || !own_replicator->second->Superseded())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(JobPrefix(job_id), TaskName(), " serves shard ", shard, " itself already"));
+  }
+  // Made before any request can reach the promoted copy: every change to it is replicated, to
+  // the ps it came from (a new install there once that is back).
+  std::shared_ptr<ShardReplicator> replicator =
+      MakeReplicatorLocked(it->second.job, other, superseding);
+  if (replicator == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        JobPrefix(job_id), TaskName(), " cannot serve shard ", shard,
+        ": it does not know where the other ps listen (ps_server reads the ClusterSpec)"));
+  }
+  if (own_job) {
+    *dropped = std::move(own_replicator->second);
+    jobs_.erase(job_id);
+  }
+  std::shared_ptr<ShardJob> job = it->second.job;
+  if (home) {
+    jobs_[job_id] = job;
+    backups_.erase(it);
+  } else {
+    it->second.promoted = true;
+    it->second.generation = ++backup_generation_;  // No stream of the old primary binds to it.
+  }
+  replicators_[{job_id, shard}] = std::move(replicator);
+  return job;
+}
+
+ReplicaAck ParameterService::TakeShardBack(const BackupBinding& binding, int64_t seq) {
+  const std::string& job_id = binding.job_id;
+  const int shard = binding.job->ps_index();
+  const int from = (shard + 1) % options_.num_ps;
+  std::shared_ptr<ShardReplicator> dropped;  // Stopped outside mu_.
+  absl::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shard != options_.ps_index) {
+      refused = absl::FailedPreconditionError(
+          absl::StrCat(JobPrefix(job_id), "shard ", shard, " goes back only to its own ps, ps:",
+                       shard, ", not to ", TaskName()));
+    } else if (shutting_down_) {
+      refused = absl::UnavailableError(TaskName() + " is shutting down");
+    } else {
+      refused = PromoteLocked(job_id, shard, /*superseding=*/true, &dropped).status();
+    }
+  }
+  dropped.reset();
+  if (!refused.ok()) {
+    LOG(WARNING) << JobPrefix(job_id) << TaskName() << " does not take shard " << shard
+                 << " back from ps:" << from << ": " << refused.message();
+    return AckFor(seq, refused);
+  }
+  LOG(INFO) << JobPrefix(job_id) << TaskName() << " takes its shard " << shard
+            << " back from ps:" << from << ", which handed it back (at version "
+            << binding.job->Stats().version() << "), and replicates it there";
+  WatchLeases(job_id, binding.job);
+  return AckFor(seq, ReplicaOutcome());
 }
 
 void ParameterService::BackupStreamEnded(const BackupBinding& binding) {
@@ -216,7 +287,10 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     // lock as the install; here so that no copy is built for nothing).
     auto took_over = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       auto it = backups_.find(key);
-      return it != backups_.end() && it->second.promoted;
+      if (it == backups_.end() || !it->second.promoted) return false;
+      // A copy that went back to its own ps (or was fenced off) gives way to that ps's install.
+      auto serving = replicators_.find(key);
+      return serving == replicators_.end() || !serving->second->Superseded();
     };
     auto fence = [&] {
       return absl::AbortedError(absl::StrCat(JobPrefix(install.job_id()), TaskName(),
@@ -234,7 +308,8 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
       return absl::FailedPreconditionError(
           absl::StrCat(JobPrefix(install.job_id()), "the job has no replicas"));
     }
-    std::shared_ptr<ShardReplicator> fenced_own;  // Stopped outside mu_.
+    // Superseded replicators (of this ps's own shard, of a promoted copy), stopped outside mu_.
+    std::shared_ptr<ShardReplicator> dropped, dropped_copy;
     absl::Status refused;
     {
       absl::MutexLock lock(&mu_);
@@ -243,12 +318,18 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
         // This ps's own copy of its shard: if the next ps took the shard over, that copy is
         // fenced off and the new install replaces it; otherwise this ps serves the shard.
         auto own = replicators_.find({install.job_id(), shard});
-        if (own == replicators_.end() || own->second->Fenced().ok()) {
+        if (own != replicators_.end() && own->second->Superseding()) {
+          // The next ps handed the shard back here, and its stream broke before it heard so.
+          return absl::AbortedError(absl::StrCat(
+              JobPrefix(install.job_id()), TaskName(), " took its shard ", shard,
+              " back from ps:", primary, ", which handed it back; that copy is fenced off"));
+        }
+        if (own == replicators_.end() || !own->second->Superseded()) {
           return absl::FailedPreconditionError(absl::StrCat(
               JobPrefix(install.job_id()), TaskName(), " serves shard ", shard,
               " itself; it takes no backup of it"));
         }
-        fenced_own = std::move(own->second);
+        dropped = std::move(own->second);
         replicators_.erase(own);
         jobs_.erase(install.job_id());
       }
@@ -267,13 +348,22 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
               "the shard goes on unreplicated until there is room"));
         }
         BackupCopy& slot = backups_[key];
+        if (slot.promoted) {  // Superseded (took_over): its replicator stops with it.
+          auto superseded = replicators_.find(key);
+          if (superseded != replicators_.end()) {
+            dropped_copy = std::move(superseded->second);
+            replicators_.erase(superseded);
+          }
+          slot.promoted = false;
+        }
         slot.job = std::shared_ptr<ShardJob>(*std::move(copy));
         slot.generation = ++backup_generation_;
         slot.streaming = true;
         *binding = BackupBinding{install.job_id(), slot.generation, slot.job, input.seq()};
       }
     }
-    fenced_own.reset();
+    dropped.reset();
+    dropped_copy.reset();
     if (!refused.ok()) return refused;
     LOG(INFO) << JobPrefix(install.job_id()) << TaskName() << " holds the backup of shard "
               << shard << " (served by ps:" << primary << ") as of input " << input.seq();
@@ -300,6 +390,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
         binding->last_seq + 1, " was next"));
   }
   binding->last_seq = input.seq();
+  if (input.has_hand_back()) return TakeShardBack(*binding, input.seq());
   return AckFor(input.seq(), ApplyReplicaInput(*binding->job, input));
 }
 

@@ -79,10 +79,12 @@ absl::StatusOr<ReplicaOutcome> ApplyReplicaInput(ShardJob& job, const ReplicaInp
       *outcome.mutable_batches() = *std::move(batches);
       return outcome;
     }
+    case ReplicaInput::kHandBack:  // Changes the copies' roles, not the shard.
+      return ReplicaOutcome();
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("replicated input ", input.seq(), " is neither a push, a leave, lost "
-                       "workers, a rejoin nor batches handed out"));
+                       "workers, a rejoin, batches handed out nor a hand-back"));
   }
 }
 

@@ -89,9 +89,10 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
     cluster_ = *std::move(cluster);
   }
 
-  // Worker `worker` trains `steps` steps: pull, gradient, push. Even workers push in chunks of
-  // 4 KiB, odd ones whole with PushPull.
-  void Train(const ParameterSpec& spec, int worker, int steps) {
+  // Worker `worker` trains `steps` steps: pull, gradient, push, each at least `pace` long. Even
+  // workers push in chunks of 4 KiB, odd ones whole with PushPull.
+  void Train(const ParameterSpec& spec, int worker, int steps,
+             absl::Duration pace = absl::ZeroDuration()) {
     PsClientOptions options;
     if (worker % 2 == 0) options.chunk_bytes = 4 << 10;
     absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient(options);
@@ -107,6 +108,7 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
         (*session)->Pull(pull, {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}});
     ASSERT_TRUE(pulled.ok()) << pulled.status();
     for (int step = 0; step < steps; ++step) {
+      absl::SleepFor(pace);
       Gradient(w, worker, step, &gw);
       Gradient(b, worker, step, &gb);
       WorkerSession::PushOptions push;
@@ -252,6 +254,91 @@ TEST_F(ReplicationTest, APsLostMidRunIsReplacedByItsBackupWithNoStepRedone) {
   ASSERT_EQ(values.size(), undisturbed.size());
   for (size_t i = 0; i < values.size(); ++i) {
     // SYNC: the same steps of the same gradients; only the order of a step's sum may differ.
+    ASSERT_NEAR(values[i], undisturbed[i], 1e-4f) << "parameter " << i;
+  }
+}
+
+// The live move home: ps:1 is lost mid-run and its shard taken over by ps:2; ps:1, started
+// again empty, gets the shard's backup from ps:2 and then the shard itself (copy, catch up,
+// switch), while the workers train on without an error; every copy ends where it began, in
+// step with its backup, and the model ends as an undisturbed run's.
+TEST_F(ReplicationTest, ATakenOverShardGoesBackToItsOwnPsOnceThatIsBack) {
+  constexpr int kPs = 3;
+  constexpr int kWorkers = 3;
+  constexpr int kSteps = 90;
+  const absl::Duration kPace = absl::Milliseconds(15);
+  const ParameterSpec spec = Spec("home", ConsistencyConfig::SYNC, kWorkers);
+  std::vector<float> undisturbed;
+  {
+    StartCluster(kPs);
+    TrainAll(spec, kSteps);
+    if (HasFatalFailure()) return;
+    undisturbed = Values(*cluster_, spec);
+    cluster_.reset();
+  }
+
+  StartCluster(kPs);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  std::shared_ptr<ShardJob> own = cluster_->server(1).service().JobForTesting(spec.job_id());
+  ASSERT_NE(own, nullptr);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] { Train(spec, w, kSteps, kPace); });
+  }
+  while (own->Stats().version() < 10) absl::SleepFor(absl::Milliseconds(1));
+  cluster_->server(1).Shutdown(absl::ZeroDuration());
+  own.reset();
+  // Taken over by ps:2 on the workers' next step.
+  std::shared_ptr<ShardJob> away;
+  while ((away = cluster_->server(2).service().BackupForTesting(spec.job_id(), 1)) == nullptr ||
+         away->Stats().version() < 20) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(cluster_->Restart(1).ok());
+  std::shared_ptr<ShardJob> home;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while ((home = cluster_->server(1).service().JobForTesting(spec.job_id())) == nullptr &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_NE(home, nullptr) << "ps:1 did not take its shard back within 20 s";
+  const int64_t back_at = home->Stats().version();
+  for (std::thread& t : workers) t.join();
+  if (HasFatalFailure()) return;
+  EXPECT_LT(back_at, kSteps) << "the shard went back only once training had ended";
+
+  // Shard 1 is ps:1's own again, served there to the last step and replicated to ps:2, whose
+  // copy is a backup again in step with it; ps:1 holds shard 0's backup again too.
+  EXPECT_EQ(home->Stats().version(), kSteps);
+  std::shared_ptr<ShardJob> backup =
+      cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
+  ASSERT_NE(backup, nullptr);
+  EXPECT_NE(backup, away) << "ps:2's promoted copy was not replaced by a backup of ps:1's";
+  EXPECT_TRUE(StateOf(*home) == StateOf(*backup)) << "the copies of shard 1 differ";
+  absl::StatusOr<std::vector<JobStats>> stats =
+      (*client)->GetJobStats(spec.job_id(), /*replicated=*/true);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (int shard = 0; shard < kPs; ++shard) {
+    SCOPED_TRACE(absl::StrCat("shard ", shard));
+    EXPECT_EQ((*stats)[shard].replication().state(), ReplicationStats::REPLICATING);
+    EXPECT_FALSE((*stats)[shard].replication().took_over());
+    EXPECT_EQ((*stats)[shard].replication().divergences(), 0);
+  }
+  EXPECT_NE(cluster_->server(1).service().BackupForTesting(spec.job_id(), 0), nullptr);
+  std::unique_ptr<ParameterServer::Stub> ps2 = ParameterServer::NewStub(
+      grpc::CreateChannel(cluster_->addresses()[2], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  ListJobsResponse listed;
+  ASSERT_TRUE(ps2->ListJobs(&context, ListJobsRequest(), &listed).ok());
+  EXPECT_EQ(listed.copies_size(), 1);  // Shard 1's backup.
+  for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
+    EXPECT_FALSE(copy.serving()) << "ps:2 still serves shard " << copy.shard();
+  }
+  const std::vector<float> values = Values(*cluster_, spec);
+  ASSERT_EQ(values.size(), undisturbed.size());
+  for (size_t i = 0; i < values.size(); ++i) {
     ASSERT_NEAR(values[i], undisturbed[i], 1e-4f) << "parameter " << i;
   }
 }

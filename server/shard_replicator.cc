@@ -62,6 +62,61 @@ absl::Status ShardReplicator::Fenced() const {
   return fenced_;
 }
 
+bool ShardReplicator::Superseded() const {
+  absl::MutexLock lock(&mu_);
+  return stats_.state() == ReplicationStats::FENCED || handed_back_;
+}
+
+bool ShardReplicator::Superseding() const {
+  absl::MutexLock lock(&mu_);
+  return options_.superseding && stats_.installs() == 0;
+}
+
+void ShardReplicator::QueueHandBackLocked() {
+  handing_back_ = true;
+  fenced_ = absl::UnavailableError(absl::StrCat(
+      JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(),
+      " is going back to its own ps, ", options_.backup_name,
+      "; a replicated job's worker retries there"));
+  ReplicaInput input;
+  input.mutable_hand_back();
+  input.set_seq(++submitted_);
+  pending_.push_back(std::make_shared<Pending>(
+      Pending{std::move(input), std::nullopt, [](absl::StatusOr<ReplicaOutcome>) {}}));
+}
+
+void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
+  const std::string prefix = JobPrefix(job_->spec().job_id());
+  const bool accepted = ack != nullptr && ack->code() == 0;
+  absl::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    handing_back_ = false;
+    if (accepted) {
+      handed_back_ = true;
+      fenced_ = absl::UnavailableError(absl::StrCat(
+          prefix, "shard ", job_->ps_index(), " went back to its own ps, ", options_.backup_name,
+          ", which serves it now; a replicated job's worker retries there"));
+      stats_.set_state(ReplicationStats::HANDED_BACK);
+      stats_.set_inputs_replicated(stats_.inputs_replicated() + 1);
+    } else {
+      fenced_ = absl::OkStatus();
+    }
+    refused = fenced_;
+  }
+  if (!accepted) {
+    LOG(WARNING) << prefix << "shard " << job_->ps_index() << " did not go back to "
+                 << options_.backup_name << " ("
+                 << (ack == nullptr ? std::string("it went away") : ack->message())
+                 << "): it is served here still, and goes back at the next install there";
+    return;
+  }
+  LOG(INFO) << prefix << "shard " << job_->ps_index() << " went back to its own ps, "
+            << options_.backup_name << ", which serves it now";
+  // Pulls parked here (a barrier, a bound) are answered there.
+  job_->CancelAllWaiters(refused);
+}
+
 void ShardReplicator::Fence(const absl::Status& why) {
   std::deque<std::shared_ptr<Pending>> left;
   {
@@ -114,9 +169,13 @@ void ShardReplicator::Run() {
         repair_ = false;
         stats_.set_installs(stats_.installs() + 1);
         stats_.set_state(ReplicationStats::REPLICATING);
+        // Installed on the shard's own ps, with every input before it to follow: the shard goes
+        // home after them.
+        if (options_.hand_back && !handing_back_) QueueHandBackLocked();
       }
       LOG(INFO) << prefix << "shard " << job_->ps_index() << " is replicated on "
-                << options_.backup_name;
+                << options_.backup_name
+                << (options_.hand_back ? ", its own ps, and goes back there" : "");
       std::thread sender([&] { Send(stream.get(), &context, generation); });
       std::string broke = "the backup closed the stream";
       ReplicaAck ack;
@@ -135,6 +194,7 @@ void ShardReplicator::Run() {
           broke = "the backup's outcome differed: installing it anew";
           break;
         }
+        if (handed_back_) break;
       }
       context.TryCancel();
       {
@@ -149,7 +209,7 @@ void ShardReplicator::Run() {
       {
         absl::MutexLock lock(&mu_);
         open_context_ = nullptr;
-        if (stopping_) return;
+        if (stopping_ || handed_back_) return;
       }
       LOG(WARNING) << prefix << "the replication stream of shard " << job_->ps_index() << " to "
                    << options_.backup_name << " broke (" << broke
@@ -305,6 +365,11 @@ void ShardReplicator::ApplyOldest(const ReplicaAck* ack) {
   }
   absl::StatusOr<ReplicaOutcome> result = ApplyReplicaInput(
       *job_, oldest->input, oldest->push.has_value() ? &*oldest->push : nullptr);
+  if (oldest->input.has_hand_back()) {  // The backup's answer is its own: no divergence.
+    FinishHandBack(ack);
+    oldest->done(std::move(result));
+    return;
+  }
   {
     absl::MutexLock lock(&mu_);
     if (ack == nullptr) {

@@ -20,6 +20,13 @@
 // gone, docs/replication.md "Promotion"), this copy is FENCED: it applies nothing more, and
 // answers every input, pending or new, UNAVAILABLE saying where the shard went.
 //
+// A copy serving a shard away from its own ps (it took the shard over; `hand_back`) hands the
+// shard back to that ps, its backup, as soon as the backup is installed there: a hand-back input
+// follows the inputs before it, new requests are refused meanwhile, and once the backup has
+// acknowledged it, the backup serves the shard and this copy is HANDED_BACK (refusing every
+// request, saying where the shard went). A backup that goes away or refuses first leaves this
+// copy serving, to try again at its next install.
+//
 // The outcome the backup reports for each input is compared with this copy's; a difference
 // (which the determinism of ShardJob rules out) is logged, counted, and repaired by a new
 // install.
@@ -51,6 +58,11 @@ struct ShardReplicatorOptions {
   std::shared_ptr<grpc::Channel> channel;  // To the backup ps.
   absl::Duration unreachable_after = absl::Seconds(1);
   absl::Duration retry_interval = absl::Seconds(1);
+  // This copy serves the shard away from its own ps, which holds the backup: hand it back there.
+  bool hand_back = false;
+  // The shard came back here from the backup's copy (a hand-back): until the first install
+  // there, Superseding() says so.
+  bool superseding = false;
 };
 
 // Thread-safe.
@@ -74,8 +86,15 @@ class ShardReplicator {
 
   ReplicationStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
   const std::shared_ptr<ShardJob>& job() const { return job_; }
-  // Whether the backup took the shard over; then the error to answer with, else OK.
+  // OK while this copy serves the shard; else the error to answer requests with: the backup
+  // took the shard over (FENCED), or the shard is going or went back to its own ps.
   absl::Status Fenced() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether this copy will never serve the shard again: FENCED or HANDED_BACK.
+  bool Superseded() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether this copy was handed the shard by the backup's copy and has not installed its backup
+  // there yet: the backup's copy, which may not know it handed the shard back (its stream broke
+  // before the acknowledgement), is then refused as an install of the shard (ABORTED).
+  bool Superseding() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Pending {
@@ -97,6 +116,11 @@ class ShardReplicator {
   void SetState(ReplicationStats::State state, const std::string& error) ABSL_LOCKS_EXCLUDED(mu_);
   // FENCED: answers every pending input with `why`.
   void Fence(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues the hand-back input after those pending, and refuses new inputs and requests.
+  void QueueHandBackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The hand-back's end: HANDED_BACK when the backup acknowledged it; else (`ack` null: the
+  // backup went away; or its refusal) this copy goes on serving.
+  void FinishHandBack(const ReplicaAck* ack) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::shared_ptr<ShardJob> job_;
   const ShardReplicatorOptions options_;
@@ -112,7 +136,10 @@ class ShardReplicator {
   int64_t next_to_send_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // Of the open stream; bumped when it breaks.
   bool repair_ ABSL_GUARDED_BY(mu_) = false;      // A divergence: install anew.
-  absl::Status fenced_ ABSL_GUARDED_BY(mu_);       // Set once the backup took the shard over.
+  // Set once the backup took the shard over, or while and after handing the shard back.
+  absl::Status fenced_ ABSL_GUARDED_BY(mu_);
+  bool handing_back_ ABSL_GUARDED_BY(mu_) = false;  // The hand-back input is pending.
+  bool handed_back_ ABSL_GUARDED_BY(mu_) = false;   // ... and was acknowledged: Run ends.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // Run.
 };

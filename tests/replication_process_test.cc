@@ -45,19 +45,24 @@ const int kSteps = std::max(2500, 1400 * (kKills + 1));
 // What a run may take: at least 40 steps a second.
 const absl::Duration kRunTimeout = absl::Seconds(60 + kSteps / 40);
 
-// Each shard taken over, by the time a ps logged it ("ps:2 takes over shard 1 ...") in any start's
-// log under `dir`; glog's stamps ("W20261128 14:30:01.123456 ...") are local time.
-std::vector<std::pair<absl::Time, std::string>> Takeovers(const std::string& dir) {
-  std::vector<std::pair<absl::Time, std::string>> takeovers;
+// Each line of any ps start's log under `dir` that holds `phrase`, by the time the ps logged it,
+// with its message up to the word after the phrase ("ps:2 takes over shard 1", "shard 1 went
+// back to its own ps, ps:1"); glog's stamps ("W20261128 14:30:01.123456 ...") are local time.
+std::vector<std::pair<absl::Time, std::string>> Logged(const std::string& dir,
+                                                       const std::string& phrase) {
+  std::vector<std::pair<absl::Time, std::string>> found;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("ps-", 0) != 0) continue;
     for (const std::string& line : Lines(ReadFile(entry.path().string()))) {
-      const size_t at = line.find(" takes over shard ");
-      const size_t task = line.rfind("ps:", at);
+      const size_t at = line.find(phrase);
+      const size_t message = line.find("\": ");  // After the job's prefix.
+      // With the word after the phrase (the shard's number, the task's name).
+      const size_t end = at == std::string::npos ? at : line.find(' ', at + phrase.size() + 1);
       int year, month, day, hour, minute;
       double second;
-      if (at == std::string::npos || task == std::string::npos || line.size() < 25 ||
+      if (at == std::string::npos || message == std::string::npos || message > at ||
+          line.size() < 25 ||
           !absl::SimpleAtoi(line.substr(1, 4), &year) ||
           !absl::SimpleAtoi(line.substr(5, 2), &month) ||
           !absl::SimpleAtoi(line.substr(7, 2), &day) ||
@@ -68,12 +73,12 @@ std::vector<std::pair<absl::Time, std::string>> Takeovers(const std::string& dir
       }
       const absl::Time minute_start = absl::FromCivil(
           absl::CivilMinute(year, month, day, hour, minute), absl::LocalTimeZone());
-      takeovers.emplace_back(minute_start + absl::Microseconds(std::llround(second * 1e6)),
-                             line.substr(task, at + 19 - task));
+      found.emplace_back(minute_start + absl::Microseconds(std::llround(second * 1e6)),
+                         line.substr(message + 3, end - message - 3));
     }
   }
-  std::sort(takeovers.begin(), takeovers.end());
-  return takeovers;
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 class ReplicationProcessTest : public ::testing::Test {
@@ -178,13 +183,12 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   ASSERT_EQ(stat((results + "/job.json").c_str(), &job_json), 0);
   const absl::Time psctl_start = absl::TimeFromTimespec(job_json.st_mtim);
   const std::vector<std::pair<absl::Time, std::string>> takeovers =
-      Takeovers(dir_);
+      Logged(dir_, " takes over shard "), hand_backs = Logged(dir_, " went back to its own ps, ");
   std::string report = absl::StrFormat(
       "%d kills (seed %d): %s at step %d, no step done again, test accuracy %.4f (undisturbed "
-      "%.4f), %d takeovers\n",
+      "%.4f), %d takeovers, %d moves home\n",
       kills.size(), kSeed, summary["state"].get<std::string>(), summary["steps"].get<int>(),
-      accuracy, calm_accuracy,
-      takeovers.size());
+      accuracy, calm_accuracy, takeovers.size(), hand_backs.size());
   bool first_ps_kill = true;
   for (size_t k = 0; k < kills.size(); ++k) {
     const auto& [at, task] = kills[k];
@@ -205,6 +209,11 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
                             absl::ToDoubleSeconds(time - at));
       EXPECT_LT(time - at, absl::Seconds(1)) << what << " after the kill of " << task;
     }
+    for (const auto& [time, what] : hand_backs) {
+      if (time < at || time >= next_kill) continue;
+      absl::StrAppendFormat(&report, "; %s %.3fs after the kill", what,
+                            absl::ToDoubleSeconds(time - at));
+    }
     report += "\n";
     if (task[0] == 'p' && first_ps_kill) {
       // Every ps serves its own shard until the first ps kill.
@@ -218,14 +227,23 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   Psctl status({"status", "--cluster_spec=" + spec, "--job=killed"}, dir_);
   status.Wait(absl::Minutes(1));
   EXPECT_THAT(status.Stdout(), ::testing::HasSubstr("updates replicated")) << status.Output();
-  // And a shard its ps lost, at the copy that took it over; checkpoints stopped once one was.
+  // Each shard taken over went back to its own ps once that was started again (the live move
+  // home): every shard ends at home, and checkpoints, paused while one was away, went on.
+  size_t away = 0;  // Takeovers by the next ps ("ps:2 takes over shard 1"), not by the own.
+  for (const auto& [time, what] : takeovers) {
+    away += what.substr(3, 1) != what.substr(what.size() - 1);
+  }
+  EXPECT_EQ(hand_backs.size(), away) << report;
+  EXPECT_THAT(status.Stdout(), ::testing::Not(::testing::HasSubstr("took the shard over")))
+      << status.Output();
+  EXPECT_THAT(status.Stdout(), ::testing::Not(::testing::HasSubstr("does not hold it")))
+      << status.Output();
   if (!takeovers.empty()) {
     EXPECT_THAT(killed.Output(), ::testing::HasSubstr("checkpoints paused")) << killed.Output();
-    EXPECT_THAT(status.Stdout(), ::testing::HasSubstr("is served by its backup copy"))
-        << status.Output();
-    EXPECT_THAT(status.Stdout(), ::testing::HasSubstr("took the shard over")) << status.Output();
-    EXPECT_THAT(status.Stdout(), ::testing::Not(::testing::HasSubstr("does not hold it")))
-        << status.Output();
+    EXPECT_THAT(killed.Output(), ::testing::HasSubstr("checkpoints resumed")) << killed.Output();
+    const size_t resumed = events.rfind("checkpoints_resumed");
+    EXPECT_NE(events.find("checkpoint_complete", resumed), std::string::npos)
+        << "no checkpoint completed after the last move home: " << events;
   }
 }
 

@@ -151,6 +151,14 @@ bool CheckpointCoordinator::EveryShardAtHome(const std::vector<JobStats>& shards
     }
     return false;
   }
+  if (paused_) {
+    paused_ = false;
+    const std::string line =
+        "checkpoints resumed: every shard is served by its own ps again (the copies that took "
+        "shards over handed them back)";
+    out_ << line << "\n";
+    if (results_ != nullptr) results_->RecordEvent({"checkpoints_resumed", "", -1, "", -1, line});
+  }
   return true;
 }
 

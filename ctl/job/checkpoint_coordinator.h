@@ -82,7 +82,8 @@ class CheckpointCoordinator {
   void SettleBy(absl::Time deadline, std::vector<JobStats>* shards);
   // Whether the latest complete checkpoint is of the shards' state now (no update since).
   bool LatestIsOf(const std::vector<JobStats>& shards) const;
-  // False, saying so the first time, while a shard is served by a copy away from its own ps.
+  // False, saying so the first time, while a shard is served by a copy away from its own ps;
+  // true again, saying so, once every shard is home.
   bool EveryShardAtHome(const std::vector<JobStats>& shards);
   void Arm(int64_t at_clock);
   // Completes or abandons each armed checkpoint every shard has reported; true for those

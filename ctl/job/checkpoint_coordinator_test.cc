@@ -203,5 +203,30 @@ TEST_F(CheckpointCoordinatorTest, AReplicatedJobTakesNoCheckpointWhileAShardIsAw
   EXPECT_EQ(client_.armed.size(), armed);
 }
 
+// Once every shard is served by its own ps again (the copy that took one over handed it back),
+// checkpoints go on, and it says so once.
+TEST_F(CheckpointCoordinatorTest, CheckpointsResumeOnceEveryShardIsBackAtItsOwnPs) {
+  JobSpec spec = Spec(ConsistencyConfig::SYNC, 10);
+  spec.set_replicas(2);
+  CheckpointCoordinator coordinator(client_, spec, &out_);
+  client_.job_stats[1].mutable_replication()->set_took_over(true);
+  Shards(3);
+  coordinator.Poll(t0_);
+  EXPECT_TRUE(client_.armed.empty());
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoints paused"));
+
+  client_.job_stats[1].mutable_replication()->set_took_over(false);
+  Shards(12);
+  coordinator.Poll(t0_ + absl::Seconds(1));
+  coordinator.Poll(t0_ + absl::Seconds(2));
+  EXPECT_THAT(out_.str(), HasSubstr("checkpoints resumed: every shard is served by its own ps "
+                                    "again"));
+  EXPECT_EQ(out_.str().find("checkpoints resumed"), out_.str().rfind("checkpoints resumed"));
+  ASSERT_FALSE(client_.armed.empty());
+  Shards(25, {20, 20});
+  coordinator.Poll(t0_ + absl::Seconds(3));
+  EXPECT_TRUE(coordinator.last_complete().has_value()) << out_.str();
+}
+
 }  // namespace
 }  // namespace ps

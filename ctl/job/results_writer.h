@@ -40,7 +40,8 @@ namespace ps {
 // What happened to a run besides its steps: one row of events.csv.
 struct JobEvent {
   // "resumed", "checkpoint_complete", "checkpoint_abandoned", "worker_lost",
-  // "worker_rejoined", "recovering", "recovered", "stopped", "checkpoints_paused".
+  // "worker_rejoined", "recovering", "recovered", "stopped", "checkpoints_paused",
+  // "checkpoints_resumed".
   std::string event;
   std::string task;        // The task it concerns ("ps:1", "worker:2"), or empty.
   int64_t step = -1;       // The step it happened at, or a run resumes at; -1: none.

@@ -19,16 +19,10 @@ absl::StatusOr<std::unique_ptr<InProcessPsCluster>> InProcessPsCluster::Start(
         "InProcessPsClusterOptions.num_ps is ", options.num_ps, "; give at least 1"));
   }
   std::unique_ptr<InProcessPsCluster> cluster(new InProcessPsCluster());
+  cluster->options_ = options;
   for (int ps = 0; ps < options.num_ps; ++ps) {
-    PsServerOptions server_options = options.server;
-    server_options.listen_address = absl::StrCat(options.host, ":0");
-    server_options.service.ps_index = ps;
-    server_options.service.num_ps = options.num_ps;
-    absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(server_options);
-    if (!server.ok()) {
-      return absl::Status(server.status().code(),
-                          absl::StrCat("ps:", ps, ": ", server.status().message()));
-    }
+    absl::StatusOr<std::unique_ptr<PsServer>> server = cluster->StartServer(ps, 0);
+    if (!server.ok()) return server.status();
     cluster->addresses_.push_back(absl::StrCat(options.host, ":", (*server)->bound_port()));
     cluster->servers_.push_back(*std::move(server));
   }
@@ -37,6 +31,30 @@ absl::StatusOr<std::unique_ptr<InProcessPsCluster>> InProcessPsCluster::Start(
     server->service().SetPsAddresses(cluster->addresses_);
   }
   return cluster;
+}
+
+absl::StatusOr<std::unique_ptr<PsServer>> InProcessPsCluster::StartServer(int ps,
+                                                                         int port) const {
+  PsServerOptions server_options = options_.server;
+  server_options.listen_address = absl::StrCat(options_.host, ":", port);
+  server_options.service.ps_index = ps;
+  server_options.service.num_ps = options_.num_ps;
+  absl::StatusOr<std::unique_ptr<PsServer>> server = PsServer::Start(server_options);
+  if (!server.ok()) {
+    return absl::Status(server.status().code(),
+                        absl::StrCat("ps:", ps, ": ", server.status().message()));
+  }
+  return server;
+}
+
+absl::Status InProcessPsCluster::Restart(int ps) {
+  const int port = servers_[ps]->bound_port();
+  servers_[ps].reset();
+  absl::StatusOr<std::unique_ptr<PsServer>> server = StartServer(ps, port);
+  if (!server.ok()) return server.status();
+  (*server)->service().SetPsAddresses(addresses_);
+  servers_[ps] = *std::move(server);
+  return absl::OkStatus();
 }
 
 void InProcessPsCluster::Shutdown(absl::Duration grace) {

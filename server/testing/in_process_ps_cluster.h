@@ -44,10 +44,17 @@ class InProcessPsCluster {
   absl::StatusOr<std::unique_ptr<PsClient>> NewClient(PsClientOptions options = {}) const;
   // Shuts every server down (PsServer::Shutdown); idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
+  // Starts task `ps` again, empty, on its address, as a ps started again after a crash.
+  // REQUIRES: server(ps) was shut down.
+  absl::Status Restart(int ps);
 
  private:
   InProcessPsCluster() = default;
 
+  // Task `ps` of options_.num_ps, listening on `port` (0: any free one).
+  absl::StatusOr<std::unique_ptr<PsServer>> StartServer(int ps, int port) const;
+
+  InProcessPsClusterOptions options_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<PsServer>> servers_;
 };
