@@ -587,6 +587,105 @@ TEST_F(ReplicatorTest, AnOldPrimaryIsFencedOffOnceItsBackupTookOver) {
   EXPECT_EQ(promoted->Stats().version(), 4);
 }
 
+// The move home by hand: shard 1, served by ps:0 (which took it over), is handed back to ps:1,
+// its own ps, as soon as its backup is installed there; ps:1 then serves it and ps:0's copy
+// sends workers there. A second copy of ps:0 that never heard the hand-back was acknowledged
+// (its stream broke first) is fenced off by ps:1's refusal, and changes nothing.
+TEST_F(ReplicatorTest, AShardAwayFromItsOwnPsGoesBackAndACopyThatMissedItIsFencedOff) {
+  absl::StatusOr<std::unique_ptr<ShardJob>> made = ShardJob::Create(spec_, 2, 1);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::shared_ptr<ShardJob> away = *std::move(made);
+  auto replicate_home = [&](std::shared_ptr<ShardJob> job) {
+    ShardReplicatorOptions options;
+    options.backup_name = "ps:1";
+    options.channel = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+    options.retry_interval = absl::Milliseconds(100);
+    options.hand_back = true;
+    return std::make_unique<ShardReplicator>(std::move(job), options);
+  };
+  auto ready_push = [&](ShardJob& job, int64_t id) {
+    ShardJob::ReadyPush ready;
+    ready.header.set_job_id(spec_.job_id());
+    ready.header.set_run_id(spec_.run_id());
+    ready.header.set_worker(0);
+    ready.header.set_push_id(id);
+    ready.header.set_incarnation(1);
+    ready.header.set_read_version(job.Stats().version());
+    for (const SliceRef& ref : job.SliceRefs()) *ready.header.add_slices() = ref;
+    ready.buffer = std::make_shared<std::vector<float>>(job.num_parameters(), 0.5f);
+    return ready;
+  };
+  auto push = [&](ShardReplicator& replicator, int64_t id) {
+    ShardJob::ReadyPush ready = ready_push(*replicator.job(), id);
+    absl::Notification done;
+    absl::Status result;
+    replicator.Submit(
+        PushInput(ready),
+        [&](absl::StatusOr<ReplicaOutcome> answer) {
+          result = answer.status();
+          done.Notify();
+        },
+        ready);
+    done.WaitForNotification();
+    return result;
+  };
+  auto wait_for = [](ShardReplicator& replicator, ReplicationStats::State state) {
+    for (int i = 0; i < 200 && replicator.Stats().state() != state; ++i) {
+      absl::SleepFor(absl::Milliseconds(25));
+    }
+    return replicator.Stats().state() == state;
+  };
+
+  for (int id = 1; id <= 3; ++id) {  // While ps:1 was away.
+    ShardJob::ReadyPush ready = ready_push(*away, id);
+    ASSERT_TRUE(ApplyReplicaInput(*away, PushInput(ready), &ready).ok());
+  }
+  std::unique_ptr<ShardReplicator> going = replicate_home(away);
+  ASSERT_TRUE(wait_for(*going, ReplicationStats::HANDED_BACK)) << going->Stats().DebugString();
+  std::shared_ptr<ShardJob> home = backup_->service().JobForTesting(spec_.job_id());
+  ASSERT_NE(home, nullptr) << "ps:1 did not take shard 1 back";
+  EXPECT_EQ(home->ps_index(), 1);
+  EXPECT_EQ(home->Stats().version(), 3);
+  EXPECT_TRUE(StateOf(*home) == StateOf(*away));
+  absl::Status refused = push(*going, 4);
+  EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
+  EXPECT_NE(refused.message().find("went back to its own ps, ps:1"), std::string::npos) << refused;
+  EXPECT_TRUE(going->Superseded());
+
+  // ps:0 again, with its copy as of before: ps:1 (which cannot reach ps:0's address to install
+  // its own backup there) refuses it, fencing it off.
+  made = ShardJob::Create(spec_, 2, 1);
+  ASSERT_TRUE(made.ok());
+  std::unique_ptr<ShardReplicator> missed = replicate_home(*std::move(made));
+  ASSERT_TRUE(wait_for(*missed, ReplicationStats::FENCED)) << missed->Stats().DebugString();
+  EXPECT_NE(missed->Stats().last_error().find("took its shard 1 back"), std::string::npos)
+      << missed->Stats().last_error();
+  EXPECT_TRUE(absl::IsUnavailable(push(*missed, 4)));
+  EXPECT_EQ(backup_->service().JobForTesting(spec_.job_id()), home);
+  EXPECT_EQ(home->Stats().version(), 3);
+
+  // A hand-back of a shard that is not the receiving ps's own is refused, and moves nothing.
+  std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->Replicate(&context);
+  ReplicaInput install;
+  *install.mutable_install() = job_->ReplicaSnapshot();
+  ReplicaAck ack;
+  ASSERT_TRUE(stream->Write(install) && stream->Read(&ack));
+  ASSERT_EQ(ack.code(), 0) << ack.message();
+  ReplicaInput hand_back;
+  hand_back.set_seq(install.seq() + 1);
+  hand_back.mutable_hand_back();
+  ASSERT_TRUE(stream->Write(hand_back) && stream->Read(&ack));
+  EXPECT_EQ(ack.code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_NE(ack.message().find("goes back only to its own ps, ps:0"), std::string::npos)
+      << ack.message();
+  EXPECT_NE(backup_->service().BackupForTesting(spec_.job_id(), 0), nullptr);
+  EXPECT_EQ(backup_->service().JobForTesting(spec_.job_id()), home);
+  context.TryCancel();
+}
+
 // A Replicate stream from someone who is not the shard's primary, or out of order.
 TEST_F(ReplicatorTest, StreamsThatAreNotThePrimarysChangeNothing) {
   ASSERT_TRUE(PushAndWait(1).ok());
