@@ -5,7 +5,7 @@
 // roll back per ps kill no more than one checkpoint interval plus the checkpoint in flight, leave
 // every complete checkpoint readable, and leave no process behind.
 //
-// CHAOS_KILLS (5) and CHAOS_SEED (1) come from the environment: tools/chaos.sh runs 20 kills.
+// CHAOS_KILLS (3) and CHAOS_SEED (1) come from the environment: tools/chaos.sh runs 20 kills.
 // The measurements (per recovery: steps done again, time from the ps's restart to the job's
 // next applied step) are printed, and the results are kept in TEST_UNDECLARED_OUTPUTS_DIR.
 #include <signal.h>
@@ -42,12 +42,12 @@ namespace {
 
 constexpr int kCheckpointEverySteps = 300;
 
-const int kKills = EnvInt("CHAOS_KILLS", 5);
+const int kKills = EnvInt("CHAOS_KILLS", 3);
 const int kSeed = EnvInt("CHAOS_SEED", 1);
 // Long enough that the job outlasts every kill on any machine: each worker sleeps 4 ms a step
-// on average (the job's stragglers), so a worker's steps take at least 4 ms x kSteps (36 s for
-// 5 kills), and the kills at most 6 s each (30 s).
-const int kSteps = std::max(9000, 2000 * kKills);
+// on average (the job's stragglers), so a worker's steps take at least 4 ms x kSteps (24 s for
+// 3 kills), and the kills at most 6 s each (18 s).
+const int kSteps = std::max(6000, 2000 * kKills);
 
 // One row of a results directory's events.csv (ctl/job/results_writer.h).
 struct Event {
