@@ -140,6 +140,10 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
     for (std::thread& t : workers) t.join();
   }
 
+  // The values of `spec` after `steps` undisturbed steps of every worker on a new cluster of
+  // `num_ps`; then a new cluster, without the job, in cluster_.
+  std::vector<float> UndisturbedThenAnew(const ParameterSpec& spec, int num_ps, int steps);
+
   std::unique_ptr<InProcessPsCluster> cluster_;
 };
 
@@ -203,6 +207,17 @@ std::vector<float> Values(InProcessPsCluster& cluster, const ParameterSpec& spec
   return values;
 }
 
+std::vector<float> ReplicationTest::UndisturbedThenAnew(const ParameterSpec& spec, int num_ps,
+                                                        int steps) {
+  StartCluster(num_ps);
+  TrainAll(spec, steps);
+  std::vector<float> values;
+  if (!HasFatalFailure()) values = Values(*cluster_, spec);
+  cluster_.reset();
+  StartCluster(num_ps);
+  return values;
+}
+
 // SYNC training loses a ps halfway: its shard's backup takes over, the workers move to it
 // without an error or a step done twice, and the model ends as an undisturbed run's.
 TEST_F(ReplicationTest, APsLostMidRunIsReplacedByItsBackupWithNoStepRedone) {
@@ -210,16 +225,8 @@ TEST_F(ReplicationTest, APsLostMidRunIsReplacedByItsBackupWithNoStepRedone) {
   constexpr int kWorkers = 3;
   constexpr int kSteps = 30;
   const ParameterSpec spec = Spec("failover", ConsistencyConfig::SYNC, kWorkers);
-  std::vector<float> undisturbed;
-  {
-    StartCluster(kPs);
-    TrainAll(spec, kSteps);
-    if (HasFatalFailure()) return;
-    undisturbed = Values(*cluster_, spec);
-    cluster_.reset();
-  }
-
-  StartCluster(kPs);
+  const std::vector<float> undisturbed = UndisturbedThenAnew(spec, kPs, kSteps);
+  if (HasFatalFailure()) return;
   absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->CreateJob(spec).ok());
@@ -268,16 +275,8 @@ TEST_F(ReplicationTest, ATakenOverShardGoesBackToItsOwnPsOnceThatIsBack) {
   constexpr int kSteps = 90;
   const absl::Duration kPace = absl::Milliseconds(15);
   const ParameterSpec spec = Spec("home", ConsistencyConfig::SYNC, kWorkers);
-  std::vector<float> undisturbed;
-  {
-    StartCluster(kPs);
-    TrainAll(spec, kSteps);
-    if (HasFatalFailure()) return;
-    undisturbed = Values(*cluster_, spec);
-    cluster_.reset();
-  }
-
-  StartCluster(kPs);
+  const std::vector<float> undisturbed = UndisturbedThenAnew(spec, kPs, kSteps);
+  if (HasFatalFailure()) return;
   absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->CreateJob(spec).ok());
