@@ -338,7 +338,9 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(
   absl::Status allowed = RequireJobAccess(peer, (*job)->spec().owner(), job_id, access, method);
   if (!allowed.ok()) return allowed;
   if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job)) {
-    absl::Status fenced = replicator->Fenced();
+    // A request that comes while the shard goes back to its own ps waits (briefly) for the
+    // outcome, so that it is answered where the shard is served.
+    absl::Status fenced = replicator->FencedOnceSettled(absl::Seconds(1));
     if (!fenced.ok()) return fenced;
   }
   return job;

@@ -640,6 +640,14 @@ TEST_F(ReplicatorTest, AShardAwayFromItsOwnPsGoesBackAndACopyThatMissedItIsFence
     ASSERT_TRUE(ApplyReplicaInput(*away, PushInput(ready), &ready).ok());
   }
   std::unique_ptr<ShardReplicator> going = replicate_home(away);
+  // A request asks until the copy stops serving: it is told where the shard went, never that it
+  // is going (the own ps would send it back here until the hand-back reaches it).
+  absl::Status serving;
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while ((serving = going->FencedOnceSettled(absl::Seconds(5))).ok() && absl::Now() < give_up) {
+  }
+  EXPECT_NE(serving.message().find("went back to its own ps, ps:1"), std::string::npos)
+      << serving;
   ASSERT_TRUE(wait_for(*going, ReplicationStats::HANDED_BACK)) << going->Stats().DebugString();
   std::shared_ptr<ShardJob> home = backup_->service().JobForTesting(spec_.job_id());
   ASSERT_NE(home, nullptr) << "ps:1 did not take shard 1 back";

@@ -62,6 +62,12 @@ absl::Status ShardReplicator::Fenced() const {
   return fenced_;
 }
 
+absl::Status ShardReplicator::FencedOnceSettled(absl::Duration patience) const {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(this, &ShardReplicator::HandBackSettledLocked), patience);
+  return fenced_;
+}
+
 bool ShardReplicator::Superseded() const {
   absl::MutexLock lock(&mu_);
   return stats_.state() == ReplicationStats::FENCED || handed_back_;

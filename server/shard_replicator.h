@@ -89,6 +89,12 @@ class ShardReplicator {
   // OK while this copy serves the shard; else the error to answer requests with: the backup
   // took the shard over (FENCED), or the shard is going or went back to its own ps.
   absl::Status Fenced() const ABSL_LOCKS_EXCLUDED(mu_);
+  // As Fenced(), but while the shard is going back to its own ps, first waits (at most
+  // `patience`) to know whether it went: a request is then answered "went back" and goes
+  // straight to the copy that serves the shard. Answered "going back", it would bounce between
+  // the two copies (the own ps sends it back here until the hand-back reaches it) and could
+  // spend its caller's attempts.
+  absl::Status FencedOnceSettled(absl::Duration patience) const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this copy will never serve the shard again: FENCED or HANDED_BACK.
   bool Superseded() const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this copy was handed the shard by the backup's copy and has not installed its backup
@@ -121,6 +127,9 @@ class ShardReplicator {
   // The hand-back's end: HANDED_BACK when the backup acknowledged it; else (`ack` null: the
   // backup went away; or its refusal) this copy goes on serving.
   void FinishHandBack(const ReplicaAck* ack) ABSL_LOCKS_EXCLUDED(mu_);
+  bool HandBackSettledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !handing_back_ || stopping_;
+  }
 
   const std::shared_ptr<ShardJob> job_;
   const ShardReplicatorOptions options_;
