@@ -56,6 +56,22 @@ grpc::StatusCode Call(Stub* stub,
   return (stub->*method)(&context, request, &response).error_code();
 }
 
+// The code a Replicate stream that sends `input` first ends with (OK: the ps acknowledged it).
+grpc::StatusCode Replicate(ParameterServer::Stub* stub, const ReplicaInput& input) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  std::unique_ptr<grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>> stream =
+      stub->Replicate(&context);
+  ReplicaAck ack;
+  if (stream->Write(input) && stream->Read(&ack)) {
+    if (ack.code() != 0) return static_cast<grpc::StatusCode>(ack.code());
+    context.TryCancel();
+    stream->Finish();
+    return grpc::StatusCode::OK;
+  }
+  return stream->Finish().error_code();
+}
+
 class AdversaryTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -108,7 +124,7 @@ class AdversaryTest : public ::testing::Test {
         "data": {"synthetic": {"kind": "GAUSSIAN_MIXTURE", "num_examples": 4000, "feature_dim": 16,
                                "num_classes": 4}},
         "learning_rate": {"base": 0.2}, "consistency": {"mode": "SYNC"}, "batch_size": 32,
-        "steps": 3000, "seed": 7, "min_slice_bytes": 64,
+        "steps": 3000, "seed": 7, "min_slice_bytes": 64, "replicas": 2,
         "checkpoint": {"every_steps": 500},
         "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 3}})",
                                                    id));
@@ -235,6 +251,25 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     ListJobsResponse jobs;
     ASSERT_TRUE(bob->ListJobs(&context, ListJobsRequest(), &jobs).ok());
     EXPECT_EQ(jobs.job_ids_size(), 0) << "bob sees alice's job";
+    EXPECT_EQ(jobs.copies_size(), 0) << "bob sees the copy of alice's shard held here";
+    // The copy of the other ps's shard held here: bob's call neither reads it nor takes the
+    // shard over (which a worker's call does once the shard's own ps is gone).
+    const int backed_up = 1 - ps;
+    pull.set_shard(backed_up);
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::Pull, pull), kDenied);
+    pull.clear_shard();
+    push.mutable_header()->set_shard(backed_up);
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::PushPull, push), kDenied);
+    push.mutable_header()->clear_shard();
+    // Nor does bob replace that copy with a state of his own, or hand a shard back.
+    ReplicaInput install;
+    install.mutable_install()->set_job_id("alices");
+    install.mutable_install()->set_num_ps(2);
+    install.mutable_install()->set_shard(backed_up);
+    EXPECT_EQ(Replicate(bob.get(), install), kDenied);
+    ReplicaInput hand_back;
+    hand_back.mutable_hand_back();
+    EXPECT_NE(Replicate(bob.get(), hand_back), grpc::StatusCode::OK);
     ListCheckpointsRequest list;
     list.set_job_id("alices");
     grpc::ClientContext list_context;
@@ -339,6 +374,29 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   std::unique_ptr<Worker::Stub> ps1_to_worker0 =
       Worker::NewStub(Channel(addresses_[2], certs_, "ps-1"));
   EXPECT_EQ(Call(ps1_to_worker0.get(), &Worker::Stub::StopJob, stop), kDenied);
+  // Tasks as the primary of a shard that is not theirs: worker:0 installing shard 0's copy on
+  // ps:1, ps:1 installing shard 1's (its own) on ps:0 as if it were ps:0 replicating shard 0.
+  ReplicaInput install;
+  install.mutable_install()->set_job_id("alices");
+  install.mutable_install()->set_num_ps(2);
+  install.mutable_install()->set_shard(0);
+  EXPECT_EQ(Replicate(ParameterServer::NewStub(Channel(addresses_[1], certs_, "worker-0")).get(),
+                      install),
+            kDenied);
+  install.mutable_install()->set_shard(1);
+  EXPECT_EQ(Replicate(ParameterServer::NewStub(Channel(addresses_[0], certs_, "worker-0")).get(),
+                      install),
+            kDenied);
+  // Worker 0's own call at the copy of a shard whose ps is alive takes nothing over.
+  std::unique_ptr<ParameterServer::Stub> worker0_at_ps1 =
+      ParameterServer::NewStub(Channel(addresses_[1], certs_, "worker-0"));
+  PullRequest own_at_copy;
+  own_at_copy.set_job_id("alices");
+  own_at_copy.set_run_id(run_id);
+  own_at_copy.set_worker(0);
+  own_at_copy.set_shard(0);
+  EXPECT_EQ(Call(worker0_at_ps1.get(), &ParameterServer::Stub::Pull, own_at_copy),
+            grpc::StatusCode::UNAVAILABLE);
 
   // A job's starting values (ParameterSpec.chief_initializes) come from worker 0's host only:
   // task worker:1 may not give them. (A user may, for a job of their own: it is theirs, and a
@@ -363,6 +421,12 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   EXPECT_FALSE(job.Ended()) << "the job ended before the adversaries came: make it longer";
   ASSERT_EQ(job.Wait(absl::Seconds(120)), 0) << job.Output();
   EXPECT_EQ(ReadJson(dir_ + "/alices/summary.json")["state"], "DONE");
+  // No shard moved: each ps served its own to the end (the callers above took none over).
+  for (int ps = 0; ps < 2; ++ps) {
+    EXPECT_THAT(ReadFile(absl::StrCat(dir_, "/ps-", ps, ".log")),
+                ::testing::Not(HasSubstr("takes over shard")))
+        << "ps:" << ps;
+  }
   ExpectSameParameters(ResultParameters(dir_ + "/plain"), ResultParameters(dir_ + "/alices"),
                        1e-6);
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/x")) << "a manifest was written outside its job";
