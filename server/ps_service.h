@@ -210,8 +210,9 @@ class ParameterService final : public ParameterServerBase {
   // to the shard's other ps: this ps's own shard becomes its job again (as before its ps was
   // started again); the previous ps's shard is served as a promoted copy until it goes back.
   // FAILED_PRECONDITION when this ps serves the shard already, or does not know where the
-  // other ps listens. `superseding`: a hand-back made it (MakeReplicatorLocked). A fenced
-  // replicator of this ps's own job, dropped, goes to `dropped`, to stop outside mu_.
+  // other ps listens. `superseding`: a hand-back made it (MakeReplicatorLocked). The replicator
+  // it replaces (of this ps's own job, fenced off, or of a copy that went back) goes to
+  // `dropped`, to stop outside mu_.
   absl::StatusOr<std::shared_ptr<ShardJob>> PromoteLocked(
       const std::string& job_id, int shard, bool superseding,
       std::shared_ptr<ShardReplicator>* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -227,6 +228,14 @@ class ParameterService final : public ParameterServerBase {
   absl::StatusOr<std::shared_ptr<ShardJob>> PromotedCopy(const std::string& job_id, int shard,
                                                          const Peer& peer, JobAccess access,
                                                          absl::string_view method)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // PromotedCopy of a copy that went back to its own ps (HANDED_BACK, `went_back` its
+  // replicator): that copy serves the shard again when the own ps stopped right after taking it
+  // back (ShardReplicator::WentBackToAPsNowGone), before it replicated anything here; its
+  // requests are otherwise answered where the shard went. UNAVAILABLE when the own ps installed
+  // its copy here meanwhile.
+  absl::StatusOr<std::shared_ptr<ShardJob>> RetakeFromGonePs(
+      const std::string& job_id, int shard, const std::shared_ptr<ShardReplicator>& went_back)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Applies a whole push to `job`: at once, or through its replicator once its backup holds it;

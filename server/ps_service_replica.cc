@@ -94,7 +94,8 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
     const std::string& job_id, int shard, const Peer& peer, JobAccess access,
     absl::string_view method) {
   std::shared_ptr<ShardJob> promoted;
-  std::shared_ptr<ShardReplicator> dropped;  // Stopped outside mu_.
+  std::shared_ptr<ShardReplicator> dropped;    // Stopped outside mu_.
+  std::shared_ptr<ShardReplicator> went_back;  // The copy's, once it went back to its own ps.
   int backup;
   {
     absl::MutexLock lock(&mu_);
@@ -114,23 +115,32 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
     absl::Status allowed =
         RequireJobAccess(peer, copy.job->spec().owner(), job_id, access, method);
     if (!allowed.ok()) return allowed;
-    if (copy.promoted) return copy.job;
-    if (access != JobAccess::kData) {
-      return absl::UnavailableError(absl::StrCat(
-          JobPrefix(job_id), TaskName(), " holds a backup of shard ", shard,
-          ", which only a worker's call takes over: ask ps:", other));
+    if (copy.promoted) {
+      auto serving = replicators_.find({job_id, shard});
+      if (access != JobAccess::kData || serving == replicators_.end() ||
+          !serving->second->HandedBackAt().has_value()) {
+        return copy.job;
+      }
+      went_back = serving->second;
+    } else {
+      if (access != JobAccess::kData) {
+        return absl::UnavailableError(absl::StrCat(
+            JobPrefix(job_id), TaskName(), " holds a backup of shard ", shard,
+            ", which only a worker's call takes over: ask ps:", other));
+      }
+      if (copy.streaming) {
+        return absl::UnavailableError(absl::StrCat(
+            JobPrefix(job_id), "ps:", other, " still replicates shard ", shard, " to ",
+            TaskName(), ", so it is alive: retry it there"));
+      }
+      absl::StatusOr<std::shared_ptr<ShardJob>> made =
+          PromoteLocked(job_id, shard, /*superseding=*/false, &dropped);
+      if (!made.ok()) return made.status();
+      promoted = *std::move(made);
+      backup = other;
     }
-    if (copy.streaming) {
-      return absl::UnavailableError(absl::StrCat(
-          JobPrefix(job_id), "ps:", other, " still replicates shard ", shard, " to ", TaskName(),
-          ", so it is alive: retry it there"));
-    }
-    absl::StatusOr<std::shared_ptr<ShardJob>> made =
-        PromoteLocked(job_id, shard, /*superseding=*/false, &dropped);
-    if (!made.ok()) return made.status();
-    promoted = *std::move(made);
-    backup = other;
   }
+  if (went_back != nullptr) return RetakeFromGonePs(job_id, shard, went_back);
   dropped.reset();
   LOG(WARNING) << JobPrefix(job_id) << TaskName() << " takes over shard " << shard
                << " (at version " << promoted->Stats().version() << "): ps:" << backup
@@ -138,6 +148,43 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
                << "backup is rebuilt on ps:" << backup << " once that is back";
   WatchLeases(job_id, promoted);
   return promoted;
+}
+
+absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::RetakeFromGonePs(
+    const std::string& job_id, int shard, const std::shared_ptr<ShardReplicator>& went_back) {
+  const std::shared_ptr<ShardJob> job = went_back->job();
+  // The own ps, having taken its shard back, applies nothing before this copy holds it too,
+  // unless it finds this ps out of reach for replica_unreachable_after (it then goes on alone):
+  // sooner than half that after the hand-back, an own ps that refuses connections has applied
+  // nothing this copy lacks. Otherwise the request hears where the shard went.
+  if (!went_back->WentBackToAPsNowGone(options_.replica_unreachable_after / 2)) return job;
+  std::shared_ptr<ShardReplicator> dropped;  // The one that went back; stopped outside mu_.
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      return absl::UnavailableError(TaskName() + " is shutting down; retry once it is back");
+    }
+    auto it = backups_.find({job_id, shard});
+    auto serving = replicators_.find({job_id, shard});
+    if (it == backups_.end() || it->second.job != job || serving == replicators_.end()) {
+      return absl::UnavailableError(absl::StrCat(
+          JobPrefix(job_id), "ps:", shard, " replicates its shard ", shard, " to ", TaskName(),
+          " again, so it is alive: retry it there"));
+    }
+    if (serving->second != went_back) return job;  // Another call took it over again.
+    absl::StatusOr<std::shared_ptr<ShardJob>> made =
+        PromoteLocked(job_id, shard, /*superseding=*/false, &dropped);
+    if (!made.ok()) return made.status();
+  }
+  dropped.reset();
+  // Its workers' signs of life went to the own ps meanwhile: each has a full lease from now.
+  job->RenewLeases();
+  LOG(WARNING) << JobPrefix(job_id) << TaskName() << " takes shard " << shard
+               << " over again (at version " << job->Stats().version() << "): its own ps, ps:"
+               << shard << ", took it back and stopped before replicating it here; the shard "
+               << "goes back once ps:" << shard << " is started again";
+  WatchLeases(job_id, job);
+  return job;
 }
 
 absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromoteLocked(
@@ -180,7 +227,9 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromoteLocked(
     it->second.promoted = true;
     it->second.generation = ++backup_generation_;  // No stream of the old primary binds to it.
   }
-  replicators_[{job_id, shard}] = std::move(replicator);
+  std::shared_ptr<ShardReplicator>& slot = replicators_[{job_id, shard}];
+  if (slot != nullptr) *dropped = std::move(slot);  // One that went back (RetakeFromGonePs).
+  slot = std::move(replicator);
   return job;
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -71,6 +72,25 @@ void Gradient(const std::vector<float>& values, int worker, int step, std::vecto
 }
 
 // Everything a shard holds, as its checkpoint's bytes and the per-worker state an install adds.
+// A socket on loopback that listens and never accepts: a connection's handshake there never
+// ends. Its descriptor (-1 on failure; close it), and its "host:port" in `*address`.
+int SilentListener(std::string* address) {
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  if (silent < 0) return -1;
+  sockaddr_in bound{};
+  bound.sin_family = AF_INET;
+  bound.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(bound);
+  if (bind(silent, reinterpret_cast<sockaddr*>(&bound), sizeof(bound)) != 0 ||
+      listen(silent, 16) != 0 ||
+      getsockname(silent, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
+    close(silent);
+    return -1;
+  }
+  *address = absl::StrCat("127.0.0.1:", ntohs(bound.sin_port));
+  return silent;
+}
+
 std::string StateOf(ShardJob& job) {
   ReplicaInstall snapshot = job.ReplicaSnapshot();
   snapshot.clear_shard();  // The same on both copies anyway.
@@ -79,10 +99,10 @@ std::string StateOf(ShardJob& job) {
 
 class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode> {
  protected:
-  void StartCluster(int num_ps) {
+  void StartCluster(int num_ps, absl::Duration unreachable_after = absl::Milliseconds(300)) {
     InProcessPsClusterOptions options;
     options.num_ps = num_ps;
-    options.server.service.replica_unreachable_after = absl::Milliseconds(300);
+    options.server.service.replica_unreachable_after = unreachable_after;
     absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster =
         InProcessPsCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -342,6 +362,93 @@ TEST_F(ReplicationTest, ATakenOverShardGoesBackToItsOwnPsOnceThatIsBack) {
   }
 }
 
+// ps:1 takes its shard back from ps:2 and stops before it replicated the shard anywhere (told a
+// silent address for ps:2, it waits for an answer and applies nothing meanwhile): ps:2's copy,
+// which went back, serves the shard again on the workers' next step; once ps:1 is started again
+// for good, the shard goes home again. No step is lost or done twice.
+TEST_F(ReplicationTest, ACopyThatWentBackServesAgainWhenItsOwnPsStopsBeforeReplicatingIt) {
+  constexpr int kPs = 3;
+  constexpr int kWorkers = 3;
+  constexpr int kSteps = 90;
+  const absl::Duration kPace = absl::Milliseconds(15);
+  const ParameterSpec spec = Spec("retake", ConsistencyConfig::SYNC, kWorkers);
+  const std::vector<float> undisturbed = UndisturbedThenAnew(spec, kPs, kSteps);
+  if (HasFatalFailure()) return;
+  // A copy retakes its shard within half of replica_unreachable_after of going back: room for a
+  // test's kill on a busy machine.
+  cluster_.reset();
+  StartCluster(kPs, /*unreachable_after=*/absl::Seconds(4));
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  std::shared_ptr<ShardJob> own = cluster_->server(1).service().JobForTesting(spec.job_id());
+  ASSERT_NE(own, nullptr);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] { Train(spec, w, kSteps, kPace); });
+  }
+  // Waits up to 20 s for `done`; false (a test failure, naming `what`) if it never came.
+  auto wait_for = [](const std::function<bool()>& done, const std::string& what) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (!done() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+    EXPECT_TRUE(done()) << what << " did not happen within 20 s";
+    return done();
+  };
+  while (own->Stats().version() < 10) absl::SleepFor(absl::Milliseconds(1));
+  cluster_->server(1).Shutdown(absl::ZeroDuration());
+  own.reset();
+  std::shared_ptr<ShardJob> away;
+  bool ok = wait_for(
+      [&] {
+        away = cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
+        return away != nullptr && away->Stats().version() >= 20;
+      },
+      "ps:2's takeover of shard 1");
+
+  std::string silent_address;
+  const int silent = SilentListener(&silent_address);
+  ASSERT_GE(silent, 0);
+  std::vector<std::string> addresses = cluster_->addresses();
+  addresses[2] = silent_address;
+  ok = ok && cluster_->Restart(1, addresses).ok();
+  ok = ok && wait_for(
+                 [&] {
+                   return cluster_->server(1).service().JobForTesting(spec.job_id()) != nullptr;
+                 },
+                 "the move of shard 1 back to ps:1");
+  const int64_t went_back_at = away->Stats().version();
+  cluster_->server(1).Shutdown(absl::ZeroDuration());
+  ok = ok && wait_for([&] { return away->Stats().version() > went_back_at; },
+                      "a step on ps:2's copy after ps:1 stopped again");
+  // ps:1 for good: the shard goes home again.
+  ok = ok && cluster_->Restart(1).ok();
+  std::shared_ptr<ShardJob> home;
+  ok = ok && wait_for(
+                 [&] {
+                   home = cluster_->server(1).service().JobForTesting(spec.job_id());
+                   return home != nullptr;
+                 },
+                 "the second move of shard 1 back to ps:1");
+  for (std::thread& t : workers) t.join();
+  close(silent);
+  if (HasFatalFailure() || !ok) return;
+
+  EXPECT_EQ(home->Stats().version(), kSteps);
+  std::shared_ptr<ShardJob> backup;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        backup = cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
+        return backup != nullptr && backup != away;
+      },
+      "ps:1's install of its backup on ps:2"));
+  EXPECT_TRUE(StateOf(*home) == StateOf(*backup)) << "the copies of shard 1 differ";
+  const std::vector<float> values = Values(*cluster_, spec);
+  ASSERT_EQ(values.size(), undisturbed.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    ASSERT_NEAR(values[i], undisturbed[i], 1e-4f) << "parameter " << i;
+  }
+}
+
 TEST(ReplicationRefusals, AJobWithReplicasNeedsTwoPsAndKnownAddresses) {
   InProcessPsClusterOptions options;
   options.num_ps = 1;
@@ -498,18 +605,10 @@ TEST_F(ReplicatorTest, GoesOnAloneAtOnceWhenNothingListensButWaitsForASilentBack
   EXPECT_EQ(replicator_->Stats().state(), ReplicationStats::DEGRADED);
   EXPECT_EQ(replicator_->Stats().inputs_unreplicated(), 1);
 
-  // A socket that listens and never accepts: the connection's handshake never ends.
-  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  std::string silent_address;
+  const int silent = SilentListener(&silent_address);
   ASSERT_GE(silent, 0);
-  sockaddr_in bound{};
-  bound.sin_family = AF_INET;
-  bound.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(bound);
-  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&bound), sizeof(bound)), 0);
-  ASSERT_EQ(listen(silent, 16), 0);
-  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&bound), &length), 0);
-  StartReplicator(/*unreachable_after=*/absl::Seconds(2),
-                  absl::StrCat("127.0.0.1:", ntohs(bound.sin_port)));
+  StartReplicator(/*unreachable_after=*/absl::Seconds(2), silent_address);
   start = absl::Now();
   pushed = PushAndWait(2);
   ASSERT_TRUE(pushed.ok()) << pushed.status();

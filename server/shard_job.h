@@ -172,6 +172,8 @@ class ShardJob {
   // in the lease table only; then what losing them means for the mode.
   std::vector<int> TakeExpiredLeases(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   void LoseWorkers(const std::vector<int>& workers) ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
+  // WorkerLeases::HeardAll: this copy serves the shard again after another copy did.
+  void RenewLeases() { leases_.HeardAll(); }
 
   // Replication (server/shard_replicator.h; shard_job_replica.cc). Every input that changes the
   // shard's state goes through these on both copies, in one order: a whole push (Push), a leave

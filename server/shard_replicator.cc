@@ -68,6 +68,34 @@ absl::Status ShardReplicator::FencedOnceSettled(absl::Duration patience) const {
   return fenced_;
 }
 
+std::optional<absl::Time> ShardReplicator::HandedBackAt() const {
+  absl::MutexLock lock(&mu_);
+  if (!handed_back_) return std::nullopt;
+  return handed_back_at_;
+}
+
+namespace {
+
+// The state of `channel` once a connection attempt begun now has settled (READY, or
+// TRANSIENT_FAILURE: refused, unreachable, or a failed TLS handshake), or as it is at `deadline`.
+grpc_connectivity_state SettledState(grpc::Channel& channel, absl::Time deadline) {
+  grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_TRANSIENT_FAILURE &&
+         channel.WaitForStateChange(state, absl::ToChronoTime(deadline))) {
+    state = channel.GetState(/*try_to_connect=*/true);
+  }
+  return state;
+}
+
+}  // namespace
+
+bool ShardReplicator::WentBackToAPsNowGone(absl::Duration within) const {
+  const std::optional<absl::Time> at = HandedBackAt();
+  if (!at.has_value() || absl::Now() - *at >= within) return false;
+  return SettledState(*options_.channel, absl::Now() + absl::Milliseconds(100)) ==
+         GRPC_CHANNEL_TRANSIENT_FAILURE;
+}
+
 bool ShardReplicator::Superseded() const {
   absl::MutexLock lock(&mu_);
   return stats_.state() == ReplicationStats::FENCED || handed_back_;
@@ -100,6 +128,7 @@ void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
     handing_back_ = false;
     if (accepted) {
       handed_back_ = true;
+      handed_back_at_ = absl::Now();
       fenced_ = absl::UnavailableError(absl::StrCat(
           prefix, "shard ", job_->ps_index(), " went back to its own ps, ", options_.backup_name,
           ", which serves it now; a replicated job's worker retries there"));
@@ -290,11 +319,7 @@ absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr
   // refused the connection.
   const absl::Time deadline = absl::Now() + (degraded ? absl::ZeroDuration()
                                                       : absl::Milliseconds(200));
-  grpc_connectivity_state state = options_.channel->GetState(/*try_to_connect=*/true);
-  while (state != GRPC_CHANNEL_READY && state != GRPC_CHANNEL_TRANSIENT_FAILURE &&
-         options_.channel->WaitForStateChange(state, absl::ToChronoTime(deadline))) {
-    state = options_.channel->GetState(/*try_to_connect=*/true);
-  }
+  const grpc_connectivity_state state = SettledState(*options_.channel, deadline);
   if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
     *refused = true;
     return absl::UnavailableError(

@@ -97,6 +97,12 @@ class ShardReplicator {
   absl::Status FencedOnceSettled(absl::Duration patience) const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this copy will never serve the shard again: FENCED or HANDED_BACK.
   bool Superseded() const ABSL_LOCKS_EXCLUDED(mu_);
+  // When the shard's own ps acknowledged the hand-back (HANDED_BACK); none before.
+  std::optional<absl::Time> HandedBackAt() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether this copy went back (HANDED_BACK) less than `within` ago and the ps it went back to
+  // refuses connections now (stopped or crashed, not merely slow); waits up to 100 ms for a
+  // connection attempt to tell.
+  bool WentBackToAPsNowGone(absl::Duration within) const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this copy was handed the shard by the backup's copy and has not installed its backup
   // there yet: the backup's copy, which may not know it handed the shard back (its stream broke
   // before the acknowledgement), is then refused as an install of the shard (ABORTED).
@@ -149,6 +155,7 @@ class ShardReplicator {
   absl::Status fenced_ ABSL_GUARDED_BY(mu_);
   bool handing_back_ ABSL_GUARDED_BY(mu_) = false;  // The hand-back input is pending.
   bool handed_back_ ABSL_GUARDED_BY(mu_) = false;   // ... and was acknowledged: Run ends.
+  absl::Time handed_back_at_ ABSL_GUARDED_BY(mu_);  // When.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // Run.
 };

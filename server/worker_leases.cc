@@ -20,6 +20,12 @@ void WorkerLeases::Rejoined(int worker) {
   last_heard_ns_[worker].store(absl::ToUnixNanos(clock_->Now()), std::memory_order_relaxed);
 }
 
+void WorkerLeases::HeardAll() {
+  if (!enabled()) return;
+  const int64_t now = absl::ToUnixNanos(clock_->Now());
+  for (std::atomic<int64_t>& heard : last_heard_ns_) heard.store(now, std::memory_order_relaxed);
+}
+
 bool WorkerLeases::lost(int worker) const {
   absl::MutexLock lock(&mu_);
   return lost_[worker];

@@ -29,6 +29,9 @@ class WorkerLeases {
   void Heard(int worker);
   // `worker` came back (a new incarnation): no longer lost, heard from now.
   void Rejoined(int worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every worker heard from now (the lost stay lost): a full lease each, from a copy of the
+  // shard that starts serving it again after others served it (their signs never came here).
+  void HeardAll();
   // Whether `worker`'s lease ran out and it has not rejoined.
   bool lost(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
   // The workers not heard from for longer than the lease at `now`, lost from now on, in order;

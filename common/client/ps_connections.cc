@@ -276,9 +276,13 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
   for (size_t i = 0; i < calls.size(); ++i) pending[i] = i;
   absl::Duration backoff = options_.initial_backoff;
   bool failed_over = false;  // A first switch to a shard's other copy goes at once.
+  const absl::Time patient_until = absl::Now() + options_.failover_patience;
   for (int attempt = 1;; ++attempt) {
-    std::vector<std::unique_ptr<InFlight>> in_flight =
-        Attempt(calls, pending, /*last=*/attempt >= options_.max_attempts);
+    const bool replicated = std::any_of(pending.begin(), pending.end(),
+                                        [&](size_t i) { return calls[i].replicated; });
+    const bool last = attempt >= options_.max_attempts &&
+                      !(replicated && absl::Now() < patient_until);
+    std::vector<std::unique_ptr<InFlight>> in_flight = Attempt(calls, pending, last);
     absl::Status first_error;
     std::vector<size_t> retry;
     std::map<int, int> switched;  // Shard -> the task it failed on: its calls go to the other.
@@ -288,7 +292,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       absl::Status status = FromGrpcStatus(in_flight[i]->status);
       if (status.ok()) {
         status = in_flight[i]->handled;
-      } else if (Retryable(call, status) && attempt < options_.max_attempts) {
+      } else if (Retryable(call, status) && !last) {
         retry.push_back(pending[i]);
         if (call.replicated) switched.emplace(call.ps, in_flight[i]->task);
         continue;
@@ -317,7 +321,8 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     }
     if (switched.empty() || failed_over) {
       absl::SleepFor(backoff);
-      backoff = std::min(2 * backoff, options_.max_backoff);
+      backoff = std::min(2 * backoff, switched.empty() ? options_.max_backoff
+                                                       : 4 * options_.initial_backoff);
     }
     failed_over = failed_over || !switched.empty();
     pending = std::move(retry);

@@ -41,6 +41,11 @@ struct PsClientOptions {
   int max_attempts = 5;
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(2);
+  // A batch with a replicated call (Call.replicated) tries on past max_attempts until this long
+  // after it began, moving between the shard's two copies with waits of at most
+  // 4 * initial_backoff: a shard on the move (a takeover, a move home, a copy taking it over
+  // again) may refuse calls for up to its ps's --replica_unreachable_after.
+  absl::Duration failover_patience = absl::Seconds(5);
   // The longest a connection waits between attempts to reach a ps that went away, so that a ps
   // restarted on its address is reached within about this long of listening (gRPC's own
   // default grows to two minutes).

@@ -208,6 +208,33 @@ TEST(PsConnectionsTest, GivesUpAfterMaxAttemptsNamingShardAndMethod) {
   EXPECT_EQ(shard.calls("Unavailable"), 3);
 }
 
+// A shard on the move refuses calls at both its copies for a while: a replicated call goes back
+// and forth past max_attempts, for failover_patience, where a plain one gives up.
+TEST(PsConnectionsTest, AReplicatedCallTriesBothCopiesForItsPatience) {
+  FakeShard a("a"), b("b");
+  PsClientOptions options = FastOptions({a.address(), b.address()});
+  options.failover_patience = absl::Seconds(20);
+  std::unique_ptr<PsConnections> connections = *PsConnections::Create(options);
+  a.FailNextEchoes(6);
+  b.FailNextEchoes(6);
+  std::string got;
+  PsConnections::Call call = TextCall(0, "Echo", "x", &got);
+  call.replicated = true;
+  absl::Status status = connections->RunCalls({call});
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(a.calls("Echo") + b.calls("Echo"), 13);  // 12 refused, then one answered.
+  EXPECT_GE(b.calls("Echo"), 6);
+
+  // Past its patience it gives up as a plain call does.
+  options.failover_patience = absl::ZeroDuration();
+  connections = *PsConnections::Create(options);
+  a.FailNextEchoes(6);
+  b.FailNextEchoes(6);
+  status = connections->RunCalls({call});
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_NE(status.message().find("(after 3 attempts"), std::string::npos) << status;
+}
+
 TEST(PsConnectionsTest, DoesNotRetryOtherErrorsAndKeepsTheirCode) {
   FakeShard a("a"), b("b");
   std::unique_ptr<PsConnections> connections =

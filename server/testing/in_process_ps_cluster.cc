@@ -47,12 +47,12 @@ absl::StatusOr<std::unique_ptr<PsServer>> InProcessPsCluster::StartServer(int ps
   return server;
 }
 
-absl::Status InProcessPsCluster::Restart(int ps) {
+absl::Status InProcessPsCluster::Restart(int ps, const std::vector<std::string>& addresses) {
   const int port = servers_[ps]->bound_port();
   servers_[ps].reset();
   absl::StatusOr<std::unique_ptr<PsServer>> server = StartServer(ps, port);
   if (!server.ok()) return server.status();
-  (*server)->service().SetPsAddresses(addresses_);
+  (*server)->service().SetPsAddresses(addresses.empty() ? addresses_ : addresses);
   servers_[ps] = *std::move(server);
   return absl::OkStatus();
 }

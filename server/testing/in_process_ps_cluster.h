@@ -44,9 +44,10 @@ class InProcessPsCluster {
   absl::StatusOr<std::unique_ptr<PsClient>> NewClient(PsClientOptions options = {}) const;
   // Shuts every server down (PsServer::Shutdown); idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
-  // Starts task `ps` again, empty, on its address, as a ps started again after a crash.
+  // Starts task `ps` again, empty, on its address, as a ps started again after a crash; told
+  // `addresses` for the ps tasks (addresses() when empty; others make peers out of its reach).
   // REQUIRES: server(ps) was shut down.
-  absl::Status Restart(int ps);
+  absl::Status Restart(int ps, const std::vector<std::string>& addresses = {});
 
  private:
   InProcessPsCluster() = default;
