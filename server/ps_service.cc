@@ -338,9 +338,9 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(
   absl::Status allowed = RequireJobAccess(peer, (*job)->spec().owner(), job_id, access, method);
   if (!allowed.ok()) return allowed;
   if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job)) {
-    // A request that comes while the shard goes back to its own ps waits (briefly) for the
-    // outcome, so that it is answered where the shard is served.
-    absl::Status fenced = replicator->FencedOnceSettled(absl::Seconds(1));
+    // No wait while the shard goes back to its own ps (no handler waits on another call): the
+    // worker tries the two copies until one serves (PsClientOptions::failover_patience).
+    absl::Status fenced = replicator->Fenced();
     if (!fenced.ok()) return fenced;
   }
   return job;

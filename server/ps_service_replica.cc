@@ -179,6 +179,7 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::RetakeFromGonePs(
   dropped.reset();
   // Its workers' signs of life went to the own ps meanwhile: each has a full lease from now.
   job->RenewLeases();
+  job->Reopen();  // Closed when it went back (CancelAllWaiters).
   LOG(WARNING) << JobPrefix(job_id) << TaskName() << " takes shard " << shard
                << " over again (at version " << job->Stats().version() << "): its own ps, ps:"
                << shard << ", took it back and stopped before replicating it here; the shard "
@@ -247,6 +248,12 @@ ReplicaAck ParameterService::TakeShardBack(const BackupBinding& binding, int64_t
                        shard, ", not to ", TaskName()));
     } else if (shutting_down_) {
       refused = absl::UnavailableError(TaskName() + " is shutting down");
+    } else if (auto it = backups_.find({job_id, shard});
+               it == backups_.end() || it->second.generation != binding.generation) {
+      // Only the copy this stream installed goes back to serving: the hand-back vouches for it.
+      refused = absl::FailedPreconditionError(absl::StrCat(
+          JobPrefix(job_id), TaskName(), " no longer holds the copy of shard ", shard,
+          " that this stream installed"));
     } else {
       refused = PromoteLocked(job_id, shard, /*superseding=*/true, &dropped).status();
     }
@@ -332,23 +339,29 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     absl::Status allowed = RequirePsHost(peer, primary, ps_hosts, "Replicate");
     if (!allowed.ok()) return allowed;
     const ShardKey key{install.job_id(), shard};
-    // A copy this ps took over fences the old primary off (checked again below, under the same
-    // lock as the install; here so that no copy is built for nothing).
-    auto took_over = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    // A copy this ps took over fences the old primary off (ABORTED); while it hands the shard
+    // back to that ps (the answer not yet in), the install waits: UNAVAILABLE, tried again (the
+    // own ps installs right after taking the shard back, and may be first). A copy that went
+    // back to its own ps (or was fenced off) gives way. Checked again below, under the same lock
+    // as the install; here so that no copy is built for nothing.
+    auto refusal = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
       auto it = backups_.find(key);
-      if (it == backups_.end() || !it->second.promoted) return false;
-      // A copy that went back to its own ps (or was fenced off) gives way to that ps's install.
+      if (it == backups_.end() || !it->second.promoted) return absl::OkStatus();
       auto serving = replicators_.find(key);
-      return serving == replicators_.end() || !serving->second->Superseded();
-    };
-    auto fence = [&] {
+      if (serving != replicators_.end() && serving->second->Superseded()) return absl::OkStatus();
+      if (serving != replicators_.end() && serving->second->HandingBack()) {
+        return absl::UnavailableError(absl::StrCat(
+            JobPrefix(install.job_id()), TaskName(), " is handing shard ", shard,
+            " back to ps:", primary, " and has no answer yet; the install is tried again"));
+      }
       return absl::AbortedError(absl::StrCat(JobPrefix(install.job_id()), TaskName(),
                                              " took shard ", shard, " over when ps:", primary,
                                              " was found gone; that copy is fenced off"));
     };
     {
       absl::MutexLock lock(&mu_);
-      if (took_over()) return fence();
+      absl::Status refused = refusal();
+      if (!refused.ok()) return refused;
     }
     absl::StatusOr<std::unique_ptr<ShardJob>> copy =
         ShardJob::FromReplicaSnapshot(install, options_.clock);
@@ -382,9 +395,8 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
         replicators_.erase(own);
         jobs_.erase(install.job_id());
       }
-      if (took_over()) {
-        refused = fence();
-      } else {
+      refused = refusal();
+      if (refused.ok()) {
         absl::StatusOr<int64_t> bytes =
             ShardJob::MemoryBytes((*copy)->spec(), options_.num_ps, shard);
         if (!bytes.ok()) return bytes.status();
@@ -397,7 +409,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
               "the shard goes on unreplicated until there is room"));
         }
         BackupCopy& slot = backups_[key];
-        if (slot.promoted) {  // Superseded (took_over): its replicator stops with it.
+        if (slot.promoted) {  // Superseded (refusal): its replicator stops with it.
           auto superseded = replicators_.find(key);
           if (superseded != replicators_.end()) {
             dropped_copy = std::move(superseded->second);

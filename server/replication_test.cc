@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -16,6 +17,8 @@
 #include <vector>
 
 #include <grpcpp/create_channel.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
@@ -163,6 +166,8 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
   // The values of `spec` after `steps` undisturbed steps of every worker on a new cluster of
   // `num_ps`; then a new cluster, without the job, in cluster_.
   std::vector<float> UndisturbedThenAnew(const ParameterSpec& spec, int num_ps, int steps);
+  // Checks that cluster_ holds `spec`'s values as `undisturbed` (UndisturbedThenAnew's).
+  void ExpectUndisturbed(const ParameterSpec& spec, const std::vector<float>& undisturbed);
 
   std::unique_ptr<InProcessPsCluster> cluster_;
 };
@@ -227,6 +232,16 @@ std::vector<float> Values(InProcessPsCluster& cluster, const ParameterSpec& spec
   return values;
 }
 
+void ReplicationTest::ExpectUndisturbed(const ParameterSpec& spec,
+                                        const std::vector<float>& undisturbed) {
+  const std::vector<float> values = Values(*cluster_, spec);
+  ASSERT_EQ(values.size(), undisturbed.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    // SYNC: the same steps of the same gradients; only the order of a step's sum may differ.
+    ASSERT_NEAR(values[i], undisturbed[i], 1e-4f) << "parameter " << i;
+  }
+}
+
 std::vector<float> ReplicationTest::UndisturbedThenAnew(const ParameterSpec& spec, int num_ps,
                                                         int steps) {
   StartCluster(num_ps);
@@ -277,12 +292,7 @@ TEST_F(ReplicationTest, APsLostMidRunIsReplacedByItsBackupWithNoStepRedone) {
   EXPECT_EQ((*stats)[1].replication().state(), ReplicationStats::DEGRADED);
   EXPECT_TRUE((*stats)[1].replication().took_over());
   EXPECT_EQ((*stats)[2].replication().state(), ReplicationStats::REPLICATING);
-  const std::vector<float> values = Values(*cluster_, spec);
-  ASSERT_EQ(values.size(), undisturbed.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    // SYNC: the same steps of the same gradients; only the order of a step's sum may differ.
-    ASSERT_NEAR(values[i], undisturbed[i], 1e-4f) << "parameter " << i;
-  }
+  ExpectUndisturbed(spec, undisturbed);
 }
 
 // The live move home: ps:1 is lost mid-run and its shard taken over by ps:2; ps:1, started
@@ -355,11 +365,7 @@ TEST_F(ReplicationTest, ATakenOverShardGoesBackToItsOwnPsOnceThatIsBack) {
   for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
     EXPECT_FALSE(copy.serving()) << "ps:2 still serves shard " << copy.shard();
   }
-  const std::vector<float> values = Values(*cluster_, spec);
-  ASSERT_EQ(values.size(), undisturbed.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    ASSERT_NEAR(values[i], undisturbed[i], 1e-4f) << "parameter " << i;
-  }
+  ExpectUndisturbed(spec, undisturbed);
 }
 
 // ps:1 takes its shard back from ps:2 and stops before it replicated the shard anywhere (told a
@@ -442,11 +448,139 @@ TEST_F(ReplicationTest, ACopyThatWentBackServesAgainWhenItsOwnPsStopsBeforeRepli
       },
       "ps:1's install of its backup on ps:2"));
   EXPECT_TRUE(StateOf(*home) == StateOf(*backup)) << "the copies of shard 1 differ";
-  const std::vector<float> values = Values(*cluster_, spec);
-  ASSERT_EQ(values.size(), undisturbed.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    ASSERT_NEAR(values[i], undisturbed[i], 1e-4f) << "parameter " << i;
+  ExpectUndisturbed(spec, undisturbed);
+}
+
+// A shard's own ps, by hand: acknowledges every input; refuses a hand-back while told to, and
+// answers one only once told.
+class HoldingHome final : public ParameterServer::Service {
+ public:
+  grpc::Status Replicate(grpc::ServerContext* /*context*/,
+                         grpc::ServerReaderWriter<ReplicaAck, ReplicaInput>* stream) override {
+    ReplicaInput input;
+    while (stream->Read(&input)) {
+      ReplicaAck ack;
+      ack.set_seq(input.seq());
+      if (input.has_hand_back()) {
+        ++hand_backs;
+        if (refusals > 0) {
+          --refusals;
+          ack.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
+          ack.set_message("not now");
+        } else {
+          handed_back.Notify();
+          answer.WaitForNotification();
+        }
+      }
+      if (!stream->Write(ack)) break;
+    }
+    return grpc::Status::OK;
   }
+
+  std::atomic<int> refusals{0};    // Hand-backs to refuse first.
+  std::atomic<int> hand_backs{0};  // Received.
+  absl::Notification handed_back;  // One came that is not refused.
+  absl::Notification answer;       // Acknowledge it.
+};
+
+// ps:1 of 2 serving ps:0's shard 0 (taken over on a worker's call, ps:0 gone), with ps:0 a
+// HoldingHome: ps:1 replicates the shard there and hands it back.
+class HandBackTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int home_port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &home_port);
+    builder.RegisterService(&home_);
+    home_server_ = builder.BuildAndStart();
+    ASSERT_NE(home_server_, nullptr);
+    absl::StatusOr<int> port = PickUnusedPort();
+    ASSERT_TRUE(port.ok());
+    const std::string address = absl::StrCat("127.0.0.1:", *port);
+    PsServerOptions options;
+    options.listen_address = address;
+    options.service.ps_index = 1;
+    options.service.num_ps = 2;
+    options.service.ps_addresses = {absl::StrCat("127.0.0.1:", home_port), address};
+    absl::StatusOr<std::unique_ptr<PsServer>> ps1 = PsServer::Start(options);
+    ASSERT_TRUE(ps1.ok()) << ps1.status();
+    ps1_ = *std::move(ps1);
+    stub_ = ParameterServer::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+
+    // ps:0's backup of shard 0 on ps:1; ps:0's stream ends (it is gone) and a worker's call
+    // makes ps:1 take the shard over.
+    const ParameterSpec spec = Spec("overtaken", ConsistencyConfig::ASYNC, 1);
+    absl::StatusOr<std::unique_ptr<ShardJob>> shard0 = ShardJob::Create(spec, 2, 0);
+    ASSERT_TRUE(shard0.ok()) << shard0.status();
+    *install_.mutable_install() = (*shard0)->ReplicaSnapshot();
+    ASSERT_EQ(InstallCode(), grpc::StatusCode::OK);
+    PullRequest pull;
+    pull.set_job_id(spec.job_id());
+    pull.set_run_id(spec.run_id());
+    pull.set_incarnation(OBSERVER_INCARNATION);
+    pull.set_shard(0);
+    for (const SliceRef& ref : (*shard0)->SliceRefs()) *pull.add_slices() = ref;
+    // Taken over once ps:1 has seen the install's stream end (UNAVAILABLE until then).
+    grpc::Status pulled;
+    for (const absl::Time deadline = absl::Now() + absl::Seconds(10);;) {
+      grpc::ClientContext context;
+      PullResponse response;
+      pulled = stub_->Pull(&context, pull, &response);
+      if (pulled.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() > deadline) break;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    ASSERT_TRUE(pulled.ok()) << pulled.error_message();
+  }
+
+  void TearDown() override {
+    if (!home_.answer.HasBeenNotified()) home_.answer.Notify();
+    if (ps1_ != nullptr) ps1_->Shutdown(absl::ZeroDuration());
+    if (home_server_ != nullptr) home_server_->Shutdown(std::chrono::system_clock::now());
+  }
+
+  // The code of an install of shard 0 on ps:1, as ps:0's after it took the shard back.
+  grpc::StatusCode InstallCode() {
+    grpc::ClientContext context;
+    auto stream = stub_->Replicate(&context);
+    ReplicaAck ack;
+    if (!stream->Write(install_) || !stream->Read(&ack)) return stream->Finish().error_code();
+    context.TryCancel();
+    stream->Finish();
+    return static_cast<grpc::StatusCode>(ack.code());
+  }
+
+  HoldingHome home_;
+  std::unique_ptr<grpc::Server> home_server_;
+  std::unique_ptr<PsServer> ps1_;
+  std::unique_ptr<ParameterServer::Stub> stub_;
+  ReplicaInput install_;
+};
+
+// The own ps installs its backup on the copy handing the shard back before that copy has the
+// hand-back's answer (the own ps makes its replicator as it takes the shard, and its install may
+// overtake its answer): the install waits (UNAVAILABLE, tried again), where fencing it off
+// (ABORTED) would leave both copies refusing the shard.
+TEST_F(HandBackTest, AnInstallOvertakingTheHandBacksAnswerWaitsForIt) {
+  ASSERT_TRUE(home_.handed_back.WaitForNotificationWithTimeout(absl::Seconds(20)))
+      << "ps:1 did not hand shard 0 back";
+  EXPECT_EQ(InstallCode(), grpc::StatusCode::UNAVAILABLE);
+  home_.answer.Notify();
+  grpc::StatusCode code = grpc::StatusCode::UNAVAILABLE;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while ((code = InstallCode()) == grpc::StatusCode::UNAVAILABLE && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(code, grpc::StatusCode::OK) << "the own ps's install after the answer";
+}
+
+// A hand-back the own ps refuses leaves the shard served where it is, and is made again after a
+// new install there.
+TEST_F(HandBackTest, ARefusedHandBackIsMadeAgain) {
+  home_.refusals = 1;
+  ASSERT_TRUE(home_.handed_back.WaitForNotificationWithTimeout(absl::Seconds(20)))
+      << "ps:1 did not hand shard 0 back again after a refusal";
+  EXPECT_EQ(home_.hand_backs, 2);
 }
 
 TEST(ReplicationRefusals, AJobWithReplicasNeedsTwoPsAndKnownAddresses) {
@@ -739,14 +873,6 @@ TEST_F(ReplicatorTest, AShardAwayFromItsOwnPsGoesBackAndACopyThatMissedItIsFence
     ASSERT_TRUE(ApplyReplicaInput(*away, PushInput(ready), &ready).ok());
   }
   std::unique_ptr<ShardReplicator> going = replicate_home(away);
-  // A request asks until the copy stops serving: it is told where the shard went, never that it
-  // is going (the own ps would send it back here until the hand-back reaches it).
-  absl::Status serving;
-  const absl::Time give_up = absl::Now() + absl::Seconds(5);
-  while ((serving = going->FencedOnceSettled(absl::Seconds(5))).ok() && absl::Now() < give_up) {
-  }
-  EXPECT_NE(serving.message().find("went back to its own ps, ps:1"), std::string::npos)
-      << serving;
   ASSERT_TRUE(wait_for(*going, ReplicationStats::HANDED_BACK)) << going->Stats().DebugString();
   std::shared_ptr<ShardJob> home = backup_->service().JobForTesting(spec_.job_id());
   ASSERT_NE(home, nullptr) << "ps:1 did not take shard 1 back";

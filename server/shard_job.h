@@ -102,8 +102,12 @@ class ShardJob {
   void ExpireWaiter(int64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends parked pull `id` with `status`; returns false if it was no longer parked.
   bool CancelWaiter(int64_t id, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
-  // Ends every parked pull with `status` (job deleted, server stopping).
+  // Ends every parked pull with `status` (job deleted, server stopping, this copy no longer
+  // serving the shard), and answers with it every later pull that would park (one that found the
+  // copy serving just before would otherwise wait for a change that never comes here), until
+  // Reopen (the copy serves again).
   void CancelAllWaiters(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void Reopen() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Checks a push header's slices (and sparse rows) against the placement and returns a buffer
   // for its gradient, with `destinations` pointing into it slice by slice, then the sparse rows
@@ -552,6 +556,7 @@ class ShardJob {
   ShardCheckpoints checkpoints_;
   int64_t next_waiter_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<int64_t, Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+  absl::Status closed_ ABSL_GUARDED_BY(mu_);  // CancelAllWaiters' status, until Reopen.
   Histogram park_seconds_{ParkSecondsBounds()};
   JobTraffic traffic_;
 };

@@ -87,13 +87,16 @@ int64_t ShardJob::Pull(const PullRequest& request, PullCallback done) {
     }
     if (status.ok()) {
       if (!observer) HeardLocked(request.worker());
-      if (replaying_ && !observer) {
-        replayed_id = next_waiter_id_++;
-        waiters_.emplace(replayed_id, Waiter{request, std::move(done), clock_->Now()});
-      } else if (!rule_->PullReady(request)) {
-        int64_t id = next_waiter_id_++;
-        waiters_.emplace(id, Waiter{request, std::move(done), clock_->Now()});
-        return id;
+      const bool replayed = replaying_ && !observer;
+      if (replayed || !rule_->PullReady(request)) {
+        if (!closed_.ok()) {
+          status = closed_;  // Nothing would wake it here.
+        } else {
+          const int64_t id = next_waiter_id_++;
+          waiters_.emplace(id, Waiter{request, std::move(done), clock_->Now()});
+          if (!replayed) return id;
+          replayed_id = id;
+        }
       }
     }
   }
@@ -238,12 +241,18 @@ void ShardJob::CancelAllWaiters(const absl::Status& status) {
   std::map<int64_t, Waiter> waiters;
   {
     absl::MutexLock lock(&mu_);
+    closed_ = status.ok() ? absl::CancelledError("the shard stopped") : status;
     waiters.swap(waiters_);
   }
   for (auto& [id, waiter] : waiters) {
     EndPark(waiter);
     waiter.done(status);
   }
+}
+
+void ShardJob::Reopen() {
+  absl::MutexLock lock(&mu_);
+  closed_ = absl::OkStatus();
 }
 
 bool ShardJob::AllWorkersLeft() const {

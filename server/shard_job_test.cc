@@ -481,6 +481,22 @@ TEST(ShardJobSyncTest, CancelledPullsAreAnsweredOnceWithTheStatus) {
   EXPECT_EQ(second.result.status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(third.result.status().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(job->Stats().parked_pulls(), 0);
+
+  // A pull that comes after (it found the copy serving just before) parks no more: nothing
+  // would wake it. One that is ready is answered; after Reopen (the copy serves again) a pull
+  // parks again.
+  PullOutcome late, ready, reopened;
+  EXPECT_EQ(StartPull(job.get(), MakePull(0, 1), &late), 0);
+  ASSERT_EQ(late.calls, 1);
+  EXPECT_EQ(late.result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(StartPull(job.get(), MakePull(0, 0), &ready), 0);
+  ASSERT_EQ(ready.calls, 1);
+  EXPECT_TRUE(ready.result.ok()) << ready.result.status();
+  job->Reopen();
+  EXPECT_NE(StartPull(job.get(), MakePull(0, 1), &reopened), 0);
+  EXPECT_EQ(reopened.calls, 0);
+  job->CancelAllWaiters(absl::CancelledError("test over"));
+  EXPECT_EQ(reopened.calls, 1);
 }
 
 TEST(ShardJobSyncTest, BackupWorkersApplyTheFirstGradientsAndDropTheRest) {

@@ -62,16 +62,15 @@ absl::Status ShardReplicator::Fenced() const {
   return fenced_;
 }
 
-absl::Status ShardReplicator::FencedOnceSettled(absl::Duration patience) const {
-  absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(this, &ShardReplicator::HandBackSettledLocked), patience);
-  return fenced_;
-}
-
 std::optional<absl::Time> ShardReplicator::HandedBackAt() const {
   absl::MutexLock lock(&mu_);
   if (!handed_back_) return std::nullopt;
-  return handed_back_at_;
+  return hand_back_queued_at_;
+}
+
+bool ShardReplicator::HandingBack() const {
+  absl::MutexLock lock(&mu_);
+  return handing_back_;
 }
 
 namespace {
@@ -108,6 +107,7 @@ bool ShardReplicator::Superseding() const {
 
 void ShardReplicator::QueueHandBackLocked() {
   handing_back_ = true;
+  hand_back_queued_at_ = absl::Now();
   fenced_ = absl::UnavailableError(absl::StrCat(
       JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(),
       " is going back to its own ps, ", options_.backup_name,
@@ -121,33 +121,38 @@ void ShardReplicator::QueueHandBackLocked() {
 
 void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
   const std::string prefix = JobPrefix(job_->spec().job_id());
-  const bool accepted = ack != nullptr && ack->code() == 0;
+  const bool refused_there = ack != nullptr && ack->code() != 0;
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
     handing_back_ = false;
-    if (accepted) {
+    if (refused_there) {
+      fenced_ = absl::OkStatus();
+      hand_back_refused_ = true;
+    } else {
+      // Acknowledged; or unanswered (the stream broke and the own ps is out of reach): it may
+      // have taken the shard, so this copy stops serving either way. ParameterService's
+      // RetakeFromGonePs serves it again here if that ps turns out gone right away.
       handed_back_ = true;
-      handed_back_at_ = absl::Now();
       fenced_ = absl::UnavailableError(absl::StrCat(
           prefix, "shard ", job_->ps_index(), " went back to its own ps, ", options_.backup_name,
+          ack == nullptr ? " (its answer was lost)" : "",
           ", which serves it now; a replicated job's worker retries there"));
       stats_.set_state(ReplicationStats::HANDED_BACK);
-      stats_.set_inputs_replicated(stats_.inputs_replicated() + 1);
-    } else {
-      fenced_ = absl::OkStatus();
+      if (ack != nullptr) stats_.set_inputs_replicated(stats_.inputs_replicated() + 1);
     }
     refused = fenced_;
   }
-  if (!accepted) {
+  if (refused_there) {
     LOG(WARNING) << prefix << "shard " << job_->ps_index() << " did not go back to "
-                 << options_.backup_name << " ("
-                 << (ack == nullptr ? std::string("it went away") : ack->message())
-                 << "): it is served here still, and goes back at the next install there";
+                 << options_.backup_name << " (" << ack->message()
+                 << "): it is served here still, and is handed back again after a new install";
     return;
   }
   LOG(INFO) << prefix << "shard " << job_->ps_index() << " went back to its own ps, "
-            << options_.backup_name << ", which serves it now";
+            << options_.backup_name
+            << (ack == nullptr ? " (unanswered: that ps went out of reach)" : "")
+            << ", which serves it now";
   // Pulls parked here (a barrier, a bound) are answered there.
   job_->CancelAllWaiters(refused);
 }
@@ -156,6 +161,7 @@ void ShardReplicator::Fence(const absl::Status& why) {
   std::deque<std::shared_ptr<Pending>> left;
   {
     absl::MutexLock lock(&mu_);
+    handing_back_ = false;
     fenced_ = absl::UnavailableError(absl::StrCat(
         JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(), " moved to ",
         options_.backup_name, ", which took it over (", why.message(),
@@ -230,6 +236,10 @@ void ShardReplicator::Run() {
           break;
         }
         if (handed_back_) break;
+        if (hand_back_refused_) {
+          broke = "the own ps refused the hand-back: it is tried again with a new install";
+          break;
+        }
       }
       context.TryCancel();
       {
@@ -250,6 +260,13 @@ void ShardReplicator::Run() {
                    << options_.backup_name << " broke (" << broke
                    << "); updates wait while it reopens";
       SetState(ReplicationStats::CONNECTING, broke);
+      {
+        absl::MutexLock lock(&mu_);
+        if (std::exchange(hand_back_refused_, false)) {  // Not at once: each try is an install.
+          mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.retry_interval);
+          if (stopping_) return;
+        }
+      }
       unreachable_since = absl::Now();
       continue;
     }
@@ -301,6 +318,8 @@ void ShardReplicator::Run() {
         if (pending_.empty()) break;
       }
       ApplyOldest(nullptr);
+      absl::MutexLock lock(&mu_);
+      if (handed_back_) return;  // Unanswered: see FinishHandBack.
     }
   }
 }

@@ -89,19 +89,17 @@ class ShardReplicator {
   // OK while this copy serves the shard; else the error to answer requests with: the backup
   // took the shard over (FENCED), or the shard is going or went back to its own ps.
   absl::Status Fenced() const ABSL_LOCKS_EXCLUDED(mu_);
-  // As Fenced(), but while the shard is going back to its own ps, first waits (at most
-  // `patience`) to know whether it went: a request is then answered "went back" and goes
-  // straight to the copy that serves the shard. Answered "going back", it would bounce between
-  // the two copies (the own ps sends it back here until the hand-back reaches it) and could
-  // spend its caller's attempts.
-  absl::Status FencedOnceSettled(absl::Duration patience) const ABSL_LOCKS_EXCLUDED(mu_);
-  // Whether this copy will never serve the shard again: FENCED or HANDED_BACK.
+  // Whether this copy no longer serves the shard: FENCED (never again) or HANDED_BACK (again only
+  // as a new replicator's, ParameterService::RetakeFromGonePs).
   bool Superseded() const ABSL_LOCKS_EXCLUDED(mu_);
-  // When the shard's own ps acknowledged the hand-back (HANDED_BACK); none before.
+  // For a copy that went back (HANDED_BACK; none before): when it queued the hand-back, before
+  // the own ps could have taken the shard.
   std::optional<absl::Time> HandedBackAt() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Whether this copy went back (HANDED_BACK) less than `within` ago and the ps it went back to
-  // refuses connections now (stopped or crashed, not merely slow); waits up to 100 ms for a
-  // connection attempt to tell.
+  // Whether the hand-back is sent and its answer not yet in.
+  bool HandingBack() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether this copy went back (HANDED_BACK), queuing the hand-back less than `within` ago,
+  // and the ps it went back to refuses connections now (stopped or crashed, not merely slow);
+  // waits up to 100 ms for a connection attempt to tell.
   bool WentBackToAPsNowGone(absl::Duration within) const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this copy was handed the shard by the backup's copy and has not installed its backup
   // there yet: the backup's copy, which may not know it handed the shard back (its stream broke
@@ -130,12 +128,10 @@ class ShardReplicator {
   void Fence(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   // Queues the hand-back input after those pending, and refuses new inputs and requests.
   void QueueHandBackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The hand-back's end: HANDED_BACK when the backup acknowledged it; else (`ack` null: the
-  // backup went away; or its refusal) this copy goes on serving.
+  // The hand-back's end: HANDED_BACK when the backup acknowledged it, or when its answer was
+  // lost (`ack` null: the stream broke, and the backup is out of reach); on its refusal this copy
+  // goes on serving, and hands the shard back again after a new install.
   void FinishHandBack(const ReplicaAck* ack) ABSL_LOCKS_EXCLUDED(mu_);
-  bool HandBackSettledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !handing_back_ || stopping_;
-  }
 
   const std::shared_ptr<ShardJob> job_;
   const ShardReplicatorOptions options_;
@@ -155,7 +151,8 @@ class ShardReplicator {
   absl::Status fenced_ ABSL_GUARDED_BY(mu_);
   bool handing_back_ ABSL_GUARDED_BY(mu_) = false;  // The hand-back input is pending.
   bool handed_back_ ABSL_GUARDED_BY(mu_) = false;   // ... and was acknowledged: Run ends.
-  absl::Time handed_back_at_ ABSL_GUARDED_BY(mu_);  // When.
+  absl::Time hand_back_queued_at_ ABSL_GUARDED_BY(mu_);
+  bool hand_back_refused_ ABSL_GUARDED_BY(mu_) = false;  // Reopen later, and hand back again.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // Run.
 };
