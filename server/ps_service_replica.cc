@@ -158,6 +158,12 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::RetakeFromGonePs(
   // sooner than half that after the hand-back, an own ps that refuses connections has applied
   // nothing this copy lacks. Otherwise the request hears where the shard went.
   if (!went_back->WentBackToAPsNowGone(options_.replica_unreachable_after / 2)) return job;
+  // Ready to serve before a request can find it serving (the replicator below): its workers'
+  // signs of life went to the own ps meanwhile, so each has a full lease from now, and it parks
+  // pulls again (closed when it went back, ShardJob::CancelAllWaiters). Harmless if another
+  // call took it over first, or the own ps's install replaced it.
+  job->RenewLeases();
+  job->Reopen();
   std::shared_ptr<ShardReplicator> dropped;  // The one that went back; stopped outside mu_.
   {
     absl::MutexLock lock(&mu_);
@@ -177,9 +183,6 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::RetakeFromGonePs(
     if (!made.ok()) return made.status();
   }
   dropped.reset();
-  // Its workers' signs of life went to the own ps meanwhile: each has a full lease from now.
-  job->RenewLeases();
-  job->Reopen();  // Closed when it went back (CancelAllWaiters).
   LOG(WARNING) << JobPrefix(job_id) << TaskName() << " takes shard " << shard
                << " over again (at version " << job->Stats().version() << "): its own ps, ps:"
                << shard << ", took it back and stopped before replicating it here; the shard "

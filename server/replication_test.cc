@@ -574,10 +574,18 @@ TEST_F(HandBackTest, AnInstallOvertakingTheHandBacksAnswerWaitsForIt) {
   EXPECT_EQ(code, grpc::StatusCode::OK) << "the own ps's install after the answer";
 }
 
+// The same with an own ps that refuses the first hand-back (set before the takeover).
+class RefusingHomeTest : public HandBackTest {
+ protected:
+  void SetUp() override {
+    home_.refusals = 1;
+    HandBackTest::SetUp();
+  }
+};
+
 // A hand-back the own ps refuses leaves the shard served where it is, and is made again after a
 // new install there.
-TEST_F(HandBackTest, ARefusedHandBackIsMadeAgain) {
-  home_.refusals = 1;
+TEST_F(RefusingHomeTest, ARefusedHandBackIsMadeAgain) {
   ASSERT_TRUE(home_.handed_back.WaitForNotificationWithTimeout(absl::Seconds(20)))
       << "ps:1 did not hand shard 0 back again after a refusal";
   EXPECT_EQ(home_.hand_backs, 2);

@@ -107,6 +107,7 @@ bool ShardReplicator::Superseding() const {
 
 void ShardReplicator::QueueHandBackLocked() {
   handing_back_ = true;
+  hand_back_sent_ = false;
   hand_back_queued_at_ = absl::Now();
   fenced_ = absl::UnavailableError(absl::StrCat(
       JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(),
@@ -122,39 +123,47 @@ void ShardReplicator::QueueHandBackLocked() {
 void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
   const std::string prefix = JobPrefix(job_->spec().job_id());
   const bool refused_there = ack != nullptr && ack->code() != 0;
-  absl::Status refused;
+  bool stays;  // Here: refused, or unanswered and never sent (the own ps cannot have it).
+  absl::Status gone;
   {
     absl::MutexLock lock(&mu_);
     handing_back_ = false;
-    if (refused_there) {
+    stays = refused_there || (ack == nullptr && !hand_back_sent_);
+    if (stays) {
       fenced_ = absl::OkStatus();
-      hand_back_refused_ = true;
+      hand_back_refused_ = refused_there;
     } else {
-      // Acknowledged; or unanswered (the stream broke and the own ps is out of reach): it may
-      // have taken the shard, so this copy stops serving either way. ParameterService's
-      // RetakeFromGonePs serves it again here if that ps turns out gone right away.
-      handed_back_ = true;
+      // Acknowledged; or sent and unanswered (the stream broke, the own ps is out of reach): it
+      // may have taken the shard, so this copy stops serving either way (ParameterService's
+      // RetakeFromGonePs serves it again here if that ps turns out gone right away).
       fenced_ = absl::UnavailableError(absl::StrCat(
           prefix, "shard ", job_->ps_index(), " went back to its own ps, ", options_.backup_name,
           ack == nullptr ? " (its answer was lost)" : "",
           ", which serves it now; a replicated job's worker retries there"));
-      stats_.set_state(ReplicationStats::HANDED_BACK);
-      if (ack != nullptr) stats_.set_inputs_replicated(stats_.inputs_replicated() + 1);
+      gone = fenced_;
     }
-    refused = fenced_;
   }
-  if (refused_there) {
+  if (stays) {
     LOG(WARNING) << prefix << "shard " << job_->ps_index() << " did not go back to "
-                 << options_.backup_name << " (" << ack->message()
-                 << "): it is served here still, and is handed back again after a new install";
+                 << options_.backup_name << " ("
+                 << (refused_there ? ack->message()
+                                   : std::string("out of reach before the hand-back was sent"))
+                 << "): it is served here still, and is handed back after a new install there";
     return;
+  }
+  // Pulls parked here (a barrier, a bound) are answered there; closed before HandedBackAt says
+  // so, which a retake (RetakeFromGonePs, then ShardJob::Reopen) waits for.
+  job_->CancelAllWaiters(gone);
+  {
+    absl::MutexLock lock(&mu_);
+    handed_back_ = true;
+    stats_.set_state(ReplicationStats::HANDED_BACK);
+    if (ack != nullptr) stats_.set_inputs_replicated(stats_.inputs_replicated() + 1);
   }
   LOG(INFO) << prefix << "shard " << job_->ps_index() << " went back to its own ps, "
             << options_.backup_name
             << (ack == nullptr ? " (unanswered: that ps went out of reach)" : "")
             << ", which serves it now";
-  // Pulls parked here (a barrier, a bound) are answered there.
-  job_->CancelAllWaiters(refused);
 }
 
 void ShardReplicator::Fence(const absl::Status& why) {
@@ -394,6 +403,8 @@ void ShardReplicator::Send(Stream* stream, grpc::ClientContext* context, uint64_
       if (stopping_ || generation_ != generation) return;
       next = pending_[static_cast<size_t>(next_to_send_ - applied_ - 1)];
       ++next_to_send_;
+      // From here the own ps may have it (even if the write fails).
+      if (next->input.has_hand_back()) hand_back_sent_ = true;
     }
     const int64_t bytes = static_cast<int64_t>(next->input.ByteSizeLong());
     if (!stream->Write(next->input)) {

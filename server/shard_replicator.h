@@ -129,8 +129,9 @@ class ShardReplicator {
   // Queues the hand-back input after those pending, and refuses new inputs and requests.
   void QueueHandBackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The hand-back's end: HANDED_BACK when the backup acknowledged it, or when its answer was
-  // lost (`ack` null: the stream broke, and the backup is out of reach); on its refusal this copy
-  // goes on serving, and hands the shard back again after a new install.
+  // lost (`ack` null: the stream broke, and the backup is out of reach) after it was sent; on
+  // its refusal, or unanswered and never sent, this copy goes on serving, and hands the shard
+  // back again after a new install.
   void FinishHandBack(const ReplicaAck* ack) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::shared_ptr<ShardJob> job_;
@@ -153,6 +154,7 @@ class ShardReplicator {
   bool handed_back_ ABSL_GUARDED_BY(mu_) = false;   // ... and was acknowledged: Run ends.
   absl::Time hand_back_queued_at_ ABSL_GUARDED_BY(mu_);
   bool hand_back_refused_ ABSL_GUARDED_BY(mu_) = false;  // Reopen later, and hand back again.
+  bool hand_back_sent_ ABSL_GUARDED_BY(mu_) = false;  // Taken by Send: the own ps may have it.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;  // Run.
 };

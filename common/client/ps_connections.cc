@@ -276,7 +276,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
   for (size_t i = 0; i < calls.size(); ++i) pending[i] = i;
   absl::Duration backoff = options_.initial_backoff;
   bool failed_over = false;  // A first switch to a shard's other copy goes at once.
-  const absl::Time patient_until = absl::Now() + options_.failover_patience;
+  absl::Time patient_until = absl::InfiniteFuture();  // Set at the first failure.
   for (int attempt = 1;; ++attempt) {
     const bool replicated = std::any_of(pending.begin(), pending.end(),
                                         [&](size_t i) { return calls[i].replicated; });
@@ -309,6 +309,9 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     }
     if (!first_error.ok()) return first_error;
     if (retry.empty()) return absl::OkStatus();
+    if (patient_until == absl::InfiniteFuture()) {
+      patient_until = absl::Now() + options_.failover_patience;
+    }
     for (const auto& [shard, task] : switched) Failover(shard, task);
     if (!switched.empty()) {
       // Every call of a switched shard goes again, answered or not: the chunks of a push must

@@ -42,7 +42,7 @@ struct PsClientOptions {
   absl::Duration initial_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(2);
   // A batch with a replicated call (Call.replicated) tries on past max_attempts until this long
-  // after it began, moving between the shard's two copies with waits of at most
+  // after its first failure (a pull may have waited long at a barrier before), moving between the shard's two copies with waits of at most
   // 4 * initial_backoff: a shard on the move (a takeover, a move home, a copy taking it over
   // again) may refuse calls for up to its ps's --replica_unreachable_after.
   absl::Duration failover_patience = absl::Seconds(5);
