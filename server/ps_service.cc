@@ -854,7 +854,7 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
   if (alive == nullptr || alive->spec().worker_lease_ms() <= 0) return;
   const absl::Duration lease = absl::Milliseconds(alive->spec().worker_lease_ms());
   const absl::Time next = options_.clock->Now() + std::max(lease / 4, absl::Milliseconds(50));
-  timer_.Schedule(next, [this, id, job, lease] {
+  timer_.Schedule(next, [this, id, job, lease, next] {
     const std::shared_ptr<ShardJob> watched = job.lock();
     if (watched == nullptr) return;  // Deleted.
     absl::StatusOr<std::shared_ptr<ShardReplicator>> changes = ChangesThrough(watched);
@@ -864,6 +864,18 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
     // lease; one going back judges none until it knows whether it went.
     if (replicator != nullptr && replicator->Superseded()) return;
     if (replicator != nullptr && !replicator->Fenced().ok()) {
+      WatchLeases(id, job);
+      return;
+    }
+    // This ps did not run for a while (stopped, its host paused or starved): it heard nothing
+    // from anyone meanwhile, which says nothing of the workers. Their leases start anew (a
+    // worker that is gone is lost one lease later).
+    const absl::Duration late = options_.clock->Now() - next;
+    if (late > lease / 2) {
+      LOG(WARNING) << "job " << id << ": " << TaskName() << " did not run for " << late
+                   << " (stopped or starved): every worker's lease on shard "
+                   << watched->ps_index() << " starts anew";
+      watched->RenewLeases();
       WatchLeases(id, job);
       return;
     }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cluster/host_port.h"
+#include "common/net/grpc_keepalive.h"
 #include "common/net/grpc_reconnect.h"
 #include "common/net/grpc_status.h"
 #include "common/security/auth_token.h"
@@ -61,6 +62,7 @@ std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
   arguments.SetMaxReceiveMessageSize(-1);
   arguments.SetMaxSendMessageSize(-1);
   SetQuickReconnect(&arguments, absl::Milliseconds(500));
+  SetKeepalive(&arguments);
   ShardReplicatorOptions replicator;
   replicator.backup_name = absl::StrCat("ps:", backup, " (", address, ")");
   replicator.channel = grpc::experimental::CreateCustomChannelWithInterceptors(

@@ -73,8 +73,18 @@ bool DaemonCluster::Kill(const std::string& task) {
   return ended;
 }
 
+bool DaemonCluster::Signal(const std::string& task, int signal) {
+  auto it = daemons_.find(task);
+  if (it == daemons_.end()) return false;
+  it->second.Signal(signal);
+  return true;
+}
+
 bool DaemonCluster::Stop(std::vector<std::string>* stuck) {
-  for (auto& [task, daemon] : daemons_) daemon.Signal(SIGTERM);
+  for (auto& [task, daemon] : daemons_) {
+    daemon.Signal(SIGTERM);
+    daemon.Signal(SIGCONT);
+  }
   for (auto& [task, daemon] : daemons_) {
     if (!daemon.Wait(absl::Seconds(20)).has_value()) stuck->push_back(task);
   }

@@ -31,7 +31,10 @@ class DaemonCluster {
   absl::Status StartTask(const std::string& task);
   // kill -9 of `task`; returns once it has ended (false if it did not within 10 s).
   bool Kill(const std::string& task);
-  // Stops every task with SIGTERM; false, naming them in `*stuck`, for those that did not end
+  // Sends `signal` to `task` (SIGSTOP: it hangs, holding its connections open; SIGCONT: it goes
+  // on); false if it is not running.
+  bool Signal(const std::string& task, int signal);
+  // Stops every task with SIGTERM (and SIGCONT, for a task stopped by Signal); false, naming them in `*stuck`, for those that did not end
   // within 20 s (they are then killed).
   bool Stop(std::vector<std::string>* stuck);
 

@@ -7,16 +7,21 @@
 // back to), the parameters and test accuracy of the same job run undisturbed, every shard
 // a killed ps served taken over by its backup within 1 s of the kill, and no process left
 // behind. Per kill, the takeover's time (from the ps logs) and the job's next recorded step are
-// printed.
+// printed. After the kills a ps hangs: stopped (SIGSTOP) for kHang with its connections open,
+// so that only gRPC keepalive (common/net/grpc_keepalive.h) finds it gone; the next ps must take
+// its shard over and the job go on meanwhile, and once continued the hung ps is fenced off
+// and gets its shard back.
 //
 // REPLICATION_KILLS (4) and REPLICATION_SEED (3) come from the environment: tools/chaos.sh
 // replicated runs 20.
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -39,9 +44,12 @@ namespace {
 
 const int kKills = EnvInt("REPLICATION_KILLS", 4);
 const int kSeed = EnvInt("REPLICATION_SEED", 3);
-// Each worker sleeps 4 ms a step on average (the job's stragglers), so the job lasts at least
-// 4 ms x kSteps: longer than the kills (4 s of start, then at most 5 s each).
-const int kSteps = std::max(2500, 1400 * (kKills + 1));
+// How long a ps hangs: past keepalive's finding it (about 7 s) and the takeover after it.
+constexpr absl::Duration kHang = absl::Seconds(12);
+// Each worker sleeps 4 ms a step on average (the job's stragglers), up to 8 ms, and a SYNC step
+// waits for the slowest of 3 (6 ms on average), so the job lasts at least 6 ms x kSteps: longer
+// than the kills (4 s of start, then at most 5 s each), the hang and the move home after it.
+const int kSteps = std::max(2500, 1400 * (kKills + 2));
 // What a run may take: at least 40 steps a second.
 const absl::Duration kRunTimeout = absl::Seconds(60 + kSteps / 40);
 
@@ -106,14 +114,15 @@ class ReplicationProcessTest : public ::testing::Test {
   }
 
   // psctl_testing's small job, replicated, without checkpoints, each worker sleeping 4 ms a step
-  // on average.
+  // on average. The workers' lease is longer than the time a hung ps takes to be found (its
+  // shard's steps wait meanwhile, and no worker calls the other shards).
   // `checkpoint`: the job's checkpoint policy (none by default). No time limit: the run must
   // reach its steps however many kills it outlasts.
   std::string Job(const std::string& id, int steps = kSteps,
                   const std::string& checkpoint = "{}") const {
     nlohmann::json job = nlohmann::json::parse(
         JobJson(id, steps, R"({"mode": "SYNC"})",
-                absl::StrCat(R"(, "worker_lease_s": 5, "replicas": 2,
+                absl::StrCat(R"(, "worker_lease_s": 15, "replicas": 2,
                    "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 4},
                    "checkpoint": )",
                              checkpoint)));
@@ -160,6 +169,13 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
     ASSERT_TRUE(cluster_->StartTask(task).ok()) << task;  // A ps empty: its backups rebuild it.
     absl::SleepFor(uniform(2.5, 3));
   }
+  // The hang, of a ps that serves its own shard by now (each shard went home after its kill).
+  const int hung = static_cast<int>(random() % 3);
+  ASSERT_FALSE(killed.Ended()) << "the job ended before the hang: " << killed.Output();
+  const absl::Time hung_at = absl::Now();
+  ASSERT_TRUE(cluster_->Signal(absl::StrCat("ps:", hung), SIGSTOP));
+  absl::SleepFor(kHang);
+  ASSERT_TRUE(cluster_->Signal(absl::StrCat("ps:", hung), SIGCONT));
   ASSERT_EQ(killed.Wait(kRunTimeout), 0) << killed.Output();
 
   nlohmann::json summary = nlohmann::json::parse(ReadFile(results + "/summary.json"));
@@ -192,7 +208,7 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   bool first_ps_kill = true;
   for (size_t k = 0; k < kills.size(); ++k) {
     const auto& [at, task] = kills[k];
-    const absl::Time next_kill = k + 1 < kills.size() ? kills[k + 1].first : absl::InfiniteFuture();
+    const absl::Time next_kill = k + 1 < kills.size() ? kills[k + 1].first : hung_at;
     const double kill_s = absl::ToDoubleSeconds(at - psctl_start);
     const int64_t step = LastStepAt(results + "/metrics.csv", kill_s);
     const double next_s = FirstStepPast(results + "/metrics.csv", kill_s, step);
@@ -221,6 +237,35 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
       first_ps_kill = false;
     }
   }
+  // The hang: the next ps took the hung one's shard over while it was stopped, the job went on
+  // from there, and once continued the hung ps was fenced off (the shard went home: below).
+  const std::string taken_over = absl::StrFormat("ps:%d takes over shard %d", (hung + 1) % 3, hung);
+  std::optional<absl::Time> taken_at;
+  for (const auto& [time, what] : takeovers) {
+    if (time >= hung_at && time < hung_at + kHang && what == taken_over) taken_at = time;
+  }
+  const double hung_s = absl::ToDoubleSeconds(hung_at - psctl_start);
+  absl::StrAppendFormat(&report, "  ps:%d stopped at %.1fs for %s", hung, hung_s,
+                        absl::FormatDuration(kHang));
+  if (taken_at.has_value()) {
+    const double taken_s = absl::ToDoubleSeconds(*taken_at - psctl_start);
+    const double next_s = FirstStepPast(results + "/metrics.csv", taken_s,
+                                        LastStepAt(results + "/metrics.csv", taken_s));
+    absl::StrAppendFormat(&report, ": %s %.2fs after the stop, the next step %.2fs after that",
+                          taken_over, taken_s - hung_s, next_s - taken_s);
+    EXPECT_GT(next_s, 0);
+    EXPECT_LT(next_s, hung_s + absl::ToDoubleSeconds(kHang))
+        << "no step while ps:" << hung << " was stopped, after the takeover";
+  }
+  EXPECT_TRUE(taken_at.has_value()) << "no \"" << taken_over << "\" while ps:" << hung
+                                    << " was stopped";
+  bool fenced = false;
+  for (const auto& [time, what] : Logged(dir_, " is fenced off here")) {
+    fenced |= time >= hung_at + kHang &&
+              what.find(absl::StrCat("shard ", hung)) != std::string::npos;
+  }
+  EXPECT_TRUE(fenced) << "ps:" << hung << " was not fenced off once continued";
+  report += "\n";
   std::cout << report;
 
   // psctl status shows the replication of each shard.

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/net/grpc_deadline.h"
 #include "common/security/auth_token.h"
+#include "common/net/grpc_keepalive.h"
 #include "common/net/grpc_reconnect.h"
 #include "common/net/grpc_status.h"
 #include "common/cluster/host_port.h"
@@ -219,6 +220,7 @@ absl::StatusOr<std::unique_ptr<PsConnections>> PsConnections::Create(
       // A distinct argument per connection keeps gRPC from sharing one TCP connection.
       arguments.SetInt("ps.connection_index", c);
       SetQuickReconnect(&arguments, options.max_reconnect_backoff);
+      SetKeepalive(&arguments);
       Connection connection;
       connection.channel = grpc::experimental::CreateCustomChannelWithInterceptors(
           address->ToString(), ChannelCredentialsFor(options.security), arguments,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/net/grpc_keepalive.h"
 
 namespace ps {
 namespace {
@@ -59,6 +60,7 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& address,
   for (grpc::Service* service : services) builder.RegisterService(service);
   if (!reflection) builder.SetOption(std::make_unique<WithoutReflection>());
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  AcceptKeepalive(&builder);
   builder.SetMaxReceiveMessageSize(max_message_bytes);
   builder.SetMaxSendMessageSize(max_message_bytes);
   if (rpc_metrics != nullptr) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/optional.h"
 #include "common/net/grpc_deadline.h"
+#include "common/net/grpc_keepalive.h"
 #include "common/net/grpc_reconnect.h"
 #include "common/net/grpc_status.h"
 #include "proto/health.grpc.pb.h"
@@ -29,6 +30,7 @@ std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::stri
                                                      const std::string& token) {
   grpc::ChannelArguments arguments;
   SetQuickReconnect(&arguments, kMaxReconnectBackoff);
+  SetKeepalive(&arguments);
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& address : addresses) {
     channels.push_back(grpc::experimental::CreateCustomChannelWithInterceptors(

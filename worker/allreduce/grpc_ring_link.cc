@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/security/auth_token.h"
 #include "common/net/grpc_deadline.h"
+#include "common/net/grpc_keepalive.h"
 #include "common/net/grpc_reconnect.h"
 #include "common/net/grpc_status.h"
 #include "common/cluster/host_port.h"
@@ -280,6 +281,7 @@ absl::StatusOr<std::unique_ptr<RingLink>> MakeGrpcRingLink(const ClusterSpec& cl
   arguments.SetMaxReceiveMessageSize(options.max_message_bytes);
   arguments.SetMaxSendMessageSize(options.max_message_bytes);
   SetQuickReconnect(&arguments, kMaxReconnectBackoff);
+  SetKeepalive(&arguments);
   std::shared_ptr<grpc::Channel> channel = grpc::experimental::CreateCustomChannelWithInterceptors(
       address->ToString(), ChannelCredentialsFor(options.security), arguments,
       BearerTokenInterceptors(options.token));
