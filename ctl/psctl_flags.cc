@@ -28,6 +28,9 @@ DEFINE_bool(resume, false,
             "submit: continue the job from its latest complete checkpoint as a new run (the "
             "same job file; a damaged checkpoint falls back to the one before)");
 DEFINE_bool(detach, false, "submit: start the job and print its id without following it");
+DEFINE_int32(wait_for_cluster_s, 0,
+             "submit: wait up to this many seconds for a cluster that is not ready (daemons "
+             "still starting), probing it every second, before refusing the job (exit 138)");
 DEFINE_bool(replace, false, "submit: when the cluster already holds the job id (an earlier run), "
                             "stop that run and delete its state everywhere, then start afresh");
 DEFINE_int32(ps, 2, "local: ps tasks to start");

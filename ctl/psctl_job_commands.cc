@@ -62,6 +62,7 @@ int Submit(const ClusterSpec& cluster, const JobSpec& spec, const std::string& r
   options.results_dir = results;
   options.overwrite = FLAGS_overwrite;
   options.detach = FLAGS_detach;
+  options.wait_for_cluster = absl::Seconds(std::max(0, FLAGS_wait_for_cluster_s));
   options.replace = FLAGS_replace;
   options.resume = FLAGS_resume;
   options.interrupted = &interrupted;
@@ -217,8 +218,21 @@ int SubmitCommand() {
 int Status() {
   absl::StatusOr<ClusterSpec> cluster = Cluster();
   if (!cluster.ok()) return Fail(cluster.status());
-  std::cout << ClusterStatus(*cluster, FLAGS_job);
-  return 0;
+  std::vector<absl::Status> unanswered;
+  std::cout << ClusterStatus(*cluster, FLAGS_job, &unanswered);
+  if (unanswered.empty()) return 0;
+  // A task down says "retry" (a script waiting for the cluster); one that refused this caller's
+  // credentials, "fix them" (README, "Exit codes").
+  int code = kExitRetry;
+  for (const absl::Status& status : unanswered) {
+    if (ExitCode(status) == kExitBadInput) code = kExitBadInput;
+  }
+  const int tasks = cluster->NumTasks(kPsJob) + cluster->NumTasks(kWorkerJob);
+  std::cerr << "psctl: " << unanswered.size() << " of the cluster's " << tasks << " tasks "
+            << (unanswered.size() == 1 ? "does" : "do") << " not answer"
+            << (code == kExitBadInput ? " (refused: check the credentials)" : " (down?)")
+            << "\n";
+  return code;
 }
 
 int Stop() {

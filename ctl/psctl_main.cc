@@ -23,9 +23,11 @@
 // The commands are in psctl_job_commands.cc and psctl_cluster_commands.cc (ctl/psctl_commands.h),
 // their flags in psctl_flags.cc; this file holds the command table, the help and main.
 //
-// Exit status: 0 on success; 1 when the job or the cluster failed (the message says why);
-// 2 for bad input or usage; 130 when interrupted (the job is stopped everywhere). dashboard
-// runs until SIGINT or SIGTERM, then stops and exits 0; top likewise, or until q is pressed.
+// Exit status (ctl/job/exit_code.h): 0 on success; 1 when the job failed on its own; 2 for bad
+// input or usage (an unknown flag too); 4 when someone else stopped the job; 130 when
+// interrupted (the job is stopped everywhere); 138 when the cluster is not ready, out of reach
+// or full (retry). dashboard runs until SIGINT or SIGTERM, then stops and exits 0; top likewise,
+// or until q is pressed.
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,7 +90,8 @@ std::vector<Command> JobAndClusterCommands() {
        "  psctl submit --cluster_spec=cluster.json --job=config/jobs/default.json\n"
        "  psctl submit --cluster_spec=cluster.json --job=job.json --replace   # its id ran before\n"
        "  psctl submit --cluster_spec=cluster.json --job=job.json --resume    # from a checkpoint",
-       {"cluster_spec", "job", "results", "overwrite", "replace", "resume", "detach"}},
+       {"cluster_spec", "job", "results", "overwrite", "replace", "resume", "detach",
+        "wait_for_cluster_s"}},
       {"status", 0, [](const std::vector<std::string>&) { return Status(); },
        "every task up or down, its jobs, and one job's versions and staleness",
        "psctl status --cluster_spec=F [--job=ID]\n\n"
@@ -254,7 +257,7 @@ int main(int argc, char** argv) {
   }
   gflags::SetUsageMessage(ps::Usage());
   ps::SetVersionFlag();
-  gflags::ParseCommandLineFlags(&argc, &argv, /*remove_flags=*/true);
+  ps::ParseFlags(&argc, &argv);
   FLAGS_logtostderr = true;
   FLAGS_minloglevel = 1;  // Warnings and errors only: psctl talks through its own output.
   google::InitGoogleLogging(argv[0]);

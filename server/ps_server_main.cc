@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   ps::HandleHelp(argc, argv, kUsage);
   gflags::SetUsageMessage(kUsage);
   ps::SetVersionFlag();
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  ps::ParseFlags(&argc, &argv);
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);
   return Run();

@@ -857,6 +857,16 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
   timer_.Schedule(next, [this, id, job, lease, next] {
     const std::shared_ptr<ShardJob> watched = job.lock();
     if (watched == nullptr) return;  // Deleted.
+    // This ps did not run for a while (stopped, its host paused): it heard nothing from anyone
+    // meanwhile, which says nothing of the workers, so that time counts as no one's silence. A
+    // tick merely late (a busy timer thread: requests were heard meanwhile) is not forgiven.
+    const absl::Duration late = options_.clock->Now() - next;
+    if (late > std::max(lease / 2, absl::Seconds(1))) {
+      LOG(WARNING) << "job " << id << ": " << TaskName() << " did not run for about " << late
+                   << " (stopped or paused): that time counts as no worker's silence on shard "
+                   << watched->ps_index();
+      watched->ForgiveLeases(late);
+    }
     absl::StatusOr<std::shared_ptr<ShardReplicator>> changes = ChangesThrough(watched);
     if (!changes.ok()) return;  // Stopping, or another copy serves the shard now.
     std::shared_ptr<ShardReplicator> replicator = *std::move(changes);
@@ -864,18 +874,6 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
     // lease; one going back judges none until it knows whether it went.
     if (replicator != nullptr && replicator->Superseded()) return;
     if (replicator != nullptr && !replicator->Fenced().ok()) {
-      WatchLeases(id, job);
-      return;
-    }
-    // This ps did not run for a while (stopped, its host paused or starved): it heard nothing
-    // from anyone meanwhile, which says nothing of the workers. Their leases start anew (a
-    // worker that is gone is lost one lease later).
-    const absl::Duration late = options_.clock->Now() - next;
-    if (late > lease / 2) {
-      LOG(WARNING) << "job " << id << ": " << TaskName() << " did not run for " << late
-                   << " (stopped or starved): every worker's lease on shard "
-                   << watched->ps_index() << " starts anew";
-      watched->RenewLeases();
       WatchLeases(id, job);
       return;
     }

@@ -148,6 +148,9 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
                << " (at version " << promoted->Stats().version() << "): ps:" << backup
                << ", which served it, stopped replicating to it and a worker found it gone; its "
                << "backup is rebuilt on ps:" << backup << " once that is back";
+  // The copy's signs of the workers are the inputs its primary sent, none since that primary
+  // went: each worker's lease starts here (as after a retake).
+  promoted->RenewLeases();
   WatchLeases(job_id, promoted);
   return promoted;
 }

@@ -178,6 +178,8 @@ class ShardJob {
   void LoseWorkers(const std::vector<int>& workers) ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
   // WorkerLeases::HeardAll: this copy serves the shard again after another copy did.
   void RenewLeases() { leases_.HeardAll(); }
+  // WorkerLeases::Forgive: this ps did not run for `pause`.
+  void ForgiveLeases(absl::Duration pause) { leases_.Forgive(pause); }
 
   // Replication (server/shard_replicator.h; shard_job_replica.cc). Every input that changes the
   // shard's state goes through these on both copies, in one order: a whole push (Push), a leave

@@ -1,5 +1,7 @@
 #include "server/worker_leases.h"
 
+#include <algorithm>
+
 
 namespace ps {
 
@@ -24,6 +26,19 @@ void WorkerLeases::HeardAll() {
   if (!enabled()) return;
   const int64_t now = absl::ToUnixNanos(clock_->Now());
   for (std::atomic<int64_t>& heard : last_heard_ns_) heard.store(now, std::memory_order_relaxed);
+}
+
+void WorkerLeases::Forgive(absl::Duration pause) {
+  if (!enabled()) return;
+  const int64_t now = absl::ToUnixNanos(clock_->Now());
+  const int64_t pause_ns = absl::ToInt64Nanoseconds(pause);
+  for (std::atomic<int64_t>& heard : last_heard_ns_) {
+    int64_t last = heard.load(std::memory_order_relaxed);
+    // A sign heard meanwhile (Heard) is kept: the exchange fails and is made again from it.
+    while (!heard.compare_exchange_weak(last, std::min(last + pause_ns, now),
+                                        std::memory_order_relaxed)) {
+    }
+  }
 }
 
 bool WorkerLeases::lost(int worker) const {

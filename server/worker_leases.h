@@ -32,6 +32,10 @@ class WorkerLeases {
   // Every worker heard from now (the lost stay lost): a full lease each, from a copy of the
   // shard that starts serving it again after others served it (their signs never came here).
   void HeardAll();
+  // This process did not run for `pause` (stopped, its host paused): no worker could be heard
+  // meanwhile, so that time counts as no worker's silence. Each worker's last sign moves
+  // forward by `pause`, up to now.
+  void Forgive(absl::Duration pause);
   // Whether `worker`'s lease ran out and it has not rejoined.
   bool lost(int worker) const ABSL_LOCKS_EXCLUDED(mu_);
   // The workers not heard from for longer than the lease at `now`, lost from now on, in order;

@@ -30,6 +30,24 @@ TEST(WorkerLeasesTest, AWorkerNotHeardFromForLongerThanTheLeaseIsLostOnce) {
   EXPECT_THAT(leases.Expire(later + absl::Seconds(1), none), IsEmpty());  // Once.
 }
 
+// A pause of the process (Forgive) counts as no one's silence: the silence before it and after
+// it still add up, and no sign moves past now.
+TEST(WorkerLeasesTest, APauseForgivenCountsAsNoWorkersSilence) {
+  SimulatedClock clock;
+  WorkerLeases leases(2, kLease, &clock);
+  auto none = [](int) { return false; };
+  clock.Advance(absl::Seconds(6));  // Both silent 6 s.
+  leases.Heard(1);
+  clock.Advance(absl::Seconds(30));  // Paused 30 s: worker 0 silent 36 s, worker 1 30 s.
+  leases.Forgive(absl::Seconds(30));
+  EXPECT_THAT(leases.Expire(clock.Now(), none), IsEmpty());  // 6 s and 0 s of silence.
+  clock.Advance(absl::Seconds(5));
+  EXPECT_THAT(leases.Expire(clock.Now(), none), ElementsAre(0));  // 11 s: lost; worker 1: 5 s.
+  leases.Forgive(absl::Hours(1));  // Moves no sign past now.
+  clock.Advance(kLease + absl::Seconds(1));
+  EXPECT_THAT(leases.Expire(clock.Now(), none), ElementsAre(1));
+}
+
 TEST(WorkerLeasesTest, ARejoinedWorkerIsNoLongerLostAndItsLeaseRunsAgain) {
   SimulatedClock clock;
   WorkerLeases leases(2, kLease, &clock);

@@ -9,7 +9,7 @@
 # staleness charts (its colour's pixels in each chart's canvas in a screenshot). Then SIGTERM
 # stops the dashboard (exit 0, within 5 s) and psctl local (the job and the daemons with it), and
 # no process started for the test may be left. Also: psctl dashboard prints its address, and
-# refuses a port out of range (exit 2) and a port in use (exit 1). The screenshot, the DOM, the
+# refuses a port out of range (exit 2) and a port in use (exit 138). The screenshot, the DOM, the
 # console and the requests are kept in the test's undeclared outputs.
 #
 # Installs Debian's chromium when no chromium or chromium-headless-shell is found (root and
@@ -83,14 +83,15 @@ URL="http://127.0.0.1:$PORT/"
 printed=$(cat "$DIR/dashboard.log")
 [[ "$printed" == *"psctl dashboard: $URL "* ]] || fail "psctl dashboard did not print $URL: $printed"
 log "dashboard: $URL"
-# Refusals: a port out of range (exit 2), the port taken (exit 1), each saying so.
+# Refusals: a port out of range (exit 2), the port taken (exit 138: try again later), each
+# saying so.
 code=0
 output=$("$PSCTL" dashboard --cluster_spec="$CLUSTER_SPEC" --port=70000 2>&1) || code=$?
 [[ "$code" = 2 && "$output" == *"--port is a port"* ]] ||
   fail "psctl dashboard --port=70000: exit $code, $output"
 code=0
 output=$(timeout 20 "$PSCTL" dashboard --cluster_spec="$CLUSTER_SPEC" --port="$PORT" 2>&1) || code=$?
-[[ "$code" = 1 && "$output" == *"dashboard: cannot listen on 127.0.0.1:$PORT"* ]] ||
+[[ "$code" = 138 && "$output" == *"dashboard: cannot listen on 127.0.0.1:$PORT"* ]] ||
   fail "a second psctl dashboard on port $PORT: exit $code, $output"
 
 # --- The page in Chromium, once the job has run for 8 of the page's snapshots.

@@ -114,7 +114,7 @@ PSCTL_LOCAL_PID=""
 code=0
 output="$("$PSCTL" prometheus-config --cluster_spec="$CLUSTER_SPEC" 2>&1)" ||
   code=$?
-[ "$code" = 1 ] || fail "prometheus-config on a stopped cluster: exit $code: $output"
+[ "$code" = 138 ] || fail "prometheus-config on a stopped cluster: exit $code: $output"
 for task in ps:0 ps:1 worker:0 worker:1; do
   [[ "$output" == *"$task (127.0.0.1:"*"): cannot ask for its /metrics port"* ]] ||
     fail "prometheus-config on a stopped cluster does not name $task: $output"

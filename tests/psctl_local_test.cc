@@ -254,7 +254,7 @@ TEST_F(PsctlLocalTest, MetricsOnEveryDaemonAndTheClusterKeptAfterTheJob) {
   std::filesystem::create_directories(stranger_dir);
   std::filesystem::copy_file(cluster_dir + "/cluster.json", stranger_dir + "/cluster.json");
   Psctl plaintext({"status", "--cluster_spec=" + stranger_dir + "/cluster.json"}, dir_);
-  EXPECT_EQ(plaintext.Wait(), 0) << plaintext.Output();
+  EXPECT_EQ(plaintext.Wait(), 138) << plaintext.Output();  // No task answers it.
   Psctl other_ca({"certs", "--cluster_spec=" + stranger_dir + "/cluster.json",
                   "--out=" + stranger_dir + "/certs"},
                  dir_);
@@ -262,7 +262,7 @@ TEST_F(PsctlLocalTest, MetricsOnEveryDaemonAndTheClusterKeptAfterTheJob) {
   Psctl forged({"status", "--cluster_spec=" + stranger_dir + "/cluster.json",
                 "--certs=" + stranger_dir + "/certs"},
                dir_);
-  EXPECT_EQ(forged.Wait(), 0) << forged.Output();
+  EXPECT_EQ(forged.Wait(), 138) << forged.Output();
   for (const Psctl* stranger : {&plaintext, &forged}) {
     EXPECT_EQ(Lines(stranger->Stdout()).size(), 4u) << stranger->Stdout();
     for (const std::string& line : Lines(stranger->Stdout())) {
@@ -312,8 +312,9 @@ TEST_F(PsctlLocalTest, AJobThatFailsStopsEveryDaemonAndSaysWhy) {
   std::vector<pid_t> ps1;
   ASSERT_EQ(ProcessesMentioning(results_ + ".cluster/ps-1.port", &ps1).size(), 1u);
   kill(ps1[0], SIGKILL);
-  // Promptly: not after the other worker's pull timed out at a barrier (60 s).
-  EXPECT_EQ(psctl.Wait(absl::Seconds(20)), 1) << psctl.Output();
+  // Promptly: not after the other worker's pull timed out at a barrier (60 s). A task lost:
+  // retry (README, "Exit codes").
+  EXPECT_EQ(psctl.Wait(absl::Seconds(20)), 138) << psctl.Output();
   EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
   EXPECT_THAT(psctl.Stderr(), StartsWith("psctl: worker:"));
   EXPECT_THAT(psctl.Stderr(), HasSubstr("ps:1 (127.0.0.1:"));
@@ -364,7 +365,7 @@ TEST_F(PsctlLocalTest, ADaemonThatCannotStartFailsAtOnceWithItsLog) {
   // No build and no machine has a usable cuda:7 here: ps_worker refuses it and exits.
   absl::Time start = absl::Now();
   Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--device=cuda:7"}, dir_);
-  EXPECT_EQ(psctl.Wait(), 1) << psctl.Output();
+  EXPECT_EQ(psctl.Wait(), 2) << psctl.Output();  // Bad input, as the daemon's own exit code.
   EXPECT_LT(absl::Now() - start, absl::Seconds(15)) << "psctl waited for a daemon that had exited";
   EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
   EXPECT_THAT(psctl.Stderr(), StartsWith("psctl: worker:0 ("));

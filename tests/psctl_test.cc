@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/net/grpc_deadline.h"
+#include "common/net/grpc_keepalive.h"
 #include "common/process/subprocess.h"
 #include "tests/psctl_testing.h"
 #include "proto/ps_service.grpc.pb.h"
@@ -116,9 +117,10 @@ class PsctlClusterTest : public ::testing::Test {
   }
 
   // The last line of `psctl status --job=ID`: the job's state across the cluster.
-  std::string JobStateLine(const std::string& id) {
+  // `exit_code`: 138 while a task is down (README, "Exit codes").
+  std::string JobStateLine(const std::string& id, int exit_code = 0) {
     Psctl status({"status", "--cluster_spec=" + spec_path_, "--job=" + id}, dir_);
-    EXPECT_EQ(status.Wait(), 0) << status.Output();
+    EXPECT_EQ(status.Wait(), exit_code) << status.Output();
     std::vector<std::string> lines = Lines(status.Stdout());
     return lines.empty() ? "" : lines.back();
   }
@@ -153,7 +155,7 @@ class PsctlClusterTest : public ::testing::Test {
   // The problem lines of a "the cluster is not ready" refusal, after checking that nothing
   // was started or written.
   std::vector<std::string> ExpectNotReady(Psctl& psctl) {
-    EXPECT_EQ(psctl.Wait(), 1) << psctl.Output();
+    EXPECT_EQ(psctl.Wait(), 138) << psctl.Output();  // Retry (README, "Exit codes").
     std::vector<std::string> lines = Lines(psctl.Stderr());
     EXPECT_THAT(lines, Contains("psctl: the cluster is not ready:")) << psctl.Output();
     EXPECT_THAT(JobsOnCluster(), IsEmpty());
@@ -376,7 +378,7 @@ TEST_F(PsctlClusterTest, AWorkerThatDiesStopsTheRunAtOnceWithItsParametersSaved)
   const absl::Time killed = absl::Now();
   EXPECT_EQ(daemons_[2].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
   daemons_.erase(daemons_.begin() + 2);  // Reaped: TearDown stops the others.
-  EXPECT_EQ(submit.Wait(absl::Seconds(40)), 1) << submit.Output();
+  EXPECT_EQ(submit.Wait(absl::Seconds(40)), 138) << submit.Output();  // A task lost: retry.
   EXPECT_LT(absl::Now() - killed, absl::Seconds(30)) << "not after a barrier's 60 s wait";
   EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
   EXPECT_EQ(NpyShape(results_ + "/params/layer0_weights.npy"), std::vector<int64_t>({16, 4}));
@@ -395,7 +397,7 @@ TEST_F(PsctlClusterTest, AWorkerThatDiesEndsAnAllReduceRunNamingIt) {
   const absl::Time killed = absl::Now();
   EXPECT_EQ(daemons_[3].Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
   daemons_.erase(daemons_.begin() + 3);  // Reaped: TearDown stops the others.
-  EXPECT_EQ(submit.Wait(absl::Seconds(40)), 1) << submit.Output();
+  EXPECT_EQ(submit.Wait(absl::Seconds(40)), 138) << submit.Output();  // A task lost: retry.
   EXPECT_LT(absl::Now() - killed, absl::Seconds(20)) << "not after the ring's 60 s deadline";
   EXPECT_THAT(submit.Output(), HasSubstr("worker:1")) << submit.Output();
   nlohmann::json summary = ReadJson(results_ + "/summary.json");
@@ -503,7 +505,7 @@ TEST_F(PsctlClusterTest, ASyncJobStopsWhenALostWorkerDoesNotReturnInTime) {
                dir_);
   ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << submit.Output();
   KillWorker1();  // For good.
-  EXPECT_EQ(submit.Wait(absl::Seconds(30)), 1) << submit.Output();
+  EXPECT_EQ(submit.Wait(absl::Seconds(30)), 138) << submit.Output();  // A task lost: retry.
   EXPECT_THAT(submit.Stdout(), HasSubstr("worker:1 did not return within 1s: stopping job"));
   EXPECT_EQ(ReadJson(results_ + "/summary.json")["state"], "FAILED");
 }
@@ -537,7 +539,8 @@ TEST_F(PsctlClusterTest, AJobGoesOnFromItsLatestCheckpointWhenAPsIsKilledAndStar
   daemons_.erase(daemons_.begin() + 1);
   // While ps:1 is down, the job is RECOVERING; once it is back and the job rolled back, RUNNING
   // again, restored from the checkpoint.
-  EXPECT_THAT(JobStateLine(id), StartsWith("job psctl-ps-restart: RECOVERING (ps:1 is down ("));
+  EXPECT_THAT(JobStateLine(id, 138),
+              StartsWith("job psctl-ps-restart: RECOVERING (ps:1 is down ("));
   StartDaemon({kPsServer, "--cluster_spec=" + spec_path_, "--task=ps:1", CheckpointDirFlag("ps:1")},
               "ps:1");
   const absl::Time recovered_by = absl::Now() + absl::Seconds(30);
@@ -610,6 +613,59 @@ TEST_F(PsctlClusterTest, StopOfAnUnknownJobIsNotFound) {
       Lines(psctl.Stderr()),
       ElementsAre(R"(psctl: no task knows job "nonexistent"; `psctl status` lists the jobs)"));
   EXPECT_EQ(psctl.Stdout(), "");
+}
+
+// The exit codes a script or a restart policy acts on (README, "Exit codes"): an unknown flag is
+// bad input (2); a status with a task down and a submit to a cluster not ready say "retry"
+// (138); a submit told to wait for the cluster starts once the task is back; a job stopped by
+// another psctl ends its follower with 4.
+TEST_F(PsctlClusterTest, ExitCodesSayWhetherToTryAgain) {
+  Psctl unknown({"status", "--cluster_spec=" + spec_path_, "--no_such_flag"}, dir_);
+  EXPECT_EQ(unknown.Wait(), 2) << unknown.Output();
+  EXPECT_THAT(unknown.Stderr(), HasSubstr("no_such_flag"));
+
+  KillWorker1();
+  Psctl status({"status", "--cluster_spec=" + spec_path_}, dir_);
+  EXPECT_EQ(status.Wait(), 138) << status.Output();
+  EXPECT_THAT(status.Stdout(), HasSubstr("worker:1"));
+  EXPECT_THAT(status.Stderr(), HasSubstr("psctl: 1 of the cluster's 4 tasks does not answer (down?)"));
+
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-waits", 300));
+  Psctl waiting({"submit", "--cluster_spec=" + spec_path_, "--job=" + job,
+                 "--results=" + results_, "--wait_for_cluster_s=60"},
+                dir_);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!absl::StrContains(waiting.Stdout(), "waiting up to") && !waiting.Ended() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_FALSE(waiting.Ended()) << waiting.Output();
+  StartDaemon({kPsWorker, "--cluster_spec=" + spec_path_, "--task=worker:1", "--device=cpu"},
+              "worker:1");
+  ASSERT_EQ(waiting.Wait(), 0) << waiting.Output();
+  EXPECT_THAT(waiting.Stdout(), HasSubstr("waiting up to "));
+  EXPECT_THAT(waiting.Stdout(), HasSubstr("for the cluster (--wait_for_cluster_s): worker:1"));
+}
+
+// The psctl following a job is suspended (Ctrl-Z) past the workers' keepalive, which closes its
+// progress streams: once continued it opens them again and follows the job on. Then another
+// psctl stops the job, and the follower exits 4.
+TEST_F(PsctlClusterTest, ASuspendedFollowerGoesOnAndAJobStoppedBySomeoneElseEndsItWithFour) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-stopped", 1000000));
+  Psctl submit({"submit", "--cluster_spec=" + spec_path_, "--job=" + job, "--results=" + results_},
+               dir_);
+  ASSERT_TRUE(WaitForLines(results_ + "/metrics.csv", 5, absl::Seconds(30))) << submit.Output();
+  ASSERT_EQ(kill(submit.pid(), SIGSTOP), 0);
+  absl::SleepFor(kKeepaliveInterval + kServerKeepaliveTimeout + absl::Seconds(2));
+  ASSERT_EQ(kill(submit.pid(), SIGCONT), 0);
+  absl::SleepFor(absl::Seconds(2));
+  ASSERT_FALSE(submit.Ended()) << submit.Output();
+  EXPECT_THAT(JobStateLine("psctl-stopped"), StartsWith("job psctl-stopped: RUNNING"));
+  Psctl stop({"stop", "--cluster_spec=" + spec_path_, "--job=psctl-stopped"}, dir_);
+  ASSERT_EQ(stop.Wait(), 0) << stop.Output();
+  EXPECT_EQ(submit.Wait(absl::Seconds(40)), 4) << submit.Output();
+  EXPECT_THAT(submit.Stderr(), HasSubstr("job psctl-stopped was stopped on worker:"));
 }
 
 TEST_F(PsctlClusterTest, SubmitToAnUnreachableAddressNamesTheTask) {

@@ -46,12 +46,13 @@ const int kKills = EnvInt("REPLICATION_KILLS", 4);
 const int kSeed = EnvInt("REPLICATION_SEED", 3);
 // How long a ps hangs: past keepalive's finding it (about 7 s) and the takeover after it.
 constexpr absl::Duration kHang = absl::Seconds(12);
-// Each worker sleeps 4 ms a step on average (the job's stragglers), up to 8 ms, and a SYNC step
-// waits for the slowest of 3 (6 ms on average), so the job lasts at least 6 ms x kSteps: longer
+// Each worker sleeps 6 ms a step on average (the job's stragglers), up to 12 ms, and a SYNC step
+// waits for the slowest of 3 (9 ms on average), so the job lasts at least 9 ms x kSteps: longer
 // than the kills (4 s of start, then at most 5 s each), the hang and the move home after it.
-const int kSteps = std::max(2500, 1400 * (kKills + 2));
-// What a run may take: at least 40 steps a second.
-const absl::Duration kRunTimeout = absl::Seconds(60 + kSteps / 40);
+// (On 2 cores the daemons' CPU bounds it first: about 50 steps a second.)
+const int kSteps = std::max(2500, 1000 * (kKills + 2));
+// What a run may take: at least 25 steps a second.
+const absl::Duration kRunTimeout = absl::Seconds(60 + kSteps / 25);
 
 // Each line of any ps start's log under `dir` that holds `phrase`, by the time the ps logged it,
 // with its message up to the word after the phrase ("ps:2 takes over shard 1", "shard 1 went
@@ -113,17 +114,17 @@ class ReplicationProcessTest : public ::testing::Test {
     }
   }
 
-  // psctl_testing's small job, replicated, without checkpoints, each worker sleeping 4 ms a step
-  // on average. The workers' lease is longer than the time a hung ps takes to be found (its
-  // shard's steps wait meanwhile, and no worker calls the other shards).
+  // psctl_testing's small job, replicated, without checkpoints, each worker sleeping 6 ms a step
+  // on average. The workers' lease is psctl's default, 10 s: longer than a hung ps's shard keeps
+  // them waiting (docs/replication.md, "A ps that hangs"), when they call no other shard.
   // `checkpoint`: the job's checkpoint policy (none by default). No time limit: the run must
   // reach its steps however many kills it outlasts.
   std::string Job(const std::string& id, int steps = kSteps,
                   const std::string& checkpoint = "{}") const {
     nlohmann::json job = nlohmann::json::parse(
         JobJson(id, steps, R"({"mode": "SYNC"})",
-                absl::StrCat(R"(, "worker_lease_s": 15, "replicas": 2,
-                   "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 4},
+                absl::StrCat(R"(, "worker_lease_s": 10, "replicas": 2,
+                   "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 6},
                    "checkpoint": )",
                              checkpoint)));
     job.erase("time_limit_s");

@@ -10,6 +10,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
+// libgflags' exit hook (gflags' util.h, not installed): gflags calls it to end the program on a
+// bad command line.
+namespace google {
+extern void (*gflags_exitfunc)(int);
+}  // namespace google
+
 namespace ps {
 namespace {
 
@@ -64,6 +70,20 @@ void HandleHelp(int argc, char** argv, const std::string& usage,
   std::cout << usage << "\n\nFlags:\n"
             << FlagHelp(names) << "\n(--helpfull lists every flag, the logging library's too)\n";
   std::exit(0);
+}
+
+namespace {
+
+[[noreturn]] void ExitForBadInput(int /*gflags_code*/) { std::exit(2); }
+
+}  // namespace
+
+void ParseFlags(int* argc, char*** argv) {
+  // gflags exits through this hook, which libgflags exports without declaring it.
+  void (*const gflags_exit)(int) = google::gflags_exitfunc;
+  google::gflags_exitfunc = &ExitForBadInput;
+  gflags::ParseCommandLineFlags(argc, argv, /*remove_flags=*/true);
+  google::gflags_exitfunc = gflags_exit;
 }
 
 }  // namespace ps

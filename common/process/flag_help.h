@@ -23,6 +23,11 @@ std::string FlagHelp(const std::vector<std::string>& names = {});
 void HandleHelp(int argc, char** argv, const std::string& usage,
                 const std::vector<std::string>& names = {});
 
+// gflags::ParseCommandLineFlags (removing the flags from argv), except that gflags' own refusals
+// (an unknown flag, a value of the wrong type) exit 2, bad input, as every other refusal of a
+// command line does (README, "Exit codes"); gflags alone exits 1.
+void ParseFlags(int* argc, char*** argv);
+
 }  // namespace ps
 
 #endif  // PS_COMMON_PROCESS_FLAG_HELP_H_

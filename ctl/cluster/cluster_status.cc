@@ -146,15 +146,20 @@ std::string JobState(const std::string& job_id, const JobSightings& seen) {
   return absl::StrCat(prefix, state, run.empty() ? "" : absl::StrCat(" (", run, ")"));
 }
 
-std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id) {
+std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id,
+                          std::vector<absl::Status>* unanswered) {
   absl::StatusOr<std::unique_ptr<ClusterClient>> created = ClusterClient::Create(cluster);
-  if (!created.ok()) return absl::StrCat(created.status().message(), "\n");
+  if (!created.ok()) {
+    unanswered->push_back(created.status());
+    return absl::StrCat(created.status().message(), "\n");
+  }
   const ClusterClient& client = **created;
   std::string report;
   JobSightings seen;
   seen.num_ps = client.num_ps();
   for (int ps = 0; ps < client.num_ps(); ++ps) {
     absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
+    if (!jobs.ok()) unanswered->push_back(jobs.status());
     absl::StrAppend(
         &report,
         TaskLine(client, kPsJob, ps, jobs.status(),
@@ -186,6 +191,7 @@ std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id)
   }
   for (int w = 0; w < client.num_workers(); ++w) {
     absl::StatusOr<WorkerStatus> status = client.GetWorkerStatus(w);
+    if (!status.ok()) unanswered->push_back(status.status());
     absl::StrAppend(&report, TaskLine(client, kWorkerJob, w, status.status(),
                                       status.ok() ? absl::StrCat("up on ", status->device()) : ""));
     if (!status.ok()) continue;

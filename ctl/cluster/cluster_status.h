@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/cluster/cluster_spec.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
@@ -14,7 +15,10 @@ namespace ps {
 // A report of every task (up or down, its jobs), and of `job_id` when given: each worker's
 // step, each shard's version and step, the staleness summary, whom a barrier waits for, lost
 // workers and checkpoints, and last the job's state across the cluster (JobState).
-std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id);
+// `*unanswered`: why each task that did not answer did not (down, unreachable, or refusing this
+// caller), or why no client could be made.
+std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id,
+                          std::vector<absl::Status>* unanswered);
 
 // What the tasks of a cluster say of one job.
 struct JobSightings {

@@ -130,10 +130,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
         if (!port.ok()) code = local->daemons_.back().process.Wait(absl::ZeroDuration());
       } while (!port.ok() && !code.has_value() && Clock::Real()->Now() < deadline);
       if (!port.ok()) {
-        return absl::UnavailableError(absl::StrCat(
-            job, ":", i, " (", binary, ") did not start",
-            code.has_value() ? absl::StrCat(" (exit code ", *code, ")") : "", "; its log:\n",
-            Tail(local->daemons_.back().process.Output())));
+        // A daemon that exits 2 refused its command line (a bad flag, no such device).
+        return absl::Status(
+            code == std::optional<int>(2) ? absl::StatusCode::kInvalidArgument
+                                          : absl::StatusCode::kUnavailable,
+            absl::StrCat(job, ":", i, " (", binary, ") did not start",
+                         code.has_value() ? absl::StrCat(" (exit code ", *code, ")") : "",
+                         "; its log:\n", Tail(local->daemons_.back().process.Output())));
       }
       if (options.metrics) {
         // Both ports listen by now; the files are written one right after the other.

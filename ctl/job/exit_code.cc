@@ -1,13 +1,27 @@
 #include "ctl/job/exit_code.h"
 
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
 namespace ps {
+namespace {
+
+constexpr char kExitCodePayload[] = "type.googleapis.com/ps.ExitCode";
+
+}  // namespace
 
 int ExitCode(const absl::Status& status) {
+  if (auto payload = status.GetPayload(kExitCodePayload)) {
+    int code;
+    if (absl::SimpleAtoi(std::string(*payload), &code)) return code;
+  }
   switch (status.code()) {
     case absl::StatusCode::kOk:
-      return 0;
+      return kExitDone;
     case absl::StatusCode::kCancelled:
-      return 130;
+      return kExitInterrupted;
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kAlreadyExists:
@@ -16,10 +30,19 @@ int ExitCode(const absl::Status& status) {
     case absl::StatusCode::kDataLoss:
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kUnauthenticated:
-      return 2;
-    default:
-      return 1;
+      return kExitBadInput;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kResourceExhausted:
+      return kExitRetry;
+    default:  // ABORTED (diverged), INTERNAL, UNKNOWN, UNIMPLEMENTED.
+      return kExitJobFailed;
   }
+}
+
+absl::Status WithExitCode(absl::Status status, int exit_code) {
+  status.SetPayload(kExitCodePayload, absl::Cord(absl::StrCat(exit_code)));
+  return status;
 }
 
 }  // namespace ps

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 
 namespace ps {
 
@@ -19,6 +20,7 @@ Follower::Follower(const ClusterClient& client, const std::string& job_id,
 Follower::~Follower() {
   {
     absl::MutexLock lock(&mu_);
+    stopping_ = true;
     for (auto& context : contexts_) context->TryCancel();
   }
   for (std::thread& thread : threads_) thread.join();
@@ -53,19 +55,46 @@ void Follower::Refollow(int worker, const std::string& job_id) {
   threads_.emplace_back([this, worker, job_id] { Follow(worker, job_id); });
 }
 
-void Follower::Follow(int worker, const std::string& job_id) {
-  auto context = std::make_unique<grpc::ClientContext>();
-  grpc::ClientContext* raw = context.get();
-  {
-    absl::MutexLock lock(&mu_);
-    contexts_.push_back(std::move(context));
+bool Follower::StillRuns(int worker, const std::string& job_id) const {
+  absl::StatusOr<WorkerStatus> status = client_.GetWorkerStatus(worker);
+  if (!status.ok()) return false;
+  for (const JobProgress& job : status->jobs()) {
+    if (job.job_id() == job_id) return job.state() == JobProgress::RUNNING;
   }
-  absl::Status status =
-      client_.WatchJob(worker, job_id, raw, [this, worker](const JobProgress& progress) {
-        if (results_ != nullptr) results_->RecordProgress(progress);
-        absl::MutexLock lock(&mu_);
-        last_[worker] = progress;
-      });
+  return false;
+}
+
+void Follower::Follow(int worker, const std::string& job_id) {
+  absl::Status status;
+  // A stream that broke while the worker still runs the job (this psctl was suspended past the
+  // worker's keepalive, a network blip) is opened again, at most kReopens times in a row
+  // without an update in between; a worker that does not answer, or no longer runs the job, is
+  // gone.
+  constexpr int kReopens = 3;
+  for (int reopens = 0;; ++reopens) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    grpc::ClientContext* raw = context.get();
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+      contexts_.push_back(std::move(context));
+    }
+    bool heard = false;
+    status = client_.WatchJob(worker, job_id, raw,
+                              [this, worker, &heard](const JobProgress& progress) {
+                                if (results_ != nullptr) results_->RecordProgress(progress);
+                                absl::MutexLock lock(&mu_);
+                                last_[worker] = progress;
+                                heard = true;
+                              });
+    if (heard) reopens = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_ || last_[worker].state() != JobProgress::RUNNING) break;
+    }
+    if (reopens >= kReopens || !StillRuns(worker, job_id)) break;
+    absl::SleepFor(absl::Milliseconds(200));
+  }
   absl::MutexLock lock(&mu_);
   if (last_[worker].state() == JobProgress::RUNNING) {
     // The stream broke before a final state: the worker died or went away.

@@ -43,6 +43,8 @@ class Follower {
 
  private:
   void Follow(int worker, const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `worker` answers and runs `job_id` still.
+  bool StillRuns(int worker, const std::string& job_id) const;
 
   const ClusterClient& client_;
   ResultsWriter* const results_;
@@ -52,6 +54,7 @@ class Follower {
   std::set<int> gone_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts_ ABSL_GUARDED_BY(mu_);
   int finished_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;  // The destructor runs: no stream is reopened.
 };
 
 // "step 120/1000 | loss 0.4210 | 5120 ex/s | staleness 0.50 | 3.1s, ETA 23s | validation ...

@@ -5,7 +5,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <set>
+#include <string>
 #include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/cluster/cluster_spec.h"
+#include "ctl/cluster/testing/fake_cluster_client.h"
 
 namespace ps {
 namespace {
@@ -42,6 +49,91 @@ TEST(ProgressLineTest, ShowsTheValidationSplitAndTheFinalTestEvaluation) {
   *validated.mutable_eval() = chief.eval();
   EXPECT_THAT(ProgressLine(spec, {validated}),
               HasSubstr(" | validation loss 0.3000 acc 0.800 | eval loss 0.2500 acc 0.875"));
+}
+
+// A worker whose streams the test scripts: each WatchJob sends its updates and ends with its
+// status; GetWorkerStatus says whether the worker still runs the job.
+class ScriptedWorker : public FakeClusterClient {
+ public:
+  using FakeClusterClient::FakeClusterClient;
+
+  struct Stream {
+    std::vector<JobProgress::State> updates;
+    absl::Status end;
+  };
+  mutable std::deque<Stream> streams;
+  bool still_runs = true;
+  mutable int status_calls = 0;
+
+  absl::Status WatchJob(int worker, const std::string& job_id, grpc::ClientContext*,
+                        const std::function<void(const JobProgress&)>& on_progress)
+      const override {
+    if (streams.empty()) return absl::UnavailableError("no more streams");
+    Stream stream = streams.front();
+    streams.pop_front();
+    for (JobProgress::State state : stream.updates) {
+      JobProgress progress;
+      progress.set_worker(worker);
+      progress.set_job_id(job_id);
+      progress.set_state(state);
+      on_progress(progress);
+    }
+    return stream.end;
+  }
+  absl::StatusOr<WorkerStatus> GetWorkerStatus(int worker) const override {
+    ++status_calls;
+    if (!still_runs) return absl::UnavailableError(absl::StrCat("worker:", worker, " is down"));
+    WorkerStatus status;
+    JobProgress* job = status.add_jobs();
+    job->set_job_id("j");
+    job->set_state(JobProgress::RUNNING);
+    return status;
+  }
+};
+
+class FollowerTest : public ::testing::Test {
+ protected:
+  FollowerTest()
+      : cluster_(*ClusterSpec::Parse(R"({"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]})",
+                                     "test")),
+        client_(cluster_) {}
+
+  const ClusterSpec cluster_;
+  ScriptedWorker client_;
+};
+
+// psctl suspended past the worker's keepalive, or a network blip: the worker closed the stream
+// while it runs the job on. psctl opens it again and follows the job to its end.
+TEST_F(FollowerTest, AStreamThatBrokeWhileTheWorkerRunsOnIsOpenedAgain) {
+  client_.streams = {{{JobProgress::RUNNING}, absl::UnavailableError("keepalive watchdog timeout")},
+                     {{JobProgress::RUNNING, JobProgress::DONE}, absl::OkStatus()}};
+  Follower follower(client_, "j", nullptr);
+  ASSERT_TRUE(follower.WaitAllFinal(absl::Seconds(10)));
+  EXPECT_EQ(follower.Last()[0].state(), JobProgress::DONE);
+  EXPECT_TRUE(follower.Gone().empty());
+}
+
+TEST_F(FollowerTest, AWorkerThatDoesNotAnswerIsGone) {
+  client_.still_runs = false;
+  client_.streams = {{{JobProgress::RUNNING}, absl::UnavailableError("Socket closed")}};
+  Follower follower(client_, "j", nullptr);
+  ASSERT_TRUE(follower.WaitAllFinal(absl::Seconds(10)));
+  EXPECT_EQ(follower.Last()[0].state(), JobProgress::FAILED);
+  EXPECT_EQ(follower.Gone(), std::set<int>{0});
+  EXPECT_THAT(follower.Last()[0].error(), HasSubstr("lost the progress stream: Socket closed"));
+}
+
+// A stream that keeps breaking with nothing new on it is given up after a few tries.
+TEST_F(FollowerTest, AStreamThatBreaksOverAndOverIsGivenUp) {
+  client_.streams.push_back({{JobProgress::RUNNING}, absl::UnavailableError("broken")});
+  for (int i = 0; i < 10; ++i) {
+    client_.streams.push_back({{}, absl::UnavailableError("broken")});
+  }
+  Follower follower(client_, "j", nullptr);
+  ASSERT_TRUE(follower.WaitAllFinal(absl::Seconds(10)));
+  EXPECT_EQ(follower.Gone(), std::set<int>{0});
+  EXPECT_EQ(client_.status_calls, 3);
+  EXPECT_EQ(client_.streams.size(), 7u) << "four of the 11 streams opened";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -15,6 +16,7 @@
 #include "common/client/worker_session.h"
 #include "ctl/job/checkpoint_coordinator.h"
 #include "ctl/job/checkpoint_restore.h"
+#include "ctl/job/exit_code.h"
 #include "ctl/job/job_defaults.h"
 #include "ctl/cluster/cluster_client.h"
 #include "ctl/cluster/cluster_probe.h"
@@ -356,10 +358,12 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
   for (const JobProgress& progress : last) {
     if (!stopped && progress.state() == JobProgress::STOPPED &&
         lost.lost().count(progress.worker()) == 0) {
-      return absl::AbortedError(absl::StrCat(
-          "job ", spec.job_id(), " was stopped on worker:", progress.worker(), " by ",
-          progress.stopped_by().empty() ? "another caller" : progress.stopped_by(),
-          " before it finished"));
+      return WithExitCode(
+          absl::AbortedError(absl::StrCat(
+              "job ", spec.job_id(), " was stopped on worker:", progress.worker(), " by ",
+              progress.stopped_by().empty() ? "another caller" : progress.stopped_by(),
+              " before it finished")),
+          kExitStopped);
     }
   }
   if (!lost.lost().empty()) {
@@ -386,15 +390,32 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     *options.out << "warning: " << warning << "\n";
   }
   std::vector<int> workers_not_ready;
-  std::vector<std::string> problems =
-      ProbeCluster(cluster, absl::Seconds(5), &workers_not_ready);
-  // An elastic job starts without workers that are not up, as long as enough are.
-  const bool starts_without = !problems.empty() && spec.min_workers() > 0 &&
-                              problems.size() == workers_not_ready.size() &&
-                              workers_not_ready.front() != 0 &&
-                              cluster.NumTasks(kWorkerJob) -
-                                      static_cast<int>(workers_not_ready.size()) >=
-                                  spec.min_workers();
+  std::vector<std::string> problems;
+  bool starts_without = false;
+  const absl::Time wait_until = options.clock->Now() + options.wait_for_cluster;
+  bool said_waiting = false;
+  while (true) {
+    problems = ProbeCluster(cluster, absl::Seconds(5), &workers_not_ready);
+    // An elastic job starts without workers that are not up, as long as enough are.
+    starts_without = !problems.empty() && spec.min_workers() > 0 &&
+                     problems.size() == workers_not_ready.size() &&
+                     workers_not_ready.front() != 0 &&
+                     cluster.NumTasks(kWorkerJob) - static_cast<int>(workers_not_ready.size()) >=
+                         spec.min_workers();
+    if (problems.empty() || starts_without || options.clock->Now() >= wait_until ||
+        (options.interrupted != nullptr && options.interrupted->load())) {
+      break;
+    }
+    if (!std::exchange(said_waiting, true)) {
+      *options.out << "waiting up to " << absl::FormatDuration(wait_until - options.clock->Now())
+                   << " for the cluster (--wait_for_cluster_s): " << absl::StrJoin(problems, "; ")
+                   << "\n";
+    }
+    options.clock->SleepFor(absl::Seconds(1));
+  }
+  if (options.interrupted != nullptr && options.interrupted->load()) {
+    return absl::CancelledError("interrupted while waiting for the cluster; nothing was started");
+  }
   if (!problems.empty() && !starts_without) {
     return absl::UnavailableError(absl::StrCat(
         "the cluster is not ready:\n  ", absl::StrJoin(problems, "\n  "),

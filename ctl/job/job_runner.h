@@ -24,6 +24,9 @@ struct SubmitOptions {
   // task still holds it, is stopped and deleted first); see ctl/job/checkpoint_restore.h.
   bool resume = false;
   bool detach = false;           // Start the job and return at once.
+  // How long to wait for a cluster that is not ready (a task down or unreachable: daemons
+  // still starting), probing it every second, before refusing the job (UNAVAILABLE).
+  absl::Duration wait_for_cluster = absl::ZeroDuration();
   // Set (from a signal handler thread) to stop the job everywhere and return CANCELLED.
   const std::atomic<bool>* interrupted = nullptr;
   std::ostream* out = nullptr;   // Progress: a live line when `live_line`, else log lines.

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/net/grpc_deadline.h"
+#include "common/net/grpc_keepalive.h"
 
 namespace ps {
 
@@ -67,6 +68,7 @@ GenericTestServer::GenericTestServer(DeferredHandler handler)
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
   builder.RegisterCallbackGenericService(service_.get());
+  AcceptKeepalive(&builder);  // As every daemon's server: the clients under test ping.
   server_ = builder.BuildAndStart();
 }
 
