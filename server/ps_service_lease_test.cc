@@ -25,9 +25,7 @@ class LeaseWatcherTest : public ::testing::Test {
         InProcessPsCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    PsClientOptions client;
-    client.ps_addresses = cluster_->addresses();
-    absl::StatusOr<std::unique_ptr<PsClient>> created = PsClient::Create(client);
+    absl::StatusOr<std::unique_ptr<PsClient>> created = cluster_->NewClient();
     ASSERT_TRUE(created.ok()) << created.status();
     client_ = *std::move(created);
     ParameterSpec spec = CheckpointTestSpec(ConsistencyConfig::ASYNC, OptimizerConfig::SGD);

@@ -623,6 +623,9 @@ TEST_F(PsctlClusterTest, ExitCodesSayWhetherToTryAgain) {
   Psctl unknown({"status", "--cluster_spec=" + spec_path_, "--no_such_flag"}, dir_);
   EXPECT_EQ(unknown.Wait(), 2) << unknown.Output();
   EXPECT_THAT(unknown.Stderr(), HasSubstr("no_such_flag"));
+  Psctl version({"--version"}, dir_);  // gflags ends it, as it ends a bad flag: with 0.
+  EXPECT_EQ(version.Wait(), 0) << version.Output();
+  EXPECT_THAT(version.Stdout(), HasSubstr("psctl version "));
 
   KillWorker1();
   Psctl status({"status", "--cluster_spec=" + spec_path_}, dir_);

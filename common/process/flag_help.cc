@@ -74,7 +74,8 @@ void HandleHelp(int argc, char** argv, const std::string& usage,
 
 namespace {
 
-[[noreturn]] void ExitForBadInput(int /*gflags_code*/) { std::exit(2); }
+// gflags ends with 0 after --version or --helpfull, and 1 on a bad command line.
+[[noreturn]] void ExitForBadInput(int gflags_code) { std::exit(gflags_code == 0 ? 0 : 2); }
 
 }  // namespace
 

@@ -25,7 +25,8 @@ void HandleHelp(int argc, char** argv, const std::string& usage,
 
 // gflags::ParseCommandLineFlags (removing the flags from argv), except that gflags' own refusals
 // (an unknown flag, a value of the wrong type) exit 2, bad input, as every other refusal of a
-// command line does (README, "Exit codes"); gflags alone exits 1.
+// command line does (README, "Exit codes"); gflags alone exits 1. --version and --helpfull
+// still exit 0.
 void ParseFlags(int* argc, char*** argv);
 
 }  // namespace ps
