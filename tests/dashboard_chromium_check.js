@@ -5,7 +5,7 @@
 //  - every request went to the dashboard itself (and any host name other than the dashboard's
 //    fails to resolve, so a reference to the internet would show as a failed load);
 //  - the tasks table lists exactly the expected tasks, each up; the jobs table has the job,
-//    RUNNING; the page shows no error;
+//    RUNNING, with its step (a whole number above 0); the page shows no error;
 //  - for the job, the loss, examples/s and staleness charts each draw every worker's series:
 //    each series holds data (the page's points per series, data-points on the chart) and the
 //    screenshot holds at least --min_pixels pixels of the series' colours (read from the chart's
@@ -205,6 +205,7 @@ const READ_PAGE = `(() => {
     tasks: rows('tasks').map((tr) => ({task: tr.dataset.task, up: tr.dataset.up,
                                        text: tr.innerText.replace(/\\s+/g, ' ')})),
     jobs: rows('jobs').map((tr) => ({job: tr.dataset.job, state: tr.dataset.state,
+                                     step: tr.cells[3].textContent,
                                      text: tr.innerText.replace(/\\s+/g, ' ')})),
     charts: charts,
     height: document.documentElement.scrollHeight,
@@ -374,6 +375,8 @@ async function main() {
     const jobRow = shown.jobs.find((row) => row.job === flags.job);
     if (!jobRow)
       fail('the jobs table has no row for job ' + flags.job + ': ' + JSON.stringify(shown.jobs));
+    else if (!/^[1-9][0-9]*$/.test(jobRow.step))  // The job's step (ctl/job/job_figures.h).
+      fail('the job row\'s Step is "' + jobRow.step + '", not a step: ' + jobRow.text);
     else
       console.log('job row: ' + jobRow.text);
 

@@ -148,6 +148,48 @@ TEST_F(PsctlLocalTest, RunsAJobWritesItsResultsAndStopsEveryDaemon) {
   EXPECT_THAT(NpyShape(results_ + "/params/layer0_bias.npy"), ElementsAre(4));
 }
 
+// A straggler and a time limit (issue 36): worker 0 finishes its steps early, worker 1 sleeps
+// 40 ms a step on average and is stopped by time_limit_s. psctl says so, summary.json's note says so, and
+// examples_per_second is every example trained over the job's wall time, not the sum of each
+// worker's own rate (which counted the finished worker's rate as if it still ran).
+TEST_F(PsctlLocalTest, AJobStoppedByItsTimeLimitSaysSoAndCountsEveryExampleOverItsTime) {
+  std::string job = JobJson("psctl-time-limit", 400, R"({"mode": "ASYNC"})",
+                            R"(, "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 40,
+                                                   "workers": [1]})");
+  nlohmann::json spec = nlohmann::json::parse(job);
+  spec["time_limit_s"] = 4;
+  spec["eval_interval"] = 0;
+  Psctl psctl({"local", "--job=" + WriteJob(dir_, "job", spec.dump()), "--results=" + results_,
+               "--ps=1", "--workers=2", "--device=cpu"},
+              dir_);
+  ASSERT_EQ(psctl.Wait(), 0) << psctl.Output();
+  // Worker 1's note (worker 0's, if it has one, before it: "worker:0: ...; worker:1: ...").
+  EXPECT_TRUE(std::regex_search(
+      psctl.Stdout(),
+      std::regex("\njob psctl-time-limit: .*stopped at step [0-9]+: the job's time_limit_s, 4 s, "
+                 "ran out\n")))
+      << psctl.Output();
+
+  nlohmann::json summary = ReadJson(results_ + "/summary.json");
+  ASSERT_TRUE(summary.is_object()) << ReadFile(results_ + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE");
+  EXPECT_THAT(summary.value("note", ""), HasSubstr("time_limit_s, 4 s, ran out"));
+  int64_t last_step[2] = {0, 0};
+  std::vector<std::vector<std::string>> metrics = ReadCsv(results_ + "/metrics.csv");
+  for (size_t r = 1; r < metrics.size(); ++r) {
+    const int64_t worker = Column(metrics[r], 1);
+    ASSERT_TRUE(worker == 0 || worker == 1) << worker;
+    last_step[worker] = std::max(last_step[worker], Column(metrics[r], 2));
+  }
+  EXPECT_EQ(last_step[0], 400);
+  EXPECT_LT(last_step[1], 400);
+  const double examples = 32.0 * (last_step[0] + last_step[1]);
+  const double wall_time = summary["wall_time_s"].get<double>();
+  EXPECT_NEAR(summary["examples_per_second"].get<double>(), examples / wall_time,
+              0.05 * examples / wall_time)
+      << summary.dump();
+}
+
 // ALLREDUCE across ps_worker daemons: their ring over gRPC averages the gradients, the chief
 // publishes the model, and each worker's bytes a step are the ring's 2 (N - 1) / N of the model
 // (softmax regression on 16 features and 4 classes: 68 floats), its one pull spread over them.

@@ -46,11 +46,12 @@ const int kKills = EnvInt("REPLICATION_KILLS", 4);
 const int kSeed = EnvInt("REPLICATION_SEED", 3);
 // How long a ps hangs: past keepalive's finding it (about 7 s) and the takeover after it.
 constexpr absl::Duration kHang = absl::Seconds(12);
-// Each worker sleeps 6 ms a step on average (the job's stragglers), up to 12 ms, and a SYNC step
-// waits for the slowest of 3 (9 ms on average), so the job lasts at least 9 ms x kSteps: longer
-// than the kills (4 s of start, then at most 5 s each), the hang and the move home after it.
-// (On 2 cores the daemons' CPU bounds it first: about 50 steps a second.)
-const int kSteps = std::max(2500, 1000 * (kKills + 2));
+// Each worker sleeps 12 ms a step on average (the job's stragglers), up to 24 ms, and a SYNC step
+// waits for the slowest of 3 (18 ms on average), so the job runs at most about 45 steps a second
+// and mostly sleeps (a CPU-bound run slowed CI's other tests). It must outlast the kills (4 s of
+// start, then at most 5 s each), the hang and the move home after it, and a checkpoint after
+// that: 30 s + 5 s a kill at 50 steps a second.
+const int kSteps = 50 * (30 + 5 * kKills);
 // What a run may take: at least 25 steps a second.
 const absl::Duration kRunTimeout = absl::Seconds(60 + kSteps / 25);
 
@@ -114,7 +115,7 @@ class ReplicationProcessTest : public ::testing::Test {
     }
   }
 
-  // psctl_testing's small job, replicated, without checkpoints, each worker sleeping 6 ms a step
+  // psctl_testing's small job, replicated, without checkpoints, each worker sleeping 12 ms a step
   // on average. The workers' lease is psctl's default, 10 s: longer than a hung ps's shard keeps
   // them waiting (docs/replication.md, "A ps that hangs"), when they call no other shard.
   // `checkpoint`: the job's checkpoint policy (none by default). No time limit: the run must
@@ -124,7 +125,7 @@ class ReplicationProcessTest : public ::testing::Test {
     nlohmann::json job = nlohmann::json::parse(
         JobJson(id, steps, R"({"mode": "SYNC"})",
                 absl::StrCat(R"(, "worker_lease_s": 10, "replicas": 2,
-                   "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 6},
+                   "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 12},
                    "checkpoint": )",
                              checkpoint)));
     job.erase("time_limit_s");
@@ -297,7 +298,7 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
 // replication cannot help, so the job falls back to its latest checkpoint (docs/replication.md),
 // saying which shard lost both copies, and ends DONE with the undisturbed run's model.
 TEST_F(ReplicationProcessTest, AShardThatLostBothCopiesIsRecoveredFromTheLatestCheckpoint) {
-  const int steps = 3000;
+  const int steps = 1500;
   const std::string every = R"({"every_steps": 300})";
   std::unique_ptr<Psctl> calm = Submit("calm", steps, every);
   ASSERT_EQ(calm->Wait(kRunTimeout), 0) << calm->Output();

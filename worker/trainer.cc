@@ -351,7 +351,13 @@ absl::Status TrainingLoop::Run() {
   loop_start_ = context_.clock->Now();
   for (int64_t step = context_.first_step; step < job_.step_limit && !stopped_early_; ++step) {
     if (context_.stop->load()) return absl::CancelledError("stopped by request");
-    if (spec_.time_limit_s() > 0 && context_.clock->Now() - start_ > absl::Seconds(spec_.time_limit_s())) {
+    if (spec_.time_limit_s() > 0 &&
+        context_.clock->Now() - start_ > absl::Seconds(spec_.time_limit_s())) {
+      if (progress_.note().empty()) {
+        progress_.set_note(absl::StrFormat(
+            "stopped at step %d: the job's time_limit_s, %g s, ran out", step,
+            spec_.time_limit_s()));
+      }
       break;
     }
     // A sparse model's batch first: the pull brings the rows of its keys.
@@ -393,8 +399,11 @@ absl::Status TrainingLoop::Run() {
     if (!status.ok()) return status;
     Report(step, metrics->loss);
   }
-  if (context_.outcome != nullptr && progress_.note().empty()) {
-    context_.outcome->note = divergence_.StallNote();
+  // The loop's note (a stop rule, the time limit) also where no report follows it (a worker
+  // other than the chief reports last from the loop), else what the divergence watch saw.
+  if (context_.outcome != nullptr) {
+    context_.outcome->note =
+        progress_.note().empty() ? divergence_.StallNote() : progress_.note();
   }
   // A loop that ended early (time limit, target loss) may leave an exchange in flight.
   absl::Status finished = exchange_.Finish();

@@ -70,6 +70,10 @@ nlohmann::json JobJson(const JobSnapshot& job) {
   nlohmann::json json = {{"job_id", job.job_id}, {"state", job.state},
                          {"state_line", job.state_line}};
   json["mode"] = job.shards.empty() ? "" : ConsistencyConfig::Mode_Name(job.shards[0].mode());
+  const JobFigures figures = FiguresOf(job);
+  json["step"] = figures.step;
+  json["loss"] = figures.stepped ? nlohmann::json(figures.loss) : nlohmann::json();
+  json["examples_per_second"] = figures.examples_per_second;
   json["shards"] = nlohmann::json::array();
   for (const JobStats& shard : job.shards) json["shards"].push_back(ShardJson(shard));
   const std::map<int, WorkerStaleness> staleness = StalenessByWorker(job.shards);
@@ -104,6 +108,15 @@ nlohmann::json JobJson(const JobSnapshot& job) {
 }
 
 }  // namespace
+
+JobFigures FiguresOf(const JobSnapshot& job) {
+  double wall_seconds = 0;
+  for (const JobProgress& worker : job.workers) {
+    wall_seconds = std::max(wall_seconds, worker.elapsed_seconds());
+  }
+  return FiguresOf(job.shards.empty() ? ConsistencyConfig::MODE_UNSPECIFIED : job.shards[0].mode(),
+                   job.workers, absl::Seconds(wall_seconds));
+}
 
 std::map<int, WorkerStaleness> StalenessByWorker(const std::vector<JobStats>& shards) {
   std::map<int, WorkerStaleness> by_worker;

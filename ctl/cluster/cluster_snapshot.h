@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ctl/cluster/cluster_client.h"
+#include "ctl/job/job_figures.h"
 #include "proto/ps_service.pb.h"
 #include "proto/task.pb.h"
 #include "proto/worker_service.pb.h"
@@ -37,6 +38,10 @@ struct ClusterSnapshot {
   std::vector<TaskSnapshot> tasks;  // ps tasks, then workers, each in index order.
   std::vector<JobSnapshot> jobs;    // By job id.
 };
+
+// The job's figures as psctl's progress line has them (ctl/job/job_figures.h), over the time of
+// the worker that has trained longest: the daemons do not know when psctl started the job.
+JobFigures FiguresOf(const JobSnapshot& job);
 
 // A worker's staleness over every shard of a job: counts[i] gradients applied with staleness i
 // (the last: that many or more; trailing zeros cut), their sum, total and max.

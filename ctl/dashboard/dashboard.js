@@ -146,31 +146,15 @@ function renderTasks(snapshot) {
   }
 }
 
-// The job's figures for its row: step, examples/s, loss, staleness, barrier waits.
+// The job's figures for its row: step, examples/s and loss as psctl's progress line has them
+// (the snapshot's, ctl/job/job_figures.h), the staleness over every gradient, barrier waits.
 function jobSummary(job) {
   const workers = job.workers || [];
   const shards = job.shards || [];
-  let step = null;
-  for (const shard of shards) step = Math.max(step === null ? 0 : step, finite(shard.step) || 0);
-  for (const worker of workers) {
-    step = Math.max(step === null ? 0 : step, finite(worker.global_step) || 0);
-  }
-  let examples = null;
-  let lossSum = 0;
-  let lossCount = 0;
   let stalenessWeighted = 0;
   let gradients = 0;
   let stalenessMax = null;
   for (const worker of workers) {
-    if ((finite(worker.step) || 0) > 0) {  // Else no loss or rate yet.
-      const rate = finite(worker.examples_per_second);
-      if (rate !== null) examples = (examples || 0) + rate;
-      const loss = finite(worker.loss);
-      if (loss !== null) {
-        lossSum += loss;
-        lossCount++;
-      }
-    }
     const count = (worker.staleness_counts || []).reduce((a, b) => a + b, 0);
     const mean = finite(worker.staleness_mean);
     if (mean !== null && count > 0) {
@@ -192,9 +176,11 @@ function jobSummary(job) {
           .map((worker) => 'worker ' + worker + ' (' + waits.get(worker).toFixed(1) + ' s)')
           .join(', ');
   return {
-    step: step,
-    examples: examples,
-    loss: lossCount > 0 ? lossSum / lossCount : null,
+    step: finite(job.step),
+    examples: workers.some((worker) => (finite(worker.step) || 0) > 0) ?
+        finite(job.examples_per_second) :
+        null,
+    loss: finite(job.loss),
     stalenessMean: gradients > 0 ? stalenessWeighted / gradients : null,
     stalenessMax: stalenessMax,
     waits: waitText,

@@ -85,7 +85,7 @@ void AppendTasks(const ClusterSnapshot& now, const ClusterSnapshot* previous,
 
 // The job's line of figures: "SYNC, global step 12, 4321 examples/s, loss 0.5123, staleness
 // mean 0.25 max 2".
-std::string JobFigures(const JobSnapshot& job) {
+std::string JobLine(const JobSnapshot& job) {
   std::vector<std::string> parts;
   if (!job.shards.empty()) {
     const ConsistencyConfig::Mode mode = job.shards[0].mode();
@@ -99,18 +99,10 @@ std::string JobFigures(const JobSnapshot& job) {
     }
     parts.push_back(absl::StrCat("global step ", global_step));
   }
-  double examples_per_second = 0;
-  double loss = 0;
-  int stepped = 0;  // Workers that have run a step: before, their figures are zeros.
-  for (const JobProgress& worker : job.workers) {
-    if (worker.step() == 0) continue;
-    examples_per_second += worker.examples_per_second();
-    loss += worker.loss();
-    ++stepped;
-  }
-  if (stepped > 0) {
-    parts.push_back(absl::StrFormat("%.0f examples/s", examples_per_second));
-    parts.push_back(absl::StrFormat("loss %.4g", loss / stepped));
+  const JobFigures figures = FiguresOf(job);
+  if (figures.stepped) {  // Before a step, the workers' figures are zeros.
+    parts.push_back(absl::StrFormat("%.0f examples/s", figures.examples_per_second));
+    parts.push_back(absl::StrFormat("loss %.4g", figures.loss));
   }
   int64_t sum = 0, total = 0, max = 0;
   for (const JobStats& shard : job.shards) {
@@ -235,7 +227,7 @@ std::string RenderTop(const ClusterSnapshot& now, const ClusterSnapshot* previou
   for (const JobSnapshot& job : now.jobs) {
     lines.push_back("");
     lines.push_back(job.state_line);
-    const std::string figures = JobFigures(job);
+    const std::string figures = JobLine(job);
     if (!figures.empty()) lines.push_back(absl::StrCat("  ", figures));
     AppendWaits(job, &lines);
     AppendWorkers(job, &lines);

@@ -66,6 +66,7 @@ JobProgress Progress(int worker, int64_t step, int64_t global_step, double examp
   progress.set_global_step(global_step);
   progress.set_examples_per_second(examples_per_second);
   progress.set_loss(loss);
+  progress.set_elapsed_seconds(10);  // The job's figures: every example over 10 s.
   return progress;
 }
 

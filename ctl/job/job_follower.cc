@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "ctl/job/job_figures.h"
 
 namespace ps {
 
@@ -108,20 +109,15 @@ void Follower::Follow(int worker, const std::string& job_id) {
   ++finished_;
 }
 
-std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last) {
-  int64_t step = -1;
-  double examples_per_second = 0, staleness = 0;
-  for (const JobProgress& progress : last) {
-    step = step < 0 ? progress.step() : std::min(step, progress.step());
-    examples_per_second += progress.examples_per_second();
-    staleness += progress.staleness() / last.size();
-  }
+std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last,
+                         absl::Duration wall_time) {
+  const JobFigures figures = FiguresOf(spec.consistency().mode(), last, wall_time);
   const JobProgress& chief = last[0];
-  double elapsed = chief.elapsed_seconds();
   std::string total = spec.steps() > 0 ? absl::StrCat("/", spec.steps()) : "";
   std::string eta;
-  if (spec.steps() > 0 && step > 0) {
-    eta = absl::StrFormat(", ETA %.0fs", elapsed * (spec.steps() - step) / step);
+  if (absl::optional<Eta> left = EtaOf(spec, figures, wall_time); left.has_value()) {
+    eta = absl::StrFormat(", ETA %.0fs%s", absl::ToDoubleSeconds(left->left),
+                          left->time_limit ? " (time_limit_s)" : "");
   }
   // The validation split's figures where the job has one, and the test split's where the chief
   // has evaluated it (with a validation split, once: at the end).
@@ -135,8 +131,8 @@ std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& la
                                            chief.eval().accuracy()));
   }
   return absl::StrFormat("step %d%s | loss %.4f | %.0f ex/s | staleness %.2f | %.1fs%s%s",
-                         std::max<int64_t>(step, 0), total, chief.loss(), examples_per_second,
-                         staleness, elapsed, eta, eval);
+                         figures.step, total, figures.loss, figures.examples_per_second,
+                         figures.staleness, absl::ToDoubleSeconds(wall_time), eta, eval);
 }
 
 }  // namespace ps

@@ -58,10 +58,12 @@ class Follower {
 };
 
 // "step 120/1000 | loss 0.4210 | 5120 ex/s | staleness 0.50 | 3.1s, ETA 23s | validation ...
-// | eval ...": the slowest worker's step, the chief's loss and evaluations (of the validation
-// split where the job has one, of the test split where the chief made one), and the workers'
-// throughput.
-std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last);
+// | eval ...": the job's figures (job_figures.h) after `wall_time` of it, the time left (steps
+// left at the pace so far, or "(time_limit_s)" where the time limit ends it first), and the
+// chief's evaluations (of the validation split where the job has one, of the test split where
+// the chief made one).
+std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last,
+                         absl::Duration wall_time);
 
 }  // namespace ps
 

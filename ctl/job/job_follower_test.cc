@@ -33,22 +33,50 @@ TEST(ProgressLineTest, ShowsTheValidationSplitAndTheFinalTestEvaluation) {
   JobSpec spec;
   spec.set_steps(100);
   JobProgress chief = Chief(40);
-  EXPECT_THAT(ProgressLine(spec, {chief}), HasSubstr("step 40/100 | loss 0.5000"));
-  EXPECT_THAT(ProgressLine(spec, {chief}), Not(HasSubstr("acc")));
+  EXPECT_THAT(ProgressLine(spec, {chief}, absl::Seconds(2)),
+              HasSubstr("step 40/100 | loss 0.5000"));
+  EXPECT_THAT(ProgressLine(spec, {chief}, absl::Seconds(2)), Not(HasSubstr("acc")));
 
   chief.mutable_eval()->set_loss(0.25);
   chief.mutable_eval()->set_accuracy(0.875);
-  EXPECT_THAT(ProgressLine(spec, {chief}), HasSubstr(" | eval loss 0.2500 acc 0.875"));
+  EXPECT_THAT(ProgressLine(spec, {chief}, absl::Seconds(2)),
+              HasSubstr(" | eval loss 0.2500 acc 0.875"));
 
   // A job with a validation split: its evaluations, and the test split's once it has one.
   JobProgress validated = Chief(40);
   validated.mutable_validation()->set_loss(0.3);
   validated.mutable_validation()->set_accuracy(0.8);
-  EXPECT_THAT(ProgressLine(spec, {validated}), HasSubstr(" | validation loss 0.3000 acc 0.800"));
-  EXPECT_THAT(ProgressLine(spec, {validated}), Not(HasSubstr("eval loss")));
+  EXPECT_THAT(ProgressLine(spec, {validated}, absl::Seconds(2)),
+              HasSubstr(" | validation loss 0.3000 acc 0.800"));
+  EXPECT_THAT(ProgressLine(spec, {validated}, absl::Seconds(2)), Not(HasSubstr("eval loss")));
   *validated.mutable_eval() = chief.eval();
-  EXPECT_THAT(ProgressLine(spec, {validated}),
+  EXPECT_THAT(ProgressLine(spec, {validated}, absl::Seconds(2)),
               HasSubstr(" | validation loss 0.3000 acc 0.800 | eval loss 0.2500 acc 0.875"));
+}
+
+// With a straggler, once the fast worker is done: the line goes on with the straggler's step and
+// loss, psctl's clock and every example over it, and says when the time limit ends the job first.
+TEST(ProgressLineTest, GoesOnAfterAWorkerFinishedAndCountsTheTimeLimit) {
+  JobSpec spec;
+  spec.set_steps(100);
+  spec.set_time_limit_s(50);
+  spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
+  JobProgress done = Chief(100);
+  done.set_state(JobProgress::DONE);
+  done.set_examples_per_second(100);
+  done.set_elapsed_seconds(10);  // 1000 examples.
+  JobProgress straggler = Chief(20);
+  straggler.set_worker(1);
+  straggler.set_loss(0.75);
+  straggler.set_examples_per_second(20);
+  straggler.set_elapsed_seconds(10);  // 200 examples.
+  EXPECT_EQ(ProgressLine(spec, {done, straggler}, absl::Seconds(12)),
+            "step 20/100 | loss 0.7500 | 100 ex/s | staleness 0.00 | 12.0s, "
+            "ETA 38s (time_limit_s)");
+  EXPECT_THAT(ProgressLine(spec, {done, straggler}, absl::Seconds(20)),
+              HasSubstr("| 60 ex/s | staleness 0.00 | 20.0s, ETA 30s (time_limit_s)"));
+  spec.clear_time_limit_s();  // The steps left at the pace so far: 80 at 20 in 12 s.
+  EXPECT_THAT(ProgressLine(spec, {done, straggler}, absl::Seconds(12)), HasSubstr(", ETA 48s"));
 }
 
 // A worker whose streams the test scripts: each WatchJob sends its updates and ends with its

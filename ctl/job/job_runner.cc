@@ -17,6 +17,7 @@
 #include "ctl/job/checkpoint_coordinator.h"
 #include "ctl/job/checkpoint_restore.h"
 #include "ctl/job/exit_code.h"
+#include "ctl/job/job_figures.h"
 #include "ctl/job/job_defaults.h"
 #include "ctl/cluster/cluster_client.h"
 #include "ctl/cluster/cluster_probe.h"
@@ -312,7 +313,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
     if (options.clock->Now() - last_line >= every && AnyStepRun(follower.Last())) {
       last_line = options.clock->Now();
-      std::string line = ProgressLine(spec, follower.Last());
+      std::string line = ProgressLine(spec, follower.Last(), options.clock->Now() - start);
       if (options.live_line) {
         out << "\r\033[K" << line << std::flush;
       } else {
@@ -326,7 +327,13 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     if (recover->has_value()) return absl::OkStatus();
   }
   if (AnyStepRun(last)) {
-    out << (options.live_line ? "\r\033[K" : "") << ProgressLine(spec, last) << "\n";
+    out << (options.live_line ? "\r\033[K" : "")
+        << ProgressLine(spec, last, options.clock->Now() - start) << "\n";
+  }
+  if (const std::string note =
+          FiguresOf(spec.consistency().mode(), last, options.clock->Now() - start).note;
+      !note.empty()) {
+    out << "job " << spec.job_id() << ": " << note << "\n";
   }
   bool all_done = true;  // Every worker but those lost.
   for (const JobProgress& progress : last) {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "common/json_text.h"
 #include "ctl/export/npy.h"
+#include "ctl/job/job_figures.h"
 #include "common/process/version.h"
 
 namespace ps {
@@ -205,7 +206,6 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   summary["job_id"] = spec.job_id();
   std::string state = "DONE";
   int64_t steps = 0;
-  double examples_per_second = 0;
   nlohmann::json lost_workers = nlohmann::json::array();
   int64_t worker_steps = 0, bytes_sent = 0, bytes_received = 0;  // Of the workers not lost.
   for (const JobProgress& progress : last) {
@@ -224,7 +224,6 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
           static_cast<absl::StatusCode>(progress.error_code()));
     }
     steps = std::max(steps, progress.step());
-    examples_per_second += progress.examples_per_second();
     worker_steps += progress.step();
     bytes_sent += progress.bytes_sent();
     bytes_received += progress.bytes_received();
@@ -233,14 +232,15 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   summary["lost_workers"] = lost_workers;
   summary["steps"] = steps;
   summary["wall_time_s"] = absl::ToDoubleSeconds(wall_time);
-  summary["examples_per_second"] = examples_per_second;
+  const JobFigures figures = FiguresOf(spec.consistency().mode(), last, wall_time);
+  summary["examples_per_second"] = figures.examples_per_second;
+  if (!figures.note.empty()) summary["note"] = figures.note;
   // A worker's bytes per step, over every worker's steps.
   summary["bytes_sent_per_step"] =
       worker_steps > 0 ? static_cast<double>(bytes_sent) / worker_steps : 0.0;
   summary["bytes_received_per_step"] =
       worker_steps > 0 ? static_cast<double>(bytes_received) / worker_steps : 0.0;
   if (!last.empty()) {
-    if (!last[0].note().empty()) summary["note"] = last[0].note();
     if (last[0].has_data()) {
       const DataSummary& data = last[0].data();
       summary["data"] = {{"train_examples", data.train_examples()},
