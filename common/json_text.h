@@ -22,6 +22,13 @@ absl::StatusOr<nlohmann::json> ParseJsonText(absl::string_view text);
 // "jobId"); fields at their default are left out.
 nlohmann::json ProtoToJson(const google::protobuf::Message& message);
 
+// `text` (JSON) into `message` by protobuf's JSON mapping, an unknown field refused. On a
+// problem, INVALID_ARGUMENT whose message names it and where, and for a mistyped field or enum
+// value the closest name: 'stepz: no such field (did you mean "steps"?)', 'consistency.mode:
+// "SYNCH" is not one of SYNC, ASYNC, SSP, ... (did you mean "SYNC"?)', else protobuf's own
+// words ("syntax error at line 1, ..." for malformed text). `message` is unspecified then.
+absl::Status ParseProtoJson(absl::string_view text, google::protobuf::Message* message);
+
 }  // namespace ps
 
 #endif  // PS_COMMON_JSON_TEXT_H_

@@ -50,6 +50,7 @@
 #include "common/process/build_info.h"
 #include "common/cluster/cluster_spec.h"
 #include "common/process/daemon.h"
+#include "common/did_you_mean.h"
 #include "common/process/flag_help.h"
 #include "common/security/security_flags.h"
 #include "ctl/dashboard/dashboard.h"
@@ -290,7 +291,12 @@ int main(int argc, char** argv) {
   ps::SetProcessAuthTokens(*tokens);
   const ps::Command* command = argc >= 2 ? ps::FindCommand(argv[1]) : nullptr;
   if (command == nullptr) {
-    if (argc >= 2) std::cerr << "psctl: unknown command \"" << argv[1] << "\"\n";
+    if (argc >= 2) {
+      std::vector<std::string> names;
+      for (const ps::Command& known : ps::Commands()) names.push_back(known.name);
+      std::cerr << "psctl: unknown command \"" << argv[1] << "\""
+                << ps::DidYouMean(argv[1], names) << "\n";
+    }
     std::cerr << ps::Usage() << "\n";
     return 2;
   }

@@ -431,8 +431,17 @@ TEST_F(PsctlLocalTest, RefusesAJobWithAnUnknownField) {
   std::string job = WriteJob(
       dir_, "job", JobJson("psctl-bad", 300, R"({"mode": "SYNC"})", R"(, "learning_rat": 0.1)"));
   Psctl psctl({"local", "--job=" + job, "--results=" + results_}, dir_);
-  ExpectRefused(psctl, job + ": not a valid job: learning_rat");
+  ExpectRefused(psctl, job + ": not a valid job: learning_rat: no such field (did you mean "
+                       "\"learning_rate\"?)");
   EXPECT_FALSE(std::filesystem::exists(results_));
+}
+
+TEST_F(PsctlLocalTest, RefusesAModeThatIsNotOneListingTheModes) {
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-bad", 300, R"({"mode": "SYNCH"})"));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_}, dir_);
+  ExpectRefused(psctl, job + ": not a valid job: consistency.mode: \"SYNCH\" is not one of SYNC, "
+                       "ASYNC, SSP,");
+  EXPECT_THAT(psctl.Stderr(), HasSubstr("(did you mean \"SYNC\"?)"));
 }
 
 TEST_F(PsctlLocalTest, RefusesAJobWithABadValue) {

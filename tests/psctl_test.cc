@@ -202,6 +202,15 @@ TEST(PsctlHelpTest, EveryCommandHasItsOwnHelp) {
   Psctl unknown({"launch"}, dir);
   EXPECT_EQ(unknown.Wait(), 2);
   EXPECT_THAT(unknown.Stderr(), HasSubstr("psctl: unknown command \"launch\""));
+  Psctl typo({"stauts"}, dir);
+  EXPECT_EQ(typo.Wait(), 2);
+  EXPECT_THAT(typo.Stderr(),
+              HasSubstr("psctl: unknown command \"stauts\" (did you mean \"status\"?)"));
+  Psctl flag_typo({"local", "--worker=3"}, dir);
+  EXPECT_EQ(flag_typo.Wait(), 2);
+  EXPECT_EQ(flag_typo.Stderr(),
+            "psctl: unknown flag --worker (did you mean \"--workers\"?); psctl --help lists the "
+            "flags\n");
 }
 
 TEST_F(PsctlClusterTest, StatusListsEveryTaskAsUp) {

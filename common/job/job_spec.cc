@@ -2,22 +2,18 @@
 
 #include <cmath>
 
-#include <google/protobuf/util/json_util.h>
-
 #include "absl/strings/str_cat.h"
 #include "common/job/consistency_modes.h"
+#include "common/json_text.h"
 
 namespace ps {
 
 absl::StatusOr<JobSpec> ParseJobSpecJson(absl::string_view json, absl::string_view source) {
   JobSpec spec;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;
-  auto status = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(json.data(), json.size()), &spec, options);
+  absl::Status status = ParseProtoJson(json, &spec);
   if (!status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        source, ": not a valid job: ", status.message().as_string(),
+        source, ": not a valid job: ", status.message(),
         " (fields are those of JobSpec in proto/job.proto; see config/jobs/ for examples)"));
   }
   return spec;

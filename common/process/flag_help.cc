@@ -2,13 +2,18 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <gflags/gflags.h>
 #include <glog/logging.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/did_you_mean.h"
 
 // libgflags' exit hook (gflags' util.h, not installed): gflags calls it to end the program on a
 // bad command line.
@@ -79,7 +84,43 @@ namespace {
 
 }  // namespace
 
+std::string UnknownFlagMessage(int argc, char** argv, const std::string& program) {
+  // Each flag's name ("worker" of "--worker=3"), up to "--".
+  std::vector<std::string> names;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    double number;
+    if (arg.size() < 2 || arg[0] != '-' || absl::SimpleAtod(arg, &number)) continue;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    names.emplace_back(arg.substr(0, arg.find('=')));
+    if (names.back() == "undefok") return "";  // gflags lets the unknown flags it lists pass.
+  }
+  for (const std::string& name : names) {
+    gflags::CommandLineFlagInfo info;
+    if (name.empty() || gflags::GetCommandLineFlagInfo(name.c_str(), &info)) continue;
+    if (absl::StartsWith(name, "no") &&
+        gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) && info.type == "bool") {
+      continue;
+    }
+    std::vector<gflags::CommandLineFlagInfo> flags;
+    gflags::GetAllFlags(&flags);
+    std::vector<std::string> known;
+    for (const gflags::CommandLineFlagInfo& flag : flags) known.push_back(flag.name);
+    return absl::StrCat("unknown flag --", name, DidYouMean(name, known, "--"), "; ", program,
+                        " --help lists the flags");
+  }
+  return "";
+}
+
 void ParseFlags(int* argc, char*** argv) {
+  // gflags knows the program's name only once it has parsed.
+  const std::string program = std::filesystem::path((*argv)[0]).filename().string();
+  const std::string unknown = UnknownFlagMessage(*argc, *argv, program);
+  if (!unknown.empty()) {
+    std::cerr << program << ": " << unknown << "\n";
+    std::exit(2);
+  }
   // gflags exits through this hook, which libgflags exports without declaring it.
   void (*const gflags_exit)(int) = google::gflags_exitfunc;
   google::gflags_exitfunc = &ExitForBadInput;

@@ -23,10 +23,17 @@ std::string FlagHelp(const std::vector<std::string>& names = {});
 void HandleHelp(int argc, char** argv, const std::string& usage,
                 const std::vector<std::string>& names = {});
 
-// gflags::ParseCommandLineFlags (removing the flags from argv), except that gflags' own refusals
-// (an unknown flag, a value of the wrong type) exit 2, bad input, as every other refusal of a
-// command line does (README, "Exit codes"); gflags alone exits 1. --version and --helpfull
-// still exit 0.
+// What an unknown flag among argv[1..] (before any "--") gets said of it: "unknown flag
+// --worker (did you mean \"--workers\"?); PROGRAM --help lists the flags", PROGRAM being
+// `program`; "" when every flag is one gflags knows (--noNAME for a bool NAME included; words
+// that are not flags and negative numbers, a flag's value, are passed over). With --undefok,
+// which lets gflags pass unknown flags, "".
+std::string UnknownFlagMessage(int argc, char** argv, const std::string& program);
+
+// gflags::ParseCommandLineFlags (removing the flags from argv), except that an unknown flag is
+// refused with UnknownFlagMessage, and gflags' own refusals (a value of the wrong type) exit 2,
+// bad input, as every other refusal of a command line does (README, "Exit codes"); gflags alone
+// exits 1. --version and --helpfull still exit 0.
 void ParseFlags(int* argc, char*** argv);
 
 }  // namespace ps

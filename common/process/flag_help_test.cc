@@ -28,6 +28,34 @@ TEST(FlagHelpTest, WithoutNamesShowsTheProjectsFlagsAndNotTheLoggingLibrarys) {
   EXPECT_THAT(help, Not(HasSubstr("--flagfile")));
 }
 
+// argv of `words` (argv[0] "prog"), for UnknownFlagMessage.
+std::string Unknown(std::vector<std::string> words) {
+  words.insert(words.begin(), "prog");
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  return UnknownFlagMessage(static_cast<int>(argv.size()), argv.data(), "prog");
+}
+
+TEST(FlagHelpTest, AnUnknownFlagIsNamedWithTheFlagMeant) {
+  EXPECT_EQ(Unknown({"--flag_help_test_round=4"}),
+            "unknown flag --flag_help_test_round (did you mean \"--flag_help_test_rounds\"?); "
+            "prog --help lists the flags");
+  EXPECT_EQ(Unknown({"cmd", "-flag_help_test_nmae", "y"}),
+            "unknown flag --flag_help_test_nmae (did you mean \"--flag_help_test_name\"?); "
+            "prog --help lists the flags");
+  EXPECT_EQ(Unknown({"--completely_unlike_any"}),
+            "unknown flag --completely_unlike_any; prog --help lists the flags");
+  // Known flags, a bool's --noNAME, values, negative numbers, and what follows "--".
+  EXPECT_EQ(Unknown({"cmd", "--flag_help_test_rounds", "-3", "--flag_help_test_name=a", "word",
+                     "--nologtostderr", "--", "--not_a_flag"}),
+            "");
+  EXPECT_EQ(Unknown({"--noflag_help_test_rounds"}),  // Not a bool.
+            "unknown flag --noflag_help_test_rounds (did you mean \"--flag_help_test_rounds\"?); "
+            "prog --help lists the flags");
+  // --undefok lets gflags pass unknown flags.
+  EXPECT_EQ(Unknown({"--not_a_flag", "--undefok=not_a_flag"}), "");
+}
+
 TEST(FlagHelpTest, KnowsWhenHelpIsAskedFor) {
   const char* help[] = {"prog", "--task=ps:0", "--help"};
   const char* short_help[] = {"prog", "-h"};

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_system.h"
+#include "common/json_text.h"
 #include "common/job/job_schema.h"
 #include "common/job/job_spec.h"
 
@@ -184,10 +185,10 @@ absl::StatusOr<JobSpec> OverrideField(const JobSpec& spec, const std::string& pa
   for (const std::string& name : *names) node = &(*node)[name];
   *node = value;
   JobSpec result;
-  auto status = google::protobuf::util::JsonStringToMessage(json.dump(), &result);
+  absl::Status status = ParseProtoJson(json.dump(), &result);
   if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(SettingText(value), " does not fit ", path, ": ",
-                                                   status.message().as_string()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(SettingText(value), " does not fit ", path, ": ", status.message()));
   }
   return result;
 }
