@@ -46,6 +46,39 @@ grep -q '"state": *"DONE"' "${TEST_TMPDIR}/results/summary.json" ||
   fail "the job did not end DONE: $(cat "${TEST_TMPDIR}/results/summary.json")"
 log "ok: the unpacked programs ran the default job to DONE"
 
+# One package for every host (issue 36): no program links a CUDA library; a CUDA build's GPU
+# plugin sits in /usr/lib/ps and alone needs CUDA's libraries. On a host without them (here:
+# this one, with the directory that holds cuBLAS hidden under an empty tmpfs in a mount
+# namespace of its own), --device=auto runs the default job on the CPU and says why.
+for program in psctl ps_server ps_worker; do
+  if ldd "$root/usr/bin/$program" | grep -qE 'libcu(blas|dart)'; then
+    fail "$program links CUDA's libraries: $(ldd "$root/usr/bin/$program" | grep libcu)"
+  fi
+done
+plugin="$root/usr/lib/ps/libps_cuda.so"
+if [[ ! -f "$plugin" ]]; then
+  log "ok: the programs link no CUDA library (this build has no GPU plugin: built without CUDA)"
+elif [[ "$(id -u)" != 0 ]] || ! unshare --mount true 2>/dev/null; then
+  log "ok: the programs link no CUDA library; the run without CUDA skipped: hiding CUDA's" \
+    "libraries needs root and a mount namespace"
+else
+  cuda_lib_dir="$(ldd "$plugin" | sed -n 's/.*libcublas\.so[^ ]* => \(\/[^ ]*\)\/libcublas\.so.*/\1/p')"
+  [[ -n "$cuda_lib_dir" ]] || fail "the plugin does not find cuBLAS here: $(ldd "$plugin")"
+  unshare --mount bash -c "
+    mount -t tmpfs none '$cuda_lib_dir' || exit 3
+    ldd '$plugin' | grep -q 'libcublas.*not found' || exit 4
+    '$root/usr/bin/psctl' local --job='$root/usr/share/ps/config/jobs/default.json' \
+      --results='${TEST_TMPDIR}/no_cuda' --device=auto" >"${TEST_TMPDIR}/no_cuda.log" 2>&1 ||
+    { cat "${TEST_TMPDIR}/no_cuda.log"; fail "psctl local --device=auto without CUDA's libraries"; }
+  grep -q '"state": *"DONE"' "${TEST_TMPDIR}/no_cuda/summary.json" ||
+    fail "the job without CUDA did not end DONE"
+  grep -q "started job default on cpu (auto: cannot load the CUDA backend .*libcublas" \
+    "${TEST_TMPDIR}/no_cuda.log" ||
+    fail "the workers did not say why they run on the CPU: $(cat "${TEST_TMPDIR}/no_cuda.log")"
+  log "ok: without CUDA's libraries the packaged programs ran the default job on the CPU:" \
+    "$(grep -m1 'started job default on cpu' "${TEST_TMPDIR}/no_cuda.log")"
+fi
+
 # The Python package as installed: Debian's python3 imports it from dist-packages (here under
 # the unpacked root), and a program job of the installed NumPy example runs to DONE.
 grep -q '"python3", "/usr/share/ps/examples/numpy/linear_regression.py"' \

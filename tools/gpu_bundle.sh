@@ -29,6 +29,10 @@ for target in "${binaries[@]}"; do
 done
 chmod u+w .gpu/bin/*
 strip .gpu/bin/*
+# The GPU plugin, where programs in bin/ look for it: lib/ps/ (worker/compute/cuda_plugin.h).
+mkdir -p .gpu/lib/ps
+cp "$opt/worker/compute/libps_cuda.so" .gpu/lib/ps/
+chmod u+w .gpu/lib/ps/libps_cuda.so
 # Every shared library the binaries load, but the C and C++ runtimes and CUDA's own.
 ldd .gpu/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt)\.so' |

@@ -21,6 +21,13 @@ root="$stage/ps-$version"
 mkdir -p "$root/bin" "$root/share/ps/tools" "$root/share/ps/systemd" "$root/share/doc/ps"
 cp "$bin/server/ps_server" "$bin/worker/ps_worker" "$bin/ctl/psctl" "$root/bin/"
 chmod 0755 "$root/bin/"*
+# The GPU plugin of a CUDA build (worker/compute/cuda_plugin.h), where the programs look for it:
+# lib/ps/ beside bin/ (/usr/lib/ps in the Debian package).
+if [[ -f "$bin/worker/compute/libps_cuda.so" ]]; then
+  mkdir -p "$root/lib/ps"
+  cp -L "$bin/worker/compute/libps_cuda.so" "$root/lib/ps/"
+  chmod 0644 "$root/lib/ps/libps_cuda.so"
+fi
 cp -rL config "$root/share/ps/config"
 find "$root/share/ps/config" -name BUILD -delete
 cp tools/report.py tools/report_plots.py tools/compare_runs.py "$root/share/ps/tools/"
@@ -74,7 +81,7 @@ while read -r library; do
   else
     cuda_libs+=("$(basename "$library")")
   fi
-done < <(ldd "$root/bin/"* "$root"/lib/python3/dist-packages/ps/*.so 2>/dev/null |
+done < <(ldd "$root/bin/"* "$root"/lib/python3/dist-packages/ps/*.so "$root"/lib/ps/*.so 2>/dev/null |
   sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u)
 depends="$(printf '%s\n' "${packages[@]}" | sort -u | while read -r package; do
   echo "$package (>= $(dpkg-query -W -f='${Version}' "$package" | sed 's/-[^-]*$//'))"
@@ -92,9 +99,10 @@ description="Parameter-server training service: ps_server, ps_worker and psctl"
 note=""
 if ((${#cuda_libs[@]} > 0)); then
   note=" .
- This build uses the GPU through CUDA's own libraries, which no Debian package provides:
- $(printf '%s ' "${cuda_libs[@]}")must be on the loader's path (for example from the CUDA
- toolkit in /usr/local/cuda). Build with RELEASE_CUDA=0 for a package without them."
+ On a GPU, the programs load their CUDA plugin, /usr/lib/ps/libps_cuda.so, which uses CUDA's
+ own libraries (no Debian package provides them): $(printf '%s ' "${cuda_libs[@]}")must then
+ be on the loader's path (for example from the CUDA toolkit in /usr/local/cuda). Without them
+ the programs run on the CPU (--device=auto says why); psctl never loads them."
 fi
 installed_kb="$(du -sk "$deb_root/usr" "$deb_root/lib" | awk '{s += $1} END {print s}')"
 cat >"$deb_root/DEBIAN/control" <<CONTROL

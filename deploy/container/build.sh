@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the ps container image from the release binaries, with podman and no registry:
-# a FROM scratch image holding /usr/bin/{ps_server,ps_worker,psctl}, the shared libraries ldd
-# finds for them (at the same paths, the dynamic loader included), the example jobs under
+# a FROM scratch image holding /usr/bin/{ps_server,ps_worker,psctl}, a CUDA build's GPU plugin
+# (/usr/lib/ps/libps_cuda.so), the shared libraries ldd finds for them (at the same paths, the dynamic loader included), the example jobs under
 # /usr/share/ps/config/jobs, a passwd naming nobody, and an empty /tmp. Prints the image's size.
 #
 # Usage: deploy/container/build.sh [--bin_dir=DIR] [--tag=NAME:TAG]
@@ -37,8 +37,16 @@ programs=("$bin_dir/server/ps_server" "$bin_dir/worker/ps_worker" "$bin_dir/ctl/
 for program in "${programs[@]}"; do
   install -m 0755 "$program" "$rootfs/usr/bin/"
 done
+# A CUDA build's GPU plugin where the programs look for it (worker/compute/cuda_plugin.h), with
+# CUDA's libraries it loads; a CPU-only build has none.
+loaded=("${programs[@]}")
+if [[ -f "$bin_dir/worker/compute/libps_cuda.so" ]]; then
+  mkdir -p "$rootfs/usr/lib/ps"
+  install -m 0644 "$bin_dir/worker/compute/libps_cuda.so" "$rootfs/usr/lib/ps/"
+  loaded+=("$bin_dir/worker/compute/libps_cuda.so")
+fi
 # Every library at the path the loader finds it at, followed to the file (not the symlink).
-ldd "${programs[@]}" | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}' | sort -u |
+ldd "${loaded[@]}" | awk '/=> \// {print $3} /^[ \t]*\/[^ ]+ \(/ {print $1}' | sort -u |
   while read -r library; do
     mkdir -p "$rootfs$(dirname "$library")"
     cp -L "$library" "$rootfs$library"

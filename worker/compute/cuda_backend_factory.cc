@@ -4,7 +4,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "worker/compute/cuda_backend.h"
-#include "worker/compute/cuda_backend_impl.h"
+#include "worker/compute/cuda_plugin.h"
 
 namespace ps {
 
@@ -15,7 +15,9 @@ absl::StatusOr<std::unique_ptr<ComputeBackend>> CreateCudaBackend(int device_ind
   }
 #ifdef PS_WITH_CUDA
   std::string error;
-  std::unique_ptr<ComputeBackend> backend = NewCudaBackend(device_index, &error);
+  const CudaPlugin* plugin = LoadCudaPlugin(&error);
+  std::unique_ptr<ComputeBackend> backend(
+      plugin == nullptr ? nullptr : plugin->new_backend(device_index, &error));
   if (backend == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot compute on cuda:", device_index, ": ", error, "; use --device=cpu"));

@@ -4,6 +4,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "worker/compute/cuda_backend.h"
+#include "worker/compute/cuda_plugin.h"
 
 namespace ps {
 namespace {
@@ -26,7 +27,10 @@ bool BuiltWithCuda() {
 
 GpuQueryResult QueryUsableGpus() {
 #ifdef PS_WITH_CUDA
-  return QueryCudaGpus();
+  GpuQueryResult result;
+  const CudaPlugin* plugin = LoadCudaPlugin(&result.problem);
+  if (plugin != nullptr) plugin->query_gpus(&result);
+  return result;
 #else
   GpuQueryResult none;
   none.problem =

@@ -24,7 +24,8 @@ struct Device {
 // True when this binary was built with the CUDA backend (--config=cuda).
 bool BuiltWithCuda();
 
-// The GPUs this binary can use: QueryCudaGpus() in a CUDA build, else none, with the reason.
+// The GPUs this binary can use: the CUDA plugin's QueryCudaGpus() in a CUDA build, else none,
+// with the reason (also where the plugin or CUDA's libraries cannot be loaded: cuda_plugin.h).
 GpuQueryResult QueryUsableGpus();
 
 // Chooses the device for `flag` given the GPUs found. "auto" takes GPU 0 when there is one and

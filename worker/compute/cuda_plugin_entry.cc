@@ -1,0 +1,15 @@
+// libps_cuda.so's entry points (cuda_plugin.h), over the nvcc-built backend and query.
+#include <memory>
+
+#include "worker/compute/cuda_backend_impl.h"
+#include "worker/compute/cuda_plugin.h"
+
+extern "C" {
+
+void PsCudaQueryGpus(ps::GpuQueryResult* result) { *result = ps::QueryCudaGpus(); }
+
+ps::ComputeBackend* PsCudaNewBackend(int device, std::string* error) {
+  return ps::NewCudaBackend(device, error).release();
+}
+
+}  // extern "C"
