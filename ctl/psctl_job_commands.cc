@@ -222,7 +222,7 @@ int Status() {
   std::cout << ClusterStatus(*cluster, FLAGS_job, &unanswered);
   if (unanswered.empty()) return 0;
   // A task down says "retry" (a script waiting for the cluster); one that refused this caller's
-  // credentials, "fix them" (README, "Exit codes").
+  // credentials, "fix them" (docs/REFERENCE.md, "Exit codes").
   int code = kExitRetry;
   for (const absl::Status& status : unanswered) {
     if (ExitCode(status) == kExitBadInput) code = kExitBadInput;

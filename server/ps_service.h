@@ -114,7 +114,7 @@ class ParameterService final : public ParameterServerBase {
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Writes every job's statistics (JobStats) as Prometheus families, labelled job_id and
-  // shard (README "Metrics"): a MetricsRegistry collector, called at scrape time.
+  // shard (docs/REFERENCE.md, "Metrics"): a MetricsRegistry collector, called at scrape time.
   void WriteMetrics(MetricsWriter* writer) ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerUnaryReactor* CreateJob(grpc::CallbackServerContext* context,

@@ -148,8 +148,8 @@ TEST_F(PsctlLocalTest, RunsAJobWritesItsResultsAndStopsEveryDaemon) {
   EXPECT_THAT(NpyShape(results_ + "/params/layer0_bias.npy"), ElementsAre(4));
 }
 
-// A straggler and a time limit (issue 36): worker 0 finishes its steps early, worker 1 sleeps
-// 40 ms a step on average and is stopped by time_limit_s. psctl says so, summary.json's note says so, and
+// A straggler and a time limit (issue 36): worker 0 finishes its steps early, worker 1 sleeps 40 ms
+// a step on average and is stopped by time_limit_s. psctl says so, summary.json's note says so, and
 // examples_per_second is every example trained over the job's wall time, not the sum of each
 // worker's own rate (which counted the finished worker's rate as if it still ran).
 TEST_F(PsctlLocalTest, AJobStoppedByItsTimeLimitSaysSoAndCountsEveryExampleOverItsTime) {
@@ -355,7 +355,7 @@ TEST_F(PsctlLocalTest, AJobThatFailsStopsEveryDaemonAndSaysWhy) {
   ASSERT_EQ(ProcessesMentioning(results_ + ".cluster/ps-1.port", &ps1).size(), 1u);
   kill(ps1[0], SIGKILL);
   // Promptly: not after the other worker's pull timed out at a barrier (60 s). A task lost:
-  // retry (README, "Exit codes").
+  // retry (docs/REFERENCE.md, "Exit codes").
   EXPECT_EQ(psctl.Wait(absl::Seconds(20)), 138) << psctl.Output();
   EXPECT_THAT(ProcessesMentioning(results_), IsEmpty());
   EXPECT_THAT(psctl.Stderr(), StartsWith("psctl: worker:"));

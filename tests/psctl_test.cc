@@ -117,7 +117,7 @@ class PsctlClusterTest : public ::testing::Test {
   }
 
   // The last line of `psctl status --job=ID`: the job's state across the cluster.
-  // `exit_code`: 138 while a task is down (README, "Exit codes").
+  // `exit_code`: 138 while a task is down (docs/REFERENCE.md, "Exit codes").
   std::string JobStateLine(const std::string& id, int exit_code = 0) {
     Psctl status({"status", "--cluster_spec=" + spec_path_, "--job=" + id}, dir_);
     EXPECT_EQ(status.Wait(), exit_code) << status.Output();
@@ -155,7 +155,7 @@ class PsctlClusterTest : public ::testing::Test {
   // The problem lines of a "the cluster is not ready" refusal, after checking that nothing
   // was started or written.
   std::vector<std::string> ExpectNotReady(Psctl& psctl) {
-    EXPECT_EQ(psctl.Wait(), 138) << psctl.Output();  // Retry (README, "Exit codes").
+    EXPECT_EQ(psctl.Wait(), 138) << psctl.Output();  // Retry (docs/REFERENCE.md, "Exit codes").
     std::vector<std::string> lines = Lines(psctl.Stderr());
     EXPECT_THAT(lines, Contains("psctl: the cluster is not ready:")) << psctl.Output();
     EXPECT_THAT(JobsOnCluster(), IsEmpty());
@@ -624,8 +624,8 @@ TEST_F(PsctlClusterTest, StopOfAnUnknownJobIsNotFound) {
   EXPECT_EQ(psctl.Stdout(), "");
 }
 
-// The exit codes a script or a restart policy acts on (README, "Exit codes"): an unknown flag is
-// bad input (2); a status with a task down and a submit to a cluster not ready say "retry"
+// The exit codes a script or a restart policy acts on (docs/REFERENCE.md, "Exit codes"): an unknown
+// flag is bad input (2); a status with a task down and a submit to a cluster not ready say "retry"
 // (138); a submit told to wait for the cluster starts once the task is back; a job stopped by
 // another psctl ends its follower with 4.
 TEST_F(PsctlClusterTest, ExitCodesSayWhetherToTryAgain) {

@@ -25,7 +25,7 @@ for file in ./usr/bin/ps_server ./usr/bin/ps_worker ./usr/bin/psctl \
   ./usr/share/ps/systemd/ps_worker.env.example ./usr/share/ps/slurm/ps_job.sbatch \
   ./usr/share/ps/slurm/ps_task.sh ./usr/lib/python3/dist-packages/ps/_client.so \
   ./usr/lib/python3/dist-packages/ps/pytorch.py ./usr/share/ps/examples/numpy/linear_regression.py \
-  ./usr/share/ps/examples/pytorch/fashion_mnist_cnn.py; do
+  ./usr/share/ps/examples/pytorch/fashion_mnist_cnn.py ./usr/share/doc/ps/docs/REFERENCE.md; do
   grep -q " ${file}\$" <<<"$contents" || fail "the package lacks ${file}"
 done
 grep -q "root/root .* ./usr/bin/psctl$" <<<"$contents" || fail "files are not owned by root"

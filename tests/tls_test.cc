@@ -143,8 +143,8 @@ class TlsTest : public ::testing::Test {
         down.push_back(line);
       }
     }
-    // README, "Exit codes": 0 when every task answered; 2 when one refused the credentials
-    // (REFUSED), else 138 when one was out of reach (DOWN: a failed TLS handshake too).
+    // docs/REFERENCE.md, "Exit codes": 0 when every task answered; 2 when one refused the
+    // credentials (REFUSED), else 138 when one was out of reach (DOWN: a failed TLS handshake too).
     const bool refused = absl::StrContains(status.Stdout(), ": REFUSED (");
     EXPECT_EQ(exit_code, down.empty() ? 0 : refused ? 2 : 138) << status.Output();
     return down;

@@ -36,6 +36,8 @@ mkdir -p "$root/share/ps/slurm"
 cp -L deploy/slurm/* "$root/share/ps/slurm/"
 chmod 0755 "$root/share/ps/slurm/"*.sh "$root/share/ps/slurm/"*.sbatch
 cp README.md "$root/share/doc/ps/"
+mkdir -p "$root/share/doc/ps/docs"
+cp docs/REFERENCE.md docs/DEPLOY.md "$root/share/doc/ps/docs/"
 # The Python package (python/ps, where BIN_DIR has it built: //python/ps) where Debian's python3
 # finds it, /usr/lib/python3/dist-packages/ps, and the example programs; the example jobs'
 # programs then run from there: ["python3", "/usr/share/ps/examples/..."].

@@ -63,7 +63,7 @@ class WorkerService final : public Worker::CallbackService {
   void StopAll() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Writes every job's latest progress (GetStatus's) as Prometheus families labelled job_id
-  // and worker (README "Metrics"): a MetricsRegistry collector, called at scrape time.
+  // and worker (docs/REFERENCE.md, "Metrics"): a MetricsRegistry collector, called at scrape time.
   void WriteMetrics(MetricsWriter* writer) ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* context,

@@ -31,9 +31,9 @@ void HandleHelp(int argc, char** argv, const std::string& usage,
 std::string UnknownFlagMessage(int argc, char** argv, const std::string& program);
 
 // gflags::ParseCommandLineFlags (removing the flags from argv), except that an unknown flag is
-// refused with UnknownFlagMessage, and gflags' own refusals (a value of the wrong type) exit 2,
-// bad input, as every other refusal of a command line does (README, "Exit codes"); gflags alone
-// exits 1. --version and --helpfull still exit 0.
+// refused with UnknownFlagMessage, and gflags' own refusals (a value of the wrong type) exit 2, bad
+// input, as every other refusal of a command line does (docs/REFERENCE.md, "Exit codes"); gflags
+// alone exits 1. --version and --helpfull still exit 0.
 void ParseFlags(int* argc, char*** argv);
 
 }  // namespace ps

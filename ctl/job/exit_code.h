@@ -1,5 +1,6 @@
-// The one rule for psctl's exit codes (README, "Exit codes"), which scripts and the restart
-// policies of deploy/ (a Kubernetes Job's podFailurePolicy, a TFJob's ExitCode policy) act on:
+// The one rule for psctl's exit codes (docs/REFERENCE.md, "Exit codes"), which scripts and the
+// restart policies of deploy/ (a Kubernetes Job's podFailurePolicy, a TFJob's ExitCode policy) act
+// on:
 //   0    the command did what it was asked (a job: every worker DONE, or DONE without the
 //        workers its mode let it lose);
 //   1    the job ran and failed on its own: it diverged, a worker's computation failed. Running

@@ -1,7 +1,7 @@
-// The defaults a job gets from psctl when it says nothing, so that a run survives the loss of
-// a ps or a worker (README, "Defaults that survive a crash"): periodic checkpoints and a worker
-// lease. They apply to a job psctl follows (not --detach, which cannot take checkpoints), and
-// only where the job's mode and settings allow them (ValidateJobSpec).
+// The defaults a job gets from psctl when it says nothing, so that a run survives the loss of a ps
+// or a worker (docs/REFERENCE.md, "Defaults that survive a crash"): periodic checkpoints and a
+// worker lease. They apply to a job psctl follows (not --detach, which cannot take checkpoints),
+// and only where the job's mode and settings allow them (ValidateJobSpec).
 #ifndef PS_CTL_JOB_JOB_DEFAULTS_H_
 #define PS_CTL_JOB_JOB_DEFAULTS_H_
 

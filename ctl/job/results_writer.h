@@ -1,4 +1,5 @@
-// A job's results directory (docs/ARCHITECTURE.md section 8; columns documented in the README):
+// A job's results directory (docs/ARCHITECTURE.md section 8; columns documented in
+// docs/REFERENCE.md, "psctl"):
 //   job.json        the JobSpec, the ClusterSpec and the software version
 //   metrics.csv     time_s,worker,step,global_step,epoch,loss,examples_per_second,staleness,
 //                   bytes_sent,bytes_received
