@@ -340,6 +340,11 @@ int Report(const std::vector<std::string>& dirs) {
                                            : CompareRuns(dirs, options);
   if (!output.ok()) return Fail(output.status());
   std::cout << *output;
+  if (dirs.size() == 1 && !holds(dirs[0], "sweep.csv")) {  // One run: its pictures too.
+    absl::StatusOr<std::string> drawn = DrawRun(dirs[0], options);
+    if (!drawn.ok()) return Fail(drawn.status());
+    std::cout << "\n" << *drawn;
+  }
   return 0;
 }
 

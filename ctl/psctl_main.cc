@@ -160,9 +160,12 @@ std::vector<Command> ExperimentAndWatchCommands() {
        "psctl report SWEEP_DIR | RUN_DIR [RUN_DIR...]\n\n"
        "A sweep's results directory (psctl experiment) gets report.md and plots/ there. Runs'\n"
        "results directories are printed side by side by their manifest.json: what ran, on\n"
-       "which machines and build, what it reached, and the settings that differ.\n\n"
+       "which machines and build, what it reached, and the settings that differ; a single\n"
+       "run also gets report.png (each worker's loss, rate and staleness, the evaluations'\n"
+       "accuracy) and report.html there.\n\n"
        "Examples:\n"
        "  psctl report results/modes\n"
+       "  psctl report results/default   # its table, then results/default/report.png\n"
        "  psctl report results/default results/async > compare.md",
        {"report_script", "python"}},
       {"slurm-spec", 0, [](const std::vector<std::string>&) { return SlurmSpec(); },

@@ -489,6 +489,18 @@ TEST_F(PsctlLocalTest, ReportPutsRunsSideBySideByTheirManifests) {
   EXPECT_THAT(out, HasSubstr("| consistency.mode | SYNC | ASYNC | SYNC |"));
   EXPECT_EQ(out.find("| seed |"), std::string::npos) << out;
   EXPECT_THAT(out, HasSubstr("Same JobSpec (equal job hash): runs 1, 3."));
+  EXPECT_FALSE(std::filesystem::exists(results_ + "/sync/report.png"));  // Drawn for one run.
+
+  // One run: its table, then its pictures.
+  Psctl one({"report", results_ + "/async"}, dir_);
+  ASSERT_EQ(one.Wait(), 0) << one.Output();
+  EXPECT_THAT(one.Stdout(), HasSubstr("| | run 1 |"));
+  EXPECT_THAT(one.Stdout(), HasSubstr("plots: " + results_ + "/async/report.png, " + results_ +
+                                      "/async/report.html"));
+  EXPECT_EQ(ReadFile(results_ + "/async/report.png").substr(0, 8), "\x89PNG\r\n\x1a\n");
+  EXPECT_GT(std::filesystem::file_size(results_ + "/async/report.png"), 20000u);
+  EXPECT_THAT(ReadFile(results_ + "/async/report.html"), HasSubstr("<img src=\"report.png\""));
+  EXPECT_THAT(ReadFile(results_ + "/async/report.html"), HasSubstr("<th>state</th><td>DONE</td>"));
 
   // A directory that is neither a run's nor a sweep's.
   Psctl wrong({"report", dir_}, dir_);

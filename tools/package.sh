@@ -30,7 +30,8 @@ if [[ -f "$bin/worker/compute/libps_cuda.so" ]]; then
 fi
 cp -rL config "$root/share/ps/config"
 find "$root/share/ps/config" -name BUILD -delete
-cp tools/report.py tools/report_plots.py tools/compare_runs.py "$root/share/ps/tools/"
+cp tools/report.py tools/report_plots.py tools/compare_runs.py tools/run_report.py \
+  "$root/share/ps/tools/"
 cp deploy/systemd/*.service deploy/systemd/*.example "$root/share/ps/systemd/"
 mkdir -p "$root/share/ps/slurm"
 cp -L deploy/slurm/* "$root/share/ps/slurm/"

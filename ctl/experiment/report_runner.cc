@@ -14,10 +14,11 @@
 namespace ps {
 namespace {
 
-// Exit status of tools/report.py when matplotlib cannot be imported.
+// Exit status of tools/report.py and tools/run_report.py when matplotlib cannot be imported.
 constexpr int kMissingMatplotlib = 3;
 constexpr char kReportScript[] = "report.py";
 constexpr char kCompareScript[] = "compare_runs.py";  // Beside report.py.
+constexpr char kRunScript[] = "run_report.py";        // Beside report.py.
 
 // tools/<name>: beside --report_script when it is given; else the first copy found in the
 // runfiles Bazel names in the environment (bazel test and bazel run: the caller's tree, complete
@@ -107,6 +108,16 @@ absl::StatusOr<std::string> CompareRuns(const std::vector<std::string>& run_dirs
       (std::filesystem::temp_directory_path(error) / absl::StrCat("psctl-compare-", getpid()))
           .string();
   return RunScript(script, run_dirs, log, options);
+}
+
+absl::StatusOr<std::string> DrawRun(const std::string& run_dir, const ReportOptions& options) {
+  std::error_code error;
+  if (!std::filesystem::exists(run_dir + "/metrics.csv", error)) {
+    return absl::NotFoundError(
+        absl::StrCat(run_dir, " holds no metrics.csv: give a run's results directory"));
+  }
+  return RunScript(FindScript(options.script, kRunScript), {run_dir}, run_dir + "/report.log",
+                   options);
 }
 
 }  // namespace ps

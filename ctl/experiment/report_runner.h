@@ -1,6 +1,7 @@
 // psctl report: runs tools/report.py (matplotlib, Debian's python3-matplotlib) on a sweep's
 // results directory, which writes report.md and plots/*.png there; or tools/compare_runs.py on
-// runs' results directories, which prints them side by side by their manifests.
+// runs' results directories, which prints them side by side by their manifests, and for a
+// single run tools/run_report.py, which draws it.
 #ifndef PS_CTL_EXPERIMENT_REPORT_RUNNER_H_
 #define PS_CTL_EXPERIMENT_REPORT_RUNNER_H_
 
@@ -30,6 +31,12 @@ absl::StatusOr<std::string> RunReport(const std::string& results_dir, const Repo
 // the script's output when it fails.
 absl::StatusOr<std::string> CompareRuns(const std::vector<std::string>& run_dirs,
                                         const ReportOptions& options);
+
+// One run's pictures (tools/run_report.py): <run_dir>/report.png (each worker's loss, rate and
+// staleness distribution, the evaluations' accuracy) and report.html beside it. Returns the
+// script's output (the files it wrote); errors as RunReport's, NOT_FOUND naming a directory
+// without metrics.csv.
+absl::StatusOr<std::string> DrawRun(const std::string& run_dir, const ReportOptions& options);
 
 }  // namespace ps
 
