@@ -5,7 +5,8 @@
 //  - every request went to the dashboard itself (and any host name other than the dashboard's
 //    fails to resolve, so a reference to the internet would show as a failed load);
 //  - the tasks table lists exactly the expected tasks, each up; the jobs table has the job,
-//    RUNNING, with its step (a whole number above 0); the page shows no error;
+//    RUNNING, with its step (a whole number above 0); the page shows no error and fits a
+//    window 1280 px wide;
 //  - for the job, the loss, examples/s and staleness charts each draw every worker's series:
 //    each series holds data (the page's points per series, data-points on the chart) and the
 //    screenshot holds at least --min_pixels pixels of the series' colours (read from the chart's
@@ -23,6 +24,9 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const zlib = require('zlib');
+
+// The window's width: a laptop's screen. The page must fit it.
+const WIDTH = 1280;
 
 function parseFlags(argv) {
   const flags = {min_snapshots: '8', min_pixels: '40', timeout_s: '60'};
@@ -209,6 +213,7 @@ const READ_PAGE = `(() => {
                                      text: tr.innerText.replace(/\\s+/g, ' ')})),
     charts: charts,
     height: document.documentElement.scrollHeight,
+    width: document.documentElement.scrollWidth,
   });
 })()`;
 
@@ -317,7 +322,7 @@ async function main() {
     await page('Page.enable');
     await page(
         'Emulation.setDeviceMetricsOverride',
-        {width: 1400, height: 1100, deviceScaleFactor: 1, mobile: false});
+        {width: WIDTH, height: 1100, deviceScaleFactor: 1, mobile: false});
     const navigated = await page('Page.navigate', {url: flags.url});
     if (navigated.errorText)
       throw new Error('cannot open ' + flags.url + ': ' + navigated.errorText);
@@ -345,7 +350,7 @@ async function main() {
     // The whole page in one screenshot.
     await page(
         'Emulation.setDeviceMetricsOverride',
-        {width: 1400, height: Math.max(1100, shown.height), deviceScaleFactor: 1, mobile: false});
+        {width: WIDTH, height: Math.max(1100, shown.height), deviceScaleFactor: 1, mobile: false});
     await sleep(300);
     shown = await read();
     const screenshot =
@@ -372,6 +377,8 @@ async function main() {
       else
         console.log('task row: ' + row.text);
     }
+    if (shown.width > WIDTH)  // Everything in view on a laptop's screen, nothing pushed off it.
+      fail('the page is ' + shown.width + ' px wide, wider than the window\'s ' + WIDTH + ' px');
     const jobRow = shown.jobs.find((row) => row.job === flags.job);
     if (!jobRow)
       fail('the jobs table has no row for job ' + flags.job + ': ' + JSON.stringify(shown.jobs));

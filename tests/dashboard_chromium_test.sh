@@ -68,7 +68,9 @@ cat > "$DIR/job.json" <<EOF
  "batch_size": 32, "steps": 100000000, "eval_interval": 1000, "seed": 5, "min_slice_bytes": 64,
  "time_limit_s": 300}
 EOF
-start_psctl_local "$DIR/local.log" --job="$DIR/job.json" --ps=2 --workers=2 --device=cpu \
+# --device=auto: the workers' Device cell then says why they use the CPU (or which GPU), the
+# longest sentence a task shows, which the page must still fit in its window.
+start_psctl_local "$DIR/local.log" --job="$DIR/job.json" --ps=2 --workers=2 --device=auto \
   --results="$DIR/results" --checkpoint_dir="$DIR/checkpoints"
 log "cluster: $CLUSTER_SPEC"
 

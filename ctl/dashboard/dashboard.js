@@ -118,16 +118,20 @@ function renderTasks(snapshot) {
       if (Number.isFinite(share) && share >= 0) cpuUse = (100 * share).toFixed(0) + ' %';
     }
     if (task.up) cpuSeen.set(task.task, {time_ms: snapshot.time_ms, cpu_seconds: task.cpu_seconds});
-    const health = task.up ?
-        {text: 'up', className: 'up'} :
-        {text: 'down' + (task.error ? ': ' + task.error : ''), className: 'down'};
+    // Long sentences (a down task's error, why a worker is on the CPU) are cut to fit; the
+    // whole of each on hover.
+    const down = 'down' + (task.error ? ': ' + task.error : '');
+    const health = task.up ? {text: 'up', className: 'up'} :
+                             {text: down, className: 'down long', title: down};
+    const device = task.up ? task.device || '' : '';
     const tr = row([
       task.task,
       task.address,
       health,
       // The version's first word; the whole of it (commit, build) on hover.
       {text: task.up ? task.version.split(' ')[0] : '', title: task.up ? task.version : ''},
-      task.up ? task.device || '' : '',
+      // "cpu" of "cpu (auto: no usable GPU: ...)", "cuda:0" of "cuda:0 (NVIDIA ..., 80 GiB)".
+      {text: device.split(' (')[0], title: device},
       {text: task.up ? task.pid : '', className: 'number'},
       {text: task.up ? formatDuration(task.uptime_seconds) : '', className: 'number'},
       {
@@ -241,10 +245,15 @@ function record(snapshot) {
         };
         past.workers.set(worker.worker, series);
       }
-      // A worker that has run no step yet has no loss or rate to show.
+      // A worker that has run no step yet has no loss or rate to show, and one that has ended
+      // (its figures then stay as they were) shows its last ones once: its line ends there.
       const started = (finite(worker.step) || 0) > 0;
-      series.loss.push(started ? finite(worker.loss) : null);
-      series.eps.push(started ? finite(worker.examples_per_second) : null);
+      const running = worker.state === 'RUNNING';
+      const shows = started && (running || !series.ended);
+      if (!running && started) series.ended = true;
+      if (running) series.ended = false;  // Started again (a worker that rejoined).
+      series.loss.push(shows ? finite(worker.loss) : null);
+      series.eps.push(shows ? finite(worker.examples_per_second) : null);
     }
     for (const [worker, series] of past.workers) {
       if (!seen.has(worker)) {
@@ -335,6 +344,7 @@ function drawStaleness(holder, job) {
     });
   }
   const ids = workers.map((worker) => worker.worker);
+  const labelEvery = Math.ceil(buckets / 16);
   const makeOptions =
       (chartWidthPx) =>
           (
@@ -360,7 +370,10 @@ function drawStaleness(holder, job) {
                       Object.assign(
                           {
                             label: 'staleness (versions behind)',
-                            splits: () => Array.from({length: buckets}, (_, bucket) => bucket),
+                            // At most 16 labels, the last bucket's always.
+                            splits: () => Array.from({length: buckets}, (_, bucket) => bucket)
+                                              .filter((bucket) => bucket % labelEvery === 0 ||
+                                                          bucket === buckets - 1),
                             values: (u, splits) => splits.map(
                                 (bucket) => bucket === buckets - 1 && buckets > 1 ?
                                     '\u2265' + bucket :
