@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/cluster/cluster_flags.h"
@@ -30,6 +31,7 @@
 #include "ctl/cluster/cluster_snapshot.h"
 #include "ctl/dashboard/dashboard.h"
 #include "ctl/dashboard/full_screen.h"
+#include "ctl/dashboard/job_history.h"
 #include "ctl/cluster/local_cluster.h"
 #include "ctl/cluster/prometheus_config.h"
 #include "ctl/dashboard/top.h"
@@ -96,11 +98,44 @@ int Dashboard() {
   if (FLAGS_port < 0 || FLAGS_port > 65535) {
     return Fail(absl::InvalidArgumentError("--port is a port, or 0 for any free one"));
   }
-  const ClusterClient* snapshot_client = client->get();
+  // One snapshot a second, however many pages are open: each page reads the latest, and each
+  // is recorded for the charts, so that a page opened mid-run draws what came before it.
+  JobHistory history;
+  absl::Mutex mu;
+  std::string latest;
+  auto sample = [&history, &mu, &latest, &client] {
+    const ClusterSnapshot snapshot = TakeClusterSnapshot(**client);
+    history.Record(snapshot);
+    std::string json = ClusterSnapshotJson(snapshot);
+    absl::MutexLock lock(&mu);
+    latest = std::move(json);
+  };
+  sample();
+  std::atomic<bool> stop{false};
+  std::thread sampler([&sample, &stop] {
+    for (absl::Time next = Clock::Real()->Now() + absl::Seconds(1); !stop && !interrupted;
+         next += absl::Seconds(1)) {
+      while (!stop && !interrupted && Clock::Real()->Now() < next) {
+        Clock::Real()->SleepFor(absl::Milliseconds(50));
+      }
+      if (!stop && !interrupted) sample();
+    }
+  });
   absl::StatusOr<std::unique_ptr<DashboardServer>> server = DashboardServer::Start(
       FLAGS_bind_host, FLAGS_port,
-      [snapshot_client] { return ClusterSnapshotJson(TakeClusterSnapshot(*snapshot_client)); });
-  if (!server.ok()) return Fail(server.status());
+      [&mu, &latest] {
+        absl::MutexLock lock(&mu);
+        return latest;
+      },
+      [&history] { return history.Json().dump(); });
+  auto end_sampler = [&stop, &sampler] {
+    stop = true;
+    sampler.join();
+  };
+  if (!server.ok()) {
+    end_sampler();
+    return Fail(server.status());
+  }
   if (!FLAGS_port_file.empty()) {
     absl::Status written = WritePortFile(FLAGS_port_file, (*server)->bound_port());
     if (!written.ok()) return Fail(written);
@@ -110,7 +145,8 @@ int Dashboard() {
             << (ipv6 ? "]" : "") << ":" << (*server)->bound_port() << "/ (Ctrl-C stops it)"
             << std::endl;
   while (!interrupted) Clock::Real()->SleepFor(absl::Milliseconds(100));
-  (*server)->Stop();
+  (*server)->Stop();  // No request reads the history or the latest snapshot after this.
+  end_sampler();
   return 0;
 }
 

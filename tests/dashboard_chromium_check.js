@@ -6,7 +6,8 @@
 //    fails to resolve, so a reference to the internet would show as a failed load);
 //  - the tasks table lists exactly the expected tasks, each up; the jobs table has the job,
 //    RUNNING, with its step (a whole number above 0); the page shows no error and fits a
-//    window 1280 px wide;
+//    window 1280 px wide; its first charts hold psctl dashboard's samples from before it
+//    opened;
 //  - for the job, the loss, examples/s and staleness charts each draw every worker's series:
 //    each series holds data (the page's points per series, data-points on the chart) and the
 //    screenshot holds at least --min_pixels pixels of the series' colours (read from the chart's
@@ -334,7 +335,21 @@ async function main() {
                        .result.value);
     let shown = await read();
     let runningSince = null;
+    let historyChecked = false;
     while (Date.now() < deadline) {
+      // The first charts drawn hold psctl dashboard's samples from before the page opened:
+      // more points than the page has polled snapshots.
+      const section = shown.charts.find((charts) => charts.job === flags.job);
+      const loss = section && section.charts.find((chart) => chart.kind === 'loss');
+      if (!historyChecked && loss && shown.snapshots >= 1) {
+        historyChecked = true;
+        const most = Math.max(0, ...loss.points);
+        if (most <= shown.snapshots)
+          fail('the loss chart started with ' + most + ' points after ' + shown.snapshots +
+               ' snapshots: not the history from before the page opened');
+        else
+          console.log('history: ' + most + ' points after ' + shown.snapshots + ' snapshots');
+      }
       const job = shown.jobs.find((row) => row.job === flags.job);
       if (job && job.state === 'RUNNING' && runningSince === null) runningSince = shown.snapshots;
       if (runningSince !== null && shown.snapshots - runningSince >= Number(flags.min_snapshots))

@@ -96,6 +96,10 @@ output=$(timeout 20 "$PSCTL" dashboard --cluster_spec="$CLUSTER_SPEC" --port="$P
 [[ "$code" = 138 && "$output" == *"dashboard: cannot listen on 127.0.0.1:$PORT"* ]] ||
   fail "a second psctl dashboard on port $PORT: exit $code, $output"
 
+# psctl dashboard samples the cluster each second from its start: the page, opened 3 s later,
+# must start with those samples in its charts (the check's history test).
+sleep 3
+
 # --- The page in Chromium, once the job has run for 8 of the page's snapshots.
 if ! node "$CHECK" --chromium="$CHROMIUM" --url="$URL" --out="$DIR/out" \
        --tasks=ps:0,ps:1,worker:0,worker:1 --job="$JOB_ID" --workers=2 --min_snapshots=8 \

@@ -6,7 +6,8 @@ namespace ps {
 
 absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(const std::string& host,
                                                                         int port,
-                                                                        SnapshotFunction snapshot) {
+                                                                        SnapshotFunction snapshot,
+                                                                        SnapshotFunction history) {
   HttpServerOptions options;
   options.name = "dashboard";
   // A page polls once a second, one request at a time; a few threads serve a few viewers.
@@ -19,6 +20,9 @@ absl::StatusOr<std::unique_ptr<DashboardServer>> DashboardServer::Start(const st
   };
   options.get["/api/snapshot"] = [snapshot = std::move(snapshot)] {
     return HttpContent{snapshot(), "application/json"};
+  };
+  options.get["/api/history"] = [history = std::move(history)] {
+    return HttpContent{history(), "application/json"};
   };
   absl::StatusOr<std::unique_ptr<HttpServer>> http =
       HttpServer::Start(host, port, std::move(options));

@@ -1,6 +1,7 @@
 // psctl dashboard's HTTP server (common/net/http_server.h): GET / answers the status page
 // (ctl/dashboard/page.h), GET /api/snapshot a cluster snapshot's JSON
-// (ctl/cluster/cluster_snapshot.h), which the page polls once a second; anything else 404.
+// (ctl/cluster/cluster_snapshot.h) and GET /api/history the charts' history
+// (ctl/dashboard/job_history.h), which the page polls once a second; anything else 404.
 // Plaintext HTTP: psctl binds 127.0.0.1 unless told otherwise.
 //
 // Lifecycle: Start() returns a server that is listening; Stop() (or the destructor) closes the
@@ -20,14 +21,15 @@ namespace ps {
 
 class DashboardServer {
  public:
-  // The JSON of a snapshot of the cluster, taken now. Called for each GET /api/snapshot, on the
-  // server's threads, up to a few at once.
+  // The JSON of the latest snapshot of the cluster, or of the charts' history. Called for each
+  // GET /api/snapshot, or /api/history, on the server's threads, up to a few at once.
   using SnapshotFunction = std::function<std::string()>;
 
   // Listens on `host` (a name, or an IP literal without brackets) and `port` (0: a free port, see
   // bound_port()). UNAVAILABLE naming the address when it cannot be bound.
   static absl::StatusOr<std::unique_ptr<DashboardServer>> Start(const std::string& host, int port,
-                                                                SnapshotFunction snapshot);
+                                                                SnapshotFunction snapshot,
+                                                                SnapshotFunction history);
 
   int bound_port() const { return http_->bound_port(); }
 

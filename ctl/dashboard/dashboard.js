@@ -1,12 +1,13 @@
-// psctl dashboard's page: polls api/snapshot once a second (ctl/cluster/cluster_snapshot.h's JSON), keeps
-// each job's history in this tab, and draws the tasks, the jobs, and for every running or
-// selected job its loss and examples/s per worker over time and each worker's staleness
-// distribution. A failed poll is shown on the page and retried; nothing is thrown.
+// psctl dashboard's page: polls api/snapshot (ctl/cluster/cluster_snapshot.h's JSON) and
+// api/history (ctl/dashboard/job_history.h: what psctl dashboard has seen of each job since it
+// started, so a page opened mid-run starts with it) once a second, and draws the tasks, the
+// jobs, and for every running or selected job its loss and examples/s per worker over time and
+// each worker's staleness distribution. A failed poll is shown on the page and retried; nothing
+// is thrown.
 'use strict';
 
 (function() {
 const POLL_MS = 1000;
-const HISTORY_POINTS = 600;  // Ten minutes of snapshots per job.
 const CHART_HEIGHT = 220;
 // Worker w's colour is PALETTE[w % PALETTE.length], in every chart.
 const PALETTE = [
@@ -18,7 +19,7 @@ const AXIS = {
   ticks: {stroke: '#dadce0', width: 1}
 };
 
-const history = new Map();    // job_id -> {times: [s], workers: Map(worker -> {loss, eps})}
+let history = new Map();      // job_id -> {times: [s], workers: Map(worker -> {loss, eps})}
 const cpuSeen = new Map();    // task -> {time_ms, cpu_seconds}: for CPU use between snapshots.
 const selected = new Set();   // Jobs charted although not running.
 const jobCharts = new Map();  // job_id -> {section, loss, eps, staleness}
@@ -222,57 +223,17 @@ function renderJobs(snapshot) {
   }
 }
 
-// Appends the snapshot's values to each job's history; forgets jobs no longer listed.
-function record(snapshot) {
-  const time = snapshot.time_ms / 1000;
-  const listed = new Set();
-  for (const job of snapshot.jobs || []) {
-    listed.add(job.job_id);
-    let past = history.get(job.job_id);
-    if (!past) {
-      past = {times: [], workers: new Map()};
-      history.set(job.job_id, past);
+// api/history's JSON as the charts take it.
+function historyFrom(json) {
+  const jobs = new Map();
+  for (const [jobId, job] of Object.entries(json || {})) {
+    const workers = new Map();
+    for (const [worker, series] of Object.entries(job.workers || {})) {
+      workers.set(Number(worker), {loss: series.loss || [], eps: series.examples_per_second || []});
     }
-    past.times.push(time);
-    const seen = new Set();
-    for (const worker of job.workers || []) {
-      seen.add(worker.worker);
-      let series = past.workers.get(worker.worker);
-      if (!series) {  // A worker first seen now has no values before.
-        series = {
-          loss: new Array(past.times.length - 1).fill(null),
-          eps: new Array(past.times.length - 1).fill(null)
-        };
-        past.workers.set(worker.worker, series);
-      }
-      // A worker that has run no step yet has no loss or rate to show, and one that has ended
-      // (its figures then stay as they were) shows its last ones once: its line ends there.
-      const started = (finite(worker.step) || 0) > 0;
-      const running = worker.state === 'RUNNING';
-      const shows = started && (running || !series.ended);
-      if (!running && started) series.ended = true;
-      if (running) series.ended = false;  // Started again (a worker that rejoined).
-      series.loss.push(shows ? finite(worker.loss) : null);
-      series.eps.push(shows ? finite(worker.examples_per_second) : null);
-    }
-    for (const [worker, series] of past.workers) {
-      if (!seen.has(worker)) {
-        series.loss.push(null);
-        series.eps.push(null);
-      }
-    }
-    if (past.times.length > HISTORY_POINTS) {
-      const drop = past.times.length - HISTORY_POINTS;
-      past.times.splice(0, drop);
-      for (const series of past.workers.values()) {
-        series.loss.splice(0, drop);
-        series.eps.splice(0, drop);
-      }
-    }
+    jobs.set(jobId, {times: job.times || [], workers: workers});
   }
-  for (const jobId of [...history.keys()]) {
-    if (!listed.has(jobId)) history.delete(jobId);
-  }
+  return jobs;
 }
 
 function chartWidth(container) {
@@ -461,9 +422,13 @@ function resizeCharts() {
 async function poll() {
   let snapshot;
   try {
-    const response = await fetch('api/snapshot', {cache: 'no-store'});
-    if (!response.ok) throw new Error('HTTP ' + response.status + ' ' + response.statusText);
+    const [response, past] = await Promise.all(
+        ['api/snapshot', 'api/history'].map((path) => fetch(path, {cache: 'no-store'})));
+    for (const answer of [response, past]) {
+      if (!answer.ok) throw new Error('HTTP ' + answer.status + ' ' + answer.statusText);
+    }
     snapshot = await response.json();
+    history = historyFrom(await past.json());
   } catch (error) {
     showError(
         'Cannot read the cluster\'s snapshot from psctl dashboard (' + error.message +
@@ -472,7 +437,6 @@ async function poll() {
     return;
   }
   try {
-    record(snapshot);
     render(snapshot);
     latest = snapshot;
     snapshots++;

@@ -27,10 +27,13 @@ TEST(DashboardServerTest, ServesThePageTheSnapshotAndNothingElse) {
   const std::string json = ReadRunfile("ctl/dashboard/testdata/snapshot.json");
   std::atomic<int> snapshots{0};
   absl::StatusOr<std::unique_ptr<DashboardServer>> server =
-      DashboardServer::Start("127.0.0.1", 0, [&] {
-        ++snapshots;
-        return json;
-      });
+      DashboardServer::Start(
+          "127.0.0.1", 0,
+          [&] {
+            ++snapshots;
+            return json;
+          },
+          [] { return std::string(R"({"j": {"times": [1.0], "workers": {}}})"); });
   ASSERT_TRUE(server.ok()) << server.status();
   httplib::Client client("127.0.0.1", (*server)->bound_port());
 
@@ -41,7 +44,7 @@ TEST(DashboardServerTest, ServesThePageTheSnapshotAndNothingElse) {
   EXPECT_EQ(page->body, DashboardPage());
   EXPECT_EQ(snapshots, 0);
 
-  for (int i = 1; i <= 2; ++i) {  // A snapshot is taken for each request.
+  for (int i = 1; i <= 2; ++i) {  // The function is called for each request.
     httplib::Result snapshot = client.Get("/api/snapshot");
     ASSERT_TRUE(snapshot) << httplib::to_string(snapshot.error());
     EXPECT_EQ(snapshot->status, 200);
@@ -49,6 +52,12 @@ TEST(DashboardServerTest, ServesThePageTheSnapshotAndNothingElse) {
     EXPECT_EQ(snapshot->body, json);
     EXPECT_EQ(snapshots, i);
   }
+
+  httplib::Result history = client.Get("/api/history");
+  ASSERT_TRUE(history) << httplib::to_string(history.error());
+  EXPECT_EQ(history->status, 200);
+  EXPECT_EQ(history->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(history->body, R"({"j": {"times": [1.0], "workers": {}}})");
 
   for (const char* path : {"/index.html", "/api", "/api/snapshot/", "/metrics", "/favicon.ico"}) {
     httplib::Result other = client.Get(path);
@@ -62,10 +71,10 @@ TEST(DashboardServerTest, ServesThePageTheSnapshotAndNothingElse) {
 TEST(DashboardServerTest, SaysWhenItsPortIsTaken) {
   auto snapshot = [] { return std::string("{}"); };
   absl::StatusOr<std::unique_ptr<DashboardServer>> first =
-      DashboardServer::Start("127.0.0.1", 0, snapshot);
+      DashboardServer::Start("127.0.0.1", 0, snapshot, snapshot);
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<std::unique_ptr<DashboardServer>> second =
-      DashboardServer::Start("127.0.0.1", (*first)->bound_port(), snapshot);
+      DashboardServer::Start("127.0.0.1", (*first)->bound_port(), snapshot, snapshot);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_TRUE(absl::StartsWith(second.status().message(), "dashboard: cannot listen on 127.0.0.1:"))
       << second.status();
@@ -117,8 +126,9 @@ TEST(DashboardPageTest, RequestsNothingFromElsewhere) {
           << reference << " at " << at << ": " << page.substr(at, 60);
     }
   }
-  // The one request it makes: its own snapshot, relative to the page.
-  EXPECT_TRUE(absl::StrContains(page, "fetch('api/snapshot'"));
+  // The requests it makes: its own snapshot and history, relative to the page.
+  EXPECT_TRUE(absl::StrContains(page, "['api/snapshot', 'api/history']"));
+  EXPECT_TRUE(absl::StrContains(page, "fetch(path, {cache: 'no-store'})"));
 }
 
 }  // namespace
