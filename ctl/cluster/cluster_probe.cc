@@ -11,8 +11,10 @@ namespace {
 
 using ::grpc::health::v1::HealthCheckResponse;
 
-// "" when the task is up, healthy and of its role; else the problem.
-std::string ProbeTask(const ClusterClient& client, absl::string_view job, int index) {
+// "" when the task is up, healthy and of its role; else the problem, and in `*wrong_role`
+// whether it is a daemon of the other role.
+std::string ProbeTask(const ClusterClient& client, absl::string_view job, int index,
+                      bool* wrong_role) {
   const std::string task = client.TaskName(job, index);
   if (!client.WaitForConnected(job, index)) {
     return absl::StrCat(task, ": unreachable within ",
@@ -40,6 +42,7 @@ std::string ProbeTask(const ClusterClient& client, absl::string_view job, int in
     status = worker.status();
   }
   if (absl::IsUnimplemented(status)) {
+    *wrong_role = true;
     return absl::StrCat(task, ": not a ", job == kPsJob ? "ps_server" : "ps_worker",
                         " (it does not serve the ", job, " service); start ",
                         job == kPsJob ? "ps_server --task=ps:" : "ps_worker --task=worker:",
@@ -52,7 +55,7 @@ std::string ProbeTask(const ClusterClient& client, absl::string_view job, int in
 }  // namespace
 
 std::vector<std::string> ProbeCluster(const ClusterSpec& cluster, absl::Duration timeout,
-                                      std::vector<int>* workers_not_ready) {
+                                      std::vector<int>* workers_not_ready, int* wrong_roles) {
   ClusterClientOptions options;
   options.status_timeout = timeout;
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(cluster, options);
@@ -61,6 +64,7 @@ std::vector<std::string> ProbeCluster(const ClusterSpec& cluster, absl::Duration
     absl::string_view job;
     int index;
     std::string problem;
+    bool wrong_role = false;
   };
   std::vector<Probe> probes;
   for (absl::string_view job : {kPsJob, kWorkerJob}) {
@@ -69,13 +73,16 @@ std::vector<std::string> ProbeCluster(const ClusterSpec& cluster, absl::Duration
   std::vector<std::thread> threads;
   for (Probe& probe : probes) {
     threads.emplace_back(
-        [&probe, &client] { probe.problem = ProbeTask(**client, probe.job, probe.index); });
+        [&probe, &client] {
+          probe.problem = ProbeTask(**client, probe.job, probe.index, &probe.wrong_role);
+        });
   }
   for (std::thread& thread : threads) thread.join();
   std::vector<std::string> problems;
   for (const Probe& probe : probes) {
     if (probe.problem.empty()) continue;
     problems.push_back(probe.problem);
+    if (wrong_roles != nullptr && probe.wrong_role) ++*wrong_roles;
     if (workers_not_ready != nullptr && probe.job == kWorkerJob) {
       workers_not_ready->push_back(probe.index);
     }

@@ -6,7 +6,8 @@
 //   1    the job ran and failed on its own: it diverged, a worker's computation failed. Running
 //        it again as it is fails again;
 //   2    what was given is wrong: a flag, a ClusterSpec, a JobSpec, a data or checkpoint file
-//        (missing, malformed, truncated), credentials; fix it and run again;
+//        (missing, malformed, truncated), credentials, a daemon of the wrong role at a task's
+//        address; fix it and run again;
 //   4    someone else stopped the job (psctl stop, an admin): do not run it again by itself;
 //   130  interrupted (Ctrl-C, SIGTERM), after stopping what it started;
 //   138  the cluster is not ready, out of reach or full: a task down or unreachable, a deadline,

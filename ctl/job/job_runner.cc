@@ -397,19 +397,23 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     *options.out << "warning: " << warning << "\n";
   }
   std::vector<int> workers_not_ready;
+  int wrong_roles = 0;
   std::vector<std::string> problems;
   bool starts_without = false;
   const absl::Time wait_until = options.clock->Now() + options.wait_for_cluster;
   bool said_waiting = false;
   while (true) {
-    problems = ProbeCluster(cluster, absl::Seconds(5), &workers_not_ready);
+    wrong_roles = 0;
+    problems = ProbeCluster(cluster, absl::Seconds(5), &workers_not_ready, &wrong_roles);
     // An elastic job starts without workers that are not up, as long as enough are.
     starts_without = !problems.empty() && spec.min_workers() > 0 &&
                      problems.size() == workers_not_ready.size() &&
                      workers_not_ready.front() != 0 &&
                      cluster.NumTasks(kWorkerJob) - static_cast<int>(workers_not_ready.size()) >=
                          spec.min_workers();
-    if (problems.empty() || starts_without || options.clock->Now() >= wait_until ||
+    // Daemons of the wrong role alone: the spec or the placement is wrong; waiting cannot mend it.
+    const bool misplaced = !problems.empty() && wrong_roles == static_cast<int>(problems.size());
+    if (problems.empty() || starts_without || misplaced || options.clock->Now() >= wait_until ||
         (options.interrupted != nullptr && options.interrupted->load())) {
       break;
     }
@@ -424,7 +428,11 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
     return absl::CancelledError("interrupted while waiting for the cluster; nothing was started");
   }
   if (!problems.empty() && !starts_without) {
-    return absl::UnavailableError(absl::StrCat(
+    // Bad input (exit 2) when every problem is a daemon of the wrong role; else retry (138).
+    const absl::StatusCode code = wrong_roles == static_cast<int>(problems.size())
+                                      ? absl::StatusCode::kInvalidArgument
+                                      : absl::StatusCode::kUnavailable;
+    return absl::Status(code, absl::StrCat(
         "the cluster is not ready:\n  ", absl::StrJoin(problems, "\n  "),
         spec.min_workers() > 0
             ? absl::StrCat("\n(an elastic job starts with at least min_workers = ",
