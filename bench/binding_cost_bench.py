@@ -10,6 +10,7 @@ workers: the seconds per step of its examples per second), the issue's goal bein
     bench/binding_cost_bench.sh     (builds -c opt, then runs this)
 """
 import argparse
+import csv
 import json
 import os
 import statistics
@@ -55,12 +56,16 @@ def ps_worker_step_us(psctl, job_file, folder):
     results = os.path.join(folder, "default_results")
     subprocess.run([psctl, "local", f"--job={job_file}", f"--results={results}", "--device=cpu",
                     "--overwrite"], check=True, capture_output=True)
-    with open(os.path.join(results, "summary.json")) as f:
-        summary = json.load(f)
     with open(job_file) as f:
         batch = json.load(f)["batch_size"]
-    # examples_per_second counts every worker's; each of the 2 workers steps at half of it.
-    return batch / (summary["examples_per_second"] / 2) * 1e6
+    # Each worker's own rate over its training loop (metrics.csv's last row of each), so that
+    # the cluster's start and stop do not count.
+    last = {}
+    with open(os.path.join(results, "metrics.csv")) as f:
+        for row in csv.DictReader(f):
+            last[row["worker"]] = float(row["examples_per_second"])
+    rate = sum(last.values()) / len(last)
+    return batch / rate * 1e6
 
 
 def main():

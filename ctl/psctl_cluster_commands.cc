@@ -113,8 +113,9 @@ int Dashboard() {
   sample();
   std::atomic<bool> stop{false};
   std::thread sampler([&sample, &stop] {
+    // A second after the last one began, or at once when it took longer.
     for (absl::Time next = Clock::Real()->Now() + absl::Seconds(1); !stop && !interrupted;
-         next += absl::Seconds(1)) {
+         next = std::max(next + absl::Seconds(1), Clock::Real()->Now())) {
       while (!stop && !interrupted && Clock::Real()->Now() < next) {
         Clock::Real()->SleepFor(absl::Milliseconds(50));
       }
@@ -138,7 +139,11 @@ int Dashboard() {
   }
   if (!FLAGS_port_file.empty()) {
     absl::Status written = WritePortFile(FLAGS_port_file, (*server)->bound_port());
-    if (!written.ok()) return Fail(written);
+    if (!written.ok()) {
+      (*server)->Stop();
+      end_sampler();
+      return Fail(written);
+    }
   }
   const bool ipv6 = FLAGS_bind_host.find(':') != std::string::npos;
   std::cout << "psctl dashboard: http://" << (ipv6 ? "[" : "") << FLAGS_bind_host

@@ -340,10 +340,13 @@ int Report(const std::vector<std::string>& dirs) {
                                            : CompareRuns(dirs, options);
   if (!output.ok()) return Fail(output.status());
   std::cout << *output;
-  if (dirs.size() == 1 && !holds(dirs[0], "sweep.csv")) {  // One run: its pictures too.
+  // One run: its pictures too, where they can be drawn (matplotlib, a writable directory); the
+  // table on stdout stays the report's only output there.
+  if (dirs.size() == 1 && !holds(dirs[0], "sweep.csv")) {
     absl::StatusOr<std::string> drawn = DrawRun(dirs[0], options);
-    if (!drawn.ok()) return Fail(drawn.status());
-    std::cout << "\n" << *drawn;
+    std::cerr << (drawn.ok() ? *drawn
+                             : absl::StrCat("psctl: the run's plots were not drawn: ",
+                                            drawn.status().message(), "\n"));
   }
   return 0;
 }

@@ -68,8 +68,10 @@ cat > "$DIR/job.json" <<EOF
  "batch_size": 32, "steps": 100000000, "eval_interval": 1000, "seed": 5, "min_slice_bytes": 64,
  "time_limit_s": 300}
 EOF
-# --device=auto: the workers' Device cell then says why they use the CPU (or which GPU), the
-# longest sentence a task shows, which the page must still fit in its window.
+# --device=auto with no CUDA plugin to be found: the workers' Device cell then says why they use
+# the CPU (on a GPU host too), the longest sentence a task shows, which the page must still fit
+# in its window.
+export PS_CUDA_LIBRARY=/nonexistent/libps_cuda.so
 start_psctl_local "$DIR/local.log" --job="$DIR/job.json" --ps=2 --workers=2 --device=auto \
   --results="$DIR/results" --checkpoint_dir="$DIR/checkpoints"
 log "cluster: $CLUSTER_SPEC"

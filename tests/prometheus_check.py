@@ -204,9 +204,11 @@ def main():
         if steps.get((worker,)) != float(row["step"]) or running.get((worker,)) != 0:
             problem(f"worker {worker}: steps {steps.get((worker,))} (csv {row['step']}), "
                     f"running {running.get((worker,))}")
-    if total_rate != summary["examples_per_second"]:
+    # summary.json's is every example over the job's wall time (ctl/job/job_figures.h): each
+    # worker's rate over its own time, which the wall time holds, so at most the rates' sum.
+    if not 0 < summary["examples_per_second"] <= total_rate * (1 + 1e-9):
         problem(f"examples/s over the workers {total_rate!r}, summary "
-                f"{summary['examples_per_second']!r}")
+                f"{summary['examples_per_second']!r}: not in (0, the workers' sum]")
     print(f"examples/s over {len(rates)} workers: {total_rate!r} "
           f"(summary.json: {summary['examples_per_second']!r})")
 

@@ -64,6 +64,14 @@ elif [[ "$(id -u)" != 0 ]] || ! unshare --mount true 2>/dev/null; then
 else
   cuda_lib_dir="$(ldd "$plugin" | sed -n 's/.*libcublas\.so[^ ]* => \(\/[^ ]*\)\/libcublas\.so.*/\1/p')"
   [[ -n "$cuda_lib_dir" ]] || fail "the plugin does not find cuBLAS here: $(ldd "$plugin")"
+  # cuBLAS from a system library directory (a Debian package): hiding it hides libc too.
+  if ldd "$root/usr/bin/psctl" | grep -q " => $cuda_lib_dir/"; then
+    log "ok: the programs link no CUDA library; the run without CUDA skipped: cuBLAS is in" \
+      "$cuda_lib_dir, beside the programs' own libraries"
+    cuda_lib_dir=""
+  fi
+fi
+if [[ -f "$plugin" && -n "${cuda_lib_dir:-}" ]]; then
   unshare --mount bash -c "
     mount -t tmpfs none '$cuda_lib_dir' || exit 3
     ldd '$plugin' | grep -q 'libcublas.*not found' || exit 4

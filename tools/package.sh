@@ -75,17 +75,21 @@ cp -r "$root/bin" "$root/share" "$deb_root/usr/"
 [[ -d "$root/lib" ]] && cp -r "$root/lib" "$deb_root/usr/"
 cp deploy/systemd/*.service "$deb_root/lib/systemd/system/"
 
-# Depends: the package of each shared library the programs load, as installed here.
+# Depends: the package of each shared library the programs load, as installed here. The GPU
+# plugin's own libraries (CUDA's) are not: the package must install on hosts without them.
+libraries() { ldd "$@" 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u; }
+programs_libraries="$(libraries "$root/bin/"* "$root"/lib/python3/dist-packages/ps/*.so)"
 packages=()
-cuda_libs=()
 while read -r library; do
   if owner="$(dpkg -S "$(realpath "$library")" 2>/dev/null || dpkg -S "$library" 2>/dev/null)"; then
     packages+=("${owner%%:*}")
-  else
-    cuda_libs+=("$(basename "$library")")
   fi
-done < <(ldd "$root/bin/"* "$root"/lib/python3/dist-packages/ps/*.so "$root"/lib/ps/*.so 2>/dev/null |
-  sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p' | sort -u)
+done <<<"$programs_libraries"
+cuda_libs=()
+while read -r library; do
+  [[ -n "$library" ]] && ! grep -qxF "$library" <<<"$programs_libraries" &&
+    cuda_libs+=("$(basename "$library")")
+done < <(libraries "$root"/lib/ps/*.so)
 depends="$(printf '%s\n' "${packages[@]}" | sort -u | while read -r package; do
   echo "$package (>= $(dpkg-query -W -f='${Version}' "$package" | sed 's/-[^-]*$//'))"
 done | paste -sd, | sed 's/,/, /g')"
@@ -96,16 +100,16 @@ if [[ -d "$root/lib/python3" ]]; then
   python_version="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
   python_next="$(python3 -c 'import sys; print("%d.%d" % (sys.version_info[0], sys.version_info[1] + 1))')"
   depends="${depends}, python3 (>= ${python_version}), python3 (<< ${python_next}), python3-numpy"
-  recommends="Recommends: python3-torch"
+  recommends="Recommends: python3-torch, python3-matplotlib"  # psctl report's plots too.
 fi
 description="Parameter-server training service: ps_server, ps_worker and psctl"
 note=""
 if ((${#cuda_libs[@]} > 0)); then
   note=" .
- On a GPU, the programs load their CUDA plugin, /usr/lib/ps/libps_cuda.so, which uses CUDA's
- own libraries (no Debian package provides them): $(printf '%s ' "${cuda_libs[@]}")must then
- be on the loader's path (for example from the CUDA toolkit in /usr/local/cuda). Without them
- the programs run on the CPU (--device=auto says why); psctl never loads them."
+ To look for a GPU, ps_worker (unless --device=cpu) and psctl check load the CUDA plugin,
+ /usr/lib/ps/libps_cuda.so, which needs CUDA's libraries, not among this package's
+ dependencies: $(printf '%s ' "${cuda_libs[@]}")(for example from the CUDA toolkit in
+ /usr/local/cuda). Without them the workers run on the CPU and say why."
 fi
 installed_kb="$(du -sk "$deb_root/usr" "$deb_root/lib" | awk '{s += $1} END {print s}')"
 cat >"$deb_root/DEBIAN/control" <<CONTROL

@@ -10,7 +10,7 @@
 #                                           library the programs load (found with ldd, dpkg -S)
 # (tools/package.sh packs them), and checks that each program's --version names the commit
 # and an optimized build. A CUDA build (tools/setup.sh turns it on where nvcc exists) adds the
-# GPU plugin, lib/ps/libps_cuda.so, which the programs load only to use a GPU (dlopen): it
+# GPU plugin, lib/ps/libps_cuda.so, which the programs load only to look for a GPU (dlopen): it
 # needs CUDA's own libraries, which no Debian package provides, and the package's description
 # says so; the programs link none, so the same package runs on hosts without CUDA (on the
 # CPU). The plugin comes with ps_worker (a data dependency). RELEASE_CUDA=0 builds without it.

@@ -85,7 +85,9 @@ Examples:
 // its node), a GPU checked to work now rather than when the first job starts; "auto" falls back
 // to the CPU, saying why. INVALID_ARGUMENT or the backend's error for a device that cannot work.
 absl::StatusOr<ps::Device> ChooseDevice(const ps::ClusterConfig& config) {
-  const ps::GpuQueryResult gpus = ps::QueryUsableGpus();
+  // --device=cpu loads nothing of CUDA (its plugin, the runtime).
+  const ps::GpuQueryResult gpus =
+      FLAGS_device == "cpu" ? ps::GpuQueryResult() : ps::QueryUsableGpus();
   std::string device_flag = FLAGS_device;
   if (device_flag == "auto" && config.node_worker_index.has_value()) {
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");

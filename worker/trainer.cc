@@ -354,9 +354,10 @@ absl::Status TrainingLoop::Run() {
     if (spec_.time_limit_s() > 0 &&
         context_.clock->Now() - start_ > absl::Seconds(spec_.time_limit_s())) {
       if (progress_.note().empty()) {
-        progress_.set_note(absl::StrFormat(
-            "stopped at step %d: the job's time_limit_s, %g s, ran out", step,
-            spec_.time_limit_s()));
+        // The same words on every worker, so that the job's note is one sentence.
+        progress_.set_note(absl::StrFormat("stopped before its steps: the job's time_limit_s, "
+                                           "%g s, ran out",
+                                           spec_.time_limit_s()));
       }
       break;
     }

@@ -85,32 +85,37 @@ namespace {
 }  // namespace
 
 std::string UnknownFlagMessage(int argc, char** argv, const std::string& program) {
-  // Each flag's name ("worker" of "--worker=3"), up to "--".
-  std::vector<std::string> names;
+  // Each flag's name ("worker" of "--worker=3"), up to "--"; a known flag's value given as the
+  // next word ("--job -x") is passed over, as gflags takes it.
+  std::vector<std::string> unknown;
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
     double number;
     if (arg.size() < 2 || arg[0] != '-' || absl::SimpleAtod(arg, &number)) continue;
     arg.remove_prefix(arg[1] == '-' ? 2 : 1);
-    names.emplace_back(arg.substr(0, arg.find('=')));
-    if (names.back() == "undefok") return "";  // gflags lets the unknown flags it lists pass.
-  }
-  for (const std::string& name : names) {
+    const size_t equals = arg.find('=');
+    const std::string name(arg.substr(0, equals));
+    if (name == "undefok") return "";  // gflags lets the unknown flags it lists pass.
     gflags::CommandLineFlagInfo info;
-    if (name.empty() || gflags::GetCommandLineFlagInfo(name.c_str(), &info)) continue;
+    if (name.empty()) continue;
+    if (gflags::GetCommandLineFlagInfo(name.c_str(), &info)) {
+      if (equals == absl::string_view::npos && info.type != "bool") ++i;  // Its value.
+      continue;
+    }
     if (absl::StartsWith(name, "no") &&
         gflags::GetCommandLineFlagInfo(name.substr(2).c_str(), &info) && info.type == "bool") {
       continue;
     }
-    std::vector<gflags::CommandLineFlagInfo> flags;
-    gflags::GetAllFlags(&flags);
-    std::vector<std::string> known;
-    for (const gflags::CommandLineFlagInfo& flag : flags) known.push_back(flag.name);
-    return absl::StrCat("unknown flag --", name, DidYouMean(name, known, "--"), "; ", program,
-                        " --help lists the flags");
+    unknown.push_back(name);
   }
-  return "";
+  if (unknown.empty()) return "";
+  std::vector<gflags::CommandLineFlagInfo> flags;
+  gflags::GetAllFlags(&flags);
+  std::vector<std::string> known;
+  for (const gflags::CommandLineFlagInfo& flag : flags) known.push_back(flag.name);
+  return absl::StrCat("unknown flag --", unknown[0], DidYouMean(unknown[0], known, "--"), "; ",
+                      program, " --help lists the flags");
 }
 
 void ParseFlags(int* argc, char*** argv) {

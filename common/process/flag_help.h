@@ -26,8 +26,8 @@ void HandleHelp(int argc, char** argv, const std::string& usage,
 // What an unknown flag among argv[1..] (before any "--") gets said of it: "unknown flag
 // --worker (did you mean \"--workers\"?); PROGRAM --help lists the flags", PROGRAM being
 // `program`; "" when every flag is one gflags knows (--noNAME for a bool NAME included; words
-// that are not flags and negative numbers, a flag's value, are passed over). With --undefok,
-// which lets gflags pass unknown flags, "".
+// that are not flags, negative numbers and the word after a known non-bool flag without "=",
+// its value, are passed over). With --undefok, which lets gflags pass unknown flags, "".
 std::string UnknownFlagMessage(int argc, char** argv, const std::string& program);
 
 // gflags::ParseCommandLineFlags (removing the flags from argv), except that an unknown flag is

@@ -52,6 +52,8 @@ TEST(FlagHelpTest, AnUnknownFlagIsNamedWithTheFlagMeant) {
   EXPECT_EQ(Unknown({"--noflag_help_test_rounds"}),  // Not a bool.
             "unknown flag --noflag_help_test_rounds (did you mean \"--flag_help_test_rounds\"?); "
             "prog --help lists the flags");
+  // A value that looks like a flag, given as the next word of a known flag.
+  EXPECT_EQ(Unknown({"--flag_help_test_name", "-x", "--flag_help_test_rounds", "--3"}), "");
   // --undefok lets gflags pass unknown flags.
   EXPECT_EQ(Unknown({"--not_a_flag", "--undefok=not_a_flag"}), "");
 }

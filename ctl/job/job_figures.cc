@@ -17,6 +17,7 @@ bool Running(const JobProgress& p) { return p.state() == JobProgress::RUNNING; }
 bool Done(const JobProgress& p) { return p.state() == JobProgress::DONE; }
 bool Stepped(const JobProgress& p) { return p.step() > 0; }
 bool RunningAndStepped(const JobProgress& p) { return Running(p) && Stepped(p); }
+bool DoneAndStepped(const JobProgress& p) { return Done(p) && Stepped(p); }
 
 // The workers a figure is taken over: those of the first of `choices` that holds for some, else
 // all.
@@ -38,7 +39,7 @@ std::vector<const JobProgress*> Preferring(const std::vector<JobProgress>& worke
 }  // namespace
 
 JobFigures FiguresOf(ConsistencyConfig::Mode mode, const std::vector<JobProgress>& workers,
-                     absl::Duration wall_time) {
+                     absl::Duration wall_time, int64_t steps) {
   JobFigures figures;
   if (workers.empty()) return figures;
   const ModeTraits* traits = FindModeTraits(mode);
@@ -48,14 +49,19 @@ JobFigures FiguresOf(ConsistencyConfig::Mode mode, const std::vector<JobProgress
       if (Stepped(progress)) figures.step = std::max(figures.step, progress.global_step() + 1);
     }
   } else {
-    std::vector<const JobProgress*> counted = Preferring(workers, {Running, Done});
+    // A worker started again reports step 0 until its first step: the others count meanwhile.
+    std::vector<const JobProgress*> counted =
+        Preferring(workers, {RunningAndStepped, Running, Done});
     figures.step = counted[0]->step();
     for (const JobProgress* progress : counted) {
       figures.step = std::min(figures.step, progress->step());
     }
   }
+  if (steps > 0) figures.step = std::min(figures.step, steps);
   int losses = 0;
-  for (const JobProgress* progress : Preferring(workers, {RunningAndStepped, Stepped})) {
+  // Once none runs, of those that ended DONE (not of a lost worker's last, stale report).
+  for (const JobProgress* progress :
+       Preferring(workers, {RunningAndStepped, DoneAndStepped, Stepped})) {
     if (progress->step() == 0) continue;
     figures.loss += progress->loss();
     ++losses;
@@ -80,15 +86,16 @@ JobFigures FiguresOf(ConsistencyConfig::Mode mode, const std::vector<JobProgress
   return figures;
 }
 
-absl::optional<Eta> EtaOf(const JobSpec& spec, const JobFigures& figures,
-                          absl::Duration wall_time) {
-  if (figures.step <= 0) return absl::nullopt;
+absl::optional<Eta> EtaOf(const JobSpec& spec, const JobFigures& figures, absl::Duration wall_time,
+                          int64_t first_step) {
+  wall_time = std::max(wall_time, absl::ZeroDuration());  // A clock set back.
+  const int64_t run = figures.step - first_step;  // Steps this run took.
   absl::optional<Eta> eta;
-  if (spec.steps() > 0) {
-    eta = Eta{wall_time * (static_cast<double>(std::max<int64_t>(spec.steps() - figures.step, 0)) /
-                           figures.step)};
+  if (spec.steps() > 0 && run > 0) {
+    eta = Eta{wall_time *
+              (static_cast<double>(std::max<int64_t>(spec.steps() - figures.step, 0)) / run)};
   }
-  if (spec.time_limit_s() > 0) {
+  if (spec.time_limit_s() > 0 && figures.step > 0) {
     const absl::Duration left =
         std::max(absl::Seconds(spec.time_limit_s()) - wall_time, absl::ZeroDuration());
     if (!eta.has_value() || left < eta->left) eta = Eta{left, /*time_limit=*/true};

@@ -42,19 +42,21 @@ struct JobFigures {
 };
 
 // The figures of `workers` (each one's latest report) of a job in `mode` after `wall_time` of
-// it.
+// it. `steps`: the job's `steps` (0: none or unknown), which the step does not pass (a SYNC
+// worker that ends behind the shards reports the step it pulled, one past the last).
 JobFigures FiguresOf(ConsistencyConfig::Mode mode, const std::vector<JobProgress>& workers,
-                     absl::Duration wall_time);
+                     absl::Duration wall_time, int64_t steps = 0);
 
-// How long the job has left, and why: the steps left at the pace so far, or the time left of
-// its time_limit_s where that ends it first. Empty while no step has run, or where neither
-// bounds it (an `epochs` job: psctl does not know the shards' size).
+// How long the job has left, and why: the steps left at the pace since `first_step` (the run's
+// first: a resumed run's steps before it took no time of this one), or the time left of its
+// time_limit_s where that ends it first. Empty while no step of the run has, or where neither
+// bounds it (an `epochs` job: psctl does not know the shards' size). Never negative.
 struct Eta {
   absl::Duration left;
   bool time_limit = false;  // time_limit_s ends the job first.
 };
-absl::optional<Eta> EtaOf(const JobSpec& spec, const JobFigures& figures,
-                          absl::Duration wall_time);
+absl::optional<Eta> EtaOf(const JobSpec& spec, const JobFigures& figures, absl::Duration wall_time,
+                          int64_t first_step = 0);
 
 }  // namespace ps
 

@@ -51,12 +51,21 @@ TEST(JobFiguresTest, OtherModesCountTheRunningWorkerFurthestBehind) {
   JobFigures figures = FiguresOf(spec.consistency().mode(), workers, absl::Seconds(4));
   EXPECT_EQ(figures.step, 60);
   EXPECT_DOUBLE_EQ(figures.loss, 0.5);  // Of the running workers.
-  // None runs: the DONE workers' (the lost worker 3 no longer counts), loss over every worker.
+  // None runs: the DONE workers' (the lost worker 3's stale report no longer counts).
   workers[1].set_state(JobProgress::DONE);
   workers[2].set_state(JobProgress::DONE);
   figures = FiguresOf(spec.consistency().mode(), workers, absl::Seconds(4));
   EXPECT_EQ(figures.step, 60);
-  EXPECT_DOUBLE_EQ(figures.loss, (0.2 + 0.4 + 0.6 + 9) / 4);
+  EXPECT_DOUBLE_EQ(figures.loss, (0.2 + 0.4 + 0.6) / 3);
+  // A worker started again reports step 0 until its first step: the others' step counts.
+  workers[1] = Worker(1, JobProgress::RUNNING, 0, 0, 0);
+  workers[2].set_state(JobProgress::RUNNING);
+  EXPECT_EQ(FiguresOf(spec.consistency().mode(), workers, absl::Seconds(4)).step, 80);
+  // Never past the job's steps.
+  EXPECT_EQ(FiguresOf(ConsistencyConfig::SYNC, {Worker(0, JobProgress::DONE, 100, 100, 0.1)},
+                      absl::Seconds(4), 100)
+                .step,
+            100);
   // No worker has run a step.
   figures = FiguresOf(spec.consistency().mode(), {Worker(0, JobProgress::RUNNING, 0, 0, 0)},
                       absl::Seconds(1));
@@ -87,7 +96,7 @@ TEST(JobFiguresTest, TheNoteIsTheWorkersOwnWhereTheyAgreeElseEachOnesNamed) {
                                       Worker(1, JobProgress::DONE, 90, 0, 0),
                                       Worker(2, JobProgress::DONE, 90, 0, 0)};
   EXPECT_EQ(FiguresOf(ConsistencyConfig::ASYNC, workers, absl::Seconds(1)).note, "");
-  const std::string limit = "stopped at step 90: the job's time_limit_s, 30 s, ran out";
+  const std::string limit = "stopped before its steps: the job's time_limit_s, 30 s, ran out";
   workers[1].set_note(limit);
   workers[2].set_note(limit);
   EXPECT_EQ(FiguresOf(ConsistencyConfig::ASYNC, workers, absl::Seconds(1)).note, limit);

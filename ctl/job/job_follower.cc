@@ -110,12 +110,13 @@ void Follower::Follow(int worker, const std::string& job_id) {
 }
 
 std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last,
-                         absl::Duration wall_time) {
-  const JobFigures figures = FiguresOf(spec.consistency().mode(), last, wall_time);
+                         absl::Duration wall_time, int64_t first_step) {
+  const JobFigures figures =
+      FiguresOf(spec.consistency().mode(), last, wall_time, spec.steps());
   const JobProgress& chief = last[0];
   std::string total = spec.steps() > 0 ? absl::StrCat("/", spec.steps()) : "";
   std::string eta;
-  if (absl::optional<Eta> left = EtaOf(spec, figures, wall_time); left.has_value()) {
+  if (absl::optional<Eta> left = EtaOf(spec, figures, wall_time, first_step); left.has_value()) {
     eta = absl::StrFormat(", ETA %.0fs%s", absl::ToDoubleSeconds(left->left),
                           left->time_limit ? " (time_limit_s)" : "");
   }

@@ -59,11 +59,12 @@ class Follower {
 
 // "step 120/1000 | loss 0.4210 | 5120 ex/s | staleness 0.50 | 3.1s, ETA 23s | validation ...
 // | eval ...": the job's figures (job_figures.h) after `wall_time` of it, the time left (steps
-// left at the pace so far, or "(time_limit_s)" where the time limit ends it first), and the
+// left at the pace since `first_step`, the run's first, or "(time_limit_s)" where the time
+// limit ends it first: EtaOf), and the
 // chief's evaluations (of the validation split where the job has one, of the test split where
 // the chief made one).
 std::string ProgressLine(const JobSpec& spec, const std::vector<JobProgress>& last,
-                         absl::Duration wall_time);
+                         absl::Duration wall_time, int64_t first_step = 0);
 
 }  // namespace ps
 

@@ -313,7 +313,8 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
     if (options.clock->Now() - last_line >= every && AnyStepRun(follower.Last())) {
       last_line = options.clock->Now();
-      std::string line = ProgressLine(spec, follower.Last(), options.clock->Now() - start);
+      std::string line =
+          ProgressLine(spec, follower.Last(), options.clock->Now() - start, first_step);
       if (options.live_line) {
         out << "\r\033[K" << line << std::flush;
       } else {
@@ -328,10 +329,11 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
   }
   if (AnyStepRun(last)) {
     out << (options.live_line ? "\r\033[K" : "")
-        << ProgressLine(spec, last, options.clock->Now() - start) << "\n";
+        << ProgressLine(spec, last, options.clock->Now() - start, first_step) << "\n";
   }
   if (const std::string note =
-          FiguresOf(spec.consistency().mode(), last, options.clock->Now() - start).note;
+          FiguresOf(spec.consistency().mode(), last, options.clock->Now() - start, spec.steps())
+              .note;
       !note.empty()) {
     out << "job " << spec.job_id() << ": " << note << "\n";
   }

@@ -232,7 +232,8 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   summary["lost_workers"] = lost_workers;
   summary["steps"] = steps;
   summary["wall_time_s"] = absl::ToDoubleSeconds(wall_time);
-  const JobFigures figures = FiguresOf(spec.consistency().mode(), last, wall_time);
+  const JobFigures figures =
+      FiguresOf(spec.consistency().mode(), last, wall_time, spec.steps());
   summary["examples_per_second"] = figures.examples_per_second;
   if (!figures.note.empty()) summary["note"] = figures.note;
   // A worker's bytes per step, over every worker's steps.

@@ -13,7 +13,15 @@
 #include "worker/compute/compute_backend.h"
 #include "worker/compute/cuda_device_query.h"
 
+namespace ps {
+// What the plugin and the program must agree on: the release (common/process/version.h) and the
+// entry points' types below, whose number goes up when they change.
+inline constexpr char kCudaPluginInterface[] = "2";
+}  // namespace ps
+
 extern "C" {
+// The release and interface the plugin was built with: "0.1.0/2".
+const char* PsCudaPluginVersion();
 // QueryCudaGpus() into `*result`.
 void PsCudaQueryGpus(ps::GpuQueryResult* result);
 // NewCudaBackend(device, error), released to the caller (nullptr with `*error` set).
@@ -28,10 +36,12 @@ struct CudaPlugin {
 };
 
 // The plugin, loaded on the first call (thread-safe), or nullptr with `*error` saying why and
-// what to do ("libcublas.so.13: cannot open shared object file ..."). It is looked for at
-// $PS_CUDA_LIBRARY when set (only there), else beside the installed programs (../lib/ps/ from
-// the running program's directory: /usr/lib/ps for /usr/bin), else in the Bazel runfiles of the
-// running program or test (worker/compute/libps_cuda.so).
+// what to do ("libcublas.so.13: cannot open shared object file ..."; a plugin of another release
+// or interface is refused, naming both). It is looked for at $PS_CUDA_LIBRARY when set (only
+// there), else beside the installed programs (../lib/ps/ from the running program's directory:
+// /usr/lib/ps for /usr/bin), else in the Bazel runfiles of the running program or test
+// (worker/compute/libps_cuda.so). Only absolute paths are tried: a relative one would be looked
+// up on the loader's path or in the current directory.
 const CudaPlugin* LoadCudaPlugin(std::string* error);
 
 }  // namespace ps

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/process/version.h"
 #include "worker/compute/cuda_plugin.h"
 
 namespace ps {
@@ -51,7 +52,12 @@ struct Loaded {
 Loaded Load() {
   Loaded loaded;
   std::vector<std::string> tried;
+  const std::string version = absl::StrCat(kVersion, "/", kCudaPluginInterface);
   for (const std::string& path : Candidates()) {
+    if (!std::filesystem::path(path).is_absolute()) {
+      tried.push_back(absl::StrCat(path, " (not an absolute path: skipped)"));
+      continue;
+    }
     if (!std::filesystem::exists(path)) {
       tried.push_back(path);
       continue;
@@ -64,13 +70,21 @@ Loaded Load() {
                                   "example from the CUDA toolkit in /usr/local/cuda)");
       return loaded;
     }
+    auto plugin_version = reinterpret_cast<const char* (*)()>(dlsym(handle, "PsCudaPluginVersion"));
+    if (plugin_version != nullptr && plugin_version() != version) {
+      loaded.error = absl::StrCat(path, " is the CUDA backend of release/interface ",
+                                  plugin_version(), ", this program's is ", version,
+                                  ": install the plugin of this program's release");
+      return loaded;
+    }
     loaded.plugin.query_gpus =
         reinterpret_cast<void (*)(GpuQueryResult*)>(dlsym(handle, "PsCudaQueryGpus"));
     loaded.plugin.new_backend = reinterpret_cast<ComputeBackend* (*)(int, std::string*)>(
         dlsym(handle, "PsCudaNewBackend"));
-    if (loaded.plugin.query_gpus == nullptr || loaded.plugin.new_backend == nullptr) {
+    if (plugin_version == nullptr || loaded.plugin.query_gpus == nullptr ||
+        loaded.plugin.new_backend == nullptr) {
       loaded.error = absl::StrCat(path, " is not this build's CUDA backend (it lacks ",
-                                  "PsCudaQueryGpus or PsCudaNewBackend)");
+                                  "PsCudaPluginVersion, PsCudaQueryGpus or PsCudaNewBackend)");
       return loaded;
     }
     loaded.ok = true;  // Kept loaded for the process's life.

@@ -50,8 +50,13 @@ TEST(CudaPluginDeathTest, ALibraryThatIsNotThePluginIsRefused) {
   const char* library = "/lib/x86_64-linux-gnu/libgcc_s.so.1";
   if (std::ifstream(library).fail()) GTEST_SKIP() << library << " is not here";
   EXPECT_EXIT(LoadAndSay(library), ::testing::ExitedWithCode(0),
-              "is not this build's CUDA backend \\(it lacks PsCudaQueryGpus or "
-              "PsCudaNewBackend\\)");
+              "is not this build's CUDA backend \\(it lacks PsCudaPluginVersion, "
+              "PsCudaQueryGpus or PsCudaNewBackend\\)");
+}
+
+TEST(CudaPluginDeathTest, ARelativePathIsNotTried) {
+  EXPECT_EXIT(LoadAndSay("libps_cuda.so"), ::testing::ExitedWithCode(0),
+              "is not installed \\(looked at libps_cuda.so \\(not an absolute path: skipped\\)");
 }
 
 TEST(CudaPluginDeathTest, ACudaBuildFindsItsPluginInItsRunfiles) {
