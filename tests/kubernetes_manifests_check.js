@@ -124,9 +124,15 @@ function render(dir) {
       target.object = strategicMerge(target.object, object, `${p}: ${object.kind}`);
     }
   }
-  for (const { pairs } of k.labels || []) {
+  for (const { pairs, includeTemplates } of k.labels || []) {
     for (const o of objects) {
       o.object.metadata.labels = { ...(o.object.metadata.labels || {}), ...pairs };
+      // includeTemplates: the pods' too (StatefulSets', Jobs').
+      const template = o.object.spec && o.object.spec.template;
+      if (includeTemplates && template) {
+        template.metadata = template.metadata || {};
+        template.metadata.labels = { ...(template.metadata.labels || {}), ...pairs };
+      }
     }
   }
   return objects;
@@ -249,6 +255,10 @@ function checkRender(name, rendered) {
           problem(where(service), `targetPort ${p.targetPort} names no container port`);
         }
       }
+    }
+    // docs/DEPLOY.md's PodMonitor selects the pods by this label.
+    if (labels['app.kubernetes.io/part-of'] !== 'ps') {
+      problem(where(s), 'its pods lack app.kubernetes.io/part-of: ps, which the PodMonitor selects');
     }
     const volumes = checkPodSpec(where(s), s.spec.template.spec, objects);
     for (const t of s.spec.volumeClaimTemplates || []) volumes.add(t.metadata.name);

@@ -86,6 +86,7 @@ cases=(
   "base/ps.yaml|s/targetPort: metrics/targetPort: metric/|targetPort metric names no container port"
   "overlays/cpu/worker-cpu.yaml|/--metrics_port=9101/d|container ps-worker serves no /metrics"
   "tfjob.yaml|0,/name: metrics/s//name: prom/|--metrics_port=9100 but no port named metrics"
+  "base/kustomization.yaml|/includeTemplates: true/d|its pods lack app.kubernetes.io/part-of: ps"
 )
 failures=0
 for c in "${cases[@]}"; do
