@@ -98,7 +98,7 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
   std::shared_ptr<ShardJob> promoted;
   std::shared_ptr<ShardReplicator> dropped;    // Stopped outside mu_.
   std::shared_ptr<ShardReplicator> went_back;  // The copy's, once it went back to its own ps.
-  int backup;
+  int backup = -1;  // Set under mu_ below before every use; gcc -O2 cannot see it.
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
