@@ -58,7 +58,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
               << "/metrics";
   }
   LOG(INFO) << "ps:" << options.service.ps_index << " of " << options.service.num_ps
-            << " listening on port " << server->bound_port_;
+            << " listening on port " << server->bound_port_ << "; jobs may hold "
+            << (server->service_->max_total_bytes() >> 20) << " MiB here";
   return server;
 }
 

@@ -117,6 +117,10 @@ class ParameterService final : public ParameterServerBase {
   // shard (docs/REFERENCE.md, "Metrics"): a MetricsRegistry collector, called at scrape time.
   void WriteMetrics(MetricsWriter* writer) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The bytes all jobs together may hold here (--max_memory_mb, or 3/4 of the memory this
+  // process may use: the machine's, or its container's limit).
+  int64_t max_total_bytes() const { return max_total_bytes_; }
+
   grpc::ServerUnaryReactor* CreateJob(grpc::CallbackServerContext* context,
                                       const CreateJobRequest* request,
                                       CreateJobResponse* response) override;

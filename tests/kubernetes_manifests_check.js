@@ -1,20 +1,22 @@
 // Checks deploy/kubernetes/ (tests/kubernetes_manifests_test.sh runs it):
-//   1. renders base/ and each overlay as kustomize would (resources, strategic-merge patches by
-//      kind and name, containers and other named lists merged by name, labels), and validates
-//      every object against the Kubernetes OpenAPI schemas (the kubernetes-models npm package);
+//   1. reads base/ and each overlay as kustomize rendered them (NAME.yaml in --rendered, NAME's
+//      slashes written as dots), and validates every object against the Kubernetes OpenAPI
+//      schemas (the kubernetes-models npm package);
 //      the TFJob against the training operator's CRD schema (tests/testdata/tfjob_v1_schema.json,
 //      with ajv) and each replica's pod template with kubernetes-models;
 //   2. checks what the schemas cannot: selectors that match the pods, Services and ConfigMaps
-//      that exist, probes on the served port, a ClusterSpec that names each StatefulSet pod, the
-//      job file equal to config/jobs/default.json, the operator's rules for a TFJob, /metrics on
-//      every ps and worker (--metrics_port, the port named "metrics" and the pod's prometheus.io
-//      annotations agreeing);
+//      and claims that exist, probes on the served port, a ClusterSpec that names each
+//      StatefulSet pod in a generated ConfigMap (its name hashed, so that a change restarts the
+//      pods), the job file equal to config/jobs/default.json, the operator's rules for a TFJob,
+//      /metrics on every ps and worker (--metrics_port, the port named "metrics" and the pod's
+//      prometheus.io annotations agreeing), a tagged image and a program for every container,
+//      a volume at every worker's --data_root, and results kept in a claim;
 //   3. with --binaries, checks every container's flags against the program's --helpfull, and
 //      with --run, starts ps_server and ps_worker with the args and environment each manifest
 //      gives its pods (the pod's host name faked with --task_hostname, TF_CONFIG as the operator
 //      writes it), on free loopback ports, and checks each resolves its task and serves
 //      /metrics; then stops them.
-// Usage: node kubernetes_manifests_check.js --modules=DIR --manifests=DIR --schema=FILE
+// Usage: node kubernetes_manifests_check.js --modules=DIR --rendered=DIR --tfjob=FILE --schema=FILE
 //          --default_job=FILE [--binaries=ps_server=P,ps_worker=P,psctl=P] [--run --tmp=DIR]
 // Exits 1 with every problem found, one a line.
 'use strict';
@@ -38,7 +40,7 @@ function problem(where, message) {
   problems.push(`${where}: ${message}`);
 }
 
-// ---- Rendering ----------------------------------------------------------------------------
+// ---- Reading ----------------------------------------------------------------------------
 
 function readDocuments(file) {
   if (!fs.existsSync(file)) {
@@ -54,86 +56,6 @@ function readDocuments(file) {
     }
     const value = doc.toJSON();
     if (value !== null) objects.push({ file, object: value });
-  }
-  return objects;
-}
-
-// Kustomize's strategic merge, as far as these manifests need it: maps merge, lists of objects
-// with a "name" merge by name (a patch's name the base lacks is an error, not a new entry, so
-// that a misspelled container is caught), other lists are replaced.
-// Lists of named elements merge by name, as kustomize's merge keys do: an element the base
-// lacks is added (a volume, an env variable), but for containers, where a name the base lacks
-// is a typo that would make a second container.
-function strategicMerge(base, patch, where) {
-  if (Array.isArray(patch)) {
-    if (!Array.isArray(base) || !patch.every((p) => p && typeof p === 'object' && 'name' in p)) {
-      return patch;
-    }
-    const merged = base.map((b) => ({ ...b }));
-    for (const p of patch) {
-      const i = merged.findIndex((b) => b.name === p.name);
-      if (i < 0 && where.endsWith('.containers')) {
-        problem(where, `the patch names "${p.name}", which the base lacks`);
-      } else if (i < 0) {
-        merged.push(p);
-      } else {
-        merged[i] = strategicMerge(merged[i], p, where);
-      }
-    }
-    return merged;
-  }
-  if (patch && typeof patch === 'object' && base && typeof base === 'object') {
-    const merged = { ...base };
-    for (const [k, v] of Object.entries(patch)) {
-      merged[k] = k in base ? strategicMerge(base[k], v, `${where}.${k}`) : v;
-    }
-    return merged;
-  }
-  return patch;
-}
-
-const kKustomizationFields = new Set(['apiVersion', 'kind', 'resources', 'patches', 'labels']);
-
-function render(dir) {
-  const file = path.join(dir, 'kustomization.yaml');
-  const [k] = readDocuments(file).map((d) => d.object);
-  if (!k) return [];
-  for (const key of Object.keys(k)) {
-    if (!kKustomizationFields.has(key)) problem(file, `field "${key}" is not rendered by this test`);
-  }
-  let objects = [];
-  for (const resource of k.resources || []) {
-    const p = path.join(dir, resource);
-    if (!fs.existsSync(p)) {
-      problem(file, `resource ${resource} does not exist`);
-    } else if (fs.statSync(p).isDirectory()) {
-      objects = objects.concat(render(p));
-    } else {
-      objects = objects.concat(readDocuments(p));
-    }
-  }
-  for (const patch of k.patches || []) {
-    const p = path.join(dir, patch.path);
-    for (const { object } of readDocuments(p)) {
-      const target = objects.find((o) => o.object.kind === object.kind &&
-                                         o.object.metadata.name === object.metadata.name);
-      if (!target) {
-        problem(p, `patches ${object.kind} ${object.metadata.name}, which the resources lack`);
-        continue;
-      }
-      target.object = strategicMerge(target.object, object, `${p}: ${object.kind}`);
-    }
-  }
-  for (const { pairs, includeTemplates } of k.labels || []) {
-    for (const o of objects) {
-      o.object.metadata.labels = { ...(o.object.metadata.labels || {}), ...pairs };
-      // includeTemplates: the pods' too (StatefulSets', Jobs').
-      const template = o.object.spec && o.object.spec.template;
-      if (includeTemplates && template) {
-        template.metadata = template.metadata || {};
-        template.metadata.labels = { ...(template.metadata.labels || {}), ...pairs };
-      }
-    }
   }
   return objects;
 }
@@ -179,13 +101,37 @@ function containerPorts(podSpec) {
 
 function checkPodSpec(where, podSpec, objects) {
   const volumes = new Set((podSpec.volumes || []).map((v) => v.name));
+  const exists = (kind, name) => objects.some((o) => o.kind === kind && o.metadata.name === name);
   for (const v of podSpec.volumes || []) {
-    if (v.configMap && objects && !objects.some((o) => o.kind === 'ConfigMap' &&
-                                                     o.metadata.name === v.configMap.name)) {
+    const sources = Object.keys(v).filter((k) => k !== 'name');
+    if (sources.length !== 1) {
+      problem(where, `volume ${v.name} has ${sources.length} sources (${sources.join(', ')}); ` +
+              'a volume has one');
+    }
+    if (v.configMap && objects && !exists('ConfigMap', v.configMap.name)) {
       problem(where, `volume ${v.name} names ConfigMap ${v.configMap.name}, which is missing`);
+    }
+    const claim = v.persistentVolumeClaim;
+    if (claim && objects && !exists('PersistentVolumeClaim', claim.claimName)) {
+      problem(where, `volume ${v.name} names PersistentVolumeClaim ${claim.claimName}, which ` +
+              'is missing');
     }
   }
   return volumes;
+}
+
+// The volume mounted at `dir` or above it in container `c` of `podSpec`, or undefined.
+function volumeAt(podSpec, c, dir) {
+  const mounts = (c.volumeMounts || []).filter((m) => `${dir}/`.startsWith(`${m.mountPath}/`));
+  const m = mounts.sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+  return m && (podSpec.volumes || []).find((v) => v.name === m.name);
+}
+
+// The value of --name=VALUE in container `c`'s args (the last, which the program takes), or
+// undefined.
+function flagValue(c, name) {
+  const a = (c.args || []).filter((x) => x.startsWith(`--${name}=`)).pop();
+  return a && a.slice(name.length + 3);
 }
 
 function checkContainers(where, podSpec, volumes) {
@@ -193,6 +139,37 @@ function checkContainers(where, podSpec, volumes) {
   for (const c of podSpec.containers) {
     for (const m of c.volumeMounts || []) {
       if (!volumes.has(m.name)) problem(where, `container ${c.name} mounts ${m.name}, no volume`);
+    }
+    // The image has no entry point, and a rebuilt image must be told apart by its tag.
+    if (!c.command || c.command.length === 0) {
+      problem(where, `container ${c.name} has no command (the image has no entry point)`);
+    }
+    if (!/:[\w][\w.-]*$/.test((c.image || '').split('/').pop())) {
+      problem(where, `container ${c.name}'s image ${c.image} has no tag (images: in the ` +
+              'kustomization sets it)');
+    }
+    // A daemon in a pod serves on the pod's address, not loopback: plaintext there is refused
+    // unless said aloud (--insecure), and TLS needs its certificates.
+    const daemon = c.command && ['ps_server', 'ps_worker'].includes(path.basename(c.command[0]));
+    const args = c.args || [];
+    if (daemon && !args.includes('--insecure') &&
+        !args.some((a) => /^--(certs|tls_cert)=/.test(a))) {
+      problem(where, `container ${c.name} would refuse to start: it serves plaintext on the ` +
+              "pod's address without --insecure (or TLS with --certs=DIR)");
+    }
+    // A worker reads jobs' data under --data_root: a volume must be there.
+    const dataRoot = flagValue(c, 'data_root');
+    if (c.command && path.basename(c.command[0]) === 'ps_worker' && dataRoot === undefined) {
+      problem(where, `container ${c.name} has no --data_root: no job could read a data file`);
+    } else if (dataRoot !== undefined && !volumeAt(podSpec, c, dataRoot)) {
+      problem(where, `container ${c.name}: --data_root=${dataRoot} but no volume is mounted there`);
+    }
+    // psctl's results outlive the pod.
+    const results = flagValue(c, 'results');
+    const resultsVolume = results !== undefined && volumeAt(podSpec, c, results);
+    if (results !== undefined && !(resultsVolume && resultsVolume.persistentVolumeClaim)) {
+      problem(where, `container ${c.name}: --results=${results} is not on a PersistentVolumeClaim ` +
+              '(the results would go with the pod)');
     }
     for (const probe of [c.readinessProbe, c.livenessProbe].filter(Boolean)) {
       if (probe.grpc && !ports.includes(probe.grpc.port)) {
@@ -219,6 +196,13 @@ function checkMetrics(where, template) {
     } else if (port.containerPort !== n) {
       problem(where, `container ${c.name}: --metrics_port=${n} but its port named metrics is ` +
               `${port.containerPort}`);
+    }
+    // The daemons serve /metrics on loopback unless told otherwise: Prometheus scrapes the
+    // pod's address.
+    const bindHost = flagValue(c, 'metrics_bind_host');
+    if (bindHost === undefined || /^(127\.|localhost$|::1$)/.test(bindHost)) {
+      problem(where, `container ${c.name}: /metrics on loopback (--metrics_bind_host=` +
+              `${bindHost || '127.0.0.1, the default'}): Prometheus could not scrape it`);
     }
     const scrape = annotations['prometheus.io/scrape'];
     const annotated = annotations['prometheus.io/port'];
@@ -273,9 +257,15 @@ function checkRender(name, rendered) {
       problem(where(b), 'the selector matches no StatefulSet\'s pods');
     }
   }
-  // The ClusterSpec names every pod of each StatefulSet, <name>-<i>.<service>:<port>.
-  const clusterMap = byKind('ConfigMap').find((c) => c.metadata.name === 'ps-cluster');
+  // The ClusterSpec names every pod of each StatefulSet, <name>-<i>.<service>:<port>, in a
+  // ConfigMap whose name kustomize hashed from its content (configMapGenerator), so that
+  // applying a changed ClusterSpec restarts the pods that read it.
+  const clusterMap = byKind('ConfigMap').find((c) => /^ps-cluster(-[a-z0-9]+)?$/.test(c.metadata.name));
   if (!clusterMap) return problem(name, 'no ConfigMap ps-cluster');
+  if (!/^ps-cluster-[a-z0-9]{10}$/.test(clusterMap.metadata.name)) {
+    problem(where(clusterMap), 'not generated (configMapGenerator): its name has no content ' +
+            'hash, so the pods would go on with the old ClusterSpec after it changed');
+  }
   let cluster;
   try {
     cluster = JSON.parse(clusterMap.data['cluster.json']).cluster;
@@ -373,6 +363,7 @@ function flagsOf(program) {
 }
 
 function checkFlags(where, container) {
+  if (!container.command) return;  // Said by checkContainers.
   const program = path.basename(container.command[0]);
   if (!binaries[program]) return problem(where, `runs ${container.command[0]}, not one of ours`);
   for (const a of container.args || []) {
@@ -550,18 +541,24 @@ async function runTfJob(file, objects) {
 // ---- Main ---------------------------------------------------------------------------------
 
 async function main() {
-  const root = path.resolve(args.manifests);
-  const renders = { base: render(path.join(root, 'base')) };
-  for (const overlay of fs.readdirSync(path.join(root, 'overlays')).sort()) {
-    renders[`overlays/${overlay}`] = render(path.join(root, 'overlays', overlay));
+  const renders = {};
+  for (const file of fs.readdirSync(args.rendered).filter((f) => f.endsWith('.yaml')).sort()) {
+    renders[file.slice(0, -'.yaml'.length).split('.').join('/')] =
+        readDocuments(path.join(args.rendered, file));
   }
-  const tfjobFile = path.join(root, 'tfjob.yaml');
+  const tfjobFile = args.tfjob;
   const tfjob = readDocuments(tfjobFile);
   for (const [name, rendered] of Object.entries(renders)) checkRender(name, rendered);
   checkTfJob(tfjobFile, tfjob);
   const gpu = (renders['overlays/gpu'] || []).map((r) => r.object).find((o) => o.kind === 'StatefulSet' && o.metadata.name === 'worker');
-  if (!gpu || !(gpu.spec.template.spec.containers[0].resources.limits || {})['nvidia.com/gpu']) {
+  if (!renders['overlays/gpu']) {
+    // Not rendered this time (a broken copy of another part).
+  } else if (!gpu || !(gpu.spec.template.spec.containers[0].resources.limits || {})['nvidia.com/gpu']) {
     problem('overlays/gpu', 'the workers request no nvidia.com/gpu');
+  } else if (flagValue(gpu.spec.template.spec.containers[0], 'device') !== 'cuda:0') {
+    problem('overlays/gpu', `the workers' --device is ` +
+            `${flagValue(gpu.spec.template.spec.containers[0], 'device')}, not cuda:0 (the last ` +
+            '--device is the one taken)');
   }
   if (Object.keys(binaries).length > 0) {
     const pods = [];

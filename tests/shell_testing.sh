@@ -9,7 +9,7 @@
 # often wait_until tries). Globals set here: TEST_NAME, RUNFILES, PSCTL, PS_SERVER, PS_WORKER;
 # DIR (make_work_dir);
 # EXIT_STATUS (in on_exit's cleanup), STOPPED (stop_pid), PSCTL_LOCAL_PID and CLUSTER_SPEC
-# (start_psctl_local), PS_PYTHON (make_ps_python).
+# (start_psctl_local), PS_PYTHON (make_ps_python), NPM_PACKAGES (need_npm_packages).
 
 # The test's name, its file's without ".sh": every message starts with it.
 TEST_NAME=${0##*/}
@@ -250,6 +250,32 @@ need_fashion_mnist() {
   [ "$(id -u)" = 0 ] || skip "no $FASHION_MNIST, and installing dataset-fashion-mnist needs root"
   DEBIAN_FRONTEND=noninteractive timeout 600 apt-get install -y -qq dataset-fashion-mnist \
     > /dev/null 2>&1 || skip "apt-get cannot install dataset-fashion-mnist"
+}
+# need_npm_packages PACKAGE@VERSION...: the pinned npm packages installed once into a cache
+# outside the repository, NPM_PACKAGES (its directory: node_modules/, node_modules/.bin/),
+# shared by the tests that use the same list ($PS_NPM_CACHE, default /tmp/ps-npm-$UID, one
+# directory per list). Skips the test, saying why, where node, npm or the registry is missing.
+need_npm_packages() {
+  local root="${PS_NPM_CACHE:-/tmp/ps-npm-$(id -u)}" staging status=0 output
+  command -v node >/dev/null && command -v npm >/dev/null ||
+    skip "node or npm is not installed (apt-get install nodejs npm)"
+  NPM_PACKAGES="$root/$(tr ' /' '+_' <<<"$*")"
+  [ -e "$NPM_PACKAGES/.installed" ] && return 0
+  log "installing $* into $NPM_PACKAGES"
+  mkdir -p "$root"
+  staging="$(mktemp -d "$root/staging.XXXXXX")"
+  # Bazel runs tests with HOME elsewhere, so the user's npmrc is not read: trust the system's
+  # CAs (a proxy that re-signs TLS is in them) unless npm_config_cafile says otherwise.
+  if [[ -z "${npm_config_cafile:-}" && -r /etc/ssl/certs/ca-certificates.crt ]]; then
+    export npm_config_cafile=/etc/ssl/certs/ca-certificates.crt
+  fi
+  output=$(timeout 600 npm install --prefix "$staging" --cache "$staging/.npm" --no-audit              --no-fund "$@" 2>&1) || status=$?
+  if ((status != 0)); then
+    rm -rf "$staging"
+    skip "npm cannot install $* (no registry?): $(tail -n 5 <<<"$output")"
+  fi
+  rm -rf "$staging/.npm" "$NPM_PACKAGES" && mv "$staging" "$NPM_PACKAGES" &&
+    touch "$NPM_PACKAGES/.installed"
 }
 # The COMMANDs not on PATH, separated by spaces.
 _missing_commands() {
