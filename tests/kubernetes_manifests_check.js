@@ -159,7 +159,8 @@ function checkContainers(where, podSpec, volumes) {
     // unless said aloud (--insecure), and TLS needs its certificates.
     const daemon = c.command && ['ps_server', 'ps_worker'].includes(path.basename(c.command[0]));
     const args = c.args || [];
-    if (daemon && !args.includes('--insecure') &&
+    const insecure = args.filter((a) => /^--insecure(=|$)/.test(a)).pop();
+    if (daemon && !['--insecure', '--insecure=true'].includes(insecure) &&
         !args.some((a) => /^--(certs|tls_cert)=/.test(a))) {
       problem(where, `container ${c.name} would refuse to start: it serves plaintext on the ` +
               "pod's address without --insecure (or TLS with --certs=DIR)");
@@ -221,6 +222,56 @@ function checkMetrics(where, template) {
   }
 }
 
+// A StatefulSet whose daemons take TLS from a Secret (--certs=DIR): each pod must see only its
+// own directory of it (subPathExpr $(POD_NAME), POD_NAME the pod's name), holding its own
+// certificate and key, the CA's certificate and no other key; ca.key and psctl's key in no
+// daemon's Secret; probes that need no TLS.
+function checkTlsPods(where, s) {
+  const podSpec = s.spec.template.spec;
+  for (const c of podSpec.containers) {
+    const certs = flagValue(c, 'certs');
+    if (certs === undefined) continue;
+    const mount = (c.volumeMounts || []).find((m) => m.mountPath === certs);
+    const volume = mount && (podSpec.volumes || []).find((v) => v.name === mount.name);
+    if (!volume || !volume.secret) {
+      problem(where, `container ${c.name}: --certs=${certs} but no Secret is mounted there`);
+      continue;
+    }
+    for (const probe of [c.readinessProbe, c.livenessProbe].filter(Boolean)) {
+      if (probe.grpc) {
+        problem(where, `container ${c.name}: a gRPC probe under TLS (kubelet's speaks no TLS; ` +
+                'use tcpSocket)');
+      }
+    }
+    const podName = (c.env || []).find((e) => e.valueFrom && e.valueFrom.fieldRef &&
+                                              e.valueFrom.fieldRef.fieldPath === 'metadata.name');
+    if (!podName || mount.subPathExpr !== `$(${podName.name})` || !volume.secret.items) {
+      problem(where, `container ${c.name}: every pod would see every task's key (mount the ` +
+              "Secret with items per pod and subPathExpr: $(POD_NAME), POD_NAME the pod's name)");
+      continue;
+    }
+    for (const item of volume.secret.items) {
+      if (['ca.key', 'psctl.key'].includes(item.key)) {
+        problem(where, `the Secret ${volume.secret.secretName} gives the pods ${item.key} ` +
+                '(it stays with the operator and psctl)');
+      }
+    }
+    for (let i = 0; i < s.spec.replicas; i++) {
+      const pod = `${s.metadata.name}-${i}`;
+      const seen = volume.secret.items.filter((x) => x.path.startsWith(`${pod}/`));
+      const files = seen.map((x) => x.path.slice(pod.length + 1));
+      for (const want of [`${pod}.crt`, `${pod}.key`, 'ca.crt']) {
+        const item = seen.find((x) => x.path === `${pod}/${want}`);
+        if (!item || item.key !== want) problem(where, `${pod} would not see its ${want}`);
+      }
+      for (const x of seen.filter((y) => y.key.endsWith('.key') && y.key !== `${pod}.key`)) {
+        problem(where, `${pod} would see ${x.key}, another task's key`);
+      }
+      if (files.length === 0) problem(where, `${pod} has no directory in ${volume.secret.secretName}`);
+    }
+  }
+}
+
 function checkRender(name, rendered) {
   const objects = rendered.map((r) => r.object);
   const where = (o) => `${name}: ${o.kind} ${o.metadata.name}`;
@@ -255,6 +306,7 @@ function checkRender(name, rendered) {
     for (const t of s.spec.volumeClaimTemplates || []) volumes.add(t.metadata.name);
     checkContainers(where(s), s.spec.template.spec, volumes);
     checkMetrics(where(s), s.spec.template);
+    checkTlsPods(where(s), s);
   }
   for (const j of byKind('Job')) {
     checkContainers(where(j), j.spec.template.spec, checkPodSpec(where(j), j.spec.template.spec, objects));
@@ -618,7 +670,9 @@ function checkMetricsPage(where, portFile) {
 async function runStatefulSets(name, objects) {
   for (const s of objects.filter((o) => o.kind === 'StatefulSet')) {
     const c = s.spec.template.spec.containers[0];
-    if ((c.args || []).includes('--device=cuda:0')) continue;  // Needs a GPU; flags checked.
+    if (flagValue(c, 'device') === 'cuda:0') continue;  // Needs a GPU; flags checked.
+    // Its Secrets (TLS): tests/container_test.sh runs these pods with them.
+    if ((s.spec.template.spec.volumes || []).some((v) => v.secret)) continue;
     for (const i of [0, s.spec.replicas - 1]) {
       const pod = `${s.metadata.name}-${i}`;
       await runPod(`${name}: StatefulSet ${s.metadata.name}`, pod, c, s.spec.template.spec.volumes || [],

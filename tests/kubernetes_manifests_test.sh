@@ -132,6 +132,12 @@ cases=(
   "trainjob.yaml|s/    kind: TrainingRuntime/    kind: ClusterTrainingRuntime/|runtimeRef names ClusterTrainingRuntime ps"
   "trainjob.yaml|s/successPolicy:/successPolicys:/|must NOT have additional properties (successPolicys)"
   "trainjob.yaml|0,/parallelism: 2/s//parallelism: two/|parallelism"
+  "overlays/tls/tls-ps.yaml|/subPathExpr:/d|every pod would see every task's key"
+  "overlays/tls/tls-worker.yaml|s/{key: worker-0.key, path: worker-0\/worker-0.key}/{key: worker-1.key, path: worker-0\/worker-1.key}/|worker-0 would see worker-1.key, another task's key"
+  "overlays/tls/tls-ps.yaml|s/{key: cluster.token, path: ps-1\/cluster.token}/{key: ca.key, path: ps-1\/ca.key}/|gives the pods ca.key"
+  "overlays/tls/tls-ps.yaml|0,/grpc: null/{//d}|a gRPC probe under TLS"
+  "overlays/tls/kustomization.yaml|0,/value: --certs=/{//d}|would refuse to start"
+  "overlays/tls/tls-worker.yaml|s/path: worker-1\/worker-1.crt/path: worker-1\/worker.crt/|worker-1 would not see its worker-1.crt"
   "overlays/gpu/kustomization.yaml|s/args\/-, value: --device=cuda:0/args\/0, value: --device=cuda:0/|the workers' --device is auto, not cuda:0"
 )
 failures=0

@@ -1,11 +1,14 @@
 // Turns the pods of rendered Kubernetes manifests into `podman run` arguments, so that a test can
 // run each pod's container as the kubelet would (tests/container_test.sh): its command and args,
 // environment, host name, user and groups, read-only root, privilege and capability settings,
-// memory and CPU limits, and its volumes (ConfigMaps written out read-only, emptyDirs, and
-// PersistentVolumeClaims as directories kept under --volumes, one per claim, shared by the pods
-// that name it, owned by the pod's fsGroup).
+// memory and CPU limits, and its volumes (ConfigMaps written out read-only, Secrets from
+// --secrets (DIR/NAME/KEY, each key a file) with their items and mode, owned by root and the
+// pod's fsGroup, emptyDirs, and PersistentVolumeClaims as directories kept under --volumes, one
+// per claim, shared by the pods that name it, owned by the pod's fsGroup), with subPath and
+// subPathExpr ($(VAR) from the container's environment; the downward API's metadata.name).
 //
 // Usage: node kubernetes_pods.js --modules=DIR --rendered=FILE --volumes=DIR --out=DIR
+//          [--secrets=DIR]
 //          --image=NAME=IMAGE --cpus=N POD...
 // The pods' image NAME (any tag) is run as IMAGE.
 // A POD is a StatefulSet's pod (ps-0: StatefulSet ps, ordinal 0) or job/NAME (the Job NAME's
@@ -97,9 +100,18 @@ function podmanArgs(pod) {
     }
     out.push(`--cpus=${cpus}`);
   }
+  const env = {};
   for (const e of c.env || []) {
-    if (e.value === undefined) die(`${pod}: env ${e.name} has no value (valueFrom?)`);
-    out.push(`--env=${e.name}=${e.value}`);
+    const field = e.valueFrom && e.valueFrom.fieldRef && e.valueFrom.fieldRef.fieldPath;
+    if (field === 'metadata.name') {
+      env[e.name] = name;
+    } else if (e.value !== undefined) {
+      env[e.name] = e.value;
+    } else {
+      die(`${pod}: env ${e.name} comes from ${JSON.stringify(e.valueFrom)}, which this test ` +
+          'does not run');
+    }
+    out.push(`--env=${e.name}=${env[e.name]}`);
   }
   const owner = { user: user || 0, group: fsGroup !== undefined ? fsGroup : group || 0 };
   for (const m of c.volumeMounts || []) {
@@ -114,6 +126,22 @@ function podmanArgs(pod) {
         fs.writeFileSync(path.join(dir, file), text, { mode: 0o644 });
       }
       readOnly = true;  // The kubelet mounts ConfigMaps read-only.
+    } else if (v && v.secret) {
+      // As the kubelet writes a Secret: its items (or every key), root's, the fsGroup's group.
+      const from = path.join(args.secrets || die(`${pod}: a Secret and no --secrets`),
+                             v.secret.secretName);
+      fs.existsSync(from) || die(`${pod}: no Secret ${v.secret.secretName} in ${args.secrets}`);
+      dir = volumeDir(path.join(pod.replace('/', '-'), m.name), owner);
+      const items = v.secret.items || fs.readdirSync(from).map((key) => ({ key, path: key }));
+      for (const item of items) {
+        const file = path.join(dir, item.path);
+        fs.mkdirSync(path.dirname(file), { recursive: true });
+        fs.copyFileSync(path.join(from, item.key), file);
+        fs.chownSync(file, 0, fsGroup === undefined ? 0 : fsGroup);
+        fs.chmodSync(file, item.mode || (v.secret.defaultMode === undefined ? 0o644 :
+                                                                              v.secret.defaultMode));
+      }
+      readOnly = true;
     } else if (v && v.emptyDir) {
       dir = volumeDir(path.join(pod.replace('/', '-'), m.name), owner);
       fs.chmodSync(dir, 0o1777);  // As the kubelet makes them.
@@ -127,6 +155,10 @@ function podmanArgs(pod) {
     } else {
       die(`${pod}: volume ${m.name} is of a kind this test does not run: ${JSON.stringify(v)}`);
     }
+    const sub = m.subPath ||
+                (m.subPathExpr && m.subPathExpr.replace(/\$\((\w+)\)/g, (x, v) => env[v] || ''));
+    if (sub) dir = path.join(dir, sub);
+    fs.existsSync(dir) || die(`${pod}: ${m.name}'s subpath ${sub} is not in the volume`);
     out.push(`--volume=${dir}:${m.mountPath}${readOnly ? ':ro' : ''}`);
   }
   if (!c.command) die(`${pod}: container ${c.name} has no command`);
