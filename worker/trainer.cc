@@ -630,6 +630,7 @@ void TrainingLoop::Report(int64_t step, double loss) {
   const double elapsed = absl::ToDoubleSeconds(context_.clock->Now() - loop_start_);
   progress_.set_elapsed_seconds(elapsed);
   progress_.set_examples_per_second(elapsed > 0 ? examples_ / elapsed : 0);
+  progress_.set_examples(context_.first_step * spec_.batch_size() + examples_);
   progress_.set_staleness(exchange_.mean_staleness());
   progress_.set_compute_seconds(absl::ToDoubleSeconds(compute_time_));
   progress_.set_pull_seconds(absl::ToDoubleSeconds(pull_time_));

@@ -240,6 +240,21 @@ TEST_F(TrainerTest, TimeLimitCountsFromTheRunsStart) {
   EXPECT_LT(runs[1].wall_time, absl::Milliseconds(1500));
 }
 
+TEST_F(TrainerTest, ARestartedWorkerCountsTheExamplesOfItsEarlierSteps) {
+  StartServers(1);
+  JobSpec spec = SoftmaxJob("again", ConsistencyConfig::ASYNC);  // 30 steps of 16.
+  std::vector<WorkerRun> runs = RunWorkers(spec, 1, nullptr, nullptr, [](TrainerContext* context) {
+    context->first_step = 20;  // Started again where its first process left off.
+  });
+  ASSERT_TRUE(runs[0].status.ok()) << runs[0].status;
+  const JobProgress& last = runs[0].reports.back();
+  EXPECT_EQ(last.step(), 30);
+  // 20 steps of 16 before, and what this process trained, which its rate counts alone.
+  const double here = last.examples_per_second() * last.elapsed_seconds();
+  EXPECT_GT(here, 0);
+  EXPECT_NEAR(last.examples(), 20 * 16 + here, 1e-6 * last.examples());
+}
+
 TEST_F(TrainerTest, StopFlagCancelsPromptly) {
   StartServers(2);
   JobSpec spec = SoftmaxJob("stop", ConsistencyConfig::SYNC);

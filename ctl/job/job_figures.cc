@@ -69,8 +69,11 @@ JobFigures FiguresOf(ConsistencyConfig::Mode mode, const std::vector<JobProgress
   if (losses > 0) figures.loss /= losses;
   figures.stepped = losses > 0;
   for (const JobProgress& progress : workers) {
-    // A worker's rate is over its own time since its training loop began.
-    figures.examples += progress.examples_per_second() * progress.elapsed_seconds();
+    // Its count, which a restarted worker carries on; else its rate over its own time since
+    // its training loop began (a program job's worker).
+    figures.examples += progress.examples() > 0
+                            ? progress.examples()
+                            : progress.examples_per_second() * progress.elapsed_seconds();
     figures.staleness += progress.staleness() / workers.size();
   }
   std::set<std::string> notes;

@@ -91,6 +91,23 @@ TEST(JobFiguresTest, ExamplesPerSecondIsEveryExampleOverTheWallTime) {
                    0);
 }
 
+TEST(JobFiguresTest, ARestartedWorkersExamplesBeforeItsRestartCount) {
+  // Worker 1 was started again 4 s ago at its step 150: 3000 examples in all, 400 of them in
+  // this process (100 a second); its rate alone would count 400.
+  JobProgress steady = Worker(0, JobProgress::RUNNING, 170, 0, 0);
+  steady.set_examples_per_second(100);
+  steady.set_elapsed_seconds(34);
+  steady.set_examples(3400);
+  JobProgress restarted = Worker(1, JobProgress::RUNNING, 170, 0, 0);
+  restarted.set_examples_per_second(100);
+  restarted.set_elapsed_seconds(4);
+  restarted.set_examples(3000 + 400);
+  const JobFigures figures =
+      FiguresOf(ConsistencyConfig::ASYNC, {steady, restarted}, absl::Seconds(40));
+  EXPECT_DOUBLE_EQ(figures.examples, 6800);
+  EXPECT_DOUBLE_EQ(figures.examples_per_second, 170);
+}
+
 TEST(JobFiguresTest, TheNoteIsTheWorkersOwnWhereTheyAgreeElseEachOnesNamed) {
   std::vector<JobProgress> workers = {Worker(0, JobProgress::DONE, 100, 0, 0),
                                       Worker(1, JobProgress::DONE, 90, 0, 0),
