@@ -16,6 +16,7 @@ worker.
 """
 import json
 import os
+import time
 
 import numpy as np
 
@@ -174,6 +175,7 @@ class Worker:
         self.last_push = None
         self._staleness_sum = 0
         self._applied = 0
+        self._start = time.monotonic()  # Training begins: what elapsed_seconds counts from.
 
     def zeros(self):
         """A dict of float32 zero arrays, one per variable, in the job's shapes."""
@@ -229,9 +231,12 @@ class Worker:
 
     def progress(self):
         """This worker's figures for report(): its steps, the job's step (SYNC), the mean
-        staleness of its gradients the shards applied or aggregated so far, and the bytes its
-        pulls and pushes sent and received (summary.json's bytes per step)."""
+        staleness of its gradients the shards applied or aggregated so far, the bytes its
+        pulls and pushes sent and received (summary.json's bytes per step), and the seconds
+        since this Worker was made, training's start (the program's own start, imports and
+        data loading, left out: psctl multiplies examples_per_second by them)."""
         return {"step": self.local_step, "global_step": self.job_step,
+                "elapsed_seconds": time.monotonic() - self._start,
                 "staleness": self._staleness_sum / self._applied if self._applied else 0.0,
                 "bytes_sent": self._session.bytes_sent,
                 "bytes_received": self._session.bytes_received}

@@ -37,6 +37,11 @@ class NumpyWorkerTest(unittest.TestCase):
             np.testing.assert_allclose(values["w"], true_w, atol=0.05)
             np.testing.assert_allclose(values["b"], [0.5], atol=0.05)
             self.assertLess(max(r[0] for r in results), 0.01)
+            # Each worker's report figures: its steps, and seconds since its Worker was made.
+            progress = results[0][1].progress()
+            self.assertEqual(progress["step"], 300)
+            self.assertGreater(progress["elapsed_seconds"], 0)
+            self.assertLess(progress["elapsed_seconds"], 120)
             for shard in client.job_stats("numpy_linear"):
                 self.assertEqual(int(shard["applied_gradients"]), 600)
         finally:
