@@ -109,7 +109,20 @@ function containerPorts(podSpec) {
 function checkPodSpec(where, podSpec, objects) {
   const volumes = new Set((podSpec.volumes || []).map((v) => v.name));
   const exists = (kind, name) => objects.some((o) => o.kind === kind && o.metadata.name === name);
+  // The programs never call the API server; a token that may read Secrets would give a pod
+  // every task's key.
+  if (podSpec.automountServiceAccountToken !== false) {
+    problem(where, 'automountServiceAccountToken is not false: the pod would hold an API token ' +
+            'it never needs');
+  }
   for (const v of podSpec.volumes || []) {
+    const mode = v.secret && v.secret.defaultMode;
+    if (v.secret && (mode === undefined || (mode & 0o007) !== 0 ||
+                     (v.secret.items || []).some((i) => ((i.mode || 0) & 0o007) !== 0))) {
+      problem(where, `the Secret ${v.secret.secretName} is readable by every user in the ` +
+              `container (defaultMode ${mode === undefined ? '0644, the default' :
+                                       mode.toString(8)}): give its files to the fsGroup only`);
+    }
     const sources = Object.keys(v).filter((k) => k !== 'name');
     if (sources.length !== 1) {
       problem(where, `volume ${v.name} has ${sources.length} sources (${sources.join(', ')}); ` +
@@ -435,10 +448,9 @@ function checkTrainJob(file, objects) {
   }
   const spec = runtime.spec.template.spec;
   const jobs = Object.fromEntries(spec.replicatedJobs.map((j) => [j.name, j]));
-  for (const name of ['ps', 'worker', 'node']) {
-    if (!jobs[name]) problem(where, `the runtime has no replicated Job "${name}"`);
-  }
-  if (problems.length > 0) return;
+  const missing = ['ps', 'worker', 'node'].filter((name) => !jobs[name]);
+  for (const name of missing) problem(where, `the runtime has no replicated Job "${name}"`);
+  if (missing.length > 0) return;
   for (const j of spec.replicatedJobs) {
     const w = `${where}: Job ${j.name}`;
     try {
@@ -466,6 +478,16 @@ function checkTrainJob(file, objects) {
   if (JSON.stringify(success.targetReplicatedJobs) !== '["node"]') {
     problem(where, 'successPolicy must target the Job node alone: the daemons never finish, so ' +
             'the JobSet would never succeed');
+  }
+  // psctl's end of the job (exit 1, 2, 4: its Job failed by its podFailurePolicy) ends the
+  // JobSet; without such a rule JobSet restarts everything, and psctl --replace re-runs the job.
+  const rules = (spec.failurePolicy && spec.failurePolicy.rules) || [];
+  if (!rules.some((r) => r.action === 'FailJobSet' &&
+                         JSON.stringify(r.targetReplicatedJobs) === '["node"]' &&
+                         (r.onJobFailureReasons || []).includes('PodFailurePolicy'))) {
+    problem(where, 'no failurePolicy rule FailJobSet for the Job node failed by its ' +
+            'podFailurePolicy: a job psctl ended (bad input, diverged, stopped) would restart ' +
+            'the JobSet and re-run the job');
   }
   const network = spec.network || {};
   if (network.enableDNSHostnames === false) problem(where, 'enableDNSHostnames is false');

@@ -138,6 +138,9 @@ cases=(
   "overlays/tls/tls-ps.yaml|0,/grpc: null/{//d}|a gRPC probe under TLS"
   "overlays/tls/kustomization.yaml|0,/value: --certs=/{//d}|would refuse to start"
   "overlays/tls/tls-worker.yaml|s/path: worker-1\/worker-1.crt/path: worker-1\/worker.crt/|worker-1 would not see its worker-1.crt"
+  "trainjob.yaml|s/action: FailJobSet/action: RestartJobSet/|would restart the JobSet and re-run the job"
+  "base/worker.yaml|/automountServiceAccountToken: false/d|automountServiceAccountToken is not false"
+  "overlays/tls/tls-ps.yaml|/defaultMode: 0440/d|readable by every user in the container"
   "overlays/gpu/kustomization.yaml|s/args\/-, value: --device=cuda:0/args\/0, value: --device=cuda:0/|the workers' --device is auto, not cuda:0"
 )
 failures=0

@@ -254,15 +254,25 @@ need_fashion_mnist() {
 # need_npm_packages PACKAGE@VERSION...: the pinned npm packages installed once into a cache
 # outside the repository, NPM_PACKAGES (its directory: node_modules/, node_modules/.bin/),
 # shared by the tests that use the same list ($PS_NPM_CACHE, default /tmp/ps-npm-$UID, one
-# directory per list). Skips the test, saying why, where node, npm or the registry is missing.
+# directory per list, mode 700: the test fails where another user made or may write it).
+# Skips the test, saying why, where node, npm or the registry is missing.
 need_npm_packages() {
   local root="${PS_NPM_CACHE:-/tmp/ps-npm-$(id -u)}" staging status=0 output
   command -v node >/dev/null && command -v npm >/dev/null ||
     skip "node or npm is not installed (apt-get install nodejs npm)"
   NPM_PACKAGES="$root/$(tr ' /' '+_' <<<"$*")"
+  # Its programs run as this user (root, for some tests): only a cache this user made, that no
+  # one else may write, is used.
+  mkdir -p -m 700 "$root"
+  local owner mode
+  read -r owner mode < <(stat -c '%u %a' "$root")
+  if [[ "$owner" != "$(id -u)" ]] || (( 8#$mode & 8#022 )); then
+    fail "the npm cache $root is not this user's alone (owner $(stat -c %U "$root"), mode" \
+      "$mode): remove it, or set PS_NPM_CACHE to a directory of yours"
+  fi
+  chmod 700 "$root"
   [ -e "$NPM_PACKAGES/.installed" ] && return 0
   log "installing $* into $NPM_PACKAGES"
-  mkdir -p "$root"
   staging="$(mktemp -d "$root/staging.XXXXXX")"
   # Bazel runs tests with HOME elsewhere, so the user's npmrc is not read: trust the system's
   # CAs (a proxy that re-signs TLS is in them) unless npm_config_cafile says otherwise.
