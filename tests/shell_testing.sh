@@ -279,7 +279,8 @@ need_npm_packages() {
   if [[ -z "${npm_config_cafile:-}" && -r /etc/ssl/certs/ca-certificates.crt ]]; then
     export npm_config_cafile=/etc/ssl/certs/ca-certificates.crt
   fi
-  output=$(timeout 600 npm install --prefix "$staging" --cache "$staging/.npm" --no-audit              --no-fund "$@" 2>&1) || status=$?
+  output=$(timeout 600 npm install --prefix "$staging" --cache "$staging/.npm" --no-audit \
+             --no-fund "$@" 2>&1) || status=$?
   if ((status != 0)); then
     rm -rf "$staging"
     skip "npm cannot install $* (no registry?): $(tail -n 5 <<<"$output")"
