@@ -1,6 +1,7 @@
 // psctl's commands (ctl/psctl_main.cc runs them from its command table), in two files:
 // psctl_job_commands.cc runs jobs and sweeps (local, submit, status, stop, check, experiment,
-// report); psctl_cluster_commands.cc serves and sets up a cluster (export, certs, slurm-spec,
+// report); psctl_worker_commands.cc moves workers out of and into a running job (remove-worker,
+// add-worker); psctl_cluster_commands.cc serves and sets up a cluster (export, certs, slurm-spec,
 // dashboard, top, prometheus-config). Each reads its flags (ctl/psctl_flags.h) and returns
 // psctl's exit status (ctl/job/exit_code.h).
 #ifndef PS_CTL_PSCTL_COMMANDS_H_
@@ -31,6 +32,10 @@ int Replay(const std::string& recorded);
 int SubmitCommand();
 int Status();
 int Stop();
+// The worker of --task leaves the running job --job, which goes on without it (StopJob with
+// leave); AddWorker takes a worker that left back (RejoinJob, then the following psctl).
+int RemoveWorker();
+int AddWorker();
 int Check();
 int Experiment();
 // One directory with sweep.csv: the sweep's report; else the runs side by side.

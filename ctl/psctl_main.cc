@@ -106,6 +106,24 @@ std::vector<Command> JobAndClusterCommands() {
        "Example:\n"
        "  psctl stop --cluster_spec=cluster.json --job=default",
        {"cluster_spec", "job"}},
+      {"remove-worker", 0, [](const std::vector<std::string>&) { return RemoveWorker(); },
+       "take a worker out of a running job, which goes on without it",
+       "psctl remove-worker --cluster_spec=F --job=ID --task=worker:N\n\n"
+       "The worker stops at the end of its step, gives its batches back and leaves every shard;\n"
+       "SYNC's steps aggregate the workers left. Refused for the chief (worker:0), a ring mode,\n"
+       "or when fewer than the job's min_workers (at least 1) would be left.\n\n"
+       "Example:\n"
+       "  psctl remove-worker --cluster_spec=cluster.json --job=default --task=worker:2",
+       {"cluster_spec", "job", "task"}},
+      {"add-worker", 0, [](const std::vector<std::string>&) { return AddWorker(); },
+       "take a worker that left (remove-worker) back into the running job",
+       "psctl add-worker --cluster_spec=F --job=ID --task=worker:N\n\n"
+       "The psctl following the job (the one that submitted it) starts it there again as the\n"
+       "worker's next incarnation: SYNC at the shards' step. A worker whose daemon was down\n"
+       "joins an elastic job on its own once its daemon is up.\n\n"
+       "Example:\n"
+       "  psctl add-worker --cluster_spec=cluster.json --job=default --task=worker:2",
+       {"cluster_spec", "job", "task"}},
       {"check", 0, [](const std::vector<std::string>&) { return Check(); },
        "validate a ClusterSpec (and a task of it)",
        "psctl check --cluster_spec=F [--task=ps:0]\n\n"

@@ -300,6 +300,13 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     StopJobRequest stop;
     stop.set_job_id("alices");
     EXPECT_EQ(Call(bob.get(), &Worker::Stub::StopJob, stop), kDenied);
+    // Nor may he take one of her workers out of her job, or ask one back in.
+    stop.set_leave(true);
+    stop.set_others_running(1);
+    EXPECT_EQ(Call(bob.get(), &Worker::Stub::StopJob, stop), kDenied);
+    RejoinJobRequest rejoin;
+    rejoin.set_job_id("alices");
+    EXPECT_EQ(Call(bob.get(), &Worker::Stub::RejoinJob, rejoin), kDenied);
     grpc::ClientContext context;
     WatchJobRequest watch;
     watch.set_job_id("alices");

@@ -3,8 +3,9 @@
 // daemon is down. It starts on worker:0 and worker:1; worker:2 joins once its daemon is started;
 // then worker:1 is killed with kill -9 for good, and the job goes on with worker:0 and worker:2
 // once its lease runs out. The job must end DONE with every batch of every epoch trained on exactly once, and no
-// process left behind.
+// process left behind. Then the same with psctl remove-worker and add-worker.
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,90 @@ TEST_P(ElasticProcessTest, WorkersJoinAndLeaveAndEveryBatchIsTrainedOnce) {
   EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty())
       << "processes of this test are left behind";
 }
+
+// psctl remove-worker and add-worker: worker:2 leaves the running job and is taken back; the
+// chief, and a worker whose leaving would break min_workers, are refused and keep running.
+class MembershipCommandsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MembershipCommandsTest, AWorkerIsRemovedAndAddedBackAndEveryBatchIsTrainedOnce) {
+  const std::string dir = TestDir();
+  absl::StatusOr<std::unique_ptr<DaemonCluster>> started = DaemonCluster::Start(dir, 2, 3);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<DaemonCluster> cluster = *std::move(started);
+  const std::string spec = cluster->spec_path();
+  const std::string results = dir + "/results";
+  constexpr int kLongerEpochs = 2 * kEpochs;
+  Psctl job({"submit", "--cluster_spec=" + spec,
+             "--job=" + WriteJob(dir, "members",
+                                 HandoutJobJson("members", kLongerEpochs,
+                                                absl::StrCat(R"({"mode": ")", GetParam(), R"("})"),
+                                                R"(, "worker_lease_s": 2, "min_workers": 2,
+                                                   "checkpoint": {}, "stragglers":
+                                                   {"distribution": "UNIFORM",
+                                                    "mean_delay_ms": 10})")),
+             "--results=" + results},
+            dir);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (job.Output().find("step ") == std::string::npos) {  // A progress line: it runs.
+    ASSERT_FALSE(job.Ended()) << job.Output();
+    ASSERT_LT(absl::Now(), deadline) << job.Output();
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  auto run = [&](const std::string& command, const std::string& task) {
+    auto psctl = std::make_unique<Psctl>(
+        std::vector<std::string>{command, "--cluster_spec=" + spec, "--job=members",
+                                 "--task=" + task},
+        dir);
+    psctl->Wait(absl::Minutes(1));
+    return psctl;
+  };
+
+  std::unique_ptr<Psctl> chief = run("remove-worker", "worker:0");
+  EXPECT_EQ(chief->Wait(), 2) << chief->Output();
+  EXPECT_THAT(chief->Stderr(), HasSubstr("it is the chief")) << chief->Output();
+  std::unique_ptr<Psctl> removed = run("remove-worker", "worker:2");
+  ASSERT_EQ(removed->Wait(), 0) << removed->Output() << job.Output();
+  EXPECT_THAT(removed->Stdout(), HasSubstr("worker:2 left job members at step ")) << removed->Output();
+  // Two are left, and the job needs two.
+  std::unique_ptr<Psctl> too_few = run("remove-worker", "worker:1");
+  EXPECT_EQ(too_few->Wait(), 2) << too_few->Output();
+  EXPECT_THAT(too_few->Stderr(), HasSubstr("1 other worker would be left running it, and the job "
+                                           "needs at least 2 (min_workers)"))
+      << too_few->Output();
+  absl::SleepFor(absl::Seconds(2));  // The job goes on with worker:0 and worker:1.
+  ASSERT_FALSE(job.Ended()) << "the job ended before worker:2 was added back: " << job.Output();
+  std::unique_ptr<Psctl> added = run("add-worker", "worker:2");
+  ASSERT_EQ(added->Wait(), 0) << added->Output() << job.Output();
+  EXPECT_THAT(added->Stdout(), HasSubstr("worker:2 rejoined job members")) << added->Output();
+  std::cout << removed->Stdout() << added->Stdout();
+  // Once in, it cannot be asked back again.
+  std::unique_ptr<Psctl> again = run("add-worker", "worker:2");
+  EXPECT_EQ(again->Wait(), 2) << again->Output();
+  EXPECT_THAT(again->Stderr(), HasSubstr("did not leave job \"members\"")) << again->Output();
+  ASSERT_EQ(job.Wait(absl::Minutes(3)), 0) << job.Output();
+
+  const std::string output = job.Output();
+  EXPECT_THAT(output, HasSubstr("worker:2 left the job at step ")) << output;
+  EXPECT_THAT(output, HasSubstr("worker:2 is back: it rejoins the job at step ")) << output;
+  nlohmann::json summary = ReadJson(results + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_TRUE(summary["left_workers"].empty()) << "worker:2 came back: " << summary.dump();
+  const std::string events = ReadFile(results + "/events.csv");
+  EXPECT_THAT(events, HasSubstr("worker_left,worker:2,")) << events;
+  EXPECT_THAT(events, HasSubstr("worker_rejoined,worker:2,")) << events;
+  Psctl status({"status", "--cluster_spec=" + spec, "--job=members"}, dir);
+  status.Wait(absl::Minutes(1));
+  EXPECT_THAT(status.Stdout(), HasSubstr(EveryBatchUsedOnce(kLongerEpochs))) << status.Output();
+
+  std::vector<std::string> stuck;
+  EXPECT_TRUE(cluster->Stop(&stuck)) << ::testing::PrintToString(stuck) << " did not stop";
+  EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty())
+      << "processes of this test are left behind";
+}
+
+// SYNC: the barrier aggregates the workers in the job; ASYNC: none waits for another.
+INSTANTIATE_TEST_SUITE_P(Modes, MembershipCommandsTest, ::testing::Values("SYNC", "ASYNC"),
+                         [](const auto& info) { return info.param; });
 
 // SYNC: the barrier aggregates who is in the job. SSP: the joining worker starts at the slowest
 // clock in the job, and the bound stops waiting for the one that died.

@@ -122,6 +122,7 @@ int Psctl::Wait(absl::Duration timeout) {
     process_.reset();  // Kills it.
     return -1;
   }
+  exit_code_ = code;  // Waiting again answers the same.
   return *code;
 }
 

@@ -202,6 +202,7 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
     jobs_.erase(it);
   }
   auto job = std::make_unique<RunningJob>();
+  job->spec = spec;
   job->owner = spec.owner();
   job->progress = std::make_shared<ProgressLog>();
   RunningJob* raw = job.get();
@@ -283,8 +284,8 @@ void WorkerService::Finish(const JobSpec& spec, const absl::Status& status, Runn
     last->set_state(JobProgress::DONE);
   } else if (absl::IsCancelled(status) || job->stop) {
     // Asked to stop: what the interrupted step then hit (the job deleted on a ps) is no failure.
-    last->set_state(JobProgress::STOPPED);
     absl::MutexLock lock(&mu_);
+    last->set_state(job->leave ? JobProgress::LEFT : JobProgress::STOPPED);
     last->set_stopped_by(job->stopped_by);
   } else {
     last->set_state(JobProgress::FAILED);
@@ -316,6 +317,16 @@ void WorkerService::RunProgramJob(const JobSpec& spec, int64_t first_step, int i
   };
   const absl::Status status = RunProgram(context);
   last.set_process_died(absl::IsUnavailable(status));
+  bool leave;
+  {
+    absl::MutexLock lock(&mu_);
+    leave = job->leave;
+  }
+  if (leave) {  // The program was stopped, as a trainer is; the shards learn it left here.
+    absl::Status left = ps_client_->LeaveJob(spec.job_id(), spec.run_id(), options_.worker_index,
+                                             spec.replicas() > 1);
+    if (!left.ok()) LOG(WARNING) << "job " << spec.job_id() << ": leaving: " << left;
+  }
   Finish(spec, status, job, &last);
 }
 
@@ -384,8 +395,84 @@ grpc::ServerUnaryReactor* WorkerService::StopJob(grpc::CallbackServerContext* co
     return reactor;
   }
   absl::Status allowed = RequireOwner(peer, it->second->owner, request->job_id(), "stop");
-  if (allowed.ok()) StopLocked(it->second.get(), peer.Describe());
+  if (allowed.ok() && request->leave()) {
+    allowed = CheckLeave(*it->second, request->others_running());
+  }
+  if (allowed.ok()) {
+    // A leave asked of a job already stopping stays a stop.
+    if (request->leave() && !it->second->stop) it->second->leave = true;
+    StopLocked(it->second.get(), peer.Describe());
+  }
   reactor->Finish(ToGrpcStatus(allowed));
+  return reactor;
+}
+
+absl::Status WorkerService::CheckLeave(const RunningJob& job, int others_running) const {
+  const std::string who = absl::StrCat("worker:", options_.worker_index);
+  const JobSpec& spec = job.spec;
+  const std::string prefix =
+      absl::StrCat(who, " cannot leave job \"", spec.job_id(), "\"");
+  if (job.finished || job.stop) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, ": it is no longer running there (ended or stopping)"));
+  }
+  if (ModeTraitsOf(spec.consistency().mode()).family == ModeFamily::kRing) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, ": ", ConsistencyConfig::Mode_Name(spec.consistency().mode()),
+        "'s ring needs every worker; stop the job (psctl stop) or use a mode with ps"));
+  }
+  if (options_.worker_index == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, ": it is the chief, which evaluates the model and ends the job; remove another "
+                "worker, or stop the job"));
+  }
+  const int needed = std::max(1, spec.min_workers());
+  if (others_running < needed) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, ": ", others_running, " other worker", others_running == 1 ? "" : "s",
+        " would be left running it, and the job needs at least ", needed,
+        spec.min_workers() > 0 ? " (min_workers)" : "",
+        "; add a worker first (start its daemon, or psctl add-worker), or stop the job"));
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* WorkerService::RejoinJob(grpc::CallbackServerContext* context,
+                                                   const RejoinJobRequest* request,
+                                                   RejoinJobResponse* /*response*/) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const Peer peer = PeerOf(*context);
+  absl::MutexLock lock(&mu_);
+  ForgetFinishedJobsLocked();
+  auto it = jobs_.find(request->job_id());
+  absl::Status status;
+  if (it == jobs_.end()) {
+    status = RequireUser(peer, "RejoinJob");
+    if (status.ok()) {
+      status = absl::NotFoundError(absl::StrCat(
+          "worker:", options_.worker_index, " has no record of job \"", request->job_id(),
+          "\" (never run here, or it ended over ",
+          absl::FormatDuration(options_.finished_job_retention),
+          " ago); a worker that is not in a running elastic job joins it once its daemon is up"));
+    }
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  }
+  RunningJob& job = *it->second;
+  status = RequireOwner(peer, job.owner, request->job_id(), "rejoin");
+  if (status.ok()) {
+    auto [sequence, latest] = job.progress->Latest();
+    if (!job.finished || latest.state() != JobProgress::LEFT) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "worker:", options_.worker_index, " did not leave job \"", request->job_id(), "\" (",
+          job.finished ? JobProgress::State_Name(latest.state()) : std::string("RUNNING"),
+          "): only a worker that left (psctl remove-worker) is taken back this way"));
+    } else if (!latest.rejoin_asked()) {
+      latest.set_rejoin_asked(true);
+      job.progress->Publish(latest);
+    }
+  }
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 

@@ -72,6 +72,9 @@ class WorkerService final : public Worker::CallbackService {
   grpc::ServerUnaryReactor* StopJob(grpc::CallbackServerContext* context,
                                     const StopJobRequest* request,
                                     StopJobResponse* response) override;
+  grpc::ServerUnaryReactor* RejoinJob(grpc::CallbackServerContext* context,
+                                      const RejoinJobRequest* request,
+                                      RejoinJobResponse* response) override;
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const WorkerStatusRequest* request,
                                       WorkerStatus* response) override;
@@ -85,9 +88,12 @@ class WorkerService final : public Worker::CallbackService {
     absl::Time finished_at;  // Written before `finished` is set.
     std::shared_ptr<ProgressLog> progress;
     std::thread thread;
+    JobSpec spec;
     std::string owner;  // JobSpec.owner: who may stop it.
     // Who asked it to stop (Peer::Describe), for its last report; under mu_.
     std::string stopped_by;
+    // The stop is this worker leaving the running job (StopJobRequest.leave); under mu_.
+    bool leave = false;
     // Its ring link while the job runs (ALLREDUCE, LOCAL_SGD), for StopLocked; under mu_.
     RingLink* ring = nullptr;
   };
@@ -102,6 +108,9 @@ class WorkerService final : public Worker::CallbackService {
   // Asks `job` to stop for `who` (said in its last report): its loop at its next step, and its
   // ring's calls at once.
   static void StopLocked(RunningJob* job, const std::string& who);
+  // StopJob with leave: OK if `job` may go on without this worker, `others_running` of its
+  // workers staying; else FAILED_PRECONDITION saying why and what to do.
+  absl::Status CheckLeave(const RunningJob& job, int others_running) const;
   // Forgets the jobs that ended longer than finished_job_retention ago (joining their threads,
   // which have returned or are about to).
   void ForgetFinishedJobsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -111,7 +120,7 @@ class WorkerService final : public Worker::CallbackService {
               RunningJob* job);
   // RunJob for a program job (JobSpec.program; worker/program_runner.h).
   void RunProgramJob(const JobSpec& spec, int64_t first_step, int incarnation, RunningJob* job);
-  // Ends the job with `status` (DONE, STOPPED or FAILED) in `last`, its final report.
+  // Ends the job with `status` (DONE, STOPPED, LEFT or FAILED) in `last`, its final report.
   void Finish(const JobSpec& spec, const absl::Status& status, RunningJob* job, JobProgress* last)
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -251,5 +251,127 @@ TEST(WorkerServiceTest, CountsBeyondTheirBoundsAreRefusedBeforeTheJobStarts) {
   EXPECT_TRUE(Jobs(worker.stub()).empty()) << "refused jobs must not be listed";
 }
 
+// StopJob with leave (psctl remove-worker) and RejoinJob (psctl add-worker) on worker:1 of two.
+TEST(WorkerServiceTest, AWorkerLeavesARunningJobAndIsAskedBack) {
+  SetCpuComputeThreads(1);
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> ps =
+      InProcessPsCluster::Start(InProcessPsClusterOptions());
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Parse(
+      absl::StrCat(R"({"ps": [")", (*ps)->addresses()[0],
+                   R"("], "worker": ["127.0.0.1:1", "127.0.0.1:2"]})"),
+      "test");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ServedWorker worker(WorkerServiceOptions{
+      *cluster, 1, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Hours(1), {}});
+  StartJobRequest request;
+  *request.mutable_spec() = SmallJob("long");
+  request.mutable_spec()->mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
+  request.mutable_spec()->set_steps(100000000);
+  request.mutable_spec()->set_min_workers(1);
+  request.mutable_spec()->set_worker_lease_s(2);
+  *request.mutable_cluster() = cluster->ToProto();
+  grpc::Status started = worker.StartJob(request);
+  ASSERT_TRUE(started.ok()) << started.error_message();
+
+  auto call_stop = [&](bool leave, int others) {
+    grpc::ClientContext context;
+    context.set_deadline(GrpcDeadline(absl::Seconds(5)));
+    StopJobRequest stop;
+    stop.set_job_id("long");
+    stop.set_leave(leave);
+    stop.set_others_running(others);
+    StopJobResponse response;
+    return worker.stub().StopJob(&context, stop, &response);
+  };
+  auto call_rejoin = [&](const std::string& id) {
+    grpc::ClientContext context;
+    context.set_deadline(GrpcDeadline(absl::Seconds(5)));
+    RejoinJobRequest rejoin;
+    rejoin.set_job_id(id);
+    RejoinJobResponse response;
+    return worker.stub().RejoinJob(&context, rejoin, &response);
+  };
+  auto await_jobs = [&](const std::vector<std::string>& want) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    std::vector<std::string> jobs;
+    while ((jobs = Jobs(worker.stub())) != want && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    return jobs;
+  };
+
+  // Running: nothing to take back.
+  grpc::Status refused = call_rejoin("long");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("did not leave job \"long\" (RUNNING)"));
+  EXPECT_EQ(call_rejoin("unknown").error_code(), grpc::StatusCode::NOT_FOUND);
+  // Alone in the job, it may not leave: the job would have no worker (and it keeps running).
+  refused = call_stop(/*leave=*/true, /*others=*/0);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(),
+              ::testing::HasSubstr("0 other workers would be left running it, and the job needs "
+                                   "at least 1 (min_workers)"));
+  EXPECT_EQ(Jobs(worker.stub()), std::vector<std::string>{"long RUNNING"});
+
+  ASSERT_TRUE(call_stop(/*leave=*/true, /*others=*/1).ok());
+  EXPECT_EQ(await_jobs({"long LEFT"}), std::vector<std::string>{"long LEFT"});
+  // Gone already: a second leave is refused, and says why.
+  refused = call_stop(/*leave=*/true, /*others=*/1);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("no longer running there"));
+
+  auto rejoin_asked = [&] {
+    grpc::ClientContext context;
+    context.set_deadline(GrpcDeadline(absl::Seconds(5)));
+    WorkerStatus status;
+    EXPECT_TRUE(worker.stub().GetStatus(&context, WorkerStatusRequest(), &status).ok());
+    return status.jobs_size() == 1 && status.jobs(0).rejoin_asked();
+  };
+  EXPECT_FALSE(rejoin_asked());
+  ASSERT_TRUE(call_rejoin("long").ok());
+  EXPECT_TRUE(rejoin_asked());
+  ASSERT_TRUE(call_rejoin("long").ok()) << "asking twice is asking once";
+
+  // psctl then starts it again as the worker's next incarnation, replacing the record.
+  request.set_incarnation(1);
+  started = worker.StartJob(request);
+  ASSERT_TRUE(started.ok()) << started.error_message();
+  EXPECT_EQ(await_jobs({"long RUNNING"}), std::vector<std::string>{"long RUNNING"});
+  EXPECT_FALSE(rejoin_asked());
+  ASSERT_TRUE(call_stop(/*leave=*/false, /*others=*/0).ok());
+  EXPECT_EQ(await_jobs({"long STOPPED"}), std::vector<std::string>{"long STOPPED"});
+  refused = call_rejoin("long");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << "stopped, not left";
+}
+
+// The chief evaluates the model and ends the job: it cannot leave.
+TEST(WorkerServiceTest, TheChiefCannotLeave) {
+  SetCpuComputeThreads(1);
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> ps =
+      InProcessPsCluster::Start(InProcessPsClusterOptions());
+  ASSERT_TRUE(ps.ok()) << ps.status();
+  absl::StatusOr<ClusterSpec> cluster = OneWorkerClusterOf(**ps);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ServedWorker worker(WorkerServiceOptions{
+      *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Hours(1), {}});
+  StartJobRequest request;
+  *request.mutable_spec() = SmallJob("long");
+  request.mutable_spec()->set_steps(100000000);
+  *request.mutable_cluster() = cluster->ToProto();
+  ASSERT_TRUE(worker.StartJob(request).ok());
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(absl::Seconds(5)));
+  StopJobRequest stop;
+  stop.set_job_id("long");
+  stop.set_leave(true);
+  stop.set_others_running(5);
+  StopJobResponse response;
+  grpc::Status refused = worker.stub().StopJob(&context, stop, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("it is the chief"));
+  EXPECT_EQ(Jobs(worker.stub()), std::vector<std::string>{"long RUNNING"});
+}
+
 }  // namespace
 }  // namespace ps

@@ -117,6 +117,29 @@ absl::Status ClusterClient::StopJob(int worker, const std::string& job_id) const
                Worker::NewStub(worker_channels_[worker])->StopJob(&context, request, &response));
 }
 
+absl::Status ClusterClient::LeaveJob(int worker, const std::string& job_id,
+                                    int others_running) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.stop_timeout));
+  StopJobRequest request;
+  request.set_job_id(job_id);
+  request.set_leave(true);
+  request.set_others_running(others_running);
+  StopJobResponse response;
+  return Named(kWorkerJob, worker, "StopJob",
+               Worker::NewStub(worker_channels_[worker])->StopJob(&context, request, &response));
+}
+
+absl::Status ClusterClient::RejoinJob(int worker, const std::string& job_id) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.stop_timeout));
+  RejoinJobRequest request;
+  request.set_job_id(job_id);
+  RejoinJobResponse response;
+  return Named(kWorkerJob, worker, "RejoinJob",
+               Worker::NewStub(worker_channels_[worker])->RejoinJob(&context, request, &response));
+}
+
 absl::StatusOr<WorkerStatus> ClusterClient::GetWorkerStatus(int worker) const {
   grpc::ClientContext context;
   context.set_deadline(GrpcDeadline(options_.status_timeout));

@@ -81,6 +81,10 @@ class ClusterClient {
   virtual absl::StatusOr<StartJobResponse> StartJob(int worker,
                                                     const StartJobRequest& request) const;
   virtual absl::Status StopJob(int worker, const std::string& job_id) const;
+  // StopJob with leave: `worker` alone leaves the running job, `others_running` of its workers
+  // staying (psctl remove-worker); RejoinJob asks for a worker that left to be taken back.
+  virtual absl::Status LeaveJob(int worker, const std::string& job_id, int others_running) const;
+  virtual absl::Status RejoinJob(int worker, const std::string& job_id) const;
   virtual absl::StatusOr<WorkerStatus> GetWorkerStatus(int worker) const;
   // Hands each progress report of `job_id` from `worker` to `on_progress` (on this thread)
   // until the stream ends: OK when the worker ended it, else why it broke. No deadline: the

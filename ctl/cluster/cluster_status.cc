@@ -122,8 +122,10 @@ std::string JobState(const std::string& job_id, const JobSightings& seen) {
     return std::count_if(seen.workers.begin(), seen.workers.end(),
                          [state](const JobProgress& p) { return p.state() == state; });
   };
-  const bool all_done =
-      !seen.workers.empty() && count(JobProgress::DONE) == static_cast<long>(seen.workers.size());
+  // Those that left (psctl remove-worker) ended as asked.
+  const bool all_done = count(JobProgress::DONE) > 0 &&
+                        count(JobProgress::DONE) + count(JobProgress::LEFT) ==
+                            static_cast<long>(seen.workers.size());
   if (!all_done && !seen.shards.empty() && !seen.shards_lost.empty()) {
     return absl::StrCat(prefix, "RECOVERING (", absl::StrJoin(seen.shards_lost, "; "),
                         "; the psctl that submitted the job rolls it back to its latest complete "

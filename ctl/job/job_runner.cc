@@ -337,10 +337,11 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
       !note.empty()) {
     out << "job " << spec.job_id() << ": " << note << "\n";
   }
-  bool all_done = true;  // Every worker but those lost.
+  bool all_done = true;  // Every worker but those lost or left.
   for (const JobProgress& progress : last) {
-    all_done = all_done &&
-               (progress.state() == JobProgress::DONE || lost.lost().count(progress.worker()) > 0);
+    all_done = all_done && (progress.state() == JobProgress::DONE ||
+                            progress.state() == JobProgress::LEFT ||
+                            lost.lost().count(progress.worker()) > 0);
   }
   if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
 
@@ -379,6 +380,12 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     std::vector<std::string> names;
     for (int worker : lost.lost()) names.push_back(absl::StrCat("worker:", worker));
     out << "finished without " << absl::StrJoin(names, ", ") << " (lost; see summary.json)\n";
+  }
+  if (!lost.left().empty()) {
+    std::vector<std::string> names;
+    for (int worker : lost.left()) names.push_back(absl::StrCat("worker:", worker));
+    out << "finished without " << absl::StrJoin(names, ", ")
+        << " (left: psctl remove-worker; see summary.json)\n";
   }
   return absl::OkStatus();
 }

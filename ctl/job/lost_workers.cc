@@ -54,8 +54,17 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
   std::vector<const JobProgress*> failed;
   for (const JobProgress& progress : now) {
     if (progress.state() == JobProgress::FAILED) failed.push_back(&progress);
+    if (progress.state() == JobProgress::LEFT && left_.insert(progress.worker()).second) {
+      const std::string task = absl::StrCat("worker:", progress.worker());
+      out_ << task << " left the job at step " << progress.step() << " (asked by "
+           << progress.stopped_by() << "); the job goes on without it until psctl add-worker\n";
+      results_->RecordEvent({"worker_left", task, progress.step(), "", -1,
+                             absl::StrCat("asked by ", progress.stopped_by())});
+    }
   }
-  const bool goes_on = GoesOnWithout(spec_, client_.num_workers(), static_cast<int>(failed.size()));
+  // Those that left are out of the count: the job's mode asks about the workers in it.
+  const int in_job = client_.num_workers() - static_cast<int>(left_.size());
+  const bool goes_on = GoesOnWithout(spec_, in_job, static_cast<int>(failed.size()));
   const bool waits = !goes_on && WaitsForReturn(spec_);
   const absl::Duration wait = absl::Seconds(spec_.worker_lease_s());
   for (const JobProgress* progress : failed) {
@@ -84,8 +93,8 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
       return absl::StrCat(task, " did not return within ", absl::FormatDuration(wait));
     }
   }
-  // A lost worker whose daemon is back rejoins the job.
-  if (!lost_.empty() && time - last_rejoin_try_ >= absl::Seconds(1)) {
+  // A lost worker whose daemon is back rejoins the job; one that left, once asked back.
+  if ((!lost_.empty() || !left_.empty()) && time - last_rejoin_try_ >= absl::Seconds(1)) {
     last_rejoin_try_ = time;
     for (auto it = lost_.begin(); it != lost_.end();) {
       if (TryRejoin(now[*it], time)) {
@@ -95,8 +104,27 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
         ++it;
       }
     }
+    for (auto it = left_.begin(); it != left_.end();) {
+      if (RejoinAsked(*it) && TryRejoin(now[*it], time)) {
+        refollow_(*it);
+        it = left_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
   return "";
+}
+
+bool LostWorkers::RejoinAsked(int worker) const {
+  absl::StatusOr<WorkerStatus> status = client_.GetWorkerStatus(worker);
+  if (!status.ok()) return false;
+  for (const JobProgress& job : status->jobs()) {
+    if (job.job_id() == spec_.job_id()) {
+      return job.state() == JobProgress::LEFT && job.rejoin_asked();
+    }
+  }
+  return false;
 }
 
 bool LostWorkers::TryRejoin(const JobProgress& last, absl::Time time) {

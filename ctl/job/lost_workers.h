@@ -53,11 +53,16 @@ class LostWorkers {
   // The workers lost and not back that the job goes on (or waits) without; one that did not
   // return in time is a failure of the job again.
   const std::set<int>& lost() const { return lost_; }
+  // The workers that left the running job (psctl remove-worker: LEFT) and are not back. Update
+  // takes one back once its daemon says rejoin_asked (psctl add-worker), as a lost one.
+  const std::set<int>& left() const { return left_; }
 
  private:
   // Starts lost `worker` again if its daemon is back, as its next incarnation from the step it
   // had reached (SYNC: the shards' step), and says so. True when it rejoined.
   bool TryRejoin(const JobProgress& last, absl::Time time);
+  // Whether `worker`'s daemon holds the job as LEFT with rejoin_asked (psctl add-worker).
+  bool RejoinAsked(int worker) const;
 
   const ClusterSpec& cluster_;
   const ClusterClient& client_;
@@ -68,6 +73,7 @@ class LostWorkers {
   ResultsWriter* const results_;
   const std::function<void(int)> refollow_;
   std::set<int> lost_;
+  std::set<int> left_;
   std::map<int, absl::Time> lost_at_;    // When each lost worker failed.
   std::map<int, int> incarnations_;      // Of the workers started again.
   absl::Time last_rejoin_try_ = absl::InfinitePast();

@@ -153,5 +153,44 @@ TEST_F(LostWorkersTest, ARingFailsWithAnyWorker) {
             "worker:1 failed");
 }
 
+// psctl remove-worker: a worker that left (LEFT) is no failure, and the job's mode is asked
+// about the workers still in it; psctl add-worker: taken back once its daemon says so.
+TEST_F(LostWorkersTest, AWorkerThatLeftIsTakenBackOnlyOnceAskedBack) {
+  JobSpec spec = Spec(ConsistencyConfig::ASYNC, 2);
+  spec.set_min_workers(2);
+  std::unique_ptr<LostWorkers> lost = Follow(spec);
+  JobProgress left = Progress(2, 6);
+  left.set_job_id("j");
+  left.set_state(JobProgress::LEFT);
+  left.set_stopped_by("user alice");
+  const std::vector<JobProgress> now = {Progress(0, 9), Progress(1, 8), left};
+  client_.workers_up = {0, 1, 2};
+  client_.worker_jobs[2] = {left};
+  EXPECT_EQ(lost->Update(now, {}, t0_), "");
+  EXPECT_THAT(lost->left(), ElementsAre(2));
+  EXPECT_THAT(lost->lost(), IsEmpty());
+  EXPECT_THAT(out_.str(), HasSubstr("worker:2 left the job at step 6 (asked by user alice); the "
+                                    "job goes on without it until psctl add-worker"));
+  // Its daemon is up, but nobody asked for it back.
+  EXPECT_EQ(lost->Update(now, {}, t0_ + absl::Seconds(2)), "");
+  EXPECT_THAT(client_.started, IsEmpty());
+  // With worker:2 out, losing worker:1 leaves 1 of min_workers 2: the job cannot go on.
+  std::vector<JobProgress> one_lost = now;
+  one_lost[1] = Progress(1, 8, /*failed=*/true);
+  {
+    std::unique_ptr<LostWorkers> other = Follow(spec);
+    EXPECT_EQ(other->Update(one_lost, {1}, t0_), "worker:1 failed");
+  }
+  // Asked back (psctl add-worker): started again from its step, as its next incarnation.
+  client_.worker_jobs[2][0].set_rejoin_asked(true);
+  EXPECT_EQ(lost->Update(now, {}, t0_ + absl::Seconds(4)), "");
+  ASSERT_EQ(client_.started.size(), 1u);
+  EXPECT_EQ(client_.started[0].first, 2);
+  EXPECT_EQ(client_.started[0].second.first_step(), 6);
+  EXPECT_EQ(client_.started[0].second.incarnation(), 1);
+  EXPECT_THAT(refollowed_, ElementsAre(2));
+  EXPECT_THAT(lost->left(), IsEmpty());
+}
+
 }  // namespace
 }  // namespace ps

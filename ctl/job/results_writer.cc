@@ -207,6 +207,7 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   std::string state = "DONE";
   int64_t steps = 0;
   nlohmann::json lost_workers = nlohmann::json::array();
+  nlohmann::json left_workers = nlohmann::json::array();  // LEFT: psctl remove-worker.
   int64_t worker_steps = 0, bytes_sent = 0, bytes_received = 0;  // Of the workers not lost.
   for (const JobProgress& progress : last) {
     if (lost.count(progress.worker()) > 0) {
@@ -214,8 +215,13 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
           {{"worker", progress.worker()}, {"step", progress.step()}, {"error", progress.error()}});
       continue;
     }
-    // FAILED over STOPPED: the others are stopped because one failed.
-    if (progress.state() != JobProgress::DONE && state != "FAILED") {
+    if (progress.state() == JobProgress::LEFT) {
+      left_workers.push_back({{"worker", progress.worker()}, {"step", progress.step()}});
+    }
+    // FAILED over STOPPED: the others are stopped because one failed. A worker that left
+    // ended as asked.
+    if (progress.state() != JobProgress::DONE && progress.state() != JobProgress::LEFT &&
+        state != "FAILED") {
       state = JobProgress::State_Name(progress.state());
     }
     if (progress.state() == JobProgress::FAILED && !summary.contains("error")) {
@@ -230,6 +236,7 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   }
   summary["state"] = state;
   summary["lost_workers"] = lost_workers;
+  summary["left_workers"] = left_workers;
   summary["steps"] = steps;
   summary["wall_time_s"] = absl::ToDoubleSeconds(wall_time);
   const JobFigures figures =

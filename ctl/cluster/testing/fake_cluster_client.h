@@ -22,6 +22,7 @@ class FakeClusterClient : public ClusterClient {
 
   // What the cluster answers.
   std::set<int> workers_up;           // GetWorkerStatus: OK for these, UNAVAILABLE for others.
+  std::map<int, std::vector<JobProgress>> worker_jobs;  // GetWorkerStatus's jobs by worker.
   std::map<int, JobStats> job_stats;  // GetJobStats by ps; NOT_FOUND for a ps not here.
   absl::Status start_job_status;      // StartJob's answer.
   absl::Status arm_status;            // ArmCheckpoint's answer.
@@ -63,7 +64,13 @@ class FakeClusterClient : public ClusterClient {
     if (workers_up.count(worker) == 0) {
       return absl::UnavailableError(absl::StrCat("worker:", worker, " is down"));
     }
-    return WorkerStatus();
+    WorkerStatus status;
+    status.set_worker(worker);
+    auto jobs = worker_jobs.find(worker);
+    if (jobs != worker_jobs.end()) {
+      for (const JobProgress& job : jobs->second) *status.add_jobs() = job;
+    }
+    return status;
   }
   absl::Status WatchJob(int, const std::string&, grpc::ClientContext*,
                         const std::function<void(const JobProgress&)>&) const override {
