@@ -164,8 +164,9 @@ TEST_P(MembershipCommandsTest, AWorkerIsRemovedAndAddedBackAndEveryBatchIsTraine
       << "processes of this test are left behind";
 }
 
-// SYNC: the barrier aggregates the workers in the job; ASYNC: none waits for another.
-INSTANTIATE_TEST_SUITE_P(Modes, MembershipCommandsTest, ::testing::Values("SYNC", "ASYNC"),
+// SYNC: the barrier aggregates the workers in the job; ASYNC: none waits for another; SSP: the
+// bound stops counting the clock of the worker that left, and it comes back at the slowest clock.
+INSTANTIATE_TEST_SUITE_P(Modes, MembershipCommandsTest, ::testing::Values("SYNC", "ASYNC", "SSP"),
                          [](const auto& info) { return info.param; });
 
 // SYNC: the barrier aggregates who is in the job. SSP: the joining worker starts at the slowest
