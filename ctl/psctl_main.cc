@@ -110,7 +110,7 @@ std::vector<Command> JobAndClusterCommands() {
        "take a worker out of a running job, which goes on without it",
        "psctl remove-worker --cluster_spec=F --job=ID --task=worker:N\n\n"
        "The worker stops at the end of its step, gives its batches back and leaves every shard;\n"
-       "SYNC's steps aggregate the workers left. Refused for the chief (worker:0), a ring mode,\n"
+       "SYNC's steps aggregate the others' gradients. Refused for the chief (worker:0), a ring mode,\n"
        "or when fewer than the job's min_workers (at least 1) would be left.\n\n"
        "Example:\n"
        "  psctl remove-worker --cluster_spec=cluster.json --job=default --task=worker:2",

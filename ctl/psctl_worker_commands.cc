@@ -38,23 +38,12 @@ absl::StatusOr<int> WorkerOfTaskFlag(const ClusterSpec& cluster) {
   return task->index();
 }
 
-// `worker`'s record of `job_id`, if its daemon answers and has one.
-std::optional<JobProgress> RecordOf(const ClusterClient& client, int worker,
-                                    const std::string& job_id) {
-  absl::StatusOr<WorkerStatus> status = client.GetWorkerStatus(worker);
-  if (!status.ok()) return std::nullopt;
-  for (const JobProgress& job : status->jobs()) {
-    if (job.job_id() == job_id) return job;
-  }
-  return std::nullopt;
-}
-
 // Polls `worker`'s record of `job_id` until `reached` holds (true) or kWatchFor passed.
 bool Await(const ClusterClient& client, int worker, const std::string& job_id,
            const std::function<bool(const JobProgress&)>& reached, JobProgress* seen) {
   const absl::Time deadline = absl::Now() + kWatchFor;
   while (!interrupted.load()) {
-    std::optional<JobProgress> record = RecordOf(client, worker, job_id);
+    std::optional<JobProgress> record = client.JobOnWorker(worker, job_id);
     if (record.has_value() && reached(*record)) {
       *seen = *record;
       return true;
@@ -93,10 +82,10 @@ int RemoveWorker() {
   int others_running = 0;
   for (int w = 0; w < client.num_workers(); ++w) {
     if (w == target->worker) continue;
-    std::optional<JobProgress> record = RecordOf(client, w, FLAGS_job);
+    std::optional<JobProgress> record = client.JobOnWorker(w, FLAGS_job);
     if (record.has_value() && record->state() == JobProgress::RUNNING) ++others_running;
   }
-  absl::Status asked = client.LeaveJob(target->worker, FLAGS_job, others_running);
+  absl::Status asked = client.AskWorkerToLeave(target->worker, FLAGS_job, others_running);
   if (!asked.ok()) return Fail(asked);
   const std::string task = absl::StrCat("worker:", target->worker);
   JobProgress left;
@@ -105,6 +94,11 @@ int RemoveWorker() {
     std::cout << task << " was asked to leave job " << FLAGS_job
               << "; it leaves at the end of its current step (not seen within "
               << absl::FormatDuration(kWatchFor) << ": see psctl status)\n";
+    return 0;
+  }
+  if (left.state() == JobProgress::DONE) {  // Its end came first: nothing to leave.
+    std::cout << task << " had finished job " << FLAGS_job << " (DONE at step " << left.step()
+              << ") before it could leave\n";
     return 0;
   }
   if (left.state() != JobProgress::LEFT) {
@@ -124,7 +118,16 @@ int AddWorker() {
   if (!target.ok()) return Fail(target.status());
   const ClusterClient& client = *target->client;
   const std::string task = absl::StrCat("worker:", target->worker);
-  absl::Status asked = client.RejoinJob(target->worker, FLAGS_job);
+  // The chief ends the job: once it has, a worker would rejoin a job that is over.
+  std::optional<JobProgress> chief = client.JobOnWorker(0, FLAGS_job);
+  if (!chief.has_value() || chief->state() != JobProgress::RUNNING) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "job ", FLAGS_job, " is not running on its chief, worker:0 (",
+        chief.has_value() ? JobProgress::State_Name(chief->state())
+                          : std::string("no record, or its daemon does not answer"),
+        "): a worker can be added back only while the job runs")));
+  }
+  absl::Status asked = client.AskWorkerBack(target->worker, FLAGS_job);
   if (!asked.ok()) return Fail(asked);
   JobProgress back;
   if (!Await(client, target->worker, FLAGS_job,
@@ -134,6 +137,10 @@ int AddWorker() {
         "not started it there within ", absl::FormatDuration(kWatchFor),
         "; is the psctl that submitted the job still running (a job submitted with --detach "
         "is not followed)? It takes the worker back within a second once it is")));
+  }
+  if (back.state() == JobProgress::FAILED) {
+    return Fail(absl::AbortedError(absl::StrCat(task, " was started in job ", FLAGS_job,
+                                                " again and failed: ", back.error())));
   }
   std::cout << task << " rejoined job " << FLAGS_job << " ("
             << JobProgress::State_Name(back.state()) << ")\n";

@@ -372,6 +372,17 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
         absl::Status(decision.status.code(), prefix + std::string(decision.status.message())));
   }
   last_push_id_[header.worker()] = header.push_id();
+  if (spec_.has_data_handout()) {
+    // A batch this shard took before (its first worker died mid-push, or was taken for lost
+    // and pushed late, and the first shard handed the batch out again): taken for the mode's
+    // bookkeeping (SSP's clock moves on as for an applied push), not applied twice. An
+    // aggregate's (SYNC, SOFTSYNC) contribution is counted already and stays.
+    if (decision.action == PushDecision::kApply && seen_batches_.AllSeen(header.batches())) {
+      rule_->Applied(header);
+      decision = PushDecision::Drop("batch_seen");
+    }
+    seen_batches_.Add(header.batches());
+  }
   if (decision.action == PushDecision::kDrop) {
     ++dropped_[decision.reason];
     response->set_outcome(PushResponse::DROPPED);

@@ -48,6 +48,7 @@
 #include "common/metrics/metrics.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/data_handout.h"
+#include "server/seen_batches.h"
 #include "server/job_traffic.h"
 #include "server/shard_checkpoints.h"
 #include "server/shard_sparse_tables.h"
@@ -382,6 +383,12 @@ class ShardJob {
   absl::Status CheckPushSender(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ValidatePull(const PullRequest& request, std::vector<PullRange>* ranges) const;
   std::vector<Waiter> TakeReadyWaitersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllWorkersLeftLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether an open aggregate of a rule that takes any worker's gradients (SOFTSYNC's c) can no
+  // longer fill up: every worker has left or is lost. It is then applied as it stands (the mean
+  // of what it holds), so that no gradient answered ACCUMULATED, and no batch trained for it, is
+  // dropped. A barrier's (SYNC's) open step is its rule's to decide (SyncRule::Leave).
+  bool OrphanedAggregateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A push held for its turn in a replay.
   struct QueuedPush {
     PushRequestHeader header;
@@ -550,6 +557,8 @@ class ShardJob {
   // The training batches, when the job hands its data out and this is its first shard; else
   // null. Set by the constructor.
   std::unique_ptr<DataHandout> handout_ ABSL_GUARDED_BY(mu_);
+  // Every shard of a job whose data is handed out: whose batches' gradients it admitted.
+  SeenBatches seen_batches_ ABSL_GUARDED_BY(mu_);
   // Per worker: the steps it has pushed (its furthest admitted push's clock + 1; a resumed
   // run's workers start at its resume step).
   std::vector<int64_t> steps_pushed_ ABSL_GUARDED_BY(mu_);

@@ -169,6 +169,7 @@ void ShardJob::SaveStateLocked(ShardCheckpointState* state) const {
   for (const auto& [reason, count] : rejected_) (*state->mutable_rejected())[reason] = count;
   state->set_duplicate_pushes(duplicate_pushes_);
   if (handout_ != nullptr) handout_->Save(state->mutable_handout());
+  if (spec_.has_data_handout()) seen_batches_.Save(state);
 }
 
 namespace {
@@ -345,6 +346,10 @@ absl::Status ShardJob::RestoreStateLocked(const ShardCheckpointState& state) {
 }
 
 absl::Status ShardJob::RestoreHandoutLocked(const ShardCheckpointState& state) {
+  if (spec_.has_data_handout()) {
+    absl::Status seen = seen_batches_.Restore(state);
+    if (!seen.ok()) return seen;
+  }
   if (handout_ == nullptr) return absl::OkStatus();
   if (!state.has_handout()) {
     return absl::DataLossError(

@@ -156,6 +156,51 @@ TEST_P(HandoutModeTest, EveryBatchIsTrainedOnceWhenAWorkerGoesAway) {
 INSTANTIATE_TEST_SUITE_P(EveryMode, HandoutModeTest, ::testing::ValuesIn(kEveryMode),
                          [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param); });
 
+// A shard other than the first: a worker's push reached it but not the first shard (the worker
+// died mid-push), so the first shard handed the batch to another worker, whose push of it comes
+// here too. The shard applies the batch once: the second push is dropped (SSP's clock moves on
+// as for an applied one), and so it stays in the shard's copy on a backup ps.
+class SeenBatchTest : public ::testing::TestWithParam<ConsistencyConfig::Mode> {};
+
+TEST_P(SeenBatchTest, AShardAppliesABatchHandedOutAgainOnce) {
+  ParameterSpec spec = HandoutSpec(GetParam());
+  spec.set_num_workers(2);
+  std::unique_ptr<ShardJob> job = MakeJob(spec, /*num_ps=*/2, /*ps_index=*/1);
+  ASSERT_NE(job, nullptr);
+  HandoutWorker died(job.get(), 0), other(job.get(), 1);
+  absl::StatusOr<PushResponse> first = died.Push({3}, 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->outcome(), PushResponse::APPLIED);
+  const std::vector<float> values = AllValues(job.get());
+  const int64_t version = job->Stats().version();
+
+  absl::StatusOr<PushResponse> again = other.Push({3}, 0);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->outcome(), PushResponse::DROPPED);
+  EXPECT_EQ(again->drop_reason(), "batch_seen");
+  EXPECT_EQ(AllValues(job.get()), values);
+  EXPECT_EQ(job->Stats().version(), version);
+  absl::StatusOr<PushResponse> next = other.Push({4}, 0);  // SSP: at the clock after.
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->outcome(), PushResponse::APPLIED);
+
+  // A backup's copy (installed from the shard's checkpoint blocks) knows the batches too.
+  absl::StatusOr<std::unique_ptr<ShardJob>> copy =
+      ShardJob::FromReplicaSnapshot(job->ReplicaSnapshot(), Clock::Real());
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  PushRequestHeader header = StepPushHeader(**copy, 1, 2);  // Worker 1's third push.
+  header.set_read_version((*copy)->Stats().version());
+  header.add_batches(4);
+  absl::StatusOr<PushResponse> on_backup = (*copy)->Push(
+      header, std::vector<float>(static_cast<size_t>((*copy)->num_parameters()), 1.0f));
+  ASSERT_TRUE(on_backup.ok()) << on_backup.status();
+  EXPECT_EQ(on_backup->drop_reason(), "batch_seen");
+}
+
+INSTANTIATE_TEST_SUITE_P(ApplyingModes, SeenBatchTest,
+                         ::testing::Values(ConsistencyConfig::ASYNC, ConsistencyConfig::SSP),
+                         [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param); });
+
 // SYNC with a backup worker: the gradient that comes too late for its step is dropped, and its
 // batch is used all the same (another shard may have taken that gradient: handing the batch out
 // again could train on it twice there).

@@ -257,10 +257,19 @@ void ShardJob::Reopen() {
 
 bool ShardJob::AllWorkersLeft() const {
   absl::MutexLock lock(&mu_);
+  return AllWorkersLeftLocked();
+}
+
+bool ShardJob::AllWorkersLeftLocked() const {
   for (int w = 0; w < rule_->num_workers(); ++w) {
     if (!rule_->left(w) && !leases_.lost(w)) return false;
   }
   return true;
+}
+
+bool ShardJob::OrphanedAggregateLocked() const {
+  return aggregates_ && !ModeTraitsOf(spec_.consistency().mode()).barrier &&
+         !rule_->open_aggregate().empty() && AllWorkersLeftLocked();
 }
 
 std::vector<int> ShardJob::ExpireLeases(absl::Time now) {
@@ -297,7 +306,8 @@ void ShardJob::LoseWorkers(const std::vector<int>& workers) {
                           LostWorkerPolicy::kLeavesAfterLease;
   absl::MutexLock aggregate_lock(&aggregate_mu_);
   std::vector<Waiter> ready;
-  bool apply = false;  // A SYNC step waited only for workers now gone.
+  bool apply = false;  // A SYNC step waited only for workers now gone, or no one is left to
+                       // fill an open aggregate.
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -307,6 +317,7 @@ void ShardJob::LoseWorkers(const std::vector<int>& workers) {
       if (leaves && rule_->Leave(w)) apply = true;
       if (handout_ != nullptr) handout_->Lost(w);
     }
+    apply = apply || OrphanedAggregateLocked();
     ready = TakeReadyWaitersLocked();
     if (apply) learning_rate = NextAggregateLearningRateLocked();
   }
@@ -362,7 +373,7 @@ absl::Status ShardJob::Leave(int worker, const std::string& run_id) {
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
-    apply = rule_->Leave(worker);
+    apply = rule_->Leave(worker) || OrphanedAggregateLocked();
     if (handout_ != nullptr) handout_->GiveBackAll(worker);
     ready = TakeReadyWaitersLocked();
     if (apply) learning_rate = NextAggregateLearningRateLocked();

@@ -891,6 +891,41 @@ TEST(ShardJobSoftsyncTest, AppliesTheMeanOfEveryCGradients) {
   EXPECT_EQ(job->Stats().applied_gradients(), 8);
 }
 
+// The job's last gradients: an aggregate that no worker is left to fill (each left, or the
+// last one was lost) is applied as it stands, rather than dropped with the batches it trained.
+TEST(ShardJobSoftsyncTest, AnAggregateNoWorkerCanFillIsAppliedWhenTheLastWorkerGoes) {
+  for (const bool last_is_lost : {false, true}) {
+    SCOPED_TRACE(last_is_lost ? "the last worker is lost" : "every worker leaves");
+    constexpr int kWorkers = 3;
+    ParameterSpec spec = MakeSpec(ConsistencyConfig::SOFTSYNC, kWorkers);
+    spec.mutable_consistency()->set_softsync_n(1);  // c = 3.
+    std::unique_ptr<ShardJob> job = CreateJob(spec);
+    ASSERT_NE(job, nullptr);
+    const std::vector<float> before = Weights(job.get());
+    std::vector<std::vector<float>> gradients;
+    for (int worker = 0; worker < 2; ++worker) {
+      gradients.push_back(DyadicGradient(static_cast<uint32_t>(40 + worker)));
+      absl::StatusOr<PushResponse> response =
+          PushGradient(job.get(), MakeHeader(*job, worker, 1, 0), gradients.back());
+      ASSERT_TRUE(response.ok()) << response.status();
+      EXPECT_EQ(response->outcome(), PushResponse::ACCUMULATED);
+    }
+    ASSERT_TRUE(job->Leave(0, spec.run_id()).ok());
+    ASSERT_TRUE(job->Leave(1, spec.run_id()).ok());
+    EXPECT_EQ(Weights(job.get()), before) << "worker 2 may still fill it";
+    EXPECT_EQ(job->Stats().version(), 0);
+    if (last_is_lost) {
+      job->LoseWorkers({2});
+    } else {
+      ASSERT_TRUE(job->Leave(2, spec.run_id()).ok());
+    }
+    EXPECT_EQ(Weights(job.get()),
+              SgdStep(before, kLearningRate, MeanOfPair(gradients[0], gradients[1])));
+    EXPECT_EQ(job->Stats().version(), 1);
+    EXPECT_EQ(job->Stats().applied_gradients(), 2);
+  }
+}
+
 TEST(ShardJobSoftsyncTest, NAtLeastNumWorkersAppliesEachGradient) {
   ParameterSpec spec = MakeSpec(ConsistencyConfig::SOFTSYNC, 4);
   spec.mutable_consistency()->set_softsync_n(8);  // c = max(1, 4 / 8) = 1.

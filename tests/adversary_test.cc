@@ -25,12 +25,14 @@
 #include <gmock/gmock.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/substitute.h"
 #include "absl/time/clock.h"
+#include "common/cluster/cluster_spec.h"
 #include "common/security/auth_token.h"
 #include "common/process/subprocess.h"
 #include "common/security/transport_security.h"
@@ -434,6 +436,29 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   }
   ExpectSameParameters(ResultParameters(dir_ + "/plain"), ResultParameters(dir_ + "/alices"),
                        1e-6);
+  // A worker keeps alice's record of the finished run (a worker that left her job waits there
+  // to be asked back): bob's start of a job of that id may not replace it.
+  {
+    StartJobRequest takeover;
+    google::protobuf::util::JsonParseOptions lenient;
+    lenient.ignore_unknown_fields = true;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(written["spec"].dump(),
+                                                            takeover.mutable_spec(), lenient)
+                    .ok())
+        << written.dump();
+    absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Parse(ReadFile(spec_), spec_);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    *takeover.mutable_cluster() = cluster->ToProto();
+    std::unique_ptr<Worker::Stub> bob = Worker::NewStub(Channel(addresses_[3], certs_, "bob"));
+    EXPECT_EQ(Call(bob.get(), &Worker::Stub::StartJob, takeover),
+              grpc::StatusCode::ALREADY_EXISTS);
+    std::unique_ptr<Worker::Stub> owner = Worker::NewStub(Channel(addresses_[3], certs_, "psctl"));
+    grpc::ClientContext context;
+    WorkerStatus status;
+    ASSERT_TRUE(owner->GetStatus(&context, WorkerStatusRequest(), &status).ok());
+    ASSERT_EQ(status.jobs_size(), 1);
+    EXPECT_EQ(status.jobs(0).state(), JobProgress::DONE) << "alice's record was replaced";
+  }
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/x")) << "a manifest was written outside its job";
 
   // Once the job has left the shards, its checkpoints may be deleted by its owner only: bob's

@@ -198,6 +198,14 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
       return absl::AlreadyExistsError(absl::StrCat(
           "job \"", spec.job_id(), "\" is already running on worker:", options_.worker_index));
     }
+    // Another user's record (a run that ended, or a worker that left and may be asked back)
+    // is theirs until it is forgotten.
+    if (it->second->owner != spec.owner()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "worker:", options_.worker_index, " holds another user's record of job \"",
+          spec.job_id(), "\" (kept ", absl::FormatDuration(options_.finished_job_retention),
+          " after it ends); choose another job id"));
+    }
     it->second->thread.join();
     jobs_.erase(it);
   }
@@ -399,8 +407,7 @@ grpc::ServerUnaryReactor* WorkerService::StopJob(grpc::CallbackServerContext* co
     allowed = CheckLeave(*it->second, request->others_running());
   }
   if (allowed.ok()) {
-    // A leave asked of a job already stopping stays a stop.
-    if (request->leave() && !it->second->stop) it->second->leave = true;
+    if (request->leave()) it->second->leave = true;  // CheckLeave: not stopping already.
     StopLocked(it->second.get(), peer.Describe());
   }
   reactor->Finish(ToGrpcStatus(allowed));
@@ -451,9 +458,12 @@ grpc::ServerUnaryReactor* WorkerService::RejoinJob(grpc::CallbackServerContext* 
     if (status.ok()) {
       status = absl::NotFoundError(absl::StrCat(
           "worker:", options_.worker_index, " has no record of job \"", request->job_id(),
-          "\" (never run here, or it ended over ",
+          "\" (never run here, it ended over ",
           absl::FormatDuration(options_.finished_job_retention),
-          " ago); a worker that is not in a running elastic job joins it once its daemon is up"));
+          " ago, or this daemon was restarted since): only a worker that left the running job "
+          "(psctl remove-worker) is taken back this way; a worker whose daemon was down when "
+          "the job started, or that was lost, joins an elastic job by itself once its daemon "
+          "is up"));
     }
     reactor->Finish(ToGrpcStatus(status));
     return reactor;

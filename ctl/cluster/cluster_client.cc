@@ -117,8 +117,8 @@ absl::Status ClusterClient::StopJob(int worker, const std::string& job_id) const
                Worker::NewStub(worker_channels_[worker])->StopJob(&context, request, &response));
 }
 
-absl::Status ClusterClient::LeaveJob(int worker, const std::string& job_id,
-                                    int others_running) const {
+absl::Status ClusterClient::AskWorkerToLeave(int worker, const std::string& job_id,
+                                            int others_running) const {
   grpc::ClientContext context;
   context.set_deadline(GrpcDeadline(options_.stop_timeout));
   StopJobRequest request;
@@ -130,7 +130,7 @@ absl::Status ClusterClient::LeaveJob(int worker, const std::string& job_id,
                Worker::NewStub(worker_channels_[worker])->StopJob(&context, request, &response));
 }
 
-absl::Status ClusterClient::RejoinJob(int worker, const std::string& job_id) const {
+absl::Status ClusterClient::AskWorkerBack(int worker, const std::string& job_id) const {
   grpc::ClientContext context;
   context.set_deadline(GrpcDeadline(options_.stop_timeout));
   RejoinJobRequest request;
@@ -138,6 +138,16 @@ absl::Status ClusterClient::RejoinJob(int worker, const std::string& job_id) con
   RejoinJobResponse response;
   return Named(kWorkerJob, worker, "RejoinJob",
                Worker::NewStub(worker_channels_[worker])->RejoinJob(&context, request, &response));
+}
+
+std::optional<JobProgress> ClusterClient::JobOnWorker(int worker,
+                                                     const std::string& job_id) const {
+  absl::StatusOr<WorkerStatus> status = GetWorkerStatus(worker);
+  if (!status.ok()) return std::nullopt;
+  for (const JobProgress& job : status->jobs()) {
+    if (job.job_id() == job_id) return job;
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<WorkerStatus> ClusterClient::GetWorkerStatus(int worker) const {

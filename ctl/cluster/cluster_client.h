@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,8 +84,12 @@ class ClusterClient {
   virtual absl::Status StopJob(int worker, const std::string& job_id) const;
   // StopJob with leave: `worker` alone leaves the running job, `others_running` of its workers
   // staying (psctl remove-worker); RejoinJob asks for a worker that left to be taken back.
-  virtual absl::Status LeaveJob(int worker, const std::string& job_id, int others_running) const;
-  virtual absl::Status RejoinJob(int worker, const std::string& job_id) const;
+  virtual absl::Status AskWorkerToLeave(int worker, const std::string& job_id,
+                                        int others_running) const;
+  virtual absl::Status AskWorkerBack(int worker, const std::string& job_id) const;
+  // `worker`'s record of `job_id` (GetWorkerStatus); none when its daemon does not answer or
+  // holds none.
+  std::optional<JobProgress> JobOnWorker(int worker, const std::string& job_id) const;
   virtual absl::StatusOr<WorkerStatus> GetWorkerStatus(int worker) const;
   // Hands each progress report of `job_id` from `worker` to `on_progress` (on this thread)
   // until the stream ends: OK when the worker ended it, else why it broke. No deadline: the

@@ -57,12 +57,8 @@ void Follower::Refollow(int worker, const std::string& job_id) {
 }
 
 bool Follower::StillRuns(int worker, const std::string& job_id) const {
-  absl::StatusOr<WorkerStatus> status = client_.GetWorkerStatus(worker);
-  if (!status.ok()) return false;
-  for (const JobProgress& job : status->jobs()) {
-    if (job.job_id() == job_id) return job.state() == JobProgress::RUNNING;
-  }
-  return false;
+  std::optional<JobProgress> job = client_.JobOnWorker(worker, job_id);
+  return job.has_value() && job->state() == JobProgress::RUNNING;
 }
 
 void Follower::Follow(int worker, const std::string& job_id) {

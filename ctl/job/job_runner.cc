@@ -255,6 +255,21 @@ absl::StatusOr<int64_t> Recover(const ClusterSpec& cluster, std::unique_ptr<Clus
 // How often the staleness histograms are read from the shards while a job runs.
 constexpr absl::Duration kStalenessSnapshotEvery = absl::Seconds(2);
 
+// A recovery rolls the job back to a checkpoint, membership included: it starts every worker,
+// those that left since (psctl remove-worker) too. Says so; returns OK.
+absl::Status SayLeftWorkersComeBack(const LostWorkers& lost, std::ostream& out,
+                                    ResultsWriter* results) {
+  for (int worker : lost.left()) {
+    const std::string line = absl::StrCat(
+        "worker:", worker, " had left the job (psctl remove-worker); the recovery starts it "
+        "again with the others, as the job was at its checkpoint: remove it again once the job "
+        "runs if it should stay out");
+    out << line << "\n";
+    results->RecordEvent({"worker_rejoined", absl::StrCat("worker:", worker), -1, "", -1, line});
+  }
+  return absl::OkStatus();
+}
+
 // Follows the run to its end: progress lines, checkpoints, the results, and stopping it
 // everywhere on an interrupt or on a failed worker the job cannot go on without (one it can is
 // lost: said, and listed in the summary). Returns as SubmitJob does; but when a worker failed
@@ -284,7 +299,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
     }
     if (!stopped && reason.empty() && checkpoints.enabled()) {
       *recover = RecoveryNeeded(client, spec.job_id(), follower.Last(), spec.replicas() > 1);
-      if (recover->has_value()) return absl::OkStatus();
+      if (recover->has_value()) return SayLeftWorkersComeBack(lost, out, results);
     }
     if (!stopped) {
       std::string lost_reason =
@@ -325,7 +340,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
   std::vector<JobProgress> last = follower.Last();
   if (!stopped && checkpoints.enabled()) {  // Every worker may have failed at once.
     *recover = RecoveryNeeded(client, spec.job_id(), last, spec.replicas() > 1);
-    if (recover->has_value()) return absl::OkStatus();
+    if (recover->has_value()) return SayLeftWorkersComeBack(lost, out, results);
   }
   if (AnyStepRun(last)) {
     out << (options.live_line ? "\r\033[K" : "")

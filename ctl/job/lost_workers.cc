@@ -62,8 +62,13 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
                              absl::StrCat("asked by ", progress.stopped_by())});
     }
   }
-  // Those that left are out of the count: the job's mode asks about the workers in it.
+  // Those that left are out of the count: the job's mode asks about the workers in it. Two
+  // removals at once may each have seen enough workers staying (the daemons check each alone).
   const int in_job = client_.num_workers() - static_cast<int>(left_.size());
+  if (const int needed = std::max(1, spec_.min_workers()); in_job < needed) {
+    return absl::StrCat(left_.size(), " workers left (psctl remove-worker), and the job needs at least ",
+                        needed, " in it");
+  }
   const bool goes_on = GoesOnWithout(spec_, in_job, static_cast<int>(failed.size()));
   const bool waits = !goes_on && WaitsForReturn(spec_);
   const absl::Duration wait = absl::Seconds(spec_.worker_lease_s());
@@ -104,8 +109,15 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
         ++it;
       }
     }
+    // Only into a job still running: once the chief has ended it (its final evaluation) or
+    // someone stopped it, a worker taken back would train on after the results were written.
+    const bool running =
+        now[0].state() == JobProgress::RUNNING &&
+        std::none_of(now.begin(), now.end(), [](const JobProgress& p) {
+          return p.state() == JobProgress::STOPPED;
+        });
     for (auto it = left_.begin(); it != left_.end();) {
-      if (RejoinAsked(*it) && TryRejoin(now[*it], time)) {
+      if (running && RejoinAsked(*it) && TryRejoin(now[*it], time)) {
         refollow_(*it);
         it = left_.erase(it);
       } else {
@@ -117,14 +129,8 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
 }
 
 bool LostWorkers::RejoinAsked(int worker) const {
-  absl::StatusOr<WorkerStatus> status = client_.GetWorkerStatus(worker);
-  if (!status.ok()) return false;
-  for (const JobProgress& job : status->jobs()) {
-    if (job.job_id() == spec_.job_id()) {
-      return job.state() == JobProgress::LEFT && job.rejoin_asked();
-    }
-  }
-  return false;
+  std::optional<JobProgress> job = client_.JobOnWorker(worker, spec_.job_id());
+  return job.has_value() && job->state() == JobProgress::LEFT && job->rejoin_asked();
 }
 
 bool LostWorkers::TryRejoin(const JobProgress& last, absl::Time time) {
@@ -137,9 +143,9 @@ bool LostWorkers::TryRejoin(const JobProgress& last, absl::Time time) {
     absl::StatusOr<JobStats> stats = client_.GetShardStats(0, spec_.job_id(), spec_.replicas() > 1);
     if (!stats.ok()) return false;
     first_step = stats->step();
-  } else if (spec_.min_workers() > 0 && mode.staleness == Staleness::kUpToBound) {
-    // An elastic SSP job: no earlier than the slowest clock of the workers in the job, so that
-    // a worker that joins late does not hold them back while it catches up.
+  } else if (mode.staleness == Staleness::kUpToBound) {
+    // SSP: no earlier than the slowest clock of the workers in the job, so that a worker that
+    // joins late does not hold them back while it catches up.
     absl::StatusOr<JobStats> stats = client_.GetShardStats(0, spec_.job_id(), spec_.replicas() > 1);
     if (!stats.ok()) return false;
     first_step = std::max(first_step, stats->checkpoint_clock());

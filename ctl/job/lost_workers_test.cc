@@ -181,8 +181,13 @@ TEST_F(LostWorkersTest, AWorkerThatLeftIsTakenBackOnlyOnceAskedBack) {
     std::unique_ptr<LostWorkers> other = Follow(spec);
     EXPECT_EQ(other->Update(one_lost, {1}, t0_), "worker:1 failed");
   }
-  // Asked back (psctl add-worker): started again from its step, as its next incarnation.
+  // Asked back (psctl add-worker), but the chief has ended the job: not started.
   client_.worker_jobs[2][0].set_rejoin_asked(true);
+  std::vector<JobProgress> ending = now;
+  ending[0].set_state(JobProgress::DONE);
+  EXPECT_EQ(lost->Update(ending, {}, t0_ + absl::Seconds(3)), "");
+  EXPECT_THAT(client_.started, IsEmpty());
+  // While it runs: started again from its step, as its next incarnation.
   EXPECT_EQ(lost->Update(now, {}, t0_ + absl::Seconds(4)), "");
   ASSERT_EQ(client_.started.size(), 1u);
   EXPECT_EQ(client_.started[0].first, 2);
@@ -190,6 +195,13 @@ TEST_F(LostWorkersTest, AWorkerThatLeftIsTakenBackOnlyOnceAskedBack) {
   EXPECT_EQ(client_.started[0].second.incarnation(), 1);
   EXPECT_THAT(refollowed_, ElementsAre(2));
   EXPECT_THAT(lost->left(), IsEmpty());
+
+  // Two removals at once, each seeing two others running: the job stops, saying why.
+  std::unique_ptr<LostWorkers> both = Follow(spec);
+  std::vector<JobProgress> two_left = {Progress(0, 9), left, left};
+  two_left[1].set_worker(1);
+  EXPECT_EQ(both->Update(two_left, {}, t0_),
+            "2 workers left (psctl remove-worker), and the job needs at least 2 in it");
 }
 
 }  // namespace
