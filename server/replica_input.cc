@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,7 +66,10 @@ absl::StatusOr<ReplicaOutcome> ApplyReplicaInput(ShardJob& job, const ReplicaInp
       return Pushed(job.Push(input.push().header(), gradient, input.push().known_finite()));
     }
     case ReplicaInput::kLeave:
-      return Done(job.Leave(input.leave().worker(), input.leave().run_id()));
+      return Done(job.Leave(input.leave().worker(), input.leave().run_id(),
+                            input.leave().has_incarnation()
+                                ? std::optional<int>(input.leave().incarnation())
+                                : std::nullopt));
     case ReplicaInput::kLost:
       job.LoseWorkers({input.lost().workers().begin(), input.lost().workers().end()});
       return ReplicaOutcome();

@@ -154,8 +154,10 @@ class ShardJob {
   // and SYNC steps no longer wait for its gradient (see SyncRule::AggregateSize; an open step
   // that now has enough is applied at once); parked pulls that could only wait for it are
   // answered.
-  // INVALID_ARGUMENT for a worker out of range; FAILED_PRECONDITION for another run.
-  absl::Status Leave(int worker, const std::string& run_id)
+  // INVALID_ARGUMENT for a worker out of range; FAILED_PRECONDITION for another run. The leave
+  // of an `incarnation` older than the worker's newest changes nothing (OK); none: the newest.
+  absl::Status Leave(int worker, const std::string& run_id,
+                     std::optional<int> incarnation = std::nullopt)
       ABSL_LOCKS_EXCLUDED(mu_, aggregate_mu_);
 
   // The next training batches for a worker of a job whose data is handed out (the job's first

@@ -180,6 +180,20 @@ TEST(ShardJobIncarnationTest, ANewIncarnationRejoinsAndTheOldOneIsRefused) {
   }
 }
 
+// A leave of an incarnation that a newer one replaced (held up in transit) changes nothing: the
+// new incarnation stays in the job. One of the newest, or one that names none, takes it out.
+TEST(ShardJobIncarnationTest, AnOldIncarnationsLeaveDoesNotTakeTheNewOneOut) {
+  std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::ASYNC);
+  ASSERT_TRUE(Push(job.get(), 1, 0).ok());
+  ASSERT_TRUE(Push(job.get(), 1, 1, /*incarnation=*/1, /*push_id=*/1).ok());
+  ASSERT_TRUE(job->Leave(1, job->spec().run_id(), /*incarnation=*/0).ok());
+  EXPECT_FALSE(job->Stats().workers(1).left());
+  ASSERT_TRUE(job->Leave(1, job->spec().run_id(), /*incarnation=*/1).ok());
+  EXPECT_TRUE(job->Stats().workers(1).left());
+  ASSERT_TRUE(job->Leave(0, job->spec().run_id()).ok());
+  EXPECT_TRUE(job->Stats().workers(0).left());
+}
+
 // A push that is refused (a push id far ahead, NaN) changes nothing: a newer incarnation in it
 // is not taken, so it cannot fence off the worker's real process (issue 30 item 2).
 TEST(ShardJobIncarnationTest, ARefusedPushOfANewerIncarnationDoesNotFenceTheWorker) {

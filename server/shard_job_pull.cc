@@ -359,7 +359,8 @@ absl::StatusOr<NextBatchesResponse> ShardJob::NextBatches(const NextBatchesReque
   return response;
 }
 
-absl::Status ShardJob::Leave(int worker, const std::string& run_id) {
+absl::Status ShardJob::Leave(int worker, const std::string& run_id,
+                             std::optional<int> incarnation) {
   absl::Status run = CheckRun(run_id, "leave request");
   if (!run.ok()) return run;
   if (worker < 0 || worker >= spec_.num_workers()) {
@@ -373,6 +374,8 @@ absl::Status ShardJob::Leave(int worker, const std::string& run_id) {
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
+    // An older process's leave, held up in transit: its new incarnation is in the job.
+    if (incarnation.has_value() && *incarnation < incarnation_[worker]) return absl::OkStatus();
     apply = rule_->Leave(worker) || OrphanedAggregateLocked();
     if (handout_ != nullptr) handout_->GiveBackAll(worker);
     ready = TakeReadyWaitersLocked();

@@ -563,7 +563,7 @@ absl::Status TrainingLoop::EvaluateFinalModel() {
   // Leaving first: no peer waits for the chief while it waits for them.
   absl::Status status =
       context_.ps->LeaveJob(spec_.job_id(), spec_.run_id(), context_.worker,
-                            spec_.replicas() > 1);
+                            spec_.replicas() > 1, context_.incarnation);
   if (!status.ok()) return status;
   status = AwaitEveryWorkerLeft();
   if (absl::IsCancelled(status)) return status;
@@ -662,7 +662,8 @@ absl::Status RunTrainer(const TrainerContext& context) {
   // However this worker ends, the others must not wait for it at an SSP bound. Best effort: a
   // ps that is down, or a job that was never created, has nothing to release.
   absl::Status left = context.ps->LeaveJob(context.spec.job_id(), context.spec.run_id(),
-                                           context.worker, context.spec.replicas() > 1);
+                                           context.worker, context.spec.replicas() > 1,
+                                           context.incarnation);
   if (!left.ok() && status.ok() && !absl::IsNotFound(left)) {
     LOG(WARNING) << "worker " << context.worker << " could not leave job "
                  << context.spec.job_id() << ": " << left;

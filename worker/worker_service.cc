@@ -332,7 +332,7 @@ void WorkerService::RunProgramJob(const JobSpec& spec, int64_t first_step, int i
   }
   if (leave) {  // The program was stopped, as a trainer is; the shards learn it left here.
     absl::Status left = ps_client_->LeaveJob(spec.job_id(), spec.run_id(), options_.worker_index,
-                                             spec.replicas() > 1);
+                                             spec.replicas() > 1, incarnation);
     if (!left.ok()) LOG(WARNING) << "job " << spec.job_id() << ": leaving: " << left;
   }
   Finish(spec, status, job, &last);

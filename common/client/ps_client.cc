@@ -160,11 +160,12 @@ absl::Status PsClient::DeleteJob(const std::string& job_id) {
 }
 
 absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& run_id,
-                                int worker, bool replicated) {
+                                int worker, bool replicated, std::optional<int> incarnation) {
   LeaveJobRequest request;
   request.set_job_id(job_id);
   request.set_run_id(run_id);
   request.set_worker(worker);
+  if (incarnation.has_value()) request.set_incarnation(*incarnation);
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
     if (replicated) request.set_shard(ps);

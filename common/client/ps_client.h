@@ -7,6 +7,7 @@
 #define PS_COMMON_CLIENT_PS_CLIENT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,8 +51,9 @@ class PsClient {
   // Tells every shard that `worker` is done with run `run_id` of the job (see LeaveJobRequest).
   // `replicated`: the job keeps a backup of each shard (ParameterSpec.replicas 2), and a shard
   // whose ps is gone is reached at its other copy (PsConnections::Failover).
+  // `incarnation`: the leaving worker's (LeaveJobRequest.incarnation), when it knows it.
   absl::Status LeaveJob(const std::string& job_id, const std::string& run_id, int worker,
-                        bool replicated = false);
+                        bool replicated = false, std::optional<int> incarnation = std::nullopt);
   // The next batches for a worker of a job whose data is handed out, from its first shard
   // (`request` as NextBatchesRequest says; its request_id makes a retry safe). `replicated`: as
   // LeaveJob's (the first shard may be served by its other copy).

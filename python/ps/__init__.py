@@ -98,9 +98,11 @@ class Client:
     def delete_job(self, job_id):
         self._core.delete_job(job_id)
 
-    def leave_job(self, job, worker):
-        """Tells every shard that `worker` is done (SSP's and SYNC's peers stop waiting)."""
-        self._core.leave_job(job.job_id, job.run_id, int(worker))
+    def leave_job(self, job, worker, incarnation=None):
+        """Tells every shard that `worker` is done (SSP's and SYNC's peers stop waiting). With
+        its `incarnation`, a leave that arrives after a newer incarnation joined changes nothing."""
+        self._core.leave_job(job.job_id, job.run_id, int(worker),
+                             None if incarnation is None else int(incarnation))
 
     def job_stats(self, job_id):
         """Each shard's JobStats as a dict, in ps order."""
@@ -165,7 +167,8 @@ class Worker:
         self.client = client
         self.job = job
         self.worker = int(worker)
-        self._session = _client.Session(client._core, job.spec, self.worker, int(incarnation))
+        self.incarnation = int(incarnation)
+        self._session = _client.Session(client._core, job.spec, self.worker, self.incarnation)
         self.variables = {name: tuple(shape) for name, shape in self._session.variables}
         # A resumed run's workers start at its resume step (StartJobRequest.first_step).
         self.local_step = int(first_step)   # Steps this worker has pushed (its SSP clock).
@@ -249,7 +252,7 @@ class Worker:
 
     def leave(self):
         """Done with the job: the others stop waiting for this worker."""
-        self.client.leave_job(self.job, self.worker)
+        self.client.leave_job(self.job, self.worker, self.incarnation)
 
 
 class Task:

@@ -438,15 +438,17 @@ PYBIND11_MODULE(_client, module) {
            py::arg("job_id"))
       .def("leave_job",
            [](ps::PsClient& client, const std::string& job_id, const std::string& run_id,
-              int worker) {
+              int worker, std::optional<int> incarnation) {
              absl::Status status;
              {
                py::gil_scoped_release release;
-               status = client.LeaveJob(job_id, run_id, worker);
+               status = client.LeaveJob(job_id, run_id, worker, /*replicated=*/false,
+                                        incarnation);
              }
              ps::ThrowIfError(status);
            },
-           py::arg("job_id"), py::arg("run_id"), py::arg("worker"))
+           py::arg("job_id"), py::arg("run_id"), py::arg("worker"),
+           py::arg("incarnation") = py::none())
       .def("job_stats_json",
            [](ps::PsClient& client, const std::string& job_id) {
              absl::StatusOr<std::vector<ps::JobStats>> stats;
