@@ -36,6 +36,16 @@ absl::StatusOr<ClusterSpec> OneWorkerClusterOf(const InProcessPsCluster& ps) {
       "test");
 }
 
+// An in-process ps of one task, the worker's compute on one thread; null (a test failure) if it
+// cannot start.
+std::unique_ptr<InProcessPsCluster> StartOnePs() {
+  SetCpuComputeThreads(1);
+  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> ps =
+      InProcessPsCluster::Start(InProcessPsClusterOptions());
+  EXPECT_TRUE(ps.ok()) << ps.status();
+  return ps.ok() ? *std::move(ps) : nullptr;
+}
+
 JobSpec SmallJob(const std::string& id) {
   JobSpec spec;
   spec.set_job_id(id);
@@ -97,11 +107,9 @@ class ServedWorker {
 };
 
 TEST(WorkerServiceTest, AJobThatEndedIsForgottenAfterTheRetention) {
-  SetCpuComputeThreads(1);
-  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> ps =
-      InProcessPsCluster::Start(InProcessPsClusterOptions());
-  ASSERT_TRUE(ps.ok()) << ps.status();
-  absl::StatusOr<ClusterSpec> cluster = OneWorkerClusterOf(**ps);
+  std::unique_ptr<InProcessPsCluster> ps = StartOnePs();
+  ASSERT_NE(ps, nullptr);
+  absl::StatusOr<ClusterSpec> cluster = OneWorkerClusterOf(*ps);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ServedWorker worker(WorkerServiceOptions{
       *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Milliseconds(300), {}});
@@ -128,11 +136,9 @@ TEST(WorkerServiceTest, AJobThatEndedIsForgottenAfterTheRetention) {
 
 // /metrics' worker families (ps_worker --metrics_port): a finished job's last progress.
 TEST(WorkerServiceTest, MetricsShowAFinishedJobsProgress) {
-  SetCpuComputeThreads(1);
-  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> ps =
-      InProcessPsCluster::Start(InProcessPsClusterOptions());
-  ASSERT_TRUE(ps.ok()) << ps.status();
-  absl::StatusOr<ClusterSpec> cluster = OneWorkerClusterOf(**ps);
+  std::unique_ptr<InProcessPsCluster> ps = StartOnePs();
+  ASSERT_NE(ps, nullptr);
+  absl::StatusOr<ClusterSpec> cluster = OneWorkerClusterOf(*ps);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ServedWorker worker(WorkerServiceOptions{
       *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Hours(1), {}});
@@ -253,12 +259,10 @@ TEST(WorkerServiceTest, CountsBeyondTheirBoundsAreRefusedBeforeTheJobStarts) {
 
 // StopJob with leave (psctl remove-worker) and RejoinJob (psctl add-worker) on worker:1 of two.
 TEST(WorkerServiceTest, AWorkerLeavesARunningJobAndIsAskedBack) {
-  SetCpuComputeThreads(1);
-  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> ps =
-      InProcessPsCluster::Start(InProcessPsClusterOptions());
-  ASSERT_TRUE(ps.ok()) << ps.status();
+  std::unique_ptr<InProcessPsCluster> ps = StartOnePs();
+  ASSERT_NE(ps, nullptr);
   absl::StatusOr<ClusterSpec> cluster = ClusterSpec::Parse(
-      absl::StrCat(R"({"ps": [")", (*ps)->addresses()[0],
+      absl::StrCat(R"({"ps": [")", ps->addresses()[0],
                    R"("], "worker": ["127.0.0.1:1", "127.0.0.1:2"]})"),
       "test");
   ASSERT_TRUE(cluster.ok()) << cluster.status();
@@ -347,11 +351,9 @@ TEST(WorkerServiceTest, AWorkerLeavesARunningJobAndIsAskedBack) {
 
 // The chief evaluates the model and ends the job: it cannot leave.
 TEST(WorkerServiceTest, TheChiefCannotLeave) {
-  SetCpuComputeThreads(1);
-  absl::StatusOr<std::unique_ptr<InProcessPsCluster>> ps =
-      InProcessPsCluster::Start(InProcessPsClusterOptions());
-  ASSERT_TRUE(ps.ok()) << ps.status();
-  absl::StatusOr<ClusterSpec> cluster = OneWorkerClusterOf(**ps);
+  std::unique_ptr<InProcessPsCluster> ps = StartOnePs();
+  ASSERT_NE(ps, nullptr);
+  absl::StatusOr<ClusterSpec> cluster = OneWorkerClusterOf(*ps);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   ServedWorker worker(WorkerServiceOptions{
       *cluster, 0, Device{Device::Kind::kCpu, -1, "cpu"}, {}, absl::Hours(1), {}});

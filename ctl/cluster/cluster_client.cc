@@ -108,23 +108,23 @@ absl::StatusOr<StartJobResponse> ClusterClient::StartJob(int worker,
 }
 
 absl::Status ClusterClient::StopJob(int worker, const std::string& job_id) const {
-  grpc::ClientContext context;
-  context.set_deadline(GrpcDeadline(options_.stop_timeout));
   StopJobRequest request;
   request.set_job_id(job_id);
-  StopJobResponse response;
-  return Named(kWorkerJob, worker, "StopJob",
-               Worker::NewStub(worker_channels_[worker])->StopJob(&context, request, &response));
+  return CallStopJob(worker, request);
 }
 
 absl::Status ClusterClient::AskWorkerToLeave(int worker, const std::string& job_id,
                                             int others_running) const {
-  grpc::ClientContext context;
-  context.set_deadline(GrpcDeadline(options_.stop_timeout));
   StopJobRequest request;
   request.set_job_id(job_id);
   request.set_leave(true);
   request.set_others_running(others_running);
+  return CallStopJob(worker, request);
+}
+
+absl::Status ClusterClient::CallStopJob(int worker, const StopJobRequest& request) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.stop_timeout));
   StopJobResponse response;
   return Named(kWorkerJob, worker, "StopJob",
                Worker::NewStub(worker_channels_[worker])->StopJob(&context, request, &response));

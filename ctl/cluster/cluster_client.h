@@ -133,6 +133,8 @@ class ClusterClient {
   ClusterClient(const ClusterSpec& cluster, const ClusterClientOptions& options,
                 std::unique_ptr<PsClient> ps);
   const std::shared_ptr<grpc::Channel>& Channel(absl::string_view job, int index) const;
+  // StopJob and AskWorkerToLeave's call.
+  absl::Status CallStopJob(int worker, const StopJobRequest& request) const;
   // Calls `method` of ps task `ps` with a deadline `timeout` from now.
   template <typename Request, typename Response>
   absl::StatusOr<Response> CallPs(int ps, absl::string_view name, const Request& request,
