@@ -200,7 +200,7 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
     }
     // Another user's record (a run that ended, or a worker that left and may be asked back)
     // is theirs until it is forgotten.
-    if (it->second->owner != spec.owner()) {
+    if (it->second->spec.owner() != spec.owner()) {
       return absl::AlreadyExistsError(absl::StrCat(
           "worker:", options_.worker_index, " holds another user's record of job \"",
           spec.job_id(), "\" (kept ", absl::FormatDuration(options_.finished_job_retention),
@@ -211,7 +211,6 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   }
   auto job = std::make_unique<RunningJob>();
   job->spec = spec;
-  job->owner = spec.owner();
   job->progress = std::make_shared<ProgressLog>();
   RunningJob* raw = job.get();
   jobs_.emplace(spec.job_id(), std::move(job));
@@ -402,7 +401,7 @@ grpc::ServerUnaryReactor* WorkerService::StopJob(grpc::CallbackServerContext* co
     reactor->Finish(ToGrpcStatus(unknown));
     return reactor;
   }
-  absl::Status allowed = RequireOwner(peer, it->second->owner, request->job_id(), "stop");
+  absl::Status allowed = RequireOwner(peer, it->second->spec.owner(), request->job_id(), "stop");
   if (allowed.ok() && request->leave()) {
     allowed = CheckLeave(*it->second, request->others_running());
   }
@@ -469,7 +468,7 @@ grpc::ServerUnaryReactor* WorkerService::RejoinJob(grpc::CallbackServerContext* 
     return reactor;
   }
   RunningJob& job = *it->second;
-  status = RequireOwner(peer, job.owner, request->job_id(), "rejoin");
+  status = RequireOwner(peer, job.spec.owner(), request->job_id(), "rejoin");
   if (status.ok()) {
     auto [sequence, latest] = job.progress->Latest();
     if (!job.finished || latest.state() != JobProgress::LEFT) {
@@ -509,7 +508,7 @@ std::vector<JobProgress> WorkerService::LatestProgress(const Peer* reader) {
   ForgetFinishedJobsLocked();
   for (const auto& [id, job] : jobs_) {
     if (reader != nullptr &&
-        !RequireJobAccess(*reader, job->owner, id, JobAccess::kRead, "GetStatus").ok()) {
+        !RequireJobAccess(*reader, job->spec.owner(), id, JobAccess::kRead, "GetStatus").ok()) {
       continue;
     }
     auto [sequence, latest] = job->progress->Latest();
@@ -528,7 +527,7 @@ grpc::ServerWriteReactor<JobProgress>* WorkerService::WatchJob(grpc::CallbackSer
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(request->job_id());
     if (it != jobs_.end()) {
-      status = RequireJobAccess(peer, it->second->owner, request->job_id(), JobAccess::kRead,
+      status = RequireJobAccess(peer, it->second->spec.owner(), request->job_id(), JobAccess::kRead,
                                 "WatchJob");
       if (status.ok()) log = it->second->progress;
     }

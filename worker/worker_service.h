@@ -88,8 +88,7 @@ class WorkerService final : public Worker::CallbackService {
     absl::Time finished_at;  // Written before `finished` is set.
     std::shared_ptr<ProgressLog> progress;
     std::thread thread;
-    JobSpec spec;
-    std::string owner;  // JobSpec.owner: who may stop it.
+    JobSpec spec;  // Its owner (JobSpec.owner) may stop it.
     // Who asked it to stop (Peer::Describe), for its last report; under mu_.
     std::string stopped_by;
     // The stop is this worker leaving the running job (StopJobRequest.leave); under mu_.
