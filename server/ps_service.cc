@@ -96,7 +96,11 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
     }
   }
 
-  // Ends the call with `status` before any pull started (its push or rejoin failed).
+  // Keeps `charge` (the request's bytes in the byte budget) until the call is done.
+  void HoldUntilDone(ByteBudget::Charge charge) { request_charge_ = std::move(charge); }
+
+  // Ends the call with `status` before any pull started (its push or rejoin failed); `job` is
+  // null where the request named none found.
   void Fail(std::shared_ptr<ShardJob> job, const absl::Status& status) {
     job_ = std::move(job);
     FinishWith(status);
@@ -133,7 +137,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   // Finishes the call; `this` may be gone when it returns.
   void FinishWith(absl::StatusOr<ShardJob::PullSnapshot> result) {
     if (!result.ok()) {
-      job_->traffic().Count(method_, GrpcCode(result.status()), received_, 0);
+      if (job_ != nullptr) job_->traffic().Count(method_, GrpcCode(result.status()), received_, 0);
       ParameterService::Finish(this, &slot_, result.status());
       return;
     }
@@ -153,6 +157,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   std::shared_ptr<ShardJob> job_;  // Set before a result can arrive.
   std::optional<PushResponse> push_;  // Written in Start, before the result can arrive.
   uint64_t timer_handle_ = 0;         // Written in Start before any path can reach OnDone.
+  ByteBudget::Charge request_charge_;  // Written before any path can reach OnDone.
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
@@ -178,6 +183,8 @@ ParameterService::ParameterService(const ParameterServiceOptions& options)
       max_total_bytes_(options.limits.max_total_bytes > 0 ? options.limits.max_total_bytes
                                                           : DefaultTotalBytes()),
       requests_in_flight_(options.limits.max_requests_per_peer, TaskName()),
+      byte_budget_(ByteBudget::Create(options.limits.max_inflight_bytes, TaskName(), &timer_,
+                                      options.clock)),
       timer_(DeadlineTimerOptions{options.clock}) {
   ps_addresses_ = options.ps_addresses;
 }
@@ -231,6 +238,8 @@ void ParameterService::Shutdown() {
       if (copy.promoted) jobs.emplace(absl::StrCat(key.first, "@", key.second), copy.job);
     }
   }
+  byte_budget_->CancelWaiters(
+      absl::UnavailableError(TaskName() + " is shutting down; retry once it is back"));
   // Stopped first: updates waiting for a backup are answered UNAVAILABLE.
   replicators.clear();
   for (auto& [id, job] : jobs) {
@@ -366,6 +375,7 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
   }
   if (request.replaying()) (*created)->StartReplay(request.replay());
   std::shared_ptr<ShardJob> job = *std::move(created);
+  job->UseByteBudget(byte_budget_);
   // Made before the job is found by any call, so that every change to it is replicated; a
   // replicator left unused (the job was created concurrently) stops as the function returns.
   absl::MutexLock lock(&mu_);
@@ -493,6 +503,7 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
                                pull.has_shard() ? std::optional<int>(pull.shard()) : std::nullopt)
                   : status;
   if (!job.ok()) return Answer(context, &slot, job.status());
+  SendWindow(context, pull.job_id());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPull,
                                   request->Length());
   absl::StatusOr<std::shared_ptr<ShardReplicator>> changes = ChangesThrough(*job);
@@ -531,43 +542,44 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
           Admit(context, "PushPull", RequireMember, &slot, &peer)) {
     return refused;
   }
-  PushRequestHeader header;
-  std::shared_ptr<ShardJob> job;
-  absl::StatusOr<DecodedPush> decoded =
-      DoDecodePush(peer, *request, /*allow_chunks=*/false, &header, &job);
-  if (!decoded.ok()) {
-    if (job != nullptr) {
-      job->traffic().Count(JobMethod::kPushPull, GrpcCode(decoded.status()), request->Length(), 0);
-    }
-    return Answer(context, &slot, decoded.status());
-  }
-  PullRequest pull = header.then_pull();
-  pull.set_job_id(header.job_id());
-  pull.set_worker(header.worker());
-  pull.set_run_id(header.run_id());
-  if (header.has_shard()) pull.set_shard(header.shard());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPushPull,
                                   request->Length());
-  auto then_pull = [reactor, job, pull](absl::StatusOr<PushResponse> pushed) {
-    if (pushed.ok()) {
-      reactor->Start(job, pull, *std::move(pushed));
-    } else {
-      reactor->Fail(job, pushed.status());
-    }
-  };
-  if (PushResponse* answer = std::get_if<PushResponse>(&*decoded)) {
-    then_pull(*answer);
-  } else {
-    ApplyPush(job, std::get<ShardJob::ReadyPush>(*std::move(decoded)), std::move(then_pull));
-  }
+  reactor->HoldUntilDone(byte_budget_->ChargeRequest(request->Length()));
+  DecodePushInBudget(
+      context, peer, request, /*allow_chunks=*/false, nullptr,
+      [this, context, reactor](std::shared_ptr<ShardJob> job, const PushRequestHeader& header,
+                               absl::StatusOr<DecodedPush> decoded) {
+        if (job != nullptr) SendWindow(context, header.job_id());
+        if (!decoded.ok()) {
+          reactor->Fail(job, decoded.status());
+          return;
+        }
+        PullRequest pull = header.then_pull();
+        pull.set_job_id(header.job_id());
+        pull.set_worker(header.worker());
+        pull.set_run_id(header.run_id());
+        if (header.has_shard()) pull.set_shard(header.shard());
+        auto then_pull = [reactor, job, pull](absl::StatusOr<PushResponse> pushed) {
+          if (pushed.ok()) {
+            reactor->Start(job, pull, *std::move(pushed));
+          } else {
+            reactor->Fail(job, pushed.status());
+          }
+        };
+        if (PushResponse* answer = std::get_if<PushResponse>(&*decoded)) {
+          then_pull(*answer);
+        } else {
+          ApplyPush(job, std::get<ShardJob::ReadyPush>(*std::move(decoded)),
+                    std::move(then_pull));
+        }
+      });
   return reactor;
 }
 
-absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(const Peer& peer,
-                                                           const grpc::ByteBuffer& request,
-                                                           bool allow_chunks,
-                                                           PushRequestHeader* header,
-                                                           std::shared_ptr<ShardJob>* job) {
+absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
+    const Peer& peer, const grpc::ByteBuffer& request, bool allow_chunks,
+    PushRequestHeader* header, std::shared_ptr<ShardJob>* job, int64_t* wait_bytes,
+    ByteBudget::Charge* reservation) {
   const char* method = allow_chunks ? "Push" : "PushPull";
   return DecodePush(
       request, allow_chunks,
@@ -575,9 +587,17 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(const Peer& peer,
         absl::Status allowed =
             RequireWorkerHost(peer, decoded.worker(), options_.worker_hosts, method);
         if (!allowed.ok()) return allowed;
-        return FindJobFor(
+        absl::StatusOr<std::shared_ptr<ShardJob>> found = FindJobFor(
             peer, decoded.job_id(), JobAccess::kData, method,
             decoded.has_shard() ? std::optional<int>(decoded.shard()) : std::nullopt);
+        if (!found.ok() || wait_bytes == nullptr) return found;
+        const int64_t bytes = (*found)->NewPushBufferBytes(decoded);
+        if (bytes == 0) return found;
+        *reservation = byte_budget_->TryReserveBuffer(bytes);
+        if (*reservation != nullptr) return found;
+        *wait_bytes = bytes;
+        // Stops the decoder before anything is taken; the caller parks the call.
+        return absl::ResourceExhaustedError("no room in the byte budget now");
       },
       header, job);
 }
@@ -620,28 +640,32 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
   if (grpc::ServerUnaryReactor* refused = Admit(context, "Push", RequireMember, &slot, &peer)) {
     return refused;
   }
-  PushRequestHeader header;
-  std::shared_ptr<ShardJob> job;
-  absl::StatusOr<DecodedPush> decoded =
-      DoDecodePush(peer, *request, /*allow_chunks=*/true, &header, &job);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto answer = [reactor, response, job, received = request->Length(),
-                 slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
-                    absl::StatusOr<PushResponse> result) {
-    if (result.ok()) *response = SerializeToByteBuffer(*result);
-    if (job != nullptr) {
-      job->traffic().Count(JobMethod::kPush, GrpcCode(result.status()), received,
-                           result.ok() ? response->Length() : 0);
-    }
-    Finish(reactor, slot.get(), result.status());
-  };
-  if (!decoded.ok()) {
-    answer(decoded.status());
-  } else if (PushResponse* answered = std::get_if<PushResponse>(&*decoded)) {
-    answer(*answered);
-  } else {
-    ApplyPush(job, std::get<ShardJob::ReadyPush>(*std::move(decoded)), std::move(answer));
-  }
+  DecodePushInBudget(
+      context, peer, request, /*allow_chunks=*/true, nullptr,
+      [this, context, reactor, response, received = request->Length(),
+       slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot)),
+       charge = byte_budget_->ChargeRequest(request->Length())](
+          std::shared_ptr<ShardJob> job, const PushRequestHeader& header,
+          absl::StatusOr<DecodedPush> decoded) {
+        if (job != nullptr) SendWindow(context, header.job_id());
+        auto answer = [reactor, response, job, received, slot, charge](
+                          absl::StatusOr<PushResponse> result) {
+          if (result.ok()) *response = SerializeToByteBuffer(*result);
+          if (job != nullptr) {
+            job->traffic().Count(JobMethod::kPush, GrpcCode(result.status()), received,
+                                 result.ok() ? response->Length() : 0);
+          }
+          Finish(reactor, slot.get(), result.status());
+        };
+        if (!decoded.ok()) {
+          answer(decoded.status());
+        } else if (PushResponse* answered = std::get_if<PushResponse>(&*decoded)) {
+          answer(*answered);
+        } else {
+          ApplyPush(job, std::get<ShardJob::ReadyPush>(*std::move(decoded)), std::move(answer));
+        }
+      });
   return reactor;
 }
 

@@ -23,6 +23,7 @@
 #include "common/metrics/metrics.h"
 #include "common/security/peer_identity.h"
 #include "proto/ps_service.grpc.pb.h"
+#include "server/byte_budget.h"
 #include "server/deadline_timer.h"
 #include "server/io_thread.h"
 #include "server/requests_in_flight.h"
@@ -47,6 +48,10 @@ struct ServiceLimits {
   // flight per shard (16 with PsConnections' defaults), so that even the 16 workers of a local
   // cluster sharing one host certificate stay well below the default.
   int max_requests_per_peer = 1024;
+  // The bytes of pushes held at once by all jobs and connections together: push buffers being
+  // filled or applied, and push requests received (server/byte_budget.h, --max_inflight_mb).
+  // 0: no budget.
+  int64_t max_inflight_bytes = int64_t{1} << 30;
 };
 
 struct ParameterServiceOptions {
@@ -286,9 +291,28 @@ class ParameterService final : public ParameterServerBase {
   // Decodes a push from `peer` (DecodePush); `header` receives its header, `job` the job it
   // named once found (else it stays null). Chunks (total_chunks >= 2) are INVALID_ARGUMENT
   // unless `allow_chunks`.
+  // With `wait_bytes`: a push that would start a push buffer first reserves its room in the
+  // byte budget into `*reservation`; when there is none now it is not decoded, and
+  // `*wait_bytes` says how much room it waits for.
   absl::StatusOr<DecodedPush> DoDecodePush(const Peer& peer, const grpc::ByteBuffer& request,
                                            bool allow_chunks, PushRequestHeader* header,
-                                           std::shared_ptr<ShardJob>* job);
+                                           std::shared_ptr<ShardJob>* job,
+                                           int64_t* wait_bytes = nullptr,
+                                           ByteBudget::Charge* reservation = nullptr);
+  // DoDecodePush within the byte budget (ps_service_budget.cc): a push that would start a push
+  // buffer the budget has no room for is parked, without a thread, until there is; `then` gets
+  // the job (null where none was found), the header and the outcome, once, on this thread or
+  // the budget's. A call parked until its deadline gets UNAVAILABLE, saying why.
+  using PushDecoded = std::function<void(std::shared_ptr<ShardJob> job,
+                                         const PushRequestHeader& header,
+                                         absl::StatusOr<DecodedPush> decoded)>;
+  void DecodePushInBudget(grpc::CallbackServerContext* context, const Peer& peer,
+                          const grpc::ByteBuffer* request, bool allow_chunks,
+                          ByteBudget::Charge reservation, PushDecoded then);
+  // Tells the caller of `context`, a client working for job `job_id`, how many bytes it may keep
+  // in flight to this ps (ByteBudget::Window; the trailing metadata "ps-window-bytes"). Before
+  // the call is finished.
+  void SendWindow(grpc::CallbackServerContext* context, const std::string& job_id);
   std::string TaskName() const;
   // Who may make a call (common/security/peer_identity.h): RequireMember, RequireUser.
   using AccessRule = absl::Status (*)(const Peer& peer, absl::string_view method);
@@ -378,6 +402,8 @@ class ParameterService final : public ParameterServerBase {
 
   // Before the members below, whose work finishes calls (and so gives their places back).
   RequestsInFlight requests_in_flight_;
+  // Every job's push buffers are charged to it (ShardJob::UseByteBudget).
+  const std::shared_ptr<ByteBudget> byte_budget_;
 
   // Declared last, so destroyed first: their work uses the members above.
   DeadlineTimer timer_;

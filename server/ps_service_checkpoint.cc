@@ -298,6 +298,7 @@ absl::Status ParameterService::DoRestoreJob(const RestoreJobRequest& request, co
                        ResumePointOf(manifest, request.spec().num_workers()), options_.clock);
   if (!resumed.ok()) return resumed.status();
   std::shared_ptr<ShardJob> job = *std::move(resumed);
+  job->UseByteBudget(byte_budget_);
   {
     absl::MutexLock lock(&mu_);
     if (!jobs_.emplace(id, job).second) {

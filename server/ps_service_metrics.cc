@@ -253,6 +253,7 @@ void ParameterService::WriteMetrics(MetricsWriter* writer) {
   writer->Family("ps_jobs", "Jobs this ps holds (finished ones until forgotten).",
                  MetricType::kGauge);
   writer->Sample("ps_jobs", {{"shard", shard}}, static_cast<double>(jobs.size()));
+  byte_budget_->WriteMetrics(writer, {{"shard", shard}});
   if (jobs.empty()) return;
   std::vector<JobStats> stats;
   std::vector<JobView> views;

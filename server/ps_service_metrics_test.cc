@@ -330,14 +330,25 @@ TEST_F(MetricsTest, SyncBarrierWaitIsTimedOnTheShardAndReportedToTheWorker) {
             2);
 }
 
-TEST_F(MetricsTest, NoJobsAndNoCallsIsOneSampleBesideTheProcess) {
+TEST_F(MetricsTest, NoJobsAndNoCallsIsTheJobCountAndAnIdleByteBudgetBesideTheProcess) {
   std::map<std::string, double> samples = Scrape();
   EXPECT_GT(Value(samples, "process_resident_memory_bytes"), 0);
   EXPECT_GT(Value(samples, "process_cpu_seconds_total"), 0);
   for (auto it = samples.begin(); it != samples.end();) {
     it = it->first.rfind("process_", 0) == 0 ? samples.erase(it) : std::next(it);
   }
-  EXPECT_EQ(samples, (std::map<std::string, double>{{R"(ps_jobs{shard="0"})", 0}}));
+  EXPECT_EQ(samples, (std::map<std::string, double>{
+                         {R"(ps_jobs{shard="0"})", 0},
+                         {R"(ps_byte_budget_bytes{shard="0"})", 1 << 30},
+                         {R"(ps_byte_budget_buffer_bytes{shard="0"})", 0},
+                         {R"(ps_byte_budget_request_bytes{shard="0"})", 0},
+                         {R"(ps_byte_budget_peak_bytes{shard="0"})", 0},
+                         {R"(ps_byte_budget_waiting_calls{shard="0"})", 0},
+                         {R"(ps_byte_budget_clients{shard="0"})", 0},
+                         {R"(ps_byte_budget_waits_total{shard="0"})", 0},
+                         {R"(ps_byte_budget_wait_timeouts_total{shard="0"})", 0},
+                         {R"(ps_byte_budget_wait_seconds_total{shard="0"})", 0},
+                     }));
 }
 
 TEST_F(MetricsTest, TaskInfoNamesTheMetricsPort) {

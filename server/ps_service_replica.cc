@@ -426,6 +426,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
           slot.promoted = false;
         }
         slot.job = std::shared_ptr<ShardJob>(*std::move(copy));
+        slot.job->UseByteBudget(byte_budget_);
         slot.generation = ++backup_generation_;
         slot.streaming = true;
         *binding = BackupBinding{install.job_id(), slot.generation, slot.job, input.seq()};

@@ -275,7 +275,7 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
   }
   const int64_t sparse = sparse_->Floats(header.sparse());
   std::shared_ptr<std::vector<float>> buffer =
-      sparse == 0 ? push_buffers_->Acquire(num_elements_)
+      sparse == 0 ? AcquirePushBuffer(num_elements_)
                   : std::make_shared<std::vector<float>>(num_elements_ + sparse);
   destinations->clear();
   for (const auto& slice : slices_) {
@@ -283,6 +283,27 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
   }
   if (sparse > 0) destinations->emplace_back(buffer->data() + num_elements_, sparse);
   return buffer;
+}
+
+void ShardJob::UseByteBudget(std::shared_ptr<ByteBudget> budget) {
+  absl::MutexLock lock(&budget_mu_);
+  byte_budget_ = std::move(budget);
+}
+
+std::shared_ptr<std::vector<float>> ShardJob::AcquirePushBuffer(size_t floats) {
+  std::shared_ptr<std::vector<float>> buffer = push_buffers_->Acquire(floats);
+  ByteBudget::Charge charge;
+  {
+    absl::MutexLock lock(&budget_mu_);
+    if (byte_budget_ != nullptr) {
+      charge = byte_budget_->ChargeBuffer(static_cast<int64_t>(floats * sizeof(float)));
+    }
+  }
+  if (charge == nullptr) return buffer;
+  // The same buffer, whose last owner gives it back to the pool and the bytes to the budget.
+  std::vector<float>* raw = buffer.get();
+  return std::shared_ptr<std::vector<float>>(
+      raw, [buffer = std::move(buffer), charge = std::move(charge)](std::vector<float>*) {});
 }
 
 PushResponse ShardJob::DuplicateLocked(bool count) {

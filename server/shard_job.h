@@ -43,6 +43,7 @@
 #include "common/job/partitioner.h"
 #include "proto/ps_service.pb.h"
 #include "server/buffer_pool.h"
+#include "server/byte_budget.h"
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/clock.h"
 #include "common/metrics/metrics.h"
@@ -149,6 +150,14 @@ class ShardJob {
   absl::StatusOr<PushResponse> PushChunkDone(const PushRequestHeader& header, bool finite)
       ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_, aggregate_mu_);
   void AbandonChunk(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
+
+  // The ps's byte budget (server/byte_budget.h): every push buffer this job takes from now on is
+  // charged to it while held. Null: none (the default).
+  void UseByteBudget(std::shared_ptr<ByteBudget> budget) ABSL_LOCKS_EXCLUDED(budget_mu_);
+  // The bytes of the push buffer a push request with `header` would start on this shard: the
+  // shard's gradient for a whole push or the first chunk of a push to come in; 0 for a later
+  // chunk of the push being assembled. The service reserves them before decoding.
+  int64_t NewPushBufferBytes(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_);
 
   // Marks `worker` of run `run_id` as done with the job: SSP pulls no longer wait for its clock,
   // and SYNC steps no longer wait for its gradient (see SyncRule::AggregateSize; an open step
@@ -514,6 +523,11 @@ class ShardJob {
   // Push buffers (the shard's size) and the slices' values (copied on write) come from
   // separate pools, so that neither allocates and faults in fresh pages on every push.
   std::shared_ptr<BufferPool> push_buffers_ = BufferPool::Create();
+  // A push buffer from push_buffers_ of `floats`, charged to the byte budget while held.
+  std::shared_ptr<std::vector<float>> AcquirePushBuffer(size_t floats)
+      ABSL_LOCKS_EXCLUDED(budget_mu_);
+  absl::Mutex budget_mu_;
+  std::shared_ptr<ByteBudget> byte_budget_ ABSL_GUARDED_BY(budget_mu_);
   std::shared_ptr<BufferPool> value_buffers_;  // Keeps one spare buffer per slice.
 
   // Chunked pushes being assembled, by worker (null: none).

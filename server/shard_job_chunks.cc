@@ -29,6 +29,19 @@ std::string ChunkName(const PushRequestHeader& header) {
 
 }  // namespace
 
+int64_t ShardJob::NewPushBufferBytes(const PushRequestHeader& header) {
+  const int64_t bytes = num_elements_ * static_cast<int64_t>(sizeof(float));
+  if (!IsChunk(header)) return bytes;
+  absl::MutexLock lock(&chunks_mu_);
+  // A worker out of range is refused as the chunk is decoded, before any buffer.
+  if (header.worker() < 0 || header.worker() >= static_cast<int>(assemblies_.size())) return 0;
+  const std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
+  const bool assembling = assembly != nullptr &&
+                          assembly->header.incarnation() == header.incarnation() &&
+                          assembly->header.push_id() == header.push_id();
+  return assembling ? 0 : bytes;
+}
+
 absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushRequestHeader& header) {
   const std::string prefix = JobPrefix(spec_.job_id());
   absl::Status status = CheckPushSender(header);
@@ -77,7 +90,7 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
     assembly->header = header;
     assembly->header.clear_chunk_offset();
     assembly->header.clear_chunk_size();
-    assembly->buffer = push_buffers_->Acquire(num_elements_);
+    assembly->buffer = AcquirePushBuffer(num_elements_);
   } else if (!SamePush(assembly->header, header)) {
     CountRejected("chunk");
     return absl::InvalidArgumentError(absl::StrCat(

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <random>
 
 #include <grpc/grpc.h>
 #include <grpcpp/client_context.h>
@@ -10,6 +11,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/net/grpc_deadline.h"
@@ -23,6 +25,23 @@ namespace ps {
 namespace {
 
 constexpr char kServicePrefix[] = "/ps.ParameterServer/";
+// The metadata this client names itself with, and where a ps answers with its window
+// (server/byte_budget.h).
+constexpr char kClientIdKey[] = "ps-client-id";
+constexpr char kWindowKey[] = "ps-window-bytes";
+
+// The calls whose answers carry a window.
+bool IsDataCall(const std::string& method) {
+  return method == "Pull" || method == "Push" || method == "PushPull";
+}
+
+// 128 bits from the system's random source: clients of one ps never share an id by chance.
+std::string RandomClientId() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&id, absl::Hex(random(), absl::kZeroPad8));
+  return id;
+}
 
 }  // namespace
 
@@ -96,10 +115,11 @@ class PsConnections::Window {
   // marked ready, not taken), unless a call has failed for good.
   void TakeReadyLocked(size_t ps, std::vector<size_t>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Shard& shard = shards_[ps];
-    const int64_t window = connections_.options_.max_bytes_in_flight_per_ps;
     while (!stopped_ && !shard.queue.empty()) {
       const size_t next = shard.queue.front();
       const int64_t bytes = in_flight_[next]->bytes;
+      const int64_t window =
+          connections_.WindowBytes(static_cast<int>(ps), calls_[pending_[next]].method);
       if (shard.calls > 0 && shard.bytes + bytes > window) return;
       shard.queue.pop_front();
       ++shard.calls;
@@ -132,6 +152,7 @@ class PsConnections::Window {
     InFlight* raw = in_flight_[position].get();
     raw->context.set_deadline(GrpcDeadline(call.timeout));
     raw->task = connections_.TaskFor(call);
+    raw->context.AddMetadata(kClientIdKey, connections_.client_id_);
     connections_.ConnectionFor(call, raw->task).stub->UnaryCall(
         &raw->context, kServicePrefix + call.method, grpc::StubOptions(), &raw->request,
         &raw->response, [this, position](grpc::Status status) { Done(position, status); });
@@ -144,6 +165,7 @@ class PsConnections::Window {
     InFlight* raw = in_flight_[own_].get();
     raw->context.set_deadline(GrpcDeadline(call.timeout));
     raw->task = connections_.TaskFor(call);
+    raw->context.AddMetadata(kClientIdKey, connections_.client_id_);
     grpc::CompletionQueue queue;
     std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader =
         connections_.ConnectionFor(call, raw->task).stub->PrepareUnaryCall(
@@ -166,6 +188,7 @@ class PsConnections::Window {
     const Call& call = calls_[pending_[position]];
     InFlight& state = *in_flight_[position];
     state.status = status;
+    connections_.TakeWindow(call, state.context);
     const bool failed = !status.ok() && (!Retryable(call, FromGrpcStatus(status)) || last_);
     std::vector<size_t> ready;
     {
@@ -230,6 +253,37 @@ absl::StatusOr<std::unique_ptr<PsConnections>> PsConnections::Create(
     }
   }
   return connections;
+}
+
+PsConnections::PsConnections(const PsClientOptions& options)
+    : options_(options),
+      routes_(options.ps_addresses.size()),
+      client_id_(RandomClientId()),
+      windows_(options.ps_addresses.size()) {
+  for (size_t shard = 0; shard < routes_.size(); ++shard) {
+    routes_[shard] = static_cast<int>(shard);
+    windows_[shard] = 0;
+  }
+}
+
+int64_t PsConnections::WindowBytes(int ps, const std::string& method) const {
+  if (!IsDataCall(method)) return options_.max_bytes_in_flight_per_ps;
+  return std::min(options_.max_bytes_in_flight_per_ps,
+                  windows_[ps].load(std::memory_order_relaxed));
+}
+
+void PsConnections::TakeWindow(const Call& call, const grpc::ClientContext& context) const {
+  if (!IsDataCall(call.method)) return;
+  int64_t window = options_.max_bytes_in_flight_per_ps;
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto sent = trailers.find(kWindowKey);
+  int64_t value = 0;
+  if (sent != trailers.end() &&
+      absl::SimpleAtoi(absl::string_view(sent->second.data(), sent->second.size()), &value) &&
+      value > 0) {
+    window = value;
+  }
+  windows_[call.ps].store(window, std::memory_order_relaxed);
 }
 
 std::string PsConnections::ShardName(int ps) const {

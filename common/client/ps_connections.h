@@ -7,7 +7,10 @@
 // a repeated push_id). Errors name the shard ("ps:1 (10.0.0.2:2222): Push: ...") and keep the
 // server's status code. The calls of a batch to one shard keep at most
 // max_bytes_in_flight_per_ps in flight (backpressure): a large push's chunks go out as earlier
-// ones are answered, not all at once.
+// ones are answered, not all at once. A ps with a byte budget (server/byte_budget.h) answers every
+// data call (Pull, Push, PushPull) with a smaller window for this client ("ps-window-bytes"), which
+// its later calls keep to; before the first such answer, data calls go to a ps one at a time.
+// Every call names this client ("ps-client-id", random) so that the ps can share windows out.
 #ifndef PS_COMMON_CLIENT_PS_CONNECTIONS_H_
 #define PS_COMMON_CLIENT_PS_CONNECTIONS_H_
 
@@ -121,6 +124,11 @@ class PsConnections {
   int Route(int shard) const { return routes_[shard].load(std::memory_order_acquire); }
   void Failover(int shard, int from);
 
+  // The bytes this client keeps in flight to shard `ps` in one batch, for a call of `method`:
+  // max_bytes_in_flight_per_ps, or for a data call less where the ps said so, and 0 before any
+  // answer to one (one call at a time).
+  int64_t WindowBytes(int ps, const std::string& method) const;
+
  private:
   struct Connection {
     std::shared_ptr<grpc::Channel> channel;
@@ -129,18 +137,16 @@ class PsConnections {
   struct InFlight;
   class Window;
 
-  explicit PsConnections(const PsClientOptions& options)
-      : options_(options), routes_(options.ps_addresses.size()) {
-    for (size_t shard = 0; shard < routes_.size(); ++shard) {
-      routes_[shard] = static_cast<int>(shard);
-    }
-  }
+  explicit PsConnections(const PsClientOptions& options);
   // The task `call` goes to now, and one of its connections there.
   int TaskFor(const Call& call) const;
   const Connection& ConnectionFor(const Call& call, int task) const;
   // Whether `call` is made again after failing with `status`: UNAVAILABLE, and for a replicated
   // call also CANCELLED.
   static bool Retryable(const Call& call, const absl::Status& status);
+  // Takes the window in a data call's answer (its trailing metadata in `context`), or
+  // max_bytes_in_flight_per_ps where the ps sent none.
+  void TakeWindow(const Call& call, const grpc::ClientContext& context) const;
   // Makes calls[i] for every i in `pending` once, as RunCalls says; returns when every call
   // made is done. On the `last` attempt, UNAVAILABLE fails a call for good too.
   std::vector<std::unique_ptr<InFlight>> Attempt(const std::vector<Call>& calls,
@@ -151,6 +157,9 @@ class PsConnections {
   // connections_[ps][i].
   std::vector<std::vector<Connection>> connections_;
   std::vector<std::atomic<int>> routes_;  // Per shard: the task its replicated calls go to.
+  const std::string client_id_;           // "ps-client-id".
+  // Per shard: the window its last data call's answer gave; 0 before any.
+  mutable std::vector<std::atomic<int64_t>> windows_;
 };
 
 }  // namespace ps

@@ -1,0 +1,148 @@
+// The bytes of pushes one ps holds at once, across all its jobs and connections (ps_server
+// --max_inflight_mb): a bound on the memory that workers' traffic makes a ps hold, beyond the
+// jobs' own values and slots (ServiceLimits). It has two parts.
+//
+// - Push buffers, three quarters of the budget: a push's gradient decoded on its shard, held from
+//   its first chunk until it is applied (ShardJob charges each buffer it takes, ChargeBuffer).
+//   A call that would start a new buffer first reserves its bytes (TryReserveBuffer); when the
+//   buffers held leave no room, the call is parked without holding a thread (WaitForBuffer) and
+//   let in as buffers are freed, the jobs with calls waiting taking turns. A buffer larger than
+//   this part is let in alone.
+// - Requests, the other quarter: the bytes of push calls received and not yet answered
+//   (ChargeRequest). The ps cannot refuse bytes already sent, so it tells every client how much
+//   to keep in flight to it (Window, sent back on every data call as the trailing metadata
+//   "ps-window-bytes"): this part shared equally between the jobs whose clients called in the
+//   last second, and within a job between its clients. Clients name themselves in the metadata
+//   "ps-client-id" (common/client/ps_connections.h keeps to its window).
+//
+// So a ps holds at most the budget in push buffers and requests, plus what clients have in flight
+// while their windows shrink, plus one call of each client that has no window yet. Metrics:
+// WriteMetrics (docs/REFERENCE.md, "Metrics").
+#ifndef PS_SERVER_BYTE_BUDGET_H_
+#define PS_SERVER_BYTE_BUDGET_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/metrics/metrics.h"
+#include "server/deadline_timer.h"
+
+namespace ps {
+
+// Thread-safe. Charges and reservations keep the budget alive; its timer must outlive its parked
+// calls (CancelWaiters first).
+class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
+ public:
+  // What the caller holds until it drops it: the bytes go back to the budget then. Null when the
+  // budget is off.
+  using Charge = std::shared_ptr<void>;
+  // A parked call's answer: its reservation, or UNAVAILABLE when it waited until `deadline`.
+  using Resume = std::function<void(absl::StatusOr<Charge>)>;
+
+  // `budget_bytes` 0: no budget (every reservation granted at once, no window sent). `server`
+  // ("ps:0") names this ps in messages. Parked calls resume, and time out, on `timer`'s thread
+  // (not owned), whose clock `clock` is.
+  static std::shared_ptr<ByteBudget> Create(int64_t budget_bytes, std::string server,
+                                            DeadlineTimer* timer, Clock* clock = Clock::Real());
+  ~ByteBudget();
+
+  bool enabled() const { return budget_ > 0; }
+  int64_t budget_bytes() const { return budget_; }
+  int64_t buffer_part() const { return budget_ - budget_ / 4; }
+  int64_t request_part() const { return budget_ / 4; }
+
+  // A push buffer of `bytes` now held, whatever the room (one a reservation made room for).
+  Charge ChargeBuffer(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Room for a new push buffer of `bytes`, reserved until the charge is dropped; null when
+  // there is none now or calls are parked before it (then call WaitForBuffer), and when the
+  // budget is off.
+  Charge TryReserveBuffer(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Parks a call that found no room: `resume` runs once with the reservation when there is room
+  // and its turn comes, or with UNAVAILABLE at `deadline` (saying what it waited for), or when
+  // the budget is cancelled (CancelWaiters). It runs on the timer's thread, never inside this
+  // call, and must not block.
+  void WaitForBuffer(const std::string& job, int64_t bytes, absl::Time deadline, Resume resume)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends every parked call with `status`, on this thread, and parks no more (the ps is shutting
+  // down).
+  void CancelWaiters(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The bytes of a push call just received, held until the call is answered.
+  Charge ChargeRequest(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // How many bytes `client`, working for `job`, may keep in flight to this ps from now on
+  // (the "ps-window-bytes" it is sent); at least 1. Notes the client as active.
+  int64_t Window(const std::string& client, const std::string& job) ABSL_LOCKS_EXCLUDED(mu_);
+
+  struct Stats {
+    int64_t buffer_bytes = 0;   // Held by push buffers and reservations now.
+    int64_t request_bytes = 0;  // Of requests being handled now.
+    int64_t peak_bytes = 0;     // The most of both together so far.
+    int waiting = 0;            // Calls parked now.
+    int64_t waits = 0;          // Calls parked so far.
+    int64_t timeouts = 0;       // Of those, ended UNAVAILABLE at their deadline.
+    double wait_seconds = 0;    // Their time parked, together.
+    int clients = 0;            // Active in the last second.
+    int jobs = 0;               // Of the active clients.
+  };
+  Stats GetStats() ABSL_LOCKS_EXCLUDED(mu_);
+  // The budget's gauges and counters (ps_byte_budget_*), each one sample with `labels`; none
+  // when the budget is off.
+  void WriteMetrics(MetricsWriter* writer, const MetricLabels& labels) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Waiter {
+    uint64_t id = 0;
+    int64_t bytes = 0;
+    absl::Time since;
+    Resume resume;
+  };
+  struct Client {
+    std::string job;
+    absl::Time seen;
+  };
+
+  ByteBudget(int64_t budget_bytes, std::string server, DeadlineTimer* timer, Clock* clock);
+  Charge Hold(int64_t bytes, bool buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Give(int64_t bytes, bool buffer) ABSL_LOCKS_EXCLUDED(mu_);
+  bool RoomLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Lets in the waiters there is room for, the jobs taking turns; their resumes go to the timer.
+  void LetInLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TimeOut(const std::string& job, uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void ForgetIdleClientsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string HeldTextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int64_t budget_;
+  const std::string server_;
+  // Runs resumes and deadlines off the callers' threads (a charge may be dropped under a
+  // shard's lock).
+  DeadlineTimer* const timer_;
+  Clock* const clock_;
+
+  absl::Mutex mu_;
+  int64_t buffer_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t request_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int buffers_ ABSL_GUARDED_BY(mu_) = 0;  // Push buffers and reservations held.
+  // Parked calls by job, in arrival order; `next_job_` is the job whose turn is next.
+  std::map<std::string, std::deque<Waiter>> waiting_ ABSL_GUARDED_BY(mu_);
+  std::string next_job_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_waiter_ ABSL_GUARDED_BY(mu_) = 1;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t waits_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t timeouts_ ABSL_GUARDED_BY(mu_) = 0;
+  double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Client> clients_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_BYTE_BUDGET_H_

@@ -1,0 +1,67 @@
+// ParameterService within its byte budget (server/byte_budget.h): pushes parked until their push
+// buffer fits, and the window every data call's answer gives its client.
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/ps_service.h"
+
+namespace ps {
+namespace {
+
+// The metadata a client names itself with (common/client/ps_connections.h), and the one that
+// answers it with its window.
+constexpr char kClientIdKey[] = "ps-client-id";
+constexpr char kWindowKey[] = "ps-window-bytes";
+
+// A parked push is answered this long before its client's own deadline, so that the client
+// gets the reason rather than a bare DEADLINE_EXCEEDED.
+constexpr absl::Duration kParkMargin = absl::Milliseconds(100);
+
+}  // namespace
+
+void ParameterService::DecodePushInBudget(grpc::CallbackServerContext* context, const Peer& peer,
+                                          const grpc::ByteBuffer* request, bool allow_chunks,
+                                          ByteBudget::Charge reservation, PushDecoded then) {
+  PushRequestHeader header;
+  std::shared_ptr<ShardJob> job;
+  int64_t wait_bytes = 0;
+  // A call let in by the budget holds its reservation and is not checked again.
+  const bool check = byte_budget_->enabled() && reservation == nullptr;
+  absl::StatusOr<DecodedPush> decoded =
+      DoDecodePush(peer, *request, allow_chunks, &header, &job, check ? &wait_bytes : nullptr,
+                   &reservation);
+  if (wait_bytes == 0) {
+    then(std::move(job), header, std::move(decoded));
+    return;  // `reservation` goes now: the buffer it made room for holds its own charge.
+  }
+  // The budget's clock (a test's simulated one) for the wait; the client's deadline is real.
+  const absl::Duration left = std::min(
+      options_.default_wait_timeout,
+      absl::FromChrono(context->deadline()) - absl::Now() - kParkMargin);
+  byte_budget_->WaitForBuffer(
+      header.job_id(), wait_bytes, options_.clock->Now() + std::max(left, absl::ZeroDuration()),
+      [this, context, peer, request, allow_chunks,
+       then = std::move(then)](absl::StatusOr<ByteBudget::Charge> room) mutable {
+        if (!room.ok()) {
+          then(nullptr, PushRequestHeader(), room.status());
+          return;
+        }
+        DecodePushInBudget(context, peer, request, allow_chunks, *std::move(room),
+                           std::move(then));
+      });
+}
+
+void ParameterService::SendWindow(grpc::CallbackServerContext* context,
+                                  const std::string& job_id) {
+  if (!byte_budget_->enabled()) return;
+  const auto& metadata = context->client_metadata();
+  auto id = metadata.find(kClientIdKey);
+  // A client that does not name itself is its connection.
+  const std::string client = id != metadata.end() ? std::string(id->second.data(), id->second.size())
+                                                  : context->peer();
+  context->AddTrailingMetadata(kWindowKey, absl::StrCat(byte_budget_->Window(client, job_id)));
+}
+
+}  // namespace ps
