@@ -30,7 +30,8 @@ ByteBudget::~ByteBudget() {
   CancelWaiters(absl::UnavailableError(server_ + " is shutting down; retry once it is back"));
 }
 
-ByteBudget::Charge ByteBudget::Hold(int64_t bytes, bool buffer) {
+ByteBudget::Charge ByteBudget::Hold(int64_t bytes, bool buffer, const std::string& group) {
+  if (!group.empty()) ++groups_[group];
   if (buffer) {
     buffer_bytes_ += bytes;
     ++buffers_;
@@ -42,11 +43,12 @@ ByteBudget::Charge ByteBudget::Hold(int64_t bytes, bool buffer) {
   // no thread, so the last owner may be any thread).
   std::shared_ptr<ByteBudget> self = shared_from_this();
   return Charge(static_cast<void*>(this),
-                [self, bytes, buffer](void*) { self->Give(bytes, buffer); });
+                [self, bytes, buffer, group](void*) { self->Give(bytes, buffer, group); });
 }
 
-void ByteBudget::Give(int64_t bytes, bool buffer) {
+void ByteBudget::Give(int64_t bytes, bool buffer, const std::string& group) {
   absl::MutexLock lock(&mu_);
+  if (!group.empty() && --groups_[group] == 0) groups_.erase(group);
   if (buffer) {
     buffer_bytes_ -= bytes;
     --buffers_;
@@ -60,21 +62,30 @@ bool ByteBudget::RoomLocked(int64_t bytes) const {
   return buffers_ == 0 || buffer_bytes_ + bytes <= buffer_part();
 }
 
-ByteBudget::Charge ByteBudget::ChargeBuffer(int64_t bytes) {
+ByteBudget::Charge ByteBudget::ChargeBuffer(int64_t bytes, const std::string& group) {
   if (!enabled()) return nullptr;
   absl::MutexLock lock(&mu_);
-  return Hold(bytes, /*buffer=*/true);
+  return Hold(bytes, /*buffer=*/true, group);
 }
 
-ByteBudget::Charge ByteBudget::TryReserveBuffer(int64_t bytes) {
+ByteBudget::Charge ByteBudget::TryReserveBuffer(int64_t bytes, const std::string& group) {
   if (!enabled()) return nullptr;
   absl::MutexLock lock(&mu_);
+  if (AdmittedLocked(group)) return Hold(0, /*buffer=*/false, group);
   if (!waiting_.empty() || !RoomLocked(bytes)) return nullptr;
-  return Hold(bytes, /*buffer=*/true);
+  return Hold(bytes, /*buffer=*/true, group);
 }
 
-void ByteBudget::WaitForBuffer(const std::string& job, int64_t bytes, absl::Time deadline,
-                               Resume resume) {
+void ByteBudget::ResumeLocked(Waiter waiter, Charge charge) {
+  wait_seconds_ += absl::ToDoubleSeconds(clock_->Now() - waiter.since);
+  timer_->Schedule(absl::InfinitePast(),
+                   [resume = std::move(waiter.resume), charge = std::move(charge)]() mutable {
+                     resume(std::move(charge));
+                   });
+}
+
+void ByteBudget::WaitForBuffer(const std::string& job, const std::string& group, int64_t bytes,
+                               absl::Time deadline, Resume resume) {
   absl::MutexLock lock(&mu_);
   if (cancelled_) {
     timer_->Schedule(absl::InfinitePast(), [resume = std::move(resume)] {
@@ -84,12 +95,17 @@ void ByteBudget::WaitForBuffer(const std::string& job, int64_t bytes, absl::Time
   }
   Waiter waiter;
   waiter.id = next_waiter_++;
+  waiter.group = group;
   waiter.bytes = bytes;
   waiter.since = clock_->Now();
   waiter.resume = std::move(resume);
+  ++waits_;
+  if (AdmittedLocked(group)) {  // Since TryReserveBuffer.
+    ResumeLocked(std::move(waiter), Hold(0, /*buffer=*/false, group));
+    return;
+  }
   const uint64_t id = waiter.id;
   waiting_[job].push_back(std::move(waiter));
-  ++waits_;
   std::weak_ptr<ByteBudget> weak = weak_from_this();
   timer_->Schedule(deadline, [weak, job, id] {
     if (std::shared_ptr<ByteBudget> self = weak.lock()) self->TimeOut(job, id);
@@ -98,23 +114,30 @@ void ByteBudget::WaitForBuffer(const std::string& job, int64_t bytes, absl::Time
 }
 
 void ByteBudget::LetInLocked() {
-  const absl::Time now = clock_->Now();
   while (!waiting_.empty()) {
     auto turn = waiting_.lower_bound(next_job_);
     if (turn == waiting_.end()) turn = waiting_.begin();
-    Waiter& first = turn->second.front();
-    if (!RoomLocked(first.bytes)) return;
-    Charge reservation = Hold(first.bytes, /*buffer=*/true);
-    wait_seconds_ += absl::ToDoubleSeconds(now - first.since);
-    timer_->Schedule(absl::InfinitePast(),
-                    [resume = std::move(first.resume),
-                     reservation = std::move(reservation)]() mutable {
-                      resume(std::move(reservation));
-                    });
-    turn->second.pop_front();
+    std::deque<Waiter>& queue = turn->second;
+    if (!RoomLocked(queue.front().bytes)) return;
+    Waiter first = std::move(queue.front());
+    queue.pop_front();
+    const std::string group = first.group;
+    Charge reservation = Hold(first.bytes, /*buffer=*/true, group);
+    ResumeLocked(std::move(first), std::move(reservation));
+    // The other chunks of its push pass after it (the same job's queue holds them).
+    if (!group.empty()) {
+      for (auto it = queue.begin(); it != queue.end();) {
+        if (it->group != group) {
+          ++it;
+          continue;
+        }
+        ResumeLocked(std::move(*it), Hold(0, /*buffer=*/false, group));
+        it = queue.erase(it);
+      }
+    }
     // The next job after this one has the next turn.
     next_job_ = turn->first + '\0';
-    if (turn->second.empty()) waiting_.erase(turn);
+    if (queue.empty()) waiting_.erase(turn);
   }
 }
 

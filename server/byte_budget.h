@@ -60,18 +60,24 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   int64_t buffer_part() const { return budget_ - budget_ / 4; }
   int64_t request_part() const { return budget_ / 4; }
 
+  // Pushes in chunks: every chunk of one push names the same `group` (ShardJob::PushGroup; "" for
+  // a whole push). From the moment one chunk of a group is let in until the push's buffer is
+  // freed, the group is admitted: its other chunks pass at once, without room, since they fill
+  // the buffer admitted (were they to wait for room, the push could never be applied to free it).
+
   // A push buffer of `bytes` now held, whatever the room (one a reservation made room for).
-  Charge ChargeBuffer(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
-  // Room for a new push buffer of `bytes`, reserved until the charge is dropped; null when
-  // there is none now or calls are parked before it (then call WaitForBuffer), and when the
-  // budget is off.
-  Charge TryReserveBuffer(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  Charge ChargeBuffer(int64_t bytes, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
+  // Room for a new push buffer of `bytes`, reserved until the charge is dropped (a pass of 0
+  // bytes when `group` is admitted); null when there is no room now or calls are parked before
+  // it (then call WaitForBuffer), and when the budget is off.
+  Charge TryReserveBuffer(int64_t bytes, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
   // Parks a call that found no room: `resume` runs once with the reservation when there is room
   // and its turn comes, or with UNAVAILABLE at `deadline` (saying what it waited for), or when
   // the budget is cancelled (CancelWaiters). It runs on the timer's thread, never inside this
   // call, and must not block.
-  void WaitForBuffer(const std::string& job, int64_t bytes, absl::Time deadline, Resume resume)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // A parked chunk whose group another chunk's admission admits resumes with a pass.
+  void WaitForBuffer(const std::string& job, const std::string& group, int64_t bytes,
+                     absl::Time deadline, Resume resume) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends every parked call with `status`, on this thread, and parks no more (the ps is shutting
   // down).
   void CancelWaiters(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
@@ -101,6 +107,7 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
  private:
   struct Waiter {
     uint64_t id = 0;
+    std::string group;
     int64_t bytes = 0;
     absl::Time since;
     Resume resume;
@@ -111,8 +118,15 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   };
 
   ByteBudget(int64_t budget_bytes, std::string server, DeadlineTimer* timer, Clock* clock);
-  Charge Hold(int64_t bytes, bool buffer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Give(int64_t bytes, bool buffer) ABSL_LOCKS_EXCLUDED(mu_);
+  // `group`, when not empty, is admitted while the charge is held.
+  Charge Hold(int64_t bytes, bool buffer, const std::string& group = "")
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Give(int64_t bytes, bool buffer, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
+  bool AdmittedLocked(const std::string& group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !group.empty() && groups_.count(group) > 0;
+  }
+  // Resumes `waiter` now (on the timer) with `charge`.
+  void ResumeLocked(Waiter waiter, Charge charge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RoomLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lets in the waiters there is room for, the jobs taking turns; their resumes go to the timer.
   void LetInLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -141,6 +155,7 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   int64_t timeouts_ ABSL_GUARDED_BY(mu_) = 0;
   double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, Client> clients_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> groups_ ABSL_GUARDED_BY(mu_);  // Admitted: charges held.
 };
 
 }  // namespace ps

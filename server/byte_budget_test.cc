@@ -29,8 +29,8 @@ TEST(ByteBudgetTest, OffGrantsEverythingAndSendsNoWindow) {
   DeadlineTimer timer;
   std::shared_ptr<ByteBudget> budget = ByteBudget::Create(0, "ps:0", &timer);
   EXPECT_FALSE(budget->enabled());
-  EXPECT_EQ(budget->TryReserveBuffer(kMiB), nullptr);  // Null: nothing to hold, as documented.
-  EXPECT_EQ(budget->ChargeBuffer(kMiB), nullptr);
+  EXPECT_EQ(budget->TryReserveBuffer(kMiB, ""), nullptr);  // Null: nothing to hold, as documented.
+  EXPECT_EQ(budget->ChargeBuffer(kMiB, ""), nullptr);
   EXPECT_EQ(budget->Window("a", "job"), 0);
 }
 
@@ -40,12 +40,12 @@ TEST(ByteBudgetTest, BuffersTakeThreeQuartersAndTheRestWaitsUntilOneIsFreed) {
   ASSERT_EQ(budget->buffer_part(), 192 * kMiB);
   std::vector<ByteBudget::Charge> held;
   for (int i = 0; i < 3; ++i) {
-    held.push_back(budget->TryReserveBuffer(64 * kMiB));
+    held.push_back(budget->TryReserveBuffer(64 * kMiB, ""));
     ASSERT_NE(held.back(), nullptr) << i;
   }
-  EXPECT_EQ(budget->TryReserveBuffer(64 * kMiB), nullptr);
+  EXPECT_EQ(budget->TryReserveBuffer(64 * kMiB, ""), nullptr);
   Parked parked;
-  budget->WaitForBuffer("job", 64 * kMiB, absl::Now() + absl::Seconds(30), parked.Resume());
+  budget->WaitForBuffer("job", "", 64 * kMiB, absl::Now() + absl::Seconds(30), parked.Resume());
   EXPECT_FALSE(parked.resumed.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
   EXPECT_EQ(budget->GetStats().waiting, 1);
   // A call that comes later waits behind the parked one even where it would fit.
@@ -65,18 +65,18 @@ TEST(ByteBudgetTest, BuffersTakeThreeQuartersAndTheRestWaitsUntilOneIsFreed) {
 TEST(ByteBudgetTest, ABufferLargerThanThePartIsLetInAlone) {
   DeadlineTimer timer;
   std::shared_ptr<ByteBudget> budget = ByteBudget::Create(64 * kMiB, "ps:0", &timer);
-  ByteBudget::Charge big = budget->TryReserveBuffer(100 * kMiB);
+  ByteBudget::Charge big = budget->TryReserveBuffer(100 * kMiB, "");
   ASSERT_NE(big, nullptr);
-  EXPECT_EQ(budget->TryReserveBuffer(kMiB), nullptr);
+  EXPECT_EQ(budget->TryReserveBuffer(kMiB, ""), nullptr);
   big.reset();
-  EXPECT_NE(budget->TryReserveBuffer(kMiB), nullptr);
+  EXPECT_NE(budget->TryReserveBuffer(kMiB, ""), nullptr);
 }
 
 TEST(ByteBudgetTest, ChargesCountWhateverTheRoomAndAreGivenBackWhenDropped) {
   DeadlineTimer timer;
   std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer);
-  ByteBudget::Charge a = budget->ChargeBuffer(3 * kMiB);
-  ByteBudget::Charge b = budget->ChargeBuffer(3 * kMiB);
+  ByteBudget::Charge a = budget->ChargeBuffer(3 * kMiB, "");
+  ByteBudget::Charge b = budget->ChargeBuffer(3 * kMiB, "");
   ByteBudget::Charge request = budget->ChargeRequest(kMiB);
   ByteBudget::Stats stats = budget->GetStats();
   EXPECT_EQ(stats.buffer_bytes, 6 * kMiB);
@@ -93,7 +93,7 @@ TEST(ByteBudgetTest, ChargesCountWhateverTheRoomAndAreGivenBackWhenDropped) {
 TEST(ByteBudgetTest, JobsWithCallsWaitingTakeTurns) {
   DeadlineTimer timer;
   std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer);  // One 3 MiB.
-  ByteBudget::Charge first = budget->TryReserveBuffer(3 * kMiB);
+  ByteBudget::Charge first = budget->TryReserveBuffer(3 * kMiB, "");
   ASSERT_NE(first, nullptr);
   // Job "a" parks three calls before job "b" parks one: b's goes second, not fourth.
   std::vector<std::string> order;
@@ -101,7 +101,7 @@ TEST(ByteBudgetTest, JobsWithCallsWaitingTakeTurns) {
   std::vector<ByteBudget::Charge> reservations;
   absl::Notification all;
   auto park = [&](const std::string& job) {
-    budget->WaitForBuffer(job, 3 * kMiB, absl::Now() + absl::Seconds(30),
+    budget->WaitForBuffer(job, "", 3 * kMiB, absl::Now() + absl::Seconds(30),
                           [&, job](absl::StatusOr<ByteBudget::Charge> charge) {
                             ASSERT_TRUE(charge.ok());
                             absl::MutexLock lock(&mu);
@@ -120,13 +120,43 @@ TEST(ByteBudgetTest, JobsWithCallsWaitingTakeTurns) {
   EXPECT_EQ(order, (std::vector<std::string>{"a", "b", "a", "a"}));
 }
 
+// The deadlock this prevents: a push's first chunk is let in and its buffer fills the budget,
+// while the push's later chunks wait for room that only the push's own apply would free.
+TEST(ByteBudgetTest, TheChunksOfAnAdmittedPushPassWithoutRoom) {
+  DeadlineTimer timer;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer);
+  ByteBudget::Charge other = budget->TryReserveBuffer(3 * kMiB, "job/1/0/7");
+  ASSERT_NE(other, nullptr);
+  // Two chunks of worker 2's push park; the budget is full.
+  Parked first, second;
+  budget->WaitForBuffer("job", "job/2/0/9", 3 * kMiB, absl::Now() + absl::Seconds(30),
+                        first.Resume());
+  budget->WaitForBuffer("job", "job/2/0/9", 3 * kMiB, absl::Now() + absl::Seconds(30),
+                        second.Resume());
+  other.reset();
+  // Both resume: the first with the room, the second with a pass of no bytes.
+  ASSERT_TRUE(first.resumed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(second.resumed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(first.result.ok() && second.result.ok());
+  EXPECT_EQ(budget->GetStats().buffer_bytes, 3 * kMiB);
+  // The push's buffer, charged as its first chunk is decoded, keeps the push admitted after the
+  // reservation goes: a third chunk passes, while another push must wait.
+  ByteBudget::Charge buffer = budget->ChargeBuffer(3 * kMiB, "job/2/0/9");
+  first.result = absl::UnknownError("reservation dropped");
+  second.result = absl::UnknownError("pass dropped");
+  EXPECT_NE(budget->TryReserveBuffer(3 * kMiB, "job/2/0/9"), nullptr);
+  EXPECT_EQ(budget->TryReserveBuffer(3 * kMiB, "job/3/0/4"), nullptr);
+  buffer.reset();
+  EXPECT_NE(budget->TryReserveBuffer(3 * kMiB, "job/3/0/4"), nullptr);
+}
+
 TEST(ByteBudgetTest, AParkedCallIsAnsweredUnavailableAtItsDeadlineSayingWhatItWaitedFor) {
   SimulatedClock clock;
   DeadlineTimer timer(DeadlineTimerOptions{&clock});
   std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:3", &timer, &clock);
-  ByteBudget::Charge held = budget->TryReserveBuffer(3 * kMiB);
+  ByteBudget::Charge held = budget->TryReserveBuffer(3 * kMiB, "");
   Parked parked;
-  budget->WaitForBuffer("mlp", 3 * kMiB, clock.Now() + absl::Seconds(5), parked.Resume());
+  budget->WaitForBuffer("mlp", "", 3 * kMiB, clock.Now() + absl::Seconds(5), parked.Resume());
   clock.Advance(absl::Seconds(5));
   ASSERT_TRUE(parked.resumed.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(absl::IsUnavailable(parked.result.status())) << parked.result.status();
@@ -146,15 +176,15 @@ TEST(ByteBudgetTest, AParkedCallIsAnsweredUnavailableAtItsDeadlineSayingWhatItWa
 TEST(ByteBudgetTest, CancelWaitersAnswersEveryParkedCall) {
   DeadlineTimer timer;
   std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer);
-  ByteBudget::Charge held = budget->TryReserveBuffer(3 * kMiB);
+  ByteBudget::Charge held = budget->TryReserveBuffer(3 * kMiB, "");
   Parked parked;
-  budget->WaitForBuffer("job", 3 * kMiB, absl::Now() + absl::Seconds(30), parked.Resume());
+  budget->WaitForBuffer("job", "", 3 * kMiB, absl::Now() + absl::Seconds(30), parked.Resume());
   budget->CancelWaiters(absl::UnavailableError("ps:0 is shutting down"));
   ASSERT_TRUE(parked.resumed.HasBeenNotified());
   EXPECT_TRUE(absl::IsUnavailable(parked.result.status()));
   // Later calls are not parked.
   Parked late;
-  budget->WaitForBuffer("job", 3 * kMiB, absl::Now() + absl::Seconds(30), late.Resume());
+  budget->WaitForBuffer("job", "", 3 * kMiB, absl::Now() + absl::Seconds(30), late.Resume());
   ASSERT_TRUE(late.resumed.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(absl::IsUnavailable(late.result.status()));
 }

@@ -593,7 +593,7 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
         if (!found.ok() || wait_bytes == nullptr) return found;
         const int64_t bytes = (*found)->NewPushBufferBytes(decoded);
         if (bytes == 0) return found;
-        *reservation = byte_budget_->TryReserveBuffer(bytes);
+        *reservation = byte_budget_->TryReserveBuffer(bytes, ShardJob::PushGroup(decoded));
         if (*reservation != nullptr) return found;
         *wait_bytes = bytes;
         // Stops the decoder before anything is taken; the caller parks the call.

@@ -27,7 +27,8 @@ void ParameterService::DecodePushInBudget(grpc::CallbackServerContext* context, 
   PushRequestHeader header;
   std::shared_ptr<ShardJob> job;
   int64_t wait_bytes = 0;
-  // A call let in by the budget holds its reservation and is not checked again.
+  // A call let in by the budget holds its reservation (or its push's pass) and is not checked
+  // again.
   const bool check = byte_budget_->enabled() && reservation == nullptr;
   absl::StatusOr<DecodedPush> decoded =
       DoDecodePush(peer, *request, allow_chunks, &header, &job, check ? &wait_bytes : nullptr,
@@ -41,7 +42,7 @@ void ParameterService::DecodePushInBudget(grpc::CallbackServerContext* context, 
       options_.default_wait_timeout,
       absl::FromChrono(context->deadline()) - absl::Now() - kParkMargin);
   byte_budget_->WaitForBuffer(
-      header.job_id(), wait_bytes, options_.clock->Now() + std::max(left, absl::ZeroDuration()),
+      header.job_id(), ShardJob::PushGroup(header), wait_bytes, options_.clock->Now() + std::max(left, absl::ZeroDuration()),
       [this, context, peer, request, allow_chunks,
        then = std::move(then)](absl::StatusOr<ByteBudget::Charge> room) mutable {
         if (!room.ok()) {

@@ -275,7 +275,7 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
   }
   const int64_t sparse = sparse_->Floats(header.sparse());
   std::shared_ptr<std::vector<float>> buffer =
-      sparse == 0 ? AcquirePushBuffer(num_elements_)
+      sparse == 0 ? AcquirePushBuffer(num_elements_, PushGroup(header))
                   : std::make_shared<std::vector<float>>(num_elements_ + sparse);
   destinations->clear();
   for (const auto& slice : slices_) {
@@ -290,13 +290,20 @@ void ShardJob::UseByteBudget(std::shared_ptr<ByteBudget> budget) {
   byte_budget_ = std::move(budget);
 }
 
-std::shared_ptr<std::vector<float>> ShardJob::AcquirePushBuffer(size_t floats) {
+std::string ShardJob::PushGroup(const PushRequestHeader& header) {
+  if (!IsChunk(header)) return "";
+  return absl::StrCat(header.job_id(), "/", header.worker(), "/", header.incarnation(), "/",
+                      header.push_id());
+}
+
+std::shared_ptr<std::vector<float>> ShardJob::AcquirePushBuffer(size_t floats,
+                                                                const std::string& group) {
   std::shared_ptr<std::vector<float>> buffer = push_buffers_->Acquire(floats);
   ByteBudget::Charge charge;
   {
     absl::MutexLock lock(&budget_mu_);
     if (byte_budget_ != nullptr) {
-      charge = byte_budget_->ChargeBuffer(static_cast<int64_t>(floats * sizeof(float)));
+      charge = byte_budget_->ChargeBuffer(static_cast<int64_t>(floats * sizeof(float)), group);
     }
   }
   if (charge == nullptr) return buffer;

@@ -158,6 +158,9 @@ class ShardJob {
   // shard's gradient for a whole push or the first chunk of a push to come in; 0 for a later
   // chunk of the push being assembled. The service reserves them before decoding.
   int64_t NewPushBufferBytes(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_);
+  // What every chunk of the push `header` is one of has in common, for the byte budget
+  // (ByteBudget's groups): "" for a whole push.
+  static std::string PushGroup(const PushRequestHeader& header);
 
   // Marks `worker` of run `run_id` as done with the job: SSP pulls no longer wait for its clock,
   // and SYNC steps no longer wait for its gradient (see SyncRule::AggregateSize; an open step
@@ -524,7 +527,7 @@ class ShardJob {
   // separate pools, so that neither allocates and faults in fresh pages on every push.
   std::shared_ptr<BufferPool> push_buffers_ = BufferPool::Create();
   // A push buffer from push_buffers_ of `floats`, charged to the byte budget while held.
-  std::shared_ptr<std::vector<float>> AcquirePushBuffer(size_t floats)
+  std::shared_ptr<std::vector<float>> AcquirePushBuffer(size_t floats, const std::string& group)
       ABSL_LOCKS_EXCLUDED(budget_mu_);
   absl::Mutex budget_mu_;
   std::shared_ptr<ByteBudget> byte_budget_ ABSL_GUARDED_BY(budget_mu_);

@@ -90,7 +90,7 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
     assembly->header = header;
     assembly->header.clear_chunk_offset();
     assembly->header.clear_chunk_size();
-    assembly->buffer = AcquirePushBuffer(num_elements_);
+    assembly->buffer = AcquirePushBuffer(num_elements_, PushGroup(header));
   } else if (!SamePush(assembly->header, header)) {
     CountRejected("chunk");
     return absl::InvalidArgumentError(absl::StrCat(
