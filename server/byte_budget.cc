@@ -9,25 +9,32 @@
 namespace ps {
 namespace {
 
-// A client that has not called for this long no longer takes a share of the request part.
-constexpr absl::Duration kClientIdle = absl::Seconds(1);
-
 std::string Mib(int64_t bytes) { return absl::StrCat((bytes + (1 << 20) - 1) >> 20, " MiB"); }
 
 }  // namespace
 
 std::shared_ptr<ByteBudget> ByteBudget::Create(int64_t budget_bytes, std::string server,
-                                               DeadlineTimer* timer, Clock* clock) {
-  return std::shared_ptr<ByteBudget>(
-      new ByteBudget(std::max<int64_t>(0, budget_bytes), std::move(server), timer, clock));
+                                               DeadlineTimer* timer, Executor executor,
+                                               Clock* clock) {
+  return std::shared_ptr<ByteBudget>(new ByteBudget(
+      std::max<int64_t>(0, budget_bytes), std::move(server), timer, std::move(executor), clock));
 }
 
 ByteBudget::ByteBudget(int64_t budget_bytes, std::string server, DeadlineTimer* timer,
-                       Clock* clock)
-    : budget_(budget_bytes), server_(std::move(server)), timer_(timer), clock_(clock) {}
+                       Executor executor, Clock* clock)
+    : budget_(budget_bytes),
+      server_(std::move(server)),
+      timer_(timer),
+      executor_(std::move(executor)),
+      clock_(clock) {}
 
 ByteBudget::~ByteBudget() {
   CancelWaiters(absl::UnavailableError(server_ + " is shutting down; retry once it is back"));
+}
+
+void ByteBudget::Run(After after) {
+  for (uint64_t handle : after.cancel) timer_->Cancel(handle);
+  for (std::function<void()>& resume : after.resumes) executor_(std::move(resume));
 }
 
 ByteBudget::Charge ByteBudget::Hold(int64_t bytes, bool buffer, const std::string& group) {
@@ -47,15 +54,19 @@ ByteBudget::Charge ByteBudget::Hold(int64_t bytes, bool buffer, const std::strin
 }
 
 void ByteBudget::Give(int64_t bytes, bool buffer, const std::string& group) {
-  absl::MutexLock lock(&mu_);
-  if (!group.empty() && --groups_[group] == 0) groups_.erase(group);
-  if (buffer) {
-    buffer_bytes_ -= bytes;
-    --buffers_;
-    LetInLocked();
-  } else {
-    request_bytes_ -= bytes;
+  After after;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!group.empty() && --groups_[group] == 0) groups_.erase(group);
+    if (buffer) {
+      buffer_bytes_ -= bytes;
+      --buffers_;
+      LetInLocked(&after);
+    } else {
+      request_bytes_ -= bytes;
+    }
   }
+  Run(std::move(after));
 }
 
 bool ByteBudget::RoomLocked(int64_t bytes) const {
@@ -76,44 +87,64 @@ ByteBudget::Charge ByteBudget::TryReserveBuffer(int64_t bytes, const std::string
   return Hold(bytes, /*buffer=*/true, group);
 }
 
-void ByteBudget::ResumeLocked(Waiter waiter, Charge charge) {
+void ByteBudget::ResumeLocked(Waiter waiter, Charge charge, After* after) {
   wait_seconds_ += absl::ToDoubleSeconds(clock_->Now() - waiter.since);
-  timer_->Schedule(absl::InfinitePast(),
-                   [resume = std::move(waiter.resume), charge = std::move(charge)]() mutable {
-                     resume(std::move(charge));
-                   });
+  if (waiter.timeout != 0) after->cancel.push_back(waiter.timeout);
+  after->resumes.push_back(
+      [resume = std::move(waiter.resume), charge = std::move(charge)]() mutable {
+        resume(std::move(charge));
+      });
 }
 
 void ByteBudget::WaitForBuffer(const std::string& job, const std::string& group, int64_t bytes,
                                absl::Time deadline, Resume resume) {
-  absl::MutexLock lock(&mu_);
-  if (cancelled_) {
-    timer_->Schedule(absl::InfinitePast(), [resume = std::move(resume)] {
-      resume(absl::UnavailableError("the ps is shutting down; retry once it is back"));
-    });
-    return;
+  After after;
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (cancelled_) {
+      after.resumes.push_back([resume = std::move(resume)] {
+        resume(absl::UnavailableError("the ps is shutting down; retry once it is back"));
+      });
+    } else {
+      Waiter waiter;
+      waiter.id = next_waiter_++;
+      waiter.group = group;
+      waiter.bytes = bytes;
+      waiter.since = clock_->Now();
+      waiter.resume = std::move(resume);
+      ++waits_;
+      if (AdmittedLocked(group)) {  // Since TryReserveBuffer.
+        ResumeLocked(std::move(waiter), Hold(0, /*buffer=*/false, group), &after);
+      } else {
+        id = waiter.id;
+        waiting_[job].push_back(std::move(waiter));
+        LetInLocked(&after);  // The buffers may have gone since TryReserveBuffer.
+      }
+    }
   }
-  Waiter waiter;
-  waiter.id = next_waiter_++;
-  waiter.group = group;
-  waiter.bytes = bytes;
-  waiter.since = clock_->Now();
-  waiter.resume = std::move(resume);
-  ++waits_;
-  if (AdmittedLocked(group)) {  // Since TryReserveBuffer.
-    ResumeLocked(std::move(waiter), Hold(0, /*buffer=*/false, group));
-    return;
-  }
-  const uint64_t id = waiter.id;
-  waiting_[job].push_back(std::move(waiter));
+  Run(std::move(after));
+  if (id == 0) return;
+  // Its deadline, once mu_ is released (the timer's lock is never taken under it). A waiter let
+  // in meanwhile has its deadline cancelled here.
   std::weak_ptr<ByteBudget> weak = weak_from_this();
-  timer_->Schedule(deadline, [weak, job, id] {
+  const uint64_t timeout = timer_->Schedule(deadline, [weak, job, id] {
     if (std::shared_ptr<ByteBudget> self = weak.lock()) self->TimeOut(job, id);
   });
-  LetInLocked();  // The buffers may have gone since TryReserveBuffer.
+  absl::MutexLock lock(&mu_);
+  auto queue = waiting_.find(job);
+  if (queue != waiting_.end()) {
+    for (Waiter& waiter : queue->second) {
+      if (waiter.id == id) {
+        waiter.timeout = timeout;
+        return;
+      }
+    }
+  }
+  timer_->Cancel(timeout);  // Let in already. The timer's callbacks never take mu_ but TimeOut's.
 }
 
-void ByteBudget::LetInLocked() {
+void ByteBudget::LetInLocked(After* after) {
   while (!waiting_.empty()) {
     auto turn = waiting_.lower_bound(next_job_);
     if (turn == waiting_.end()) turn = waiting_.begin();
@@ -123,7 +154,7 @@ void ByteBudget::LetInLocked() {
     queue.pop_front();
     const std::string group = first.group;
     Charge reservation = Hold(first.bytes, /*buffer=*/true, group);
-    ResumeLocked(std::move(first), std::move(reservation));
+    ResumeLocked(std::move(first), std::move(reservation), after);
     // The other chunks of its push pass after it (the same job's queue holds them).
     if (!group.empty()) {
       for (auto it = queue.begin(); it != queue.end();) {
@@ -131,7 +162,7 @@ void ByteBudget::LetInLocked() {
           ++it;
           continue;
         }
-        ResumeLocked(std::move(*it), Hold(0, /*buffer=*/false, group));
+        ResumeLocked(std::move(*it), Hold(0, /*buffer=*/false, group), after);
         it = queue.erase(it);
       }
     }
@@ -162,7 +193,7 @@ void ByteBudget::TimeOut(const std::string& job, uint64_t id) {
     queue->second.erase(it);
     if (queue->second.empty()) waiting_.erase(queue);
   }
-  resume(status);  // On the timer's thread already.
+  resume(status);  // On the timer's thread: answering takes no time.
 }
 
 std::string ByteBudget::HeldTextLocked() const {
@@ -172,14 +203,19 @@ std::string ByteBudget::HeldTextLocked() const {
 
 void ByteBudget::CancelWaiters(const absl::Status& status) {
   std::vector<Resume> resumes;
+  std::vector<uint64_t> timeouts;
   {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
     for (auto& [job, queue] : waiting_) {
-      for (Waiter& waiter : queue) resumes.push_back(std::move(waiter.resume));
+      for (Waiter& waiter : queue) {
+        resumes.push_back(std::move(waiter.resume));
+        if (waiter.timeout != 0) timeouts.push_back(waiter.timeout);
+      }
     }
     waiting_.clear();
   }
+  for (uint64_t handle : timeouts) timer_->Cancel(handle);
   for (Resume& resume : resumes) resume(status);
 }
 
@@ -189,31 +225,43 @@ ByteBudget::Charge ByteBudget::ChargeRequest(int64_t bytes) {
   return Hold(bytes, /*buffer=*/false);
 }
 
-void ByteBudget::ForgetIdleClientsLocked(absl::Time now) {
+void ByteBudget::ForgetIdleClientsLocked(absl::Time now, bool always) {
+  if (!always && now - swept_ < kClientIdle / 10) return;
+  swept_ = now;
   for (auto it = clients_.begin(); it != clients_.end();) {
-    if (now - it->second.seen > kClientIdle) {
-      it = clients_.erase(it);
-    } else {
+    if (now - it->second.seen <= kClientIdle) {
       ++it;
+      continue;
     }
+    if (--clients_per_job_[it->second.job] == 0) clients_per_job_.erase(it->second.job);
+    it = clients_.erase(it);
   }
 }
 
-int64_t ByteBudget::Window(const std::string& client, const std::string& job) {
+int64_t ByteBudget::Window(const std::string& client_id, const std::string& job) {
   if (!enabled()) return 0;
+  const std::string client = client_id.substr(0, kMaxClientId);
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   ForgetIdleClientsLocked(now);
-  clients_[client] = Client{job, now};
-  std::map<std::string, int> per_job;
-  for (const auto& [id, seen] : clients_) ++per_job[seen.job];
-  return std::max<int64_t>(
-      1, request_part() / static_cast<int64_t>(per_job.size()) / per_job[job]);
+  auto it = clients_.find(client);
+  if (it == clients_.end()) {
+    if (clients_.size() >= kMaxClients) return 1;
+    it = clients_.emplace(client, Client{job, now}).first;
+    ++clients_per_job_[job];
+  } else if (it->second.job != job) {
+    if (--clients_per_job_[it->second.job] == 0) clients_per_job_.erase(it->second.job);
+    ++clients_per_job_[job];
+    it->second.job = job;
+  }
+  it->second.seen = now;
+  return std::max<int64_t>(1, request_part() / static_cast<int64_t>(clients_per_job_.size()) /
+                                  clients_per_job_[job]);
 }
 
 ByteBudget::Stats ByteBudget::GetStats() {
   absl::MutexLock lock(&mu_);
-  ForgetIdleClientsLocked(clock_->Now());
+  ForgetIdleClientsLocked(clock_->Now(), /*always=*/true);
   Stats stats;
   stats.buffer_bytes = buffer_bytes_;
   stats.request_bytes = request_bytes_;
@@ -223,9 +271,7 @@ ByteBudget::Stats ByteBudget::GetStats() {
   stats.timeouts = timeouts_;
   stats.wait_seconds = wait_seconds_;
   stats.clients = static_cast<int>(clients_.size());
-  std::map<std::string, int> jobs;
-  for (const auto& [id, client] : clients_) ++jobs[client.job];
-  stats.jobs = static_cast<int>(jobs.size());
+  stats.jobs = static_cast<int>(clients_per_job_.size());
   return stats;
 }
 
@@ -250,7 +296,7 @@ void ByteBudget::WriteMetrics(MetricsWriter* writer, const MetricLabels& labels)
         static_cast<double>(stats.peak_bytes));
   gauge("ps_byte_budget_waiting_calls", "Push calls parked now until a push buffer fits.",
         stats.waiting);
-  gauge("ps_byte_budget_clients", "Clients that called in the last second, sharing windows.",
+  gauge("ps_byte_budget_clients", "Clients that called in the last 5 seconds, sharing windows.",
         stats.clients);
   counter("ps_byte_budget_waits_total", "Push calls parked until a push buffer fitted.",
           static_cast<double>(stats.waits));

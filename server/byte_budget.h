@@ -12,11 +12,13 @@
 //   (ChargeRequest). The ps cannot refuse bytes already sent, so it tells every client how much
 //   to keep in flight to it (Window, sent back on every data call as the trailing metadata
 //   "ps-window-bytes"): this part shared equally between the jobs whose clients called in the
-//   last second, and within a job between its clients. Clients name themselves in the metadata
-//   "ps-client-id" (common/client/ps_connections.h keeps to its window).
+//   last kClientIdle, and within a job between its clients. Clients name themselves in the
+//   metadata "ps-client-id" (common/client/ps_connections.h keeps to its window).
 //
 // So a ps holds at most the budget in push buffers and requests, plus what clients have in flight
-// while their windows shrink, plus one call of each client that has no window yet. Metrics:
+// while their windows shrink, plus one push of each client that has no window yet, from clients
+// that keep to their windows; a client that does not is bounded only by --max_requests_per_peer.
+// Not counted: a replicated push's copy for its backup, and the backup's inputs. Metrics:
 // WriteMetrics (docs/REFERENCE.md, "Metrics").
 #ifndef PS_SERVER_BYTE_BUDGET_H_
 #define PS_SERVER_BYTE_BUDGET_H_
@@ -38,8 +40,8 @@
 
 namespace ps {
 
-// Thread-safe. Charges and reservations keep the budget alive; its timer must outlive its parked
-// calls (CancelWaiters first).
+// Thread-safe. Charges and reservations keep the budget alive; its timer and executor must
+// outlive its parked calls (CancelWaiters first).
 class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
  public:
   // What the caller holds until it drops it: the bytes go back to the budget then. Null when the
@@ -47,12 +49,15 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   using Charge = std::shared_ptr<void>;
   // A parked call's answer: its reservation, or UNAVAILABLE when it waited until `deadline`.
   using Resume = std::function<void(absl::StatusOr<Charge>)>;
+  // Runs work on some thread other than the caller's, soon.
+  using Executor = std::function<void(std::function<void()>)>;
 
   // `budget_bytes` 0: no budget (every reservation granted at once, no window sent). `server`
-  // ("ps:0") names this ps in messages. Parked calls resume, and time out, on `timer`'s thread
-  // (not owned), whose clock `clock` is.
+  // ("ps:0") names this ps in messages. Parked calls resume through `executor`, and time out on
+  // `timer`'s thread (not owned), whose clock `clock` is.
   static std::shared_ptr<ByteBudget> Create(int64_t budget_bytes, std::string server,
-                                            DeadlineTimer* timer, Clock* clock = Clock::Real());
+                                            DeadlineTimer* timer, Executor executor,
+                                            Clock* clock = Clock::Real());
   ~ByteBudget();
 
   bool enabled() const { return budget_ > 0; }
@@ -73,8 +78,8 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   Charge TryReserveBuffer(int64_t bytes, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
   // Parks a call that found no room: `resume` runs once with the reservation when there is room
   // and its turn comes, or with UNAVAILABLE at `deadline` (saying what it waited for), or when
-  // the budget is cancelled (CancelWaiters). It runs on the timer's thread, never inside this
-  // call, and must not block.
+  // the budget is cancelled (CancelWaiters). It runs through the executor (the timer's thread
+  // for a timeout), never inside this call.
   // A parked chunk whose group another chunk's admission admits resumes with a pass.
   void WaitForBuffer(const std::string& job, const std::string& group, int64_t bytes,
                      absl::Time deadline, Resume resume) ABSL_LOCKS_EXCLUDED(mu_);
@@ -85,7 +90,9 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   // The bytes of a push call just received, held until the call is answered.
   Charge ChargeRequest(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // How many bytes `client`, working for `job`, may keep in flight to this ps from now on
-  // (the "ps-window-bytes" it is sent); at least 1. Notes the client as active.
+  // (the "ps-window-bytes" it is sent); at least 1. Notes the client as active. An id longer
+  // than kMaxClientId is cut; past kMaxClients active clients a new one gets the least share
+  // and is not noted.
   int64_t Window(const std::string& client, const std::string& job) ABSL_LOCKS_EXCLUDED(mu_);
 
   struct Stats {
@@ -96,13 +103,18 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
     int64_t waits = 0;          // Calls parked so far.
     int64_t timeouts = 0;       // Of those, ended UNAVAILABLE at their deadline.
     double wait_seconds = 0;    // Their time parked, together.
-    int clients = 0;            // Active in the last second.
+    int clients = 0;            // Active in the last kClientIdle.
     int jobs = 0;               // Of the active clients.
   };
   Stats GetStats() ABSL_LOCKS_EXCLUDED(mu_);
   // The budget's gauges and counters (ps_byte_budget_*), each one sample with `labels`; none
   // when the budget is off.
   void WriteMetrics(MetricsWriter* writer, const MetricLabels& labels) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A client quiet for this long no longer takes a share of the request part.
+  static constexpr absl::Duration kClientIdle = absl::Seconds(5);
+  static constexpr size_t kMaxClientId = 64;
+  static constexpr size_t kMaxClients = 16384;
 
  private:
   struct Waiter {
@@ -111,13 +123,22 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
     int64_t bytes = 0;
     absl::Time since;
     Resume resume;
+    uint64_t timeout = 0;  // Its deadline's handle on the timer; 0 until scheduled.
+  };
+  // What to do once mu_ is released: resumes for the executor, timeouts to cancel. Charges are
+  // never dropped under mu_ (their release takes it).
+  struct After {
+    std::vector<std::function<void()>> resumes;
+    std::vector<uint64_t> cancel;
   };
   struct Client {
     std::string job;
     absl::Time seen;
   };
 
-  ByteBudget(int64_t budget_bytes, std::string server, DeadlineTimer* timer, Clock* clock);
+  ByteBudget(int64_t budget_bytes, std::string server, DeadlineTimer* timer, Executor executor,
+             Clock* clock);
+  void Run(After after);
   // `group`, when not empty, is admitted while the charge is held.
   Charge Hold(int64_t bytes, bool buffer, const std::string& group = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -125,13 +146,15 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   bool AdmittedLocked(const std::string& group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !group.empty() && groups_.count(group) > 0;
   }
-  // Resumes `waiter` now (on the timer) with `charge`.
-  void ResumeLocked(Waiter waiter, Charge charge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Resumes `waiter` with `charge` once mu_ is released.
+  void ResumeLocked(Waiter waiter, Charge charge, After* after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RoomLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Lets in the waiters there is room for, the jobs taking turns; their resumes go to the timer.
-  void LetInLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LetInLocked(After* after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimeOut(const std::string& job, uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
-  void ForgetIdleClientsLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At most every tenth of kClientIdle.
+  void ForgetIdleClientsLocked(absl::Time now, bool always = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string HeldTextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t budget_;
@@ -139,6 +162,7 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   // Runs resumes and deadlines off the callers' threads (a charge may be dropped under a
   // shard's lock).
   DeadlineTimer* const timer_;
+  const Executor executor_;
   Clock* const clock_;
 
   absl::Mutex mu_;
@@ -155,6 +179,8 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   int64_t timeouts_ ABSL_GUARDED_BY(mu_) = 0;
   double wait_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, Client> clients_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> clients_per_job_ ABSL_GUARDED_BY(mu_);  // Of clients_.
+  absl::Time swept_ ABSL_GUARDED_BY(mu_);  // When idle clients were last forgotten.
   std::map<std::string, int> groups_ ABSL_GUARDED_BY(mu_);  // Admitted: charges held.
 };
 

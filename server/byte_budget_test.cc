@@ -5,12 +5,18 @@
 
 #include "absl/synchronization/notification.h"
 #include "common/testing/simulated_clock.h"
+#include "server/io_thread.h"
 #include "gtest/gtest.h"
 
 namespace ps {
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
+
+// Resumes on `thread`, off the caller's, as on the service's pool.
+ByteBudget::Executor RunOn(IoThread* thread) {
+  return [thread](std::function<void()> work) { thread->Schedule(std::move(work)); };
+}
 
 // A parked call's outcome, once its resume has run.
 struct Parked {
@@ -27,7 +33,8 @@ struct Parked {
 
 TEST(ByteBudgetTest, OffGrantsEverythingAndSendsNoWindow) {
   DeadlineTimer timer;
-  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(0, "ps:0", &timer);
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(0, "ps:0", &timer, RunOn(&pool));
   EXPECT_FALSE(budget->enabled());
   EXPECT_EQ(budget->TryReserveBuffer(kMiB, ""), nullptr);  // Null: nothing to hold, as documented.
   EXPECT_EQ(budget->ChargeBuffer(kMiB, ""), nullptr);
@@ -36,7 +43,8 @@ TEST(ByteBudgetTest, OffGrantsEverythingAndSendsNoWindow) {
 
 TEST(ByteBudgetTest, BuffersTakeThreeQuartersAndTheRestWaitsUntilOneIsFreed) {
   DeadlineTimer timer;
-  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(256 * kMiB, "ps:0", &timer);
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(256 * kMiB, "ps:0", &timer, RunOn(&pool));
   ASSERT_EQ(budget->buffer_part(), 192 * kMiB);
   std::vector<ByteBudget::Charge> held;
   for (int i = 0; i < 3; ++i) {
@@ -64,7 +72,8 @@ TEST(ByteBudgetTest, BuffersTakeThreeQuartersAndTheRestWaitsUntilOneIsFreed) {
 
 TEST(ByteBudgetTest, ABufferLargerThanThePartIsLetInAlone) {
   DeadlineTimer timer;
-  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(64 * kMiB, "ps:0", &timer);
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(64 * kMiB, "ps:0", &timer, RunOn(&pool));
   ByteBudget::Charge big = budget->TryReserveBuffer(100 * kMiB, "");
   ASSERT_NE(big, nullptr);
   EXPECT_EQ(budget->TryReserveBuffer(kMiB, ""), nullptr);
@@ -74,7 +83,8 @@ TEST(ByteBudgetTest, ABufferLargerThanThePartIsLetInAlone) {
 
 TEST(ByteBudgetTest, ChargesCountWhateverTheRoomAndAreGivenBackWhenDropped) {
   DeadlineTimer timer;
-  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer);
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer, RunOn(&pool));
   ByteBudget::Charge a = budget->ChargeBuffer(3 * kMiB, "");
   ByteBudget::Charge b = budget->ChargeBuffer(3 * kMiB, "");
   ByteBudget::Charge request = budget->ChargeRequest(kMiB);
@@ -92,7 +102,8 @@ TEST(ByteBudgetTest, ChargesCountWhateverTheRoomAndAreGivenBackWhenDropped) {
 
 TEST(ByteBudgetTest, JobsWithCallsWaitingTakeTurns) {
   DeadlineTimer timer;
-  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer);  // One 3 MiB.
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer, RunOn(&pool));  // One 3 MiB.
   ByteBudget::Charge first = budget->TryReserveBuffer(3 * kMiB, "");
   ASSERT_NE(first, nullptr);
   // Job "a" parks three calls before job "b" parks one: b's goes second, not fourth.
@@ -124,7 +135,8 @@ TEST(ByteBudgetTest, JobsWithCallsWaitingTakeTurns) {
 // while the push's later chunks wait for room that only the push's own apply would free.
 TEST(ByteBudgetTest, TheChunksOfAnAdmittedPushPassWithoutRoom) {
   DeadlineTimer timer;
-  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer);
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer, RunOn(&pool));
   ByteBudget::Charge other = budget->TryReserveBuffer(3 * kMiB, "job/1/0/7");
   ASSERT_NE(other, nullptr);
   // Two chunks of worker 2's push park; the budget is full.
@@ -153,7 +165,8 @@ TEST(ByteBudgetTest, TheChunksOfAnAdmittedPushPassWithoutRoom) {
 TEST(ByteBudgetTest, AParkedCallIsAnsweredUnavailableAtItsDeadlineSayingWhatItWaitedFor) {
   SimulatedClock clock;
   DeadlineTimer timer(DeadlineTimerOptions{&clock});
-  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:3", &timer, &clock);
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:3", &timer, RunOn(&pool), &clock);
   ByteBudget::Charge held = budget->TryReserveBuffer(3 * kMiB, "");
   Parked parked;
   budget->WaitForBuffer("mlp", "", 3 * kMiB, clock.Now() + absl::Seconds(5), parked.Resume());
@@ -175,7 +188,8 @@ TEST(ByteBudgetTest, AParkedCallIsAnsweredUnavailableAtItsDeadlineSayingWhatItWa
 
 TEST(ByteBudgetTest, CancelWaitersAnswersEveryParkedCall) {
   DeadlineTimer timer;
-  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer);
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer, RunOn(&pool));
   ByteBudget::Charge held = budget->TryReserveBuffer(3 * kMiB, "");
   Parked parked;
   budget->WaitForBuffer("job", "", 3 * kMiB, absl::Now() + absl::Seconds(30), parked.Resume());
@@ -192,7 +206,8 @@ TEST(ByteBudgetTest, CancelWaitersAnswersEveryParkedCall) {
 TEST(ByteBudgetTest, WindowsShareTheRequestPartBetweenJobsThenClients) {
   SimulatedClock clock;
   DeadlineTimer timer(DeadlineTimerOptions{&clock});
-  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(256 * kMiB, "ps:0", &timer, &clock);
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(256 * kMiB, "ps:0", &timer, RunOn(&pool), &clock);
   ASSERT_EQ(budget->request_part(), 64 * kMiB);
   EXPECT_EQ(budget->Window("a1", "big"), 64 * kMiB);
   for (int i = 2; i <= 4; ++i) budget->Window("a" + std::to_string(i), "big");
@@ -202,8 +217,8 @@ TEST(ByteBudgetTest, WindowsShareTheRequestPartBetweenJobsThenClients) {
   EXPECT_EQ(budget->Window("a1", "big"), 8 * kMiB);
   EXPECT_EQ(budget->GetStats().clients, 5);
   EXPECT_EQ(budget->GetStats().jobs, 2);
-  // Clients quiet for over a second give their share back.
-  clock.Advance(absl::Seconds(2));
+  // Clients quiet for longer than kClientIdle give their share back.
+  clock.Advance(ByteBudget::kClientIdle + absl::Seconds(1));
   EXPECT_EQ(budget->Window("b1", "small"), 64 * kMiB);
 }
 

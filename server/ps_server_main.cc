@@ -56,11 +56,12 @@ DEFINE_int32(max_requests_per_peer, 1024,
              "calls one peer may have in flight at once (waiting pulls included); more are "
              "refused with RESOURCE_EXHAUSTED. A peer is a certificate's identity under mutual "
              "TLS (every task of a host shares its host's), else one TCP connection");
-DEFINE_int64(max_inflight_mb, 1024,
+DEFINE_int64(max_inflight_mb, -1,
              "MiB of pushes this ps holds at once, all jobs and connections together: push "
              "buffers being filled or applied (3/4; a push that would start one waits for room) "
              "and push requests received (1/4, shared out as windows the clients keep to); "
-             "0: no budget (docs/REFERENCE.md, \"Byte budget\")");
+             "-1: a quarter of the memory this process may use (the machine's, or its cgroup's "
+             "limit when lower); 0: no budget");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
 
 namespace {
@@ -115,11 +116,12 @@ int Run() {
   options.service.limits.max_job_bytes = FLAGS_max_job_mb << 20;
   options.service.limits.max_total_bytes = FLAGS_max_memory_mb << 20;
   options.service.limits.max_requests_per_peer = FLAGS_max_requests_per_peer;
-  options.service.limits.max_inflight_bytes = FLAGS_max_inflight_mb << 20;
+  options.service.limits.max_inflight_bytes =
+      FLAGS_max_inflight_mb < 0 ? -1 : FLAGS_max_inflight_mb << 20;
   if (FLAGS_max_jobs < 1 || FLAGS_max_workers < 1 || FLAGS_max_job_mb < 1 ||
-      FLAGS_max_requests_per_peer < 1 || FLAGS_max_memory_mb < 0 || FLAGS_max_inflight_mb < 0) {
+      FLAGS_max_requests_per_peer < 1 || FLAGS_max_memory_mb < 0 || FLAGS_max_inflight_mb < -1) {
     std::cerr << "ps_server: --max_jobs, --max_workers, --max_job_mb and --max_requests_per_peer "
-                 "must be at least 1, --max_memory_mb and --max_inflight_mb at least 0\n";
+                 "must be at least 1, --max_memory_mb at least 0, --max_inflight_mb at least -1\n";
     return 2;
   }
   if (FLAGS_max_workers > ps::kMaxWorkers) {

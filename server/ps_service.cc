@@ -1,5 +1,7 @@
 #include "server/ps_service.h"
 
+#include <thread>
+
 #include <malloc.h>
 #include <unistd.h>
 
@@ -175,6 +177,14 @@ int64_t DefaultTotalBytes() {
   return usable > 0 ? usable / 4 * 3 : int64_t{16} << 30;
 }
 
+// --max_inflight_mb's bytes: `configured`, or where -1 the quarter of the memory this process may
+// use that DefaultTotalBytes leaves to traffic.
+int64_t InflightBytes(int64_t configured) {
+  if (configured >= 0) return configured;
+  const int64_t usable = UsableMemoryBytes();
+  return usable > 0 ? usable / 4 : int64_t{1} << 30;
+}
+
 }  // namespace
 
 ParameterService::ParameterService(const ParameterServiceOptions& options)
@@ -183,10 +193,18 @@ ParameterService::ParameterService(const ParameterServiceOptions& options)
       max_total_bytes_(options.limits.max_total_bytes > 0 ? options.limits.max_total_bytes
                                                           : DefaultTotalBytes()),
       requests_in_flight_(options.limits.max_requests_per_peer, TaskName()),
-      byte_budget_(ByteBudget::Create(options.limits.max_inflight_bytes, TaskName(), &timer_,
-                                      options.clock)),
+      byte_budget_(ByteBudget::Create(
+          InflightBytes(options.limits.max_inflight_bytes), TaskName(), &timer_,
+          [this](std::function<void()> work) {
+            const uint64_t next = next_push_thread_.fetch_add(1, std::memory_order_relaxed);
+            push_threads_[next % push_threads_.size()]->Schedule(std::move(work));
+          },
+          options.clock)),
       timer_(DeadlineTimerOptions{options.clock}) {
   ps_addresses_ = options.ps_addresses;
+  // As many as the cores: pushes let in by the budget decode and apply in parallel.
+  const int threads = std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
+  for (int i = 0; i < threads; ++i) push_threads_.push_back(std::make_unique<IoThread>());
 }
 
 ParameterService::~ParameterService() { Shutdown(); }
@@ -579,7 +597,7 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
 absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
     const Peer& peer, const grpc::ByteBuffer& request, bool allow_chunks,
     PushRequestHeader* header, std::shared_ptr<ShardJob>* job, int64_t* wait_bytes,
-    ByteBudget::Charge* reservation) {
+    ByteBudget::Charge* reservation, std::shared_ptr<void>* parked) {
   const char* method = allow_chunks ? "Push" : "PushPull";
   return DecodePush(
       request, allow_chunks,
@@ -596,6 +614,7 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
         *reservation = byte_budget_->TryReserveBuffer(bytes, ShardJob::PushGroup(decoded));
         if (*reservation != nullptr) return found;
         *wait_bytes = bytes;
+        *parked = ShardJob::ParkPush(*found, decoded.worker());
         // Stops the decoder before anything is taken; the caller parks the call.
         return absl::ResourceExhaustedError("no room in the byte budget now");
       },

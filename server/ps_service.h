@@ -6,6 +6,7 @@
 #ifndef PS_SERVER_PS_SERVICE_H_
 #define PS_SERVER_PS_SERVICE_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <optional>
@@ -50,8 +51,8 @@ struct ServiceLimits {
   int max_requests_per_peer = 1024;
   // The bytes of pushes held at once by all jobs and connections together: push buffers being
   // filled or applied, and push requests received (server/byte_budget.h, --max_inflight_mb).
-  // 0: no budget.
-  int64_t max_inflight_bytes = int64_t{1} << 30;
+  // 0: no budget; -1: a quarter of the memory this process may use (UsableMemoryBytes).
+  int64_t max_inflight_bytes = -1;
 };
 
 struct ParameterServiceOptions {
@@ -292,13 +293,15 @@ class ParameterService final : public ParameterServerBase {
   // named once found (else it stays null). Chunks (total_chunks >= 2) are INVALID_ARGUMENT
   // unless `allow_chunks`.
   // With `wait_bytes`: a push that would start a push buffer first reserves its room in the
-  // byte budget into `*reservation`; when there is none now it is not decoded, and
-  // `*wait_bytes` says how much room it waits for.
+  // byte budget into `*reservation`; when there is none now it is not decoded, `*wait_bytes`
+  // says how much room it waits for, and `*parked` holds its worker's lease while it waits
+  // (ShardJob::ParkPush).
   absl::StatusOr<DecodedPush> DoDecodePush(const Peer& peer, const grpc::ByteBuffer& request,
                                            bool allow_chunks, PushRequestHeader* header,
                                            std::shared_ptr<ShardJob>* job,
                                            int64_t* wait_bytes = nullptr,
-                                           ByteBudget::Charge* reservation = nullptr);
+                                           ByteBudget::Charge* reservation = nullptr,
+                                           std::shared_ptr<void>* parked = nullptr);
   // DoDecodePush within the byte budget (ps_service_budget.cc): a push that would start a push
   // buffer the budget has no room for is parked, without a thread, until there is; `then` gets
   // the job (null where none was found), the header and the outcome, once, on this thread or
@@ -402,8 +405,11 @@ class ParameterService final : public ParameterServerBase {
 
   // Before the members below, whose work finishes calls (and so gives their places back).
   RequestsInFlight requests_in_flight_;
-  // Every job's push buffers are charged to it (ShardJob::UseByteBudget).
+  // Every job's push buffers are charged to it (ShardJob::UseByteBudget). Pushes it parked are
+  // decoded and applied on push_threads_ once let in, in turn.
   const std::shared_ptr<ByteBudget> byte_budget_;
+  std::vector<std::unique_ptr<IoThread>> push_threads_;
+  std::atomic<uint64_t> next_push_thread_{0};
 
   // Declared last, so destroyed first: their work uses the members above.
   DeadlineTimer timer_;

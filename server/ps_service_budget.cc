@@ -14,6 +14,8 @@ namespace {
 // answers it with its window.
 constexpr char kClientIdKey[] = "ps-client-id";
 constexpr char kWindowKey[] = "ps-window-bytes";
+// On an UNAVAILABLE answer: the ps is up but was too busy; retry the same copy.
+constexpr char kRetryHereKey[] = "ps-retry-here";
 
 // A parked push is answered this long before its client's own deadline, so that the client
 // gets the reason rather than a bare DEADLINE_EXCEEDED.
@@ -27,25 +29,33 @@ void ParameterService::DecodePushInBudget(grpc::CallbackServerContext* context, 
   PushRequestHeader header;
   std::shared_ptr<ShardJob> job;
   int64_t wait_bytes = 0;
+  std::shared_ptr<void> parked;  // The worker's lease, held while the call waits.
   // A call let in by the budget holds its reservation (or its push's pass) and is not checked
   // again.
   const bool check = byte_budget_->enabled() && reservation == nullptr;
   absl::StatusOr<DecodedPush> decoded =
       DoDecodePush(peer, *request, allow_chunks, &header, &job, check ? &wait_bytes : nullptr,
-                   &reservation);
+                   &reservation, &parked);
   if (wait_bytes == 0) {
+    reservation.reset();  // The buffer it made room for holds its own charge now.
     then(std::move(job), header, std::move(decoded));
-    return;  // `reservation` goes now: the buffer it made room for holds its own charge.
+    return;
   }
   // The budget's clock (a test's simulated one) for the wait; the client's deadline is real.
   const absl::Duration left = std::min(
       options_.default_wait_timeout,
       absl::FromChrono(context->deadline()) - absl::Now() - kParkMargin);
   byte_budget_->WaitForBuffer(
-      header.job_id(), ShardJob::PushGroup(header), wait_bytes, options_.clock->Now() + std::max(left, absl::ZeroDuration()),
-      [this, context, peer, request, allow_chunks,
+      header.job_id(), ShardJob::PushGroup(header), wait_bytes,
+      options_.clock->Now() + std::max(left, absl::ZeroDuration()),
+      [this, context, peer, request, allow_chunks, job_id = header.job_id(),
+       parked = std::move(parked),
        then = std::move(then)](absl::StatusOr<ByteBudget::Charge> room) mutable {
+        parked.reset();
         if (!room.ok()) {
+          // Not a ps gone: a client of a replicated job retries here, not on the other copy.
+          context->AddTrailingMetadata(kRetryHereKey, "1");
+          SendWindow(context, job_id);
           then(nullptr, PushRequestHeader(), room.status());
           return;
         }

@@ -126,6 +126,7 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index, Clock* c
     assemblies_.resize(spec.num_workers());
   }
   absl::MutexLock lock(&mu_);
+  parked_pushes_.assign(spec.num_workers(), 0);
   last_push_id_.assign(spec.num_workers(), 0);
   applied_by_worker_.assign(spec.num_workers(), 0);
   staleness_by_worker_.resize(spec.num_workers());
@@ -276,7 +277,7 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
   const int64_t sparse = sparse_->Floats(header.sparse());
   std::shared_ptr<std::vector<float>> buffer =
       sparse == 0 ? AcquirePushBuffer(num_elements_, PushGroup(header))
-                  : std::make_shared<std::vector<float>>(num_elements_ + sparse);
+                  : Charged(std::make_shared<std::vector<float>>(num_elements_ + sparse), "");
   destinations->clear();
   for (const auto& slice : slices_) {
     destinations->emplace_back(buffer->data() + slice->offset, slice->placement.num_elements());
@@ -292,18 +293,36 @@ void ShardJob::UseByteBudget(std::shared_ptr<ByteBudget> budget) {
 
 std::string ShardJob::PushGroup(const PushRequestHeader& header) {
   if (!IsChunk(header)) return "";
-  return absl::StrCat(header.job_id(), "/", header.worker(), "/", header.incarnation(), "/",
-                      header.push_id());
+  return absl::StrCat(header.job_id(), "/", header.has_shard() ? header.shard() : -1, "/",
+                      header.worker(), "/", header.incarnation(), "/", header.push_id());
+}
+
+std::shared_ptr<void> ShardJob::ParkPush(std::shared_ptr<ShardJob> job, int worker) {
+  {
+    absl::MutexLock lock(&job->mu_);
+    if (worker < 0 || worker >= static_cast<int>(job->parked_pushes_.size())) return nullptr;
+    ++job->parked_pushes_[worker];
+  }
+  ShardJob* raw = job.get();
+  return std::shared_ptr<void>(raw, [job = std::move(job), worker](void*) {
+    absl::MutexLock lock(&job->mu_);
+    --job->parked_pushes_[worker];
+  });
 }
 
 std::shared_ptr<std::vector<float>> ShardJob::AcquirePushBuffer(size_t floats,
                                                                 const std::string& group) {
-  std::shared_ptr<std::vector<float>> buffer = push_buffers_->Acquire(floats);
+  return Charged(push_buffers_->Acquire(floats), group);
+}
+
+std::shared_ptr<std::vector<float>> ShardJob::Charged(std::shared_ptr<std::vector<float>> buffer,
+                                                      const std::string& group) {
   ByteBudget::Charge charge;
   {
     absl::MutexLock lock(&budget_mu_);
     if (byte_budget_ != nullptr) {
-      charge = byte_budget_->ChargeBuffer(static_cast<int64_t>(floats * sizeof(float)), group);
+      charge =
+          byte_budget_->ChargeBuffer(static_cast<int64_t>(buffer->size() * sizeof(float)), group);
     }
   }
   if (charge == nullptr) return buffer;

@@ -161,6 +161,10 @@ class ShardJob {
   // What every chunk of the push `header` is one of has in common, for the byte budget
   // (ByteBudget's groups): "" for a whole push.
   static std::string PushGroup(const PushRequestHeader& header);
+  // Notes that a push of `worker` waits for the byte budget on `job` until the token is dropped:
+  // its lease does not run out meanwhile (as for a parked pull). Null for a worker out of range.
+  static std::shared_ptr<void> ParkPush(std::shared_ptr<ShardJob> job, int worker)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Marks `worker` of run `run_id` as done with the job: SSP pulls no longer wait for its clock,
   // and SYNC steps no longer wait for its gradient (see SyncRule::AggregateSize; an open step
@@ -529,6 +533,15 @@ class ShardJob {
   // A push buffer from push_buffers_ of `floats`, charged to the byte budget while held.
   std::shared_ptr<std::vector<float>> AcquirePushBuffer(size_t floats, const std::string& group)
       ABSL_LOCKS_EXCLUDED(budget_mu_);
+  // `buffer`, charged to the byte budget while held (as is where there is none).
+  std::shared_ptr<std::vector<float>> Charged(std::shared_ptr<std::vector<float>> buffer,
+                                              const std::string& group)
+      ABSL_LOCKS_EXCLUDED(budget_mu_);
+  // Drops the push `worker` is assembling, which it will never finish (it left or was lost), and
+  // so frees its buffer; with `incarnation`, only one of that incarnation or an older one.
+  void DropAssembly(int worker, std::optional<int> incarnation = std::nullopt)
+      ABSL_LOCKS_EXCLUDED(chunks_mu_);
+  std::vector<int> parked_pushes_ ABSL_GUARDED_BY(mu_);  // Per worker: ParkPush tokens held.
   absl::Mutex budget_mu_;
   std::shared_ptr<ByteBudget> byte_budget_ ABSL_GUARDED_BY(budget_mu_);
   std::shared_ptr<BufferPool> value_buffers_;  // Keeps one spare buffer per slice.

@@ -42,6 +42,15 @@ int64_t ShardJob::NewPushBufferBytes(const PushRequestHeader& header) {
   return assembling ? 0 : bytes;
 }
 
+void ShardJob::DropAssembly(int worker, std::optional<int> incarnation) {
+  absl::MutexLock lock(&chunks_mu_);
+  if (worker < 0 || worker >= static_cast<int>(assemblies_.size())) return;
+  std::unique_ptr<Assembly>& assembly = assemblies_[worker];
+  if (assembly == nullptr) return;
+  if (incarnation.has_value() && assembly->header.incarnation() > *incarnation) return;
+  assembly.reset();
+}
+
 absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushRequestHeader& header) {
   const std::string prefix = JobPrefix(spec_.job_id());
   absl::Status status = CheckPushSender(header);

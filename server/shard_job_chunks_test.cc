@@ -11,6 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/tensor/finite.h"
+#include "server/byte_budget.h"
+#include "server/deadline_timer.h"
+#include "server/io_thread.h"
 #include "server/shard_job.h"
 #include "server/shard_job_testing.h"
 
@@ -234,6 +237,30 @@ TEST(ShardJobChunksTest, ANewerPushAbandonsAnIncompleteOne) {
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->outcome(), PushResponse::APPLIED);
   EXPECT_EQ(AllValues(job.get()), SgdStep(before, second));
+}
+
+// A push a worker will never finish (it left, or its lease ran out) gives its buffer back to the
+// ps's byte budget at once, not at that worker's next push.
+TEST(ShardJobChunksTest, AnUnfinishedPushOfAWorkerThatLeavesOrIsLostGivesItsBufferBack) {
+  DeadlineTimer timer;
+  IoThread thread;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(
+      int64_t{64} << 20, "ps:0", &timer,
+      [&thread](std::function<void()> work) { thread.Schedule(std::move(work)); });
+  std::unique_ptr<ShardJob> job = CreateJob(/*num_workers=*/3);
+  job->UseByteBudget(budget);
+  const std::vector<float> gradient = Gradient(1);
+  for (int worker : {0, 1, 2}) {
+    ASSERT_TRUE(SendChunk(job.get(), Chunk(*job, 1, 2, 0, 20, worker), gradient).ok());
+  }
+  EXPECT_EQ(budget->GetStats().buffer_bytes, 3 * kFloats * 4);
+  ASSERT_TRUE(job->Leave(1, "").ok());
+  EXPECT_EQ(budget->GetStats().buffer_bytes, 2 * kFloats * 4);
+  job->LoseWorkers({2});
+  EXPECT_EQ(budget->GetStats().buffer_bytes, 1 * kFloats * 4);
+  // The others' pushes go on: worker 0 finishes its own.
+  ASSERT_TRUE(SendChunk(job.get(), Chunk(*job, 1, 2, 20, 20, 0), gradient).ok());
+  EXPECT_EQ(budget->GetStats().buffer_bytes, 0);
 }
 
 TEST(ShardJobChunksTest, AnAbandonedChunkCanBeSentAgain) {

@@ -81,6 +81,18 @@ TEST(ShardJobLeaseTest, SspStopsWaitingForAWorkerWhoseLeaseRanOut) {
   EXPECT_TRUE(job->ExpireLeases(now).empty());  // Lost once.
 }
 
+TEST(ShardJobLeaseTest, APushWaitingForTheByteBudgetKeepsItsWorkersLease) {
+  std::shared_ptr<ShardJob> job = Job(ConsistencyConfig::ASYNC);
+  std::shared_ptr<void> parked = ShardJob::ParkPush(job, 1);
+  ASSERT_NE(parked, nullptr);
+  EXPECT_EQ(ShardJob::ParkPush(job, 2), nullptr);  // Out of range.
+  const absl::Time later = TestClock()->Now() + kLease * 3;
+  ASSERT_TRUE(Push(job.get(), 0, 0).ok());
+  EXPECT_EQ(job->ExpireLeases(later), std::vector<int>{0});  // Not worker 1, which waits.
+  parked.reset();
+  EXPECT_EQ(job->ExpireLeases(later), std::vector<int>{1});
+}
+
 TEST(ShardJobLeaseTest, SyncMarksALostWorkerButItsBarrierStillWaitsForIt) {
   std::unique_ptr<ShardJob> job = Job(ConsistencyConfig::SYNC);
   TestClock()->Advance(kLease * 2 / 3);

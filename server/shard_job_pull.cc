@@ -281,8 +281,10 @@ std::vector<int> ShardJob::ExpireLeases(absl::Time now) {
 std::vector<int> ShardJob::TakeExpiredLeases(absl::Time now) {
   if (!leases_.enabled()) return {};
   absl::MutexLock lock(&mu_);
-  // A worker whose pull is parked here (at a barrier, a staleness bound) is waiting, not gone.
+  // A worker whose pull is parked here (at a barrier, a staleness bound), or whose push waits for
+  // the byte budget, is waiting, not gone.
   std::vector<bool> parked(spec_.num_workers(), false);
+  for (size_t w = 0; w < parked_pushes_.size(); ++w) parked[w] = parked_pushes_[w] > 0;
   for (const auto& [id, waiter] : waiters_) {
     const int w = waiter.request.worker();
     if (w >= 0 && w < spec_.num_workers() &&
@@ -297,6 +299,7 @@ std::vector<int> ShardJob::TakeExpiredLeases(absl::Time now) {
 
 void ShardJob::LoseWorkers(const std::vector<int>& workers) {
   if (workers.empty()) return;
+  for (int worker : workers) DropAssembly(worker);
   // A lost worker leaves the clocks only where the mode says so (SSP), or the job is elastic
   // (lost_workers_leave): a barrier with backup workers needs none in particular, and one
   // without them waits for the lost one until its pulls time out; the other modes wait for no
@@ -368,6 +371,7 @@ absl::Status ShardJob::Leave(int worker, const std::string& run_id,
                                                    " is out of range: the job has ",
                                                    spec_.num_workers(), " workers"));
   }
+  DropAssembly(worker, incarnation);
   absl::MutexLock aggregate_lock(&aggregate_mu_);
   std::vector<Waiter> ready;
   bool apply = false;

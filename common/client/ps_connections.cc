@@ -25,15 +25,15 @@ namespace ps {
 namespace {
 
 constexpr char kServicePrefix[] = "/ps.ParameterServer/";
-// The metadata this client names itself with, and where a ps answers with its window
-// (server/byte_budget.h).
+// The metadata this client names itself with, where a ps answers with its window
+// (server/byte_budget.h), and where it says that an UNAVAILABLE answer came from a ps too busy,
+// not gone.
 constexpr char kClientIdKey[] = "ps-client-id";
 constexpr char kWindowKey[] = "ps-window-bytes";
+constexpr char kRetryHereKey[] = "ps-retry-here";
 
-// The calls whose answers carry a window.
-bool IsDataCall(const std::string& method) {
-  return method == "Pull" || method == "Push" || method == "PushPull";
-}
+// The calls that keep to the window a ps gives: those that bring it push bytes.
+bool KeepsToWindow(const std::string& method) { return method == "Push" || method == "PushPull"; }
 
 // 128 bits from the system's random source: clients of one ps never share an id by chance.
 std::string RandomClientId() {
@@ -54,6 +54,12 @@ struct PsConnections::InFlight {
   int64_t bytes = 0;     // What the call counts against its shard's window.
   bool made = false;     // False for a call not made because another failed for good.
   int task = -1;         // The ps task it went to (a replicated call's route then).
+
+  // UNAVAILABLE from a ps that is up but too busy (its byte budget): retried on the same copy.
+  bool RetryHere() const {
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return false;
+    return context.GetServerTrailingMetadata().count(kRetryHereKey) > 0;
+  }
 
   // Runs the call's handler on an OK response, then frees the response.
   void Handle(const Call& call) {
@@ -188,7 +194,7 @@ class PsConnections::Window {
     const Call& call = calls_[pending_[position]];
     InFlight& state = *in_flight_[position];
     state.status = status;
-    connections_.TakeWindow(call, state.context);
+    connections_.TakeWindow(call, state);
     const bool failed = !status.ok() && (!Retryable(call, FromGrpcStatus(status)) || last_);
     std::vector<size_t> ready;
     {
@@ -267,23 +273,24 @@ PsConnections::PsConnections(const PsClientOptions& options)
 }
 
 int64_t PsConnections::WindowBytes(int ps, const std::string& method) const {
-  if (!IsDataCall(method)) return options_.max_bytes_in_flight_per_ps;
+  if (!KeepsToWindow(method)) return options_.max_bytes_in_flight_per_ps;
   return std::min(options_.max_bytes_in_flight_per_ps,
                   windows_[ps].load(std::memory_order_relaxed));
 }
 
-void PsConnections::TakeWindow(const Call& call, const grpc::ClientContext& context) const {
-  if (!IsDataCall(call.method)) return;
-  int64_t window = options_.max_bytes_in_flight_per_ps;
-  const auto& trailers = context.GetServerTrailingMetadata();
+void PsConnections::TakeWindow(const Call& call, const InFlight& state) const {
+  const auto& trailers = state.context.GetServerTrailingMetadata();
   auto sent = trailers.find(kWindowKey);
   int64_t value = 0;
   if (sent != trailers.end() &&
       absl::SimpleAtoi(absl::string_view(sent->second.data(), sent->second.size()), &value) &&
       value > 0) {
-    window = value;
+    windows_[call.ps].store(value, std::memory_order_relaxed);
+  } else if (state.status.ok() && (call.method == "Pull" || KeepsToWindow(call.method))) {
+    // A ps without a budget answers its data calls with none. An error without one (refused
+    // before the ps read the request, or no answer at all) leaves the window as it was.
+    windows_[call.ps].store(options_.max_bytes_in_flight_per_ps, std::memory_order_relaxed);
   }
-  windows_[call.ps].store(window, std::memory_order_relaxed);
 }
 
 std::string PsConnections::ShardName(int ps) const {
@@ -350,7 +357,9 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
         status = in_flight[i]->handled;
       } else if (Retryable(call, status) && !last) {
         retry.push_back(pending[i]);
-        if (call.replicated) switched.emplace(call.ps, in_flight[i]->task);
+        if (call.replicated && !in_flight[i]->RetryHere()) {
+          switched.emplace(call.ps, in_flight[i]->task);
+        }
         continue;
       } else if (absl::IsUnavailable(status)) {
         status = absl::UnavailableError(absl::StrCat(

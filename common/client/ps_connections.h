@@ -9,7 +9,9 @@
 // max_bytes_in_flight_per_ps in flight (backpressure): a large push's chunks go out as earlier
 // ones are answered, not all at once. A ps with a byte budget (server/byte_budget.h) answers every
 // data call (Pull, Push, PushPull) with a smaller window for this client ("ps-window-bytes"), which
-// its later calls keep to; before the first such answer, data calls go to a ps one at a time.
+// its later pushes keep to; before the first such answer, pushes go to a ps one at a time. An
+// UNAVAILABLE marked "ps-retry-here" (a push that waited too long for the budget) is retried on
+// the same copy of a replicated shard, not failed over.
 // Every call names this client ("ps-client-id", random) so that the ps can share windows out.
 #ifndef PS_COMMON_CLIENT_PS_CONNECTIONS_H_
 #define PS_COMMON_CLIENT_PS_CONNECTIONS_H_
@@ -125,8 +127,8 @@ class PsConnections {
   void Failover(int shard, int from);
 
   // The bytes this client keeps in flight to shard `ps` in one batch, for a call of `method`:
-  // max_bytes_in_flight_per_ps, or for a data call less where the ps said so, and 0 before any
-  // answer to one (one call at a time).
+  // max_bytes_in_flight_per_ps, or for a push less where the ps said so, and 0 before any answer
+  // to a data call (one push at a time).
   int64_t WindowBytes(int ps, const std::string& method) const;
 
  private:
@@ -144,9 +146,9 @@ class PsConnections {
   // Whether `call` is made again after failing with `status`: UNAVAILABLE, and for a replicated
   // call also CANCELLED.
   static bool Retryable(const Call& call, const absl::Status& status);
-  // Takes the window in a data call's answer (its trailing metadata in `context`), or
-  // max_bytes_in_flight_per_ps where the ps sent none.
-  void TakeWindow(const Call& call, const grpc::ClientContext& context) const;
+  // Takes the window in a data call's answer (its trailing metadata), or
+  // max_bytes_in_flight_per_ps where the ps answered OK with none.
+  void TakeWindow(const Call& call, const InFlight& state) const;
   // Makes calls[i] for every i in `pending` once, as RunCalls says; returns when every call
   // made is done. On the `last` attempt, UNAVAILABLE fails a call for good too.
   std::vector<std::unique_ptr<InFlight>> Attempt(const std::vector<Call>& calls,
