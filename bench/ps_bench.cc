@@ -22,7 +22,9 @@
 // --tls_dir compares plaintext with mutual TLS, --metrics_compare the ps without /metrics with
 // the ps serving /metrics (its RPC interceptor counting every call) and a scraper thread getting
 // every ps's /metrics once a second while that side is measured, --compression float32 values
-// with compressed pushes and pulls (JobSpec.compression: FLOAT16, BFLOAT16, or top-k). It prints
+// with compressed pushes and pulls (JobSpec.compression: FLOAT16, BFLOAT16, or top-k),
+// --budget_compare the ps without a byte budget with the ps at its default one (server/
+// byte_budget.h: every push reserving room, every answer carrying a window). It prints
 // the median ratio of the second side to the first per measurement. With compression, GB/s
 // counts the variable's float32 bytes (what the worker pushes or pulls), not the bytes sent.
 #include <arpa/inet.h>
@@ -86,6 +88,9 @@ DEFINE_bool(metrics_compare, false,
 DEFINE_string(compression, "",
               "compare float32 pushes and pulls with compressed ones: FLOAT16, BFLOAT16, "
               "topk:FRACTION or topk:FRACTION:ENCODING (CompressionSpec)");
+DEFINE_bool(budget_compare, false,
+            "compare the ps without a byte budget (--max_inflight_mb=0) with the ps at its "
+            "default budget, alternately");
 DEFINE_bool(replicas_compare, false,
             "compare jobs without replicas with jobs whose every shard has a backup on the next "
             "ps (replicas 2; needs --ps >= 2 in this process)");
@@ -509,16 +514,18 @@ int Run() {
   }
   const int in_process = options.ps_addresses.empty() ? FLAGS_ps : 0;
   if (!options.ps_addresses.empty()) FLAGS_ps = static_cast<int>(options.ps_addresses.size());
-  if ((!FLAGS_tls_dir.empty() || FLAGS_metrics_compare) && in_process == 0) {
-    std::fprintf(stderr, "ps_bench: --tls_dir and --metrics_compare need the ps in this process "
-                         "(no --ps_addresses)\n");
+  if ((!FLAGS_tls_dir.empty() || FLAGS_metrics_compare || FLAGS_budget_compare) &&
+      in_process == 0) {
+    std::fprintf(stderr, "ps_bench: --tls_dir, --metrics_compare and --budget_compare need the "
+                         "ps in this process (no --ps_addresses)\n");
     return 2;
   }
   if (!FLAGS_tls_dir.empty() + FLAGS_metrics_compare + !FLAGS_compression.empty() +
-          FLAGS_replicas_compare >
+          FLAGS_replicas_compare + FLAGS_budget_compare >
       1) {
-    std::fprintf(stderr, "ps_bench: --tls_dir, --metrics_compare, --compression and "
-                         "--replicas_compare compare two sides each; give one of them\n");
+    std::fprintf(stderr, "ps_bench: --tls_dir, --metrics_compare, --compression, "
+                         "--replicas_compare and --budget_compare compare two sides each; give "
+                         "one of them\n");
     return 2;
   }
   if (FLAGS_replicas_compare && (in_process < 2)) {
@@ -548,9 +555,14 @@ int Run() {
   };
   std::vector<Side> sides;
   sides.push_back(Side{FLAGS_metrics_compare      ? "metrics off"
+                       : FLAGS_budget_compare      ? "budget off"
                        : FLAGS_compression.empty() ? "plaintext"
                                                    : "float32",
                        options, {}, {}, nullptr, {}, {}, {}});
+  if (FLAGS_budget_compare) {
+    sides.front().server.service.limits.max_inflight_bytes = 0;
+    sides.push_back(Side{"budget on", options, {}, {}, nullptr, {}, {}, {}});
+  }
   if (!FLAGS_tls_dir.empty()) {
     const TransportSecurity server{FLAGS_tls_dir + "/127.0.0.1.crt",
                                    FLAGS_tls_dir + "/127.0.0.1.key", FLAGS_tls_dir + "/ca.crt"};
