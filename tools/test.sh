@@ -19,9 +19,7 @@ trap 'rm -f "$log"' EXIT
 status=0
 config=("$@")
 if ((${#config[@]} == 0)); then
-  # Three tests at once on 2 cores: the longest process tests mostly wait (on kills, restarts,
-  # leases and barriers), so a third slot shortens the run without starving the others.
-  config=(--config=thread_safety --local_test_jobs=3)
+  config=(--config=thread_safety)
   echo "tests: building //... with clang-14 and its thread-safety analysis (--config=thread_safety)"
 fi
 bazel test --test_summary=short "${config[@]}" //... 2>&1 | tee "$log" || status=$?
