@@ -5,11 +5,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/mib_text.h"
 
 namespace ps {
 namespace {
-
-std::string Mib(int64_t bytes) { return absl::StrCat((bytes + (1 << 20) - 1) >> 20, " MiB"); }
 
 }  // namespace
 
@@ -185,7 +184,7 @@ void ByteBudget::TimeOut(const std::string& job, uint64_t id) {
     const absl::Duration waited = clock_->Now() - it->since;
     status = absl::UnavailableError(absl::StrCat(
         server_, " waited ", absl::FormatDuration(absl::Trunc(waited, absl::Milliseconds(1))),
-        " for room for a push buffer of ", Mib(it->bytes), " of job \"", job, "\": ",
+        " for room for a push buffer of ", MibText(it->bytes), " of job \"", job, "\": ",
         HeldTextLocked(), "; retry (the client does), or raise ps_server --max_inflight_mb"));
     resume = std::move(it->resume);
     wait_seconds_ += absl::ToDoubleSeconds(waited);
@@ -197,8 +196,8 @@ void ByteBudget::TimeOut(const std::string& job, uint64_t id) {
 }
 
 std::string ByteBudget::HeldTextLocked() const {
-  return absl::StrCat(buffers_, " push buffers hold ", Mib(buffer_bytes_), " of its ",
-                      Mib(buffer_part()), " for them");
+  return absl::StrCat(buffers_, " push buffers hold ", MibText(buffer_bytes_), " of its ",
+                      MibText(buffer_part()), " for them");
 }
 
 void ByteBudget::CancelWaiters(const absl::Status& status) {

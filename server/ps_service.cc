@@ -565,9 +565,8 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
   reactor->HoldUntilDone(byte_budget_->ChargeRequest(request->Length()));
   DecodePushInBudget(
       context, peer, request, /*allow_chunks=*/false, nullptr,
-      [this, context, reactor](std::shared_ptr<ShardJob> job, const PushRequestHeader& header,
-                               absl::StatusOr<DecodedPush> decoded) {
-        if (job != nullptr) SendWindow(context, header.job_id());
+      [this, reactor](std::shared_ptr<ShardJob> job, const PushRequestHeader& header,
+                      absl::StatusOr<DecodedPush> decoded) {
         if (!decoded.ok()) {
           reactor->Fail(job, decoded.status());
           return;
@@ -596,8 +595,7 @@ grpc::ServerUnaryReactor* ParameterService::PushPull(grpc::CallbackServerContext
 
 absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
     const Peer& peer, const grpc::ByteBuffer& request, bool allow_chunks,
-    PushRequestHeader* header, std::shared_ptr<ShardJob>* job, int64_t* wait_bytes,
-    ByteBudget::Charge* reservation, std::shared_ptr<void>* parked) {
+    PushRequestHeader* header, std::shared_ptr<ShardJob>* job, PushAdmission* admission) {
   const char* method = allow_chunks ? "Push" : "PushPull";
   return DecodePush(
       request, allow_chunks,
@@ -608,13 +606,14 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
         absl::StatusOr<std::shared_ptr<ShardJob>> found = FindJobFor(
             peer, decoded.job_id(), JobAccess::kData, method,
             decoded.has_shard() ? std::optional<int>(decoded.shard()) : std::nullopt);
-        if (!found.ok() || wait_bytes == nullptr) return found;
+        if (!found.ok() || admission == nullptr) return found;
         const int64_t bytes = (*found)->NewPushBufferBytes(decoded);
         if (bytes == 0) return found;
-        *reservation = byte_budget_->TryReserveBuffer(bytes, ShardJob::PushGroup(decoded));
-        if (*reservation != nullptr) return found;
-        *wait_bytes = bytes;
-        *parked = ShardJob::ParkPush(*found, decoded.worker());
+        admission->reservation =
+            byte_budget_->TryReserveBuffer(bytes, ShardJob::PushGroup(decoded));
+        if (admission->reservation != nullptr) return found;
+        admission->wait_bytes = bytes;
+        admission->parked = ShardJob::ParkPush(*found, decoded.worker());
         // Stops the decoder before anything is taken; the caller parks the call.
         return absl::ResourceExhaustedError("no room in the byte budget now");
       },
@@ -662,12 +661,11 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   DecodePushInBudget(
       context, peer, request, /*allow_chunks=*/true, nullptr,
-      [this, context, reactor, response, received = request->Length(),
+      [this, reactor, response, received = request->Length(),
        slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot)),
        charge = byte_budget_->ChargeRequest(request->Length())](
-          std::shared_ptr<ShardJob> job, const PushRequestHeader& header,
+          std::shared_ptr<ShardJob> job, const PushRequestHeader&,
           absl::StatusOr<DecodedPush> decoded) {
-        if (job != nullptr) SendWindow(context, header.job_id());
         auto answer = [reactor, response, job, received, slot, charge](
                           absl::StatusOr<PushResponse> result) {
           if (result.ok()) *response = SerializeToByteBuffer(*result);

@@ -292,20 +292,25 @@ class ParameterService final : public ParameterServerBase {
   // Decodes a push from `peer` (DecodePush); `header` receives its header, `job` the job it
   // named once found (else it stays null). Chunks (total_chunks >= 2) are INVALID_ARGUMENT
   // unless `allow_chunks`.
-  // With `wait_bytes`: a push that would start a push buffer first reserves its room in the
-  // byte budget into `*reservation`; when there is none now it is not decoded, `*wait_bytes`
-  // says how much room it waits for, and `*parked` holds its worker's lease while it waits
-  // (ShardJob::ParkPush).
+  // A push's way past the byte budget, which DoDecodePush fills in: the room it reserved for the
+  // push buffer it starts (held until decoded), or where there was none the bytes it waits for
+  // (then it was not decoded) and its worker's lease, held while it waits (ShardJob::ParkPush).
+  struct PushAdmission {
+    ByteBudget::Charge reservation;
+    int64_t wait_bytes = 0;
+    std::shared_ptr<void> parked;
+  };
+  // With `admission`, a push that would start a push buffer first reserves its room in the byte
+  // budget.
   absl::StatusOr<DecodedPush> DoDecodePush(const Peer& peer, const grpc::ByteBuffer& request,
                                            bool allow_chunks, PushRequestHeader* header,
                                            std::shared_ptr<ShardJob>* job,
-                                           int64_t* wait_bytes = nullptr,
-                                           ByteBudget::Charge* reservation = nullptr,
-                                           std::shared_ptr<void>* parked = nullptr);
+                                           PushAdmission* admission = nullptr);
   // DoDecodePush within the byte budget (ps_service_budget.cc): a push that would start a push
   // buffer the budget has no room for is parked, without a thread, until there is; `then` gets
   // the job (null where none was found), the header and the outcome, once, on this thread or
-  // the budget's. A call parked until its deadline gets UNAVAILABLE, saying why.
+  // the budget's, the window already sent (SendWindow). A call parked until its deadline gets
+  // UNAVAILABLE, saying why.
   using PushDecoded = std::function<void(std::shared_ptr<ShardJob> job,
                                          const PushRequestHeader& header,
                                          absl::StatusOr<DecodedPush> decoded)>;
@@ -392,8 +397,6 @@ class ParameterService final : public ParameterServerBase {
     bool promoted = false;   // It serves the shard now (its primary went away).
   };
   std::map<ShardKey, BackupCopy> backups_ ABSL_GUARDED_BY(mu_);
-  // "12 MiB", rounded up, for messages.
-  static std::string Mib(int64_t bytes);
   // The bytes this ps holds and has reserved for all jobs: its own shards, the backup copies it
   // holds (but the one at `replacing`, when given), and the reservations in flight.
   int64_t HeldBytesLocked(const ShardKey* replacing = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -28,16 +28,17 @@ void ParameterService::DecodePushInBudget(grpc::CallbackServerContext* context, 
                                           ByteBudget::Charge reservation, PushDecoded then) {
   PushRequestHeader header;
   std::shared_ptr<ShardJob> job;
-  int64_t wait_bytes = 0;
-  std::shared_ptr<void> parked;  // The worker's lease, held while the call waits.
+  PushAdmission admission;
   // A call let in by the budget holds its reservation (or its push's pass) and is not checked
   // again.
   const bool check = byte_budget_->enabled() && reservation == nullptr;
   absl::StatusOr<DecodedPush> decoded =
-      DoDecodePush(peer, *request, allow_chunks, &header, &job, check ? &wait_bytes : nullptr,
-                   &reservation, &parked);
-  if (wait_bytes == 0) {
-    reservation.reset();  // The buffer it made room for holds its own charge now.
+      DoDecodePush(peer, *request, allow_chunks, &header, &job, check ? &admission : nullptr);
+  if (admission.wait_bytes == 0) {
+    // The buffer a reservation made room for holds its own charge now.
+    reservation.reset();
+    admission.reservation.reset();
+    if (job != nullptr) SendWindow(context, header.job_id());
     then(std::move(job), header, std::move(decoded));
     return;
   }
@@ -46,10 +47,10 @@ void ParameterService::DecodePushInBudget(grpc::CallbackServerContext* context, 
       options_.default_wait_timeout,
       absl::FromChrono(context->deadline()) - absl::Now() - kParkMargin);
   byte_budget_->WaitForBuffer(
-      header.job_id(), ShardJob::PushGroup(header), wait_bytes,
+      header.job_id(), ShardJob::PushGroup(header), admission.wait_bytes,
       options_.clock->Now() + std::max(left, absl::ZeroDuration()),
       [this, context, peer, request, allow_chunks, job_id = header.job_id(),
-       parked = std::move(parked),
+       parked = std::move(admission.parked),
        then = std::move(then)](absl::StatusOr<ByteBudget::Charge> room) mutable {
         parked.reset();
         if (!room.ok()) {

@@ -2,13 +2,11 @@
 // and the bytes the jobs and backups on this ps hold.
 #include "server/ps_service.h"
 
+#include "server/mib_text.h"
+
 #include "absl/strings/str_cat.h"
 
 namespace ps {
-
-std::string ParameterService::Mib(int64_t bytes) {
-  return absl::StrCat((bytes + (1 << 20) - 1) >> 20, " MiB");
-}
 
 ParameterService::Reservation::~Reservation() {
   absl::MutexLock lock(&service_->mu_);
@@ -34,9 +32,9 @@ absl::StatusOr<std::unique_ptr<ParameterService::Reservation>> ParameterService:
   if (!backup.ok()) return backup.status();
   if (*bytes > limits.max_job_bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("job \"", spec.job_id(), "\" needs ", Mib(*bytes), " on ", TaskName(),
+        absl::StrCat("job \"", spec.job_id(), "\" needs ", MibText(*bytes), " on ", TaskName(),
                      " (values and optimizer slots, twice); one job may hold at most ",
-                     Mib(limits.max_job_bytes),
+                     MibText(limits.max_job_bytes),
                      " (ps_server --max_job_mb): use more ps tasks or a smaller "
                      "model"));
   }
@@ -50,11 +48,11 @@ absl::StatusOr<std::unique_ptr<ParameterService::Reservation>> ParameterService:
   const int64_t used = HeldBytesLocked();
   if (used + *bytes + *backup > max_total_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "job \"", spec.job_id(), "\" needs ", Mib(*bytes + *backup), " on ", TaskName(),
-        *backup > 0 ? absl::StrCat(" (", Mib(*backup), " of it for the backup of shard ",
+        "job \"", spec.job_id(), "\" needs ", MibText(*bytes + *backup), " on ", TaskName(),
+        *backup > 0 ? absl::StrCat(" (", MibText(*backup), " of it for the backup of shard ",
                                    previous, ")")
                     : "",
-        ", which holds ", Mib(used), " of its ", Mib(max_total_bytes_),
+        ", which holds ", MibText(used), " of its ", MibText(max_total_bytes_),
         " for all jobs (ps_server --max_memory_mb); "
         "delete finished jobs (psctl stop) or add ps tasks"));
   }

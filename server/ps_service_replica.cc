@@ -11,6 +11,8 @@
 #include "common/net/grpc_status.h"
 #include "common/security/auth_token.h"
 #include "server/ps_service.h"
+
+#include "server/mib_text.h"
 #include "server/replica_input.h"
 
 namespace ps {
@@ -412,8 +414,8 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
         if (held + *bytes > max_total_bytes_) {
           return absl::ResourceExhaustedError(absl::StrCat(
               JobPrefix(install.job_id()), TaskName(), " cannot hold the backup of shard ", shard,
-              ": it needs ", Mib(*bytes), ", and ", TaskName(), " holds ", Mib(held),
-              " of its ", Mib(max_total_bytes_), " for all jobs (ps_server --max_memory_mb); "
+              ": it needs ", MibText(*bytes), ", and ", TaskName(), " holds ", MibText(held),
+              " of its ", MibText(max_total_bytes_), " for all jobs (ps_server --max_memory_mb); "
               "the shard goes on unreplicated until there is room"));
         }
         BackupCopy& slot = backups_[key];

@@ -1,4 +1,5 @@
-// The ps-wide byte budget (server/byte_budget.h) in a real ps_server process: 16 clients push 64
+// The ps-wide byte budget (server/byte_budget.h; the service's side in server/ps_service_budget.cc,
+// the client's windows in common/client/ps_connections.cc) in a real ps_server process: 16 clients push 64
 // MiB each at once into a ps with --max_inflight_mb=256. Every push completes, and the ps's
 // resident memory grows by at most the budget plus kOverhead; without a budget, the same burst
 // grows it by far more (so the bound is the budget's doing).
