@@ -30,6 +30,9 @@ DEFINE_bool(resume, false,
             "submit: continue the job from its latest complete checkpoint as a new run (the "
             "same job file; a damaged checkpoint falls back to the one before)");
 DEFINE_bool(detach, false, "submit: start the job and print its id without following it");
+DEFINE_bool(trace, false,
+            "local, submit: record the job's timeline (JobSpec.trace) and write it to "
+            "RESULTS/trace.json, a Chrome trace (open it in Perfetto or chrome://tracing)");
 DEFINE_int32(wait_for_cluster_s, 0,
              "submit: wait up to this many seconds for a cluster that is not ready (daemons "
              "still starting), probing it every second, before refusing the job (exit 138)");

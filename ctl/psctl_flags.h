@@ -18,6 +18,7 @@ DECLARE_int32(days);
 DECLARE_string(users);
 DECLARE_bool(resume);
 DECLARE_bool(detach);
+DECLARE_bool(trace);
 DECLARE_int32(wait_for_cluster_s);
 DECLARE_bool(replace);
 DECLARE_int32(ps);

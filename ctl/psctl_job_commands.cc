@@ -72,6 +72,13 @@ int Submit(const ClusterSpec& cluster, const JobSpec& spec, const std::string& r
   return status.ok() ? 0 : Fail(status);
 }
 
+// The job file at `path`, traced where --trace asks for it.
+absl::StatusOr<JobSpec> ReadJobToRun(const std::string& path) {
+  absl::StatusOr<JobSpec> spec = ReadJobSpecFile(path);
+  if (spec.ok() && FLAGS_trace) spec->set_trace(true);
+  return spec;
+}
+
 std::string ResultsDir(const JobSpec& spec) {
   return FLAGS_results.empty() ? absl::StrCat("results/", spec.job_id()) : FLAGS_results;
 }
@@ -116,7 +123,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> StartLocal(const JobSpec& spec, in
 
 int Local() {
   std::string job_path = FLAGS_job.empty() ? "config/jobs/default.json" : FLAGS_job;
-  absl::StatusOr<JobSpec> spec = ReadJobSpecFile(job_path);
+  absl::StatusOr<JobSpec> spec = ReadJobToRun(job_path);
   if (!spec.ok()) return Fail(spec.status());
   absl::Status valid = ValidateJobSpec(*spec, FLAGS_workers);
   if (!valid.ok()) {
@@ -210,7 +217,7 @@ int SubmitCommand() {
   absl::StatusOr<ClusterSpec> cluster = Cluster();
   if (!cluster.ok()) return Fail(cluster.status());
   if (FLAGS_job.empty()) return Fail(absl::InvalidArgumentError("--job=FILE is required"));
-  absl::StatusOr<JobSpec> spec = ReadJobSpecFile(FLAGS_job);
+  absl::StatusOr<JobSpec> spec = ReadJobToRun(FLAGS_job);
   if (!spec.ok()) return Fail(spec.status());
   return Submit(*cluster, *spec, ResultsDir(*spec));
 }

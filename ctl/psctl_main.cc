@@ -81,9 +81,11 @@ std::vector<Command> JobAndClusterCommands() {
        "Examples:\n"
        "  psctl local\n"
        "  psctl local --job=config/jobs/mnist_sync.json --workers=4 --results=results/mnist\n"
-       "  psctl local --metrics_port=0 --keep_cluster   # /metrics on every daemon; Ctrl-C ends",
+       "  psctl local --metrics_port=0 --keep_cluster   # /metrics on every daemon; Ctrl-C ends\n"
+       "  psctl local --trace   # RESULTS/trace.json: each step's pull, compute, push, apply",
        {"job", "ps", "workers", "results", "overwrite", "device", "checkpoint_dir",
-        "shared_checkpoint_dir", "resume", "metrics_port", "keep_cluster", "restarts", "ps_server_binary", "ps_worker_binary"}},
+        "shared_checkpoint_dir", "resume", "metrics_port", "keep_cluster", "restarts", "trace",
+        "ps_server_binary", "ps_worker_binary"}},
       {"submit", 0, [](const std::vector<std::string>&) { return SubmitCommand(); },
        "run a job on a running cluster and follow it to its end",
        "psctl submit --cluster_spec=F --job=F [flags]\n\n"
@@ -92,7 +94,7 @@ std::vector<Command> JobAndClusterCommands() {
        "  psctl submit --cluster_spec=cluster.json --job=job.json --replace   # its id ran before\n"
        "  psctl submit --cluster_spec=cluster.json --job=job.json --resume    # from a checkpoint",
        {"cluster_spec", "job", "results", "overwrite", "replace", "resume", "detach",
-        "wait_for_cluster_s"}},
+        "wait_for_cluster_s", "trace"}},
       {"status", 0, [](const std::vector<std::string>&) { return Status(); },
        "every task up or down, its jobs, and one job's versions and staleness",
        "psctl status --cluster_spec=F [--job=ID]\n\n"

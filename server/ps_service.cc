@@ -725,6 +725,21 @@ grpc::ServerUnaryReactor* ParameterService::GetApplyLog(grpc::CallbackServerCont
   return Answer(context, &slot, job.status());
 }
 
+grpc::ServerUnaryReactor* ParameterService::GetTrace(grpc::CallbackServerContext* context,
+                                                     const TraceRequest* request,
+                                                     Trace* response) {
+  Peer peer;
+  RequestsInFlight::Slot slot;
+  if (grpc::ServerUnaryReactor* refused = Admit(context, "GetTrace", RequireMember, &slot, &peer)) {
+    return refused;
+  }
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetTrace",
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
+  if (job.ok()) *response = (*job)->GetTrace();
+  return Answer(context, &slot, job.status());
+}
+
 grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext* context,
                                                      const ListJobsRequest* /*request*/,
                                                      ListJobsResponse* response) {

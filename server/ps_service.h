@@ -107,7 +107,8 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_Replicate<
                                         ParameterServer::WithCallbackMethod_RestoreJob<
                                             ParameterServer::WithCallbackMethod_DeleteCheckpoints<
                                                 ParameterServer::WithCallbackMethod_GetApplyLog<
-                                                    ParameterServer::Service>>>>>>>>>>>>>>>>;
+                                                ParameterServer::WithCallbackMethod_GetTrace<
+                                                    ParameterServer::Service>>>>>>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -148,6 +149,8 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* GetApplyLog(grpc::CallbackServerContext* context,
                                         const ApplyLogRequest* request,
                                         ApplyLog* response) override;
+  grpc::ServerUnaryReactor* GetTrace(grpc::CallbackServerContext* context,
+                                     const TraceRequest* request, Trace* response) override;
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const ListJobsRequest* request,
                                      ListJobsResponse* response) override;

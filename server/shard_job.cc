@@ -115,6 +115,7 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index, Clock* c
       num_ps_(num_ps),
       ps_index_(ps_index),
       clock_(clock),
+      trace_(spec.trace() ? std::make_unique<TraceRecorder>(clock) : nullptr),
       optimizer_(std::move(optimizer)),
       aggregates_(rule->aggregates()),
       served_delay_(rule->served_delay()),
@@ -502,6 +503,7 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
 absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
                                                 absl::Span<const float> gradient) {
   const int worker = header.worker();
+  const absl::Time began = TraceStart();
   PushResponse response;
   int64_t staleness;
   float learning_rate;
@@ -522,6 +524,8 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
         order_mu_.AssertHeld();  // Taken above when recording.
         log_.push_back(UpdateEntry(header, ApplyLogEntry::DROP, 0, response.drop_reason()));
       }
+      TraceUpdate(TraceEvent::DROP, began, header.clock(), worker, response.staleness(),
+                  version_);
       return response;
     }
     staleness = response.staleness();
@@ -551,6 +555,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     order_mu_.AssertHeld();  // Taken above when recording.
     log_.push_back(UpdateEntry(header, ApplyLogEntry::APPLY, learning_rate, ""));
   }
+  TraceUpdate(TraceEvent::APPLY, began, header.clock(), worker, staleness, response.version());
   order.reset();  // Before answering pulls: their snapshots take the order too.
   Complete(std::move(ready));
   for (ArmedCheckpoint& armed : due) TakeCheckpoint(std::move(armed));
@@ -560,6 +565,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
 absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header,
                                                  absl::Span<const float> gradient) {
   const int worker = header.worker();
+  const absl::Time began = TraceStart();
   PushResponse response;
   bool first;
   bool last;
@@ -571,7 +577,11 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
     absl::StatusOr<PushDecision::Action> action = AdmitLocked(header, &response);
     if (!action.ok()) return action.status();
-    if (*action == PushDecision::kDrop) return response;
+    if (*action == PushDecision::kDrop) {
+      TraceUpdate(TraceEvent::DROP, began, header.clock(), worker, response.staleness(),
+                  version_);
+      return response;
+    }
     first = rule_->open_aggregate().size() == 1;
     last = *action == PushDecision::kApplyAggregate;
     if (last) learning_rate = NextAggregateLearningRateLocked();
@@ -582,6 +592,8 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
     for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += gradient[i];
   }
   sparse_->Accumulate(header.sparse(), gradient.subspan(num_elements_), first);
+  TraceUpdate(TraceEvent::ACCUMULATE, began, header.clock(), worker, response.staleness(),
+              response.version());
   if (!last) {
     response.set_outcome(PushResponse::ACCUMULATED);
     return response;
@@ -595,10 +607,13 @@ float ShardJob::NextAggregateLearningRateLocked() {
 }
 
 void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
+  const absl::Time began = TraceStart();
   size_t count;
+  int64_t step;
   {
     absl::MutexLock lock(&mu_);
     count = rule_->open_aggregate().size();
+    step = rule_->step();
   }
   const float scale = 1.0f / static_cast<float>(count);
   for (float& value : sum_) value *= scale;
@@ -609,14 +624,17 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   {
     absl::MutexLock lock(&mu_);
     const std::vector<Contribution> applied = rule_->TakeAggregate();
+    int64_t most_stale = 0;
     for (const Contribution& c : applied) {
       int64_t staleness = version_ - c.read_version;
       staleness_.Record(staleness);
       staleness_by_worker_[c.worker].Record(staleness);
       ++applied_by_worker_[c.worker];
+      most_stale = std::max(most_stale, staleness);
     }
     applied_gradients_ += static_cast<int64_t>(applied.size());
     ++version_;
+    TraceUpdate(TraceEvent::APPLY, began, step, /*worker=*/-1, most_stale, version_);
     if (response != nullptr) {
       response->set_outcome(PushResponse::APPLIED);
       response->set_version(version_);
@@ -704,6 +722,15 @@ void ShardJob::AssignToSlices(absl::Span<const float> values) {
     const absl::Span<float> destination = ValuesToUpdateLocked(*slice);
     std::copy(source.begin(), source.end(), destination.begin());
   }
+}
+
+Trace ShardJob::GetTrace() const { return trace_ != nullptr ? trace_->Snapshot() : Trace(); }
+
+void ShardJob::TraceUpdate(TraceEvent::Kind kind, absl::Time began, int64_t step, int worker,
+                           int64_t staleness, int64_t version) const {
+  if (trace_ == nullptr) return;
+  trace_->Record(kind, began, kind == TraceEvent::DROP ? began : clock_->Now(), step, worker,
+                 staleness, version);
 }
 
 JobStats ShardJob::Stats() const {

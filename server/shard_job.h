@@ -46,6 +46,7 @@
 #include "server/byte_budget.h"
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/clock.h"
+#include "common/trace/trace_recorder.h"
 #include "common/metrics/metrics.h"
 #include "server/consistency/consistency_rule.h"
 #include "server/data_handout.h"
@@ -282,6 +283,10 @@ class ShardJob {
   // update do not overlap (a pull sees an update whole), so that the log says all that decided
   // the values.
   ApplyLog GetApplyLog() const ABSL_LOCKS_EXCLUDED(order_mu_);
+  // The shard's trace so far (ParameterSpec.trace, proto/trace.proto): each gradient applied,
+  // added to its step's aggregate or dropped, with its staleness, and each aggregate applied.
+  // Empty when the job records none.
+  Trace GetTrace() const;
   // Sets this shard's values to the chief's (CreateJobRequest.initial_values,
   // ParameterSpec.chief_initializes): every slice held here exactly once, with its row_count
   // rows of values, all finite. INVALID_ARGUMENT, naming the slice, otherwise, and nothing is
@@ -413,6 +418,12 @@ class ShardJob {
     std::vector<float> gradient;
   };
   bool recording() const { return spec_.record_apply_log(); }
+  // Records, where the job is traced, an event from `began` to now (a DROP: at `began`) of the
+  // gradient `header` pushed (worker -1, step: a SYNC aggregate's); `version`: the shard's after.
+  void TraceUpdate(TraceEvent::Kind kind, absl::Time began, int64_t step, int worker,
+                   int64_t staleness, int64_t version) const;
+  // When an update that may be traced began: now where the job is traced, else never read.
+  absl::Time TraceStart() const { return trace_ != nullptr ? clock_->Now() : absl::Time(); }
   // The log's entry of an update from `header` (the version it read), for recording.
   static ApplyLogEntry UpdateEntry(const PushRequestHeader& header, ApplyLogEntry::Kind kind,
                                   float learning_rate, const std::string& drop_reason);
@@ -522,6 +533,7 @@ class ShardJob {
   const int num_ps_;
   const int ps_index_;
   Clock* const clock_;
+  const std::unique_ptr<TraceRecorder> trace_;  // ParameterSpec.trace; null: none.
   const std::unique_ptr<Optimizer> optimizer_;
   const bool aggregates_;                       // rule_->aggregates(), fixed.
   const int served_delay_;                      // rule_->served_delay(), fixed.

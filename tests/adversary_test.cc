@@ -208,6 +208,11 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     ApplyLogRequest log;
     log.set_job_id("alices");
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::GetApplyLog, log), kDenied);
+    TraceRequest trace;  // When her shards did what, and at what staleness.
+    trace.set_job_id("alices");
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::GetTrace, trace), kDenied);
+    trace.set_shard(1 - ps);  // The copy of the other shard held here.
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::GetTrace, trace), kDenied);
     LeaveJobRequest leave;
     leave.set_job_id("alices");
     leave.set_run_id(run_id);
@@ -309,6 +314,9 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     RejoinJobRequest rejoin;
     rejoin.set_job_id("alices");
     EXPECT_EQ(Call(bob.get(), &Worker::Stub::RejoinJob, rejoin), kDenied);
+    TraceRequest trace;
+    trace.set_job_id("alices");
+    EXPECT_EQ(Call(bob.get(), &Worker::Stub::GetTrace, trace), kDenied);
     grpc::ClientContext context;
     WatchJobRequest watch;
     watch.set_job_id("alices");

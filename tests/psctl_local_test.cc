@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -212,6 +214,51 @@ TEST_F(PsctlLocalTest, AllReduceRunsOnARingOfTheWorkerDaemons) {
       << summary.dump();
   // The results hold the shards' parameters: the model the chief published.
   EXPECT_EQ(NpyShape(results_ + "/params/layer0_weights.npy"), std::vector<int64_t>({16, 4}));
+}
+
+TEST_F(PsctlLocalTest, ATracedJobWritesTheTimelineOfEveryWorkerAndShard) {
+  constexpr int kSteps = 150;
+  std::string job = WriteJob(dir_, "job", JobJson("psctl-trace", kSteps, R"({"mode": "ASYNC"})"));
+  Psctl psctl({"local", "--job=" + job, "--results=" + results_, "--ps=2", "--workers=2",
+               "--device=cpu", "--trace"},
+              dir_);
+  ASSERT_EQ(psctl.Wait(), 0) << psctl.Output();
+  const nlohmann::json trace = ReadJson(results_ + "/trace.json");
+  ASSERT_TRUE(trace.is_object()) << ReadFile(results_ + "/trace.json");
+  EXPECT_EQ(trace["otherData"]["job_id"], "psctl-trace");
+  std::map<int, std::string> processes;
+  std::map<std::pair<int, std::string>, int> spans;  // (pid, name) -> count.
+  // Each shard's applies by (worker, staleness), as staleness.csv counts them.
+  std::map<std::string, int64_t> applied;
+  for (const nlohmann::json& event : trace["traceEvents"]) {
+    if (event["ph"] == "M") {
+      if (event["name"] == "process_name") processes[event["pid"]] = event["args"]["name"];
+      continue;
+    }
+    ++spans[{event["pid"].get<int>(), event["name"].get<std::string>()}];
+    if (event["name"] == "apply") {
+      ++applied[absl::StrCat(event["pid"].get<int>() - 3, ",", event["args"]["worker"].get<int>(),
+                             ",", event["args"]["staleness"].get<int64_t>())];
+    }
+  }
+  EXPECT_EQ(processes, (std::map<int, std::string>{
+                           {1, "worker:0"}, {2, "worker:1"}, {3, "ps shard 0"}, {4, "ps shard 1"}}));
+  for (int pid : {1, 2}) {
+    for (const char* name : {"pull", "compute", "push"}) {
+      EXPECT_EQ((spans[{pid, name}]), kSteps) << name << " of pid " << pid;
+    }
+  }
+  EXPECT_GE((spans[{1, "evaluate"}]), kSteps / 100);  // The chief's, every eval_interval steps.
+  for (int pid : {3, 4}) EXPECT_EQ((spans[{pid, "apply"}]), 2 * kSteps) << "pid " << pid;
+  // The applies' staleness in the trace is the shards' own histogram, gradient for gradient.
+  std::map<std::string, int64_t> histogram;
+  std::vector<std::string> rows = Lines(ReadFile(results_ + "/staleness.csv"));
+  ASSERT_FALSE(rows.empty());
+  for (size_t i = 1; i < rows.size(); ++i) {
+    const size_t last_comma = rows[i].rfind(',');
+    histogram[rows[i].substr(0, last_comma)] = std::stoll(rows[i].substr(last_comma + 1));
+  }
+  EXPECT_EQ(applied, histogram);
 }
 
 TEST_F(PsctlLocalTest, SigintStopsTheJobAndEveryDaemon) {

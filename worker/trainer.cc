@@ -84,25 +84,33 @@ absl::Duration StragglerDelay(const StragglerSpec& stragglers, int worker, absl:
 // The training loop: data, compute, stragglers, stop rules, evaluation and reports. What a
 // step's weights are and where its gradient goes is the exchange's (worker/exchange/).
 // Times one exchange phase: End adds the time since construction to `phase`, less the part the
-// exchange's pulls waited at the shards meanwhile, which goes to `wait`.
+// exchange's pulls waited at the shards meanwhile, which goes to `wait`; where the job is
+// traced, it records the phase as `kind` of `step`, and its waits as a WAIT from its start.
 class PhaseTimer {
  public:
-  PhaseTimer(const Exchange& exchange, Clock* clock)
+  PhaseTimer(const Exchange& exchange, const TrainerContext& context)
       : exchange_(&exchange),
-        clock_(clock),
-        start_(clock->Now()),
+        context_(&context),
+        start_(context.clock->Now()),
         parked_before_(exchange.parked_time()) {}
 
-  void End(absl::Duration* phase, absl::Duration* wait) const {
-    const absl::Duration took = clock_->Now() - start_;
+  void End(absl::Duration* phase, absl::Duration* wait, TraceEvent::Kind kind,
+           int64_t step) const {
+    const absl::Time end = context_->clock->Now();
+    const absl::Duration took = end - start_;
     const absl::Duration waited = std::min(took, exchange_->parked_time() - parked_before_);
     *phase += took - waited;
     *wait += waited;
+    if (context_->trace == nullptr) return;
+    context_->trace->Record(kind, start_, end, step, context_->worker);
+    if (waited > absl::ZeroDuration()) {
+      context_->trace->Record(TraceEvent::WAIT, start_, start_ + waited, step, context_->worker);
+    }
   }
 
  private:
   const Exchange* exchange_;
-  Clock* clock_;
+  const TrainerContext* context_;
   absl::Time start_;
   absl::Duration parked_before_;
 };
@@ -227,10 +235,10 @@ absl::Status TrainingLoop::Run() {
       if (*size == 0) break;
       handed_out_size_ = *size;
     }
-    PhaseTimer phase(exchange_, context_.clock);
+    PhaseTimer phase(exchange_, context_);
     absl::Status status = exchange_.BeforeCompute(step);
     if (!status.ok()) return status;
-    phase.End(&pull_time_, &wait_time_);
+    phase.End(&pull_time_, &wait_time_, TraceEvent::PULL, step);
     progress_.set_global_step(exchange_.global_step());
     if (exchange_.job_step() >= job_.step_limit) {  // The job's steps are all done.
       context_.report(progress_);  // The chief's evaluation comes after (EvaluateFinalModel).
@@ -248,10 +256,10 @@ absl::Status TrainingLoop::Run() {
       if (progress_.note().empty()) progress_.set_note("training diverged: " + *diverged);
     }
     if (handed_out_.has_value()) job_.step_batches.push_back(handed_out_batch_);
-    phase = PhaseTimer(exchange_, context_.clock);
+    phase = PhaseTimer(exchange_, context_);
     status = exchange_.AfterCompute(step, gradients_);
     if (!status.ok()) return status;
-    phase.End(&push_time_, &wait_time_);
+    phase.End(&push_time_, &wait_time_, TraceEvent::PUSH, step);
     status = MaybeEvaluate(step);
     if (!status.ok()) return status;
     Report(step, metrics->loss);
@@ -296,8 +304,24 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
   const absl::Duration compute = context_.clock->Now() - begin;
   compute_time_ += compute;
   examples_ += metrics->examples;
+  if (context_.trace != nullptr) {
+    context_.trace->Record(TraceEvent::COMPUTE, begin, begin + compute, step, context_.worker);
+  }
   const absl::Duration delay =
       StragglerDelay(spec_.stragglers(), context_.worker, compute, &straggler_random_);
+  if (delay <= absl::ZeroDuration()) return metrics;
+  // The delay's span, recorded when it ends (however Compute returns from here).
+  struct StraggleSpan {
+    const TrainerContext& context;
+    int64_t step;
+    absl::Time begin = context.clock->Now();
+    ~StraggleSpan() {
+      if (context.trace != nullptr) {
+        context.trace->Record(TraceEvent::STRAGGLE, begin, context.clock->Now(), step,
+                              context.worker);
+      }
+    }
+  } straggle{context_, step};
   if (!spec_.stragglers().busy() || compute <= absl::ZeroDuration()) {
     context_.clock->SleepFor(delay);
     return metrics;
@@ -320,7 +344,11 @@ absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step, bool fin
                                     const ConstVariables* weights) {
   const absl::Time begin = context_.clock->Now();
   absl::Status status = EvaluateSplits(at_step, sync_step, final, weights);
-  longest_evaluation_ = std::max(longest_evaluation_, context_.clock->Now() - begin);
+  const absl::Time end = context_.clock->Now();
+  longest_evaluation_ = std::max(longest_evaluation_, end - begin);
+  if (context_.trace != nullptr) {
+    context_.trace->Record(TraceEvent::EVALUATE, begin, end, at_step, context_.worker);
+  }
   return status;
 }
 

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "common/clock.h"
+#include "common/trace/trace_recorder.h"
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
 #include "proto/job.pb.h"
@@ -58,6 +59,9 @@ struct TrainerContext {
   // Whose time the loop's timings, time limit and straggler delays are on (a test may pass a
   // SimulatedClock). Not owned.
   Clock* clock = Clock::Real();
+  // JobSpec.trace: where the loop records each step's pull, compute, straggler delay, push and
+  // their waits, and each evaluation (on `clock`'s time). Null: no trace. Not owned.
+  TraceRecorder* trace = nullptr;
 };
 
 // Runs the job: OK when it reached its stop condition, CANCELLED when asked to stop, else the

@@ -212,6 +212,9 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   auto job = std::make_unique<RunningJob>();
   job->spec = spec;
   job->progress = std::make_shared<ProgressLog>();
+  if (spec.trace() && !spec.has_program()) {
+    job->trace = std::make_shared<TraceRecorder>(options_.clock);
+  }
   RunningJob* raw = job.get();
   jobs_.emplace(spec.job_id(), std::move(job));
   raw->thread = std::thread(
@@ -260,6 +263,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation,
   context.backend = backend->get();
   context.ring = ring->get();
   context.stop = &job->stop;
+  context.trace = job->trace.get();
   JobProgress last;
   TrainerOutcome outcome;
   context.outcome = &outcome;
@@ -545,6 +549,31 @@ grpc::ServerWriteReactor<JobProgress>* WorkerService::WatchJob(grpc::CallbackSer
     return new Refused(status);
   }
   return new WatchReactor(std::move(log));
+}
+
+grpc::ServerUnaryReactor* WorkerService::GetTrace(grpc::CallbackServerContext* context,
+                                                  const TraceRequest* request, Trace* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const Peer peer = PeerOf(*context);
+  absl::Status status = RequireMember(peer, "GetTrace");
+  std::shared_ptr<TraceRecorder> trace;
+  if (status.ok()) {
+    absl::MutexLock lock(&mu_);
+    ForgetFinishedJobsLocked();
+    auto it = jobs_.find(request->job_id());
+    if (it == jobs_.end()) {
+      status = absl::NotFoundError(absl::StrCat("unknown job \"", request->job_id(),
+                                                "\" on worker:", options_.worker_index));
+    } else {
+      status = RequireJobAccess(peer, it->second->spec.owner(), request->job_id(),
+                                JobAccess::kRead, "GetTrace");
+      trace = it->second->trace;
+    }
+  }
+  // Copied outside the lock: a long trace must not hold up the worker's other calls.
+  if (status.ok() && trace != nullptr) *response = trace->Snapshot();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
 }
 
 }  // namespace ps

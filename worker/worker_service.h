@@ -18,6 +18,7 @@
 #include "common/cluster/cluster_spec.h"
 #include "common/metrics/metrics.h"
 #include "common/client/ps_client.h"
+#include "common/trace/trace_recorder.h"
 #include "proto/worker_service.grpc.pb.h"
 #include "worker/allreduce/ring_link.h"
 #include "worker/allreduce/ring_mailbox.h"
@@ -80,6 +81,8 @@ class WorkerService final : public Worker::CallbackService {
                                       WorkerStatus* response) override;
   grpc::ServerWriteReactor<JobProgress>* WatchJob(grpc::CallbackServerContext* context,
                                                   const WatchJobRequest* request) override;
+  grpc::ServerUnaryReactor* GetTrace(grpc::CallbackServerContext* context,
+                                     const TraceRequest* request, Trace* response) override;
 
  private:
   struct RunningJob {
@@ -87,6 +90,8 @@ class WorkerService final : public Worker::CallbackService {
     std::atomic<bool> finished{false};
     absl::Time finished_at;  // Written before `finished` is set.
     std::shared_ptr<ProgressLog> progress;
+    // JobSpec.trace of a built-in model's job: its training loop's timeline; else null.
+    std::shared_ptr<TraceRecorder> trace;
     std::thread thread;
     JobSpec spec;  // Its owner (JobSpec.owner) may stop it.
     // Who asked it to stop (Peer::Describe), for its last report; under mu_.

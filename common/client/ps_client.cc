@@ -29,6 +29,27 @@ PsConnections::Call AdminCall(
                              std::move(on_response), connections.options().call_timeout, 0};
 }
 
+// `method` on every shard at once, shard `ps` asked `request_for(ps)` (copied before the next
+// call to it); `replicated`: as PsConnections::Call's. The answers in shard order, or the first
+// failure.
+template <typename Response>
+absl::StatusOr<std::vector<Response>> AskEveryShard(
+    PsConnections& connections, int num_ps, const std::string& method, bool replicated,
+    const std::function<const google::protobuf::Message&(int ps)>& request_for) {
+  std::vector<Response> responses(num_ps);
+  std::vector<PsConnections::Call> calls;
+  for (int ps = 0; ps < num_ps; ++ps) {
+    calls.push_back(AdminCall(connections, ps, method, request_for(ps),
+                              [&responses, ps](const grpc::ByteBuffer& bytes) {
+                                return ParseFromByteBuffer(bytes, &responses[ps]);
+                              }));
+    calls.back().replicated = replicated;
+  }
+  absl::Status status = connections.RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  return responses;
+}
+
 // Shard `ps`'s slices of `values` (every variable of `spec`, by name) into `request`.
 absl::Status AddInitialValues(const ParameterSpec& spec, const Placement& placement, int ps,
                               const PsClient::InitialValues& values, CreateJobRequest* request) {
@@ -193,36 +214,32 @@ absl::StatusOr<NextBatchesResponse> PsClient::NextBatches(NextBatchesRequest req
 absl::StatusOr<std::vector<ApplyLog>> PsClient::GetApplyLogs(const std::string& job_id) {
   ApplyLogRequest request;
   request.set_job_id(job_id);
-  std::vector<ApplyLog> logs(num_ps());
-  std::vector<PsConnections::Call> calls;
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    calls.push_back(AdminCall(*connections_, ps, "GetApplyLog", request,
-                              [&logs, ps](const grpc::ByteBuffer& response) {
-                                return ParseFromByteBuffer(response, &logs[ps]);
-                              }));
-  }
-  absl::Status status = connections_->RunCalls(std::move(calls));
-  if (!status.ok()) return status;
-  return logs;
+  return AskEveryShard<ApplyLog>(*connections_, num_ps(), "GetApplyLog", /*replicated=*/false,
+                                 [&request](int) -> const google::protobuf::Message& {
+                                   return request;
+                                 });
+}
+
+absl::StatusOr<std::vector<Trace>> PsClient::GetTraces(const std::string& job_id,
+                                                       bool replicated) {
+  TraceRequest request;
+  request.set_job_id(job_id);
+  return AskEveryShard<Trace>(*connections_, num_ps(), "GetTrace", replicated,
+                              [&request, replicated](int ps) -> const google::protobuf::Message& {
+                                if (replicated) request.set_shard(ps);
+                                return request;
+                              });
 }
 
 absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& job_id,
                                                             bool replicated) {
   JobStatsRequest request;
   request.set_job_id(job_id);
-  std::vector<JobStats> stats(num_ps());
-  std::vector<PsConnections::Call> calls;
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    if (replicated) request.set_shard(ps);
-    calls.push_back(AdminCall(*connections_, ps, "GetJobStats", request,
-                              [&stats, ps](const grpc::ByteBuffer& response) {
-                                return ParseFromByteBuffer(response, &stats[ps]);
-                              }));
-    calls.back().replicated = replicated;
-  }
-  absl::Status status = connections_->RunCalls(std::move(calls));
-  if (!status.ok()) return status;
-  return stats;
+  return AskEveryShard<JobStats>(*connections_, num_ps(), "GetJobStats", replicated,
+                                 [&request, replicated](int ps) -> const google::protobuf::Message& {
+                                   if (replicated) request.set_shard(ps);
+                                   return request;
+                                 });
 }
 
 }  // namespace ps

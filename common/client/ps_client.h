@@ -64,6 +64,9 @@ class PsClient {
                                                     bool replicated = false);
   // Each shard's apply log of the job (ParameterSpec.record_apply_log), in ps order.
   absl::StatusOr<std::vector<ApplyLog>> GetApplyLogs(const std::string& job_id);
+  // Every shard's trace of the job so far (JobSpec.trace), in shard order; `replicated`: as
+  // GetJobStats's (a shard's copy on another ps where its own ps is gone).
+  absl::StatusOr<std::vector<Trace>> GetTraces(const std::string& job_id, bool replicated = false);
 
  private:
   // Waits until job `job_id` exists on every shard (its chief created it).

@@ -46,6 +46,7 @@ ParameterSpec ToParameterSpec(const JobSpec& spec, const std::vector<VariableDef
   parameters.set_worker_lease_ms(std::llround(spec.worker_lease_s() * 1000.0));
   parameters.set_owner(spec.owner());
   parameters.set_record_apply_log(spec.record_apply_log());
+  parameters.set_trace(spec.trace());
   parameters.set_replicas(spec.replicas());
   parameters.set_lost_workers_leave(spec.min_workers() > 0);
   *parameters.mutable_compression() = spec.compression();

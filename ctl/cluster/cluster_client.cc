@@ -31,6 +31,9 @@ std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::vector<std::stri
   grpc::ChannelArguments arguments;
   SetQuickReconnect(&arguments, kMaxReconnectBackoff);
   SetKeepalive(&arguments);
+  // A worker's trace (GetTrace) of TraceRecorder::kMaxEvents events is about 6 MiB, over gRPC's
+  // default of 4.
+  arguments.SetMaxReceiveMessageSize(64 << 20);
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (const std::string& address : addresses) {
     channels.push_back(grpc::experimental::CreateCustomChannelWithInterceptors(
@@ -157,6 +160,19 @@ absl::StatusOr<WorkerStatus> ClusterClient::GetWorkerStatus(int worker) const {
   absl::Status status = Named(kWorkerJob, worker, "GetStatus",
                               Worker::NewStub(worker_channels_[worker])
                                   ->GetStatus(&context, WorkerStatusRequest(), &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<Trace> ClusterClient::GetWorkerTrace(int worker, const std::string& job_id) const {
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.status_timeout));
+  TraceRequest request;
+  request.set_job_id(job_id);
+  Trace response;
+  absl::Status status =
+      Named(kWorkerJob, worker, "GetTrace",
+            Worker::NewStub(worker_channels_[worker])->GetTrace(&context, request, &response));
   if (!status.ok()) return status;
   return response;
 }

@@ -91,6 +91,8 @@ class ClusterClient {
   // holds none.
   std::optional<JobProgress> JobOnWorker(int worker, const std::string& job_id) const;
   virtual absl::StatusOr<WorkerStatus> GetWorkerStatus(int worker) const;
+  // `worker`'s trace of `job_id` so far (JobSpec.trace); empty when it records none.
+  virtual absl::StatusOr<Trace> GetWorkerTrace(int worker, const std::string& job_id) const;
   // Hands each progress report of `job_id` from `worker` to `on_progress` (on this thread)
   // until the stream ends: OK when the worker ended it, else why it broke. No deadline: the
   // stream lasts as long as the job; cancel `context` to end it early.
