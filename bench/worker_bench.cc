@@ -6,6 +6,13 @@
 // The ps tasks run in this process on 127.0.0.1 (so they share the machine's cores with the
 // workers, as on a one-machine cluster); each worker is a training thread with its own ps
 // client, running the real trainer (worker/trainer.h) on synthetic MNIST-shaped data.
+//
+// The cost of a trace (JobSpec.trace): --trace_compare=N runs the job 2N times, without and with
+// a trace in turn (each run a job of its own on the same ps), and prints each run's steps per
+// second and the median of the traced runs' over the untraced ones':
+//
+//   bazel run -c opt //bench:worker_bench -- --trace_compare=5 --hidden=32 --batch_size=16
+//       --steps=2000 --mode=ASYNC   (one command line)
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -34,6 +41,7 @@
 #include "worker/compute/device.h"
 #include "worker/compute/cpu_threads.h"
 #include "worker/compute/forwarding_backend.h"
+#include "common/trace/trace_recorder.h"
 #include "worker/trainer.h"
 
 DEFINE_int32(ps, 2, "ps tasks");
@@ -50,6 +58,9 @@ DEFINE_double(checkpoint_every_s, 0,
               "arms them (the snapshot and the background write are the ps's); 0: none");
 DEFINE_string(checkpoint_dir, "/var/tmp/worker_bench_checkpoints",
               "the ps's --checkpoint_dir for --checkpoint_every_s (removed at the end)");
+DEFINE_int32(trace_compare, 0,
+             "runs of the job with and of it without a trace (JobSpec.trace), alternating; "
+             "prints their steps per second and the ratio (0: one run, as the flags say)");
 DEFINE_bool(overlap, false,
             "ASYNC: DownpourSpec.overlap_communication (push and pull while the next step "
             "computes)");
@@ -185,6 +196,97 @@ void ReportCheckpoints(const JobSpec& spec, const PsClientOptions& client_option
   std::filesystem::remove_all(FLAGS_checkpoint_dir);
 }
 
+// --trace_compare: the job's runs without and with a trace in turn, each worker on a thread of
+// its own as in Run (traced runs record into a TraceRecorder per worker, as ps_worker does).
+int CompareTrace(JobSpec spec, const Device& device, const PsClientOptions& client_options) {
+  std::vector<double> ratios;
+  int64_t total_events = 0;
+  double traced_steps = 0, traced_seconds = 0;  // Over the traced runs' workers.
+  std::cout << "round  untraced steps/s  traced steps/s  traced/untraced  events\n";
+  for (int round = 0; round < FLAGS_trace_compare; ++round) {
+    double steps_per_second[2] = {0, 0};
+    int64_t events = 0;
+    for (const bool traced : {false, true}) {
+      spec.set_job_id(absl::StrCat("worker-bench-", round, traced ? "-traced" : ""));
+      spec.set_trace(traced);
+      std::vector<std::unique_ptr<TraceRecorder>> recorders;
+      for (int w = 0; w < FLAGS_workers; ++w) {
+        recorders.push_back(traced ? std::make_unique<TraceRecorder>(Clock::Real()) : nullptr);
+      }
+      std::vector<absl::Status> results(FLAGS_workers);
+      std::vector<JobProgress> last(FLAGS_workers);
+      std::vector<std::thread> threads;
+      std::atomic<bool> stop{false};
+      for (int w = 0; w < FLAGS_workers; ++w) {
+        threads.emplace_back([&, w] {
+          std::unique_ptr<PsClient> client = *PsClient::Create(client_options);
+          absl::StatusOr<std::unique_ptr<ComputeBackend>> backend = CreateBackend(device);
+          if (!backend.ok()) {
+            results[w] = backend.status();
+            return;
+          }
+          TrainerContext context;
+          context.spec = spec;
+          context.worker = w;
+          context.num_workers = FLAGS_workers;
+          context.ps = client.get();
+          context.backend = backend->get();
+          context.stop = &stop;
+          context.trace = recorders[w].get();
+          context.report = [&last, w](const JobProgress& progress) { last[w] = progress; };
+          results[w] = RunTrainer(context);
+        });
+      }
+      for (std::thread& thread : threads) thread.join();
+      for (int w = 0; w < FLAGS_workers; ++w) {
+        if (!results[w].ok()) {
+          std::cerr << "worker " << w << ": " << results[w] << "\n";
+          return 1;
+        }
+        steps_per_second[traced] += static_cast<double>(last[w].step()) /
+                                    std::max(last[w].elapsed_seconds(), 1e-9);
+        if (traced) {
+          events += recorders[w]->Snapshot().events_size();
+          traced_steps += static_cast<double>(last[w].step());
+          traced_seconds += last[w].elapsed_seconds();
+        }
+      }
+      if (traced) {  // The shards' events too.
+        absl::StatusOr<std::vector<Trace>> shards =
+            (*PsClient::Create(client_options))->GetTraces(spec.job_id());
+        for (const Trace& shard : shards.ok() ? *shards : std::vector<Trace>()) {
+          events += shard.events_size();
+        }
+      }
+      if (traced) total_events += events;
+    }
+    ratios.push_back(steps_per_second[1] / steps_per_second[0]);
+    std::cout << absl::StrFormat("%5d  %16.0f  %14.0f  %15.3f  %6d\n", round, steps_per_second[0],
+                                 steps_per_second[1], ratios.back(), events);
+  }
+  // What recording costs alone: a recorder's Record, on one thread, as many times as the traced
+  // runs recorded events (workers' and shards'), against the traced runs' worker time.
+  TraceRecorder recorder(Clock::Real(), total_events);
+  const absl::Time start = absl::Now();
+  for (int64_t i = 0; i < total_events; ++i) {
+    recorder.Record(TraceEvent::COMPUTE, start, start, i, 0);
+  }
+  const double record_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  std::cout << absl::StrFormat(
+      "recording alone: %.0f ns an event; the traced runs' %d events (%.1f a step) took %.4f s "
+      "to record, %.3f%% of their %.1f worker-seconds\n",
+      1e9 * record_seconds / std::max<int64_t>(1, total_events), total_events,
+      total_events / std::max(traced_steps, 1.0), record_seconds,
+      100 * record_seconds / std::max(traced_seconds, 1e-9), traced_seconds);
+  std::sort(ratios.begin(), ratios.end());
+  std::cout << absl::StrFormat(
+      "median traced/untraced steps per second: %.3f (range %.3f to %.3f, %d rounds; the "
+      "workers' own events, %d workers, and the shards')\n",
+      ratios[ratios.size() / 2], ratios.front(), ratios.back(), FLAGS_trace_compare,
+      FLAGS_workers);
+  return 0;
+}
+
 int Run() {
   ConsistencyConfig::Mode mode;
   if (!ConsistencyConfig::Mode_Parse(FLAGS_mode, &mode) ||
@@ -219,6 +321,7 @@ int Run() {
     return 2;
   }
   JobSpec spec = BenchJob(mode);
+  if (FLAGS_trace_compare > 0) return CompareTrace(spec, *device, client_options);
   std::vector<absl::Duration> copy_times(FLAGS_workers), gemm_times(FLAGS_workers);
   std::vector<double> gemm_flops(FLAGS_workers);
   std::vector<JobProgress> last(FLAGS_workers);

@@ -724,7 +724,9 @@ void ShardJob::AssignToSlices(absl::Span<const float> values) {
   }
 }
 
-Trace ShardJob::GetTrace() const { return trace_ != nullptr ? trace_->Snapshot() : Trace(); }
+Trace ShardJob::GetTrace(absl::Duration last) const {
+  return trace_ != nullptr ? trace_->Snapshot(last) : Trace();
+}
 
 void ShardJob::TraceUpdate(TraceEvent::Kind kind, absl::Time began, int64_t step, int worker,
                            int64_t staleness, int64_t version) const {

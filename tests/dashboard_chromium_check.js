@@ -12,12 +12,16 @@
 //    each series holds data (the page's points per series, data-points on the chart) and the
 //    screenshot holds at least --min_pixels pixels of the series' colours (read from the chart's
 //    legend) inside that chart's canvas for every series, counted together: two workers' lines
-//    at the same values overlap, and the one drawn last hides the other. An empty chart fails.
+//    at the same values overlap, and the one drawn last hides the other. An empty chart fails;
+//  - with --timeline (the job is traced): its timeline has a row for each of those tasks, each
+//    with spans drawn, and the screenshot holds --min_pixels pixels of a worker's compute spans'
+//    colour and of a shard's applies' in the timeline's canvas.
 // Writes dashboard.png (the screenshot), dashboard.html (the DOM), console.txt and requests.txt
 // to --out. Exit status 0 when every check passes, 1 otherwise (each failure printed).
 //
 // node dashboard_chromium_check.js --chromium=PATH --url=URL --out=DIR --tasks=ps:0,worker:0
-//     --job=ID --workers=N [--min_snapshots=8] [--min_pixels=40] [--timeout_s=60] [--no_sandbox]
+//     --job=ID --workers=N [--timeline=ps:0,worker:0] [--min_snapshots=8] [--min_pixels=40]
+//     [--timeout_s=60] [--no_sandbox]
 'use strict';
 
 const childProcess = require('child_process');
@@ -179,11 +183,47 @@ function countColor(image, rect, rgb, tolerance) {
   return count;
 }
 
+// The timeline of a traced job (ctl/dashboard/timeline.js): a row per task of `tasks`, each with
+// spans drawn, and `minPixels` of the workers' spans' colours and of the shards' applies' in its
+// canvas; `fail` is told what is wrong. (A fast job's thousands of steps in the window overlap:
+// a pixel shows whichever of its spans was drawn last.)
+function checkTimeline(timeline, tasks, image, minPixels, fail) {
+  if (!timeline || !timeline.rect) {
+    fail('the traced job has no timeline');
+    return;
+  }
+  const rows = timeline.tasks.slice().sort().join(',');
+  if (rows !== tasks.slice().sort().join(','))
+    fail('the timeline\'s rows are ' + timeline.tasks.join(',') + ', not ' + tasks.join(','));
+  timeline.tasks.forEach((task, index) => {
+    if (!(timeline.spans[index] > 0)) fail('the timeline draws no span for ' + task);
+  });
+  // timeline.js's COLORS: pull #4e79a7, compute #59a14f, push #f28e2b, wait #e15759; apply
+  // #76b7b2, drawn at 80% over a light row.
+  const steps = [[0x4e, 0x79, 0xa7], [0x59, 0xa1, 0x4f], [0xf2, 0x8e, 0x2b], [0xe1, 0x57, 0x59]]
+                    .reduce((sum, rgb) => sum + countColor(image, timeline.rect, rgb, 30), 0);
+  const apply = countColor(image, timeline.rect, [0x76, 0xb7, 0xb2], 40);
+  if (steps < minPixels || apply < minPixels)
+    fail('the timeline holds ' + steps + ' px of workers\' spans and ' + apply + ' px of applies');
+  console.log('timeline: ' + timeline.tasks.map((task, i) => task + ' ' + timeline.spans[i] +
+      ' spans').join(', ') + '; ' + steps + ' px of workers\' spans, ' + apply + ' px of applies');
+}
+
 // What the page shows, read in the page: its status, tables, error and charts.
 const READ_PAGE = `(() => {
   const rows = (id) => [...document.querySelectorAll('#' + id + ' tbody tr')];
+  const box = (element) => {
+    const rect = element ? element.getBoundingClientRect() : null;
+    return rect && {x: rect.x + window.scrollX, y: rect.y + window.scrollY,
+                    width: rect.width, height: rect.height};
+  };
   const charts = [...document.querySelectorAll('.job-charts')].map((section) => ({
     job: section.dataset.job,
+    timeline: [...section.querySelectorAll('.timeline')].map((timeline) => ({
+      tasks: JSON.parse(timeline.dataset.tasks || '[]'),
+      spans: JSON.parse(timeline.dataset.spans || '[]'),
+      rect: box(timeline.querySelector('canvas')),
+    }))[0] || null,
     charts: [...section.querySelectorAll('.chart')].map((chart) => {
       const canvas = chart.querySelector('canvas');
       const rect = canvas ? canvas.getBoundingClientRect() : null;
@@ -438,6 +478,9 @@ async function main() {
                minPixels * chart.series.length + ' expected): nothing drawn?');
         }
         console.log(chart.kind + ' chart: ' + counts.join(', '));
+      }
+      if (flags.timeline) {
+        checkTimeline(section.timeline, flags.timeline.split(','), image, minPixels, fail);
       }
     }
     await devtools.send('Browser.close').catch(() => {});

@@ -6,7 +6,8 @@
 # snapshots (8 s of history), it checks that the page logged no console error and threw no
 # exception, requested nothing but the dashboard (every other host name fails to resolve), lists
 # the 4 tasks up and the job, and draws each worker's series in the loss, examples/s and
-# staleness charts (its colour's pixels in each chart's canvas in a screenshot). Then SIGTERM
+# staleness charts (its colour's pixels in each chart's canvas in a screenshot), and, the job
+# being traced, its timeline: a row per task with spans drawn. Then SIGTERM
 # stops the dashboard (exit 0, within 5 s) and psctl local (the job and the daemons with it), and
 # no process started for the test may be left. Also: psctl dashboard prints its address, and
 # refuses a port out of range (exit 2) and a port in use (exit 138). The screenshot, the DOM, the
@@ -66,7 +67,7 @@ cat > "$DIR/job.json" <<EOF
  "learning_rate": {"base": 0.05},
  "consistency": {"mode": "ASYNC", "max_staleness": 16},
  "batch_size": 32, "steps": 100000000, "eval_interval": 1000, "seed": 5, "min_slice_bytes": 64,
- "time_limit_s": 300}
+ "time_limit_s": 300, "trace": true}
 EOF
 # --device=auto with no CUDA plugin to be found: the workers' Device cell then says why they use
 # the CPU (on a GPU host too), the longest sentence a task shows, which the page must still fit
@@ -105,6 +106,7 @@ sleep 3
 # --- The page in Chromium, once the job has run for 8 of the page's snapshots.
 if ! node "$CHECK" --chromium="$CHROMIUM" --url="$URL" --out="$DIR/out" \
        --tasks=ps:0,ps:1,worker:0,worker:1 --job="$JOB_ID" --workers=2 --min_snapshots=8 \
+       --timeline=ps:0,ps:1,worker:0,worker:1 \
        --timeout_s=90 "${NO_SANDBOX[@]}"; then
   fail "the page in Chromium (see above; the screenshot and logs are in the test's outputs)"
 fi

@@ -571,7 +571,9 @@ grpc::ServerUnaryReactor* WorkerService::GetTrace(grpc::CallbackServerContext* c
     }
   }
   // Copied outside the lock: a long trace must not hold up the worker's other calls.
-  if (status.ok() && trace != nullptr) *response = trace->Snapshot();
+  if (status.ok() && trace != nullptr) {
+    *response = trace->Snapshot(absl::Microseconds(std::max<int64_t>(0, request->last_us())));
+  }
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }

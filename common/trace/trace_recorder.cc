@@ -1,6 +1,7 @@
 #include "common/trace/trace_recorder.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace ps {
 
@@ -17,11 +18,19 @@ void TraceRecorder::Record(TraceEvent::Kind kind, absl::Time start, absl::Time e
   events_.push_back({start_us, duration_us, step, staleness, version, worker, kind});
 }
 
-Trace TraceRecorder::Snapshot() const {
+Trace TraceRecorder::Snapshot(absl::Duration last) const {
   Trace trace;
   absl::MutexLock lock(&mu_);
-  trace.mutable_events()->Reserve(static_cast<int>(events_.size()));
+  int64_t from_us = std::numeric_limits<int64_t>::min();
+  if (last > absl::ZeroDuration()) {
+    int64_t newest_us = std::numeric_limits<int64_t>::min();
+    for (const Event& event : events_) {
+      newest_us = std::max(newest_us, event.start_us + event.duration_us);
+    }
+    if (!events_.empty()) from_us = newest_us - absl::ToInt64Microseconds(last);
+  }
   for (const Event& event : events_) {
+    if (event.start_us + event.duration_us < from_us) continue;
     TraceEvent* out = trace.add_events();
     out->set_kind(event.kind);
     out->set_start_us(event.start_us);

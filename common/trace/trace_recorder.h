@@ -37,8 +37,9 @@ class TraceRecorder {
   void Record(TraceEvent::Kind kind, absl::Time start, absl::Time end, int64_t step, int worker,
               int64_t staleness = 0, int64_t version = 0) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Every event kept so far, in the order they were recorded, and the count dropped.
-  Trace Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Every event kept so far, in the order they were recorded, and the count dropped; with
+  // `last` > 0, only those that end within `last` of the newest event's end.
+  Trace Snapshot(absl::Duration last = absl::ZeroDuration()) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Event {

@@ -52,6 +52,18 @@ TEST(TraceRecorderTest, KeepsTheFirstEventsAndCountsTheRest) {
   EXPECT_EQ(trace.dropped(), 7);
 }
 
+TEST(TraceRecorderTest, TheLastStretchIsTheEventsEndingWithinItOfTheNewest) {
+  SimulatedClock clock(absl::FromUnixSeconds(1));
+  TraceRecorder recorder(&clock);
+  const absl::Time start = recorder.Now();
+  recorder.Record(TraceEvent::COMPUTE, start, start + absl::Seconds(1), 0, 0);
+  recorder.Record(TraceEvent::PUSH, start + absl::Seconds(5), start + absl::Seconds(6), 0, 0);
+  recorder.Record(TraceEvent::PULL, start + absl::Seconds(9), start + absl::Seconds(10), 1, 0);
+  EXPECT_EQ(recorder.Snapshot(absl::Seconds(5)).events_size(), 2);  // Ends at 6 and 10.
+  EXPECT_EQ(recorder.Snapshot(absl::Seconds(3)).events_size(), 1);
+  EXPECT_EQ(recorder.Snapshot().events_size(), 3);
+}
+
 TEST(TraceRecorderTest, ThreadsRecordingAtOnceLoseNothing) {
   TraceRecorder recorder(Clock::Real());
   std::vector<std::thread> threads;

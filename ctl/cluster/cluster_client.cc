@@ -164,11 +164,10 @@ absl::StatusOr<WorkerStatus> ClusterClient::GetWorkerStatus(int worker) const {
   return response;
 }
 
-absl::StatusOr<Trace> ClusterClient::GetWorkerTrace(int worker, const std::string& job_id) const {
+absl::StatusOr<Trace> ClusterClient::GetWorkerTrace(int worker,
+                                                    const TraceRequest& request) const {
   grpc::ClientContext context;
   context.set_deadline(GrpcDeadline(options_.status_timeout));
-  TraceRequest request;
-  request.set_job_id(job_id);
   Trace response;
   absl::Status status =
       Named(kWorkerJob, worker, "GetTrace",
@@ -233,6 +232,11 @@ absl::StatusOr<JobStats> ClusterClient::GetShardStats(int shard, const std::stri
   // Its ps is down, hangs, or no longer serves it: the other copy, on the next ps, does.
   return CallPs((shard + 1) % num_ps(), "GetJobStats", request,
                 &ParameterServer::Stub::GetJobStats, options_.status_timeout);
+}
+
+absl::StatusOr<Trace> ClusterClient::GetPsTrace(int ps, const TraceRequest& request) const {
+  return CallPs(ps, "GetTrace", request, &ParameterServer::Stub::GetTrace,
+                options_.status_timeout);
 }
 
 template <typename Request, typename Response>

@@ -91,8 +91,8 @@ class ClusterClient {
   // holds none.
   std::optional<JobProgress> JobOnWorker(int worker, const std::string& job_id) const;
   virtual absl::StatusOr<WorkerStatus> GetWorkerStatus(int worker) const;
-  // `worker`'s trace of `job_id` so far (JobSpec.trace); empty when it records none.
-  virtual absl::StatusOr<Trace> GetWorkerTrace(int worker, const std::string& job_id) const;
+  // `worker`'s trace of the request's job (JobSpec.trace); empty when it records none.
+  virtual absl::StatusOr<Trace> GetWorkerTrace(int worker, const TraceRequest& request) const;
   // Hands each progress report of `job_id` from `worker` to `on_progress` (on this thread)
   // until the stream ends: OK when the worker ended it, else why it broke. No deadline: the
   // stream lasts as long as the job; cancel `context` to end it early.
@@ -105,6 +105,8 @@ class ClusterClient {
   // Ps daemons, one task at a time. REQUIRES: 0 <= ps < num_ps().
   virtual absl::StatusOr<ListJobsResponse> ListJobs(int ps) const;
   virtual absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;
+  // The trace of the request's job on `ps` (its own shard, or request.shard's copy).
+  virtual absl::StatusOr<Trace> GetPsTrace(int ps, const TraceRequest& request) const;
   // Shard `shard`'s statistics: GetJobStats of its own ps, or where `replicated` (the job keeps
   // a backup of each shard) of whichever of its two copies serves it (docs/replication.md):
   // the next ps's when the own ps is unavailable or does not answer in time.

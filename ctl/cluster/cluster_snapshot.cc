@@ -104,6 +104,7 @@ nlohmann::json JobJson(const JobSnapshot& job) {
          {"staleness_max", s.max},
          {"staleness_counts", s.counts}});
   }
+  if (job.traced) json["timeline"] = TimelineJson(job.timeline);
   return json;
 }
 
@@ -178,6 +179,13 @@ ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client) {
         sightings.shards_lost.push_back(
             absl::StrCat("ps:", ps, snapshot.tasks[ps].up ? " does not hold it" : " is down"));
       }
+    }
+    job.traced = !job.shards.empty() && job.shards[0].spec().trace();
+    if (job.traced) {
+      std::vector<int> workers, holders;
+      for (const JobProgress& worker : job.workers) workers.push_back(worker.worker());
+      for (const JobStats& shard : job.shards) holders.push_back(shard.ps_index());
+      job.timeline = TakeTimeline(client, id, workers, holders);
     }
     job.job_id = id;
     job.state_line = JobState(id, sightings);

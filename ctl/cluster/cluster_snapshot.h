@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ctl/cluster/cluster_client.h"
+#include "ctl/cluster/job_timeline.h"
 #include "ctl/job/job_figures.h"
 #include "proto/ps_service.pb.h"
 #include "proto/task.pb.h"
@@ -31,6 +32,9 @@ struct JobSnapshot {
   std::string state_line;  // JobState's whole line (ctl/cluster/cluster_status.h).
   std::vector<JobStats> shards;       // Of every ps that holds it, in ps order.
   std::vector<JobProgress> workers;   // Of every worker that has run it, in worker order.
+  // A traced job (JobSpec.trace): the last seconds of each task's trace (job_timeline.h).
+  bool traced = false;
+  std::vector<TaskTrace> timeline;
 };
 
 struct ClusterSnapshot {
@@ -73,7 +77,8 @@ ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client);
 //      "workers": [{"worker", "state", "step", "global_step", "epoch", "loss",
 //                   "examples_per_second", "compute_seconds", "pull_seconds", "push_seconds",
 //                   "wait_seconds", "staleness_mean", "staleness_max",
-//                   "staleness_counts": [n0, n1, ...]}]}]}
+//                   "staleness_counts": [n0, n1, ...]}],
+//      "timeline": TimelineJson's, for a traced job only}]}
 // A worker's staleness figures are its gradients' over every shard; staleness_counts[i] counts
 // those applied with staleness i (the last entry: that many or more; trailing zeros cut).
 std::string ClusterSnapshotJson(const ClusterSnapshot& snapshot);

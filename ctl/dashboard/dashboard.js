@@ -1,8 +1,8 @@
 // psctl dashboard's page: polls api/snapshot (ctl/cluster/cluster_snapshot.h's JSON) and
 // api/history (ctl/dashboard/job_history.h: what psctl dashboard has seen of each job since it
 // started, so a page opened mid-run starts with it) once a second, and draws the tasks, the
-// jobs, and for every running or selected job its loss and examples/s per worker over time and
-// each worker's staleness distribution. A failed poll is shown on the page and retried; nothing
+// jobs, and for every running or selected job its loss and examples/s per worker over time,
+// each worker's staleness distribution and, for a traced job, its timeline (timeline.js). A failed poll is shown on the page and retried; nothing
 // is thrown.
 'use strict';
 
@@ -370,8 +370,17 @@ function newJobCharts(jobId) {
     heading: heading,
     loss: holder('loss'),
     eps: holder('examples_per_second'),
-    staleness: holder('staleness')
+    staleness: holder('staleness'),
+    timeline: null,  // Made when the job's snapshot first has a timeline (timeline.js).
   };
+}
+
+// A traced job's timeline below its charts (timeline.js), the section's width.
+function drawTimeline(charts, job) {
+  if (!job.timeline) return;
+  if (!charts.timeline) charts.timeline = Timeline.create(charts.section);
+  charts.timeline.job = job;
+  Timeline.draw(charts.timeline, job.timeline, chartWidth(charts.section));
 }
 
 function renderCharts(snapshot) {
@@ -392,6 +401,7 @@ function renderCharts(snapshot) {
     drawLines(charts.loss, past, 'loss', 'Training loss', 'loss');
     drawLines(charts.eps, past, 'eps', 'Examples per second', 'examples/s');
     drawStaleness(charts.staleness, job);
+    drawTimeline(charts, job);
   }
   for (const [jobId, charts] of jobCharts) {
     if (shown.has(jobId)) continue;
@@ -416,6 +426,7 @@ function resizeCharts() {
         holder.plot.setSize({width: chartWidth(holder.element), height: CHART_HEIGHT});
       }
     }
+    if (charts.timeline) drawTimeline(charts, charts.timeline.job);
   }
 }
 

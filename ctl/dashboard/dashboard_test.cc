@@ -85,7 +85,7 @@ TEST(DashboardServerTest, SaysWhenItsPortIsTaken) {
 TEST(DashboardPageTest, IsTheTemplateWithTheChartLibraryAndItsOwnCodeInlined) {
   std::map<std::string, std::string> files;
   for (const char* path :
-       {"ctl/dashboard/dashboard.css", "ctl/dashboard/dashboard.js",
+       {"ctl/dashboard/dashboard.css", "ctl/dashboard/dashboard.js", "ctl/dashboard/timeline.js",
         "third_party/uplot/uPlot.iife.min.js", "third_party/uplot/uPlot.min.css"}) {
     const std::string name(path);
     files[name.substr(name.find_last_of('/') + 1)] = ReadRunfile(path);

@@ -39,8 +39,10 @@ void WriteJobTrace(const ClusterClient& client, const JobSpec& spec, ResultsWrit
   JobTrace trace;
   trace.job_id = spec.job_id();
   trace.workers.resize(client.num_workers());
+  TraceRequest request;
+  request.set_job_id(spec.job_id());
   for (int w = 0; w < client.num_workers(); ++w) {
-    absl::StatusOr<Trace> worker = client.GetWorkerTrace(w, spec.job_id());
+    absl::StatusOr<Trace> worker = client.GetWorkerTrace(w, request);
     if (worker.ok()) {
       trace.workers[w] = *std::move(worker);
     } else {
