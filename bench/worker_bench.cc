@@ -197,7 +197,8 @@ void ReportCheckpoints(const JobSpec& spec, const PsClientOptions& client_option
 }
 
 // --trace_compare: the job's runs without and with a trace in turn, each worker on a thread of
-// its own as in Run (traced runs record into a TraceRecorder per worker, as ps_worker does).
+// its own as in Run (traced runs record into a TraceRecorder per worker, as ps_worker does, and
+// the shards record theirs).
 int CompareTrace(JobSpec spec, const Device& device, const PsClientOptions& client_options) {
   std::vector<double> ratios;
   int64_t total_events = 0;
@@ -206,7 +207,9 @@ int CompareTrace(JobSpec spec, const Device& device, const PsClientOptions& clie
   for (int round = 0; round < FLAGS_trace_compare; ++round) {
     double steps_per_second[2] = {0, 0};
     int64_t events = 0;
-    for (const bool traced : {false, true}) {
+    // Each side first in every other round (a drift in the machine's speed favours neither), and
+    // each run's job deleted after it (the ps holds no more jobs for the later runs).
+    for (const bool traced : {round % 2 == 1, round % 2 == 0}) {
       spec.set_job_id(absl::StrCat("worker-bench-", round, traced ? "-traced" : ""));
       spec.set_trace(traced);
       std::vector<std::unique_ptr<TraceRecorder>> recorders;
@@ -259,6 +262,8 @@ int CompareTrace(JobSpec spec, const Device& device, const PsClientOptions& clie
         }
       }
       if (traced) total_events += events;
+      absl::Status deleted = (*PsClient::Create(client_options))->DeleteJob(spec.job_id());
+      if (!deleted.ok()) std::cerr << "deleting " << spec.job_id() << ": " << deleted << "\n";
     }
     ratios.push_back(steps_per_second[1] / steps_per_second[0]);
     std::cout << absl::StrFormat("%5d  %16.0f  %14.0f  %15.3f  %6d\n", round, steps_per_second[0],

@@ -104,7 +104,7 @@ int Dashboard() {
   absl::Mutex mu;
   std::string latest;
   auto sample = [&history, &mu, &latest, &client] {
-    const ClusterSnapshot snapshot = TakeClusterSnapshot(**client);
+    const ClusterSnapshot snapshot = TakeClusterSnapshot(**client, /*timelines=*/true);
     history.Record(snapshot);
     std::string json = ClusterSnapshotJson(snapshot);
     absl::MutexLock lock(&mu);

@@ -737,7 +737,8 @@ grpc::ServerUnaryReactor* ParameterService::GetTrace(grpc::CallbackServerContext
       FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetTrace",
                  request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
   if (job.ok()) {
-    *response = (*job)->GetTrace(absl::Microseconds(std::max<int64_t>(0, request->last_us())));
+    *response = (*job)->GetTrace(absl::Microseconds(std::max<int64_t>(0, request->last_us())),
+                                 request->max_events());
   }
   return Answer(context, &slot, job.status());
 }

@@ -503,7 +503,7 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
 absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
                                                 absl::Span<const float> gradient) {
   const int worker = header.worker();
-  const absl::Time began = TraceStart();
+  absl::Time began;  // Once the update may start: not the waits for the locks or a checkpoint.
   PushResponse response;
   int64_t staleness;
   float learning_rate;
@@ -514,6 +514,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &ShardJob::NotCheckpointingLocked));
+    began = TraceStart();
     absl::Status incarnation = AdoptIncarnationLocked(worker, header.incarnation(), header.clock());
     if (!incarnation.ok()) return incarnation;
     if (header.push_id() <= last_push_id_[worker]) return DuplicateLocked();
@@ -610,6 +611,8 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   const absl::Time began = TraceStart();
   size_t count;
   int64_t step;
+  int64_t most_stale = 0;  // Of the aggregate's gradients, for the trace.
+  int64_t version;
   {
     absl::MutexLock lock(&mu_);
     count = rule_->open_aggregate().size();
@@ -624,7 +627,6 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   {
     absl::MutexLock lock(&mu_);
     const std::vector<Contribution> applied = rule_->TakeAggregate();
-    int64_t most_stale = 0;
     for (const Contribution& c : applied) {
       int64_t staleness = version_ - c.read_version;
       staleness_.Record(staleness);
@@ -634,7 +636,7 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
     }
     applied_gradients_ += static_cast<int64_t>(applied.size());
     ++version_;
-    TraceUpdate(TraceEvent::APPLY, began, step, /*worker=*/-1, most_stale, version_);
+    version = version_;
     if (response != nullptr) {
       response->set_outcome(PushResponse::APPLIED);
       response->set_version(version_);
@@ -643,6 +645,7 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
     ready = TakeReadyWaitersLocked();
     due = TakeDueLocked();
   }
+  TraceUpdate(TraceEvent::APPLY, began, step, /*worker=*/-1, most_stale, version);
   Complete(std::move(ready));
   // The next aggregate waits for aggregate_mu_, held here: the checkpoint is of this step.
   for (ArmedCheckpoint& armed : due) TakeCheckpoint(std::move(armed));
@@ -724,8 +727,8 @@ void ShardJob::AssignToSlices(absl::Span<const float> values) {
   }
 }
 
-Trace ShardJob::GetTrace(absl::Duration last) const {
-  return trace_ != nullptr ? trace_->Snapshot(last) : Trace();
+Trace ShardJob::GetTrace(absl::Duration last, int64_t max_events) const {
+  return trace_ != nullptr ? trace_->Snapshot(last, max_events) : Trace();
 }
 
 void ShardJob::TraceUpdate(TraceEvent::Kind kind, absl::Time began, int64_t step, int worker,

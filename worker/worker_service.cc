@@ -570,10 +570,20 @@ grpc::ServerUnaryReactor* WorkerService::GetTrace(grpc::CallbackServerContext* c
       trace = it->second->trace;
     }
   }
+  // A trace is up to 10 MiB of messages: a few at once, so that callers cannot run the worker
+  // out of memory.
+  const bool counted = status.ok();
+  if (counted && trace_calls_.fetch_add(1) >= kMaxTraceCalls) {
+    status = absl::ResourceExhaustedError(absl::StrCat(
+        "worker:", options_.worker_index, " is answering ", kMaxTraceCalls,
+        " GetTrace calls already; try again when they are done"));
+  }
   // Copied outside the lock: a long trace must not hold up the worker's other calls.
   if (status.ok() && trace != nullptr) {
-    *response = trace->Snapshot(absl::Microseconds(std::max<int64_t>(0, request->last_us())));
+    *response = trace->Snapshot(absl::Microseconds(std::max<int64_t>(0, request->last_us())),
+                                request->max_events());
   }
+  if (counted) trace_calls_.fetch_sub(1);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }

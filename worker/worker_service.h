@@ -128,8 +128,12 @@ class WorkerService final : public Worker::CallbackService {
   void Finish(const JobSpec& spec, const absl::Status& status, RunningJob* job, JobProgress* last)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // GetTrace calls answered at once; more are refused (RESOURCE_EXHAUSTED).
+  static constexpr int kMaxTraceCalls = 4;
+
   const WorkerServiceOptions options_;
   std::unique_ptr<PsClient> ps_client_;
+  std::atomic<int> trace_calls_{0};
 
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<RunningJob>> jobs_ ABSL_GUARDED_BY(mu_);

@@ -40,7 +40,7 @@ TEST(TraceRecorderTest, AnEndBeforeItsStartIsAnInstant) {
   EXPECT_EQ(recorder.Snapshot().events(0).duration_us(), 0);
 }
 
-TEST(TraceRecorderTest, KeepsTheFirstEventsAndCountsTheRest) {
+TEST(TraceRecorderTest, KeepsTheNewestEventsOldestFirstAndCountsTheRest) {
   SimulatedClock clock(absl::FromUnixSeconds(1));
   TraceRecorder recorder(&clock, /*max_events=*/3);
   for (int step = 0; step < 10; ++step) {
@@ -48,8 +48,14 @@ TEST(TraceRecorderTest, KeepsTheFirstEventsAndCountsTheRest) {
   }
   const Trace trace = recorder.Snapshot();
   ASSERT_EQ(trace.events_size(), 3);
-  EXPECT_EQ(trace.events(2).step(), 2);
+  EXPECT_EQ(trace.events(0).step(), 7);
+  EXPECT_EQ(trace.events(1).step(), 8);
+  EXPECT_EQ(trace.events(2).step(), 9);
   EXPECT_EQ(trace.dropped(), 7);
+  // At most the 2 newest.
+  const Trace newest = recorder.Snapshot(absl::ZeroDuration(), 2);
+  ASSERT_EQ(newest.events_size(), 2);
+  EXPECT_EQ(newest.events(0).step(), 8);
 }
 
 TEST(TraceRecorderTest, TheLastStretchIsTheEventsEndingWithinItOfTheNewest) {

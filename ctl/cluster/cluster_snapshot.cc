@@ -140,7 +140,7 @@ std::map<int, WorkerStaleness> StalenessByWorker(const std::vector<JobStats>& sh
   return by_worker;
 }
 
-ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client) {
+ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client, bool timelines) {
   ClusterSnapshot snapshot;
   snapshot.time_ms = absl::ToUnixMillis(Clock::Real()->Now());
   std::map<std::string, JobSnapshot> jobs;
@@ -180,16 +180,17 @@ ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client) {
             absl::StrCat("ps:", ps, snapshot.tasks[ps].up ? " does not hold it" : " is down"));
       }
     }
-    job.traced = !job.shards.empty() && job.shards[0].spec().trace();
+    job.job_id = id;
+    job.state_line = JobState(id, sightings);
+    job.state = StateWord(job.state_line, id);
+    job.traced = timelines && job.state == "RUNNING" && !job.shards.empty() &&
+                 job.shards[0].spec().trace();
     if (job.traced) {
       std::vector<int> workers, holders;
       for (const JobProgress& worker : job.workers) workers.push_back(worker.worker());
       for (const JobStats& shard : job.shards) holders.push_back(shard.ps_index());
       job.timeline = TakeTimeline(client, id, workers, holders);
     }
-    job.job_id = id;
-    job.state_line = JobState(id, sightings);
-    job.state = StateWord(job.state_line, id);
     snapshot.jobs.push_back(std::move(job));
   }
   return snapshot;

@@ -32,7 +32,8 @@ struct JobSnapshot {
   std::string state_line;  // JobState's whole line (ctl/cluster/cluster_status.h).
   std::vector<JobStats> shards;       // Of every ps that holds it, in ps order.
   std::vector<JobProgress> workers;   // Of every worker that has run it, in worker order.
-  // A traced job (JobSpec.trace): the last seconds of each task's trace (job_timeline.h).
+  // A running traced job (JobSpec.trace), in a snapshot taken with timelines: the last seconds
+  // of each task's trace (job_timeline.h).
   bool traced = false;
   std::vector<TaskTrace> timeline;
 };
@@ -65,7 +66,9 @@ std::map<int, WorkerStaleness> StalenessByWorker(const std::vector<JobStats>& sh
 // Asks every task (one call each for its process, its jobs; one per job per ps for its
 // statistics), each with the client's status_timeout. A task that does not answer is down, not
 // an error.
-ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client);
+// `timelines`: also the last seconds of each running traced job's trace (JobSnapshot.timeline),
+// for the status page.
+ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client, bool timelines = false);
 
 // The snapshot as JSON, for the status page:
 //   {"time_ms", "tasks": [{"task", "address", "up", "error", "version", "pid", "uptime_seconds",
@@ -78,7 +81,7 @@ ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client);
 //                   "examples_per_second", "compute_seconds", "pull_seconds", "push_seconds",
 //                   "wait_seconds", "staleness_mean", "staleness_max",
 //                   "staleness_counts": [n0, n1, ...]}],
-//      "timeline": TimelineJson's, for a traced job only}]}
+//      "timeline": TimelineJson's, for a running traced job in a snapshot with timelines}]}
 // A worker's staleness figures are its gradients' over every shard; staleness_counts[i] counts
 // those applied with staleness i (the last entry: that many or more; trailing zeros cut).
 std::string ClusterSnapshotJson(const ClusterSnapshot& snapshot);

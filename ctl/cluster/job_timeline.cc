@@ -14,6 +14,7 @@ std::vector<TaskTrace> TakeTimeline(const ClusterClient& client, const std::stri
   TraceRequest request;
   request.set_job_id(job_id);
   request.set_last_us(absl::ToInt64Microseconds(kTimelineWindow));
+  request.set_max_events(kTimelineMaxEvents);
   std::vector<TaskTrace> traces;
   for (int worker : workers) {
     absl::StatusOr<Trace> trace = client.GetWorkerTrace(worker, request);
@@ -43,12 +44,14 @@ nlohmann::json TimelineJson(const std::vector<TaskTrace>& traces, absl::Duration
   // kTimelineSteps pulls began after that.
   int64_t start_us = end_us - absl::ToInt64Microseconds(window);
   int64_t steps_start_us = end_us;
+  bool any_pulls = false;
   for (const TaskTrace& task : traces) {
     std::vector<int64_t> pulls;
     for (const TraceEvent& event : task.trace.events()) {
       if (event.kind() == TraceEvent::PULL) pulls.push_back(event.start_us());
     }
     if (pulls.empty()) continue;
+    any_pulls = true;
     if (pulls.size() < static_cast<size_t>(kTimelineSteps)) {
       steps_start_us = start_us;  // A worker with fewer steps: the whole window.
       break;
@@ -56,7 +59,7 @@ nlohmann::json TimelineJson(const std::vector<TaskTrace>& traces, absl::Duration
     std::nth_element(pulls.begin(), pulls.end() - kTimelineSteps, pulls.end());
     steps_start_us = std::min(steps_start_us, *(pulls.end() - kTimelineSteps));
   }
-  start_us = std::max(start_us, steps_start_us);
+  if (any_pulls) start_us = std::max(start_us, steps_start_us);
   const int64_t window_us = std::max<int64_t>(1, end_us - start_us);
   nlohmann::json json = {{"window_ms", window_us / 1000.0}};
   json["kinds"] = nlohmann::json::array();

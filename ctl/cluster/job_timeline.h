@@ -18,15 +18,17 @@ namespace ps {
 // where every worker's last kTimelineSteps steps fit in less.
 constexpr absl::Duration kTimelineWindow = absl::Seconds(10);
 constexpr int kTimelineSteps = 50;
+// The most events asked of one task (the newest): a fast job's 10 s may hold many more.
+constexpr int kTimelineMaxEvents = 5000;
 
 struct TaskTrace {
   std::string task;  // "worker:1", "ps:0".
   Trace trace;
 };
 
-// The last kTimelineWindow of the trace of `job_id` on each of `workers` and on each ps of
-// `ps` (its own shard), one call each with the client's status_timeout; a task that does not
-// answer is left out.
+// The last kTimelineWindow (at most kTimelineMaxEvents events) of the trace of `job_id` on each
+// of `workers` and on each ps of `ps` (its own shard), one call each with the client's
+// status_timeout; a task that does not answer is left out.
 std::vector<TaskTrace> TakeTimeline(const ClusterClient& client, const std::string& job_id,
                                     const std::vector<int>& workers, const std::vector<int>& ps);
 

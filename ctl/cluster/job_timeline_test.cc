@@ -59,6 +59,17 @@ TEST(JobTimelineTest, ShowsOnlyTheLastStepsOfFastWorkers) {
   EXPECT_EQ(json["rows"][1]["spans"].size(), 70u);
 }
 
+TEST(JobTimelineTest, WithoutAWorkersPullsTheWindowIsWhole) {
+  std::vector<TaskTrace> traces(2);
+  traces[0].task = "worker:0";  // A program job's worker: nothing recorded.
+  traces[1].task = "ps:0";
+  *traces[1].trace.add_events() = Event(TraceEvent::APPLY, 1000, 1000, 0);
+  *traces[1].trace.add_events() = Event(TraceEvent::APPLY, 9000, 1000, 1);
+  const nlohmann::json json = TimelineJson(traces, absl::Microseconds(10000));
+  EXPECT_EQ(json["window_ms"], 10.0);
+  EXPECT_EQ(json["rows"][1]["spans"].size(), 2u);
+}
+
 TEST(JobTimelineTest, NoEventsIsRowsWithNoSpans) {
   std::vector<TaskTrace> traces(1);
   traces[0].task = "worker:0";
