@@ -1,20 +1,15 @@
 #include "ctl/cluster/job_timeline.h"
 
+#include "common/trace/trace_testing.h"
 #include "gtest/gtest.h"
 
 namespace ps {
 namespace {
 
+// Shorter in the tests below.
 TraceEvent Event(TraceEvent::Kind kind, int64_t start_us, int64_t duration_us, int64_t step,
-                 int worker = 0, int64_t staleness = 0) {
-  TraceEvent event;
-  event.set_kind(kind);
-  event.set_start_us(start_us);
-  event.set_duration_us(duration_us);
-  event.set_step(step);
-  event.set_worker(worker);
-  event.set_staleness(staleness);
-  return event;
+                 int worker = 0, int64_t staleness = 0, int64_t version = 0) {
+  return MakeTraceEvent(kind, start_us, duration_us, step, worker, staleness, version);
 }
 
 TEST(JobTimelineTest, ShowsTheWindowBeforeTheNewestEventOfAnyTask) {

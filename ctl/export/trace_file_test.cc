@@ -5,22 +5,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/trace/trace_testing.h"
 #include "gtest/gtest.h"
 
 namespace ps {
 namespace {
 
+// Shorter in the tests below.
 TraceEvent Event(TraceEvent::Kind kind, int64_t start_us, int64_t duration_us, int64_t step,
-                 int worker, int64_t staleness = 0, int64_t version = 0) {
-  TraceEvent event;
-  event.set_kind(kind);
-  event.set_start_us(start_us);
-  event.set_duration_us(duration_us);
-  event.set_step(step);
-  event.set_worker(worker);
-  event.set_staleness(staleness);
-  event.set_version(version);
-  return event;
+                 int worker = 0, int64_t staleness = 0, int64_t version = 0) {
+  return MakeTraceEvent(kind, start_us, duration_us, step, worker, staleness, version);
 }
 
 JobTrace TwoWorkersOneShard() {
