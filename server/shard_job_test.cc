@@ -747,6 +747,43 @@ TEST(ShardJobAsyncTest, MaxStalenessDropsStalerGradients) {
   EXPECT_EQ(stats.staleness().max(), 1);
 }
 
+// A traced job (ParameterSpec.trace): each gradient applied or dropped, with its staleness.
+TEST(ShardJobAsyncTest, ATraceRecordsEachApplyAndDropWithItsStaleness) {
+  constexpr int kWorkers = 3;
+  constexpr int kRounds = 4;
+  ParameterSpec spec = MakeSpec(ConsistencyConfig::ASYNC, kWorkers);
+  spec.mutable_consistency()->set_max_staleness(1);
+  spec.set_trace(true);
+  std::unique_ptr<ShardJob> job = CreateJob(spec);
+  ASSERT_NE(job, nullptr);
+  for (const AsyncPush& push : RunRoundRobin(job.get(), kWorkers, kRounds)) {
+    ASSERT_TRUE(push.response.ok()) << push.response.status();
+  }
+  int applies = 0, drops = 0;
+  const Trace trace = job->GetTrace();
+  for (const TraceEvent& event : trace.events()) {
+    if (event.kind() == TraceEvent::DROP) {
+      ++drops;
+      EXPECT_EQ(event.worker(), kWorkers - 1);  // Two updates since its pull, every round.
+      EXPECT_EQ(event.staleness(), 2);
+      EXPECT_EQ(event.duration_us(), 0);
+    } else {
+      ASSERT_EQ(event.kind(), TraceEvent::APPLY);
+      ++applies;
+      EXPECT_LE(event.staleness(), 1);
+      EXPECT_EQ(event.version(), applies);
+    }
+  }
+  EXPECT_EQ(drops, kRounds);
+  EXPECT_EQ(applies, 2 * kRounds);
+  // An untraced job's shard records nothing.
+  spec.set_trace(false);
+  std::unique_ptr<ShardJob> untraced = CreateJob(spec);
+  ASSERT_NE(untraced, nullptr);
+  RunRoundRobin(untraced.get(), kWorkers, 1);
+  EXPECT_EQ(untraced->GetTrace().events_size(), 0);
+}
+
 // ----- SSP -----
 
 TEST(ShardJobSspTest, WorkerWaitsWhenMoreThanTheBoundAheadOfTheSlowest) {
@@ -899,6 +936,7 @@ TEST(ShardJobSoftsyncTest, AnAggregateNoWorkerCanFillIsAppliedWhenTheLastWorkerG
     constexpr int kWorkers = 3;
     ParameterSpec spec = MakeSpec(ConsistencyConfig::SOFTSYNC, kWorkers);
     spec.mutable_consistency()->set_softsync_n(1);  // c = 3.
+    spec.set_trace(true);
     std::unique_ptr<ShardJob> job = CreateJob(spec);
     ASSERT_NE(job, nullptr);
     const std::vector<float> before = Weights(job.get());
@@ -923,6 +961,15 @@ TEST(ShardJobSoftsyncTest, AnAggregateNoWorkerCanFillIsAppliedWhenTheLastWorkerG
               SgdStep(before, kLearningRate, MeanOfPair(gradients[0], gradients[1])));
     EXPECT_EQ(job->Stats().version(), 1);
     EXPECT_EQ(job->Stats().applied_gradients(), 2);
+    // The trace: the two gradients added, then the aggregate (worker -1) the last one's going
+    // applied, at version 1.
+    const Trace trace = job->GetTrace();
+    ASSERT_EQ(trace.events_size(), 3);
+    EXPECT_EQ(trace.events(0).kind(), TraceEvent::ACCUMULATE);
+    EXPECT_EQ(trace.events(1).kind(), TraceEvent::ACCUMULATE);
+    EXPECT_EQ(trace.events(2).kind(), TraceEvent::APPLY);
+    EXPECT_EQ(trace.events(2).worker(), -1);
+    EXPECT_EQ(trace.events(2).version(), 1);
   }
 }
 
