@@ -11,67 +11,25 @@ set -euo pipefail
 # shellcheck source=tests/shell_testing.sh
 source "$PWD/tests/shell_testing.sh"
 
-readonly TAG="mh$$"                     # Unique per run: names below all start with it.
-readonly BRIDGE_NS="${TAG}b"            # The bridge lives in its own namespace.
-readonly ROOT_VETH="${TAG}r"            # The root namespace's leg on the bridge.
+# shellcheck source=tests/netns_testing.sh
+source "$PWD/tests/netns_testing.sh"
+
+readonly TAG="mh$$"                     # Unique per run: the namespaces' names start with it.
 readonly DIR="${TEST_TMPDIR:-/tmp}/multihost-$$"
-HOSTS=()                                # Host namespaces created so far.
 DAEMON_PIDS=()
 LOG_FILES=("$DIR/*.log")
 LOG_LINES=30
 
-# gRPC honors proxy variables; this traffic must go straight to the bridge.
-unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY grpc_proxy no_proxy no_grpc_proxy
-
 cleanup() {
   stop_pids 10 "${DAEMON_PIDS[@]}"
-  ip link del "$ROOT_VETH" 2>/dev/null
-  for ns in "${HOSTS[@]}" "$BRIDGE_NS"; do ip netns del "$ns" 2>/dev/null; done
+  netns_cleanup
   rm -rf "$DIR"
 }
 on_exit cleanup
 
-[ "$(id -u)" = 0 ] || skip "not root: creating network namespaces needs CAP_NET_ADMIN"
-command -v ip >/dev/null || skip "no ip command (iproute2)"
 mkdir -p "$DIR"
-if ! error=$(ip netns add "$BRIDGE_NS" 2>&1); then
-  skip "cannot create a network namespace (ip netns add: $error)"
-fi
-if ! error=$(ip -n "$BRIDGE_NS" link add br0 type bridge 2>&1); then
-  skip "cannot create a Linux bridge (ip link add type bridge: $error)"
-fi
-
-# A /24 of 10.77.0.0/16 that this machine does not use yet (parallel runs pick others).
-NET=""
-for try in $(seq 0 199); do
-  candidate=$(( ($$ + try) % 200 + 20 ))
-  if ! ip -4 -o addr show | grep -q " 10\.77\.$candidate\." &&
-     [ -z "$(ip -4 route show "10.77.$candidate.0/24")" ]; then
-    NET="10.77.$candidate"
-    break
-  fi
-done
-[ -n "$NET" ] || fail "no free /24 in 10.77.0.0/16"
-log "hosts on $NET.0/24 (namespaces $TAG*)"
-
-ip -n "$BRIDGE_NS" link set lo up
-ip -n "$BRIDGE_NS" link set br0 up
-ip link add "$ROOT_VETH" type veth peer name root netns "$BRIDGE_NS"
-ip -n "$BRIDGE_NS" link set root master br0 up
-ip addr add "$NET.1/24" dev "$ROOT_VETH"
-ip link set "$ROOT_VETH" up
-
 # Hosts 1 and 2 run ps:0 and ps:1, hosts 3 and 4 worker:0 and worker:1; host h is $NET.(10+h).
-for h in 1 2 3 4; do
-  ns="${TAG}h$h"
-  ip netns add "$ns"
-  HOSTS+=("$ns")
-  ip -n "$ns" link add eth0 type veth peer name "host$h" netns "$BRIDGE_NS"
-  ip -n "$BRIDGE_NS" link set "host$h" master br0 up
-  ip -n "$ns" addr add "$NET.$((10 + h))/24" dev eth0
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set eth0 up
-done
+netns_setup "$TAG" 4
 
 cat > "$DIR/cluster.json" <<EOF
 {"cluster": {"ps": ["$NET.11:2222", "$NET.12:2222"],
