@@ -736,10 +736,7 @@ grpc::ServerUnaryReactor* ParameterService::GetTrace(grpc::CallbackServerContext
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetTrace",
                  request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
-  if (job.ok()) {
-    *response = (*job)->GetTrace(absl::Microseconds(std::max<int64_t>(0, request->last_us())),
-                                 request->max_events());
-  }
+  if (job.ok()) *response = (*job)->GetTrace(*request);
   return Answer(context, &slot, job.status());
 }
 

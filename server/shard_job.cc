@@ -727,8 +727,8 @@ void ShardJob::AssignToSlices(absl::Span<const float> values) {
   }
 }
 
-Trace ShardJob::GetTrace(absl::Duration last, int64_t max_events) const {
-  return trace_ != nullptr ? trace_->Snapshot(last, max_events) : Trace();
+Trace ShardJob::GetTrace(const TraceRequest& request) const {
+  return trace_ != nullptr ? trace_->Snapshot(request) : Trace();
 }
 
 void ShardJob::TraceUpdate(TraceEvent::Kind kind, absl::Time began, int64_t step, int worker,

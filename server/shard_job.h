@@ -284,9 +284,9 @@ class ShardJob {
   // the values.
   ApplyLog GetApplyLog() const ABSL_LOCKS_EXCLUDED(order_mu_);
   // The shard's trace so far (ParameterSpec.trace, proto/trace.proto): each gradient applied,
-  // added to its step's aggregate or dropped, with its staleness, and each aggregate applied;
-  // `last`, `max_events`: as TraceRecorder::Snapshot's. Empty when the job records none.
-  Trace GetTrace(absl::Duration last = absl::ZeroDuration(), int64_t max_events = 0) const;
+  // added to its step's aggregate or dropped, with its staleness, and each aggregate applied, as
+  // `request` asks (TraceRecorder::Snapshot). Empty when the job records none.
+  Trace GetTrace(const TraceRequest& request = TraceRequest()) const;
   // Sets this shard's values to the chief's (CreateJobRequest.initial_values,
   // ParameterSpec.chief_initializes): every slice held here exactly once, with its row_count
   // rows of values, all finite. INVALID_ARGUMENT, naming the slice, otherwise, and nothing is

@@ -81,6 +81,12 @@ absl::Duration StragglerDelay(const StragglerSpec& stragglers, int worker, absl:
   }
 }
 
+// Records a span of the training loop from `begin` to `end` where the job is traced.
+void RecordSpan(const TrainerContext& context, TraceEvent::Kind kind, absl::Time begin,
+                absl::Time end, int64_t step) {
+  if (context.trace != nullptr) context.trace->Record(kind, begin, end, step, context.worker);
+}
+
 // The training loop: data, compute, stragglers, stop rules, evaluation and reports. What a
 // step's weights are and where its gradient goes is the exchange's (worker/exchange/).
 // Times one exchange phase: End adds the time since construction to `phase`, less the part the
@@ -101,10 +107,9 @@ class PhaseTimer {
     const absl::Duration waited = std::min(took, exchange_->parked_time() - parked_before_);
     *phase += took - waited;
     *wait += waited;
-    if (context_->trace == nullptr) return;
-    context_->trace->Record(kind, start_, end, step, context_->worker);
+    RecordSpan(*context_, kind, start_, end, step);
     if (waited > absl::ZeroDuration()) {
-      context_->trace->Record(TraceEvent::WAIT, start_, start_ + waited, step, context_->worker);
+      RecordSpan(*context_, TraceEvent::WAIT, start_, start_ + waited, step);
     }
   }
 
@@ -304,9 +309,7 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
   const absl::Duration compute = context_.clock->Now() - begin;
   compute_time_ += compute;
   examples_ += metrics->examples;
-  if (context_.trace != nullptr) {
-    context_.trace->Record(TraceEvent::COMPUTE, begin, begin + compute, step, context_.worker);
-  }
+  RecordSpan(context_, TraceEvent::COMPUTE, begin, begin + compute, step);
   const absl::Duration delay =
       StragglerDelay(spec_.stragglers(), context_.worker, compute, &straggler_random_);
   if (delay <= absl::ZeroDuration()) return metrics;
@@ -316,10 +319,7 @@ absl::StatusOr<BatchMetrics> TrainingLoop::Compute(int64_t step) {
     int64_t step;
     absl::Time begin = context.clock->Now();
     ~StraggleSpan() {
-      if (context.trace != nullptr) {
-        context.trace->Record(TraceEvent::STRAGGLE, begin, context.clock->Now(), step,
-                              context.worker);
-      }
+      RecordSpan(context, TraceEvent::STRAGGLE, begin, context.clock->Now(), step);
     }
   } straggle{context_, step};
   if (!spec_.stragglers().busy() || compute <= absl::ZeroDuration()) {
@@ -346,9 +346,7 @@ absl::Status TrainingLoop::Evaluate(int64_t at_step, int64_t sync_step, bool fin
   absl::Status status = EvaluateSplits(at_step, sync_step, final, weights);
   const absl::Time end = context_.clock->Now();
   longest_evaluation_ = std::max(longest_evaluation_, end - begin);
-  if (context_.trace != nullptr) {
-    context_.trace->Record(TraceEvent::EVALUATE, begin, end, at_step, context_.worker);
-  }
+  RecordSpan(context_, TraceEvent::EVALUATE, begin, end, at_step);
   return status;
 }
 

@@ -579,10 +579,7 @@ grpc::ServerUnaryReactor* WorkerService::GetTrace(grpc::CallbackServerContext* c
         " GetTrace calls already; try again when they are done"));
   }
   // Copied outside the lock: a long trace must not hold up the worker's other calls.
-  if (status.ok() && trace != nullptr) {
-    *response = trace->Snapshot(absl::Microseconds(std::max<int64_t>(0, request->last_us())),
-                                request->max_events());
-  }
+  if (status.ok() && trace != nullptr) *response = trace->Snapshot(*request);
   if (counted) trace_calls_.fetch_sub(1);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;

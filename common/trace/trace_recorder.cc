@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/ascii.h"
+
 namespace ps {
 
 void TraceRecorder::Record(TraceEvent::Kind kind, absl::Time start, absl::Time end, int64_t step,
@@ -60,6 +62,15 @@ Trace TraceRecorder::Snapshot(absl::Duration last, int64_t max_events) const {
     out->set_version(event.version);
   }
   return trace;
+}
+
+Trace TraceRecorder::Snapshot(const TraceRequest& request) const {
+  return Snapshot(absl::Microseconds(std::max<int64_t>(0, request.last_us())),
+                  std::max<int64_t>(0, request.max_events()));
+}
+
+std::string TraceKindName(TraceEvent::Kind kind) {
+  return absl::AsciiStrToLower(TraceEvent::Kind_Name(kind));
 }
 
 }  // namespace ps

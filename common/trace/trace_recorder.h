@@ -13,6 +13,7 @@
 #define PS_COMMON_TRACE_TRACE_RECORDER_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -43,6 +44,8 @@ class TraceRecorder {
   // newest. The events are copied under the lock and made into the proto outside it.
   Trace Snapshot(absl::Duration last = absl::ZeroDuration(), int64_t max_events = 0) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Snapshot as a GetTrace request asks for it (its last_us and max_events; below 0: as 0).
+  Trace Snapshot(const TraceRequest& request) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Event {
@@ -63,6 +66,9 @@ class TraceRecorder {
   size_t next_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// "pull", "apply", ...: how traces name a kind of event (its enum name in lower case).
+std::string TraceKindName(TraceEvent::Kind kind);
 
 }  // namespace ps
 

@@ -70,6 +70,22 @@ TEST(TraceRecorderTest, TheLastStretchIsTheEventsEndingWithinItOfTheNewest) {
   EXPECT_EQ(recorder.Snapshot().events_size(), 3);
 }
 
+TEST(TraceRecorderTest, ARequestsLimitsBelowZeroAskForEverything) {
+  SimulatedClock clock(absl::FromUnixSeconds(1));
+  TraceRecorder recorder(&clock);
+  const absl::Time start = recorder.Now();
+  recorder.Record(TraceEvent::COMPUTE, start, start + absl::Seconds(1), 0, 0);
+  recorder.Record(TraceEvent::PUSH, start + absl::Seconds(5), start + absl::Seconds(6), 0, 0);
+  TraceRequest request;
+  request.set_last_us(-5);
+  request.set_max_events(-1);
+  EXPECT_EQ(recorder.Snapshot(request).events_size(), 2);
+  request.set_last_us(2000000);  // The last 2 s: the push alone.
+  request.set_max_events(0);
+  EXPECT_EQ(recorder.Snapshot(request).events_size(), 1);
+  EXPECT_EQ(TraceKindName(TraceEvent::ACCUMULATE), "accumulate");
+}
+
 TEST(TraceRecorderTest, ThreadsRecordingAtOnceLoseNothing) {
   TraceRecorder recorder(Clock::Real());
   std::vector<std::thread> threads;

@@ -104,7 +104,7 @@ nlohmann::json JobJson(const JobSnapshot& job) {
          {"staleness_max", s.max},
          {"staleness_counts", s.counts}});
   }
-  if (job.traced) json["timeline"] = TimelineJson(job.timeline);
+  if (job.timeline.has_value()) json["timeline"] = TimelineJson(*job.timeline);
   return json;
 }
 
@@ -183,9 +183,8 @@ ClusterSnapshot TakeClusterSnapshot(const ClusterClient& client, bool timelines)
     job.job_id = id;
     job.state_line = JobState(id, sightings);
     job.state = StateWord(job.state_line, id);
-    job.traced = timelines && job.state == "RUNNING" && !job.shards.empty() &&
-                 job.shards[0].spec().trace();
-    if (job.traced) {
+    if (timelines && job.state == "RUNNING" && !job.shards.empty() &&
+        job.shards[0].spec().trace()) {
       std::vector<int> workers, holders;
       for (const JobProgress& worker : job.workers) workers.push_back(worker.worker());
       for (const JobStats& shard : job.shards) holders.push_back(shard.ps_index());

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,8 @@ struct JobSnapshot {
   std::vector<JobStats> shards;       // Of every ps that holds it, in ps order.
   std::vector<JobProgress> workers;   // Of every worker that has run it, in worker order.
   // A running traced job (JobSpec.trace), in a snapshot taken with timelines: the last seconds
-  // of each task's trace (job_timeline.h).
-  bool traced = false;
-  std::vector<TaskTrace> timeline;
+  // of each task's trace (job_timeline.h); unset for any other.
+  std::optional<std::vector<TaskTrace>> timeline;
 };
 
 struct ClusterSnapshot {

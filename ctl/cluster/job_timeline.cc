@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/trace/trace_recorder.h"
 
 namespace ps {
 
@@ -64,8 +64,7 @@ nlohmann::json TimelineJson(const std::vector<TaskTrace>& traces, absl::Duration
   nlohmann::json json = {{"window_ms", window_us / 1000.0}};
   json["kinds"] = nlohmann::json::array();
   for (int kind = 0; kind <= TraceEvent::Kind_MAX; ++kind) {
-    json["kinds"].push_back(
-        absl::AsciiStrToLower(TraceEvent::Kind_Name(static_cast<TraceEvent::Kind>(kind))));
+    json["kinds"].push_back(TraceKindName(static_cast<TraceEvent::Kind>(kind)));
   }
   json["rows"] = nlohmann::json::array();
   for (const TaskTrace& task : traces) {

@@ -4,10 +4,11 @@
 #include <cstdint>
 #include <limits>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include <nlohmann/json.hpp>
+
+#include "common/trace/trace_recorder.h"
 
 namespace ps {
 namespace {
@@ -17,11 +18,6 @@ constexpr int kAggregateThread = 0;
 
 bool IsShardEvent(TraceEvent::Kind kind) {
   return kind == TraceEvent::APPLY || kind == TraceEvent::ACCUMULATE || kind == TraceEvent::DROP;
-}
-
-// "pull", "compute", ...: the kind's name in lower case.
-std::string EventName(TraceEvent::Kind kind) {
-  return absl::AsciiStrToLower(TraceEvent::Kind_Name(kind));
 }
 
 // A metadata event naming process `pid` (thread `tid` where given).
@@ -41,7 +37,7 @@ void AppendEvent(const TraceEvent& event, int pid, int64_t origin_us, std::strin
   const bool on_shard = IsShardEvent(event.kind());
   const int tid = !on_shard ? 1 : event.worker() < 0 ? kAggregateThread : event.worker() + 1;
   const int64_t ts = event.start_us() - origin_us;
-  absl::StrAppend(out, "{\"name\":\"", EventName(event.kind()), "\",\"cat\":\"",
+  absl::StrAppend(out, "{\"name\":\"", TraceKindName(event.kind()), "\",\"cat\":\"",
                   on_shard ? "shard" : "worker", "\",");
   if (event.kind() == TraceEvent::DROP) {
     absl::StrAppend(out, "\"ph\":\"i\",\"s\":\"t\",\"ts\":", ts);

@@ -24,46 +24,14 @@
 #include "ctl/job/job_follower.h"
 #include "ctl/job/lost_workers.h"
 #include "ctl/job/ps_recovery.h"
+#include "ctl/job/job_trace.h"
 #include "ctl/job/results_writer.h"
-#include "ctl/export/trace_file.h"
 #include "ctl/job/run_manifest.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
 
 namespace ps {
 namespace {
-
-// A traced job's timeline (JobSpec.trace) into RESULTS/trace.json: every worker's and shard's
-// trace. A task that does not answer leaves its part empty, and an event says so.
-void WriteJobTrace(const ClusterClient& client, const JobSpec& spec, ResultsWriter* results) {
-  JobTrace trace;
-  trace.job_id = spec.job_id();
-  trace.workers.resize(client.num_workers());
-  TraceRequest request;
-  request.set_job_id(spec.job_id());
-  for (int w = 0; w < client.num_workers(); ++w) {
-    absl::StatusOr<Trace> worker = client.GetWorkerTrace(w, request);
-    if (worker.ok()) {
-      trace.workers[w] = *std::move(worker);
-    } else {
-      results->RecordEvent({"trace_incomplete", absl::StrCat("worker:", w), -1, "", -1,
-                            std::string(worker.status().message())});
-    }
-  }
-  absl::StatusOr<std::vector<Trace>> shards =
-      client.ps()->GetTraces(spec.job_id(), spec.replicas() > 1);
-  if (shards.ok()) {
-    trace.shards = *std::move(shards);
-  } else {
-    trace.shards.resize(client.num_ps());
-    results->RecordEvent(
-        {"trace_incomplete", "", -1, "", -1, std::string(shards.status().message())});
-  }
-  absl::Status written = WriteTraceFile(results->dir() + "/trace.json", trace);
-  if (!written.ok()) {
-    results->RecordEvent({"trace_lost", "", -1, "", -1, std::string(written.message())});
-  }
-}
 
 // The shards' statistics and parameters, and a traced job's timeline, into `results`.
 // REQUIRES: the job is still on the shards (SubmitJob deletes a stopped job only after this).
