@@ -42,16 +42,18 @@
 namespace ps {
 namespace {
 
+constexpr int kNumPs = 3;
 const int kKills = EnvInt("REPLICATION_KILLS", 4);
 const int kSeed = EnvInt("REPLICATION_SEED", 3);
-// How long a ps hangs: past keepalive's finding it (about 7 s) and the takeover after it.
-constexpr absl::Duration kHang = absl::Seconds(12);
+// How long a ps hangs: past keepalive's finding it (about 7 s; 8.4 to 9.0 s to the takeover
+// here, more beside CI's other tests) and the takeover after it.
+constexpr absl::Duration kHang = absl::Seconds(15);
 // Each worker sleeps 12 ms a step on average (the job's stragglers), up to 24 ms, and a SYNC step
 // waits for the slowest of 3 (18 ms on average), so the job runs at most about 45 steps a second
 // and mostly sleeps (a CPU-bound run slowed CI's other tests). It must outlast the kills (4 s of
-// start, then at most 5 s each), the hang and the move home after it, and a checkpoint after
-// that: 30 s + 5 s a kill at 50 steps a second.
-const int kSteps = 50 * (30 + 5 * kKills);
+// start, then at most 5 s each and the wait for the copies before each), the hang and the move
+// home after it, and a checkpoint after that: 35 s + 5 s a kill at 50 steps a second.
+const int kSteps = 50 * (35 + 5 * kKills);
 // What a run may take: at least 25 steps a second.
 const absl::Duration kRunTimeout = absl::Seconds(60 + kSteps / 25);
 
@@ -95,7 +97,8 @@ class ReplicationProcessTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = TestDir();
-    absl::StatusOr<std::unique_ptr<DaemonCluster>> cluster = DaemonCluster::Start(dir_, 3, 3);
+    absl::StatusOr<std::unique_ptr<DaemonCluster>> cluster =
+        DaemonCluster::Start(dir_, kNumPs, /*num_workers=*/3);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
   }
@@ -141,6 +144,33 @@ class ReplicationProcessTest : public ::testing::Test {
         dir_);
   }
 
+  // Waits until `psctl status` shows every shard of `job` served by its own ps and replicating
+  // to its backup: the state in which one more ps lost takes neither copy of any shard. A ps
+  // started again empty holds its copies once its primaries' next installs reach it (a degraded
+  // primary tries every second); on a loaded machine that may take longer than the kills' pause.
+  // Returns how long it waited, or nullopt (with the last status) after `timeout`.
+  std::optional<absl::Duration> WaitUntilReplicatedAtHome(const std::string& job,
+                                                          absl::Duration timeout,
+                                                          std::string* last_status) {
+    const absl::Time start = absl::Now();
+    while (absl::Now() - start < timeout) {
+      Psctl status({"status", "--cluster_spec=" + cluster_->spec_path(), "--job=" + job}, dir_);
+      const int code = status.Wait(absl::Seconds(30));
+      *last_status = status.Output();
+      size_t replicating = 0;
+      for (size_t at = 0; (at = last_status->find(" REPLICATING (", at)) != std::string::npos;
+           ++at) {
+        ++replicating;
+      }
+      if (code == 0 && replicating == static_cast<size_t>(kNumPs) &&
+          last_status->find("took the shard over") == std::string::npos) {
+        return absl::Now() - start;
+      }
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+    return std::nullopt;
+  }
+
   std::string dir_;
   std::unique_ptr<DaemonCluster> cluster_;
 };
@@ -161,10 +191,22 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   };
   std::vector<std::pair<absl::Time, std::string>> kills;
   absl::SleepFor(absl::Seconds(4));
+  std::string replication_waits;  // How long each kill and the hang waited for the copies.
+  auto wait_for_copies = [&](const std::string& before) {
+    std::string last_status;
+    const std::optional<absl::Duration> waited =
+        WaitUntilReplicatedAtHome("killed", absl::Seconds(30), &last_status);
+    ASSERT_TRUE(waited.has_value())
+        << "30 s after the last loss, the shards are not all replicated at home before "
+        << before << ":\n" << last_status;
+    absl::StrAppendFormat(&replication_waits, " %s %.1fs;", before,
+                          absl::ToDoubleSeconds(*waited));
+  };
   for (int k = 0; k < kKills; ++k) {
     ASSERT_FALSE(killed.Ended()) << "the job ended before kill " << k << ": " << killed.Output();
     const std::string task = cluster_->tasks()[random() % cluster_->tasks().size()];
     const bool is_ps = task[0] == 'p';
+    if (is_ps) ASSERT_NO_FATAL_FAILURE(wait_for_copies(absl::StrCat("kill ", k, " (", task, ")")));
     kills.emplace_back(absl::Now(), task);
     ASSERT_TRUE(cluster_->Kill(task)) << task;
     absl::SleepFor(is_ps ? uniform(0.5, 1) : uniform(0, 2));
@@ -172,7 +214,8 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
     absl::SleepFor(uniform(2.5, 3));
   }
   // The hang, of a ps that serves its own shard by now (each shard went home after its kill).
-  const int hung = static_cast<int>(random() % 3);
+  const int hung = static_cast<int>(random() % kNumPs);
+  ASSERT_NO_FATAL_FAILURE(wait_for_copies("the hang"));
   ASSERT_FALSE(killed.Ended()) << "the job ended before the hang: " << killed.Output();
   const absl::Time hung_at = absl::Now();
   ASSERT_TRUE(cluster_->Signal(absl::StrCat("ps:", hung), SIGSTOP));
@@ -207,6 +250,8 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
       "%.4f), %d takeovers, %d moves home\n",
       kills.size(), kSeed, summary["state"].get<std::string>(), summary["steps"].get<int>(),
       accuracy, calm_accuracy, takeovers.size(), hand_backs.size());
+  absl::StrAppend(&report, "  waited for every shard replicated at home before:",
+                  replication_waits, "\n");
   bool first_ps_kill = true;
   for (size_t k = 0; k < kills.size(); ++k) {
     const auto& [at, task] = kills[k];
@@ -241,7 +286,8 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   }
   // The hang: the next ps took the hung one's shard over while it was stopped, the job went on
   // from there, and once continued the hung ps was fenced off (the shard went home: below).
-  const std::string taken_over = absl::StrFormat("ps:%d takes over shard %d", (hung + 1) % 3, hung);
+  const std::string taken_over =
+      absl::StrFormat("ps:%d takes over shard %d", (hung + 1) % kNumPs, hung);
   std::optional<absl::Time> taken_at;
   for (const auto& [time, what] : takeovers) {
     if (time >= hung_at && time < hung_at + kHang && what == taken_over) taken_at = time;

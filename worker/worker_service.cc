@@ -78,9 +78,11 @@ class WatchReactor : public grpc::ServerWriteReactor<JobProgress>, public Progre
     auto [sequence, latest] = log_->Latest();
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    if (!ok || IsFinal(current_)) {
-      FinishLocked(ok ? grpc::Status::OK
-                      : grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away"));
+    // A write may complete after OnCancel, which left the finish to this callback.
+    if (!ok || cancelled_ || IsFinal(current_)) {
+      FinishLocked(ok && !cancelled_
+                       ? grpc::Status::OK
+                       : grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away"));
       return;
     }
     if (sequence > written_sequence_) WriteLocked(sequence, latest);
@@ -98,9 +100,13 @@ class WatchReactor : public grpc::ServerWriteReactor<JobProgress>, public Progre
   }
 
  private:
+  // REQUIRES: !writing_. After a cancel, finishes instead: no write would ever complete.
   void WriteLocked(uint64_t sequence, const JobProgress& progress)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (cancelled_) return;
+    if (cancelled_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      return;
+    }
     written_sequence_ = sequence;
     current_ = progress;
     writing_ = true;
