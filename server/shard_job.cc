@@ -423,11 +423,19 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
   if (spec_.has_data_handout()) {
     // A batch this shard took before (its first worker died mid-push, or was taken for lost
     // and pushed late, and the first shard handed the batch out again): taken for the mode's
-    // bookkeeping (SSP's clock moves on as for an applied push), not applied twice. An
-    // aggregate's (SYNC, SOFTSYNC) contribution is counted already and stays.
-    if (decision.action == PushDecision::kApply && seen_batches_.AllSeen(header.batches())) {
-      rule_->Applied(header);
-      decision = PushDecision::Drop("batch_seen");
+    // bookkeeping, not applied twice. SSP's clock moves on as for an applied push; an
+    // aggregate's (SYNC, SOFTSYNC) contribution counts for its completion but adds nothing to
+    // its sum (Contribution::repeat), so the step does not wait for a gradient that will not
+    // come and the batch is in this shard's model once.
+    if (seen_batches_.AllSeen(header.batches())) {
+      if (decision.action == PushDecision::kApply) {
+        rule_->Applied(header);
+        decision = PushDecision::Drop("batch_seen");
+      } else if (decision.action == PushDecision::kAccumulate ||
+                 decision.action == PushDecision::kApplyAggregate) {
+        rule_->MarkLastRepeat();
+        ++dropped_["batch_seen"];
+      }
     }
     seen_batches_.Add(header.batches());
   }
@@ -570,6 +578,7 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
   PushResponse response;
   bool first;
   bool last;
+  bool repeat;
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -584,17 +593,25 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
       return response;
     }
     first = rule_->open_aggregate().size() == 1;
+    repeat = rule_->open_aggregate().back().repeat;
     last = *action == PushDecision::kApplyAggregate;
     if (last) learning_rate = NextAggregateLearningRateLocked();
   }
-  if (first) {
+  // sum_ holds the sum of the open aggregate's gradients that are not repeats (zeros while
+  // there are none), sized to the shard from its first contribution on.
+  if (repeat) {
+    if (first) {
+      sum_.assign(static_cast<size_t>(num_elements_), 0.0f);
+      sparse_->Accumulate(ShardSparseTables::Entries(), {}, /*first=*/true);
+    }
+  } else if (first) {
     sum_.assign(gradient.begin(), gradient.begin() + num_elements_);
   } else {
     for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += gradient[i];
   }
-  sparse_->Accumulate(header.sparse(), gradient.subspan(num_elements_), first);
-  TraceUpdate(TraceEvent::ACCUMULATE, began, header.clock(), worker, response.staleness(),
-              response.version());
+  if (!repeat) sparse_->Accumulate(header.sparse(), gradient.subspan(num_elements_), first);
+  TraceUpdate(repeat ? TraceEvent::DROP : TraceEvent::ACCUMULATE, began, header.clock(), worker,
+              response.staleness(), response.version());
   if (!last) {
     response.set_outcome(PushResponse::ACCUMULATED);
     return response;
@@ -615,26 +632,31 @@ void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
   int64_t version;
   {
     absl::MutexLock lock(&mu_);
-    count = rule_->open_aggregate().size();
+    count = static_cast<size_t>(rule_->SummedContributions());
     step = rule_->step();
   }
-  const float scale = 1.0f / static_cast<float>(count);
-  for (float& value : sum_) value *= scale;
-  ApplyToSlices(learning_rate, sum_);
-  sparse_->ApplySums(learning_rate, scale);
+  // An aggregate of repeats only (each of its batches trained on here before) completes its
+  // step and changes no value.
+  if (count > 0) {
+    const float scale = 1.0f / static_cast<float>(count);
+    for (float& value : sum_) value *= scale;
+    ApplyToSlices(learning_rate, sum_);
+    sparse_->ApplySums(learning_rate, scale);
+  }
   std::vector<Waiter> ready;
   std::vector<ArmedCheckpoint> due;
   {
     absl::MutexLock lock(&mu_);
     const std::vector<Contribution> applied = rule_->TakeAggregate();
     for (const Contribution& c : applied) {
+      if (c.repeat) continue;  // Counted as dropped (batch_seen) when it came.
       int64_t staleness = version_ - c.read_version;
       staleness_.Record(staleness);
       staleness_by_worker_[c.worker].Record(staleness);
       ++applied_by_worker_[c.worker];
       most_stale = std::max(most_stale, staleness);
     }
-    applied_gradients_ += static_cast<int64_t>(applied.size());
+    applied_gradients_ += static_cast<int64_t>(count);
     ++version_;
     version = version_;
     if (response != nullptr) {

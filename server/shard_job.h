@@ -467,9 +467,9 @@ class ShardJob {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // The learning rate of the aggregate about to be applied; advances the schedule.
   float NextAggregateLearningRateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Applies the mean of the rule's open aggregate (sum_ over its contributions), bumps the
-  // version (the rule its step), answers the pulls that waited for it, and fills `response` if
-  // non-null.
+  // Applies the mean of the rule's open aggregate (sum_ over its contributions that are not
+  // repeats; nothing when all are), bumps the version (the rule its step), answers the pulls
+  // that waited for it, and fills `response` if non-null.
   void ApplyAggregate(float learning_rate, PushResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(aggregate_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   // Checkpoint waits for these: no update between its admission and its version bump, and no

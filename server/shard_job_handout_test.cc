@@ -17,6 +17,7 @@ using ::testing::HasSubstr;
 
 constexpr int kBatchesPerEpoch = 7;
 constexpr int kEpochs = 3;
+constexpr float kConstantLearningRate = 0.1f;  // Where a test sets a CONSTANT schedule.
 
 ParameterSpec HandoutSpec(ConsistencyConfig::Mode mode) {
   ParameterSpec spec = CheckpointTestSpec(mode, OptimizerConfig::SGD);
@@ -199,6 +200,84 @@ TEST_P(SeenBatchTest, AShardAppliesABatchHandedOutAgainOnce) {
 
 INSTANTIATE_TEST_SUITE_P(ApplyingModes, SeenBatchTest,
                          ::testing::Values(ConsistencyConfig::ASYNC, ConsistencyConfig::SSP),
+                         [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param); });
+
+// The same in the aggregating modes (SYNC, SOFTSYNC; both aggregate 2 gradients here): a push of
+// batches the shard took before counts for its aggregate's completion, so the step does not wait
+// for a gradient that will not come, but adds nothing to the aggregate's mean; an aggregate of
+// such pushes only completes its step and changes no value. The mark survives the install of a
+// backup copy mid-aggregate.
+class SeenBatchAggregateTest : public ::testing::TestWithParam<ConsistencyConfig::Mode> {};
+
+TEST_P(SeenBatchAggregateTest, ARepeatedBatchCompletesItsAggregateWithoutJoiningItsMean) {
+  ParameterSpec spec = HandoutSpec(GetParam());
+  // SYNC aggregates every worker's gradient; SOFTSYNC c = 4 / softsync_n 2 of any workers.
+  spec.set_num_workers(GetParam() == ConsistencyConfig::SYNC ? 2 : 4);
+  spec.mutable_learning_rate()->set_kind(LearningRateSchedule::CONSTANT);
+  spec.mutable_learning_rate()->set_base(kConstantLearningRate);
+  std::unique_ptr<ShardJob> job = MakeJob(spec, /*num_ps=*/2, /*ps_index=*/1);
+  ASSERT_NE(job, nullptr);
+  // Worker `worker`'s push `push_id` of a gradient of `value`s for `batches` to `shard`.
+  auto push = [](ShardJob* shard, int worker, int64_t push_id, std::vector<int64_t> batches,
+                 float value) {
+    PushRequestHeader header = StepPushHeader(*shard, worker, push_id - 1);
+    header.set_step(shard->Stats().step());
+    header.set_read_version(shard->Stats().version());
+    header.mutable_batches()->Add(batches.begin(), batches.end());
+    return shard->Push(header,
+                       std::vector<float>(static_cast<size_t>(shard->num_parameters()), value));
+  };
+  // How far every value moved since `before`: the learning rate times the applied mean.
+  auto expect_moved = [](const std::vector<float>& before, const std::vector<float>& after,
+                         float mean) {
+    ASSERT_EQ(before.size(), after.size());
+    for (size_t i = 0; i < before.size(); ++i) {
+      ASSERT_NEAR(before[i] - after[i], kConstantLearningRate * mean, 1e-5) << "value " << i;
+    }
+  };
+  auto outcome = [](const absl::StatusOr<PushResponse>& pushed) {
+    EXPECT_TRUE(pushed.ok()) << pushed.status();
+    return pushed.ok() ? pushed->outcome() : PushResponse::DROPPED;
+  };
+
+  std::vector<float> before = AllValues(job.get());
+  ASSERT_EQ(outcome(push(job.get(), 0, 1, {0}, 1.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(outcome(push(job.get(), 1, 1, {1}, 2.0f)), PushResponse::APPLIED);
+  expect_moved(before, AllValues(job.get()), 1.5f);
+
+  // Batch 0 again (its first push reached this shard): the aggregate is worker 0's alone.
+  before = AllValues(job.get());
+  ASSERT_EQ(outcome(push(job.get(), 0, 2, {2}, 1.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(outcome(push(job.get(), 1, 2, {0}, 2.0f)), PushResponse::APPLIED);
+  expect_moved(before, AllValues(job.get()), 1.0f);
+  EXPECT_EQ(job->Stats().dropped().at("batch_seen"), 1);
+  EXPECT_EQ(job->Stats().applied_gradients(), 3);
+
+  // A repeat opens the aggregate; a backup copy installed now knows it for one.
+  before = AllValues(job.get());
+  ASSERT_EQ(outcome(push(job.get(), 0, 3, {1}, 1.0f)), PushResponse::ACCUMULATED);
+  absl::StatusOr<std::unique_ptr<ShardJob>> copy =
+      ShardJob::FromReplicaSnapshot(job->ReplicaSnapshot(), Clock::Real());
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  ASSERT_EQ(outcome(push(job.get(), 1, 3, {5}, 4.0f)), PushResponse::APPLIED);
+  ASSERT_EQ(outcome(push(copy->get(), 1, 3, {5}, 4.0f)), PushResponse::APPLIED);
+  expect_moved(before, AllValues(job.get()), 4.0f);
+  EXPECT_EQ(AllValues(copy->get()), AllValues(job.get()));
+
+  // Repeats only: the step completes, the values stay.
+  before = AllValues(job.get());
+  const JobStats stats = job->Stats();
+  ASSERT_EQ(outcome(push(job.get(), 0, 4, {2}, 1.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(outcome(push(job.get(), 1, 4, {5}, 2.0f)), PushResponse::APPLIED);
+  EXPECT_EQ(AllValues(job.get()), before);
+  EXPECT_EQ(job->Stats().version(), stats.version() + 1);
+  if (GetParam() == ConsistencyConfig::SYNC) EXPECT_EQ(job->Stats().step(), stats.step() + 1);
+  EXPECT_EQ(job->Stats().applied_gradients(), 4);
+  EXPECT_EQ(job->Stats().dropped().at("batch_seen"), 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(AggregatingModes, SeenBatchAggregateTest,
+                         ::testing::Values(ConsistencyConfig::SYNC, ConsistencyConfig::SOFTSYNC),
                          [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param); });
 
 // SYNC with a backup worker: the gradient that comes too late for its step is dropped, and its

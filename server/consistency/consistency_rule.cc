@@ -1,5 +1,6 @@
 #include "server/consistency/consistency_rule.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,13 @@ std::vector<Contribution> ConsistencyRule::TakeAggregate() {
   return taken;
 }
 
+void ConsistencyRule::MarkLastRepeat() { open_aggregate_.back().repeat = true; }
+
+int ConsistencyRule::SummedContributions() const {
+  return static_cast<int>(std::count_if(open_aggregate_.begin(), open_aggregate_.end(),
+                                        [](const Contribution& c) { return !c.repeat; }));
+}
+
 bool ConsistencyRule::Leave(int worker) {
   left_[worker] = true;
   return false;
@@ -57,6 +65,7 @@ void ConsistencyRule::SaveState(ShardCheckpointState* state) const {
     OpenContribution* open = state->add_open_aggregate();
     open->set_worker(c.worker);
     open->set_read_version(c.read_version);
+    open->set_repeat(c.repeat);
   }
 }
 
@@ -71,7 +80,7 @@ absl::Status ConsistencyRule::RestoreState(const ShardCheckpointState& state) {
     if (open.worker() < 0 || open.worker() >= num_workers()) {
       return absl::DataLossError(absl::StrCat("the open aggregate names worker ", open.worker()));
     }
-    open_aggregate_.push_back({open.worker(), open.read_version()});
+    open_aggregate_.push_back({open.worker(), open.read_version(), open.repeat()});
   }
   return absl::OkStatus();
 }

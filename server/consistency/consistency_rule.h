@@ -27,9 +27,13 @@
 namespace ps {
 
 // A gradient in the open aggregate: who gave it and which version it was computed from.
+// `repeat`: its batches were trained on this shard before (ShardJob's SeenBatches: a worker died
+// mid-push and the batch was handed out again); it counts for the aggregate's completion (SYNC's
+// barrier, SOFTSYNC's c) but is not in its sum or its mean.
 struct Contribution {
   int worker = 0;
   int64_t read_version = 0;
+  bool repeat = false;
 };
 
 // What a rule decided about an admitted push.
@@ -76,6 +80,11 @@ class ConsistencyRule {
 
   // The open aggregate, in arrival order (empty for rules that do not aggregate).
   const std::vector<Contribution>& open_aggregate() const { return open_aggregate_; }
+  // Marks the contribution Admit added last (kAccumulate, kApplyAggregate) as a repeat.
+  // REQUIRES: the open aggregate is not empty.
+  void MarkLastRepeat();
+  // The open aggregate's contributions that are not repeats: what its mean divides by.
+  int SummedContributions() const;
   // Ends the open aggregate as applied and returns it; advances the step where the mode has one.
   virtual std::vector<Contribution> TakeAggregate();
 

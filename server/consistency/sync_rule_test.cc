@@ -137,5 +137,23 @@ TEST(SyncRuleTest, ItsStateComesBackFromACheckpointWithTheOpenStep) {
   EXPECT_EQ(restored.Admit(PushFrom(1, 1, 1), 0).action, PushDecision::kApplyAggregate);
 }
 
+// A repeat (a batch the shard trained on before) counts for the step, not for its mean, and is
+// one in a checkpoint too.
+TEST(SyncRuleTest, ARepeatCompletesTheStepButIsNotSummed) {
+  SyncRule rule(Sync(), 2);
+  ASSERT_EQ(rule.Admit(PushFrom(0), 0).action, PushDecision::kAccumulate);
+  rule.MarkLastRepeat();
+  EXPECT_EQ(rule.SummedContributions(), 0);
+  EXPECT_THAT(rule.WaitingFor(), ElementsAre(1));
+  ShardCheckpointState state;
+  rule.SaveState(&state);
+  SyncRule restored(Sync(), 2);
+  ASSERT_TRUE(restored.RestoreState(state).ok());
+  ASSERT_EQ(restored.open_aggregate().size(), 1u);
+  EXPECT_TRUE(restored.open_aggregate()[0].repeat);
+  EXPECT_EQ(restored.Admit(PushFrom(1), 0).action, PushDecision::kApplyAggregate);
+  EXPECT_EQ(restored.SummedContributions(), 1);
+}
+
 }  // namespace
 }  // namespace ps
