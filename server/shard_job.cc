@@ -413,32 +413,22 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
   response->set_staleness(staleness);
   response->set_version(version_);
   response->set_step(rule_->step());
-  PushDecision decision = rule_->Admit(header, staleness);
+  // A batch this shard took before (its first worker died mid-push, or was taken for lost and
+  // pushed late, and the first shard handed the batch out again) is not trained on twice: the
+  // rule takes it for its bookkeeping (ConsistencyRule::AdmitRepeat).
+  const bool repeat = spec_.has_data_handout() && seen_batches_.AllSeen(header.batches());
+  PushDecision decision =
+      repeat ? rule_->AdmitRepeat(header, staleness) : rule_->Admit(header, staleness);
   if (decision.action == PushDecision::kReject) {
     return RejectLocked(
         decision.reason,
         absl::Status(decision.status.code(), prefix + std::string(decision.status.message())));
   }
   last_push_id_[header.worker()] = header.push_id();
-  if (spec_.has_data_handout()) {
-    // A batch this shard took before (its first worker died mid-push, or was taken for lost
-    // and pushed late, and the first shard handed the batch out again): taken for the mode's
-    // bookkeeping, not applied twice. SSP's clock moves on as for an applied push; an
-    // aggregate's (SYNC, SOFTSYNC) contribution counts for its completion but adds nothing to
-    // its sum (Contribution::repeat), so the step does not wait for a gradient that will not
-    // come and the batch is in this shard's model once.
-    if (seen_batches_.AllSeen(header.batches())) {
-      if (decision.action == PushDecision::kApply) {
-        rule_->Applied(header);
-        decision = PushDecision::Drop("batch_seen");
-      } else if (decision.action == PushDecision::kAccumulate ||
-                 decision.action == PushDecision::kApplyAggregate) {
-        rule_->MarkLastRepeat();
-        ++dropped_["batch_seen"];
-      }
-    }
-    seen_batches_.Add(header.batches());
-  }
+  if (spec_.has_data_handout()) seen_batches_.Add(header.batches());
+  // A SYNC repeat in the open step (Contribution::repeat): counted with the drops, as no part of
+  // the mean.
+  if (repeat && decision.action != PushDecision::kDrop) ++dropped_["batch_seen"];
   if (decision.action == PushDecision::kDrop) {
     ++dropped_[decision.reason];
     response->set_outcome(PushResponse::DROPPED);

@@ -202,83 +202,126 @@ INSTANTIATE_TEST_SUITE_P(ApplyingModes, SeenBatchTest,
                          ::testing::Values(ConsistencyConfig::ASYNC, ConsistencyConfig::SSP),
                          [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param); });
 
-// The same in the aggregating modes (SYNC, SOFTSYNC; both aggregate 2 gradients here): a push of
-// batches the shard took before counts for its aggregate's completion, so the step does not wait
-// for a gradient that will not come, but adds nothing to the aggregate's mean; an aggregate of
-// such pushes only completes its step and changes no value. The mark survives the install of a
-// backup copy mid-aggregate.
-class SeenBatchAggregateTest : public ::testing::TestWithParam<ConsistencyConfig::Mode> {};
+// Worker `worker`'s push `push_id`, of a gradient of `value`s for `batches`, to `shard` at its
+// current step and version.
+absl::StatusOr<PushResponse> PushValues(ShardJob* shard, int worker, int64_t push_id,
+                                        const std::vector<int64_t>& batches, float value) {
+  PushRequestHeader header = StepPushHeader(*shard, worker, push_id - 1);
+  header.set_step(shard->Stats().step());
+  header.set_read_version(shard->Stats().version());
+  header.mutable_batches()->Add(batches.begin(), batches.end());
+  return shard->Push(header,
+                     std::vector<float>(static_cast<size_t>(shard->num_parameters()), value));
+}
 
-TEST_P(SeenBatchAggregateTest, ARepeatedBatchCompletesItsAggregateWithoutJoiningItsMean) {
-  ParameterSpec spec = HandoutSpec(GetParam());
-  // SYNC aggregates every worker's gradient; SOFTSYNC c = 4 / softsync_n 2 of any workers.
-  spec.set_num_workers(GetParam() == ConsistencyConfig::SYNC ? 2 : 4);
+PushResponse::Outcome OutcomeOf(const absl::StatusOr<PushResponse>& pushed) {
+  EXPECT_TRUE(pushed.ok()) << pushed.status();
+  return pushed.ok() ? pushed->outcome() : PushResponse::DROPPED;
+}
+
+int64_t BatchSeenDrops(const ShardJob& job) {
+  const JobStats stats = job.Stats();
+  auto it = stats.dropped().find("batch_seen");
+  return it == stats.dropped().end() ? 0 : it->second;
+}
+
+// How far every value moved since `before`, under SGD at kConstantLearningRate: by the learning
+// rate times the mean applied.
+void ExpectMoved(const std::vector<float>& before, const std::vector<float>& after, float mean) {
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    ASSERT_NEAR(before[i] - after[i], kConstantLearningRate * mean, 1e-5) << "value " << i;
+  }
+}
+
+// A handout job's shard (not the first) under SGD at kConstantLearningRate.
+std::unique_ptr<ShardJob> ConstantRateJob(ConsistencyConfig::Mode mode, int num_workers,
+                                          int replicas_to_aggregate = 0) {
+  ParameterSpec spec = HandoutSpec(mode);
+  spec.set_num_workers(num_workers);
+  spec.mutable_consistency()->set_replicas_to_aggregate(replicas_to_aggregate);
   spec.mutable_learning_rate()->set_kind(LearningRateSchedule::CONSTANT);
   spec.mutable_learning_rate()->set_base(kConstantLearningRate);
-  std::unique_ptr<ShardJob> job = MakeJob(spec, /*num_ps=*/2, /*ps_index=*/1);
+  return MakeJob(spec, /*num_ps=*/2, /*ps_index=*/1);
+}
+
+// SYNC, where a step needs every worker's gradient: a push of batches the shard took before
+// counts for its step, so that the step does not wait for a gradient that will not come, but
+// adds nothing to the step's mean; a step of such pushes only completes and changes no value.
+// The mark survives the install of a backup copy mid-step.
+TEST(ShardJobHandoutTest, ASyncRepeatCompletesItsStepWithoutJoiningItsMean) {
+  std::unique_ptr<ShardJob> job = ConstantRateJob(ConsistencyConfig::SYNC, 2);
   ASSERT_NE(job, nullptr);
-  // Worker `worker`'s push `push_id` of a gradient of `value`s for `batches` to `shard`.
-  auto push = [](ShardJob* shard, int worker, int64_t push_id, std::vector<int64_t> batches,
-                 float value) {
-    PushRequestHeader header = StepPushHeader(*shard, worker, push_id - 1);
-    header.set_step(shard->Stats().step());
-    header.set_read_version(shard->Stats().version());
-    header.mutable_batches()->Add(batches.begin(), batches.end());
-    return shard->Push(header,
-                       std::vector<float>(static_cast<size_t>(shard->num_parameters()), value));
-  };
-  // How far every value moved since `before`: the learning rate times the applied mean.
-  auto expect_moved = [](const std::vector<float>& before, const std::vector<float>& after,
-                         float mean) {
-    ASSERT_EQ(before.size(), after.size());
-    for (size_t i = 0; i < before.size(); ++i) {
-      ASSERT_NEAR(before[i] - after[i], kConstantLearningRate * mean, 1e-5) << "value " << i;
-    }
-  };
-  auto outcome = [](const absl::StatusOr<PushResponse>& pushed) {
-    EXPECT_TRUE(pushed.ok()) << pushed.status();
-    return pushed.ok() ? pushed->outcome() : PushResponse::DROPPED;
-  };
-
   std::vector<float> before = AllValues(job.get());
-  ASSERT_EQ(outcome(push(job.get(), 0, 1, {0}, 1.0f)), PushResponse::ACCUMULATED);
-  ASSERT_EQ(outcome(push(job.get(), 1, 1, {1}, 2.0f)), PushResponse::APPLIED);
-  expect_moved(before, AllValues(job.get()), 1.5f);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 1, {0}, 1.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 1, 1, {1}, 2.0f)), PushResponse::APPLIED);
+  ExpectMoved(before, AllValues(job.get()), 1.5f);
 
-  // Batch 0 again (its first push reached this shard): the aggregate is worker 0's alone.
+  // Batch 0 again (its first push reached this shard): the step is worker 0's gradient alone.
   before = AllValues(job.get());
-  ASSERT_EQ(outcome(push(job.get(), 0, 2, {2}, 1.0f)), PushResponse::ACCUMULATED);
-  ASSERT_EQ(outcome(push(job.get(), 1, 2, {0}, 2.0f)), PushResponse::APPLIED);
-  expect_moved(before, AllValues(job.get()), 1.0f);
-  EXPECT_EQ(job->Stats().dropped().at("batch_seen"), 1);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 2, {2}, 1.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 1, 2, {0}, 2.0f)), PushResponse::APPLIED);
+  ExpectMoved(before, AllValues(job.get()), 1.0f);
+  EXPECT_EQ(BatchSeenDrops(*job), 1);
   EXPECT_EQ(job->Stats().applied_gradients(), 3);
 
-  // A repeat opens the aggregate; a backup copy installed now knows it for one.
+  // A repeat opens the step; a backup copy installed now knows it for one.
   before = AllValues(job.get());
-  ASSERT_EQ(outcome(push(job.get(), 0, 3, {1}, 1.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 3, {1}, 1.0f)), PushResponse::ACCUMULATED);
   absl::StatusOr<std::unique_ptr<ShardJob>> copy =
       ShardJob::FromReplicaSnapshot(job->ReplicaSnapshot(), Clock::Real());
   ASSERT_TRUE(copy.ok()) << copy.status();
-  ASSERT_EQ(outcome(push(job.get(), 1, 3, {5}, 4.0f)), PushResponse::APPLIED);
-  ASSERT_EQ(outcome(push(copy->get(), 1, 3, {5}, 4.0f)), PushResponse::APPLIED);
-  expect_moved(before, AllValues(job.get()), 4.0f);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 1, 3, {5}, 4.0f)), PushResponse::APPLIED);
+  ASSERT_EQ(OutcomeOf(PushValues(copy->get(), 1, 3, {5}, 4.0f)), PushResponse::APPLIED);
+  ExpectMoved(before, AllValues(job.get()), 4.0f);
   EXPECT_EQ(AllValues(copy->get()), AllValues(job.get()));
 
   // Repeats only: the step completes, the values stay.
   before = AllValues(job.get());
   const JobStats stats = job->Stats();
-  ASSERT_EQ(outcome(push(job.get(), 0, 4, {2}, 1.0f)), PushResponse::ACCUMULATED);
-  ASSERT_EQ(outcome(push(job.get(), 1, 4, {5}, 2.0f)), PushResponse::APPLIED);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 4, {2}, 1.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 1, 4, {5}, 2.0f)), PushResponse::APPLIED);
   EXPECT_EQ(AllValues(job.get()), before);
   EXPECT_EQ(job->Stats().version(), stats.version() + 1);
-  if (GetParam() == ConsistencyConfig::SYNC) EXPECT_EQ(job->Stats().step(), stats.step() + 1);
+  EXPECT_EQ(job->Stats().step(), stats.step() + 1);
   EXPECT_EQ(job->Stats().applied_gradients(), 4);
-  EXPECT_EQ(job->Stats().dropped().at("batch_seen"), 4);
+  EXPECT_EQ(BatchSeenDrops(*job), 4);
 }
 
-INSTANTIATE_TEST_SUITE_P(AggregatingModes, SeenBatchAggregateTest,
-                         ::testing::Values(ConsistencyConfig::SYNC, ConsistencyConfig::SOFTSYNC),
-                         [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param); });
+// SYNC with a backup worker (R = 2 of 3): a step needs no particular worker, so a repeat is
+// dropped and does not take a real gradient's place; the next two complete the step.
+TEST(ShardJobHandoutTest, ASyncRepeatWithBackupWorkersIsDropped) {
+  std::unique_ptr<ShardJob> job = ConstantRateJob(ConsistencyConfig::SYNC, 3, 2);
+  ASSERT_NE(job, nullptr);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 1, {0}, 1.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 1, 1, {1}, 1.0f)), PushResponse::APPLIED);
+  const std::vector<float> before = AllValues(job.get());
+  absl::StatusOr<PushResponse> repeat = PushValues(job.get(), 2, 1, {0}, 8.0f);
+  ASSERT_TRUE(repeat.ok()) << repeat.status();
+  EXPECT_EQ(repeat->outcome(), PushResponse::DROPPED);
+  EXPECT_EQ(repeat->drop_reason(), "batch_seen");
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 2, {2}, 2.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 1, 2, {3}, 4.0f)), PushResponse::APPLIED);
+  ExpectMoved(before, AllValues(job.get()), 3.0f);
+  EXPECT_EQ(job->Stats().applied_gradients(), 4);
+}
+
+// SOFTSYNC (c = 4 workers / softsync_n 2 = 2): nothing waits for a worker's gradient, so a repeat
+// is dropped; the next two others make the aggregate.
+TEST(ShardJobHandoutTest, ASoftsyncRepeatIsDropped) {
+  std::unique_ptr<ShardJob> job = ConstantRateJob(ConsistencyConfig::SOFTSYNC, 4);
+  ASSERT_NE(job, nullptr);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 1, {0}, 1.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 1, 1, {1}, 1.0f)), PushResponse::APPLIED);
+  const std::vector<float> before = AllValues(job.get());
+  absl::StatusOr<PushResponse> repeat = PushValues(job.get(), 2, 1, {1}, 8.0f);
+  ASSERT_TRUE(repeat.ok()) << repeat.status();
+  EXPECT_EQ(repeat->outcome(), PushResponse::DROPPED);
+  EXPECT_EQ(repeat->drop_reason(), "batch_seen");
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 2, {2}, 2.0f)), PushResponse::ACCUMULATED);
+  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 3, 1, {3}, 4.0f)), PushResponse::APPLIED);
+  ExpectMoved(before, AllValues(job.get()), 3.0f);
+}
 
 // SYNC with a backup worker: the gradient that comes too late for its step is dropped, and its
 // batch is used all the same (another shard may have taken that gradient: handing the batch out

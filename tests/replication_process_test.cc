@@ -7,10 +7,10 @@
 // back to), the parameters and test accuracy of the same job run undisturbed, every shard
 // a killed ps served taken over by its backup within 1 s of the kill, and no process left
 // behind. Per kill, the takeover's time (from the ps logs) and the job's next recorded step are
-// printed. After the kills a ps hangs: stopped (SIGSTOP) for kHang with its connections open,
-// so that only gRPC keepalive (common/net/grpc_keepalive.h) finds it gone; the next ps must take
-// its shard over and the job go on meanwhile, and once continued the hung ps is fenced off
-// and gets its shard back.
+// printed. After the kills a ps hangs: stopped (SIGSTOP) with its connections open, so that only
+// gRPC keepalive (common/net/grpc_keepalive.h) finds it gone; the next ps must take its shard
+// over and the job go on from there while it is stopped (within kMaxHang), and once continued
+// the hung ps is fenced off and gets its shard back.
 //
 // REPLICATION_KILLS (4) and REPLICATION_SEED (3) come from the environment: tools/chaos.sh
 // replicated runs 20.
@@ -45,15 +45,18 @@ namespace {
 constexpr int kNumPs = 3;
 const int kKills = EnvInt("REPLICATION_KILLS", 4);
 const int kSeed = EnvInt("REPLICATION_SEED", 3);
-// How long a ps hangs: past keepalive's finding it (about 7 s; 8.4 to 9.0 s to the takeover
-// here, more beside CI's other tests) and the takeover after it.
-constexpr absl::Duration kHang = absl::Seconds(15);
+// How long a ps may hang before the job goes on without it: keepalive finds it gone after about
+// 7 s (the takeover came 8.4 to 9.0 s after the stop on a quiet machine), and a worker whose
+// call went back to the hung ps finds it again a keepalive later. It is continued as soon as a
+// step past the takeover is recorded.
+constexpr absl::Duration kMaxHang = absl::Seconds(30);
 // Each worker sleeps 12 ms a step on average (the job's stragglers), up to 24 ms, and a SYNC step
 // waits for the slowest of 3 (18 ms on average), so the job runs at most about 45 steps a second
 // and mostly sleeps (a CPU-bound run slowed CI's other tests). It must outlast the kills (4 s of
-// start, then at most 5 s each and the wait for the copies before each), the hang and the move
-// home after it, and a checkpoint after that: 35 s + 5 s a kill at 50 steps a second.
-const int kSteps = 50 * (35 + 5 * kKills);
+// start, then at most 5 s each), the hang and the move home after it, and a checkpoint after
+// that, with about 15 s to spare for the waits for the copies (0.1 s each on a quiet machine):
+// 40 s + 5 s a kill at 50 steps a second.
+const int kSteps = 50 * (40 + 5 * kKills);
 // What a run may take: at least 25 steps a second.
 const absl::Duration kRunTimeout = absl::Seconds(60 + kSteps / 25);
 
@@ -217,9 +220,28 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   const int hung = static_cast<int>(random() % kNumPs);
   ASSERT_NO_FATAL_FAILURE(wait_for_copies("the hang"));
   ASSERT_FALSE(killed.Ended()) << "the job ended before the hang: " << killed.Output();
+  // psctl's clock (metrics.csv) starts when it writes job.json.
+  struct stat job_json;
+  ASSERT_EQ(stat((results + "/job.json").c_str(), &job_json), 0);
+  const absl::Time psctl_start = absl::TimeFromTimespec(job_json.st_mtim);
+  const std::string taken_over =
+      absl::StrFormat("ps:%d takes over shard %d", (hung + 1) % kNumPs, hung);
+  // The takeover of the hung ps's shard, and the first step recorded past it (psctl's clock).
+  std::optional<absl::Time> taken_at;
+  double next_s = -1;
   const absl::Time hung_at = absl::Now();
   ASSERT_TRUE(cluster_->Signal(absl::StrCat("ps:", hung), SIGSTOP));
-  absl::SleepFor(kHang);
+  while (next_s <= 0 && absl::Now() - hung_at < kMaxHang) {
+    absl::SleepFor(absl::Milliseconds(100));
+    for (const auto& [time, what] : Logged(dir_, " takes over shard ")) {
+      if (time >= hung_at && what == taken_over) taken_at = time;
+    }
+    if (!taken_at.has_value()) continue;
+    const double taken_s = absl::ToDoubleSeconds(*taken_at - psctl_start);
+    next_s = FirstStepPast(results + "/metrics.csv", taken_s,
+                           LastStepAt(results + "/metrics.csv", taken_s));
+  }
+  const absl::Time continued_at = absl::Now();
   ASSERT_TRUE(cluster_->Signal(absl::StrCat("ps:", hung), SIGCONT));
   ASSERT_EQ(killed.Wait(kRunTimeout), 0) << killed.Output();
 
@@ -239,10 +261,6 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   EXPECT_THAT(events, ::testing::Not(::testing::HasSubstr("recovered"))) << events;
   EXPECT_THAT(killed.Output(), ::testing::Not(::testing::HasSubstr("steps done again")));
 
-  // psctl's clock (metrics.csv) starts when it writes job.json.
-  struct stat job_json;
-  ASSERT_EQ(stat((results + "/job.json").c_str(), &job_json), 0);
-  const absl::Time psctl_start = absl::TimeFromTimespec(job_json.st_mtim);
   const std::vector<std::pair<absl::Time, std::string>> takeovers =
       Logged(dir_, " takes over shard "), hand_backs = Logged(dir_, " went back to its own ps, ");
   std::string report = absl::StrFormat(
@@ -286,30 +304,21 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   }
   // The hang: the next ps took the hung one's shard over while it was stopped, the job went on
   // from there, and once continued the hung ps was fenced off (the shard went home: below).
-  const std::string taken_over =
-      absl::StrFormat("ps:%d takes over shard %d", (hung + 1) % kNumPs, hung);
-  std::optional<absl::Time> taken_at;
-  for (const auto& [time, what] : takeovers) {
-    if (time >= hung_at && time < hung_at + kHang && what == taken_over) taken_at = time;
-  }
   const double hung_s = absl::ToDoubleSeconds(hung_at - psctl_start);
-  absl::StrAppendFormat(&report, "  ps:%d stopped at %.1fs for %s", hung, hung_s,
-                        absl::FormatDuration(kHang));
+  absl::StrAppendFormat(&report, "  ps:%d stopped at %.1fs for %.1fs", hung, hung_s,
+                        absl::ToDoubleSeconds(continued_at - hung_at));
   if (taken_at.has_value()) {
     const double taken_s = absl::ToDoubleSeconds(*taken_at - psctl_start);
-    const double next_s = FirstStepPast(results + "/metrics.csv", taken_s,
-                                        LastStepAt(results + "/metrics.csv", taken_s));
     absl::StrAppendFormat(&report, ": %s %.2fs after the stop, the next step %.2fs after that",
                           taken_over, taken_s - hung_s, next_s - taken_s);
-    EXPECT_GT(next_s, 0);
-    EXPECT_LT(next_s, hung_s + absl::ToDoubleSeconds(kHang))
-        << "no step while ps:" << hung << " was stopped, after the takeover";
   }
-  EXPECT_TRUE(taken_at.has_value()) << "no \"" << taken_over << "\" while ps:" << hung
+  EXPECT_TRUE(taken_at.has_value()) << "no \"" << taken_over << "\" in the "
+                                    << absl::FormatDuration(kMaxHang) << " ps:" << hung
                                     << " was stopped";
+  EXPECT_GT(next_s, 0) << "no step while ps:" << hung << " was stopped, after the takeover";
   bool fenced = false;
   for (const auto& [time, what] : Logged(dir_, " is fenced off here")) {
-    fenced |= time >= hung_at + kHang &&
+    fenced |= time >= continued_at &&
               what.find(absl::StrCat("shard ", hung)) != std::string::npos;
   }
   EXPECT_TRUE(fenced) << "ps:" << hung << " was not fenced off once continued";

@@ -68,14 +68,16 @@ class WatchReactor : public grpc::ServerWriteReactor<JobProgress>, public Progre
     log_->Subscribe(this);
   }
 
+  // Keeps the newest update; writes it unless a write is under way, whose end writes it then.
   void Notify(uint64_t sequence, const JobProgress& progress) override {
     absl::MutexLock lock(&mu_);
-    if (writing_ || finished_ || sequence <= written_sequence_) return;
-    WriteLocked(sequence, progress);
+    if (finished_ || sequence <= newest_sequence_) return;
+    newest_sequence_ = sequence;
+    newest_ = progress;
+    if (!writing_) WriteNewestLocked();
   }
 
   void OnWriteDone(bool ok) override {
-    auto [sequence, latest] = log_->Latest();
     absl::MutexLock lock(&mu_);
     writing_ = false;
     // A write may complete after OnCancel, which left the finish to this callback.
@@ -85,7 +87,7 @@ class WatchReactor : public grpc::ServerWriteReactor<JobProgress>, public Progre
                        : grpc::Status(grpc::StatusCode::CANCELLED, "the watcher went away"));
       return;
     }
-    if (sequence > written_sequence_) WriteLocked(sequence, latest);
+    if (newest_sequence_ > written_sequence_) WriteNewestLocked();
   }
 
   void OnCancel() override {
@@ -100,15 +102,15 @@ class WatchReactor : public grpc::ServerWriteReactor<JobProgress>, public Progre
   }
 
  private:
-  // REQUIRES: !writing_. After a cancel, finishes instead: no write would ever complete.
-  void WriteLocked(uint64_t sequence, const JobProgress& progress)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // REQUIRES: no write under way, and newest_ not written yet. Finishes instead once cancelled
+  // (no write would ever complete).
+  void WriteNewestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (cancelled_) {
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
       return;
     }
-    written_sequence_ = sequence;
-    current_ = progress;
+    written_sequence_ = newest_sequence_;
+    current_ = newest_;
     writing_ = true;
     StartWrite(&current_);
   }
@@ -123,6 +125,10 @@ class WatchReactor : public grpc::ServerWriteReactor<JobProgress>, public Progre
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  // The newest update the log gave, and the one written last (current_: its buffer, kept until
+  // its write is done).
+  uint64_t newest_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  JobProgress newest_ ABSL_GUARDED_BY(mu_);
   uint64_t written_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   JobProgress current_ ABSL_GUARDED_BY(mu_);
 };

@@ -42,7 +42,12 @@ std::vector<Contribution> ConsistencyRule::TakeAggregate() {
   return taken;
 }
 
-void ConsistencyRule::MarkLastRepeat() { open_aggregate_.back().repeat = true; }
+PushDecision ConsistencyRule::AdmitRepeat(const PushRequestHeader& header, int64_t staleness) {
+  PushDecision decision = Admit(header, staleness);
+  if (decision.action != PushDecision::kApply) return decision;
+  Applied(header);
+  return PushDecision::Drop("batch_seen");
+}
 
 int ConsistencyRule::SummedContributions() const {
   return static_cast<int>(std::count_if(open_aggregate_.begin(), open_aggregate_.end(),

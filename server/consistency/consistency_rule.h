@@ -27,9 +27,8 @@
 namespace ps {
 
 // A gradient in the open aggregate: who gave it and which version it was computed from.
-// `repeat`: its batches were trained on this shard before (ShardJob's SeenBatches: a worker died
-// mid-push and the batch was handed out again); it counts for the aggregate's completion (SYNC's
-// barrier, SOFTSYNC's c) but is not in its sum or its mean.
+// `repeat`: its batches were trained on this shard before (see AdmitRepeat); it counts for the
+// step's completion but is not in the aggregate's sum or its mean.
 struct Contribution {
   int worker = 0;
   int64_t read_version = 0;
@@ -68,6 +67,13 @@ class ConsistencyRule {
   // Decides about a push from `header.worker()` (in range, not a duplicate) whose gradient is
   // `staleness` versions old. An aggregating rule adds an accepted push to the open aggregate.
   virtual PushDecision Admit(const PushRequestHeader& header, int64_t staleness) = 0;
+  // Decides, as Admit, about a push all of whose batches the shard took before: a job's handed-out
+  // batch given to another worker after its first worker's push reached this shard but not the
+  // first one (docs/data_handout.md, "Limits"). It must not be trained on twice: by default the
+  // push is taken for Admit's bookkeeping (SSP's clock moves on) and dropped ("batch_seen").
+  // SYNC counts it for its step where the step cannot complete without it (a repeat: see
+  // Contribution), SOFTSYNC drops it.
+  virtual PushDecision AdmitRepeat(const PushRequestHeader& header, int64_t staleness);
 
   // The learning rate of the update about to be applied, from `schedule`: the schedule's position
   // is `updates_started` (updates begun before this one) unless the mode counts otherwise (SYNC:
@@ -80,9 +86,6 @@ class ConsistencyRule {
 
   // The open aggregate, in arrival order (empty for rules that do not aggregate).
   const std::vector<Contribution>& open_aggregate() const { return open_aggregate_; }
-  // Marks the contribution Admit added last (kAccumulate, kApplyAggregate) as a repeat.
-  // REQUIRES: the open aggregate is not empty.
-  void MarkLastRepeat();
   // The open aggregate's contributions that are not repeats: what its mean divides by.
   int SummedContributions() const;
   // Ends the open aggregate as applied and returns it; advances the step where the mode has one.

@@ -17,4 +17,10 @@ PushDecision SoftsyncRule::Admit(const PushRequestHeader& header, int64_t stalen
                               : PushDecision::kAccumulate);
 }
 
+PushDecision SoftsyncRule::AdmitRepeat(const PushRequestHeader& header, int64_t staleness) {
+  (void)header;
+  (void)staleness;
+  return PushDecision::Drop("batch_seen");
+}
+
 }  // namespace ps

@@ -16,6 +16,8 @@ class SoftsyncRule : public ConsistencyRule {
 
   bool aggregates() const override { return aggregate_size_ > 1; }
   PushDecision Admit(const PushRequestHeader& header, int64_t staleness) override;
+  // Dropped: no step waits for a worker's gradient, the next c others make the aggregate.
+  PushDecision AdmitRepeat(const PushRequestHeader& header, int64_t staleness) override;
 
   int aggregate_size() const { return aggregate_size_; }
 

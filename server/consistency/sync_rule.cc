@@ -39,6 +39,21 @@ PushDecision SyncRule::Admit(const PushRequestHeader& header, int64_t staleness)
                               : PushDecision::kAccumulate);
 }
 
+PushDecision SyncRule::AdmitRepeat(const PushRequestHeader& header, int64_t staleness) {
+  PushDecision decision = Admit(header, staleness);
+  if (decision.action != PushDecision::kAccumulate &&
+      decision.action != PushDecision::kApplyAggregate) {
+    return decision;
+  }
+  // AggregateSize() counts every giver, this worker among them: below R, the step needs them all.
+  if (replicas_to_aggregate_ < Givers()) {
+    open_aggregate_.pop_back();
+    return PushDecision::Drop("batch_seen");
+  }
+  open_aggregate_.back().repeat = true;
+  return decision;
+}
+
 float SyncRule::LearningRate(const LearningRateSchedule& schedule, int64_t updates_started,
                              int64_t staleness) const {
   (void)updates_started;
@@ -51,12 +66,15 @@ std::vector<Contribution> SyncRule::TakeAggregate() {
   return ConsistencyRule::TakeAggregate();
 }
 
-int SyncRule::AggregateSize() const {
+int SyncRule::Givers() const {
   std::vector<bool> can_give(left_.size());
   for (size_t w = 0; w < left_.size(); ++w) can_give[w] = !left_[w];
   for (const Contribution& c : open_aggregate_) can_give[c.worker] = true;
-  const int givers = static_cast<int>(std::count(can_give.begin(), can_give.end(), true));
-  return std::max(1, std::min(replicas_to_aggregate_, givers));
+  return static_cast<int>(std::count(can_give.begin(), can_give.end(), true));
+}
+
+int SyncRule::AggregateSize() const {
+  return std::max(1, std::min(replicas_to_aggregate_, Givers()));
 }
 
 bool SyncRule::Leave(int worker) {

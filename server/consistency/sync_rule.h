@@ -22,6 +22,10 @@ class SyncRule : public ConsistencyRule {
 
   bool aggregates() const override { return true; }
   PushDecision Admit(const PushRequestHeader& header, int64_t staleness) override;
+  // A repeat joins the open step only when the step needs every worker that can still give
+  // (R at least their number); with backup workers it is dropped, and R other gradients
+  // complete the step.
+  PushDecision AdmitRepeat(const PushRequestHeader& header, int64_t staleness) override;
   // The schedule counts steps: every gradient of a step gets the step's rate.
   float LearningRate(const LearningRateSchedule& schedule, int64_t updates_started,
                      int64_t staleness) const override;
@@ -45,6 +49,10 @@ class SyncRule : public ConsistencyRule {
   int AggregateSize() const;
 
  private:
+  // The workers that can still give a gradient to the open step: those in the job, and those
+  // that left after giving theirs.
+  int Givers() const;
+
   const int replicas_to_aggregate_;
   int64_t step_ = 0;  // Steps applied.
 };

@@ -137,12 +137,11 @@ TEST(SyncRuleTest, ItsStateComesBackFromACheckpointWithTheOpenStep) {
   EXPECT_EQ(restored.Admit(PushFrom(1, 1, 1), 0).action, PushDecision::kApplyAggregate);
 }
 
-// A repeat (a batch the shard trained on before) counts for the step, not for its mean, and is
-// one in a checkpoint too.
-TEST(SyncRuleTest, ARepeatCompletesTheStepButIsNotSummed) {
+// A repeat (a batch the shard trained on before) counts for a step that needs every worker, not
+// for its mean, and is one in a checkpoint too; with backup workers it is dropped.
+TEST(SyncRuleTest, ARepeatJoinsOnlyAStepThatNeedsEveryWorker) {
   SyncRule rule(Sync(), 2);
-  ASSERT_EQ(rule.Admit(PushFrom(0), 0).action, PushDecision::kAccumulate);
-  rule.MarkLastRepeat();
+  ASSERT_EQ(rule.AdmitRepeat(PushFrom(0), 0).action, PushDecision::kAccumulate);
   EXPECT_EQ(rule.SummedContributions(), 0);
   EXPECT_THAT(rule.WaitingFor(), ElementsAre(1));
   ShardCheckpointState state;
@@ -153,6 +152,15 @@ TEST(SyncRuleTest, ARepeatCompletesTheStepButIsNotSummed) {
   EXPECT_TRUE(restored.open_aggregate()[0].repeat);
   EXPECT_EQ(restored.Admit(PushFrom(1), 0).action, PushDecision::kApplyAggregate);
   EXPECT_EQ(restored.SummedContributions(), 1);
+
+  SyncRule backups(Sync(/*replicas_to_aggregate=*/2), 3);
+  PushDecision dropped = backups.AdmitRepeat(PushFrom(0), 0);
+  EXPECT_EQ(dropped.action, PushDecision::kDrop);
+  EXPECT_EQ(dropped.reason, "batch_seen");
+  EXPECT_THAT(backups.open_aggregate(), IsEmpty());
+  // Once one of the three has left, the step needs both others: a repeat joins it.
+  backups.Leave(2);
+  EXPECT_EQ(backups.AdmitRepeat(PushFrom(1), 0).action, PushDecision::kAccumulate);
 }
 
 }  // namespace
