@@ -215,15 +215,19 @@ class ParameterService final : public ParameterServerBase {
   // A replicator of `job`, a shard this ps serves, to its backup on ps `backup` (the next ps
   // for its own shard); null when the job has no replicas, or when this ps does not know where
   // ps `backup` listens. A shard served away from its own ps goes back there once its backup is
-  // installed there (ShardReplicatorOptions.hand_back); `superseding`: it came back here so.
+  // installed there (ShardReplicatorOptions.hand_back); `superseding`: it came back here so;
+  // `backup_found_gone`: this ps took the shard over from ps `backup`, found gone
+  // (ShardReplicatorOptions.backup_found_gone).
   std::shared_ptr<ShardReplicator> MakeReplicatorLocked(const std::shared_ptr<ShardJob>& job,
-                                                        int backup, bool superseding = false)
+                                                        int backup, bool superseding = false,
+                                                        bool backup_found_gone = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Makes the backup copy this ps holds of shard `shard` of `job_id` serve the shard, replicated
   // to the shard's other ps: this ps's own shard becomes its job again (as before its ps was
   // started again); the previous ps's shard is served as a promoted copy until it goes back.
   // FAILED_PRECONDITION when this ps serves the shard already, or does not know where the
-  // other ps listens. `superseding`: a hand-back made it (MakeReplicatorLocked). The replicator
+  // other ps listens. `superseding`: a hand-back made it (MakeReplicatorLocked); otherwise a
+  // takeover did, the other ps found gone (a worker's call failed there). The replicator
   // it replaces (of this ps's own job, fenced off, or of a copy that went back) goes to
   // `dropped`, to stop outside mu_.
   absl::StatusOr<std::shared_ptr<ShardJob>> PromoteLocked(

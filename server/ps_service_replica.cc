@@ -52,7 +52,7 @@ absl::Status ParameterService::CheckReplicas(const ParameterSpec& spec) {
 }
 
 std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
-    const std::shared_ptr<ShardJob>& job, int backup, bool superseding) {
+    const std::shared_ptr<ShardJob>& job, int backup, bool superseding, bool backup_found_gone) {
   if (job->spec().replicas() < 2) return nullptr;
   if (backup < 0 || backup >= static_cast<int>(ps_addresses_.size())) {
     LOG(ERROR) << JobPrefix(job->spec().job_id()) << TaskName() << " does not know where ps:"
@@ -73,6 +73,7 @@ std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
   replicator.unreachable_after = options_.replica_unreachable_after;
   replicator.hand_back = job->ps_index() != options_.ps_index && backup == job->ps_index();
   replicator.superseding = superseding;
+  replicator.backup_found_gone = backup_found_gone;
   return std::make_shared<ShardReplicator>(job, std::move(replicator));
 }
 
@@ -220,7 +221,8 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromoteLocked(
   // Made before any request can reach the promoted copy: every change to it is replicated, to
   // the ps it came from (a new install there once that is back).
   std::shared_ptr<ShardReplicator> replicator =
-      MakeReplicatorLocked(it->second.job, other, superseding);
+      MakeReplicatorLocked(it->second.job, other, superseding,
+                           /*backup_found_gone=*/!superseding);
   if (replicator == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         JobPrefix(job_id), TaskName(), " cannot serve shard ", shard,

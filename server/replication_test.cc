@@ -627,9 +627,10 @@ class ReplicatorTest : public ::testing::Test {
   // The primary's replicator of job_ to the backup ps (again, as after its ps came back), at
   // `address` (address_ when empty).
   void StartReplicator(absl::Duration unreachable_after = absl::Milliseconds(300),
-                       std::string address = "") {
+                       std::string address = "", bool backup_found_gone = false) {
     replicator_.reset();
     ShardReplicatorOptions options;
+    options.backup_found_gone = backup_found_gone;
     options.backup_name = "ps:1";
     options.channel = grpc::CreateChannel(address.empty() ? address_ : address,
                                           grpc::InsecureChannelCredentials());
@@ -734,7 +735,7 @@ TEST_F(ReplicatorTest, GoesOnAloneWhileTheBackupIsDownAndRebuildsItWhenItIsBack)
 
 // A backup whose address refuses connections is not running: the shard goes on alone at once,
 // however long `unreachable_after`. One whose address accepts and never answers may be a moment
-// away: inputs wait `unreachable_after` for it.
+// away: inputs wait `unreachable_after` for it, unless it was found gone already.
 TEST_F(ReplicatorTest, GoesOnAloneAtOnceWhenNothingListensButWaitsForASilentBackup) {
   backup_->Shutdown(absl::ZeroDuration());
   backup_.reset();
@@ -756,6 +757,17 @@ TEST_F(ReplicatorTest, GoesOnAloneAtOnceWhenNothingListensButWaitsForASilentBack
   ASSERT_TRUE(pushed.ok()) << pushed.status();
   EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
   EXPECT_GE(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(replicator_->Stats().state(), ReplicationStats::DEGRADED);
+
+  // Unless this copy took the shard over from that backup, found gone (a ps that hangs): its
+  // workers waited for keepalive already, and the shard goes on alone at once.
+  StartReplicator(/*unreachable_after=*/absl::Seconds(60), silent_address,
+                  /*backup_found_gone=*/true);
+  start = absl::Now();
+  pushed = PushAndWait(3);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_EQ(replicator_->Stats().state(), ReplicationStats::DEGRADED);
   replicator_.reset();
   close(silent);

@@ -199,7 +199,9 @@ void ShardReplicator::SetState(ReplicationStats::State state, const std::string&
 
 void ShardReplicator::Run() {
   const std::string prefix = JobPrefix(job_->spec().job_id());
-  absl::Time unreachable_since = absl::Now();  // Until the first stream opens.
+  // Until the first stream opens; a backup found gone has been out of reach long enough.
+  absl::Time unreachable_since = absl::Now();
+  if (options_.backup_found_gone) unreachable_since -= options_.unreachable_after;
   while (true) {
     grpc::ClientContext context;
     {

@@ -12,9 +12,10 @@
 // follow. A stream that breaks is opened again the same way, so a backup ps that restarted empty
 // is rebuilt. While no stream is open, inputs wait (CONNECTING); once the backup has been out of
 // reach for `unreachable_after`, or at once when connecting to it fails (refused: its ps is not
-// running there; unreachable; a TLS handshake that failed), the shard goes on alone (DEGRADED, logged and counted), applying inputs
-// as they come, and tries the backup again every `retry_interval` (ten times that when the backup
-// ps had no room for the copy).
+// running there; unreachable; a TLS handshake that failed) or when this copy took the shard over
+// from it (`backup_found_gone`), the shard goes on alone (DEGRADED, logged and counted), applying
+// inputs as they come, and tries the backup again every `retry_interval` (ten times that when the
+// backup ps had no room for the copy).
 //
 // When the backup refuses an install because it took the shard over (its ps found this one
 // gone, docs/replication.md "Promotion"), this copy is FENCED: it applies nothing more, and
@@ -63,6 +64,11 @@ struct ShardReplicatorOptions {
   // The shard came back here from the backup's copy (a hand-back): until the first install
   // there, Superseding() says so.
   bool superseding = false;
+  // This copy took the shard over from the backup's ps, just found gone (a worker's call failed
+  // there): if that ps does not answer the first install, the shard goes on alone at once
+  // rather than after `unreachable_after` (a ps that hangs accepts connections and answers
+  // nothing; its workers waited for keepalive to find it gone already).
+  bool backup_found_gone = false;
 };
 
 // Thread-safe.
