@@ -288,10 +288,20 @@ TEST(ShardJobHandoutTest, ASyncRepeatCompletesItsStepWithoutJoiningItsMean) {
   EXPECT_EQ(BatchSeenDrops(*job), 4);
 }
 
-// SYNC with a backup worker (R = 2 of 3): a step needs no particular worker, so a repeat is
-// dropped and does not take a real gradient's place; the next two complete the step.
-TEST(ShardJobHandoutTest, ASyncRepeatWithBackupWorkersIsDropped) {
-  std::unique_ptr<ShardJob> job = ConstantRateJob(ConsistencyConfig::SYNC, 3, 2);
+// Where nothing waits for a particular worker's gradient, a repeat is dropped and takes no real
+// gradient's place: SYNC with a backup worker (R = 2 of 3 workers), SOFTSYNC (c = 4 workers /
+// softsync_n 2 = 2). The next two gradients make the aggregate.
+struct DroppedRepeatCase {
+  ConsistencyConfig::Mode mode;
+  int num_workers;
+  int replicas_to_aggregate;
+};
+
+class DroppedRepeatTest : public ::testing::TestWithParam<DroppedRepeatCase> {};
+
+TEST_P(DroppedRepeatTest, ARepeatIsDroppedWhereNothingWaitsForItsWorker) {
+  std::unique_ptr<ShardJob> job = ConstantRateJob(GetParam().mode, GetParam().num_workers,
+                                                  GetParam().replicas_to_aggregate);
   ASSERT_NE(job, nullptr);
   ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 1, {0}, 1.0f)), PushResponse::ACCUMULATED);
   ASSERT_EQ(OutcomeOf(PushValues(job.get(), 1, 1, {1}, 1.0f)), PushResponse::APPLIED);
@@ -306,22 +316,11 @@ TEST(ShardJobHandoutTest, ASyncRepeatWithBackupWorkersIsDropped) {
   EXPECT_EQ(job->Stats().applied_gradients(), 4);
 }
 
-// SOFTSYNC (c = 4 workers / softsync_n 2 = 2): nothing waits for a worker's gradient, so a repeat
-// is dropped; the next two others make the aggregate.
-TEST(ShardJobHandoutTest, ASoftsyncRepeatIsDropped) {
-  std::unique_ptr<ShardJob> job = ConstantRateJob(ConsistencyConfig::SOFTSYNC, 4);
-  ASSERT_NE(job, nullptr);
-  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 1, {0}, 1.0f)), PushResponse::ACCUMULATED);
-  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 1, 1, {1}, 1.0f)), PushResponse::APPLIED);
-  const std::vector<float> before = AllValues(job.get());
-  absl::StatusOr<PushResponse> repeat = PushValues(job.get(), 2, 1, {1}, 8.0f);
-  ASSERT_TRUE(repeat.ok()) << repeat.status();
-  EXPECT_EQ(repeat->outcome(), PushResponse::DROPPED);
-  EXPECT_EQ(repeat->drop_reason(), "batch_seen");
-  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 0, 2, {2}, 2.0f)), PushResponse::ACCUMULATED);
-  ASSERT_EQ(OutcomeOf(PushValues(job.get(), 3, 1, {3}, 4.0f)), PushResponse::APPLIED);
-  ExpectMoved(before, AllValues(job.get()), 3.0f);
-}
+INSTANTIATE_TEST_SUITE_P(
+    NoWaitForAWorker, DroppedRepeatTest,
+    ::testing::Values(DroppedRepeatCase{ConsistencyConfig::SYNC, 3, 2},
+                      DroppedRepeatCase{ConsistencyConfig::SOFTSYNC, 4, 0}),
+    [](const auto& info) { return ConsistencyConfig::Mode_Name(info.param.mode); });
 
 // SYNC with a backup worker: the gradient that comes too late for its step is dropped, and its
 // batch is used all the same (another shard may have taken that gradient: handing the batch out
