@@ -226,13 +226,15 @@ class ParameterService final : public ParameterServerBase {
   // to the shard's other ps: this ps's own shard becomes its job again (as before its ps was
   // started again); the previous ps's shard is served as a promoted copy until it goes back.
   // FAILED_PRECONDITION when this ps serves the shard already, or does not know where the
-  // other ps listens. `superseding`: a hand-back made it (MakeReplicatorLocked); otherwise a
-  // takeover did, the other ps found gone (a worker's call failed there). The replicator
+  // other ps listens. `superseding`: a hand-back made it (MakeReplicatorLocked);
+  // `backup_found_gone`: a takeover from the other ps, found gone (a worker's call failed there;
+  // MakeReplicatorLocked). The replicator
   // it replaces (of this ps's own job, fenced off, or of a copy that went back) goes to
   // `dropped`, to stop outside mu_.
   absl::StatusOr<std::shared_ptr<ShardJob>> PromoteLocked(
       const std::string& job_id, int shard, bool superseding,
-      std::shared_ptr<ShardReplicator>* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+      std::shared_ptr<ShardReplicator>* dropped, bool backup_found_gone = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A hand-back input on the backup stream `binding` (ReplicaHandBack): this ps takes its own
   // shard back. The ack says whether it did (a refusal is an ack's code, which leaves the other
   // copy serving, not an error that would end the stream).

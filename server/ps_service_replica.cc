@@ -138,8 +138,8 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
             JobPrefix(job_id), "ps:", other, " still replicates shard ", shard, " to ",
             TaskName(), ", so it is alive: retry it there"));
       }
-      absl::StatusOr<std::shared_ptr<ShardJob>> made =
-          PromoteLocked(job_id, shard, /*superseding=*/false, &dropped);
+      absl::StatusOr<std::shared_ptr<ShardJob>> made = PromoteLocked(
+          job_id, shard, /*superseding=*/false, &dropped, /*backup_found_gone=*/true);
       if (!made.ok()) return made.status();
       promoted = *std::move(made);
       backup = other;
@@ -201,7 +201,7 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::RetakeFromGonePs(
 
 absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromoteLocked(
     const std::string& job_id, int shard, bool superseding,
-    std::shared_ptr<ShardReplicator>* dropped) {
+    std::shared_ptr<ShardReplicator>* dropped, bool backup_found_gone) {
   auto it = backups_.find({job_id, shard});
   if (it == backups_.end()) {
     return absl::FailedPreconditionError(absl::StrCat(JobPrefix(job_id), TaskName(),
@@ -221,8 +221,7 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromoteLocked(
   // Made before any request can reach the promoted copy: every change to it is replicated, to
   // the ps it came from (a new install there once that is back).
   std::shared_ptr<ShardReplicator> replicator =
-      MakeReplicatorLocked(it->second.job, other, superseding,
-                           /*backup_found_gone=*/!superseding);
+      MakeReplicatorLocked(it->second.job, other, superseding, backup_found_gone);
   if (replicator == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         JobPrefix(job_id), TaskName(), " cannot serve shard ", shard,

@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 
+#include <glog/logging.h>
 #include <grpc/grpc.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/completion_queue.h>
@@ -303,11 +304,15 @@ bool PsConnections::Retryable(const Call& call, const absl::Status& status) {
   return absl::IsUnavailable(status) || (call.replicated && absl::IsCancelled(status));
 }
 
-void PsConnections::Failover(int shard, int from) {
+void PsConnections::Failover(int shard, int from, absl::string_view why) {
+  const int failed = from;
   const int to = from == shard ? (shard + 1) % num_ps() : shard;
   // From the copy the failed call went to only: batches that failed on the same copy at once
   // switch the shard once, not back and forth.
-  routes_[shard].compare_exchange_strong(from, to, std::memory_order_acq_rel);
+  if (routes_[shard].compare_exchange_strong(from, to, std::memory_order_acq_rel)) {
+    LOG(INFO) << "shard " << shard << ": calls go to ps:" << to << " now (ps:" << failed
+              << (why.empty() ? std::string(")") : absl::StrCat(": ", why, ")"));
+  }
 }
 
 int PsConnections::TaskFor(const Call& call) const {
@@ -348,7 +353,8 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     std::vector<std::unique_ptr<InFlight>> in_flight = Attempt(calls, pending, last);
     absl::Status first_error;
     std::vector<size_t> retry;
-    std::map<int, int> switched;  // Shard -> the task it failed on: its calls go to the other.
+    // Shard -> the task it failed on and why: its calls go to the other.
+    std::map<int, std::pair<int, std::string>> switched;
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!in_flight[i]->made) continue;  // Another call failed for good: first_error is set.
       const Call& call = calls[pending[i]];
@@ -358,7 +364,8 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       } else if (Retryable(call, status) && !last) {
         retry.push_back(pending[i]);
         if (call.replicated && !in_flight[i]->RetryHere()) {
-          switched.emplace(call.ps, in_flight[i]->task);
+          switched.emplace(call.ps,
+                           std::make_pair(in_flight[i]->task, std::string(status.message())));
         }
         continue;
       } else if (absl::IsUnavailable(status)) {
@@ -377,7 +384,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     if (patient_until == absl::InfiniteFuture()) {
       patient_until = absl::Now() + options_.failover_patience;
     }
-    for (const auto& [shard, task] : switched) Failover(shard, task);
+    for (const auto& [shard, failed] : switched) Failover(shard, failed.first, failed.second);
     if (!switched.empty()) {
       // Every call of a switched shard goes again, answered or not: the chunks of a push must
       // all reach the copy that assembles them (a copy that applied it answers DUPLICATE).

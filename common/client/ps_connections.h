@@ -29,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/security/transport_security.h"
 
@@ -122,9 +123,10 @@ class PsConnections {
   // Replicated shards (docs/replication.md): the ps task that serves shard `shard` for
   // replicated calls (the shard's own at first), and the switch to its other copy, from task
   // `from` (where a call failed; no change if the shard has switched since): task
-  // (shard + 1) % num_ps when it was the shard's own, the shard's own again otherwise.
+  // (shard + 1) % num_ps when it was the shard's own, the shard's own again otherwise. A switch
+  // is logged with `why` (the failed call's error).
   int Route(int shard) const { return routes_[shard].load(std::memory_order_acquire); }
-  void Failover(int shard, int from);
+  void Failover(int shard, int from, absl::string_view why = "");
 
   // The bytes this client keeps in flight to shard `ps` in one batch, for a call of `method`:
   // max_bytes_in_flight_per_ps, or for a push less where the ps said so, and 0 before any answer
