@@ -305,12 +305,12 @@ bool PsConnections::Retryable(const Call& call, const absl::Status& status) {
 }
 
 void PsConnections::Failover(int shard, int from, absl::string_view why) {
-  const int failed = from;
   const int to = from == shard ? (shard + 1) % num_ps() : shard;
   // From the copy the failed call went to only: batches that failed on the same copy at once
-  // switch the shard once, not back and forth.
-  if (routes_[shard].compare_exchange_strong(from, to, std::memory_order_acq_rel)) {
-    LOG(INFO) << "shard " << shard << ": calls go to ps:" << to << " now (ps:" << failed
+  // switch the shard once, not back and forth. (The exchange overwrites `expected` on failure.)
+  int expected = from;
+  if (routes_[shard].compare_exchange_strong(expected, to, std::memory_order_acq_rel)) {
+    LOG(INFO) << "shard " << shard << ": calls go to ps:" << to << " now (ps:" << from
               << (why.empty() ? std::string(")") : absl::StrCat(": ", why, ")"));
   }
 }
@@ -353,8 +353,11 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     std::vector<std::unique_ptr<InFlight>> in_flight = Attempt(calls, pending, last);
     absl::Status first_error;
     std::vector<size_t> retry;
-    // Shard -> the task it failed on and why: its calls go to the other.
-    std::map<int, std::pair<int, std::string>> switched;
+    struct FailedOn {
+      int task;
+      std::string why;
+    };
+    std::map<int, FailedOn> switched;  // Shard -> where it failed: its calls go to the other.
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!in_flight[i]->made) continue;  // Another call failed for good: first_error is set.
       const Call& call = calls[pending[i]];
@@ -364,8 +367,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       } else if (Retryable(call, status) && !last) {
         retry.push_back(pending[i]);
         if (call.replicated && !in_flight[i]->RetryHere()) {
-          switched.emplace(call.ps,
-                           std::make_pair(in_flight[i]->task, std::string(status.message())));
+          switched.emplace(call.ps, FailedOn{in_flight[i]->task, std::string(status.message())});
         }
         continue;
       } else if (absl::IsUnavailable(status)) {
@@ -384,7 +386,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     if (patient_until == absl::InfiniteFuture()) {
       patient_until = absl::Now() + options_.failover_patience;
     }
-    for (const auto& [shard, failed] : switched) Failover(shard, failed.first, failed.second);
+    for (const auto& [shard, failed] : switched) Failover(shard, failed.task, failed.why);
     if (!switched.empty()) {
       // Every call of a switched shard goes again, answered or not: the chunks of a push must
       // all reach the copy that assembles them (a copy that applied it answers DUPLICATE).
