@@ -24,7 +24,11 @@
 // every ps's /metrics once a second while that side is measured, --compression float32 values
 // with compressed pushes and pulls (JobSpec.compression: FLOAT16, BFLOAT16, or top-k),
 // --budget_compare the ps without a byte budget with the ps at its default one (server/
-// byte_budget.h: every push reserving room, every answer carrying a window). It prints
+// byte_budget.h: every push reserving room, every answer carrying a window),
+// --shared_memory_compare tensors in the requests with tensors through shared memory
+// (docs/shared_memory.md; the ps shares the host), each row then also showing one thread's
+// memcpy of the same bytes, the machine's limit for a copy. Without it every side sends its
+// tensors in the requests, the network path. It prints
 // the median ratio of the second side to the first per measurement. With compression, GB/s
 // counts the variable's float32 bytes (what the worker pushes or pulls), not the bytes sent.
 #include <arpa/inet.h>
@@ -94,6 +98,9 @@ DEFINE_bool(budget_compare, false,
 DEFINE_bool(replicas_compare, false,
             "compare jobs without replicas with jobs whose every shard has a backup on the next "
             "ps (replicas 2; needs --ps >= 2 in this process)");
+DEFINE_bool(shared_memory_compare, false,
+            "compare tensors in the requests with tensors through shared memory (a ps on this "
+            "host), alternately, with a memcpy column");
 DEFINE_int32(rounds, 1, "measurements of each size (and round trip) per side");
 DEFINE_string(ps_addresses, "",
               "comma-separated host:port of running ps_server tasks (ps:0 first) to measure "
@@ -327,7 +334,24 @@ struct Throughput {
   double push_cpu_s_per_gb = 0;  // The process's CPU seconds per GB pushed.
   double pull_cpu_s_per_gb = 0;
   double tcp_gb_per_s = 0;  // Raw loopback TCP; 0 when not measured.
+  double memcpy_gb_per_s = 0;  // One thread's memcpy; 0 when not measured.
 };
+
+// Copies of `bytes` per second from one buffer to another by one thread (memcpy), over
+// `duration`: what one copy of a tensor costs on this machine now.
+double MemcpyCopiesPerSecond(int64_t bytes, absl::Duration duration) {
+  std::vector<char> from(bytes, 1), to(bytes, 0);
+  for (int i = 0; i < FLAGS_warmup_ops; ++i) std::memcpy(to.data(), from.data(), bytes);
+  int64_t copies = 0;
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + duration;
+  while (absl::Now() < end) {
+    std::memcpy(to.data(), from.data(), bytes);
+    from[copies % bytes] = static_cast<char>(copies);  // Not the same copy each time.
+    ++copies;
+  }
+  return static_cast<double>(copies) / absl::ToDoubleSeconds(absl::Now() - start);
+}
 
 absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options,
                                              const CompressionSpec& compression, int replicas,
@@ -344,6 +368,9 @@ absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options,
     absl::StatusOr<double> messages = TcpMessagesPerSecond(bytes, duration);
     if (!messages.ok()) return messages.status();
     result.tcp_gb_per_s = *messages * static_cast<double>(bytes) / kGigabyte;
+  }
+  if (FLAGS_shared_memory_compare) {
+    result.memcpy_gb_per_s = MemcpyCopiesPerSecond(bytes, duration) * bytes / kGigabyte;
   }
   const double gigabytes = static_cast<double>(bytes) / kGigabyte;
   absl::StatusOr<Rate> pushes = OpsPerSecond(*clients, &PushOnce, duration);
@@ -501,6 +528,7 @@ int Run() {
   }
 
   PsClientOptions options;
+  options.shared_memory = false;  // The network path; --shared_memory_compare's second side not.
   options.chunk_bytes = static_cast<int64_t>(FLAGS_chunk_mb) << 20;
   options.connections_per_ps = FLAGS_connections;
   if (FLAGS_max_mb_in_flight == 0) {
@@ -521,10 +549,11 @@ int Run() {
     return 2;
   }
   if (!FLAGS_tls_dir.empty() + FLAGS_metrics_compare + !FLAGS_compression.empty() +
-          FLAGS_replicas_compare + FLAGS_budget_compare >
+          FLAGS_replicas_compare + FLAGS_budget_compare + FLAGS_shared_memory_compare >
       1) {
     std::fprintf(stderr, "ps_bench: --tls_dir, --metrics_compare, --compression, "
-                         "--replicas_compare and --budget_compare compare two sides each; give "
+                         "--replicas_compare, --budget_compare and --shared_memory_compare "
+                         "compare two sides each; give "
                          "one of them\n");
     return 2;
   }
@@ -587,6 +616,11 @@ int Run() {
   if (!FLAGS_compression.empty()) {
     sides.push_back(Side{FLAGS_compression, options, {}, *compression, nullptr, {}, {}, {}});
   }
+  if (FLAGS_shared_memory_compare) {
+    sides.front().label = "requests";
+    sides.push_back(Side{"shared memory", options, {}, {}, nullptr, {}, {}, {}});
+    sides.back().options.shared_memory = true;
+  }
   if (FLAGS_replicas_compare) {
     sides.front().label = "replicas 0";
     sides.push_back(Side{"replicas 2", options, {}, {}, nullptr, {}, {}, {}});
@@ -629,8 +663,10 @@ int Run() {
               std::thread::hardware_concurrency(), FLAGS_chunk_mb, FLAGS_connections,
               window.c_str(), FLAGS_seconds);
   // CPU s/GB: the process's CPU seconds (servers and clients) per GB moved.
-  std::printf("%-28s %10s %12s %12s %13s %13s %16s\n", "config", "size", "push GB/s", "pull GB/s",
-              "push CPU s/GB", "pull CPU s/GB", FLAGS_tcp_baseline ? "raw TCP GB/s" : "");
+  std::printf("%-28s %10s %12s %12s %13s %13s %16s %12s\n", "config", "size", "push GB/s",
+              "pull GB/s", "push CPU s/GB", "pull CPU s/GB",
+              FLAGS_tcp_baseline ? "raw TCP GB/s" : "",
+              FLAGS_shared_memory_compare ? "memcpy GB/s" : "");
   for (int64_t size_mb : sizes) {
     for (int round = 0; round < FLAGS_rounds; ++round) {
       for (size_t k = 0; k < sides.size(); ++k) {
@@ -650,6 +686,7 @@ int Run() {
                     throughput->pull_gb_per_s, throughput->push_cpu_s_per_gb,
                     throughput->pull_cpu_s_per_gb);
         if (FLAGS_tcp_baseline) std::printf(" %16.2f", throughput->tcp_gb_per_s);
+        if (FLAGS_shared_memory_compare) std::printf(" %12.2f", throughput->memcpy_gb_per_s);
         std::printf("\n");
         std::fflush(stdout);
       }

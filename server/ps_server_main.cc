@@ -62,6 +62,12 @@ DEFINE_int64(max_inflight_mb, -1,
              "and push requests received (1/4, shared out as windows the clients keep to); "
              "-1: a quarter of the memory this process may use (the machine's, or its cgroup's "
              "limit when lower); 0: no budget");
+DEFINE_int64(shared_memory_mb, 1024,
+             "MiB of shared memory segments this ps opens, all together, for workers on its "
+             "host, whose dense tensors then go through memory instead of in the requests "
+             "(docs/shared_memory.md); 0: none");
+DEFINE_string(shared_memory_dir, "/tmp",
+              "directory of the socket through which workers on this host fetch their segments");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
 
 namespace {
@@ -118,6 +124,12 @@ int Run() {
   options.service.limits.max_requests_per_peer = FLAGS_max_requests_per_peer;
   options.service.limits.max_inflight_bytes =
       FLAGS_max_inflight_mb < 0 ? -1 : FLAGS_max_inflight_mb << 20;
+  options.service.shared_memory_bytes = FLAGS_shared_memory_mb << 20;
+  options.service.shared_memory_dir = FLAGS_shared_memory_dir;
+  if (FLAGS_shared_memory_mb < 0) {
+    std::cerr << "ps_server: --shared_memory_mb must be at least 0 (0: no shared memory)\n";
+    return 2;
+  }
   if (FLAGS_max_jobs < 1 || FLAGS_max_workers < 1 || FLAGS_max_job_mb < 1 ||
       FLAGS_max_requests_per_peer < 1 || FLAGS_max_memory_mb < 0 || FLAGS_max_inflight_mb < -1) {
     std::cerr << "ps_server: --max_jobs, --max_workers, --max_job_mb and --max_requests_per_peer "

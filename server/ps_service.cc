@@ -5,6 +5,8 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 #include <variant>
 #include <utility>
@@ -13,6 +15,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/job/job_schema.h"
 #include "common/net/grpc_status.h"
 #include "common/metrics/machine_info.h"
 #include "common/security/peer_identity.h"
@@ -58,6 +61,15 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
              std::optional<PushResponse> push = std::nullopt) {
     push_ = std::move(push);
     job_ = job;
+    if (request.shared_memory() != 0) {
+      absl::StatusOr<SharedMemoryRegistry::Region> region = PullRegion(request);
+      if (!region.ok()) {
+        if (!absl::IsUnavailable(region.status())) job->CountRejected("shared_memory");
+        FinishWith(region.status());
+        return;
+      }
+      region_ = *std::move(region);
+    }
     int64_t waiter = job->Pull(request, [this](absl::StatusOr<ShardJob::PullSnapshot> result) {
       OnResult(std::move(result));
     });
@@ -144,10 +156,58 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
       return;
     }
     if (push_.has_value()) *result->header.mutable_push() = *std::move(push_);
+    if (region_.segment != nullptr) {
+      // Into the pull's segment (PullRegion checked that the values fit); the answer carries
+      // the header only.
+      size_t floats = 0;
+      for (absl::Span<const float> piece : result->pieces) floats += piece.size();
+      if (floats > region_.pull.size()) {
+        FinishWith(absl::InternalError("a pull's values outgrew its shared memory segment"));
+        return;
+      }
+      float* to = region_.pull.data();
+      for (absl::Span<const float> piece : result->pieces) {
+        std::memcpy(to, piece.data(), piece.size() * sizeof(float));
+        to += piece.size();
+      }
+      result->header.set_in_shared_memory(true);
+      result->pieces.clear();
+    }
     *response_ = EncodeTensorMessage(result->header, result->pieces, result->keep_alive,
                                      result->header.encoding());
     job_->traffic().Count(method_, grpc::StatusCode::OK, received_, response_->Length());
     ParameterService::Finish(this, &slot_, absl::OkStatus());
+  }
+
+  // The segment a pull into shared memory names, checked to hold the values it asks for.
+  absl::StatusOr<SharedMemoryRegistry::Region> PullRegion(const PullRequest& request) const {
+    if (!request.sparse().empty() || request.encoding() != FLOAT32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          JobPrefix(request.job_id()), "a pull through shared memory reads dense float32 values "
+          "only: no sparse rows or 16-bit encoding"));
+    }
+    absl::StatusOr<SharedMemoryRegistry::Region> region =
+        service_->SharedMemoryOf(request.shared_memory(), request.job_id(), request.worker());
+    if (!region.ok()) return region.status();
+    int64_t floats = 0;
+    if (request.slices().empty()) {
+      floats = job_->num_parameters();
+    } else {
+      for (const SliceRef& ref : request.slices()) {
+        for (const VariableDef& variable : job_->spec().variables()) {
+          if (variable.name() != ref.variable()) continue;
+          int64_t row_size = 1;
+          for (int d = 1; d < variable.shape_size(); ++d) row_size *= variable.shape(d);
+          floats += std::max<int64_t>(ref.row_count(), 0) * row_size;
+        }
+      }
+    }
+    if (floats > static_cast<int64_t>(region->pull.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          JobPrefix(request.job_id()), "the pull asks for ", floats,
+          " floats, more than its segment's ", region->pull.size(), " hold"));
+    }
+    return region;
   }
 
   ParameterService* const service_;
@@ -159,6 +219,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   std::shared_ptr<ShardJob> job_;  // Set before a result can arrive.
   std::optional<PushResponse> push_;  // Written in Start, before the result can arrive.
   uint64_t timer_handle_ = 0;         // Written in Start before any path can reach OnDone.
+  SharedMemoryRegistry::Region region_;  // A pull into shared memory's; written in Start.
   ByteBudget::Charge request_charge_;  // Written before any path can reach OnDone.
 
   absl::Mutex mu_;
@@ -185,6 +246,21 @@ int64_t InflightBytes(int64_t configured) {
   return usable > 0 ? usable / 4 : int64_t{1} << 30;
 }
 
+// The shared memory segments for this host's workers, or null: none asked for, or the handout's
+// socket could not be made (logged; every tensor then goes in the requests).
+std::unique_ptr<SharedMemoryRegistry> StartSharedMemory(const ParameterServiceOptions& options,
+                                                        const std::string& task) {
+  if (options.shared_memory_bytes <= 0) return nullptr;
+  absl::StatusOr<std::unique_ptr<SharedMemoryRegistry>> registry =
+      SharedMemoryRegistry::Create(options.shared_memory_dir, options.shared_memory_bytes);
+  if (!registry.ok()) {
+    LOG(WARNING) << task << " serves no shared memory to workers on its host ("
+                 << registry.status().message() << "); their tensors go in their requests";
+    return nullptr;
+  }
+  return *std::move(registry);
+}
+
 }  // namespace
 
 ParameterService::ParameterService(const ParameterServiceOptions& options)
@@ -200,6 +276,7 @@ ParameterService::ParameterService(const ParameterServiceOptions& options)
             push_threads_[next % push_threads_.size()]->Schedule(std::move(work));
           },
           options.clock)),
+      shared_memory_(StartSharedMemory(options, TaskName())),
       timer_(DeadlineTimerOptions{options.clock}) {
   ps_addresses_ = options.ps_addresses;
   // As many as the cores: pushes let in by the budget decode and apply in parallel.
@@ -498,6 +575,7 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
   job->CancelAllWaiters(absl::AbortedError(
       absl::StrCat("job \"", request->job_id(), "\" was deleted while this pull waited")));
   job.reset();
+  if (shared_memory_ != nullptr) shared_memory_->DropJob(request->job_id());
   // The process keeps freed memory for the next tensors (TuneForTensorTraffic); a deleted job's
   // goes back to the system.
   malloc_trim(0);
@@ -617,7 +695,10 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
         // Stops the decoder before anything is taken; the caller parks the call.
         return absl::ResourceExhaustedError("no room in the byte budget now");
       },
-      header, job);
+      header, job,
+      [this](const PushRequestHeader& decoded) {
+        return SharedMemoryOf(decoded.shared_memory(), decoded.job_id(), decoded.worker());
+      });
 }
 
 void ParameterService::ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob::ReadyPush push,
@@ -794,9 +875,12 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
   ReplicaInput leave;
   *leave.mutable_leave() = *request;
   ApplyInput(*job, std::move(leave),
-             [this, reactor, id = request->job_id(), job = *job,
+             [this, reactor, id = request->job_id(), worker = request->worker(), job = *job,
               slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot))](
                  absl::StatusOr<ReplicaOutcome> left) {
+               if (left.ok() && shared_memory_ != nullptr) {
+                 shared_memory_->DropWorker(id, worker);
+               }
                if (left.ok() && job->AllWorkersLeft()) ForgetAfterRetention(id, job);
                Finish(reactor, slot.get(), left.status());
              });
@@ -907,6 +991,7 @@ void ParameterService::ForgetFinishedJob(const std::string& id,
     ForgetCopiesLocked(id, &replicators, &promoted);
   }
   replicators.clear();
+  if (shared_memory_ != nullptr) shared_memory_->DropJob(id);
   LOG(INFO) << "job " << id << ": forgotten on " << TaskName() << ", "
             << options_.finished_job_retention
             << " after its last worker left (ps_server --finished_job_retention_s)";

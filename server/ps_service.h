@@ -90,9 +90,15 @@ struct ParameterServiceOptions {
   std::string token;
   // How long a shard waits for its unreachable backup before it goes on alone.
   absl::Duration replica_unreachable_after = absl::Seconds(1);
+  // Shared memory for workers on this host (docs/shared_memory.md): the directory of the
+  // descriptor handout's socket (--shared_memory_dir), and the bytes all segments hold at most
+  // (--shared_memory_mb); 0: none, every tensor goes in the requests.
+  std::string shared_memory_dir = "/tmp";
+  int64_t shared_memory_bytes = int64_t{1} << 30;
 };
 
-using ParameterServerBase = ParameterServer::WithCallbackMethod_Replicate<
+using ParameterServerBase = ParameterServer::WithCallbackMethod_OpenSharedMemory<
+    ParameterServer::WithCallbackMethod_Replicate<
     ParameterServer::WithCallbackMethod_CreateJob<
     ParameterServer::WithCallbackMethod_DeleteJob<ParameterServer::WithRawCallbackMethod_Pull<
         ParameterServer::WithRawCallbackMethod_Push<
@@ -108,7 +114,7 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_Replicate<
                                             ParameterServer::WithCallbackMethod_DeleteCheckpoints<
                                                 ParameterServer::WithCallbackMethod_GetApplyLog<
                                                 ParameterServer::WithCallbackMethod_GetTrace<
-                                                    ParameterServer::Service>>>>>>>>>>>>>>>>>;
+                                                    ParameterServer::Service>>>>>>>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -177,6 +183,10 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* RestoreJob(grpc::CallbackServerContext* context,
                                        const RestoreJobRequest* request,
                                        RestoreJobResponse* response) override;
+  // A shared memory segment for a worker on this host (ps_service_shared_memory.cc).
+  grpc::ServerUnaryReactor* OpenSharedMemory(grpc::CallbackServerContext* context,
+                                             const OpenSharedMemoryRequest* request,
+                                             OpenSharedMemoryResponse* response) override;
   // The backup's side of replication (ps_service_replica.cc).
   grpc::ServerBidiReactor<ReplicaInput, ReplicaAck>* Replicate(
       grpc::CallbackServerContext* context) override;
@@ -278,6 +288,14 @@ class ParameterService final : public ParameterServerBase {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A backup stream ended: its copy's primary no longer streams to it.
   void BackupStreamEnded(const BackupBinding& binding) ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::Status DoOpenSharedMemory(const Peer& peer, const OpenSharedMemoryRequest& request,
+                                  OpenSharedMemoryResponse* response);
+  // The segment a request of `worker` of job `job_id` names (SharedMemoryRegistry::Find), or
+  // UNAVAILABLE where this ps serves none (the client retries in the requests).
+  absl::StatusOr<SharedMemoryRegistry::Region> SharedMemoryOf(uint64_t segment,
+                                                              const std::string& job_id,
+                                                              int worker) const;
 
   // The job, NOT_FOUND naming it, or UNAVAILABLE while shutting down.
   // FindJob, then RequireJobAccess (common/security/peer_identity.h) for `peer` on the job found:
@@ -420,6 +438,9 @@ class ParameterService final : public ParameterServerBase {
   // Every job's push buffers are charged to it (ShardJob::UseByteBudget). Pushes it parked are
   // decoded and applied on push_threads_ once let in, in turn.
   const std::shared_ptr<ByteBudget> byte_budget_;
+  // Null where this ps serves no shared memory (options_.shared_memory_bytes 0, or its socket
+  // could not be made).
+  const std::unique_ptr<SharedMemoryRegistry> shared_memory_;
   std::vector<std::unique_ptr<IoThread>> push_threads_;
   std::atomic<uint64_t> next_push_thread_{0};
 

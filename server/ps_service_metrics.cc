@@ -254,6 +254,18 @@ void ParameterService::WriteMetrics(MetricsWriter* writer) {
                  MetricType::kGauge);
   writer->Sample("ps_jobs", {{"shard", shard}}, static_cast<double>(jobs.size()));
   byte_budget_->WriteMetrics(writer, {{"shard", shard}});
+  if (shared_memory_ != nullptr) {
+    writer->Family("ps_shared_memory_bytes",
+                   "Bytes of the shared memory segments open for workers on this host (at most "
+                   "--shared_memory_mb).",
+                   MetricType::kGauge);
+    writer->Sample("ps_shared_memory_bytes", {{"shard", shard}},
+                   static_cast<double>(shared_memory_->bytes()));
+    writer->Family("ps_shared_memory_segments",
+                   "Shared memory segments open for workers on this host.", MetricType::kGauge);
+    writer->Sample("ps_shared_memory_segments", {{"shard", shard}},
+                   static_cast<double>(shared_memory_->segments()));
+  }
   if (jobs.empty()) return;
   std::vector<JobStats> stats;
   std::vector<JobView> views;

@@ -83,6 +83,8 @@ class MetricsTest : public ::testing::Test {
     client_options.ps_addresses = cluster_->addresses();
     client_options.call_timeout = absl::Seconds(10);
     client_options.wait_timeout = absl::Seconds(10);
+    // Tensors in the requests, whose calls and bytes these tests count.
+    client_options.shared_memory = false;
     absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(client_options);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
@@ -342,6 +344,8 @@ TEST_F(MetricsTest, NoJobsAndNoCallsIsTheJobCountAndAnIdleByteBudgetBesideThePro
   samples.erase(R"(ps_byte_budget_bytes{shard="0"})");
   EXPECT_EQ(samples, (std::map<std::string, double>{
                          {R"(ps_jobs{shard="0"})", 0},
+                         {R"(ps_shared_memory_bytes{shard="0"})", 0},
+                         {R"(ps_shared_memory_segments{shard="0"})", 0},
                          {R"(ps_byte_budget_buffer_bytes{shard="0"})", 0},
                          {R"(ps_byte_budget_request_bytes{shard="0"})", 0},
                          {R"(ps_byte_budget_peak_bytes{shard="0"})", 0},

@@ -1009,6 +1009,7 @@ TEST(MessageSizeTest, GradientOverTheServersLimitIsResourceExhaustedUnlessChunke
   constexpr int kLimit = 64 * 1024;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalCluster> cluster, LocalCluster::Start(2, kLimit));
   PsClientOptions options = cluster->ClientOptions();
+  options.shared_memory = false;    // Tensors in the messages, which the limit is about.
   options.chunk_bytes = 16 * 1024;  // Pulls and pushes in pieces below the limit.
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> client, PsClient::Create(options));
   options.chunk_bytes = 1 << 20;  // Pushes of a shard in one message, over the limit.
@@ -1196,6 +1197,7 @@ TEST(ChunkedPullTest, SmallChunksReadTheSameValuesAsOneBigPull) {
   big_options.chunk_bytes = 64 << 20;
   PsClientOptions small_options = cluster->ClientOptions();
   small_options.chunk_bytes = 1024;
+  small_options.shared_memory = false;  // Chunks in the requests; the big client's in memory.
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> big_client, PsClient::Create(big_options));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<PsClient> small_client, PsClient::Create(small_options));
 

@@ -1,5 +1,7 @@
 #include "server/push_request.h"
 
+#include <algorithm>
+#include <cstring>
 #include <optional>
 #include <utility>
 #include <variant>
@@ -9,16 +11,60 @@
 #include "absl/types/span.h"
 #include "absl/strings/str_cat.h"
 #include "common/job/job_schema.h"
+#include "common/tensor/finite.h"
 #include "common/tensor/tensor_coding.h"
 #include "common/tensor/topk_compression.h"
 
 namespace ps {
+namespace {
+
+// Copies a shared memory push's dense gradient out of its segment into `destinations` (the
+// job's buffer, one span per slice), checking finiteness piece by piece while it is in cache.
+// The worker may change the segment meanwhile: what is checked and applied is the copy.
+absl::Status CopyFromSegment(const PushRequestHeader& header,
+                             const std::vector<absl::Span<float>>& destinations,
+                             const SegmentLookup& find_segment, bool* all_finite) {
+  const std::string prefix = JobPrefix(header.job_id());
+  if (ShardJob::IsChunk(header) || !header.topk_index_gaps().empty() ||
+      !header.sparse().empty() || header.encoding() != FLOAT32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "a push through shared memory carries one whole dense float32 gradient: no "
+        "chunks, top-k positions, sparse rows or 16-bit encoding"));
+  }
+  if (find_segment == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat(prefix, "this ps serves no shared memory: send the gradient in the request"));
+  }
+  absl::StatusOr<SharedMemoryRegistry::Region> region = find_segment(header);
+  if (!region.ok()) return region.status();
+  size_t total = 0;
+  for (absl::Span<float> destination : destinations) total += destination.size();
+  if (total > region->push.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "the push's ", total, " floats do not fit its segment's ", region->push.size()));
+  }
+  constexpr size_t kPiece = 16384;  // 64 KiB: copied, then checked while in cache.
+  const float* from = region->push.data();
+  *all_finite = true;
+  for (absl::Span<float> destination : destinations) {
+    for (size_t done = 0; done < destination.size(); done += kPiece) {
+      const size_t n = std::min(kPiece, destination.size() - done);
+      std::memcpy(destination.data() + done, from, n * sizeof(float));
+      from += n;
+      if (*all_finite && !AllFinite(destination.subspan(done, n))) *all_finite = false;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
                                                 bool allow_chunks, const JobLookup& find_job,
                                                 PushRequestHeader* header_out) {
   std::shared_ptr<ShardJob> job;
-  absl::StatusOr<DecodedPush> decoded = DecodePush(request, allow_chunks, find_job, header_out, &job);
+  absl::StatusOr<DecodedPush> decoded =
+      DecodePush(request, allow_chunks, find_job, header_out, &job);
   if (!decoded.ok()) return decoded.status();
   if (PushResponse* answer = std::get_if<PushResponse>(&*decoded)) return *answer;
   const ShardJob::ReadyPush& ready = std::get<ShardJob::ReadyPush>(*decoded);
@@ -27,7 +73,8 @@ absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
 
 absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool allow_chunks,
                                        const JobLookup& find_job, PushRequestHeader* header_out,
-                                       std::shared_ptr<ShardJob>* job_out) {
+                                       std::shared_ptr<ShardJob>* job_out,
+                                       const SegmentLookup& find_segment) {
   PushRequestHeader& header = *header_out;
   std::shared_ptr<ShardJob>& job = *job_out;
   std::shared_ptr<std::vector<float>> gradient;  // Where the data goes, kept alive.
@@ -35,6 +82,7 @@ absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool all
   std::vector<float> topk_values;                // A top-k push's values, expanded after.
   absl::Span<float> topk_dense;                  // Where they expand to: the dense gradient.
   bool all_finite = false;
+  bool segment_finite = true;  // A shared memory push's gradient, as copied out.
   absl::Status status = DecodeTensorMessage(
       request, &header,
       [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
@@ -42,6 +90,12 @@ absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool all
         if (!found.ok()) return found.status();
         job = *found;
         std::vector<absl::Span<float>> destinations;
+        if (ShardJob::IsChunk(header) && header.shared_memory() != 0) {
+          job->CountRejected("shared_memory");
+          return absl::InvalidArgumentError(absl::StrCat(
+              JobPrefix(header.job_id()),
+              "a push through shared memory comes whole, not in chunks"));
+        }
         if (ShardJob::IsChunk(header) && !allow_chunks) {
           return absl::InvalidArgumentError(
               "PushPull takes a whole push, not a chunk: push large gradients with Push");
@@ -66,6 +120,17 @@ absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool all
             job->PushBuffer(header, &destinations);
         if (!buffer.ok()) return buffer.status();
         gradient = *std::move(buffer);
+        if (header.shared_memory() != 0) {
+          absl::Status copied =
+              CopyFromSegment(header, destinations, find_segment, &segment_finite);
+          if (!copied.ok()) {
+            // A segment the ps no longer holds is no fault: the client retries in the request.
+            if (!absl::IsUnavailable(copied)) job->CountRejected("shared_memory");
+            gradient = nullptr;
+            return copied;
+          }
+          return std::vector<absl::Span<float>>();  // The data carries nothing.
+        }
         if (!header.topk_index_gaps().empty()) {
           // The dense gradient's destinations (one per slice, then the sparse rows') become
           // one for the values sent; they are expanded once decoded.
@@ -110,7 +175,7 @@ absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool all
     return std::get<ShardJob::ReadyPush>(*std::move(done));
   }
   if (!topk_dense.empty()) ExpandTopK(header.topk_index_gaps(), topk_values, topk_dense);
-  return ShardJob::ReadyPush{header, std::move(gradient), all_finite};
+  return ShardJob::ReadyPush{header, std::move(gradient), all_finite && segment_finite};
 }
 
 }  // namespace ps

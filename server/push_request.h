@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "proto/ps_service.pb.h"
 #include "server/shard_job.h"
+#include "server/shared_memory_registry.h"
 
 namespace ps {
 
@@ -27,15 +28,25 @@ using JobLookup =
 // `find_job`, and applies the push there (ShardJob::Push) or takes it as one chunk
 // (PushChunkBuffer, PushChunkDone). `header` receives the decoded header, also on error when it
 // got that far. A chunk (total_chunks >= 2) is INVALID_ARGUMENT unless `allow_chunks`.
+// A push whose header names a shared memory segment carries its dense gradient there, not in
+// the data: it is copied out of the segment (found by `find_segment`) into the job's buffer, and
+// checked there, before anything else reads it.
 // Malformed bytes are INVALID_ARGUMENT and change nothing but the job's rejection count.
 // What decoding a push request gives: its answer already (a chunk taken in, a chunk of a push
 // applied before), or a whole push for its job to apply.
 using DecodedPush = std::variant<PushResponse, ShardJob::ReadyPush>;
+// The shared memory segment a push names (PushRequestHeader.shared_memory), found for the
+// header's job and worker (SharedMemoryRegistry::Find), or the error to answer with. Null: this
+// ps serves none, and a push naming a segment is UNAVAILABLE (the client retries it with the
+// gradient in the request).
+using SegmentLookup =
+    std::function<absl::StatusOr<SharedMemoryRegistry::Region>(const PushRequestHeader& header)>;
 // DecodeAndApplyPush without the apply (a replicated shard applies once its backup holds the
 // push); `job` receives the job the header names once found.
 absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool allow_chunks,
                                        const JobLookup& find_job, PushRequestHeader* header,
-                                       std::shared_ptr<ShardJob>* job);
+                                       std::shared_ptr<ShardJob>* job,
+                                       const SegmentLookup& find_segment = nullptr);
 
 absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
                                                 bool allow_chunks, const JobLookup& find_job,

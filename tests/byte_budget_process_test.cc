@@ -88,7 +88,10 @@ Burst RunBurst(int64_t budget_mb, ConsistencyConfig::Mode mode = ConsistencyConf
   absl::StatusOr<Subprocess> server = Subprocess::Start(
       {"server/ps_server", "--cluster_spec=" + spec_path, "--task=ps:0", "--port=0",
        "--port_file=" + port_file, "--metrics_port=0", "--metrics_port_file=" + metrics_file,
-       absl::StrCat("--max_inflight_mb=", budget_mb)},
+       absl::StrCat("--max_inflight_mb=", budget_mb),
+       // The clients share the ps's host: tensors in the requests, which the budget bounds (shared
+       // memory segments have their own bound, --shared_memory_mb).
+       "--shared_memory_mb=0"},
       TempPath(name + ".log"));
   Burst burst;
   EXPECT_TRUE(server.ok()) << server.status();

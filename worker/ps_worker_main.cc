@@ -58,6 +58,9 @@ DEFINE_int32(compute_threads, 0,
              "CPU backend threads (0: one per core); workers sharing a machine should split it");
 DEFINE_int32(max_message_mb, 1024, "largest request or response, in MiB");
 DEFINE_int32(ps_wait_timeout_s, 60, "how long a pull may wait at a barrier or SSP bound");
+DEFINE_bool(shared_memory, true,
+            "with a ps on this host, send the dense tensors of jobs that allow it through "
+            "memory both map instead of in the requests (docs/shared_memory.md)");
 DEFINE_int32(ring_mailbox_mb, 1024,
              "ring all-reduce messages from the previous worker held at once, in MiB; more are "
              "refused (RESOURCE_EXHAUSTED)");
@@ -159,6 +162,7 @@ int Run() {
   ps::WorkerServiceOptions options{
       config->cluster, config->task.index(), *device, {}, absl::Hours(1), ps::DataRoots()};
   options.ps_client.wait_timeout = absl::Seconds(FLAGS_ps_wait_timeout_s);
+  options.ps_client.shared_memory = FLAGS_shared_memory;
   absl::StatusOr<ps::TransportSecurity> security = ConfigureSecurity(*config, &options.ps_client);
   if (!security.ok()) {
     std::cerr << "ps_worker: " << security.status().message() << "\n";

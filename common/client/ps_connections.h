@@ -68,6 +68,10 @@ struct PsClientOptions {
   int64_t max_bytes_in_flight_per_ps = int64_t{64} << 20;
   // TCP connections per ps task; chunks are spread over them.
   int connections_per_ps = 2;
+  // Where a ps shares this host, a job's dense float32 tensors go through memory both map
+  // instead of in the requests (common/client/shared_memory_links.h, docs/shared_memory.md);
+  // false: always in the requests.
+  bool shared_memory = true;
   // Must match the servers' --max_message_mb.
   int max_message_bytes = 1 << 30;
   // How the channels to the ps tasks are secured (plaintext by default).

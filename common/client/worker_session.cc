@@ -10,6 +10,7 @@
 #include "common/tensor/finite.h"
 #include "common/job/partitioner.h"
 #include "common/net/proto_byte_buffer.h"
+#include "common/job/shared_memory_rule.h"
 #include "common/tensor/tensor_coding.h"
 
 namespace ps {
@@ -48,6 +49,17 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(PsClient* c
   auto session = std::unique_ptr<WorkerSession>(
       new WorkerSession(client->connections(), spec, worker, *std::move(placement)));
   session->incarnation_ = incarnation;
+  if (client->options().shared_memory && incarnation != OBSERVER_INCARNATION &&
+      WhyNoSharedMemory(spec).empty()) {
+    OpenSharedMemoryRequest identity;
+    identity.set_job_id(spec.job_id());
+    identity.set_worker(worker);
+    identity.set_run_id(spec.run_id());
+    std::vector<int64_t> shard_floats(client->num_ps());
+    for (int ps = 0; ps < client->num_ps(); ++ps) shard_floats[ps] = session->ShardFloats(ps);
+    session->links_ = std::make_unique<SharedMemoryLinks>(client->connections(),
+                                                          std::move(identity), shard_floats);
+  }
   return session;
 }
 
@@ -218,7 +230,8 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
                                          const std::vector<SliceRef>& expected,
                                          const MutableVariables& out,
                                          PullResponseHeader* header,
-                                         absl::Span<float> sparse_staging) const {
+                                         absl::Span<float> sparse_staging,
+                                         const SharedMemoryLinks::Link* link) const {
   return DecodeTensorMessage(
       bytes, header,
       [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
@@ -237,6 +250,14 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
               SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
           if (!span.ok()) return span.status();
           destinations.push_back(*span);
+        }
+        if (header->in_shared_memory()) {
+          if (link == nullptr || !sparse_staging.empty()) {
+            return absl::InternalError(
+                "the ps answered through shared memory where the pull did not ask it to");
+          }
+          SharedMemoryLinks::Scatter(link->pull, destinations);
+          return std::vector<absl::Span<float>>();  // The data carries nothing.
         }
         if (!sparse_staging.empty()) destinations.push_back(sparse_staging);
         return destinations;
@@ -270,13 +291,38 @@ WorkerSession::PullResult WorkerSession::PullState::Finish() {
 void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariables& out,
                                  const std::vector<SparsePull>& sparse,
                                  const std::vector<ShardSparse>& shard_sparse, PullState* state,
-                                 std::vector<PsConnections::Call>* calls) const {
+                                 std::vector<PsConnections::Call>* calls) {
   const PsClientOptions& client_options = connections_->options();
   for (int ps = 0; ps < connections_->num_ps(); ++ps) {
     // Row ranges of at most chunk_bytes (at least one row), packed into requests of up to
     // chunk_bytes each.
     std::vector<PullRequest> requests(1);
     std::vector<int64_t> response_bytes(1, 0);
+    const ShardSparse* rows = shard_sparse.empty() ? nullptr : &shard_sparse[ps];
+    SharedMemoryLinks::Link* link =
+        rows == nullptr || rows->entries.empty() ? LinkFor(ps) : nullptr;
+    if (link != nullptr) {
+      // One request for the whole shard, answered into the link's pull region.
+      PullRequest request = MakePullRequest(options);
+      for (const SliceRef& ref : ShardSlices(ps)) *request.add_slices() = ref;
+      std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
+      PullRequest through_memory = request;
+      through_memory.set_shared_memory(link->segment);
+      calls->push_back(PsConnections::Call{
+          ps, "Pull",
+          links_->FirstThroughMemory(ps, SerializeToByteBuffer(through_memory),
+                                     [request] { return SerializeToByteBuffer(request); }),
+          [this, expected, ps, &out, state, link](const grpc::ByteBuffer& bytes) {
+            PullResponseHeader header;
+            absl::Status status = DecodeValues(bytes, expected, out, &header, {}, link);
+            if (!status.ok()) return status;
+            if (header.in_shared_memory()) CountPulledThroughMemory(ps);
+            state->Record(ps, header);
+            return status;
+          },
+          client_options.wait_timeout + client_options.call_timeout, 0});
+      continue;
+    }
     for (int index : placement_.SlicesOn(ps)) {
       const SlicePlacement& slice = placement_.slices[index];
       int64_t row_bytes = slice.row_size * static_cast<int64_t>(sizeof(float));
@@ -297,7 +343,6 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
       }
     }
     // The shard's sparse rows go with its first request.
-    const ShardSparse* rows = shard_sparse.empty() ? nullptr : &shard_sparse[ps];
     for (size_t chunk = 0; chunk < requests.size(); ++chunk) {
       const bool with_rows = chunk == 0 && rows != nullptr && !rows->entries.empty();
       // A shard holding no slice of the job and asked no row (a request without slices
@@ -345,7 +390,9 @@ absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
       return handle(response);
     };
   }
-  return connections_->RunCalls(std::move(calls));
+  absl::Status status = connections_->RunCalls(std::move(calls));
+  if (links_ != nullptr) status.ok() ? links_->DropStale() : links_->DropAll();
+  return status;
 }
 
 absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(
@@ -471,6 +518,28 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
         MakeShardPush(ps, options, gradients, push_id, sparse, rows);
     if (!push.ok()) return push.status();
     state->sent[ps] = true;
+    if (SharedMemoryLinks::Link* link = rows.entries.empty() ? LinkFor(ps) : nullptr) {
+      PushThrough(link, &*push);
+      auto in_requests = std::make_shared<ShardPush>(*std::move(push));
+      grpc::ByteBuffer through_memory = EncodeTensorMessage(in_requests->header, {}, nullptr);
+      in_requests->header.clear_shared_memory();
+      calls->push_back(PsConnections::Call{
+          ps, "Push",
+          links_->FirstThroughMemory(ps, std::move(through_memory),
+                                     [in_requests] {
+                                       // The gradients stay unchanged until Push returns.
+                                       return EncodeTensorMessage(in_requests->header,
+                                                                  in_requests->tensors, nullptr);
+                                     }),
+          [state, ps](const grpc::ByteBuffer& bytes) {
+            PushResponse response;
+            absl::Status status = ParseFromByteBuffer(bytes, &response);
+            if (status.ok()) state->Record(ps, std::move(response));
+            return status;
+          },
+          connections_->options().call_timeout, 0});
+      continue;
+    }
     std::shared_ptr<std::vector<float>> sparse_rows = push->sparse_rows;
     std::shared_ptr<std::vector<float>> topk_values = push->topk_values;
     // Large gradients go in chunks over the shard's connections, so that the server decodes
@@ -531,6 +600,21 @@ absl::Status WorkerSession::CheckFinite(const ConstVariables& gradients,
   return absl::OkStatus();
 }
 
+void WorkerSession::PushThrough(SharedMemoryLinks::Link* link, ShardPush* push) {
+  int64_t bytes = 0;
+  for (absl::Span<const float> tensor : push->tensors) bytes += tensor.size() * sizeof(float);
+  bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+  shared_memory_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  SharedMemoryLinks::Gather(push->tensors, link->push);
+  push->header.set_shared_memory(link->segment);
+}
+
+void WorkerSession::CountPulledThroughMemory(int ps) {
+  const int64_t bytes = ShardFloats(ps) * static_cast<int64_t>(sizeof(float));
+  bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
+  shared_memory_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 absl::StatusOr<std::vector<PushResponse>> WorkerSession::Push(
     const PushOptions& options, const ConstVariables& gradients,
     const std::vector<SparsePush>& sparse) {
@@ -576,18 +660,31 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
     push_state.sent[ps] = true;
     *push->header.mutable_then_pull() = MakePullRequest(pull_options);
     if (replicated()) push->header.mutable_then_pull()->set_shard(ps);
+    SharedMemoryLinks::Link* link = LinkFor(ps);
+    grpc::ByteBuffer through_memory;
+    if (link != nullptr) {
+      PushThrough(link, &*push);
+      push->header.mutable_then_pull()->set_shared_memory(link->segment);
+      through_memory = EncodeTensorMessage(push->header, {}, nullptr);
+      push->header.clear_shared_memory();
+      push->header.mutable_then_pull()->clear_shared_memory();
+    }
     auto shared = std::make_shared<ShardPush>(*std::move(push));
     std::vector<SliceRef> expected = ShardSlices(ps);
+    std::function<grpc::ByteBuffer()> in_requests = [shared] {
+      return EncodeTensorMessage(shared->header, shared->tensors, nullptr,
+                                 shared->header.encoding());
+    };
     calls.push_back(PsConnections::Call{
         ps, "PushPull",
-        [shared] {
-          return EncodeTensorMessage(shared->header, shared->tensors, nullptr,
-                                     shared->header.encoding());
-        },
-        [this, expected, ps, &out, &push_state, &pull_state](const grpc::ByteBuffer& bytes) {
+        link != nullptr
+            ? links_->FirstThroughMemory(ps, std::move(through_memory), std::move(in_requests))
+            : std::move(in_requests),
+        [this, expected, ps, &out, &push_state, &pull_state, link](const grpc::ByteBuffer& bytes) {
           PullResponseHeader header;
-          absl::Status status = DecodeValues(bytes, expected, out, &header);
+          absl::Status status = DecodeValues(bytes, expected, out, &header, {}, link);
           if (!status.ok()) return status;
+          if (header.in_shared_memory()) CountPulledThroughMemory(ps);
           push_state.Record(ps, header.push());
           pull_state.Record(ps, header);
           return absl::OkStatus();

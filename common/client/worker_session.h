@@ -23,6 +23,7 @@
 #include "common/job/partitioner.h"
 #include "common/client/ps_client.h"
 #include "common/client/ps_connections.h"
+#include "common/client/shared_memory_links.h"
 #include "common/tensor/topk_compression.h"
 #include "common/job/variables.h"
 #include "proto/ps_service.pb.h"
@@ -124,9 +125,14 @@ class WorkerSession {
                                           const std::vector<SparsePull>& pull_sparse = {});
 
   // Bytes of the messages this session has sent and received so far (every attempt's;
-  // serialized requests and responses, without gRPC's framing). Thread-safe.
+  // serialized requests and responses, without gRPC's framing), with the tensors that went
+  // through shared memory instead, as if they had been in the messages. Thread-safe.
   int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   int64_t bytes_received() const { return bytes_received_.load(std::memory_order_relaxed); }
+  // The part of both that went through shared memory (shared_memory_links.h). Thread-safe.
+  int64_t shared_memory_bytes() const {
+    return shared_memory_bytes_.load(std::memory_order_relaxed);
+  }
 
  private:
   // What the parallel pull responses of one Pull or PushPull gather. Thread-safe.
@@ -188,20 +194,30 @@ class WorkerSession {
   int64_t ChunkFloats() const;
   int64_t PushChunks(int ps) const;
   // Decodes a PullResponse for the row ranges `expected` into `out`, and its sparse rows (if
-  // any) into `sparse_staging`.
+  // any) into `sparse_staging`; values the answer left in shared memory are read from `link`'s
+  // pull region.
   absl::Status DecodeValues(const grpc::ByteBuffer& bytes, const std::vector<SliceRef>& expected,
                             const MutableVariables& out, PullResponseHeader* header,
-                            absl::Span<float> sparse_staging = {}) const;
+                            absl::Span<float> sparse_staging = {},
+                            const SharedMemoryLinks::Link* link = nullptr) const;
+  // Shard `ps`'s shared memory link, or null where its tensors go in the requests.
+  SharedMemoryLinks::Link* LinkFor(int ps) { return links_ ? links_->For(ps) : nullptr; }
+  // Puts a shard's dense gradient into `link`'s push region and names the segment in the
+  // header; the tensors stay, for a retry in the requests.
+  void PushThrough(SharedMemoryLinks::Link* link, ShardPush* push);
+  // Counts shard `ps`'s values, answered through shared memory, as received.
+  void CountPulledThroughMemory(int ps);
   void AddPullCalls(const PullOptions& options, const MutableVariables& out,
                     const std::vector<SparsePull>& sparse,
                     const std::vector<ShardSparse>& shard_sparse, PullState* state,
-                    std::vector<PsConnections::Call>* calls) const;
+                    std::vector<PsConnections::Call>* calls);
   // Compresses (top-k) when the job says so, which moves that shard's residual.
   absl::StatusOr<ShardPush> MakeShardPush(int ps, const PushOptions& options,
                                           const ConstVariables& gradients, int64_t push_id,
                                           const std::vector<SparsePush>& sparse,
                                           const ShardSparse& shard_sparse);
-  // Runs `calls`, counting their bytes into bytes_sent_ and bytes_received_.
+  // Runs `calls`, counting their bytes into bytes_sent_ and bytes_received_. A failure drops
+  // the shared memory links (opened again at their next use).
   absl::Status RunCounted(std::vector<PsConnections::Call> calls);
   absl::Status AddPushCalls(const PushOptions& options, const ConstVariables& gradients,
                             int64_t push_id, const std::vector<SparsePush>& sparse,
@@ -226,8 +242,12 @@ class WorkerSession {
   int64_t next_push_id_ = 1;
   // Per shard, with CompressionSpec.topk_fraction: the pushes' compressor and residual.
   std::vector<std::unique_ptr<TopKCompressor>> topk_;
+  // Where the job's tensors may go through shared memory (WhyNoSharedMemory, and the client's
+  // options say so): the links to the ps tasks on this host. Null otherwise.
+  std::unique_ptr<SharedMemoryLinks> links_;
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
+  std::atomic<int64_t> shared_memory_bytes_{0};
 };
 
 // The values the shards of the job of `spec` hold now, into `values` (every dense variable):

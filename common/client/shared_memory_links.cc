@@ -1,0 +1,116 @@
+#include "common/client/shared_memory_links.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/net/descriptor_handout.h"
+#include "common/net/proto_byte_buffer.h"
+#include "glog/logging.h"
+
+namespace ps {
+
+SharedMemoryLinks::SharedMemoryLinks(PsConnections* connections,
+                                     OpenSharedMemoryRequest identity,
+                                     std::vector<int64_t> shard_floats)
+    : connections_(connections),
+      identity_(std::move(identity)),
+      shard_floats_(std::move(shard_floats)),
+      links_(shard_floats_.size()),
+      refused_(shard_floats_.size(), false),
+      stale_(shard_floats_.size(), false) {}
+
+SharedMemoryLinks::Link* SharedMemoryLinks::For(int ps) {
+  if (links_[ps] != nullptr) return links_[ps].get();
+  if (refused_[ps] || shard_floats_[ps] == 0) return nullptr;
+  bool lasting = true;
+  absl::StatusOr<std::unique_ptr<Link>> opened = Open(ps, &lasting);
+  if (!opened.ok() && !lasting) return nullptr;  // This use's own call meets the same trouble.
+  if (!opened.ok()) {
+    refused_[ps] = true;
+    LOG(INFO) << connections_->ShardName(ps) << ": job " << identity_.job_id()
+              << "'s tensors go in the requests, not through shared memory: "
+              << opened.status().message();
+    return nullptr;
+  }
+  links_[ps] = *std::move(opened);
+  return links_[ps].get();
+}
+
+void SharedMemoryLinks::DropAll() {
+  for (std::unique_ptr<Link>& link : links_) link.reset();
+}
+
+void SharedMemoryLinks::DropStale() {
+  for (size_t ps = 0; ps < links_.size(); ++ps) {
+    if (stale_[ps]) links_[ps].reset();
+    stale_[ps] = false;
+  }
+}
+
+std::function<grpc::ByteBuffer()> SharedMemoryLinks::FirstThroughMemory(
+    int ps, grpc::ByteBuffer through_memory, std::function<grpc::ByteBuffer()> in_requests) {
+  auto attempts = std::make_shared<int>(0);
+  return [this, ps, through_memory = std::move(through_memory),
+          in_requests = std::move(in_requests), attempts] {
+    if ((*attempts)++ == 0) return through_memory;
+    MarkStale(ps);
+    return in_requests();
+  };
+}
+
+absl::StatusOr<std::unique_ptr<SharedMemoryLinks::Link>> SharedMemoryLinks::Open(int ps,
+                                                                                bool* lasting) {
+  OpenSharedMemoryResponse response;
+  std::vector<PsConnections::Call> calls;
+  calls.push_back(PsConnections::Call{
+      ps, "OpenSharedMemory", [this] { return SerializeToByteBuffer(identity_); },
+      [&response](const grpc::ByteBuffer& bytes) { return ParseFromByteBuffer(bytes, &response); },
+      connections_->options().call_timeout, 0});
+  absl::Status status = connections_->RunCalls(std::move(calls));
+  // The job not there yet, or the ps not reachable: worth another try at the next use.
+  *lasting = !(absl::IsNotFound(status) || absl::IsUnavailable(status) ||
+               absl::IsDeadlineExceeded(status));
+  if (!status.ok()) return status;
+  const int64_t floats = shard_floats_[ps];
+  if (response.push_floats() != floats || response.pull_floats() != floats) {
+    return absl::InternalError(absl::StrCat(
+        "the ps opened a segment of ", response.push_floats(), " + ", response.pull_floats(),
+        " floats for a shard of ", floats, ": the ps and this worker place the job differently"));
+  }
+  absl::StatusOr<int> fd = DescriptorHandout::Fetch(response.socket_path(), response.ticket(),
+                                                    connections_->options().call_timeout);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<std::unique_ptr<SharedMemorySegment>> mapping =
+      SharedMemorySegment::Map(*fd, 2 * floats * static_cast<int64_t>(sizeof(float)));
+  if (!mapping.ok()) return mapping.status();
+  auto link = std::make_unique<Link>();
+  link->segment = response.segment();
+  link->push = (*mapping)->Floats(0, floats);
+  link->pull = (*mapping)->Floats(floats, floats);
+  link->mapping = *std::move(mapping);
+  return link;
+}
+
+void SharedMemoryLinks::Gather(absl::Span<const absl::Span<const float>> tensors,
+                               absl::Span<float> region) {
+  size_t offset = 0;
+  for (absl::Span<const float> tensor : tensors) {
+    CHECK_LE(offset + tensor.size(), region.size());
+    std::memcpy(region.data() + offset, tensor.data(), tensor.size() * sizeof(float));
+    offset += tensor.size();
+  }
+}
+
+void SharedMemoryLinks::Scatter(absl::Span<const float> region,
+                                absl::Span<const absl::Span<float>> destinations) {
+  size_t offset = 0;
+  for (absl::Span<float> destination : destinations) {
+    CHECK_LE(offset + destination.size(), region.size());
+    std::memcpy(destination.data(), region.data() + offset, destination.size() * sizeof(float));
+    offset += destination.size();
+  }
+}
+
+}  // namespace ps

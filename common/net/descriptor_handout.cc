@@ -1,0 +1,289 @@
+#include "common/net/descriptor_handout.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "glog/logging.h"
+
+namespace ps {
+namespace {
+
+constexpr char kGranted = 'y';
+constexpr char kRefused = 'n';
+
+absl::Status ErrnoError(absl::string_view what) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+std::string RandomBytes(int count) {
+  std::random_device random;  // The kernel's random numbers (getrandom).
+  std::string bytes;
+  while (static_cast<int>(bytes.size()) < count) {
+    const uint32_t word = random();
+    bytes.append(reinterpret_cast<const char*>(&word),
+                 std::min<size_t>(sizeof(word), count - bytes.size()));
+  }
+  return bytes;
+}
+
+absl::StatusOr<sockaddr_un> SocketAddress(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the socket path ", path, " is longer than a Unix socket address allows (",
+        sizeof(address.sun_path) - 1, " characters): choose a shorter directory"));
+  }
+  std::memcpy(address.sun_path, path.data(), path.size());
+  return address;
+}
+
+// One peer connected to the handout, its ticket on the way.
+struct Connection {
+  int fd = -1;
+  std::string ticket;
+  absl::Time deadline;
+};
+
+// Answers `connection` with `fd` attached, or refused where fd < 0.
+void Answer(int connection, int fd) {
+  char reply = fd >= 0 ? kGranted : kRefused;
+  iovec part{&reply, 1};
+  msghdr message{};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    cmsghdr* header = CMSG_FIRSTHDR(&message);
+    header->cmsg_level = SOL_SOCKET;
+    header->cmsg_type = SCM_RIGHTS;
+    header->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(header), &fd, sizeof(int));
+  }
+  if (sendmsg(connection, &message, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+    LOG(WARNING) << "descriptor handout: answering a peer failed: " << std::strerror(errno);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DescriptorHandout>> DescriptorHandout::Start(
+    const std::string& directory) {
+  if (mkdir(directory.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoError(absl::StrCat("making ", directory));
+  }
+  const std::string path =
+      absl::StrCat(directory, "/ps-shm-", getpid(), "-", absl::BytesToHexString(RandomBytes(4)),
+                   ".sock");
+  absl::StatusOr<sockaddr_un> address = SocketAddress(path);
+  if (!address.ok()) return address.status();
+  const int listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd < 0) return ErrnoError("socket");
+  absl::Status status;
+  if (bind(listen_fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
+    status = ErrnoError(absl::StrCat("binding ", path));
+  } else if (chmod(path.c_str(), 0666) != 0) {  // The tickets guard it, not the file's mode.
+    status = ErrnoError(absl::StrCat("opening ", path, " to local users"));
+  } else if (listen(listen_fd, kMaxConnections) != 0) {
+    status = ErrnoError(absl::StrCat("listening on ", path));
+  }
+  const int wake_fd = status.ok() ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1;
+  if (status.ok() && wake_fd < 0) status = ErrnoError("eventfd");
+  if (!status.ok()) {
+    close(listen_fd);
+    unlink(path.c_str());
+    return status;
+  }
+  return std::unique_ptr<DescriptorHandout>(new DescriptorHandout(listen_fd, wake_fd, path));
+}
+
+DescriptorHandout::DescriptorHandout(int listen_fd, int wake_fd, std::string socket_path)
+    : listen_fd_(listen_fd), wake_fd_(wake_fd), socket_path_(std::move(socket_path)) {
+  server_ = std::thread([this] { Serve(); });
+}
+
+DescriptorHandout::~DescriptorHandout() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  const uint64_t one = 1;
+  PCHECK(write(wake_fd_, &one, sizeof(one)) == sizeof(one));
+  server_.join();
+  close(listen_fd_);
+  close(wake_fd_);
+  unlink(socket_path_.c_str());
+  absl::MutexLock lock(&mu_);
+  for (auto& [ticket, held] : offers_) close(held.fd);
+}
+
+absl::StatusOr<std::string> DescriptorHandout::Offer(int fd, absl::Duration ttl) {
+  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return ErrnoError("duplicating a descriptor to offer");
+  std::string ticket = RandomBytes(kTicketBytes);
+  absl::MutexLock lock(&mu_);
+  offers_[ticket] = Held{copy, absl::Now() + ttl};
+  return ticket;
+}
+
+int DescriptorHandout::OffersForTesting() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(offers_.size());
+}
+
+int DescriptorHandout::Take(absl::string_view ticket) {
+  absl::MutexLock lock(&mu_);
+  auto it = offers_.find(ticket);
+  if (it == offers_.end()) return -1;
+  const int fd = it->second.fd;
+  offers_.erase(it);
+  return fd;
+}
+
+void DescriptorHandout::Expire(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = offers_.begin(); it != offers_.end();) {
+    if (it->second.expires <= now) {
+      close(it->second.fd);
+      offers_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void DescriptorHandout::Serve() {
+  std::vector<Connection> connections;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    std::vector<pollfd> polled = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    for (const Connection& connection : connections) polled.push_back({connection.fd, POLLIN, 0});
+    if (poll(polled.data(), polled.size(), /*timeout_ms=*/100) < 0 && errno != EINTR) {
+      PLOG(ERROR) << "descriptor handout: poll";
+    }
+    const absl::Time now = absl::Now();
+    Expire(now);
+    // The connections in `polled` before this round's accepts, answered or timed out here.
+    std::vector<Connection> open;
+    for (size_t i = 0; i < connections.size(); ++i) {
+      Connection& connection = connections[i];
+      bool done = false;
+      if (polled[i + 2].revents != 0) {
+        char buffer[kTicketBytes];
+        const ssize_t got = recv(connection.fd, buffer, kTicketBytes - connection.ticket.size(),
+                                 MSG_DONTWAIT);
+        if (got > 0) {
+          connection.ticket.append(buffer, static_cast<size_t>(got));
+          if (static_cast<int>(connection.ticket.size()) == kTicketBytes) {
+            const int fd = Take(connection.ticket);
+            Answer(connection.fd, fd);
+            if (fd >= 0) close(fd);
+            done = true;
+          }
+        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+          done = true;  // The peer hung up before sending a whole ticket.
+        }
+      }
+      if (!done && now >= connection.deadline) done = true;
+      if (done) {
+        close(connection.fd);
+      } else {
+        open.push_back(std::move(connection));
+      }
+    }
+    connections = std::move(open);
+    if ((polled[1].revents & POLLIN) != 0) {
+      for (;;) {
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) break;
+        if (static_cast<int>(connections.size()) >= kMaxConnections) {
+          close(fd);  // Full: the peer sees its connection closed, and may try again.
+          continue;
+        }
+        connections.push_back(Connection{fd, "", now + kConnectionTimeout});
+      }
+    }
+  }
+  for (const Connection& connection : connections) close(connection.fd);
+}
+
+absl::StatusOr<int> DescriptorHandout::Fetch(const std::string& socket_path,
+                                             absl::string_view ticket, absl::Duration timeout) {
+  absl::StatusOr<sockaddr_un> address = SocketAddress(socket_path);
+  if (!address.ok()) return address.status();
+  if (static_cast<int>(ticket.size()) != kTicketBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a ticket of ", ticket.size(),
+                                                   " bytes: a handout's tickets have ",
+                                                   kTicketBytes));
+  }
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoError("socket");
+  timeval limit = absl::ToTimeval(timeout);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+  auto fail = [fd](absl::Status status) {
+    close(fd);
+    return status;
+  };
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
+    return fail(absl::UnavailableError(
+        absl::StrCat("no descriptor handout reachable at ", socket_path, " (",
+                     std::strerror(errno), "): the ps is on another host or in another container")));
+  }
+  if (send(fd, ticket.data(), ticket.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(ticket.size())) {
+    return fail(absl::UnavailableError(
+        absl::StrCat("sending a ticket to ", socket_path, ": ", std::strerror(errno))));
+  }
+  char reply = 0;
+  iovec part{&reply, 1};
+  msghdr message{};
+  message.msg_iov = &part;
+  message.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  const ssize_t got = recvmsg(fd, &message, MSG_CMSG_CLOEXEC);
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    return fail(absl::DeadlineExceededError(absl::StrCat(
+        "the descriptor handout at ", socket_path, " did not answer within ",
+        absl::FormatDuration(timeout))));
+  }
+  int received = -1;
+  for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
+       header = CMSG_NXTHDR(&message, header)) {
+    if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
+      std::memcpy(&received, CMSG_DATA(header), sizeof(int));
+    }
+  }
+  close(fd);
+  if (got == 1 && reply == kGranted && received >= 0) return received;
+  if (received >= 0) close(received);
+  if (got == 1 && reply == kRefused) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "the descriptor handout at ", socket_path,
+        " refused the ticket: unknown, fetched already, or expired; open the segment again"));
+  }
+  return absl::UnavailableError(
+      absl::StrCat("the descriptor handout at ", socket_path, " closed without an answer"));
+}
+
+}  // namespace ps

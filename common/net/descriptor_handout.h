@@ -1,0 +1,82 @@
+// Hands open file descriptors (shared memory segments) to processes on this host that present a
+// ticket: the way a ps gives a worker the segment it opened for it (docs/shared_memory.md).
+//
+// The ps offers a descriptor and gets a ticket of 16 random bytes, which it sends to the worker
+// in the answer of an authenticated gRPC call (OpenSharedMemory: TLS, token and job rules as for
+// a push). The worker connects to the handout's Unix socket, sends the ticket and receives the
+// descriptor (SCM_RIGHTS). Reaching the socket at all proves the worker shares this host's
+// file system and kernel; the ticket, good for one fetch within its lifetime, proves it is the
+// caller the ps answered. Anyone on the host may connect; without a live ticket they get nothing.
+//
+// A peer that connects and sends nothing holds one of kMaxConnections places for at most
+// kConnectionTimeout; no peer can stall the handout of others longer than that.
+#ifndef PS_COMMON_NET_DESCRIPTOR_HANDOUT_H_
+#define PS_COMMON_NET_DESCRIPTOR_HANDOUT_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace ps {
+
+// Thread-safe.
+class DescriptorHandout {
+ public:
+  static constexpr int kTicketBytes = 16;
+  static constexpr int kMaxConnections = 64;
+  static constexpr absl::Duration kConnectionTimeout = absl::Seconds(1);
+
+  // Listens on a new socket in `directory` (made if missing), which every local user may
+  // connect to. INVALID_ARGUMENT where the path would not fit a socket address.
+  static absl::StatusOr<std::unique_ptr<DescriptorHandout>> Start(const std::string& directory);
+  // Stops serving, removes the socket and closes every descriptor still on offer.
+  ~DescriptorHandout();
+
+  const std::string& socket_path() const { return socket_path_; }
+
+  // Offers a duplicate of `fd` (the caller keeps its own) for one Fetch within `ttl`; returns
+  // the ticket. An offer not fetched in time is withdrawn.
+  absl::StatusOr<std::string> Offer(int fd, absl::Duration ttl) ABSL_LOCKS_EXCLUDED(mu_);
+  // Offers not yet fetched nor expired.
+  int OffersForTesting() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The client's side: the descriptor offered under `ticket` at `socket_path`, waiting at most
+  // `timeout`; the caller owns it. UNAVAILABLE where the socket cannot be reached (the ps is on
+  // another host or in another container), PERMISSION_DENIED where the ticket is not on offer
+  // (unknown, fetched already, or expired), DEADLINE_EXCEEDED where the handout did not answer.
+  static absl::StatusOr<int> Fetch(const std::string& socket_path, absl::string_view ticket,
+                                   absl::Duration timeout);
+
+ private:
+  struct Held {
+    int fd = -1;
+    absl::Time expires;
+  };
+  DescriptorHandout(int listen_fd, int wake_fd, std::string socket_path);
+  // Accepts connections, reads their tickets and answers them, until stopping_.
+  void Serve();
+  // The descriptor offered under `ticket`, taken off offer, or -1.
+  int Take(absl::string_view ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  void Expire(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const int listen_fd_;
+  const int wake_fd_;  // An eventfd Serve polls: written to stop it.
+  const std::string socket_path_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Held> offers_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  std::thread server_;  // Runs Serve; started last.
+};
+
+}  // namespace ps
+
+#endif  // PS_COMMON_NET_DESCRIPTOR_HANDOUT_H_

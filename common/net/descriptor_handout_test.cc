@@ -1,0 +1,135 @@
+#include "common/net/descriptor_handout.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "common/net/shared_memory_segment.h"
+#include "glog/logging.h"
+#include "gtest/gtest.h"
+
+namespace ps {
+namespace {
+
+// A directory of its own under /tmp: a test's TEST_TMPDIR is often too long for a socket's path.
+std::string TestDirectory() {
+  static const std::string directory = [] {
+    char name[] = "/tmp/handout-test-XXXXXX";
+    CHECK(mkdtemp(name) != nullptr);
+    return std::string(name);
+  }();
+  return directory;
+}
+
+class DescriptorHandoutTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<DescriptorHandout>> started =
+        DescriptorHandout::Start(TestDirectory());
+    ASSERT_TRUE(started.ok()) << started.status();
+    handout_ = *std::move(started);
+    absl::StatusOr<std::unique_ptr<SharedMemorySegment>> segment =
+        SharedMemorySegment::Create(4096, "test");
+    ASSERT_TRUE(segment.ok()) << segment.status();
+    segment_ = *std::move(segment);
+  }
+
+  std::unique_ptr<DescriptorHandout> handout_;
+  std::unique_ptr<SharedMemorySegment> segment_;
+};
+
+TEST_F(DescriptorHandoutTest, ATicketFetchesTheOfferedSegmentOnce) {
+  absl::StatusOr<std::string> ticket = handout_->Offer(segment_->fd(), absl::Seconds(10));
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  absl::StatusOr<int> fd =
+      DescriptorHandout::Fetch(handout_->socket_path(), *ticket, absl::Seconds(5));
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  absl::StatusOr<std::unique_ptr<SharedMemorySegment>> mapped = SharedMemorySegment::Map(*fd, 4096);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  segment_->Floats(3, 1)[0] = 42.0f;
+  EXPECT_EQ((*mapped)->Floats(3, 1)[0], 42.0f);
+  EXPECT_EQ(handout_->OffersForTesting(), 0);
+
+  absl::StatusOr<int> again =
+      DescriptorHandout::Fetch(handout_->socket_path(), *ticket, absl::Seconds(5));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kPermissionDenied) << again.status();
+}
+
+TEST_F(DescriptorHandoutTest, AStrangersTicketGetsNothing) {
+  ASSERT_TRUE(handout_->Offer(segment_->fd(), absl::Seconds(10)).ok());
+  absl::StatusOr<int> fd = DescriptorHandout::Fetch(
+      handout_->socket_path(), std::string(DescriptorHandout::kTicketBytes, 'x'),
+      absl::Seconds(5));
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << fd.status();
+  EXPECT_EQ(handout_->OffersForTesting(), 1);  // The real offer is still there for its owner.
+  EXPECT_EQ(DescriptorHandout::Fetch(handout_->socket_path(), "short", absl::Seconds(5))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DescriptorHandoutTest, AnOfferNotFetchedInTimeIsWithdrawn) {
+  absl::StatusOr<std::string> ticket = handout_->Offer(segment_->fd(), absl::Milliseconds(1));
+  ASSERT_TRUE(ticket.ok());
+  absl::SleepFor(absl::Milliseconds(300));  // The handout expires offers every 100 ms.
+  EXPECT_EQ(handout_->OffersForTesting(), 0);
+  absl::StatusOr<int> fd =
+      DescriptorHandout::Fetch(handout_->socket_path(), *ticket, absl::Seconds(5));
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << fd.status();
+}
+
+TEST_F(DescriptorHandoutTest, ASilentPeerDoesNotHoldUpOthers) {
+  // Connected, sending nothing: the handout serves others meanwhile.
+  const int silent = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, handout_->socket_path().c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(connect(silent, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  absl::StatusOr<std::string> ticket = handout_->Offer(segment_->fd(), absl::Seconds(10));
+  ASSERT_TRUE(ticket.ok());
+  absl::StatusOr<int> fd =
+      DescriptorHandout::Fetch(handout_->socket_path(), *ticket, absl::Seconds(5));
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  close(*fd);
+  // The silent peer is let go after kConnectionTimeout: its connection reads end of file.
+  char byte;
+  timeval limit = absl::ToTimeval(absl::Seconds(10));
+  setsockopt(silent, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  EXPECT_EQ(recv(silent, &byte, 1, 0), 0);
+  close(silent);
+}
+
+TEST_F(DescriptorHandoutTest, NoSocketMeansAnotherHost) {
+  absl::StatusOr<int> fd = DescriptorHandout::Fetch(
+      TestDirectory() + "/absent.sock", std::string(DescriptorHandout::kTicketBytes, 'x'),
+      absl::Seconds(1));
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kUnavailable) << fd.status();
+  EXPECT_NE(fd.status().message().find("another host"), std::string::npos);
+}
+
+TEST_F(DescriptorHandoutTest, StoppingRemovesTheSocketAndClosesOffers) {
+  const std::string path = handout_->socket_path();
+  struct stat info;
+  ASSERT_EQ(stat(path.c_str(), &info), 0);
+  EXPECT_TRUE(S_ISSOCK(info.st_mode));
+  EXPECT_EQ(info.st_mode & 0777, 0666u);
+  ASSERT_TRUE(handout_->Offer(segment_->fd(), absl::Seconds(10)).ok());
+  handout_.reset();
+  EXPECT_NE(stat(path.c_str(), &info), 0);
+}
+
+TEST(DescriptorHandoutStartTest, ATooLongDirectoryIsRefusedSayingSo) {
+  absl::StatusOr<std::unique_ptr<DescriptorHandout>> started =
+      DescriptorHandout::Start(TestDirectory() + "/" + std::string(120, 'd'));
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(started.status().message().find("shorter directory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ps

@@ -1,0 +1,80 @@
+// OpenSharedMemory, and the segments a Push, Pull or PushPull names (docs/shared_memory.md,
+// server/shared_memory_registry.h).
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/job/shared_memory_rule.h"
+#include "server/ps_service.h"
+
+namespace ps {
+
+grpc::ServerUnaryReactor* ParameterService::OpenSharedMemory(
+    grpc::CallbackServerContext* context, const OpenSharedMemoryRequest* request,
+    OpenSharedMemoryResponse* response) {
+  Peer peer;
+  RequestsInFlight::Slot slot;
+  if (grpc::ServerUnaryReactor* refused =
+          Admit(context, "OpenSharedMemory", RequireMember, &slot, &peer)) {
+    return refused;
+  }
+  return Answer(context, &slot, DoOpenSharedMemory(peer, *request, response));
+}
+
+absl::Status ParameterService::DoOpenSharedMemory(const Peer& peer,
+                                                  const OpenSharedMemoryRequest& request,
+                                                  OpenSharedMemoryResponse* response) {
+  absl::Status allowed =
+      RequireWorkerHost(peer, request.worker(), options_.worker_hosts, "OpenSharedMemory");
+  if (!allowed.ok()) return allowed;
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      FindJobFor(peer, request.job_id(), JobAccess::kData, "OpenSharedMemory");
+  if (!job.ok()) return job.status();
+  const ParameterSpec& spec = (*job)->spec();
+  const std::string prefix = absl::StrCat("job \"", request.job_id(), "\" on ", TaskName(), ": ");
+  if (request.worker() < 0 || request.worker() >= spec.num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", request.worker(),
+                                                   " is out of range: the job has ",
+                                                   spec.num_workers(), " workers"));
+  }
+  if (request.run_id() != spec.run_id()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "run \"", request.run_id(), "\" is not the job's run here (\"", spec.run_id(),
+        "\")"));
+  }
+  if (shared_memory_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "this ps serves no shared memory (--shared_memory_mb=0, or its socket could "
+        "not be made: see its log); send tensors in the requests"));
+  }
+  const std::string why_not = WhyNoSharedMemory(spec);
+  if (!why_not.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "no shared memory: ", why_not, "; send tensors in the requests"));
+  }
+  const int64_t floats = (*job)->num_parameters();
+  if (floats == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(prefix, "this shard holds no values"));
+  }
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened =
+      shared_memory_->Open(request.job_id(), request.worker(), floats, floats);
+  if (!opened.ok()) return opened.status();
+  response->set_segment(opened->segment);
+  response->set_ticket(opened->ticket);
+  response->set_socket_path(opened->socket_path);
+  response->set_push_floats(floats);
+  response->set_pull_floats(floats);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SharedMemoryRegistry::Region> ParameterService::SharedMemoryOf(
+    uint64_t segment, const std::string& job_id, int worker) const {
+  if (shared_memory_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        TaskName(), " serves no shared memory: send the tensor in the request"));
+  }
+  return shared_memory_->Find(segment, job_id, worker);
+}
+
+}  // namespace ps
