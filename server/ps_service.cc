@@ -198,7 +198,11 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
           if (variable.name() != ref.variable()) continue;
           int64_t row_size = 1;
           for (int d = 1; d < variable.shape_size(); ++d) row_size *= variable.shape(d);
-          floats += std::max<int64_t>(ref.row_count(), 0) * row_size;
+          // At most the region's floats count: larger row counts are refused below without
+          // overflowing (the job's variables are validated: row_size >= 1 and fits).
+          const int64_t most = static_cast<int64_t>(region->pull.size()) / row_size + 1;
+          floats += std::min<int64_t>(std::max<int64_t>(ref.row_count(), 0), most) * row_size;
+          if (floats > static_cast<int64_t>(region->pull.size())) break;
         }
       }
     }

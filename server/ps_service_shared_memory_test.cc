@@ -163,6 +163,22 @@ class SharedMemoryTest : public testing::Test {
     return values;
   }
 
+  // Creates `spec`'s job; OpenSharedMemory is refused with `code`, saying `why`, and the
+  // worker's push of ones goes in the requests, applied all the same.
+  void ExpectRefusedThenPushedInTheRequests(const ParameterSpec& spec, absl::StatusCode code,
+                                            const std::string& why) {
+    std::unique_ptr<PsClient> client = Client(true);
+    ASSERT_TRUE(client->CreateJob(spec).ok());
+    absl::StatusOr<Opened> refused = Open(client.get(), spec, 0, 0);
+    EXPECT_EQ(refused.status().code(), code) << refused.status();
+    EXPECT_THAT(refused.status().message(), HasSubstr(why));
+    std::unique_ptr<WorkerSession> session = Session(client.get(), spec, 0);
+    std::vector<float> gradient(kRows * kColumns, 1.0f);
+    ASSERT_TRUE(session->Push({}, {{"w", absl::MakeConstSpan(gradient)}}).ok());
+    EXPECT_EQ(session->shared_memory_bytes(), 0);
+    EXPECT_THAT(Values(client.get(), spec), Each(0.5f));
+  }
+
   std::unique_ptr<InProcessPsCluster> cluster_;
 };
 
@@ -313,47 +329,24 @@ TEST_F(SharedMemoryTest, AChunkedOrCompressedCallNamingASegmentIsInvalid) {
 }
 
 TEST_F(SharedMemoryTest, AJobThatMayNotUseItGoesInTheRequestsSayingWhy) {
-  std::unique_ptr<PsClient> client = Client(true);
   ParameterSpec spec = MakeSpec("float16", ConsistencyConfig::ASYNC, 1);
   spec.mutable_compression()->set_encoding(FLOAT16);
-  ASSERT_TRUE(client->CreateJob(spec).ok());
-  absl::StatusOr<Opened> refused = Open(client.get(), spec, 0, 0);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr("compresses its values"));
-  std::unique_ptr<WorkerSession> session = Session(client.get(), spec, 0);
-  std::vector<float> gradient(kRows * kColumns, 1.0f);
-  ASSERT_TRUE(session->Push({}, {{"w", absl::MakeConstSpan(gradient)}}).ok());
-  EXPECT_EQ(session->shared_memory_bytes(), 0);
-  EXPECT_THAT(Values(client.get(), spec), Each(0.5f));
+  ExpectRefusedThenPushedInTheRequests(spec, absl::StatusCode::kFailedPrecondition,
+                                       "compresses its values");
 }
 
 TEST_F(SharedMemoryTest, APsThatServesNoneIsUsedThroughTheRequests) {
   StartCluster(0);
-  std::unique_ptr<PsClient> client = Client(true);
-  ParameterSpec spec = MakeSpec("none", ConsistencyConfig::ASYNC, 1);
-  ASSERT_TRUE(client->CreateJob(spec).ok());
-  absl::StatusOr<Opened> refused = Open(client.get(), spec, 0, 0);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(refused.status().message(), HasSubstr("--shared_memory_mb=0"));
-  std::unique_ptr<WorkerSession> session = Session(client.get(), spec, 0);
-  std::vector<float> gradient(kRows * kColumns, 1.0f);
-  ASSERT_TRUE(session->Push({}, {{"w", absl::MakeConstSpan(gradient)}}).ok());
-  EXPECT_EQ(session->shared_memory_bytes(), 0);
-  EXPECT_THAT(Values(client.get(), spec), Each(0.5f));
+  ExpectRefusedThenPushedInTheRequests(MakeSpec("none", ConsistencyConfig::ASYNC, 1),
+                                       absl::StatusCode::kFailedPrecondition,
+                                       "--shared_memory_mb=0");
 }
 
 TEST_F(SharedMemoryTest, ASegmentTooLargeForTheBudgetIsRefusedAndTheRequestsCarryOn) {
   StartCluster(64 << 10);  // Less than a shard's two regions.
-  std::unique_ptr<PsClient> client = Client(true);
-  ParameterSpec spec = MakeSpec("big", ConsistencyConfig::ASYNC, 1);
-  ASSERT_TRUE(client->CreateJob(spec).ok());
-  absl::StatusOr<Opened> refused = Open(client.get(), spec, 0, 0);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
-  std::unique_ptr<WorkerSession> session = Session(client.get(), spec, 0);
-  std::vector<float> gradient(kRows * kColumns, 1.0f);
-  ASSERT_TRUE(session->Push({}, {{"w", absl::MakeConstSpan(gradient)}}).ok());
-  EXPECT_EQ(session->shared_memory_bytes(), 0);
-  EXPECT_THAT(Values(client.get(), spec), Each(0.5f));
+  ExpectRefusedThenPushedInTheRequests(MakeSpec("big", ConsistencyConfig::ASYNC, 1),
+                                       absl::StatusCode::kResourceExhausted,
+                                       "--shared_memory_mb");
 }
 
 TEST_F(SharedMemoryTest, ACallWhoseSegmentThePsDroppedIsMadeAgainInTheRequests) {

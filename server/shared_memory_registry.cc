@@ -1,5 +1,7 @@
 #include "server/shared_memory_registry.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <random>
 #include <vector>
@@ -22,41 +24,71 @@ absl::StatusOr<std::unique_ptr<SharedMemoryRegistry>> SharedMemoryRegistry::Crea
       new SharedMemoryRegistry(*std::move(handout), max_bytes));
 }
 
+absl::Status SharedMemoryRegistry::CheckRoomLocked(int64_t bytes) const {
+  if (bytes > max_bytes_ - bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "shared memory: a segment of ", KibText(bytes), " would pass this ps's ",
+        KibText(max_bytes_), " for all segments (--shared_memory_mb), ", KibText(bytes_),
+        " in use; this worker's tensors go in its requests instead"));
+  }
+  if (segments_.size() >= static_cast<size_t>(kMaxSegments)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "shared memory: this ps holds ", kMaxSegments,
+        " segments, its most; this worker's tensors go in its requests instead"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SharedMemoryRegistry::Opened> SharedMemoryRegistry::Open(const std::string& job_id,
                                                                        int worker,
                                                                        int64_t push_floats,
                                                                        int64_t pull_floats) {
   const int64_t bytes = (push_floats + pull_floats) * static_cast<int64_t>(sizeof(float));
+  std::random_device random;
+  uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
-    DropOldestLocked(job_id, worker);
-    if (bytes > max_bytes_ - bytes_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "shared memory: a segment of ", KibText(bytes), " would pass this ps's ",
-          KibText(max_bytes_), " for all segments (--shared_memory_mb), ", KibText(bytes_),
-          " in use; this worker's tensors go in its requests instead"));
+    absl::Status room = CheckRoomLocked(bytes);
+    if (!room.ok()) return room;
+    while (id == 0 || segments_.contains(id)) {
+      id = (static_cast<uint64_t>(random()) << 32) | random();
     }
-    bytes_ += bytes;  // Reserved before the segment exists, so that two opens cannot both pass.
+  }
+  absl::StatusOr<std::string> ticket = handout_->Offer(
+      [this, id, job_id, worker, push_floats, pull_floats] {
+        return Make(id, job_id, worker, push_floats, pull_floats);
+      },
+      kTicketLifetime);
+  if (!ticket.ok()) return ticket.status();
+  return Opened{id, *std::move(ticket), handout_->socket_path()};
+}
+
+absl::StatusOr<int> SharedMemoryRegistry::Make(uint64_t segment, const std::string& job_id,
+                                               int worker, int64_t push_floats,
+                                               int64_t pull_floats) {
+  const int64_t bytes = (push_floats + pull_floats) * static_cast<int64_t>(sizeof(float));
+  {
+    absl::MutexLock lock(&mu_);
+    if (segments_.contains(segment)) return absl::AlreadyExistsError("segment id taken");
+    DropOldestLocked(job_id, worker);
+    absl::Status room = CheckRoomLocked(bytes);
+    if (!room.ok()) return room;
+    bytes_ += bytes;  // Reserved before the segment exists, so that two makes cannot both pass.
   }
   absl::StatusOr<std::unique_ptr<SharedMemorySegment>> created =
       SharedMemorySegment::Create(bytes, "ps-shared-memory");
-  absl::StatusOr<std::string> ticket =
-      created.ok() ? handout_->Offer((*created)->fd(), kTicketLifetime) : created.status();
+  const int fd = created.ok() ? fcntl((*created)->fd(), F_DUPFD_CLOEXEC, 0) : -1;
   absl::MutexLock lock(&mu_);
-  if (!ticket.ok()) {
+  if (fd < 0) {
     bytes_ -= bytes;
-    return ticket.status();
+    return created.ok() ? absl::InternalError("duplicating a segment's descriptor")
+                        : created.status();
   }
-  std::random_device random;
-  uint64_t id = 0;
-  while (id == 0 || segments_.contains(id)) {
-    id = (static_cast<uint64_t>(random()) << 32) | random();
-  }
-  DropOldestLocked(job_id, worker);  // Concurrent opens of the worker may have filled its room.
-  segments_[id] = Entry{job_id, worker, push_floats, std::shared_ptr<const SharedMemorySegment>(
-                                                         *std::move(created))};
-  by_worker_[std::make_pair(job_id, worker)].push_back(id);
-  return Opened{id, *std::move(ticket), handout_->socket_path()};
+  DropOldestLocked(job_id, worker);  // Concurrent makes for the worker may have filled its room.
+  segments_[segment] = Entry{job_id, worker, push_floats,
+                             std::shared_ptr<const SharedMemorySegment>(*std::move(created))};
+  by_worker_[std::make_pair(job_id, worker)].push_back(segment);
+  return fd;
 }
 
 absl::StatusOr<SharedMemoryRegistry::Region> SharedMemoryRegistry::Find(uint64_t segment,

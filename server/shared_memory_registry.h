@@ -5,8 +5,11 @@
 // ps copies the gradient out of the push region before it checks or applies it, so a worker that
 // changes the region meanwhile changes only its own push.
 //
-// A worker may hold up to kSegmentsPerWorker segments (a session each); its next Open drops its
-// oldest. A segment's descriptor goes to the worker through a DescriptorHandout, under a ticket the
+// A segment is made when its worker fetches it, not when it opens it: a worker that cannot
+// reach the handout (another host) costs nothing but an offer that expires. A worker may hold
+// up to kSegmentsPerWorker segments (a session each); its next one drops its oldest, and a
+// dropped segment's pages are freed even while the worker still maps it (it then reads zeros).
+// A segment's descriptor goes to the worker through a DescriptorHandout, under a ticket the
 // OpenSharedMemory answer carries. Segments count against max_bytes together.
 #ifndef PS_SERVER_SHARED_MEMORY_REGISTRY_H_
 #define PS_SERVER_SHARED_MEMORY_REGISTRY_H_
@@ -34,20 +37,23 @@ class SharedMemoryRegistry {
   // How long a segment's ticket stays good: the worker fetches it right after the answer.
   static constexpr absl::Duration kTicketLifetime = absl::Seconds(10);
   static constexpr int kSegmentsPerWorker = 4;
+  static constexpr int kMaxSegments = 4096;  // Of all workers: each holds a descriptor.
 
   // Hands segments out through a socket in `directory`; they hold `max_bytes` together at most.
   static absl::StatusOr<std::unique_ptr<SharedMemoryRegistry>> Create(const std::string& directory,
                                                                       int64_t max_bytes);
+  ~SharedMemoryRegistry() { handout_.reset(); }
 
   struct Opened {
     uint64_t segment = 0;  // Names it in requests (PushRequestHeader.shared_memory, ...).
     std::string ticket;    // For DescriptorHandout::Fetch at socket_path.
     std::string socket_path;
   };
-  // A new segment for `worker` of job `job_id`, with room for `push_floats` then `pull_floats`;
-  // where the worker holds kSegmentsPerWorker already, its oldest is dropped (calls in flight
-  // on it finish first).
-  // RESOURCE_EXHAUSTED where the segments would pass max_bytes.
+  // Offers a new segment for `worker` of job `job_id`, with room for `push_floats` then
+  // `pull_floats`, made when the ticket is fetched; where the worker holds kSegmentsPerWorker
+  // already then, its oldest is dropped (calls in flight on it finish first).
+  // RESOURCE_EXHAUSTED where the segments would pass max_bytes or kMaxSegments (checked again
+  // at the fetch, which is refused then), or the handout holds too many offers.
   absl::StatusOr<Opened> Open(const std::string& job_id, int worker, int64_t push_floats,
                               int64_t pull_floats) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -86,7 +92,15 @@ class SharedMemoryRegistry {
   void DropOldestLocked(const std::string& job_id, int worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(uint64_t segment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::unique_ptr<DescriptorHandout> handout_;
+  // Makes the segment offered as `segment` (its descriptor, for the handout to send), or why
+  // not; runs on the handout's thread.
+  absl::StatusOr<int> Make(uint64_t segment, const std::string& job_id, int worker,
+                           int64_t push_floats, int64_t pull_floats) ABSL_LOCKS_EXCLUDED(mu_);
+  // RESOURCE_EXHAUSTED where a segment of `bytes` more would pass a limit.
+  absl::Status CheckRoomLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Reset first in the destructor: no Make runs once it is gone.
+  std::unique_ptr<DescriptorHandout> handout_;
   const int64_t max_bytes_;
 
   mutable absl::Mutex mu_;

@@ -1,5 +1,7 @@
 #include "server/shared_memory_registry.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -20,15 +22,39 @@ std::unique_ptr<SharedMemoryRegistry> NewRegistry(int64_t max_bytes) {
   return *std::move(registry);
 }
 
+// Opens a segment and fetches its descriptor, as the worker does; the segment exists from then.
+absl::StatusOr<SharedMemoryRegistry::Opened> OpenAndFetch(SharedMemoryRegistry* registry,
+                                                         const std::string& job, int worker,
+                                                         int64_t push_floats,
+                                                         int64_t pull_floats) {
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened =
+      registry->Open(job, worker, push_floats, pull_floats);
+  if (!opened.ok()) return opened.status();
+  absl::StatusOr<int> fd =
+      DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));
+  if (!fd.ok()) return fd.status();
+  close(*fd);
+  return opened;
+}
+
+TEST(SharedMemoryRegistryTest, ASegmentIsMadeOnlyWhenItsWorkerFetchesIt) {
+  std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 0, 100, 50);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(registry->bytes(), 0);  // A worker on another host never fetches: it costs nothing.
+  EXPECT_EQ(registry->Find(opened->segment, "job", 0).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
 TEST(SharedMemoryRegistryTest, TheWorkerMapsWhatThePsWritesAndTheReverse) {
   std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
   absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 3, 100, 50);
   ASSERT_TRUE(opened.ok()) << opened.status();
-  EXPECT_EQ(registry->bytes(), 600);
-  EXPECT_EQ(registry->segments(), 1);
   absl::StatusOr<int> fd =
       DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));
   ASSERT_TRUE(fd.ok()) << fd.status();
+  EXPECT_EQ(registry->bytes(), 600);
+  EXPECT_EQ(registry->segments(), 1);
   absl::StatusOr<std::unique_ptr<SharedMemorySegment>> worker = SharedMemorySegment::Map(*fd, 600);
   ASSERT_TRUE(worker.ok()) << worker.status();
 
@@ -44,7 +70,7 @@ TEST(SharedMemoryRegistryTest, TheWorkerMapsWhatThePsWritesAndTheReverse) {
 
 TEST(SharedMemoryRegistryTest, AnotherWorkersOrJobsSegmentIsRefused) {
   std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
-  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 0, 10, 10);
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened = OpenAndFetch(registry.get(), "job", 0, 10, 10);
   ASSERT_TRUE(opened.ok());
   EXPECT_EQ(registry->Find(opened->segment, "job", 1).status().code(),
             absl::StatusCode::kPermissionDenied);
@@ -58,15 +84,15 @@ TEST(SharedMemoryRegistryTest, AWorkersOpensPastItsRoomDropItsOldest) {
   std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
   std::vector<uint64_t> segments;
   for (int i = 0; i < SharedMemoryRegistry::kSegmentsPerWorker; ++i) {
-    absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 0, 10, 10);
+    absl::StatusOr<SharedMemoryRegistry::Opened> opened = OpenAndFetch(registry.get(), "job", 0, 10, 10);
     ASSERT_TRUE(opened.ok());
     segments.push_back(opened->segment);
   }
   absl::StatusOr<SharedMemoryRegistry::Region> in_flight = registry->Find(segments[0], "job", 0);
   ASSERT_TRUE(in_flight.ok());
-  ASSERT_TRUE(registry->Open("job", 1, 10, 10).ok());  // Another worker's room is its own.
+  ASSERT_TRUE(OpenAndFetch(registry.get(), "job", 1, 10, 10).ok());  // Another worker's room is its own.
   for (uint64_t segment : segments) EXPECT_TRUE(registry->Find(segment, "job", 0).ok());
-  absl::StatusOr<SharedMemoryRegistry::Opened> next = registry->Open("job", 0, 10, 10);
+  absl::StatusOr<SharedMemoryRegistry::Opened> next = OpenAndFetch(registry.get(), "job", 0, 10, 10);
   ASSERT_TRUE(next.ok());
   EXPECT_EQ(registry->bytes(), 80 * (SharedMemoryRegistry::kSegmentsPerWorker + 1));
   absl::Status gone = registry->Find(segments[0], "job", 0).status();
@@ -79,14 +105,14 @@ TEST(SharedMemoryRegistryTest, AWorkersOpensPastItsRoomDropItsOldest) {
 
 TEST(SharedMemoryRegistryTest, SegmentsStayWithinTheirBytesAndLeaveWithTheirJob) {
   std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1000);
-  ASSERT_TRUE(registry->Open("a", 0, 100, 100).ok());  // 800 bytes.
+  ASSERT_TRUE(OpenAndFetch(registry.get(), "a", 0, 100, 100).ok());  // 800 bytes.
   absl::StatusOr<SharedMemoryRegistry::Opened> refused = registry->Open("b", 0, 100, 100);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("--shared_memory_mb"), std::string::npos);
   EXPECT_EQ(registry->bytes(), 800);
   registry->DropJob("a");
   EXPECT_EQ(registry->bytes(), 0);
-  absl::StatusOr<SharedMemoryRegistry::Opened> b = registry->Open("b", 0, 100, 100);
+  absl::StatusOr<SharedMemoryRegistry::Opened> b = OpenAndFetch(registry.get(), "b", 0, 100, 100);
   ASSERT_TRUE(b.ok());
   registry->DropWorker("b", 1);  // Another worker's leaving changes nothing.
   EXPECT_TRUE(registry->Find(b->segment, "b", 0).ok());
@@ -94,6 +120,27 @@ TEST(SharedMemoryRegistryTest, SegmentsStayWithinTheirBytesAndLeaveWithTheirJob)
   EXPECT_EQ(registry->Find(b->segment, "b", 0).status().code(),
             absl::StatusCode::kUnavailable);
   EXPECT_EQ(registry->bytes(), 0);
+}
+
+TEST(SharedMemoryRegistryTest, ADroppedSegmentsPagesAreFreedThoughTheWorkerStillMapsThem) {
+  std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 0, 1024, 1024);
+  ASSERT_TRUE(opened.ok());
+  absl::StatusOr<int> fd =
+      DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  absl::StatusOr<std::unique_ptr<SharedMemorySegment>> worker =
+      SharedMemorySegment::Map(*fd, 8192);
+  ASSERT_TRUE(worker.ok()) << worker.status();
+  {
+    absl::StatusOr<SharedMemoryRegistry::Region> region =
+        registry->Find(opened->segment, "job", 0);
+    ASSERT_TRUE(region.ok());
+    region->pull[1023] = 5.0f;
+  }
+  EXPECT_EQ((*worker)->Floats(2047, 1)[0], 5.0f);
+  registry->DropJob("job");
+  EXPECT_EQ((*worker)->Floats(2047, 1)[0], 0.0f);  // Given back: zeros, no fault.
 }
 
 }  // namespace

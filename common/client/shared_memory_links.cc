@@ -81,6 +81,8 @@ absl::StatusOr<std::unique_ptr<SharedMemoryLinks::Link>> SharedMemoryLinks::Open
   }
   absl::StatusOr<int> fd = DescriptorHandout::Fetch(response.socket_path(), response.ticket(),
                                                     connections_->options().call_timeout);
+  // A busy handout is worth another try; no socket (another host) or a refusal is not.
+  *lasting = !(absl::IsUnavailable(fd.status()) || absl::IsDeadlineExceeded(fd.status()));
   if (!fd.ok()) return fd.status();
   absl::StatusOr<std::unique_ptr<SharedMemorySegment>> mapping =
       SharedMemorySegment::Map(*fd, 2 * floats * static_cast<int64_t>(sizeof(float)));

@@ -88,6 +88,16 @@ absl::StatusOr<std::unique_ptr<DescriptorHandout>> DescriptorHandout::Start(
   if (mkdir(directory.c_str(), 0755) != 0 && errno != EEXIST) {
     return ErrnoError(absl::StrCat("making ", directory));
   }
+  struct stat info;
+  if (lstat(directory.c_str(), &info) != 0) return ErrnoError(absl::StrCat("lstat ", directory));
+  const bool others_write = (info.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+  if (!S_ISDIR(info.st_mode) || (info.st_uid != geteuid() && info.st_uid != 0) ||
+      (others_write && (info.st_mode & S_ISVTX) == 0)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        directory, " is not a directory that only this user or root may change (or, writable "
+        "by others, sticky as /tmp): another user could put their socket in place of ours; "
+        "choose another (--shared_memory_dir)"));
+  }
   const std::string path =
       absl::StrCat(directory, "/ps-shm-", getpid(), "-", absl::BytesToHexString(RandomBytes(4)),
                    ".sock");
@@ -129,16 +139,17 @@ DescriptorHandout::~DescriptorHandout() {
   close(listen_fd_);
   close(wake_fd_);
   unlink(socket_path_.c_str());
-  absl::MutexLock lock(&mu_);
-  for (auto& [ticket, held] : offers_) close(held.fd);
 }
 
-absl::StatusOr<std::string> DescriptorHandout::Offer(int fd, absl::Duration ttl) {
-  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (copy < 0) return ErrnoError("duplicating a descriptor to offer");
+absl::StatusOr<std::string> DescriptorHandout::Offer(MakeDescriptor make, absl::Duration ttl) {
   std::string ticket = RandomBytes(kTicketBytes);
   absl::MutexLock lock(&mu_);
-  offers_[ticket] = Held{copy, absl::Now() + ttl};
+  if (static_cast<int>(offers_.size()) >= kMaxOffers) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the descriptor handout holds ", kMaxOffers, " offers not fetched yet; try again once "
+        "they are fetched or expire (", absl::FormatDuration(ttl), ")"));
+  }
+  offers_[ticket] = Held{std::move(make), absl::Now() + ttl};
   return ticket;
 }
 
@@ -147,20 +158,19 @@ int DescriptorHandout::OffersForTesting() const {
   return static_cast<int>(offers_.size());
 }
 
-int DescriptorHandout::Take(absl::string_view ticket) {
+DescriptorHandout::MakeDescriptor DescriptorHandout::Take(absl::string_view ticket) {
   absl::MutexLock lock(&mu_);
   auto it = offers_.find(ticket);
-  if (it == offers_.end()) return -1;
-  const int fd = it->second.fd;
+  if (it == offers_.end()) return nullptr;
+  MakeDescriptor make = std::move(it->second.make);
   offers_.erase(it);
-  return fd;
+  return make;
 }
 
 void DescriptorHandout::Expire(absl::Time now) {
   absl::MutexLock lock(&mu_);
   for (auto it = offers_.begin(); it != offers_.end();) {
     if (it->second.expires <= now) {
-      close(it->second.fd);
       offers_.erase(it++);
     } else {
       ++it;
@@ -194,9 +204,15 @@ void DescriptorHandout::Serve() {
         if (got > 0) {
           connection.ticket.append(buffer, static_cast<size_t>(got));
           if (static_cast<int>(connection.ticket.size()) == kTicketBytes) {
-            const int fd = Take(connection.ticket);
-            Answer(connection.fd, fd);
-            if (fd >= 0) close(fd);
+            const MakeDescriptor make = Take(connection.ticket);
+            absl::StatusOr<int> made =
+                make != nullptr ? make() : absl::PermissionDeniedError("no such offer");
+            if (!made.ok() && make != nullptr) {
+              LOG(WARNING) << "descriptor handout: an offer's descriptor could not be made: "
+                           << made.status();
+            }
+            Answer(connection.fd, made.ok() ? *made : -1);
+            if (made.ok()) close(*made);
             done = true;
           }
         } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -245,7 +261,11 @@ absl::StatusOr<int> DescriptorHandout::Fetch(const std::string& socket_path,
     return status;
   };
   if (connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) != 0) {
-    return fail(absl::UnavailableError(
+    if (errno == EAGAIN) {
+      return fail(absl::UnavailableError(absl::StrCat(
+          "the descriptor handout at ", socket_path, " is busy: ", std::strerror(errno))));
+    }
+    return fail(absl::FailedPreconditionError(
         absl::StrCat("no descriptor handout reachable at ", socket_path, " (",
                      std::strerror(errno), "): the ps is on another host or in another container")));
   }

@@ -13,6 +13,7 @@
 #ifndef PS_COMMON_NET_DESCRIPTOR_HANDOUT_H_
 #define PS_COMMON_NET_DESCRIPTOR_HANDOUT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -31,39 +32,48 @@ class DescriptorHandout {
  public:
   static constexpr int kTicketBytes = 16;
   static constexpr int kMaxConnections = 64;
+  static constexpr int kMaxOffers = 1024;
   static constexpr absl::Duration kConnectionTimeout = absl::Seconds(1);
 
   // Listens on a new socket in `directory` (made if missing), which every local user may
-  // connect to. INVALID_ARGUMENT where the path would not fit a socket address.
+  // connect to. INVALID_ARGUMENT where the path would not fit a socket address;
+  // FAILED_PRECONDITION where the directory is not one that only this user or root may change
+  // (or, writable by others, sticky, as /tmp): another user could put their socket in place.
   static absl::StatusOr<std::unique_ptr<DescriptorHandout>> Start(const std::string& directory);
-  // Stops serving, removes the socket and closes every descriptor still on offer.
+  // Stops serving (no offer's `make` runs after it returns) and removes the socket.
   ~DescriptorHandout();
 
   const std::string& socket_path() const { return socket_path_; }
 
-  // Offers a duplicate of `fd` (the caller keeps its own) for one Fetch within `ttl`; returns
-  // the ticket. An offer not fetched in time is withdrawn.
-  absl::StatusOr<std::string> Offer(int fd, absl::Duration ttl) ABSL_LOCKS_EXCLUDED(mu_);
+  // What an offer hands out: a descriptor made when the ticket is presented (the handout
+  // closes it once sent), or why none is (the peer is refused).
+  using MakeDescriptor = std::function<absl::StatusOr<int>()>;
+  // Offers what `make` makes for one Fetch within `ttl`; returns the ticket. An offer not
+  // fetched in time is withdrawn without `make` running. RESOURCE_EXHAUSTED beyond kMaxOffers
+  // offers at once. `make` runs on the handout's thread.
+  absl::StatusOr<std::string> Offer(MakeDescriptor make, absl::Duration ttl)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Offers not yet fetched nor expired.
   int OffersForTesting() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The client's side: the descriptor offered under `ticket` at `socket_path`, waiting at most
-  // `timeout`; the caller owns it. UNAVAILABLE where the socket cannot be reached (the ps is on
-  // another host or in another container), PERMISSION_DENIED where the ticket is not on offer
-  // (unknown, fetched already, or expired), DEADLINE_EXCEEDED where the handout did not answer.
+  // `timeout`; the caller owns it. FAILED_PRECONDITION where there is no socket at the path
+  // (the ps is on another host or in another container), PERMISSION_DENIED where the ticket is
+  // not on offer (unknown, fetched already, expired, or its descriptor could not be made),
+  // UNAVAILABLE or DEADLINE_EXCEEDED where the handout did not answer (busy: worth another try).
   static absl::StatusOr<int> Fetch(const std::string& socket_path, absl::string_view ticket,
                                    absl::Duration timeout);
 
  private:
   struct Held {
-    int fd = -1;
+    MakeDescriptor make;
     absl::Time expires;
   };
   DescriptorHandout(int listen_fd, int wake_fd, std::string socket_path);
   // Accepts connections, reads their tickets and answers them, until stopping_.
   void Serve();
-  // The descriptor offered under `ticket`, taken off offer, or -1.
-  int Take(absl::string_view ticket) ABSL_LOCKS_EXCLUDED(mu_);
+  // The offer under `ticket`, taken off offer, or null.
+  MakeDescriptor Take(absl::string_view ticket) ABSL_LOCKS_EXCLUDED(mu_);
   void Expire(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   const int listen_fd_;

@@ -1,5 +1,6 @@
 #include "common/net/descriptor_handout.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -40,12 +41,19 @@ class DescriptorHandoutTest : public testing::Test {
     segment_ = *std::move(segment);
   }
 
+  // An offer of a copy of the segment's descriptor, made when fetched.
+  DescriptorHandout::MakeDescriptor Copy() const {
+    return [fd = segment_->fd()]() -> absl::StatusOr<int> {
+      return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    };
+  }
+
   std::unique_ptr<DescriptorHandout> handout_;
   std::unique_ptr<SharedMemorySegment> segment_;
 };
 
 TEST_F(DescriptorHandoutTest, ATicketFetchesTheOfferedSegmentOnce) {
-  absl::StatusOr<std::string> ticket = handout_->Offer(segment_->fd(), absl::Seconds(10));
+  absl::StatusOr<std::string> ticket = handout_->Offer(Copy(), absl::Seconds(10));
   ASSERT_TRUE(ticket.ok()) << ticket.status();
   absl::StatusOr<int> fd =
       DescriptorHandout::Fetch(handout_->socket_path(), *ticket, absl::Seconds(5));
@@ -62,7 +70,7 @@ TEST_F(DescriptorHandoutTest, ATicketFetchesTheOfferedSegmentOnce) {
 }
 
 TEST_F(DescriptorHandoutTest, AStrangersTicketGetsNothing) {
-  ASSERT_TRUE(handout_->Offer(segment_->fd(), absl::Seconds(10)).ok());
+  ASSERT_TRUE(handout_->Offer(Copy(), absl::Seconds(10)).ok());
   absl::StatusOr<int> fd = DescriptorHandout::Fetch(
       handout_->socket_path(), std::string(DescriptorHandout::kTicketBytes, 'x'),
       absl::Seconds(5));
@@ -75,7 +83,7 @@ TEST_F(DescriptorHandoutTest, AStrangersTicketGetsNothing) {
 }
 
 TEST_F(DescriptorHandoutTest, AnOfferNotFetchedInTimeIsWithdrawn) {
-  absl::StatusOr<std::string> ticket = handout_->Offer(segment_->fd(), absl::Milliseconds(1));
+  absl::StatusOr<std::string> ticket = handout_->Offer(Copy(), absl::Milliseconds(1));
   ASSERT_TRUE(ticket.ok());
   absl::SleepFor(absl::Milliseconds(300));  // The handout expires offers every 100 ms.
   EXPECT_EQ(handout_->OffersForTesting(), 0);
@@ -91,7 +99,7 @@ TEST_F(DescriptorHandoutTest, ASilentPeerDoesNotHoldUpOthers) {
   address.sun_family = AF_UNIX;
   std::strncpy(address.sun_path, handout_->socket_path().c_str(), sizeof(address.sun_path) - 1);
   ASSERT_EQ(connect(silent, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
-  absl::StatusOr<std::string> ticket = handout_->Offer(segment_->fd(), absl::Seconds(10));
+  absl::StatusOr<std::string> ticket = handout_->Offer(Copy(), absl::Seconds(10));
   ASSERT_TRUE(ticket.ok());
   absl::StatusOr<int> fd =
       DescriptorHandout::Fetch(handout_->socket_path(), *ticket, absl::Seconds(5));
@@ -109,7 +117,7 @@ TEST_F(DescriptorHandoutTest, NoSocketMeansAnotherHost) {
   absl::StatusOr<int> fd = DescriptorHandout::Fetch(
       TestDirectory() + "/absent.sock", std::string(DescriptorHandout::kTicketBytes, 'x'),
       absl::Seconds(1));
-  EXPECT_EQ(fd.status().code(), absl::StatusCode::kUnavailable) << fd.status();
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kFailedPrecondition) << fd.status();
   EXPECT_NE(fd.status().message().find("another host"), std::string::npos);
 }
 
@@ -119,9 +127,42 @@ TEST_F(DescriptorHandoutTest, StoppingRemovesTheSocketAndClosesOffers) {
   ASSERT_EQ(stat(path.c_str(), &info), 0);
   EXPECT_TRUE(S_ISSOCK(info.st_mode));
   EXPECT_EQ(info.st_mode & 0777, 0666u);
-  ASSERT_TRUE(handout_->Offer(segment_->fd(), absl::Seconds(10)).ok());
+  ASSERT_TRUE(handout_->Offer(Copy(), absl::Seconds(10)).ok());
   handout_.reset();
   EXPECT_NE(stat(path.c_str(), &info), 0);
+}
+
+TEST_F(DescriptorHandoutTest, AnOfferWhoseDescriptorCannotBeMadeRefusesItsTicket) {
+  bool made = false;
+  absl::StatusOr<std::string> ticket = handout_->Offer(
+      [&made]() -> absl::StatusOr<int> {
+        made = true;
+        return absl::ResourceExhaustedError("no room");
+      },
+      absl::Seconds(10));
+  ASSERT_TRUE(ticket.ok());
+  absl::StatusOr<int> fd =
+      DescriptorHandout::Fetch(handout_->socket_path(), *ticket, absl::Seconds(5));
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied) << fd.status();
+  EXPECT_TRUE(made);
+}
+
+TEST_F(DescriptorHandoutTest, OffersBeyondTheirLimitAreRefused) {
+  for (int i = 0; i < DescriptorHandout::kMaxOffers; ++i) {
+    ASSERT_TRUE(handout_->Offer(Copy(), absl::Seconds(10)).ok());
+  }
+  EXPECT_EQ(handout_->Offer(Copy(), absl::Seconds(10)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(DescriptorHandoutStartTest, ADirectoryOthersMayChangeIsRefused) {
+  const std::string directory = TestDirectory() + "/open-to-all";
+  ASSERT_EQ(mkdir(directory.c_str(), 0777), 0);
+  ASSERT_EQ(chmod(directory.c_str(), 0777), 0);  // Not sticky: anyone may swap the socket.
+  absl::StatusOr<std::unique_ptr<DescriptorHandout>> started = DescriptorHandout::Start(directory);
+  EXPECT_EQ(started.status().code(), absl::StatusCode::kFailedPrecondition) << started.status();
+  ASSERT_EQ(chmod(directory.c_str(), 01777), 0);  // Sticky, as /tmp: only the owner may remove.
+  EXPECT_TRUE(DescriptorHandout::Start(directory).ok());
 }
 
 TEST(DescriptorHandoutStartTest, ATooLongDirectoryIsRefusedSayingSo) {

@@ -49,12 +49,7 @@ absl::StatusOr<std::unique_ptr<SharedMemorySegment>> SharedMemorySegment::Create
   } else if (fcntl(fd, F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0) {
     status = ErrnoError("sealing a shared memory segment's size");
   }
-  absl::StatusOr<void*> address = status.ok() ? MapShared(fd, bytes) : status;
-  if (!address.ok()) {
-    close(fd);
-    return address.status();
-  }
-  return std::unique_ptr<SharedMemorySegment>(new SharedMemorySegment(fd, *address, bytes));
+  return MapOrClose(fd, bytes, status, /*created=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<SharedMemorySegment>> SharedMemorySegment::Map(int fd,
@@ -72,16 +67,25 @@ absl::StatusOr<std::unique_ptr<SharedMemorySegment>> SharedMemorySegment::Map(in
     status = absl::FailedPreconditionError(absl::StrCat(
         "the shared memory segment holds ", info.st_size, " bytes, not the ", bytes, " expected"));
   }
+  return MapOrClose(fd, bytes, status, /*created=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<SharedMemorySegment>> SharedMemorySegment::MapOrClose(
+    int fd, int64_t bytes, const absl::Status& status, bool created) {
   absl::StatusOr<void*> address = status.ok() ? MapShared(fd, bytes) : status;
   if (!address.ok()) {
     close(fd);
     return address.status();
   }
-  return std::unique_ptr<SharedMemorySegment>(new SharedMemorySegment(fd, *address, bytes));
+  return std::unique_ptr<SharedMemorySegment>(
+      new SharedMemorySegment(fd, *address, bytes, created));
 }
 
 SharedMemorySegment::~SharedMemorySegment() {
   PCHECK(munmap(address_, static_cast<size_t>(size_)) == 0);
+  // The creator frees the pages even where the peer still maps them (it reads zeros then), so
+  // that a peer cannot keep memory the creator let go.
+  if (created_) fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, size_);
   close(fd_);
 }
 

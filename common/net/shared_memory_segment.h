@@ -29,6 +29,8 @@ class SharedMemorySegment {
   // unsealed file could be cut short under this process).
   static absl::StatusOr<std::unique_ptr<SharedMemorySegment>> Map(int fd, int64_t bytes);
 
+  // Unmaps it; a segment this process created also gives its pages back, even those the peer
+  // still maps (the peer reads zeros from then on, and never faults).
   ~SharedMemorySegment();
   SharedMemorySegment(const SharedMemorySegment&) = delete;
   SharedMemorySegment& operator=(const SharedMemorySegment&) = delete;
@@ -41,12 +43,17 @@ class SharedMemorySegment {
   bool Holds(int64_t offset, int64_t count) const;
 
  private:
-  SharedMemorySegment(int fd, void* address, int64_t size)
-      : fd_(fd), address_(address), size_(size) {}
+  // The segment of `fd` mapped where `status` (of the checks before) is OK; else `fd` closed
+  // and the error.
+  static absl::StatusOr<std::unique_ptr<SharedMemorySegment>> MapOrClose(
+      int fd, int64_t bytes, const absl::Status& status, bool created);
+  SharedMemorySegment(int fd, void* address, int64_t size, bool created)
+      : fd_(fd), address_(address), size_(size), created_(created) {}
 
   const int fd_;
   void* const address_;
   const int64_t size_;
+  const bool created_;
 };
 
 }  // namespace ps
