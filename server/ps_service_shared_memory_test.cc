@@ -281,6 +281,26 @@ TEST_F(SharedMemoryTest, ASegmentServesOnlyTheWorkerItWasOpenedFor) {
   EXPECT_EQ(own->outcome(), PushResponse::APPLIED);
 }
 
+TEST_F(SharedMemoryTest, APullNamingAnotherWorkersSegmentIsRefusedAndWritesNothingThere) {
+  std::unique_ptr<PsClient> client = Client(true);
+  ParameterSpec spec = MakeSpec("pull_victim", ConsistencyConfig::ASYNC, 2);
+  ASSERT_TRUE(client->CreateJob(spec).ok());
+  absl::StatusOr<Opened> victim = Open(client.get(), spec, 0, 0);
+  ASSERT_TRUE(victim.ok()) << victim.status();
+  absl::Span<float> pull = victim->mapping->Floats(victim->response.push_floats(),
+                                                   victim->response.pull_floats());
+  for (float& value : pull) value = -7.0f;
+  PullRequest request;
+  request.set_job_id(spec.job_id());
+  request.set_run_id(spec.run_id());
+  request.set_worker(1);
+  request.set_shared_memory(victim->response.segment());
+  absl::StatusOr<grpc::ByteBuffer> answer =
+      Call(client.get(), 0, "Pull", SerializeToByteBuffer(request));
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kPermissionDenied) << answer.status();
+  EXPECT_THAT(std::vector<float>(pull.begin(), pull.end()), Each(-7.0f));
+}
+
 TEST_F(SharedMemoryTest, ANonFiniteGradientInTheSegmentIsRefusedAndChangesNothing) {
   std::unique_ptr<PsClient> client = Client(true);
   ParameterSpec spec = MakeSpec("nan", ConsistencyConfig::ASYNC, 1);

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -18,14 +19,18 @@
 namespace ps {
 namespace {
 
-// A directory of its own under /tmp: a test's TEST_TMPDIR is often too long for a socket's path.
+// A directory of its own under /tmp (a test's TEST_TMPDIR is often too long for a socket's
+// path), removed with what is in it when the tests end.
 std::string TestDirectory() {
-  static const std::string directory = [] {
-    char name[] = "/tmp/handout-test-XXXXXX";
+  // Never destroyed, so that the exit handler still finds it.
+  static const std::string* const directory = [] {
+    char name[] = "/tmp/handout-test-XXXXXX";  // mkdtemp fills in the X's.
     CHECK(mkdtemp(name) != nullptr);
-    return std::string(name);
+    auto* made = new std::string(name);
+    std::atexit([] { std::filesystem::remove_all(TestDirectory()); });
+    return made;
   }();
-  return directory;
+  return *directory;
 }
 
 class DescriptorHandoutTest : public testing::Test {
