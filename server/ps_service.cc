@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 #include <variant>
@@ -856,6 +857,9 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
                           !serving->second->Superseded());
     }
   }
+  response->set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - started_)
+                              .count());
   return Answer(context, &slot, absl::OkStatus());
 }
 

@@ -7,6 +7,7 @@
 #define PS_SERVER_PS_SERVICE_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
@@ -260,12 +261,20 @@ class ParameterService final : public ParameterServerBase {
       ABSL_LOCKS_EXCLUDED(mu_);
   // PromotedCopy of a copy that went back to its own ps (HANDED_BACK, `went_back` its
   // replicator): that copy serves the shard again when the own ps stopped right after taking it
-  // back (ShardReplicator::WentBackToAPsNowGone), before it replicated anything here; its
-  // requests are otherwise answered where the shard went. UNAVAILABLE when the own ps installed
-  // its copy here meanwhile.
+  // back, before it replicated anything here (it refuses connections, or was started again
+  // empty: ShardReplicator::AskHomeAfterHandBack); its requests are otherwise answered where the
+  // shard went. UNAVAILABLE when the own ps installed its copy here meanwhile; DATA_LOSS
+  // (DropOutdatedCopy) when the own ps was started again too late to tell.
   absl::StatusOr<std::shared_ptr<ShardJob>> RetakeFromGonePs(
       const std::string& job_id, int shard, const std::shared_ptr<ShardReplicator>& went_back)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // For RetakeFromGonePs: the own ps was started again empty more than `within` after the
+  // hand-back, so the shard's newest state may be lost with its last start. Drops the copy that
+  // went back (it may be out of date; psctl, finding neither ps holding the shard, recovers the
+  // job from its latest checkpoint) and returns DATA_LOSS saying so.
+  absl::Status DropOutdatedCopy(const std::string& job_id, int shard,
+                                const std::shared_ptr<ShardReplicator>& went_back,
+                                absl::Duration within) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Applies a whole push to `job`: at once, or through its replicator once its backup holds it;
   // `done` gets the answer (on the calling thread when at once).
@@ -405,6 +414,8 @@ class ParameterService final : public ParameterServerBase {
 
   const ParameterServiceOptions options_;
   const CheckpointStore checkpoints_;
+  // When this service was made, on a clock no one sets (ListJobsResponse.uptime_ms).
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -163,9 +163,16 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::RetakeFromGonePs(
   const std::shared_ptr<ShardJob> job = went_back->job();
   // The own ps, having taken its shard back, applies nothing before this copy holds it too,
   // unless it finds this ps out of reach for replica_unreachable_after (it then goes on alone):
-  // sooner than half that after the hand-back, an own ps that refuses connections has applied
-  // nothing this copy lacks. Otherwise the request hears where the shard went.
-  if (!went_back->WentBackToAPsNowGone(options_.replica_unreachable_after / 2)) return job;
+  // one gone sooner than half that after the hand-back has applied nothing this copy lacks.
+  const absl::Duration within = options_.replica_unreachable_after / 2;
+  switch (went_back->AskHomeAfterHandBack(within, /*wait=*/absl::Milliseconds(500))) {
+    case ShardReplicator::HomeAfterHandBack::kUnknown:
+      return job;  // The request hears where the shard went (FindJobFor: Fenced).
+    case ShardReplicator::HomeAfterHandBack::kStartedAgainTooLate:
+      return DropOutdatedCopy(job_id, shard, went_back, within);
+    case ShardReplicator::HomeAfterHandBack::kGoneInTime:
+      break;
+  }
   // Ready to serve before a request can find it serving (the replicator below): its workers'
   // signs of life went to the own ps meanwhile, so each has a full lease from now, and it parks
   // pulls again (closed when it went back, ShardJob::CancelAllWaiters). Harmless if another
@@ -197,6 +204,35 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::RetakeFromGonePs(
                << "goes back once ps:" << shard << " is started again";
   WatchLeases(job_id, job);
   return job;
+}
+
+absl::Status ParameterService::DropOutdatedCopy(
+    const std::string& job_id, int shard, const std::shared_ptr<ShardReplicator>& went_back,
+    absl::Duration within) {
+  const std::shared_ptr<ShardJob> job = went_back->job();
+  std::shared_ptr<ShardReplicator> dropped;  // Stopped outside mu_.
+  {
+    absl::MutexLock lock(&mu_);
+    auto serving = replicators_.find({job_id, shard});
+    if (serving != replicators_.end() && serving->second == went_back) {
+      dropped = std::move(serving->second);
+      replicators_.erase(serving);
+    }
+    auto it = backups_.find({job_id, shard});
+    if (it != backups_.end() && it->second.job == job) backups_.erase(it);
+  }
+  const absl::Status lost = absl::DataLossError(absl::StrCat(
+      JobPrefix(job_id), "shard ", shard, " lost both its copies: its own ps, ps:", shard,
+      ", took it back from ", TaskName(), " and was started again empty more than ",
+      absl::FormatDuration(within), " after that (it may have applied updates alone first), so ",
+      TaskName(), "'s copy (version ", job->Stats().version(),
+      ") may be out of date and is dropped: the job recovers from its latest checkpoint"));
+  if (dropped != nullptr) {
+    dropped.reset();
+    job->CancelAllWaiters(lost);
+    LOG(ERROR) << lost.message();
+  }
+  return lost;
 }
 
 absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromoteLocked(

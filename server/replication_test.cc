@@ -19,9 +19,12 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/checkpoint/checkpoint_file.h"
@@ -168,6 +171,8 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
   std::vector<float> UndisturbedThenAnew(const ParameterSpec& spec, int num_ps, int steps);
   // Checks that cluster_ holds `spec`'s values as `undisturbed` (UndisturbedThenAnew's).
   void ExpectUndisturbed(const ParameterSpec& spec, const std::vector<float>& undisturbed);
+  // The two retakes of a shard by a copy that went back (the tests that call it).
+  void RetakeAfterTheOwnPsStopsAgain(bool started_again_at_once);
 
   std::unique_ptr<InProcessPsCluster> cluster_;
 };
@@ -372,7 +377,14 @@ TEST_F(ReplicationTest, ATakenOverShardGoesBackToItsOwnPsOnceThatIsBack) {
 // silent address for ps:2, it waits for an answer and applies nothing meanwhile): ps:2's copy,
 // which went back, serves the shard again on the workers' next step; once ps:1 is started again
 // for good, the shard goes home again. No step is lost or done twice.
-TEST_F(ReplicationTest, ACopyThatWentBackServesAgainWhenItsOwnPsStopsBeforeReplicatingIt) {
+// ps:1, serving shard 1, stops; ps:2 takes the shard over; ps:1 is started again, told a
+// silent address for ps:2 (its install there never lands), and takes the shard back. Then
+// ps:1 stops again before replicating anything: for good (`started_again_at_once` false: the
+// workers train on ps:2's copy, which takes the shard over again, until ps:1 is started
+// again), or to be started again at once, empty and reachable (a supervisor's restart: ps:2's
+// copy takes the shard over again on learning that ps:1 runs anew without it). Either way the
+// shard goes home, no step is lost or done twice, and the model is the undisturbed run's.
+void ReplicationTest::RetakeAfterTheOwnPsStopsAgain(bool started_again_at_once) {
   constexpr int kPs = 3;
   constexpr int kWorkers = 3;
   constexpr int kSteps = 90;
@@ -417,17 +429,28 @@ TEST_F(ReplicationTest, ACopyThatWentBackServesAgainWhenItsOwnPsStopsBeforeRepli
   std::vector<std::string> addresses = cluster_->addresses();
   addresses[2] = silent_address;
   ok = ok && cluster_->Restart(1, addresses).ok();
+  std::shared_ptr<ShardJob> taken_back;
   ok = ok && wait_for(
                  [&] {
-                   return cluster_->server(1).service().JobForTesting(spec.job_id()) != nullptr;
+                   taken_back = cluster_->server(1).service().JobForTesting(spec.job_id());
+                   return taken_back != nullptr;
                  },
                  "the move of shard 1 back to ps:1");
-  const int64_t went_back_at = away->Stats().version();
+  // ps:2 applies the inputs before the hand-back as their acknowledgements come, which may be
+  // after ps:1 took the shard: only then is its copy where the shard went back.
+  const int64_t went_back_at = ok ? taken_back->Stats().version() : 0;
+  taken_back.reset();
+  ok = ok && wait_for([&] { return away->Stats().version() == went_back_at; },
+                      "ps:2's copy at the version shard 1 went back with");
   cluster_->server(1).Shutdown(absl::ZeroDuration());
-  ok = ok && wait_for([&] { return away->Stats().version() > went_back_at; },
-                      "a step on ps:2's copy after ps:1 stopped again");
-  // ps:1 for good: the shard goes home again.
-  ok = ok && cluster_->Restart(1).ok();
+  if (started_again_at_once) {
+    ok = ok && cluster_->Restart(1).ok();
+  } else {
+    ok = ok && wait_for([&] { return away->Stats().version() > went_back_at; },
+                        "a step on ps:2's copy after ps:1 stopped again");
+    // ps:1 for good: the shard goes home again.
+    ok = ok && cluster_->Restart(1).ok();
+  }
   std::shared_ptr<ShardJob> home;
   ok = ok && wait_for(
                  [&] {
@@ -451,10 +474,35 @@ TEST_F(ReplicationTest, ACopyThatWentBackServesAgainWhenItsOwnPsStopsBeforeRepli
   ExpectUndisturbed(spec, undisturbed);
 }
 
+TEST_F(ReplicationTest, ACopyThatWentBackServesAgainWhenItsOwnPsStopsBeforeReplicatingIt) {
+  RetakeAfterTheOwnPsStopsAgain(/*started_again_at_once=*/false);
+}
+
+TEST_F(ReplicationTest, ACopyThatWentBackServesAgainWhenItsOwnPsIsStartedAgainAtOnce) {
+  RetakeAfterTheOwnPsStopsAgain(/*started_again_at_once=*/true);
+}
+
 // A shard's own ps, by hand: acknowledges every input; refuses a hand-back while told to, and
-// answers one only once told.
+// answers one only once told. Its ListJobs says whether it holds job "overtaken" (as it does
+// once it took the shard back) and how long it has run (since `started`).
 class HoldingHome final : public ParameterServer::Service {
  public:
+  grpc::Status ListJobs(grpc::ServerContext* /*context*/, const ListJobsRequest* /*request*/,
+                        ListJobsResponse* response) override {
+    absl::MutexLock lock(&mu);
+    if (holds_shard) response->add_job_ids("overtaken");
+    response->set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started));
+    ++listings;
+    return grpc::Status::OK;
+  }
+
+  // As it would be started again, empty, now.
+  void StartedAgain() {
+    absl::MutexLock lock(&mu);
+    holds_shard = false;
+    started = absl::Now();
+  }
+
   grpc::Status Replicate(grpc::ServerContext* /*context*/,
                          grpc::ServerReaderWriter<ReplicaAck, ReplicaInput>* stream) override {
     ReplicaInput input;
@@ -468,7 +516,7 @@ class HoldingHome final : public ParameterServer::Service {
           ack.set_code(static_cast<int>(absl::StatusCode::kFailedPrecondition));
           ack.set_message("not now");
         } else {
-          handed_back.Notify();
+          if (!handed_back.HasBeenNotified()) handed_back.Notify();
           answer.WaitForNotification();
         }
       }
@@ -481,6 +529,10 @@ class HoldingHome final : public ParameterServer::Service {
   std::atomic<int> hand_backs{0};  // Received.
   absl::Notification handed_back;  // One came that is not refused.
   absl::Notification answer;       // Acknowledge it.
+  absl::Mutex mu;
+  bool holds_shard ABSL_GUARDED_BY(mu) = true;
+  absl::Time started ABSL_GUARDED_BY(mu) = absl::Now();
+  int listings ABSL_GUARDED_BY(mu) = 0;  // ListJobs calls answered.
 };
 
 // ps:1 of 2 serving ps:0's shard 0 (taken over on a worker's call, ps:0 gone), with ps:0 a
@@ -515,22 +567,43 @@ class HandBackTest : public ::testing::Test {
     ASSERT_TRUE(shard0.ok()) << shard0.status();
     *install_.mutable_install() = (*shard0)->ReplicaSnapshot();
     ASSERT_EQ(InstallCode(), grpc::StatusCode::OK);
-    PullRequest pull;
-    pull.set_job_id(spec.job_id());
-    pull.set_run_id(spec.run_id());
-    pull.set_incarnation(OBSERVER_INCARNATION);
-    pull.set_shard(0);
-    for (const SliceRef& ref : (*shard0)->SliceRefs()) *pull.add_slices() = ref;
+    pull_.set_job_id(spec.job_id());
+    pull_.set_run_id(spec.run_id());
+    pull_.set_incarnation(OBSERVER_INCARNATION);
+    pull_.set_shard(0);
+    for (const SliceRef& ref : (*shard0)->SliceRefs()) *pull_.add_slices() = ref;
     // Taken over once ps:1 has seen the install's stream end (UNAVAILABLE until then).
     grpc::Status pulled;
     for (const absl::Time deadline = absl::Now() + absl::Seconds(10);;) {
-      grpc::ClientContext context;
-      PullResponse response;
-      pulled = stub_->Pull(&context, pull, &response);
+      pulled = Pull();
       if (pulled.error_code() != grpc::StatusCode::UNAVAILABLE || absl::Now() > deadline) break;
       absl::SleepFor(absl::Milliseconds(5));
     }
     ASSERT_TRUE(pulled.ok()) << pulled.error_message();
+  }
+
+  // A pull of shard 0 from ps:1, as a worker's call that may take the shard over.
+  grpc::Status Pull() {
+    grpc::ClientContext context;
+    PullResponse response;
+    return stub_->Pull(&context, pull_, &response);
+  }
+
+  // Answers the hand-back (after `before`, when given) and pulls until ps:1 says the shard went
+  // back: true then.
+  bool AnswerAndSeeItGoBack(const std::function<void()>& before = nullptr) {
+    if (!home_.handed_back.WaitForNotificationWithTimeout(absl::Seconds(20))) return false;
+    if (before) before();
+    home_.answer.Notify();
+    for (const absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;) {
+      const grpc::Status pulled = Pull();
+      if (pulled.error_code() == grpc::StatusCode::UNAVAILABLE &&
+          absl::StrContains(pulled.error_message(), "went back")) {
+        return true;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
   }
 
   void TearDown() override {
@@ -555,6 +628,7 @@ class HandBackTest : public ::testing::Test {
   std::unique_ptr<PsServer> ps1_;
   std::unique_ptr<ParameterServer::Stub> stub_;
   ReplicaInput install_;
+  PullRequest pull_;
 };
 
 // The own ps installs its backup on the copy handing the shard back before that copy has the
@@ -572,6 +646,60 @@ TEST_F(HandBackTest, AnInstallOvertakingTheHandBacksAnswerWaitsForIt) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_EQ(code, grpc::StatusCode::OK) << "the own ps's install after the answer";
+}
+
+// A copy that went back, asked by a worker's call while its own ps holds the shard, leaves the
+// shard there: the call hears where the shard went.
+TEST_F(HandBackTest, ACopyThatWentBackLeavesTheShardToAnOwnPsHoldingIt) {
+  ASSERT_TRUE(AnswerAndSeeItGoBack()) << "ps:1 did not hand shard 0 back";
+  for (int i = 0; i < 5; ++i) {
+    const grpc::Status pulled = Pull();
+    EXPECT_EQ(pulled.error_code(), grpc::StatusCode::UNAVAILABLE) << pulled.error_message();
+    EXPECT_THAT(pulled.error_message(), ::testing::HasSubstr("went back to its own ps"));
+  }
+  EXPECT_EQ(home_.hand_backs, 1);
+  absl::MutexLock lock(&home_.mu);
+  EXPECT_GE(home_.listings, 1) << "ps:1 never asked its own ps whether it holds the shard";
+}
+
+// The own ps started again, empty, right after it took the shard back (a supervisor's restart:
+// it accepts connections, so only asking it tells): the copy that went back takes the shard
+// over again on a worker's call, and hands it back again.
+TEST_F(HandBackTest, ACopyThatWentBackServesAgainWhenItsOwnPsIsStartedAgainAtOnce) {
+  ASSERT_TRUE(home_.handed_back.WaitForNotificationWithTimeout(absl::Seconds(20)))
+      << "ps:1 did not hand shard 0 back";
+  home_.StartedAgain();
+  home_.answer.Notify();
+  grpc::Status pulled;
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10);
+       home_.hand_backs < 2 && absl::Now() < deadline;) {
+    pulled = Pull();
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(home_.hand_backs, 2) << "ps:1 did not take shard 0 over again and hand it back; "
+                                 << "last pull: " << pulled.error_message();
+}
+
+// The own ps started again, empty, later than half of replica_unreachable_after after it took
+// the shard back: it may have applied updates alone before it stopped, so the copy that went
+// back may be out of date. It is dropped, never served: the call hears DATA_LOSS saying so,
+// ps:1 lists no copy of the shard (psctl then recovers the job from a checkpoint).
+TEST_F(HandBackTest, ACopyThatWentBackIsDroppedWhenItsOwnPsIsStartedAgainTooLate) {
+  ASSERT_TRUE(AnswerAndSeeItGoBack()) << "ps:1 did not hand shard 0 back";
+  // ParameterServiceOptions::replica_unreachable_after is 1 s (ps:1 takes the default).
+  absl::SleepFor(absl::Milliseconds(600));
+  home_.StartedAgain();
+  const grpc::Status pulled = Pull();
+  EXPECT_EQ(pulled.error_code(), grpc::StatusCode::DATA_LOSS) << pulled.error_message();
+  EXPECT_THAT(pulled.error_message(), ::testing::HasSubstr("shard 0 lost both its copies"));
+  const grpc::Status again = Pull();
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::UNAVAILABLE) << again.error_message();
+  EXPECT_THAT(again.error_message(), ::testing::HasSubstr("holds no copy of shard 0"));
+  EXPECT_EQ(home_.hand_backs, 1);
+  grpc::ClientContext context;
+  ListJobsResponse listed;
+  ASSERT_TRUE(stub_->ListJobs(&context, ListJobsRequest(), &listed).ok());
+  EXPECT_EQ(listed.copies_size(), 0) << listed.DebugString();
 }
 
 // The same with an own ps that refuses the first hand-back (set before the takeover).

@@ -1,5 +1,6 @@
 #include "server/shard_replicator.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -88,11 +89,32 @@ grpc_connectivity_state SettledState(grpc::Channel& channel, absl::Time deadline
 
 }  // namespace
 
-bool ShardReplicator::WentBackToAPsNowGone(absl::Duration within) const {
+ShardReplicator::HomeAfterHandBack ShardReplicator::AskHomeAfterHandBack(
+    absl::Duration within, absl::Duration wait) const {
   const std::optional<absl::Time> at = HandedBackAt();
-  if (!at.has_value() || absl::Now() - *at >= within) return false;
-  return SettledState(*options_.channel, absl::Now() + absl::Milliseconds(100)) ==
-         GRPC_CHANNEL_TRANSIENT_FAILURE;
+  if (!at.has_value()) return HomeAfterHandBack::kUnknown;
+  if (absl::Now() - *at < within &&
+      SettledState(*options_.channel, absl::Now() + absl::Milliseconds(100)) ==
+          GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    return HomeAfterHandBack::kGoneInTime;
+  }
+  if (asking_home_.exchange(true, std::memory_order_acq_rel)) return HomeAfterHandBack::kUnknown;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + wait));
+  ListJobsResponse listed;
+  const grpc::Status answered = stub_->ListJobs(&context, ListJobsRequest(), &listed);
+  const absl::Time now = absl::Now();
+  asking_home_.store(false, std::memory_order_release);
+  if (!answered.ok()) return HomeAfterHandBack::kUnknown;
+  const std::string& job_id = job_->spec().job_id();
+  for (const std::string& held : listed.job_ids()) {
+    if (held == job_id) return HomeAfterHandBack::kUnknown;  // It serves the shard.
+  }
+  // This start of it began no later than `started` (the answer left it before `now`); the one
+  // that took the shard back ended before that.
+  const absl::Time started = now - absl::Milliseconds(listed.uptime_ms());
+  return started - *at < within ? HomeAfterHandBack::kGoneInTime
+                                : HomeAfterHandBack::kStartedAgainTooLate;
 }
 
 bool ShardReplicator::Superseded() const {

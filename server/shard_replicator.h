@@ -34,6 +34,7 @@
 #ifndef PS_SERVER_SHARD_REPLICATOR_H_
 #define PS_SERVER_SHARD_REPLICATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -103,10 +104,26 @@ class ShardReplicator {
   std::optional<absl::Time> HandedBackAt() const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the hand-back is sent and its answer not yet in.
   bool HandingBack() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Whether this copy went back (HANDED_BACK), queuing the hand-back less than `within` ago,
-  // and the ps it went back to refuses connections now (stopped or crashed, not merely slow);
-  // waits up to 100 ms for a connection attempt to tell.
-  bool WentBackToAPsNowGone(absl::Duration within) const ABSL_LOCKS_EXCLUDED(mu_);
+  // What a copy that went back (HANDED_BACK) learns of the ps it went back to, for taking the
+  // shard again (ParameterService::RetakeFromGonePs). The start of that ps which took the shard
+  // back applies nothing before this copy holds it too, unless it finds this copy's ps out of
+  // reach for replica_unreachable_after; `within` is less than that.
+  enum class HomeAfterHandBack {
+    // It serves the shard, cannot be asked, or another call is asking it: nothing to do.
+    kUnknown,
+    // The start of it that took the shard back (or none did) ended sooner than `within` after
+    // the hand-back: it refuses connections now, sooner than that, or it was started again by
+    // then and does not hold the shard. It applied nothing this copy lacks.
+    kGoneInTime,
+    // It was started again later than that and does not hold the shard: it may have applied
+    // updates alone before it stopped, so this copy may be out of date.
+    kStartedAgainTooLate,
+  };
+  // Waits up to 100 ms for a connection attempt to tell whether the ps refuses connections,
+  // then asks it (ListJobs, up to `wait`) whether it holds the shard and how long it has run.
+  // One call at a time asks; the others hear kUnknown meanwhile.
+  HomeAfterHandBack AskHomeAfterHandBack(absl::Duration within, absl::Duration wait) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this copy was handed the shard by the backup's copy and has not installed its backup
   // there yet: the backup's copy, which may not know it handed the shard back (its stream broke
   // before the acknowledgement), is then refused as an install of the shard (ABORTED).
@@ -162,6 +179,7 @@ class ShardReplicator {
   bool hand_back_refused_ ABSL_GUARDED_BY(mu_) = false;  // Reopen later, and hand back again.
   bool hand_back_sent_ ABSL_GUARDED_BY(mu_) = false;  // Taken by Send: the own ps may have it.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
+  mutable std::atomic<bool> asking_home_{false};  // AskHomeAfterHandBack's call is out.
   std::thread thread_;  // Run.
 };
 

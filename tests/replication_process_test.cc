@@ -122,27 +122,32 @@ class ReplicationProcessTest : public ::testing::Test {
   }
 
   // psctl_testing's small job, replicated, without checkpoints, each worker sleeping 12 ms a step
-  // on average. The workers' lease is psctl's default, 10 s: longer than a hung ps's shard keeps
-  // them waiting (docs/replication.md, "A ps that hangs"), when they call no other shard.
-  // `checkpoint`: the job's checkpoint policy (none by default). No time limit: the run must
-  // reach its steps however many kills it outlasts.
-  std::string Job(const std::string& id, int steps = kSteps,
-                  const std::string& checkpoint = "{}") const {
+  // on average when `paced` (a run the test disturbs must outlast its kills). The workers' lease
+  // is psctl's default, 10 s: longer than a hung ps's shard keeps them waiting
+  // (docs/replication.md, "A ps that hangs"), when they call no other shard. `checkpoint`: the
+  // job's checkpoint policy (none by default). No time limit: the run must reach its steps
+  // however many kills it outlasts.
+  std::string Job(const std::string& id, int steps, const std::string& checkpoint,
+                  bool paced) const {
     nlohmann::json job = nlohmann::json::parse(
         JobJson(id, steps, R"({"mode": "SYNC"})",
-                absl::StrCat(R"(, "worker_lease_s": 10, "replicas": 2,
-                   "stragglers": {"distribution": "UNIFORM", "mean_delay_ms": 12},
-                   "checkpoint": )",
+                absl::StrCat(R"(, "worker_lease_s": 10, "replicas": 2, "checkpoint": )",
                              checkpoint)));
+    if (paced) {
+      job["stragglers"] = {{"distribution", "UNIFORM"}, {"mean_delay_ms", 12}};
+    }
     job.erase("time_limit_s");
     return WriteJob(dir_, id, job.dump());
   }
 
-  // psctl submit of Job(id, steps, checkpoint), its results in dir_/id.
-  std::unique_ptr<Psctl> Submit(const std::string& id, int steps, const std::string& checkpoint) {
+  // psctl submit of Job(id, steps, checkpoint, paced), its results in dir_/id. The undisturbed
+  // run a disturbed one is compared with goes at full speed (unpaced): SYNC's model does not
+  // depend on how long a step takes.
+  std::unique_ptr<Psctl> Submit(const std::string& id, int steps, const std::string& checkpoint,
+                                bool paced = true) {
     return std::make_unique<Psctl>(
         std::vector<std::string>{"submit", "--cluster_spec=" + cluster_->spec_path(),
-                                 "--job=" + Job(id, steps, checkpoint),
+                                 "--job=" + Job(id, steps, checkpoint, paced),
                                  "--results=" + dir_ + "/" + id},
         dir_);
   }
@@ -182,7 +187,7 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
   const std::string spec = cluster_->spec_path();
   // With checkpoints, which a single ps loss must not roll back to.
   const std::string every = R"({"every_steps": 500})";
-  std::unique_ptr<Psctl> calm = Submit("calm", kSteps, every);
+  std::unique_ptr<Psctl> calm = Submit("calm", kSteps, every, /*paced=*/false);
   ASSERT_EQ(calm->Wait(kRunTimeout), 0) << calm->Output();
 
   const std::string results = dir_ + "/killed";
@@ -355,7 +360,7 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
 TEST_F(ReplicationProcessTest, AShardThatLostBothCopiesIsRecoveredFromTheLatestCheckpoint) {
   const int steps = 1500;
   const std::string every = R"({"every_steps": 300})";
-  std::unique_ptr<Psctl> calm = Submit("calm", steps, every);
+  std::unique_ptr<Psctl> calm = Submit("calm", steps, every, /*paced=*/false);
   ASSERT_EQ(calm->Wait(kRunTimeout), 0) << calm->Output();
 
   const std::string results = dir_ + "/lost";
