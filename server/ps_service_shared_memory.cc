@@ -28,6 +28,9 @@ absl::Status ParameterService::DoOpenSharedMemory(const Peer& peer,
   absl::Status allowed =
       RequireWorkerHost(peer, request.worker(), options_.worker_hosts, "OpenSharedMemory");
   if (!allowed.ok()) return allowed;
+  // Before the job is found: a DeleteJob between here and the segment's fetch drops it.
+  const uint64_t job_drops =
+      shared_memory_ == nullptr ? 0 : shared_memory_->JobDrops(request.job_id());
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request.job_id(), JobAccess::kData, "OpenSharedMemory");
   if (!job.ok()) return job.status();
@@ -58,7 +61,7 @@ absl::Status ParameterService::DoOpenSharedMemory(const Peer& peer,
     return absl::FailedPreconditionError(absl::StrCat(prefix, "this shard holds no values"));
   }
   absl::StatusOr<SharedMemoryRegistry::Opened> opened =
-      shared_memory_->Open(request.job_id(), request.worker(), floats, floats);
+      shared_memory_->Open(request.job_id(), job_drops, request.worker(), floats, floats);
   if (!opened.ok()) return opened.status();
   response->set_segment(opened->segment);
   response->set_ticket(opened->ticket);

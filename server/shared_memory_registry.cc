@@ -1,6 +1,7 @@
 #include "server/shared_memory_registry.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <random>
@@ -39,7 +40,22 @@ absl::Status SharedMemoryRegistry::CheckRoomLocked(int64_t bytes) const {
   return absl::OkStatus();
 }
 
+uint64_t SharedMemoryRegistry::JobDrops(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = job_drops_.find(job_id);
+  return it == job_drops_.end() ? 0 : it->second;
+}
+
+absl::Status SharedMemoryRegistry::CheckJobLocked(const std::string& job_id,
+                                                  uint64_t job_drops) const {
+  auto it = job_drops_.find(job_id);
+  if ((it == job_drops_.end() ? 0 : it->second) == job_drops) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "shared memory: job \"", job_id, "\" was deleted while its segment was being opened"));
+}
+
 absl::StatusOr<SharedMemoryRegistry::Opened> SharedMemoryRegistry::Open(const std::string& job_id,
+                                                                       uint64_t job_drops,
                                                                        int worker,
                                                                        int64_t push_floats,
                                                                        int64_t pull_floats) {
@@ -48,6 +64,8 @@ absl::StatusOr<SharedMemoryRegistry::Opened> SharedMemoryRegistry::Open(const st
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
+    absl::Status allowed = CheckJobLocked(job_id, job_drops);
+    if (!allowed.ok()) return allowed;
     absl::Status room = CheckRoomLocked(bytes);
     if (!room.ok()) return room;
     while (id == 0 || segments_.contains(id)) {
@@ -55,8 +73,8 @@ absl::StatusOr<SharedMemoryRegistry::Opened> SharedMemoryRegistry::Open(const st
     }
   }
   absl::StatusOr<std::string> ticket = handout_->Offer(
-      [this, id, job_id, worker, push_floats, pull_floats] {
-        return Make(id, job_id, worker, push_floats, pull_floats);
+      [this, id, job_id, job_drops, worker, push_floats, pull_floats] {
+        return Make(id, job_id, job_drops, worker, push_floats, pull_floats);
       },
       kTicketLifetime);
   if (!ticket.ok()) return ticket.status();
@@ -64,12 +82,14 @@ absl::StatusOr<SharedMemoryRegistry::Opened> SharedMemoryRegistry::Open(const st
 }
 
 absl::StatusOr<int> SharedMemoryRegistry::Make(uint64_t segment, const std::string& job_id,
-                                               int worker, int64_t push_floats,
-                                               int64_t pull_floats) {
+                                               uint64_t job_drops, int worker,
+                                               int64_t push_floats, int64_t pull_floats) {
   const int64_t bytes = (push_floats + pull_floats) * static_cast<int64_t>(sizeof(float));
   {
     absl::MutexLock lock(&mu_);
     if (segments_.contains(segment)) return absl::AlreadyExistsError("segment id taken");
+    absl::Status allowed = CheckJobLocked(job_id, job_drops);
+    if (!allowed.ok()) return allowed;
     DropOldestLocked(job_id, worker);
     absl::Status room = CheckRoomLocked(bytes);
     if (!room.ok()) return room;
@@ -79,8 +99,12 @@ absl::StatusOr<int> SharedMemoryRegistry::Make(uint64_t segment, const std::stri
       SharedMemorySegment::Create(bytes, "ps-shared-memory");
   const int fd = created.ok() ? fcntl((*created)->fd(), F_DUPFD_CLOEXEC, 0) : -1;
   absl::MutexLock lock(&mu_);
-  if (fd < 0) {
+  // The job may have been deleted while the segment was made, outside mu_.
+  const absl::Status allowed = fd < 0 ? absl::OkStatus() : CheckJobLocked(job_id, job_drops);
+  if (fd < 0 || !allowed.ok()) {
     bytes_ -= bytes;
+    if (fd >= 0) close(fd);
+    if (!allowed.ok()) return allowed;
     return created.ok() ? absl::InternalError("duplicating a segment's descriptor")
                         : created.status();
   }
@@ -124,6 +148,7 @@ void SharedMemoryRegistry::DropWorker(const std::string& job_id, int worker) {
 
 void SharedMemoryRegistry::DropJob(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
+  ++job_drops_[job_id];
   std::vector<uint64_t> doomed;
   for (const auto& [id, entry] : segments_) {
     if (entry.job_id == job_id) doomed.push_back(id);

@@ -28,7 +28,7 @@ absl::StatusOr<SharedMemoryRegistry::Opened> OpenAndFetch(SharedMemoryRegistry* 
                                                          int64_t push_floats,
                                                          int64_t pull_floats) {
   absl::StatusOr<SharedMemoryRegistry::Opened> opened =
-      registry->Open(job, worker, push_floats, pull_floats);
+      registry->Open(job, registry->JobDrops(job), worker, push_floats, pull_floats);
   if (!opened.ok()) return opened.status();
   absl::StatusOr<int> fd =
       DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));
@@ -39,7 +39,7 @@ absl::StatusOr<SharedMemoryRegistry::Opened> OpenAndFetch(SharedMemoryRegistry* 
 
 TEST(SharedMemoryRegistryTest, ASegmentIsMadeOnlyWhenItsWorkerFetchesIt) {
   std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
-  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 0, 100, 50);
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 0, 0, 100, 50);
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_EQ(registry->bytes(), 0);  // A worker on another host never fetches: it costs nothing.
   EXPECT_EQ(registry->Find(opened->segment, "job", 0).status().code(),
@@ -48,7 +48,7 @@ TEST(SharedMemoryRegistryTest, ASegmentIsMadeOnlyWhenItsWorkerFetchesIt) {
 
 TEST(SharedMemoryRegistryTest, TheWorkerMapsWhatThePsWritesAndTheReverse) {
   std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
-  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 3, 100, 50);
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 0, 3, 100, 50);
   ASSERT_TRUE(opened.ok()) << opened.status();
   absl::StatusOr<int> fd =
       DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));
@@ -106,7 +106,7 @@ TEST(SharedMemoryRegistryTest, AWorkersOpensPastItsRoomDropItsOldest) {
 TEST(SharedMemoryRegistryTest, SegmentsStayWithinTheirBytesAndLeaveWithTheirJob) {
   std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1000);
   ASSERT_TRUE(OpenAndFetch(registry.get(), "a", 0, 100, 100).ok());  // 800 bytes.
-  absl::StatusOr<SharedMemoryRegistry::Opened> refused = registry->Open("b", 0, 100, 100);
+  absl::StatusOr<SharedMemoryRegistry::Opened> refused = registry->Open("b", 0, 0, 100, 100);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("--shared_memory_mb"), std::string::npos);
   EXPECT_EQ(registry->bytes(), 800);
@@ -122,9 +122,35 @@ TEST(SharedMemoryRegistryTest, SegmentsStayWithinTheirBytesAndLeaveWithTheirJob)
   EXPECT_EQ(registry->bytes(), 0);
 }
 
+// A DeleteJob racing an OpenSharedMemory: the ps read JobDrops and found the job, then the job
+// was deleted before the worker fetched its segment, or before the ps opened it. Neither leaves
+// a segment under the deleted job's id; a new job of that id opens as before.
+TEST(SharedMemoryRegistryTest, AJobDeletedWhileItsSegmentIsOpenedGetsNone) {
+  std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
+  const uint64_t drops = registry->JobDrops("job");
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", drops, 0, 100, 50);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  registry->DropJob("job");
+  absl::StatusOr<int> fd =
+      DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));
+  EXPECT_FALSE(fd.ok());
+  if (fd.ok()) close(*fd);
+  EXPECT_EQ(registry->segments(), 0);
+  EXPECT_EQ(registry->bytes(), 0);
+  EXPECT_EQ(registry->Find(opened->segment, "job", 0).status().code(),
+            absl::StatusCode::kUnavailable);
+
+  absl::StatusOr<SharedMemoryRegistry::Opened> late = registry->Open("job", drops, 0, 100, 50);
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(late.status().message().find("was deleted"), std::string::npos) << late.status();
+  EXPECT_EQ(registry->JobDrops("job"), drops + 1);
+  EXPECT_TRUE(OpenAndFetch(registry.get(), "job", 0, 100, 50).ok());
+  EXPECT_EQ(registry->segments(), 1);
+}
+
 TEST(SharedMemoryRegistryTest, ADroppedSegmentsPagesAreFreedThoughTheWorkerStillMapsThem) {
   std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
-  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 0, 1024, 1024);
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", 0, 0, 1024, 1024);
   ASSERT_TRUE(opened.ok());
   absl::StatusOr<int> fd =
       DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));

@@ -223,6 +223,11 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     batches.set_count(4);
     batches.set_request_id(1);
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::NextBatches, batches), kDenied);
+    OpenSharedMemoryRequest open;  // A segment of her shard, which her worker would write.
+    open.set_job_id("alices");
+    open.set_run_id(run_id);
+    open.set_worker(0);
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::OpenSharedMemory, open), kDenied);
     DeleteJobRequest remove;
     remove.set_job_id("alices");
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
@@ -359,6 +364,12 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   batches_of_other.set_count(4);
   batches_of_other.set_request_id(1);
   EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::NextBatches, batches_of_other), kDenied);
+  OpenSharedMemoryRequest memory_of_other;  // Worker 1's segment, opened by worker:0.
+  memory_of_other.set_job_id("alices");
+  memory_of_other.set_run_id(run_id);
+  memory_of_other.set_worker(1);
+  EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::OpenSharedMemory, memory_of_other),
+            kDenied);
   DeleteJobRequest remove;
   remove.set_job_id("alices");
   EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
@@ -384,6 +395,10 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     EXPECT_EQ(Call(ps1.get(), &ParameterServer::Stub::Push, push_as_other), kDenied) << worker;
     as_other.set_worker(worker);
     EXPECT_EQ(Call(ps1.get(), &ParameterServer::Stub::Pull, as_other), kDenied) << worker;
+    memory_of_other.set_worker(worker);
+    EXPECT_EQ(Call(ps1.get(), &ParameterServer::Stub::OpenSharedMemory, memory_of_other),
+              kDenied)
+        << worker;
   }
   EXPECT_EQ(Call(ps1.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
   std::unique_ptr<Worker::Stub> ps1_to_worker0 =
