@@ -369,6 +369,26 @@ TEST_F(SharedMemoryTest, ASegmentTooLargeForTheBudgetIsRefusedAndTheRequestsCarr
                                        "--shared_memory_mb");
 }
 
+// A call through memory made again in the requests carries its shard whole: a shard over
+// max_message_bytes gets no segment, and its tensors go in chunks in the requests.
+TEST_F(SharedMemoryTest, AShardTooLargeForOneMessageGoesInChunkedRequests) {
+  const ParameterSpec spec = MakeSpec("wide", ConsistencyConfig::ASYNC, 1);
+  PsClientOptions options;
+  options.call_timeout = absl::Seconds(10);
+  options.wait_timeout = absl::Seconds(10);
+  options.max_message_bytes = 128 << 10;  // A shard is 256 KiB.
+  options.chunk_bytes = 32 << 10;
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  std::unique_ptr<WorkerSession> session = Session(client->get(), spec, 0);
+  std::vector<float> gradient(kRows * kColumns, 1.0f), values(kRows * kColumns);
+  ASSERT_TRUE(session->Push({}, {{"w", absl::MakeConstSpan(gradient)}}).ok());
+  ASSERT_TRUE(session->Pull({}, {{"w", absl::MakeSpan(values)}}).ok());
+  EXPECT_EQ(session->shared_memory_bytes(), 0);
+  EXPECT_THAT(values, Each(0.5f));
+}
+
 TEST_F(SharedMemoryTest, ACallWhoseSegmentThePsDroppedIsMadeAgainInTheRequests) {
   std::unique_ptr<PsClient> client = Client(true);
   ParameterSpec spec = MakeSpec("dropped", ConsistencyConfig::ASYNC, 1);

@@ -24,6 +24,19 @@ SharedMemoryLinks::SharedMemoryLinks(PsConnections* connections,
 SharedMemoryLinks::Link* SharedMemoryLinks::For(int ps) {
   if (links_[ps] != nullptr) return links_[ps].get();
   if (refused_[ps] || shard_floats_[ps] == 0) return nullptr;
+  // A call made again in the requests (FirstThroughMemory) carries the whole shard in one
+  // message, headers and all: a shard that would not fit keeps to the chunked requests.
+  constexpr int64_t kHeaderRoom = 64 << 10;
+  const int64_t bytes = shard_floats_[ps] * static_cast<int64_t>(sizeof(float));
+  if (bytes + kHeaderRoom > connections_->options().max_message_bytes) {
+    refused_[ps] = true;
+    LOG(INFO) << connections_->ShardName(ps) << ": job " << identity_.job_id()
+              << "'s tensors go in the requests, in chunks, not through shared memory: the "
+              << "shard's " << bytes << " bytes would not fit one message of max_message_bytes ("
+              << connections_->options().max_message_bytes << ") were a call through memory "
+              << "made again in the requests";
+    return nullptr;
+  }
   bool lasting = true;
   absl::StatusOr<std::unique_ptr<Link>> opened = Open(ps, &lasting);
   if (!opened.ok() && !lasting) return nullptr;  // This use's own call meets the same trouble.
