@@ -12,6 +12,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -265,6 +266,7 @@ absl::StatusOr<std::unique_ptr<PsConnections>> PsConnections::Create(
 PsConnections::PsConnections(const PsClientOptions& options)
     : options_(options),
       routes_(options.ps_addresses.size()),
+      hung_at_(options.ps_addresses.size()),
       client_id_(RandomClientId()),
       windows_(options.ps_addresses.size()) {
   for (size_t shard = 0; shard < routes_.size(); ++shard) {
@@ -304,8 +306,22 @@ bool PsConnections::Retryable(const Call& call, const absl::Status& status) {
   return absl::IsUnavailable(status) || (call.replicated && absl::IsCancelled(status));
 }
 
+int PsConnections::OtherCopy(int shard, int task) const {
+  return task == shard ? (shard + 1) % num_ps() : shard;
+}
+
+bool PsConnections::LooksHung(const absl::Status& status) {
+  return absl::IsDeadlineExceeded(status) ||
+         (absl::IsUnavailable(status) && absl::StrContains(status.message(), "keepalive"));
+}
+
+bool PsConnections::RecentlyHung(int task) const {
+  const int64_t at = hung_at_[task].load(std::memory_order_acquire);
+  return at != 0 && absl::Now() - absl::FromUnixNanos(at) < options_.failover_patience / 2;
+}
+
 void PsConnections::Failover(int shard, int from, absl::string_view why) {
-  const int to = from == shard ? (shard + 1) % num_ps() : shard;
+  const int to = OtherCopy(shard, from);
   // From the copy the failed call went to only: batches that failed on the same copy at once
   // switch the shard once, not back and forth. (The exchange overwrites `expected` on failure.)
   int expected = from;
@@ -345,6 +361,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
   absl::Duration backoff = options_.initial_backoff;
   bool failed_over = false;  // A first switch to a shard's other copy goes at once.
   absl::Time patient_until = absl::InfiniteFuture();  // Set at the first failure.
+  bool kept_from_hung = false;  // Logged once: a shard's calls stayed off a hung copy.
   for (int attempt = 1;; ++attempt) {
     const bool replicated = std::any_of(pending.begin(), pending.end(),
                                         [&](size_t i) { return calls[i].replicated; });
@@ -362,12 +379,23 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       if (!in_flight[i]->made) continue;  // Another call failed for good: first_error is set.
       const Call& call = calls[pending[i]];
       absl::Status status = FromGrpcStatus(in_flight[i]->status);
+      const int task = in_flight[i]->task;
+      if (!status.ok() && LooksHung(status)) {
+        hung_at_[task].store(absl::ToUnixNanos(absl::Now()), std::memory_order_release);
+      }
       if (status.ok()) {
         status = in_flight[i]->handled;
       } else if (Retryable(call, status) && !last) {
         retry.push_back(pending[i]);
         if (call.replicated && !in_flight[i]->RetryHere()) {
-          switched.emplace(call.ps, FailedOn{in_flight[i]->task, std::string(status.message())});
+          if (!RecentlyHung(OtherCopy(call.ps, task))) {
+            switched.emplace(call.ps, FailedOn{task, std::string(status.message())});
+          } else if (!kept_from_hung) {
+            kept_from_hung = true;
+            LOG(INFO) << "shard " << call.ps << ": calls stay on ps:" << task << " (ps:"
+                      << OtherCopy(call.ps, task) << " stopped answering just now; ps:" << task
+                      << ": " << status.message() << ")";
+          }
         }
         continue;
       } else if (absl::IsUnavailable(status)) {

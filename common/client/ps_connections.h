@@ -131,6 +131,20 @@ class PsConnections {
   // is logged with `why` (the failed call's error).
   int Route(int shard) const { return routes_[shard].load(std::memory_order_acquire); }
   void Failover(int shard, int from, absl::string_view why = "");
+  // The other copy of shard `shard` from task `task`: the next task from the shard's own, the
+  // shard's own from the next.
+  int OtherCopy(int shard, int task) const;
+
+  // A ps that hangs (stopped, or its host frozen) accepts connections and answers nothing: a
+  // call there waits for its deadline, or, on a connection keepalive finds dead, fails
+  // UNAVAILABLE ("keepalive watchdog timeout"). Whether `status` is such a failure.
+  static bool LooksHung(const absl::Status& status);
+  // Whether task `task` failed a call as LooksHung says less than failover_patience / 2 ago.
+  // A replicated call does not switch back to such a copy on the other copy's UNAVAILABLE
+  // ("still replicates the shard": its stream from the hung ps is not yet found dead either),
+  // but retries where it is: the other copy takes the shard over once that stream breaks, while
+  // a call at the hung ps would wait there until it goes on.
+  bool RecentlyHung(int task) const;
 
   // The bytes this client keeps in flight to shard `ps` in one batch, for a call of `method`:
   // max_bytes_in_flight_per_ps, or for a push less where the ps said so, and 0 before any answer
@@ -165,6 +179,8 @@ class PsConnections {
   // connections_[ps][i].
   std::vector<std::vector<Connection>> connections_;
   std::vector<std::atomic<int>> routes_;  // Per shard: the task its replicated calls go to.
+  // Per task: when a call there last failed as LooksHung says (absl::ToUnixNanos; 0: never).
+  std::vector<std::atomic<int64_t>> hung_at_;
   const std::string client_id_;           // "ps-client-id".
   // Per shard: the window its last data call's answer gave; 0 before any.
   mutable std::vector<std::atomic<int64_t>> windows_;

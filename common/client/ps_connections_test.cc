@@ -82,10 +82,11 @@ class FakeShard {
     absl::MutexLock lock(&mu_);
     return calls_[method];
   }
-  // The next `n` Echo calls fail with UNAVAILABLE.
-  void FailNextEchoes(int n) {
+  // The next `n` Echo calls fail with UNAVAILABLE, saying `why`.
+  void FailNextEchoes(int n, const std::string& why = "shard restarting") {
     absl::MutexLock lock(&mu_);
     echo_failures_ = n;
+    echo_failure_ = why;
   }
   // The most Hold calls this shard has held at once.
   int most_held() {
@@ -114,8 +115,11 @@ class FakeShard {
     const std::string name = method.substr(method.rfind('/') + 1);
     absl::MutexLock lock(&mu_);
     ++calls_[name];
-    if (name == "Unavailable" || (name == "Echo" && echo_failures_-- > 0)) {
+    if (name == "Unavailable") {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shard restarting");
+    }
+    if (name == "Echo" && echo_failures_-- > 0) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, echo_failure_);
     }
     if (name == "Refuse") return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no job");
     if (name == "Slow") absl::SleepFor(absl::Milliseconds(500));
@@ -127,6 +131,7 @@ class FakeShard {
   absl::Mutex mu_;
   std::map<std::string, int> calls_ ABSL_GUARDED_BY(mu_);
   int echo_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string echo_failure_ ABSL_GUARDED_BY(mu_);
   int held_ ABSL_GUARDED_BY(mu_) = 0;
   int most_held_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> holders_ ABSL_GUARDED_BY(mu_);  // Answer held calls.
@@ -233,6 +238,34 @@ TEST(PsConnectionsTest, AReplicatedCallTriesBothCopiesForItsPatience) {
   status = connections->RunCalls({call});
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_NE(status.message().find("(after 3 attempts"), std::string::npos) << status;
+}
+
+// A copy whose call failed as a hung ps's do (keepalive found the connection dead) is not gone
+// back to on the other copy's UNAVAILABLE ("still replicates": its stream from the hung ps is
+// not found dead yet) for half the patience: the call retries at the other copy, which takes the
+// shard over once it finds the hung one gone too. Later, it is a copy like any other.
+TEST(PsConnectionsTest, AReplicatedCallDoesNotGoBackToACopyThatJustHung) {
+  FakeShard a("a"), b("b");
+  PsClientOptions options = FastOptions({a.address(), b.address()});
+  options.failover_patience = absl::Seconds(2);
+  std::unique_ptr<PsConnections> connections = *PsConnections::Create(options);
+  a.FailNextEchoes(1, "keepalive watchdog timeout");
+  b.FailNextEchoes(5, "ps:0 still replicates shard 0 to ps:1, so it is alive: retry it there");
+  std::string got;
+  PsConnections::Call call = TextCall(0, "Echo", "x", &got);
+  call.replicated = true;
+  absl::Status status = connections->RunCalls({call});
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(got, "b:x");
+  EXPECT_EQ(a.calls("Echo"), 1) << "the call went back to the copy that hung";
+  EXPECT_EQ(b.calls("Echo"), 6);
+
+  absl::SleepFor(options.failover_patience / 2);
+  b.FailNextEchoes(1, "ps:0 still replicates shard 0 to ps:1, so it is alive: retry it there");
+  status = connections->RunCalls({call});
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(got, "a:x");
+  EXPECT_EQ(a.calls("Echo"), 2);
 }
 
 TEST(PsConnectionsTest, DoesNotRetryOtherErrorsAndKeepsTheirCode) {
