@@ -68,6 +68,10 @@ DEFINE_int64(shared_memory_mb, 1024,
              "(docs/shared_memory.md); 0: none");
 DEFINE_string(shared_memory_dir, "/tmp",
               "directory of the socket through which workers on this host fetch their segments");
+DEFINE_int32(replica_unreachable_after_ms, 1000,
+             "replicated shards (docs/replication.md): how long a primary waits for a backup out "
+             "of reach before it goes on alone; a copy that handed a shard back takes it over "
+             "again when its own ps is gone, or was started again empty, within half of this");
 DEFINE_string(port_file, "", "if set, write the bound port here once listening (for tests)");
 
 namespace {
@@ -126,6 +130,12 @@ int Run() {
       FLAGS_max_inflight_mb < 0 ? -1 : FLAGS_max_inflight_mb << 20;
   options.service.shared_memory_bytes = FLAGS_shared_memory_mb << 20;
   options.service.shared_memory_dir = FLAGS_shared_memory_dir;
+  if (FLAGS_replica_unreachable_after_ms <= 0) {
+    std::cerr << "ps_server: --replica_unreachable_after_ms must be at least 1\n";
+    return 2;
+  }
+  options.service.replica_unreachable_after =
+      absl::Milliseconds(FLAGS_replica_unreachable_after_ms);
   if (FLAGS_shared_memory_mb < 0) {
     std::cerr << "ps_server: --shared_memory_mb must be at least 0 (0: no shared memory)\n";
     return 2;

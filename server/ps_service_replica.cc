@@ -114,7 +114,8 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
     if (it == backups_.end()) {
       return absl::UnavailableError(absl::StrCat(
           JobPrefix(job_id), TaskName(), " holds no copy of shard ", shard,
-          " (none was installed since it started): retry ps:", other));
+          " (none was installed since it started, or it was dropped as out of date): retry ps:",
+          other));
     }
     BackupCopy& copy = it->second;
     absl::Status allowed =
@@ -214,19 +215,29 @@ absl::Status ParameterService::DropOutdatedCopy(
   {
     absl::MutexLock lock(&mu_);
     auto serving = replicators_.find({job_id, shard});
-    if (serving != replicators_.end() && serving->second == went_back) {
+    auto it = backups_.find({job_id, shard});
+    const bool replaced = (serving != replicators_.end() && serving->second != went_back) ||
+                          (it != backups_.end() && it->second.job != job);
+    if (replaced) {
+      // The own ps installed a new copy here meanwhile (it took the shard back and is alive).
+      return absl::UnavailableError(absl::StrCat(
+          JobPrefix(job_id), "ps:", shard, " replicates its shard ", shard, " to ", TaskName(),
+          " again, so it is alive: retry it there"));
+    }
+    if (serving != replicators_.end()) {
       dropped = std::move(serving->second);
       replicators_.erase(serving);
     }
-    auto it = backups_.find({job_id, shard});
-    if (it != backups_.end() && it->second.job == job) backups_.erase(it);
+    if (it != backups_.end()) backups_.erase(it);
   }
+  // Dropped here, or by another call a moment ago.
   const absl::Status lost = absl::DataLossError(absl::StrCat(
       JobPrefix(job_id), "shard ", shard, " lost both its copies: its own ps, ps:", shard,
       ", took it back from ", TaskName(), " and was started again empty more than ",
       absl::FormatDuration(within), " after that (it may have applied updates alone first), so ",
       TaskName(), "'s copy (version ", job->Stats().version(),
-      ") may be out of date and is dropped: the job recovers from its latest checkpoint"));
+      ") may be out of date and is dropped: psctl recovers a job with checkpoints from its "
+      "latest one, and stops one without"));
   if (dropped != nullptr) {
     dropped.reset();
     job->CancelAllWaiters(lost);

@@ -29,8 +29,7 @@ absl::Status ParameterService::DoOpenSharedMemory(const Peer& peer,
       RequireWorkerHost(peer, request.worker(), options_.worker_hosts, "OpenSharedMemory");
   if (!allowed.ok()) return allowed;
   // Before the job is found: a DeleteJob between here and the segment's fetch drops it.
-  const uint64_t job_drops =
-      shared_memory_ == nullptr ? 0 : shared_memory_->JobDrops(request.job_id());
+  const uint64_t drop_mark = shared_memory_ == nullptr ? 0 : shared_memory_->DropMark();
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request.job_id(), JobAccess::kData, "OpenSharedMemory");
   if (!job.ok()) return job.status();
@@ -61,7 +60,7 @@ absl::Status ParameterService::DoOpenSharedMemory(const Peer& peer,
     return absl::FailedPreconditionError(absl::StrCat(prefix, "this shard holds no values"));
   }
   absl::StatusOr<SharedMemoryRegistry::Opened> opened =
-      shared_memory_->Open(request.job_id(), job_drops, request.worker(), floats, floats);
+      shared_memory_->Open(request.job_id(), drop_mark, request.worker(), floats, floats);
   if (!opened.ok()) return opened.status();
   response->set_segment(opened->segment);
   response->set_ticket(opened->ticket);

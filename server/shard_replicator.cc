@@ -1,5 +1,6 @@
 #include "server/shard_replicator.h"
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -91,9 +92,15 @@ grpc_connectivity_state SettledState(grpc::Channel& channel, absl::Time deadline
 
 ShardReplicator::HomeAfterHandBack ShardReplicator::AskHomeAfterHandBack(
     absl::Duration within, absl::Duration wait) const {
-  const std::optional<absl::Time> at = HandedBackAt();
-  if (!at.has_value()) return HomeAfterHandBack::kUnknown;
-  if (absl::Now() - *at < within &&
+  using Steady = std::chrono::steady_clock;
+  Steady::time_point at;  // When the hand-back was queued, on a clock no one sets.
+  {
+    absl::MutexLock lock(&mu_);
+    if (!handed_back_) return HomeAfterHandBack::kUnknown;
+    at = hand_back_queued_steady_;
+  }
+  const Steady::duration window = absl::ToChronoNanoseconds(within);
+  if (Steady::now() - at < window &&
       SettledState(*options_.channel, absl::Now() + absl::Milliseconds(100)) ==
           GRPC_CHANNEL_TRANSIENT_FAILURE) {
     return HomeAfterHandBack::kGoneInTime;
@@ -103,18 +110,26 @@ ShardReplicator::HomeAfterHandBack ShardReplicator::AskHomeAfterHandBack(
   context.set_deadline(absl::ToChronoTime(absl::Now() + wait));
   ListJobsResponse listed;
   const grpc::Status answered = stub_->ListJobs(&context, ListJobsRequest(), &listed);
-  const absl::Time now = absl::Now();
+  const Steady::time_point now = Steady::now();
   asking_home_.store(false, std::memory_order_release);
-  if (!answered.ok()) return HomeAfterHandBack::kUnknown;
+  // A ps that does not say how long it has run (0: an older one) cannot be judged.
+  if (!answered.ok() || listed.uptime_ms() <= 0) return HomeAfterHandBack::kUnknown;
   const std::string& job_id = job_->spec().job_id();
   for (const std::string& held : listed.job_ids()) {
     if (held == job_id) return HomeAfterHandBack::kUnknown;  // It serves the shard.
   }
+  for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
+    // It holds the copy this one installed there and may serve it (a worker's call takes it
+    // over once this copy's stream is gone, the hand-back unread): it is not empty.
+    if (copy.job_id() == job_id && copy.shard() == job_->ps_index()) {
+      return HomeAfterHandBack::kUnknown;
+    }
+  }
   // This start of it began no later than `started` (the answer left it before `now`); the one
   // that took the shard back ended before that.
-  const absl::Time started = now - absl::Milliseconds(listed.uptime_ms());
-  return started - *at < within ? HomeAfterHandBack::kGoneInTime
-                                : HomeAfterHandBack::kStartedAgainTooLate;
+  const Steady::time_point started = now - std::chrono::milliseconds(listed.uptime_ms());
+  return started - at < window ? HomeAfterHandBack::kGoneInTime
+                               : HomeAfterHandBack::kStartedAgainTooLate;
 }
 
 bool ShardReplicator::Superseded() const {
@@ -131,6 +146,7 @@ void ShardReplicator::QueueHandBackLocked() {
   handing_back_ = true;
   hand_back_sent_ = false;
   hand_back_queued_at_ = absl::Now();
+  hand_back_queued_steady_ = std::chrono::steady_clock::now();
   fenced_ = absl::UnavailableError(absl::StrCat(
       JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(),
       " is going back to its own ps, ", options_.backup_name,

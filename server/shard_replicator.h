@@ -35,6 +35,7 @@
 #define PS_SERVER_SHARD_REPLICATOR_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -107,9 +108,11 @@ class ShardReplicator {
   // What a copy that went back (HANDED_BACK) learns of the ps it went back to, for taking the
   // shard again (ParameterService::RetakeFromGonePs). The start of that ps which took the shard
   // back applies nothing before this copy holds it too, unless it finds this copy's ps out of
-  // reach for replica_unreachable_after; `within` is less than that.
+  // reach for replica_unreachable_after; `within` is less than that. A start of the ps that
+  // began is taken to mean the start before it ended: one start at a time serves an address.
   enum class HomeAfterHandBack {
-    // It serves the shard, cannot be asked, or another call is asking it: nothing to do.
+    // It serves the shard or holds a copy of it, cannot be asked (or does not say how long it
+    // has run), or another call is asking it: nothing to do.
     kUnknown,
     // The start of it that took the shard back (or none did) ended sooner than `within` after
     // the hand-back: it refuses connections now, sooner than that, or it was started again by
@@ -121,7 +124,8 @@ class ShardReplicator {
   };
   // Waits up to 100 ms for a connection attempt to tell whether the ps refuses connections,
   // then asks it (ListJobs, up to `wait`) whether it holds the shard and how long it has run.
-  // One call at a time asks; the others hear kUnknown meanwhile.
+  // One call at a time asks, on its own thread (a request handler's, for at most 100 ms plus
+  // `wait`); the others hear kUnknown meanwhile.
   HomeAfterHandBack AskHomeAfterHandBack(absl::Duration within, absl::Duration wait) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this copy was handed the shard by the backup's copy and has not installed its backup
@@ -176,6 +180,7 @@ class ShardReplicator {
   bool handing_back_ ABSL_GUARDED_BY(mu_) = false;  // The hand-back input is pending.
   bool handed_back_ ABSL_GUARDED_BY(mu_) = false;   // ... and was acknowledged: Run ends.
   absl::Time hand_back_queued_at_ ABSL_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point hand_back_queued_steady_ ABSL_GUARDED_BY(mu_);
   bool hand_back_refused_ ABSL_GUARDED_BY(mu_) = false;  // Reopen later, and hand back again.
   bool hand_back_sent_ ABSL_GUARDED_BY(mu_) = false;  // Taken by Send: the own ps may have it.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);

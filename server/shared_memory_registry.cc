@@ -40,22 +40,21 @@ absl::Status SharedMemoryRegistry::CheckRoomLocked(int64_t bytes) const {
   return absl::OkStatus();
 }
 
-uint64_t SharedMemoryRegistry::JobDrops(const std::string& job_id) const {
+uint64_t SharedMemoryRegistry::DropMark() const {
   absl::MutexLock lock(&mu_);
-  auto it = job_drops_.find(job_id);
-  return it == job_drops_.end() ? 0 : it->second;
+  return drops_;
 }
 
 absl::Status SharedMemoryRegistry::CheckJobLocked(const std::string& job_id,
-                                                  uint64_t job_drops) const {
-  auto it = job_drops_.find(job_id);
-  if ((it == job_drops_.end() ? 0 : it->second) == job_drops) return absl::OkStatus();
+                                                  uint64_t drop_mark) const {
+  auto it = dropped_jobs_.find(job_id);
+  if (it == dropped_jobs_.end() || it->second.number <= drop_mark) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "shared memory: job \"", job_id, "\" was deleted while its segment was being opened"));
 }
 
 absl::StatusOr<SharedMemoryRegistry::Opened> SharedMemoryRegistry::Open(const std::string& job_id,
-                                                                       uint64_t job_drops,
+                                                                       uint64_t drop_mark,
                                                                        int worker,
                                                                        int64_t push_floats,
                                                                        int64_t pull_floats) {
@@ -64,7 +63,7 @@ absl::StatusOr<SharedMemoryRegistry::Opened> SharedMemoryRegistry::Open(const st
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mu_);
-    absl::Status allowed = CheckJobLocked(job_id, job_drops);
+    absl::Status allowed = CheckJobLocked(job_id, drop_mark);
     if (!allowed.ok()) return allowed;
     absl::Status room = CheckRoomLocked(bytes);
     if (!room.ok()) return room;
@@ -73,8 +72,8 @@ absl::StatusOr<SharedMemoryRegistry::Opened> SharedMemoryRegistry::Open(const st
     }
   }
   absl::StatusOr<std::string> ticket = handout_->Offer(
-      [this, id, job_id, job_drops, worker, push_floats, pull_floats] {
-        return Make(id, job_id, job_drops, worker, push_floats, pull_floats);
+      [this, id, job_id, drop_mark, worker, push_floats, pull_floats] {
+        return Make(id, job_id, drop_mark, worker, push_floats, pull_floats);
       },
       kTicketLifetime);
   if (!ticket.ok()) return ticket.status();
@@ -82,13 +81,13 @@ absl::StatusOr<SharedMemoryRegistry::Opened> SharedMemoryRegistry::Open(const st
 }
 
 absl::StatusOr<int> SharedMemoryRegistry::Make(uint64_t segment, const std::string& job_id,
-                                               uint64_t job_drops, int worker,
+                                               uint64_t drop_mark, int worker,
                                                int64_t push_floats, int64_t pull_floats) {
   const int64_t bytes = (push_floats + pull_floats) * static_cast<int64_t>(sizeof(float));
   {
     absl::MutexLock lock(&mu_);
     if (segments_.contains(segment)) return absl::AlreadyExistsError("segment id taken");
-    absl::Status allowed = CheckJobLocked(job_id, job_drops);
+    absl::Status allowed = CheckJobLocked(job_id, drop_mark);
     if (!allowed.ok()) return allowed;
     DropOldestLocked(job_id, worker);
     absl::Status room = CheckRoomLocked(bytes);
@@ -100,7 +99,7 @@ absl::StatusOr<int> SharedMemoryRegistry::Make(uint64_t segment, const std::stri
   const int fd = created.ok() ? fcntl((*created)->fd(), F_DUPFD_CLOEXEC, 0) : -1;
   absl::MutexLock lock(&mu_);
   // The job may have been deleted while the segment was made, outside mu_.
-  const absl::Status allowed = fd < 0 ? absl::OkStatus() : CheckJobLocked(job_id, job_drops);
+  const absl::Status allowed = fd < 0 ? absl::OkStatus() : CheckJobLocked(job_id, drop_mark);
   if (fd < 0 || !allowed.ok()) {
     bytes_ -= bytes;
     if (fd >= 0) close(fd);
@@ -148,7 +147,15 @@ void SharedMemoryRegistry::DropWorker(const std::string& job_id, int worker) {
 
 void SharedMemoryRegistry::DropJob(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
-  ++job_drops_[job_id];
+  const absl::Time now = absl::Now();
+  for (auto it = dropped_jobs_.begin(); it != dropped_jobs_.end();) {
+    if (now - it->second.at > kDropsKept) {
+      dropped_jobs_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  dropped_jobs_[job_id] = Dropped{++drops_, now};
   std::vector<uint64_t> doomed;
   for (const auto& [id, entry] : segments_) {
     if (entry.job_id == job_id) doomed.push_back(id);

@@ -49,18 +49,17 @@ class SharedMemoryRegistry {
     std::string ticket;    // For DescriptorHandout::Fetch at socket_path.
     std::string socket_path;
   };
-  // How many times job id `job_id`'s segments were dropped with their job (DropJob). Read it
-  // before finding the job a segment is opened for, and pass it to Open: a job deleted
-  // meanwhile then gets no segment.
-  uint64_t JobDrops(const std::string& job_id) const ABSL_LOCKS_EXCLUDED(mu_);
+  // A mark of the jobs' drops so far (DropJob). Take it before finding the job a segment is
+  // opened for, and pass it to Open: a job deleted after it gets no segment.
+  uint64_t DropMark() const ABSL_LOCKS_EXCLUDED(mu_);
   // Offers a new segment for `worker` of job `job_id`, with room for `push_floats` then
   // `pull_floats`, made when the ticket is fetched; where the worker holds kSegmentsPerWorker
   // already then, its oldest is dropped (calls in flight on it finish first).
   // RESOURCE_EXHAUSTED where the segments would pass max_bytes or kMaxSegments (checked again
   // at the fetch, which is refused then), or the handout holds too many offers.
-  // FAILED_PRECONDITION, at once or at the fetch, once the job's segments were dropped since
-  // JobDrops said `job_drops`.
-  absl::StatusOr<Opened> Open(const std::string& job_id, uint64_t job_drops, int worker,
+  // FAILED_PRECONDITION, at once or at the fetch, once the job's segments were dropped after
+  // DropMark gave `drop_mark`.
+  absl::StatusOr<Opened> Open(const std::string& job_id, uint64_t drop_mark, int worker,
                               int64_t push_floats, int64_t pull_floats) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A segment in use by one call, alive as long as this.
@@ -100,11 +99,11 @@ class SharedMemoryRegistry {
 
   // Makes the segment offered as `segment` (its descriptor, for the handout to send), or why
   // not; runs on the handout's thread.
-  absl::StatusOr<int> Make(uint64_t segment, const std::string& job_id, uint64_t job_drops,
+  absl::StatusOr<int> Make(uint64_t segment, const std::string& job_id, uint64_t drop_mark,
                            int worker, int64_t push_floats, int64_t pull_floats)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // FAILED_PRECONDITION where the job's segments were dropped since `job_drops`.
-  absl::Status CheckJobLocked(const std::string& job_id, uint64_t job_drops) const
+  // FAILED_PRECONDITION where the job's segments were dropped after `drop_mark`.
+  absl::Status CheckJobLocked(const std::string& job_id, uint64_t drop_mark) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // RESOURCE_EXHAUSTED where a segment of `bytes` more would pass a limit.
   absl::Status CheckRoomLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -119,8 +118,16 @@ class SharedMemoryRegistry {
   absl::flat_hash_map<std::pair<std::string, int>, std::deque<uint64_t>> by_worker_
       ABSL_GUARDED_BY(mu_);
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // Job id -> DropJob calls for it (a deleted job's id, a few bytes each, is kept).
-  absl::flat_hash_map<std::string, uint64_t> job_drops_ ABSL_GUARDED_BY(mu_);
+  // DropJob calls so far, and the last one's number and time for each job id dropped within
+  // kDropsKept: an open takes less (its offer expires in kTicketLifetime), so older ones cannot
+  // be after its mark and are forgotten.
+  static constexpr absl::Duration kDropsKept = absl::Minutes(1);
+  uint64_t drops_ ABSL_GUARDED_BY(mu_) = 0;
+  struct Dropped {
+    uint64_t number = 0;
+    absl::Time at;
+  };
+  absl::flat_hash_map<std::string, Dropped> dropped_jobs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ps

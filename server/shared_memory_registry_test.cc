@@ -28,7 +28,7 @@ absl::StatusOr<SharedMemoryRegistry::Opened> OpenAndFetch(SharedMemoryRegistry* 
                                                          int64_t push_floats,
                                                          int64_t pull_floats) {
   absl::StatusOr<SharedMemoryRegistry::Opened> opened =
-      registry->Open(job, registry->JobDrops(job), worker, push_floats, pull_floats);
+      registry->Open(job, registry->DropMark(), worker, push_floats, pull_floats);
   if (!opened.ok()) return opened.status();
   absl::StatusOr<int> fd =
       DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));
@@ -122,13 +122,13 @@ TEST(SharedMemoryRegistryTest, SegmentsStayWithinTheirBytesAndLeaveWithTheirJob)
   EXPECT_EQ(registry->bytes(), 0);
 }
 
-// A DeleteJob racing an OpenSharedMemory: the ps read JobDrops and found the job, then the job
+// A DeleteJob racing an OpenSharedMemory: the ps took its DropMark and found the job, then the job
 // was deleted before the worker fetched its segment, or before the ps opened it. Neither leaves
 // a segment under the deleted job's id; a new job of that id opens as before.
 TEST(SharedMemoryRegistryTest, AJobDeletedWhileItsSegmentIsOpenedGetsNone) {
   std::unique_ptr<SharedMemoryRegistry> registry = NewRegistry(1 << 20);
-  const uint64_t drops = registry->JobDrops("job");
-  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", drops, 0, 100, 50);
+  const uint64_t mark = registry->DropMark();
+  absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", mark, 0, 100, 50);
   ASSERT_TRUE(opened.ok()) << opened.status();
   registry->DropJob("job");
   absl::StatusOr<int> fd =
@@ -140,11 +140,19 @@ TEST(SharedMemoryRegistryTest, AJobDeletedWhileItsSegmentIsOpenedGetsNone) {
   EXPECT_EQ(registry->Find(opened->segment, "job", 0).status().code(),
             absl::StatusCode::kUnavailable);
 
-  absl::StatusOr<SharedMemoryRegistry::Opened> late = registry->Open("job", drops, 0, 100, 50);
+  absl::StatusOr<SharedMemoryRegistry::Opened> late = registry->Open("job", mark, 0, 100, 50);
   EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(late.status().message().find("was deleted"), std::string::npos) << late.status();
-  EXPECT_EQ(registry->JobDrops("job"), drops + 1);
-  EXPECT_TRUE(OpenAndFetch(registry.get(), "job", 0, 100, 50).ok());
+  EXPECT_EQ(registry->DropMark(), mark + 1);
+  // Another job's deletion after the mark changes nothing for this one.
+  const uint64_t later = registry->DropMark();
+  absl::StatusOr<SharedMemoryRegistry::Opened> next = registry->Open("job", later, 0, 100, 50);
+  ASSERT_TRUE(next.ok()) << next.status();
+  registry->DropJob("other");
+  absl::StatusOr<int> made =
+      DescriptorHandout::Fetch(next->socket_path, next->ticket, absl::Seconds(5));
+  ASSERT_TRUE(made.ok()) << made.status();
+  close(*made);
   EXPECT_EQ(registry->segments(), 1);
 }
 

@@ -12,6 +12,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -311,13 +312,17 @@ int PsConnections::OtherCopy(int shard, int task) const {
 }
 
 bool PsConnections::LooksHung(const absl::Status& status) {
-  return absl::IsDeadlineExceeded(status) ||
-         (absl::IsUnavailable(status) && absl::StrContains(status.message(), "keepalive"));
+  // gRPC's words for it vary between versions ("keepalive watchdog timeout", "Keepalive
+  // watchdog fired"). A deadline is not taken for it: a ps answers DEADLINE_EXCEEDED itself for
+  // a pull that waited too long at a barrier.
+  return absl::IsUnavailable(status) &&
+         absl::StrContains(absl::AsciiStrToLower(status.message()), "keepalive");
 }
 
 bool PsConnections::RecentlyHung(int task) const {
   const int64_t at = hung_at_[task].load(std::memory_order_acquire);
-  return at != 0 && absl::Now() - absl::FromUnixNanos(at) < options_.failover_patience / 2;
+  const absl::Duration window = std::min(options_.failover_patience / 2, absl::Seconds(5));
+  return at != 0 && absl::Now() - absl::FromUnixNanos(at) < window;
 }
 
 void PsConnections::Failover(int shard, int from, absl::string_view why) {

@@ -136,10 +136,11 @@ class PsConnections {
   int OtherCopy(int shard, int task) const;
 
   // A ps that hangs (stopped, or its host frozen) accepts connections and answers nothing: a
-  // call there waits for its deadline, or, on a connection keepalive finds dead, fails
-  // UNAVAILABLE ("keepalive watchdog timeout"). Whether `status` is such a failure.
+  // call there fails UNAVAILABLE once keepalive finds its connection dead ("keepalive watchdog
+  // timeout"). Whether `status` is such a failure.
   static bool LooksHung(const absl::Status& status);
-  // Whether task `task` failed a call as LooksHung says less than failover_patience / 2 ago.
+  // Whether task `task` failed a call as LooksHung says less than failover_patience / 2 (at
+  // most 5 s) ago.
   // A replicated call does not switch back to such a copy on the other copy's UNAVAILABLE
   // ("still replicates the shard": its stream from the hung ps is not yet found dead either),
   // but retries where it is: the other copy takes the shard over once that stream breaks, while

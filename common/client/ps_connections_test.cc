@@ -247,7 +247,7 @@ TEST(PsConnectionsTest, AReplicatedCallTriesBothCopiesForItsPatience) {
 TEST(PsConnectionsTest, AReplicatedCallDoesNotGoBackToACopyThatJustHung) {
   FakeShard a("a"), b("b");
   PsClientOptions options = FastOptions({a.address(), b.address()});
-  options.failover_patience = absl::Seconds(2);
+  options.failover_patience = absl::Seconds(4);
   std::unique_ptr<PsConnections> connections = *PsConnections::Create(options);
   a.FailNextEchoes(1, "keepalive watchdog timeout");
   b.FailNextEchoes(5, "ps:0 still replicates shard 0 to ps:1, so it is alive: retry it there");
