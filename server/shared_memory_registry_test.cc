@@ -22,6 +22,15 @@ std::unique_ptr<SharedMemoryRegistry> NewRegistry(int64_t max_bytes) {
   return *std::move(registry);
 }
 
+// Fetches an opened segment's descriptor, as the worker does, and closes it.
+absl::Status FetchAndClose(const SharedMemoryRegistry::Opened& opened) {
+  absl::StatusOr<int> fd =
+      DescriptorHandout::Fetch(opened.socket_path, opened.ticket, absl::Seconds(5));
+  if (!fd.ok()) return fd.status();
+  close(*fd);
+  return absl::OkStatus();
+}
+
 // Opens a segment and fetches its descriptor, as the worker does; the segment exists from then.
 absl::StatusOr<SharedMemoryRegistry::Opened> OpenAndFetch(SharedMemoryRegistry* registry,
                                                          const std::string& job, int worker,
@@ -30,10 +39,8 @@ absl::StatusOr<SharedMemoryRegistry::Opened> OpenAndFetch(SharedMemoryRegistry* 
   absl::StatusOr<SharedMemoryRegistry::Opened> opened =
       registry->Open(job, registry->DropMark(), worker, push_floats, pull_floats);
   if (!opened.ok()) return opened.status();
-  absl::StatusOr<int> fd =
-      DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));
-  if (!fd.ok()) return fd.status();
-  close(*fd);
+  absl::Status fetched = FetchAndClose(*opened);
+  if (!fetched.ok()) return fetched;
   return opened;
 }
 
@@ -131,10 +138,7 @@ TEST(SharedMemoryRegistryTest, AJobDeletedWhileItsSegmentIsOpenedGetsNone) {
   absl::StatusOr<SharedMemoryRegistry::Opened> opened = registry->Open("job", mark, 0, 100, 50);
   ASSERT_TRUE(opened.ok()) << opened.status();
   registry->DropJob("job");
-  absl::StatusOr<int> fd =
-      DescriptorHandout::Fetch(opened->socket_path, opened->ticket, absl::Seconds(5));
-  EXPECT_FALSE(fd.ok());
-  if (fd.ok()) close(*fd);
+  EXPECT_FALSE(FetchAndClose(*opened).ok());
   EXPECT_EQ(registry->segments(), 0);
   EXPECT_EQ(registry->bytes(), 0);
   EXPECT_EQ(registry->Find(opened->segment, "job", 0).status().code(),
@@ -149,10 +153,7 @@ TEST(SharedMemoryRegistryTest, AJobDeletedWhileItsSegmentIsOpenedGetsNone) {
   absl::StatusOr<SharedMemoryRegistry::Opened> next = registry->Open("job", later, 0, 100, 50);
   ASSERT_TRUE(next.ok()) << next.status();
   registry->DropJob("other");
-  absl::StatusOr<int> made =
-      DescriptorHandout::Fetch(next->socket_path, next->ticket, absl::Seconds(5));
-  ASSERT_TRUE(made.ok()) << made.status();
-  close(*made);
+  EXPECT_TRUE(FetchAndClose(*next).ok());
   EXPECT_EQ(registry->segments(), 1);
 }
 
