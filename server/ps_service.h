@@ -432,6 +432,7 @@ class ParameterService final : public ParameterServerBase {
     std::shared_ptr<ShardJob> job;
     uint64_t generation = 0;
     bool streaming = false;  // The stream that installed it is open.
+    std::chrono::steady_clock::time_point installed_at;  // When that stream installed it.
     bool promoted = false;   // It serves the shard now (its primary went away).
   };
   std::map<ShardKey, BackupCopy> backups_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,6 @@
 // ParameterService's part in replication (docs/replication.md): the primary's replicators
 // (server/shard_replicator.h) and the backup's Replicate stream.
+#include <chrono>
 #include <utility>
 
 #include <glog/logging.h>
@@ -135,9 +136,13 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
             ", which only a worker's call takes over: ask ps:", other));
       }
       if (copy.streaming) {
-        return absl::UnavailableError(absl::StrCat(
-            JobPrefix(job_id), "ps:", other, " still replicates shard ", shard, " to ",
-            TaskName(), ", so it is alive: retry it there"));
+        // With the stream's age: a worker that found ps:other hung before it opened knows the
+        // primary is back (PsConnections::RecentlyHung).
+        return WithPrimaryStreamAge(
+            absl::UnavailableError(absl::StrCat(JobPrefix(job_id), "ps:", other,
+                                                " still replicates shard ", shard, " to ",
+                                                TaskName(), ", so it is alive: retry it there")),
+            absl::FromChrono(std::chrono::steady_clock::now() - copy.installed_at));
       }
       absl::StatusOr<std::shared_ptr<ShardJob>> made = PromoteLocked(
           job_id, shard, /*superseding=*/false, &dropped, /*backup_found_gone=*/true);
@@ -479,6 +484,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
         slot.job->UseByteBudget(byte_budget_);
         slot.generation = ++backup_generation_;
         slot.streaming = true;
+        slot.installed_at = std::chrono::steady_clock::now();
         *binding = BackupBinding{install.job_id(), slot.generation, slot.job, input.seq()};
       }
     }

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "common/checkpoint/checkpoint_file.h"
 #include "common/client/ps_client.h"
 #include "common/client/ps_connections.h"
+#include "common/net/grpc_status.h"
 #include "common/net/proto_byte_buffer.h"
 #include "common/client/worker_session.h"
 #include "common/process/subprocess.h"
@@ -846,6 +848,33 @@ class ReplicatorTest : public ::testing::Test {
   std::shared_ptr<ShardJob> job_;
   std::unique_ptr<ShardReplicator> replicator_;
 };
+
+// While the primary streams to it, the backup refuses a worker's call for the shard, saying how
+// long that stream has been open: a worker that took the primary for hung before it opened knows
+// it is back (PsConnections::RecentlyHung).
+TEST_F(ReplicatorTest, ABackupRefusesAWorkersCallWithItsPrimarysStreamAge) {
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(PushAndWait(1).ok());  // Installed and streaming.
+  absl::SleepFor(absl::Milliseconds(200));
+  PullRequest pull;
+  pull.set_job_id(spec_.job_id());
+  pull.set_run_id(spec_.run_id());
+  pull.set_worker(0);
+  pull.set_incarnation(1);
+  pull.set_shard(0);
+  for (const SliceRef& ref : job_->SliceRefs()) *pull.add_slices() = ref;
+  std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  PullResponse response;
+  const grpc::Status refused = stub->Pull(&context, pull, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("still replicates shard 0"));
+  const std::optional<absl::Duration> age = PrimaryStreamAge(refused);
+  ASSERT_TRUE(age.has_value()) << "the refusal does not say how old the primary's stream is";
+  EXPECT_GE(*age, absl::Milliseconds(200));
+  EXPECT_LE(*age, absl::Now() - before);
+}
 
 TEST_F(ReplicatorTest, GoesOnAloneWhileTheBackupIsDownAndRebuildsItWhenItIsBack) {
   for (int id = 1; id <= 5; ++id) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <random>
 
 #include <glog/logging.h>
@@ -325,6 +326,13 @@ bool PsConnections::RecentlyHung(int task) const {
   return at != 0 && absl::Now() - absl::FromUnixNanos(at) < window;
 }
 
+void PsConnections::ForgiveHungBefore(int task, absl::Time alive_at) {
+  int64_t at = hung_at_[task].load(std::memory_order_acquire);
+  while (at != 0 && absl::FromUnixNanos(at) < alive_at &&
+         !hung_at_[task].compare_exchange_weak(at, 0, std::memory_order_acq_rel)) {
+  }
+}
+
 void PsConnections::Failover(int shard, int from, absl::string_view why) {
   const int to = OtherCopy(shard, from);
   // From the copy the failed call went to only: batches that failed on the same copy at once
@@ -393,7 +401,13 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       } else if (Retryable(call, status) && !last) {
         retry.push_back(pending[i]);
         if (call.replicated && !in_flight[i]->RetryHere()) {
-          if (!RecentlyHung(OtherCopy(call.ps, task))) {
+          const int other = OtherCopy(call.ps, task);
+          if (std::optional<absl::Duration> age = PrimaryStreamAge(in_flight[i]->status)) {
+            // `task` holds a backup that `other` streams to, over a stream opened `age` ago:
+            // opened after `other` was taken for hung, it shows `other` is back.
+            ForgiveHungBefore(other, absl::Now() - *age);
+          }
+          if (!RecentlyHung(other)) {
             switched.emplace(call.ps, FailedOn{task, std::string(status.message())});
           } else if (!kept_from_hung) {
             kept_from_hung = true;

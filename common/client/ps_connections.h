@@ -146,6 +146,9 @@ class PsConnections {
   // but retries where it is: the other copy takes the shard over once that stream breaks, while
   // a call at the hung ps would wait there until it goes on.
   bool RecentlyHung(int task) const;
+  // Forgets task `task`'s hang when it was seen before `alive_at`, when it was known alive (a
+  // backup's refusal said how long ago the task's stream to it opened: PrimaryStreamAge).
+  void ForgiveHungBefore(int task, absl::Time alive_at);
 
   // The bytes this client keeps in flight to shard `ps` in one batch, for a call of `method`:
   // max_bytes_in_flight_per_ps, or for a push less where the ps said so, and 0 before any answer

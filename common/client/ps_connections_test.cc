@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/net/grpc_status.h"
 #include "common/net/proto_byte_buffer.h"
 #include "common/net/testing/generic_test_server.h"
 #include "google/protobuf/wrappers.pb.h"
@@ -82,11 +83,14 @@ class FakeShard {
     absl::MutexLock lock(&mu_);
     return calls_[method];
   }
-  // The next `n` Echo calls fail with UNAVAILABLE, saying `why`.
-  void FailNextEchoes(int n, const std::string& why = "shard restarting") {
+  // The next `n` Echo calls fail with UNAVAILABLE, saying `why` (and, for the caller's program,
+  // `status`'s detail: common/net/grpc_status.h).
+  void FailNextEchoes(int n, const std::string& why = "shard restarting",
+                      const absl::Status& status = absl::OkStatus()) {
     absl::MutexLock lock(&mu_);
     echo_failures_ = n;
     echo_failure_ = why;
+    echo_failure_details_ = ToGrpcStatus(status).error_details();
   }
   // The most Hold calls this shard has held at once.
   int most_held() {
@@ -119,7 +123,7 @@ class FakeShard {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shard restarting");
     }
     if (name == "Echo" && echo_failures_-- > 0) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, echo_failure_);
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, echo_failure_, echo_failure_details_);
     }
     if (name == "Refuse") return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no job");
     if (name == "Slow") absl::SleepFor(absl::Milliseconds(500));
@@ -132,6 +136,7 @@ class FakeShard {
   std::map<std::string, int> calls_ ABSL_GUARDED_BY(mu_);
   int echo_failures_ ABSL_GUARDED_BY(mu_) = 0;
   std::string echo_failure_ ABSL_GUARDED_BY(mu_);
+  std::string echo_failure_details_ ABSL_GUARDED_BY(mu_);
   int held_ ABSL_GUARDED_BY(mu_) = 0;
   int most_held_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> holders_ ABSL_GUARDED_BY(mu_);  // Answer held calls.
@@ -266,6 +271,35 @@ TEST(PsConnectionsTest, AReplicatedCallDoesNotGoBackToACopyThatJustHung) {
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(got, "a:x");
   EXPECT_EQ(a.calls("Echo"), 2);
+}
+
+// The other copy's refusal says how long the hung copy's stream to it has been open: one opened
+// after the hang (the hung ps went on and took its shard back) sends the call back at once; one
+// older than the hang (not yet found dead) does not.
+TEST(PsConnectionsTest, ACopyThatHungIsTriedAgainOnceItsStreamIsNewerThanTheHang) {
+  FakeShard a("a"), b("b");
+  PsClientOptions options = FastOptions({a.address(), b.address()});
+  options.failover_patience = absl::Seconds(20);
+  const std::string still = "ps:0 still replicates shard 0 to ps:1, so it is alive: retry it there";
+  std::string got;
+  PsConnections::Call call = TextCall(0, "Echo", "x", &got);
+  call.replicated = true;
+
+  std::unique_ptr<PsConnections> connections = *PsConnections::Create(options);
+  a.FailNextEchoes(1, "keepalive watchdog timeout");
+  b.FailNextEchoes(3, still, WithPrimaryStreamAge(absl::UnavailableError(still), absl::Hours(1)));
+  ASSERT_TRUE(connections->RunCalls({call}).ok());
+  EXPECT_EQ(got, "b:x") << "an old stream does not show the hung copy back";
+  EXPECT_EQ(a.calls("Echo"), 1);
+
+  connections = *PsConnections::Create(options);
+  a.FailNextEchoes(1, "keepalive watchdog timeout");
+  b.FailNextEchoes(3, still,
+                   WithPrimaryStreamAge(absl::UnavailableError(still), absl::ZeroDuration()));
+  ASSERT_TRUE(connections->RunCalls({call}).ok());
+  EXPECT_EQ(got, "a:x") << "a stream opened after the hang shows the hung copy back";
+  EXPECT_EQ(a.calls("Echo"), 3);
+  EXPECT_EQ(b.calls("Echo"), 5);  // 4 before, and the one refusal.
 }
 
 TEST(PsConnectionsTest, DoesNotRetryOtherErrorsAndKeepsTheirCode) {

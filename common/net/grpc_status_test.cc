@@ -21,5 +21,17 @@ TEST(GrpcStatusTest, CodesAndMessagesRoundTrip) {
   EXPECT_TRUE(FromGrpcStatus(grpc::Status::OK).ok());
 }
 
+TEST(GrpcStatusTest, APrimaryStreamsAgeTravelsWithTheRefusal) {
+  const absl::Status refusal =
+      WithPrimaryStreamAge(absl::UnavailableError("ps:0 still replicates"), absl::Seconds(3));
+  const grpc::Status sent = ToGrpcStatus(refusal);
+  EXPECT_EQ(sent.error_message(), "ps:0 still replicates");
+  EXPECT_EQ(PrimaryStreamAge(sent), absl::Seconds(3));
+  EXPECT_EQ(PrimaryStreamAge(ToGrpcStatus(FromGrpcStatus(sent))), absl::Seconds(3));
+  EXPECT_EQ(PrimaryStreamAge(ToGrpcStatus(absl::UnavailableError("gone"))), std::nullopt);
+  EXPECT_EQ(PrimaryStreamAge(grpc::Status(grpc::StatusCode::UNAVAILABLE, "x", "garbage")),
+            std::nullopt);
+}
+
 }  // namespace
 }  // namespace ps
