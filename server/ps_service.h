@@ -272,6 +272,9 @@ class ParameterService final : public ParameterServerBase {
   // hand-back, so the shard's newest state may be lost with its last start. Drops the copy that
   // went back (it may be out of date; psctl, finding neither ps holding the shard, recovers the
   // job from its latest checkpoint) and returns DATA_LOSS saying so.
+  // UNAVAILABLE: the own ps of `shard` replicates it here again (a new install replaced the
+  // copy that went back), so it is alive.
+  absl::Status ReplicatedHereAgain(const std::string& job_id, int shard) const;
   absl::Status DropOutdatedCopy(const std::string& job_id, int shard,
                                 const std::shared_ptr<ShardReplicator>& went_back,
                                 absl::Duration within) ABSL_LOCKS_EXCLUDED(mu_);

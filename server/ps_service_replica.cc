@@ -125,7 +125,7 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
     if (copy.promoted) {
       auto serving = replicators_.find({job_id, shard});
       if (access != JobAccess::kData || serving == replicators_.end() ||
-          !serving->second->HandedBackAt().has_value()) {
+          !serving->second->HandedBack()) {
         return copy.job;
       }
       went_back = serving->second;
@@ -164,6 +164,12 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
   return promoted;
 }
 
+absl::Status ParameterService::ReplicatedHereAgain(const std::string& job_id, int shard) const {
+  return absl::UnavailableError(absl::StrCat(JobPrefix(job_id), "ps:", shard,
+                                             " replicates its shard ", shard, " to ", TaskName(),
+                                             " again, so it is alive: retry it there"));
+}
+
 absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::RetakeFromGonePs(
     const std::string& job_id, int shard, const std::shared_ptr<ShardReplicator>& went_back) {
   const std::shared_ptr<ShardJob> job = went_back->job();
@@ -194,9 +200,7 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::RetakeFromGonePs(
     auto it = backups_.find({job_id, shard});
     auto serving = replicators_.find({job_id, shard});
     if (it == backups_.end() || it->second.job != job || serving == replicators_.end()) {
-      return absl::UnavailableError(absl::StrCat(
-          JobPrefix(job_id), "ps:", shard, " replicates its shard ", shard, " to ", TaskName(),
-          " again, so it is alive: retry it there"));
+      return ReplicatedHereAgain(job_id, shard);
     }
     if (serving->second != went_back) return job;  // Another call took it over again.
     absl::StatusOr<std::shared_ptr<ShardJob>> made =
@@ -225,9 +229,7 @@ absl::Status ParameterService::DropOutdatedCopy(
                           (it != backups_.end() && it->second.job != job);
     if (replaced) {
       // The own ps installed a new copy here meanwhile (it took the shard back and is alive).
-      return absl::UnavailableError(absl::StrCat(
-          JobPrefix(job_id), "ps:", shard, " replicates its shard ", shard, " to ", TaskName(),
-          " again, so it is alive: retry it there"));
+      return ReplicatedHereAgain(job_id, shard);
     }
     if (serving != replicators_.end()) {
       dropped = std::move(serving->second);

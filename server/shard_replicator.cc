@@ -64,10 +64,9 @@ absl::Status ShardReplicator::Fenced() const {
   return fenced_;
 }
 
-std::optional<absl::Time> ShardReplicator::HandedBackAt() const {
+bool ShardReplicator::HandedBack() const {
   absl::MutexLock lock(&mu_);
-  if (!handed_back_) return std::nullopt;
-  return hand_back_queued_at_;
+  return handed_back_;
 }
 
 bool ShardReplicator::HandingBack() const {
@@ -97,7 +96,7 @@ ShardReplicator::HomeAfterHandBack ShardReplicator::AskHomeAfterHandBack(
   {
     absl::MutexLock lock(&mu_);
     if (!handed_back_) return HomeAfterHandBack::kUnknown;
-    at = hand_back_queued_steady_;
+    at = hand_back_queued_at_;
   }
   const Steady::duration window = absl::ToChronoNanoseconds(within);
   if (Steady::now() - at < window &&
@@ -145,8 +144,7 @@ bool ShardReplicator::Superseding() const {
 void ShardReplicator::QueueHandBackLocked() {
   handing_back_ = true;
   hand_back_sent_ = false;
-  hand_back_queued_at_ = absl::Now();
-  hand_back_queued_steady_ = std::chrono::steady_clock::now();
+  hand_back_queued_at_ = std::chrono::steady_clock::now();
   fenced_ = absl::UnavailableError(absl::StrCat(
       JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(),
       " is going back to its own ps, ", options_.backup_name,
@@ -189,7 +187,7 @@ void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
                  << "): it is served here still, and is handed back after a new install there";
     return;
   }
-  // Pulls parked here (a barrier, a bound) are answered there; closed before HandedBackAt says
+  // Pulls parked here (a barrier, a bound) are answered there; closed before HandedBack says
   // so, which a retake (RetakeFromGonePs, then ShardJob::Reopen) waits for.
   job_->CancelAllWaiters(gone);
   {

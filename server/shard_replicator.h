@@ -100,9 +100,8 @@ class ShardReplicator {
   // Whether this copy no longer serves the shard: FENCED (never again) or HANDED_BACK (again only
   // as a new replicator's, ParameterService::RetakeFromGonePs).
   bool Superseded() const ABSL_LOCKS_EXCLUDED(mu_);
-  // For a copy that went back (HANDED_BACK; none before): when it queued the hand-back, before
-  // the own ps could have taken the shard.
-  std::optional<absl::Time> HandedBackAt() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether this copy went back (HANDED_BACK).
+  bool HandedBack() const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the hand-back is sent and its answer not yet in.
   bool HandingBack() const ABSL_LOCKS_EXCLUDED(mu_);
   // What a copy that went back (HANDED_BACK) learns of the ps it went back to, for taking the
@@ -179,8 +178,8 @@ class ShardReplicator {
   absl::Status fenced_ ABSL_GUARDED_BY(mu_);
   bool handing_back_ ABSL_GUARDED_BY(mu_) = false;  // The hand-back input is pending.
   bool handed_back_ ABSL_GUARDED_BY(mu_) = false;   // ... and was acknowledged: Run ends.
-  absl::Time hand_back_queued_at_ ABSL_GUARDED_BY(mu_);
-  std::chrono::steady_clock::time_point hand_back_queued_steady_ ABSL_GUARDED_BY(mu_);
+  // When the hand-back was queued, before the own ps could have taken the shard.
+  std::chrono::steady_clock::time_point hand_back_queued_at_ ABSL_GUARDED_BY(mu_);
   bool hand_back_refused_ ABSL_GUARDED_BY(mu_) = false;  // Reopen later, and hand back again.
   bool hand_back_sent_ ABSL_GUARDED_BY(mu_) = false;  // Taken by Send: the own ps may have it.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);

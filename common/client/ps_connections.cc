@@ -412,7 +412,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
           } else if (!kept_from_hung) {
             kept_from_hung = true;
             LOG(INFO) << "shard " << call.ps << ": calls stay on ps:" << task << " (ps:"
-                      << OtherCopy(call.ps, task) << " stopped answering just now; ps:" << task
+                      << other << " stopped answering just now; ps:" << task
                       << ": " << status.message() << ")";
           }
         }
