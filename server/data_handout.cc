@@ -152,6 +152,14 @@ int64_t DataHandout::epochs_completed() const {
   return first / batches_per_epoch_;
 }
 
+void DataHandout::AddWorkers(int num_workers) {
+  held_.resize(num_workers);
+  lost_.resize(num_workers, false);
+  incarnation_.resize(num_workers, 0);
+  last_request_.resize(num_workers, 0);
+  last_answer_.resize(num_workers);
+}
+
 DataHandoutStats DataHandout::Stats() const {
   DataHandoutStats stats;
   stats.set_batches_per_epoch(batches_per_epoch_);

@@ -61,6 +61,9 @@ class DataHandout {
   // `worker` was lost (its lease ran out): what it holds goes to others once the new batches
   // of that epoch run out, unless it pushes them first.
   void Lost(int worker);
+  // The job grew to `num_workers` (ShardJob::Grow): the new workers hold nothing yet.
+  // REQUIRES: num_workers >= the workers it has.
+  void AddWorkers(int num_workers);
 
   // Epochs whose every batch is trained on.
   int64_t epochs_completed() const;

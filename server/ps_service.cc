@@ -424,6 +424,24 @@ absl::Status ParameterService::CheckInitialValuesGiven(const CreateJobRequest& r
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether a create's `requested` spec is the job's `existing` one, or, for a job that grew past
+// its ClusterSpec (ParameterSpec.worker_addresses), the one it had before it grew: a worker
+// started with the ClusterSpec the job began with creates the job as it was.
+bool SameJob(const ParameterSpec& existing, const ParameterSpec& requested) {
+  if (existing.worker_addresses_size() == 0 ||
+      requested.num_workers() > existing.num_workers()) {
+    return google::protobuf::util::MessageDifferencer::Equals(existing, requested);
+  }
+  ParameterSpec same = requested;
+  same.set_num_workers(existing.num_workers());
+  *same.mutable_worker_addresses() = existing.worker_addresses();
+  return google::protobuf::util::MessageDifferencer::Equals(existing, same);
+}
+
+}  // namespace
+
 absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobRequest& request) {
   absl::Status task = CheckTask(request.num_ps(), request.ps_index());
   if (!task.ok()) return task;
@@ -443,7 +461,7 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
     }
     auto it = jobs_.find(id);
     if (it != jobs_.end()) {
-      if (!google::protobuf::util::MessageDifferencer::Equals(it->second->spec(), request.spec())) {
+      if (!SameJob(it->second->spec(), request.spec())) {
         return absl::AlreadyExistsError(
             absl::StrCat("job \"", id, "\" already exists on ", TaskName(),
                          " with a different spec; delete it first or use another id"));
@@ -487,8 +505,7 @@ absl::StatusOr<CreateJobResponse> ParameterService::DoCreateJob(const CreateJobR
       replicators_[{id, options_.ps_index}] = std::move(replicator);
     }
   }
-  if (!inserted &&
-      !google::protobuf::util::MessageDifferencer::Equals(it->second->spec(), request.spec())) {
+  if (!inserted && !SameJob(it->second->spec(), request.spec())) {
     return absl::AlreadyExistsError(absl::StrCat("job \"", id,
                                                  "\" was created concurrently with a "
                                                  "different spec; delete it first"));
@@ -598,7 +615,7 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
   }
   PullRequest pull;
   absl::Status status = ParseFromByteBuffer(*request, &pull);
-  if (status.ok()) status = RequireWorkerHost(peer, pull.worker(), options_.worker_hosts, "Pull");
+  if (status.ok()) status = RequireWorker(peer, pull.job_id(), pull.worker(), "Pull");
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       status.ok() ? FindJobFor(peer, pull.job_id(), JobAccess::kData, "Pull",
                                pull.has_shard() ? std::optional<int>(pull.shard()) : std::nullopt)
@@ -684,7 +701,7 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
       request, allow_chunks,
       [&](const PushRequestHeader& decoded) -> absl::StatusOr<std::shared_ptr<ShardJob>> {
         absl::Status allowed =
-            RequireWorkerHost(peer, decoded.worker(), options_.worker_hosts, method);
+            RequireWorker(peer, decoded.job_id(), decoded.worker(), method);
         if (!allowed.ok()) return allowed;
         absl::StatusOr<std::shared_ptr<ShardJob>> found = FindJobFor(
             peer, decoded.job_id(), JobAccess::kData, method,
@@ -873,7 +890,7 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
     return refused;
   }
   absl::Status allowed =
-      RequireWorkerHost(peer, request->worker(), options_.worker_hosts, "LeaveJob");
+      RequireWorker(peer, request->job_id(), request->worker(), "LeaveJob");
   if (!allowed.ok()) return Answer(context, &slot, allowed);
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kData, "LeaveJob",
@@ -905,7 +922,7 @@ grpc::ServerUnaryReactor* ParameterService::NextBatches(grpc::CallbackServerCont
     return refused;
   }
   absl::Status allowed =
-      RequireWorkerHost(peer, request->worker(), options_.worker_hosts, "NextBatches");
+      RequireWorker(peer, request->job_id(), request->worker(), "NextBatches");
   if (!allowed.ok()) return Answer(context, &slot, allowed);
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kData, "NextBatches",

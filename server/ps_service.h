@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/checkpoint/checkpoint_store.h"
+#include "common/cluster/cluster_spec.h"
 #include "common/file_system.h"
 #include "common/metrics/metrics.h"
 #include "common/security/peer_identity.h"
@@ -107,6 +108,7 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_OpenSharedMemory
                 ParameterServer::WithCallbackMethod_GetJobStats<
                     ParameterServer::WithCallbackMethod_ListJobs<
                         ParameterServer::WithCallbackMethod_LeaveJob<
+                        ParameterServer::WithCallbackMethod_GrowJob<
                         ParameterServer::WithCallbackMethod_NextBatches<
                             ParameterServer::WithCallbackMethod_ArmCheckpoint<
                                 ParameterServer::WithCallbackMethod_CommitCheckpoint<
@@ -115,7 +117,7 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_OpenSharedMemory
                                             ParameterServer::WithCallbackMethod_DeleteCheckpoints<
                                                 ParameterServer::WithCallbackMethod_GetApplyLog<
                                                 ParameterServer::WithCallbackMethod_GetTrace<
-                                                    ParameterServer::Service>>>>>>>>>>>>>>>>>>;
+                                                    ParameterServer::Service>>>>>>>>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -164,6 +166,10 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* LeaveJob(grpc::CallbackServerContext* context,
                                      const LeaveJobRequest* request,
                                      LeaveJobResponse* response) override;
+  // ps_service_grow.cc.
+  grpc::ServerUnaryReactor* GrowJob(grpc::CallbackServerContext* context,
+                                    const GrowJobRequest* request,
+                                    GrowJobResponse* response) override;
   grpc::ServerUnaryReactor* NextBatches(grpc::CallbackServerContext* context,
                                         const NextBatchesRequest* request,
                                         NextBatchesResponse* response) override;
@@ -321,6 +327,14 @@ class ParameterService final : public ParameterServerBase {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<ShardJob>> FindJob(const std::string& job_id)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // RequireWorkerHost for a call of `worker` of job `job_id`: a worker the ClusterSpec lacks
+  // is one only where the job grew by it (ParameterSpec.worker_addresses, on the job's own shard
+  // or a copy of one held here), on that worker's host. ps_service_grow.cc.
+  absl::Status RequireWorker(const Peer& peer, const std::string& job_id, int worker,
+                             absl::string_view method) ABSL_LOCKS_EXCLUDED(mu_);
+  // OK when `grown` keeps this ps's cluster (ClusterSpec::CheckGrownInto, by the ps addresses
+  // and worker hosts this ps knows); INVALID_ARGUMENT naming the difference otherwise.
+  absl::Status CheckGrownCluster(const ClusterSpec& grown) ABSL_LOCKS_EXCLUDED(mu_);
   // FAILED_PRECONDITION unless a request for task `ps_index` of `num_ps` is for this server.
   absl::Status CheckTask(int num_ps, int ps_index) const;
   // A job that starts at its chief's values (ParameterSpec.chief_initializes) is created only

@@ -26,7 +26,7 @@ absl::Status ParameterService::DoOpenSharedMemory(const Peer& peer,
                                                   const OpenSharedMemoryRequest& request,
                                                   OpenSharedMemoryResponse* response) {
   absl::Status allowed =
-      RequireWorkerHost(peer, request.worker(), options_.worker_hosts, "OpenSharedMemory");
+      RequireWorker(peer, request.job_id(), request.worker(), "OpenSharedMemory");
   if (!allowed.ok()) return allowed;
   // Before the job is found: a DeleteJob between here and the segment's fetch drops it.
   const uint64_t drop_mark = shared_memory_ == nullptr ? 0 : shared_memory_->DropMark();

@@ -85,10 +85,19 @@ absl::StatusOr<ReplicaOutcome> ApplyReplicaInput(ShardJob& job, const ReplicaInp
     }
     case ReplicaInput::kHandBack:  // Changes the copies' roles, not the shard.
       return ReplicaOutcome();
+    case ReplicaInput::kGrow: {
+      std::vector<std::string> workers;
+      for (const ClusterJob& cluster_job : input.grow().cluster().jobs()) {
+        if (cluster_job.name() == "worker") {
+          workers.assign(cluster_job.tasks().begin(), cluster_job.tasks().end());
+        }
+      }
+      return Done(job.Grow(input.grow().run_id(), workers));
+    }
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("replicated input ", input.seq(), " is neither a push, a leave, lost "
-                       "workers, a rejoin, batches handed out nor a hand-back"));
+                       "workers, a rejoin, batches handed out, a hand-back nor a growth"));
   }
 }
 

@@ -13,9 +13,9 @@ namespace ps {
 // The input for a whole push (its gradient's floats copied into the message).
 ReplicaInput PushInput(const ShardJob::ReadyPush& push);
 
-// Applies `input` (a push, leave, lost workers, rejoin, batches handed out or a hand-back, which
-// changes nothing here; not an install) to `job`: what a push answers, or the batches handed out,
-// in the outcome (empty for the others).
+// Applies `input` (a push, leave, lost workers, rejoin, batches handed out, a growth, or a
+// hand-back, which changes nothing here; not an install) to `job`: what a push answers, or the
+// batches handed out, in the outcome (empty for the others).
 // `push`: the push's gradient already decoded (the primary's own), else it is read from the
 // message (INVALID_ARGUMENT when its size is not a whole number of floats).
 absl::StatusOr<ReplicaOutcome> ApplyReplicaInput(ShardJob& job, const ReplicaInput& input,

@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Create(const ParameterSpec& 
 
 ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index, Clock* clock,
                    std::unique_ptr<Optimizer> optimizer, std::unique_ptr<ConsistencyRule> rule)
-    : spec_(spec),
+    : spec_now_(nullptr),
       num_ps_(num_ps),
       ps_index_(ps_index),
       clock_(clock),
@@ -127,6 +127,8 @@ ShardJob::ShardJob(const ParameterSpec& spec, int num_ps, int ps_index, Clock* c
     assemblies_.resize(spec.num_workers());
   }
   absl::MutexLock lock(&mu_);
+  specs_.push_back(std::make_unique<const ParameterSpec>(spec));
+  spec_now_.store(specs_.back().get(), std::memory_order_release);
   parked_pushes_.assign(spec.num_workers(), 0);
   last_push_id_.assign(spec.num_workers(), 0);
   applied_by_worker_.assign(spec.num_workers(), 0);
@@ -164,7 +166,7 @@ int64_t ShardJob::num_parameters() const { return num_elements_; }
 
 absl::Status ShardJob::SetInitialValues(
     const google::protobuf::RepeatedPtrField<SliceValues>& values) {
-  const std::string prefix = JobPrefix(spec_.job_id()) + "the chief's initial values: ";
+  const std::string prefix = JobPrefix(spec().job_id()) + "the chief's initial values: ";
   std::vector<const SliceValues*> by_slice(slices_.size(), nullptr);
   for (const SliceValues& given : values) {
     const SliceRef& ref = given.slice();
@@ -230,32 +232,32 @@ absl::Status ShardJob::CheckPushSlices(const PushRequestHeader& header) {
   }
   CountRejected("shape");
   return absl::InvalidArgumentError(absl::StrCat(
-      JobPrefix(spec_.job_id()), "the push's slices do not match this shard's placement (ps:",
+      JobPrefix(spec().job_id()), "the push's slices do not match this shard's placement (ps:",
       ps_index_, " holds ", absl::StrJoin(expected, ", "),
       "); compute the placement from the same spec and number of ps tasks"));
 }
 
 absl::Status ShardJob::CheckRun(const std::string& run_id, absl::string_view what) const {
-  if (run_id == spec_.run_id()) return absl::OkStatus();
+  if (run_id == spec().run_id()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      JobPrefix(spec_.job_id()), "a ", what, " of run \"", run_id, "\" reached run \"",
-      spec_.run_id(),
+      JobPrefix(spec().job_id()), "a ", what, " of run \"", run_id, "\" reached run \"",
+      spec().run_id(),
       "\" of this job id; a worker of another submission is still running: stop it (psctl stop) "
       "before the job id is submitted again"));
 }
 
 absl::Status ShardJob::CheckPushSender(const PushRequestHeader& header) {
-  std::string prefix = JobPrefix(spec_.job_id());
+  std::string prefix = JobPrefix(spec().job_id());
   absl::Status run = CheckRun(header.run_id(), "push");
   if (!run.ok()) {
     CountRejected("run");
     return run;
   }
-  if (header.worker() < 0 || header.worker() >= spec_.num_workers()) {
+  if (header.worker() < 0 || header.worker() >= spec().num_workers()) {
     CountRejected("worker");
     return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", header.worker(),
                                                    " is out of range: the job has ",
-                                                   spec_.num_workers(), " workers"));
+                                                   spec().num_workers(), " workers"));
   }
   if (header.push_id() < 1) {
     CountRejected("push_id");
@@ -369,7 +371,7 @@ std::string ShardJob::FindNonFinite(absl::Span<const float> gradient) const {
 absl::Status ShardJob::CheckIncarnationLocked(int worker, int incarnation) {
   if (incarnation >= incarnation_[worker]) return absl::OkStatus();
   return RejectLocked("incarnation", absl::FailedPreconditionError(absl::StrCat(
-                                         JobPrefix(spec_.job_id()), "a request of worker ",
+                                         JobPrefix(spec().job_id()), "a request of worker ",
                                          worker, "'s incarnation ", incarnation,
                                          ", which incarnation ", incarnation_[worker],
                                          " has replaced in this run: stop the older process")));
@@ -387,7 +389,7 @@ absl::Status ShardJob::AdoptIncarnationLocked(int worker, int incarnation, int64
 
 absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHeader& header,
                                                            PushResponse* response) {
-  const std::string prefix = JobPrefix(spec_.job_id());
+  const std::string prefix = JobPrefix(spec().job_id());
   HeardLocked(header.worker());
   steps_pushed_[header.worker()] = std::max(steps_pushed_[header.worker()], header.clock() + 1);
   if (header.read_version() < 0 || header.read_version() > version_) {
@@ -416,7 +418,7 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
   // A batch this shard took before (its first worker died mid-push, or was taken for lost and
   // pushed late, and the first shard handed the batch out again) is not trained on twice: the
   // rule takes it for its bookkeeping (ConsistencyRule::AdmitRepeat).
-  const bool repeat = spec_.has_data_handout() && seen_batches_.AllSeen(header.batches());
+  const bool repeat = spec().has_data_handout() && seen_batches_.AllSeen(header.batches());
   PushDecision decision =
       repeat ? rule_->AdmitRepeat(header, staleness) : rule_->Admit(header, staleness);
   if (decision.action == PushDecision::kReject) {
@@ -425,7 +427,7 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
         absl::Status(decision.status.code(), prefix + std::string(decision.status.message())));
   }
   last_push_id_[header.worker()] = header.push_id();
-  if (spec_.has_data_handout()) seen_batches_.Add(header.batches());
+  if (spec().has_data_handout()) seen_batches_.Add(header.batches());
   // A SYNC repeat in the open step (Contribution::repeat): counted with the drops, as no part of
   // the mean.
   if (repeat && decision.action != PushDecision::kDrop) ++dropped_["batch_seen"];
@@ -442,7 +444,7 @@ absl::StatusOr<PushDecision::Action> ShardJob::AdmitLocked(const PushRequestHead
 
 absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
                                             absl::Span<const float> gradient, bool known_finite) {
-  std::string prefix = JobPrefix(spec_.job_id());
+  std::string prefix = JobPrefix(spec().job_id());
   absl::Status sender = CheckPushSender(header);
   if (!sender.ok()) return sender;
   const int worker = header.worker();
@@ -478,7 +480,7 @@ absl::StatusOr<PushResponse> ShardJob::Push(const PushRequestHeader& header,
                        ": a worker numbers its pushes one by one"));
     }
   }
-  if (!spec_.allow_non_finite() && !known_finite) {
+  if (!spec().allow_non_finite() && !known_finite) {
     std::string where = FindNonFinite(gradient);
     if (where.empty()) {
       where = sparse_->FindNonFinite(header.sparse(), gradient.subspan(num_elements_));
@@ -530,7 +532,7 @@ absl::StatusOr<PushResponse> ShardJob::ApplyNow(const PushRequestHeader& header,
     staleness = response.staleness();
     assign = *action == PushDecision::kAssign;
     learning_rate =
-        assign ? 0 : rule_->LearningRate(spec_.learning_rate(), updates_started_++, staleness);
+        assign ? 0 : rule_->LearningRate(spec().learning_rate(), updates_started_++, staleness);
     ++applying_;
   }
   if (assign) {
@@ -611,7 +613,7 @@ absl::StatusOr<PushResponse> ShardJob::Aggregate(const PushRequestHeader& header
 }
 
 float ShardJob::NextAggregateLearningRateLocked() {
-  return rule_->LearningRate(spec_.learning_rate(), updates_started_++, /*staleness=*/0);
+  return rule_->LearningRate(spec().learning_rate(), updates_started_++, /*staleness=*/0);
 }
 
 void ShardJob::ApplyAggregate(float learning_rate, PushResponse* response) {
@@ -752,10 +754,10 @@ void ShardJob::TraceUpdate(TraceEvent::Kind kind, absl::Time began, int64_t step
 
 JobStats ShardJob::Stats() const {
   JobStats stats;
-  stats.set_job_id(spec_.job_id());
+  stats.set_job_id(spec().job_id());
   stats.set_ps_index(ps_index_);
-  stats.set_mode(spec_.consistency().mode());
-  *stats.mutable_spec() = spec_;
+  stats.set_mode(spec().consistency().mode());
+  *stats.mutable_spec() = spec();
   for (const SliceRef& ref : SliceRefs()) *stats.add_slices() = ref;
   absl::MutexLock lock(&mu_);
   for (const auto& [name, rows] : sparse_->RowCounts()) (*stats.mutable_sparse_rows())[name] = rows;
@@ -768,7 +770,7 @@ JobStats ShardJob::Stats() const {
   for (const auto& [reason, count] : dropped_) (*stats.mutable_dropped())[reason] = count;
   for (const auto& [reason, count] : rejected_) (*stats.mutable_rejected())[reason] = count;
   staleness_.ToProto(stats.mutable_staleness());
-  for (int w = 0; w < spec_.num_workers(); ++w) {
+  for (int w = 0; w < spec().num_workers(); ++w) {
     WorkerStats* worker = stats.add_workers();
     worker->set_worker(w);
     worker->set_clock(rule_->clock(w));

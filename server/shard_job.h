@@ -83,7 +83,9 @@ class ShardJob {
   // REQUIRES: no parked pulls (CancelAllWaiters first).
   ~ShardJob();
 
-  const ParameterSpec& spec() const { return spec_; }
+  // The job's spec now. A job that grows (Grow) gets a new one; a reference this gave stays
+  // valid for the job's life, holding the spec as it was then.
+  const ParameterSpec& spec() const { return *spec_now_.load(std::memory_order_acquire); }
   int num_ps() const { return num_ps_; }
   int ps_index() const { return ps_index_; }
   // The slices held here, in placement order.
@@ -182,6 +184,15 @@ class ShardJob {
   // shard that hands out nothing; INVALID_ARGUMENT for a worker out of range or a bad count.
   absl::StatusOr<NextBatchesResponse> NextBatches(const NextBatchesRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Grows the job of run `run_id` to the workers at `worker_addresses` (worker i at index i;
+  // GrowJobRequest): the spec gets them (num_workers and worker_addresses), and each new worker
+  // is out of the job, as one lost, until it joins with its first request (an incarnation of 1
+  // or later: Rejoin). Only an elastic job (lost_workers_leave) whose data is handed out may
+  // grow: FAILED_PRECONDITION, saying why, for the others, another run, fewer workers than it
+  // has, or addresses that move a worker it grew by before. As many as it has: OK, no change.
+  absl::Status Grow(const std::string& run_id, const std::vector<std::string>& worker_addresses)
+      ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
 
   // Leases (ParameterSpec.worker_lease_ms; none when 0): a worker this shard has not heard
   // from (no pull, no admitted push) for longer than the lease, as of `now`, and that has no
@@ -417,7 +428,7 @@ class ShardJob {
     PushRequestHeader header;
     std::vector<float> gradient;
   };
-  bool recording() const { return spec_.record_apply_log(); }
+  bool recording() const { return spec().record_apply_log(); }
   // Records, where the job is traced, an event from `began` to now (a DROP: at `began`) of the
   // gradient `header` pushed (worker -1, step: a SYNC aggregate's); `version`: the shard's after.
   void TraceUpdate(TraceEvent::Kind kind, absl::Time began, int64_t step, int worker,
@@ -529,7 +540,9 @@ class ShardJob {
   // The first non-finite element, described, or "" when all are finite.
   std::string FindNonFinite(absl::Span<const float> gradient) const;
 
-  const ParameterSpec spec_;
+  // spec(): the last of specs_, every spec the job has had (each growth adds one).
+  std::atomic<const ParameterSpec*> spec_now_;
+  std::vector<std::unique_ptr<const ParameterSpec>> specs_ ABSL_GUARDED_BY(mu_);
   const int num_ps_;
   const int ps_index_;
   Clock* const clock_;

@@ -115,7 +115,7 @@ absl::Status ShardJob::ArmCheckpoint(const std::string& run_id, int64_t seq, int
     const int64_t clock = rule_->checkpoint_clock(version_);
     if (rule_->agreed_checkpoint_clock() && at_clock >= 0 && clock > at_clock) {
       return absl::FailedPreconditionError(absl::StrCat(
-          JobPrefix(spec_.job_id()), "checkpoint ", seq, " was armed for clock ", at_clock,
+          JobPrefix(spec().job_id()), "checkpoint ", seq, " was armed for clock ", at_clock,
           " but ps:", ps_index_, " is at ", clock, " already; arm it further ahead"));
     }
     if (at_clock >= 0 && clock < at_clock) {
@@ -152,13 +152,13 @@ void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
 void ShardJob::CheckpointWritten(const ShardCheckpoint& entry) { checkpoints_.Written(entry); }
 
 void ShardJob::SaveStateLocked(ShardCheckpointState* state) const {
-  *state->mutable_spec() = spec_;
+  *state->mutable_spec() = spec();
   state->set_num_ps(num_ps_);
   state->set_ps_index(ps_index_);
   state->set_version(version_);
   state->set_updates_started(updates_started_);
   rule_->SaveState(state);
-  for (int w = 0; w < spec_.num_workers(); ++w) {
+  for (int w = 0; w < spec().num_workers(); ++w) {
     state->add_last_push_id(last_push_id_[w]);
     state->add_applied_by_worker(applied_by_worker_[w]);
     staleness_by_worker_[w].ToProto(state->add_staleness_by_worker());
@@ -169,7 +169,7 @@ void ShardJob::SaveStateLocked(ShardCheckpointState* state) const {
   for (const auto& [reason, count] : rejected_) (*state->mutable_rejected())[reason] = count;
   state->set_duplicate_pushes(duplicate_pushes_);
   if (handout_ != nullptr) handout_->Save(state->mutable_handout());
-  if (spec_.has_data_handout()) seen_batches_.Save(state);
+  if (spec().has_data_handout()) seen_batches_.Save(state);
 }
 
 namespace {
@@ -193,7 +193,7 @@ absl::StatusOr<ShardCheckpointState> ReadShardState(const std::vector<Checkpoint
 
 absl::Status ShardJob::RestoreSlices(const std::vector<CheckpointBlock>& blocks,
                                      const ShardCheckpointState& state) {
-  const std::string prefix = JobPrefix(spec_.job_id());
+  const std::string prefix = JobPrefix(spec().job_id());
   const size_t num_slices = slices_.size();
   const size_t num_slots = static_cast<size_t>(optimizer_->num_slots());
   const ShardBlockLayout layout{num_slices, num_slots, sparse_->size()};
@@ -261,6 +261,7 @@ absl::Status ShardJob::CheckResumable(const ParameterSpec& saved, const Paramete
   ParameterSpec same = saved;
   same.set_run_id(spec.run_id());
   same.set_num_workers(spec.num_workers());
+  *same.mutable_worker_addresses() = spec.worker_addresses();  // A job that grew, or not.
   same.set_owner(spec.owner());  // Whoever resumes it owns the new run.
   same.set_replicas(spec.replicas());  // Where its copies live, not what it computes.
   if (!google::protobuf::util::MessageDifferencer::Equivalent(same, spec)) {
@@ -317,7 +318,7 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Resume(
 }
 
 absl::Status ShardJob::RestoreStateLocked(const ShardCheckpointState& state) {
-  const int workers = spec_.num_workers();
+  const int workers = spec().num_workers();
   if (state.last_push_id_size() != workers || state.applied_by_worker_size() != workers ||
       state.staleness_by_worker_size() != workers || state.version() < 0 ||
       state.updates_started() < 0) {
@@ -346,7 +347,7 @@ absl::Status ShardJob::RestoreStateLocked(const ShardCheckpointState& state) {
 }
 
 absl::Status ShardJob::RestoreHandoutLocked(const ShardCheckpointState& state) {
-  if (spec_.has_data_handout()) {
+  if (spec().has_data_handout()) {
     absl::Status seen = seen_batches_.Restore(state);
     if (!seen.ok()) return seen;
   }

@@ -52,7 +52,7 @@ void ShardJob::DropAssembly(int worker, std::optional<int> incarnation) {
 }
 
 absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushRequestHeader& header) {
-  const std::string prefix = JobPrefix(spec_.job_id());
+  const std::string prefix = JobPrefix(spec().job_id());
   absl::Status status = CheckPushSender(header);
   if (status.ok()) status = CheckPushSlices(header);
   if (!status.ok()) return status;
@@ -147,7 +147,7 @@ absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>> ShardJob::ChunkD
     std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
     if (assembly == nullptr || assembly->header.push_id() != header.push_id()) {
       return absl::AbortedError(absl::StrCat(
-          JobPrefix(spec_.job_id()), ChunkName(header),
+          JobPrefix(spec().job_id()), ChunkName(header),
           " was abandoned while it was decoded: the worker has since started another push"));
     }
     assembly->floats_in += header.chunk_size();
@@ -159,7 +159,7 @@ absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>> ShardJob::ChunkD
   if (complete->chunks_in != complete->header.total_chunks()) {
     CountRejected("chunk");
     return absl::InvalidArgumentError(absl::StrCat(
-        JobPrefix(spec_.job_id()), "push ", header.push_id(), " from worker ", header.worker(),
+        JobPrefix(spec().job_id()), "push ", header.push_id(), " from worker ", header.worker(),
         " came in ", complete->chunks_in, " chunks but says total_chunks is ",
         complete->header.total_chunks(), "; nothing was applied"));
   }

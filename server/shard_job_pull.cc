@@ -14,13 +14,13 @@ namespace ps {
 
 absl::Status ShardJob::ValidatePull(const PullRequest& request,
                                     std::vector<PullRange>* ranges) const {
-  std::string prefix = JobPrefix(spec_.job_id());
+  std::string prefix = JobPrefix(spec().job_id());
   absl::Status run = CheckRun(request.run_id(), "pull");
   if (!run.ok()) return run;
-  if (request.worker() < 0 || request.worker() >= spec_.num_workers()) {
+  if (request.worker() < 0 || request.worker() >= spec().num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", request.worker(),
                                                    " is out of range: the job has ",
-                                                   spec_.num_workers(), " workers"));
+                                                   spec().num_workers(), " workers"));
   }
   if (request.step() < 0 || request.clock() < 0) {
     return absl::InvalidArgumentError(prefix + "step and clock must be >= 0");
@@ -220,7 +220,7 @@ void ShardJob::ExpireWaiter(int64_t id) {
                         : rule_->WaitReason(waiter.request);
   }
   EndPark(waiter);
-  waiter.done(absl::DeadlineExceededError(JobPrefix(spec_.job_id()) + reason));
+  waiter.done(absl::DeadlineExceededError(JobPrefix(spec().job_id()) + reason));
 }
 
 bool ShardJob::CancelWaiter(int64_t id, const absl::Status& status) {
@@ -268,7 +268,7 @@ bool ShardJob::AllWorkersLeftLocked() const {
 }
 
 bool ShardJob::OrphanedAggregateLocked() const {
-  return aggregates_ && !ModeTraitsOf(spec_.consistency().mode()).barrier &&
+  return aggregates_ && !ModeTraitsOf(spec().consistency().mode()).barrier &&
          !rule_->open_aggregate().empty() && AllWorkersLeftLocked();
 }
 
@@ -283,11 +283,11 @@ std::vector<int> ShardJob::TakeExpiredLeases(absl::Time now) {
   absl::MutexLock lock(&mu_);
   // A worker whose pull is parked here (at a barrier, a staleness bound), or whose push waits for
   // the byte budget, is waiting, not gone.
-  std::vector<bool> parked(spec_.num_workers(), false);
+  std::vector<bool> parked(spec().num_workers(), false);
   for (size_t w = 0; w < parked_pushes_.size(); ++w) parked[w] = parked_pushes_[w] > 0;
   for (const auto& [id, waiter] : waiters_) {
     const int w = waiter.request.worker();
-    if (w >= 0 && w < spec_.num_workers() &&
+    if (w >= 0 && w < spec().num_workers() &&
         waiter.request.incarnation() != OBSERVER_INCARNATION) {
       parked[w] = true;
     }
@@ -304,8 +304,8 @@ void ShardJob::LoseWorkers(const std::vector<int>& workers) {
   // (lost_workers_leave): a barrier with backup workers needs none in particular, and one
   // without them waits for the lost one until its pulls time out; the other modes wait for no
   // one.
-  const bool leaves = spec_.lost_workers_leave() ||
-                      ModeTraitsOf(spec_.consistency().mode()).lost_worker ==
+  const bool leaves = spec().lost_workers_leave() ||
+                      ModeTraitsOf(spec().consistency().mode()).lost_worker ==
                           LostWorkerPolicy::kLeavesAfterLease;
   absl::MutexLock aggregate_lock(&aggregate_mu_);
   std::vector<Waiter> ready;
@@ -315,7 +315,7 @@ void ShardJob::LoseWorkers(const std::vector<int>& workers) {
   {
     absl::MutexLock lock(&mu_);
     for (int w : workers) {
-      if (w < 0 || w >= spec_.num_workers()) continue;
+      if (w < 0 || w >= spec().num_workers()) continue;
       leases_.MarkLost(w);
       if (leaves && rule_->Leave(w)) apply = true;
       if (handout_ != nullptr) handout_->Lost(w);
@@ -329,19 +329,19 @@ void ShardJob::LoseWorkers(const std::vector<int>& workers) {
 }
 
 absl::StatusOr<NextBatchesResponse> ShardJob::NextBatches(const NextBatchesRequest& request) {
-  const std::string prefix = JobPrefix(spec_.job_id());
+  const std::string prefix = JobPrefix(spec().job_id());
   absl::Status run = CheckRun(request.run_id(), "NextBatches request");
   if (!run.ok()) return run;
   const int worker = request.worker();
-  if (worker < 0 || worker >= spec_.num_workers()) {
+  if (worker < 0 || worker >= spec().num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", worker,
                                                    " is out of range: the job has ",
-                                                   spec_.num_workers(), " workers"));
+                                                   spec().num_workers(), " workers"));
   }
   absl::MutexLock lock(&mu_);
   if (handout_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
-        prefix, spec_.has_data_handout()
+        prefix, spec().has_data_handout()
                     ? "its batches are handed out by its first shard (ps 0), not this one"
                     : "its data is not handed out (data.sharding BY_WORKER): each worker reads "
                       "its own shard"));
@@ -366,10 +366,10 @@ absl::Status ShardJob::Leave(int worker, const std::string& run_id,
                              std::optional<int> incarnation) {
   absl::Status run = CheckRun(run_id, "leave request");
   if (!run.ok()) return run;
-  if (worker < 0 || worker >= spec_.num_workers()) {
-    return absl::InvalidArgumentError(absl::StrCat(JobPrefix(spec_.job_id()), "worker ", worker,
+  if (worker < 0 || worker >= spec().num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat(JobPrefix(spec().job_id()), "worker ", worker,
                                                    " is out of range: the job has ",
-                                                   spec_.num_workers(), " workers"));
+                                                   spec().num_workers(), " workers"));
   }
   DropAssembly(worker, incarnation);
   absl::MutexLock aggregate_lock(&aggregate_mu_);

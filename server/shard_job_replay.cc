@@ -108,7 +108,7 @@ void ShardJob::AdvanceReplay() {
         PullSnapshot snapshot = ReadSnapshot(pull->request);
         if (snapshot.header.version() != entry.version()) {
           pull->done(absl::DataLossError(absl::StrCat(
-              JobPrefix(spec_.job_id()), "replay: worker ", entry.worker(), "'s pull (event ",
+              JobPrefix(spec().job_id()), "replay: worker ", entry.worker(), "'s pull (event ",
               event, ") read version ", snapshot.header.version(), " where the recorded run "
               "read ", entry.version(), ": the run differs from the recorded one")));
           continue;

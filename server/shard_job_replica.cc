@@ -10,16 +10,16 @@
 namespace ps {
 
 bool ShardJob::IsNewIncarnation(int worker, int incarnation) const {
-  if (worker < 0 || worker >= spec_.num_workers()) return false;
+  if (worker < 0 || worker >= spec().num_workers()) return false;
   absl::MutexLock lock(&mu_);
   return incarnation > incarnation_[worker];
 }
 
 absl::Status ShardJob::Rejoin(int worker, int incarnation, int64_t clock) {
-  if (worker < 0 || worker >= spec_.num_workers()) {
-    return absl::InvalidArgumentError(absl::StrCat(JobPrefix(spec_.job_id()), "worker ", worker,
+  if (worker < 0 || worker >= spec().num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat(JobPrefix(spec().job_id()), "worker ", worker,
                                                    " is out of range: the job has ",
-                                                   spec_.num_workers(), " workers"));
+                                                   spec().num_workers(), " workers"));
   }
   absl::MutexLock lock(&mu_);
   return AdoptIncarnationLocked(worker, incarnation, clock);
@@ -27,7 +27,7 @@ absl::Status ShardJob::Rejoin(int worker, int incarnation, int64_t clock) {
 
 ReplicaInstall ShardJob::ReplicaSnapshot() {
   ReplicaInstall install;
-  install.set_job_id(spec_.job_id());
+  install.set_job_id(spec().job_id());
   install.set_num_ps(num_ps_);
   install.set_shard(ps_index_);
   install.set_checkpoint(EncodeCheckpointFile(Checkpoint()));
@@ -48,14 +48,14 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::FromReplicaSnapshot(
   absl::StatusOr<std::unique_ptr<ShardJob>> job =
       Restore(*blocks, install.num_ps(), install.shard(), clock);
   if (!job.ok()) return job.status();
-  const int workers = (*job)->spec_.num_workers();
+  const int workers = (*job)->spec().num_workers();
   if (install.incarnations_size() != workers || install.steps_pushed_size() != workers) {
     return absl::DataLossError(absl::StrCat(name, " has ", install.incarnations_size(),
                                             " incarnations and ", install.steps_pushed_size(),
                                             " step counts for ", workers, " workers"));
   }
-  if ((*job)->spec_.job_id() != install.job_id()) {
-    return absl::DataLossError(absl::StrCat(name, " holds job \"", (*job)->spec_.job_id(), "\""));
+  if ((*job)->spec().job_id() != install.job_id()) {
+    return absl::DataLossError(absl::StrCat(name, " holds job \"", (*job)->spec().job_id(), "\""));
   }
   absl::MutexLock lock(&(*job)->mu_);
   (*job)->incarnation_.assign(install.incarnations().begin(), install.incarnations().end());

@@ -2,43 +2,42 @@
 
 #include <algorithm>
 
-
 namespace ps {
 
 WorkerLeases::WorkerLeases(int num_workers, absl::Duration lease, Clock* clock)
-    : lease_(lease), clock_(clock), last_heard_ns_(num_workers), lost_(num_workers, false) {
-  const int64_t start = absl::ToUnixNanos(clock_->Now());
-  for (std::atomic<int64_t>& heard : last_heard_ns_) heard = start;
+    : lease_(lease), clock_(clock) {
+  absl::MutexLock lock(&mu_);
+  last_heard_ns_.assign(num_workers, absl::ToUnixNanos(clock_->Now()));
+  lost_.assign(num_workers, false);
 }
 
 void WorkerLeases::Heard(int worker) {
   if (!enabled()) return;
-  last_heard_ns_[worker].store(absl::ToUnixNanos(clock_->Now()), std::memory_order_relaxed);
+  const int64_t now = absl::ToUnixNanos(clock_->Now());
+  absl::MutexLock lock(&mu_);
+  last_heard_ns_[worker] = now;
 }
 
 void WorkerLeases::Rejoined(int worker) {
+  const int64_t now = absl::ToUnixNanos(clock_->Now());
   absl::MutexLock lock(&mu_);
   lost_[worker] = false;
-  last_heard_ns_[worker].store(absl::ToUnixNanos(clock_->Now()), std::memory_order_relaxed);
+  last_heard_ns_[worker] = now;
 }
 
 void WorkerLeases::HeardAll() {
   if (!enabled()) return;
   const int64_t now = absl::ToUnixNanos(clock_->Now());
-  for (std::atomic<int64_t>& heard : last_heard_ns_) heard.store(now, std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  std::fill(last_heard_ns_.begin(), last_heard_ns_.end(), now);
 }
 
 void WorkerLeases::Forgive(absl::Duration pause) {
   if (!enabled()) return;
   const int64_t now = absl::ToUnixNanos(clock_->Now());
   const int64_t pause_ns = absl::ToInt64Nanoseconds(pause);
-  for (std::atomic<int64_t>& heard : last_heard_ns_) {
-    int64_t last = heard.load(std::memory_order_relaxed);
-    // A sign heard meanwhile (Heard) is kept: the exchange fails and is made again from it.
-    while (!heard.compare_exchange_weak(last, std::min(last + pause_ns, now),
-                                        std::memory_order_relaxed)) {
-    }
-  }
+  absl::MutexLock lock(&mu_);
+  for (int64_t& heard : last_heard_ns_) heard = std::min(heard + pause_ns, now);
 }
 
 bool WorkerLeases::lost(int worker) const {
@@ -51,13 +50,19 @@ void WorkerLeases::MarkLost(int worker) {
   lost_[worker] = true;
 }
 
+void WorkerLeases::AddWorkers(int num_workers) {
+  const int64_t now = absl::ToUnixNanos(clock_->Now());
+  absl::MutexLock lock(&mu_);
+  last_heard_ns_.resize(num_workers, now);
+  lost_.resize(num_workers, true);
+}
+
 std::vector<int> WorkerLeases::Expire(absl::Time now, const std::function<bool(int)>& skip) {
   std::vector<int> expired;
   if (!enabled()) return expired;
   absl::MutexLock lock(&mu_);
   for (int w = 0; w < static_cast<int>(lost_.size()); ++w) {
-    const absl::Time heard =
-        absl::FromUnixNanos(last_heard_ns_[w].load(std::memory_order_relaxed));
+    const absl::Time heard = absl::FromUnixNanos(last_heard_ns_[w]);
     if (lost_[w] || skip(w) || now - heard <= lease_) continue;
     lost_[w] = true;
     expired.push_back(w);

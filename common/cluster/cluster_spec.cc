@@ -320,6 +320,29 @@ ClusterDef ClusterSpec::ToProto() const {
   return def;
 }
 
+absl::Status ClusterSpec::CheckGrownInto(const ClusterSpec& grown) const {
+  const std::vector<std::string>& ps = Tasks(kPsJob);
+  const std::vector<std::string>& grown_ps = grown.Tasks(kPsJob);
+  if (ps != grown_ps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the grown cluster lists the ps tasks [", absl::StrJoin(grown_ps, ", "), "], this one [",
+        absl::StrJoin(ps, ", "), "]: a cluster grows by workers only, its ps tasks stay"));
+  }
+  const std::vector<std::string>& workers = Tasks(kWorkerJob);
+  const std::vector<std::string>& grown_workers = grown.Tasks(kWorkerJob);
+  for (size_t w = 0; w < workers.size(); ++w) {
+    if (w >= grown_workers.size() || grown_workers[w] != workers[w]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the grown cluster ",
+          w >= grown_workers.size() ? "lacks worker:" + std::to_string(w)
+                                    : absl::StrCat("runs worker:", w, " at ", grown_workers[w]),
+          ", which runs at ", workers[w],
+          ": a cluster grows by adding workers after its own, each of these at its address"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string ClusterSpec::ToJson(const std::optional<TaskId>& task, int indent) const {
   json document;
   document["cluster"] = json::object();

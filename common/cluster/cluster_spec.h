@@ -82,6 +82,12 @@ class ClusterSpec {
 
   ClusterDef ToProto() const;
 
+  // OK when `grown` is this cluster, or this cluster with workers added after its own (a
+  // ClusterSpec that grows: docs/elastic.md): the same ps tasks at the same addresses, and each of
+  // this cluster's workers at its own address in `grown`. INVALID_ARGUMENT naming the first task
+  // that differs otherwise.
+  absl::Status CheckGrownInto(const ClusterSpec& grown) const;
+
   // TensorFlow's form, with a "task" field when `task` is given; parses back to an equal spec.
   // The cluster lists the ps and worker jobs, and the replicas of a TFJob's job when `task`
   // names one (a chief's TF_CONFIG).

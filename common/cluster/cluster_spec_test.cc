@@ -166,6 +166,28 @@ TEST(ClusterSpecTest, JsonAndProtoRoundTrip) {
   EXPECT_EQ(from_proto->Address(Task("ps", 1)), "[::1]:2");
 }
 
+TEST(ClusterSpecTest, AClusterGrowsByWorkersAddedAfterItsOwn) {
+  auto parse = [](const char* json) {
+    absl::StatusOr<ClusterSpec> spec = ClusterSpec::Parse(json, "test.json");
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    return *spec;
+  };
+  const ClusterSpec two = parse(R"({"ps": ["h1:1"], "worker": ["h2:1", "h2:2"]})");
+  EXPECT_TRUE(two.CheckGrownInto(two).ok());
+  EXPECT_TRUE(two.CheckGrownInto(parse(R"({"ps": ["h1:1"], "worker": ["h2:1", "h2:2", "h3:1"]})"))
+                  .ok());
+  absl::Status status =
+      two.CheckGrownInto(parse(R"({"ps": ["h1:1", "h1:2"], "worker": ["h2:1", "h2:2"]})"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("its ps tasks stay"), std::string::npos) << status;
+  status = two.CheckGrownInto(parse(R"({"ps": ["h1:1"], "worker": ["h2:1", "h3:1", "h2:2"]})"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("runs worker:1 at h3:1, which runs at h2:2"), std::string::npos)
+      << status;
+  status = two.CheckGrownInto(parse(R"({"ps": ["h1:1"], "worker": ["h2:1"]})"));
+  EXPECT_NE(status.message().find("lacks worker:1"), std::string::npos) << status;
+}
+
 TEST(ClusterSpecTest, FromProtoRejectsRepeatedJob) {
   ClusterDef def;
   for (const char* name : {"ps", "ps", "worker"}) {

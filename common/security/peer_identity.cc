@@ -131,9 +131,28 @@ absl::Status RequireTask(const Peer& peer, absl::string_view method) {
       absl::StrCat(method, " is for the cluster's tasks; ", peer.Describe(), " is not one"));
 }
 
+namespace {
+
+// A certificate naming one task ("worker:1", "ps:0"), not a host.
+bool IsTaskCertificate(const Peer& peer) {
+  return peer.role == Peer::Role::kTask && !peer.by_token &&
+         (absl::StartsWith(peer.name, "worker:") || absl::StartsWith(peer.name, "ps:"));
+}
+
+}  // namespace
+
 absl::Status RequireWorkerHost(const Peer& peer, int worker,
                                const std::vector<std::string>& worker_hosts,
                                absl::string_view method) {
+  // A task's own certificate ("worker:1", psctl certs's <job>-<index>.crt) acts only as itself,
+  // whatever the hosts say.
+  if (worker_hosts.empty() && !IsTaskCertificate(peer)) return absl::OkStatus();
+  const bool listed = worker >= 0 && worker < static_cast<int>(worker_hosts.size());
+  return RequireWorkerOnHost(peer, worker, listed ? &worker_hosts[worker] : nullptr, method);
+}
+
+absl::Status RequireWorkerOnHost(const Peer& peer, int worker, const std::string* host,
+                                 absl::string_view method) {
   if (peer.role != Peer::Role::kTask || peer.by_token) return absl::OkStatus();
   // A task's own certificate ("worker:1", psctl certs's <job>-<index>.crt): only as itself.
   absl::string_view task = peer.name;
@@ -145,13 +164,16 @@ absl::Status RequireWorkerHost(const Peer& peer, int worker,
         peer.Describe(), " may not ", method, " as worker ", worker,
         ": a task's own certificate lets it act only as itself"));
   }
-  if (worker_hosts.empty()) return absl::OkStatus();
-  if (worker < 0 || worker >= static_cast<int>(worker_hosts.size())) return absl::OkStatus();
-  const std::string& host = worker_hosts[worker];
-  if (peer.name == host) return absl::OkStatus();
+  if (host == nullptr) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        peer.Describe(), " may not ", method, " as worker ", worker,
+        ": neither the cluster spec nor the job lists worker:", worker,
+        " (a job grows past its ClusterSpec with psctl add-worker and the grown spec)"));
+  }
+  if (peer.name == *host) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
       peer.Describe(), " may not ", method, " as worker ", worker,
-      ": the cluster spec runs worker:", worker, " on ", host,
+      ": the cluster spec runs worker:", worker, " on ", *host,
       ", and a task's certificate lets it act only as the workers on its own host"));
 }
 

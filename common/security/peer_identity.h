@@ -65,11 +65,18 @@ absl::Status RequireTask(const Peer& peer, absl::string_view method);
 // acts only as the workers the cluster places on its own host
 // (`worker_hosts[i]` is the host of task worker:i in the ClusterSpec; empty: not checked). A
 // certificate names a host, not a task, so a host running several workers may act as any of
-// them; a task known by the cluster's token has no host and is not checked either. An index out
-// of range is left for the job to refuse. PERMISSION_DENIED naming the worker's host.
+// them; a task known by the cluster's token has no host and is not checked either. A host's
+// certificate may not act as a worker the cluster lacks (an index out of range: a job that grew
+// past the ClusterSpec checks its new workers with RequireWorkerOnHost). PERMISSION_DENIED naming
+// the worker's host.
 absl::Status RequireWorkerHost(const Peer& peer, int worker,
                                const std::vector<std::string>& worker_hosts,
                                absl::string_view method);
+// The same for a worker whose host is `host` (the ClusterSpec's, or a grown job's:
+// ParameterSpec.worker_addresses), or null where neither lists the worker: a host's certificate
+// may then not act as it.
+absl::Status RequireWorkerOnHost(const Peer& peer, int worker, const std::string* host,
+                                 absl::string_view method);
 // OK when `peer` may act as ps task `ps` (a primary replicating its shard): anyone but a task
 // known by its certificate, which must be that ps's own ("ps:N") or its host's (`ps_hosts[ps]`,
 // from the ClusterSpec). PERMISSION_DENIED naming the ps otherwise.

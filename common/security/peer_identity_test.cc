@@ -47,8 +47,17 @@ TEST(PeerIdentityTest, ATaskActsOnlyAsTheWorkersOnItsOwnHost) {
   EXPECT_EQ(posing.code(), absl::StatusCode::kPermissionDenied);
   EXPECT_THAT(posing.message(), HasSubstr("task 10.0.0.3 may not Push as worker 1: the cluster "
                                           "spec runs worker:1 on 10.0.0.4"));
-  // Out of range: the job refuses it (INVALID_ARGUMENT) as for anyone.
-  EXPECT_TRUE(RequireWorkerHost(task, 7, hosts, "Push").ok());
+  // A worker the cluster lacks: no host runs it (a grown job names its new workers' hosts).
+  absl::Status outside = RequireWorkerHost(task, 7, hosts, "Push");
+  EXPECT_EQ(outside.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(outside.message().find("neither the cluster spec nor the job lists worker:7"),
+            std::string::npos)
+      << outside;
+  const std::string grown_host = "10.0.0.9";
+  EXPECT_FALSE(RequireWorkerOnHost(task, 7, &grown_host, "Push").ok());
+  EXPECT_FALSE(RequireWorkerOnHost(task, 7, nullptr, "Push").ok());
+  EXPECT_TRUE(RequireWorkerOnHost(PeerFromSubject("CN=10.0.0.9,O=task"), 7, &grown_host, "Push").ok());
+  EXPECT_TRUE(RequireWorkerOnHost(PeerFromSubject("CN=worker:7,O=task"), 7, nullptr, "Push").ok());
   // Users (psctl reads results as an observer) and unauthenticated callers are not tasks.
   EXPECT_TRUE(RequireWorkerHost(PeerFromSubject("CN=alice,O=admin"), 1, hosts, "Pull").ok());
   EXPECT_TRUE(RequireWorkerHost(Peer(), 1, hosts, "Pull").ok());

@@ -64,6 +64,8 @@ void ConsistencyRule::Rejoin(int worker, int64_t clock) {
   left_[worker] = false;
 }
 
+void ConsistencyRule::AddWorkers(int num_workers) { left_.resize(num_workers, true); }
+
 void ConsistencyRule::SaveState(ShardCheckpointState* state) const {
   for (bool left : left_) state->add_left(left);
   for (const Contribution& c : open_aggregate_) {

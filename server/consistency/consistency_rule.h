@@ -97,6 +97,9 @@ class ConsistencyRule {
   // A worker that left (or was lost) is back, a new incarnation of it, at `clock` (SSP: the
   // clock it resumes at; its pushes from then on count). The other modes only take it back.
   virtual void Rejoin(int worker, int64_t clock);
+  // The job grew to `num_workers` (ShardJob::Grow): each new worker is out of it, as one that
+  // left, until it joins (Rejoin). REQUIRES: num_workers >= num_workers().
+  virtual void AddWorkers(int num_workers);
 
   // Whether a pull may be answered now, and, while it may not, what it waits for (a sentence
   // naming the workers, for the DEADLINE_EXCEEDED that ends a pull that waited too long).

@@ -46,6 +46,11 @@ void SspRule::Rejoin(int worker, int64_t clock) {
   clocks_[worker] = clock;
 }
 
+void SspRule::AddWorkers(int num_workers) {
+  ConsistencyRule::AddWorkers(num_workers);
+  clocks_.resize(num_workers, 0);
+}
+
 int64_t SspRule::checkpoint_clock(int64_t version) const {
   (void)version;
   for (size_t w = 0; w < clocks_.size(); ++w) {

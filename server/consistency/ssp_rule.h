@@ -24,6 +24,7 @@ class SspRule : public ConsistencyRule {
   std::string WaitReason(const PullRequest& request) const override;
   int64_t clock(int worker) const override { return clocks_[worker]; }
   void Rejoin(int worker, int64_t clock) override;
+  void AddWorkers(int num_workers) override;  // A new worker's clock is set as it joins.
   // The slowest clock of the workers still in the job; once all have left, the furthest.
   int64_t checkpoint_clock(int64_t version) const override;
   bool agreed_checkpoint_clock() const override { return true; }

@@ -10,9 +10,11 @@ namespace ps {
 
 SyncRule::SyncRule(const ConsistencyConfig& consistency, int num_workers)
     : ConsistencyRule(num_workers),
-      replicas_to_aggregate_(consistency.replicas_to_aggregate() > 0
-                                 ? consistency.replicas_to_aggregate()
-                                 : num_workers) {}
+      replicas_to_aggregate_(consistency.replicas_to_aggregate()) {}
+
+int SyncRule::ReplicasToAggregate() const {
+  return replicas_to_aggregate_ > 0 ? replicas_to_aggregate_ : num_workers();
+}
 
 PushDecision SyncRule::Admit(const PushRequestHeader& header, int64_t staleness) {
   (void)staleness;
@@ -46,7 +48,7 @@ PushDecision SyncRule::AdmitRepeat(const PushRequestHeader& header, int64_t stal
     return decision;
   }
   // AggregateSize() counts every giver, this worker among them: below R, the step needs them all.
-  if (replicas_to_aggregate_ < Givers()) {
+  if (ReplicasToAggregate() < Givers()) {
     open_aggregate_.pop_back();
     return PushDecision::Drop("batch_seen");
   }
@@ -74,7 +76,7 @@ int SyncRule::Givers() const {
 }
 
 int SyncRule::AggregateSize() const {
-  return std::max(1, std::min(replicas_to_aggregate_, Givers()));
+  return std::max(1, std::min(ReplicasToAggregate(), Givers()));
 }
 
 bool SyncRule::Leave(int worker) {

@@ -53,7 +53,11 @@ class SyncRule : public ConsistencyRule {
   // that left after giving theirs.
   int Givers() const;
 
-  const int replicas_to_aggregate_;
+  // R: ConsistencyConfig.replicas_to_aggregate, or every worker of the job (as it grows) when
+  // that is unset.
+  int ReplicasToAggregate() const;
+
+  const int replicas_to_aggregate_;  // As configured; 0: every worker.
   int64_t step_ = 0;  // Steps applied.
 };
 
