@@ -118,13 +118,18 @@ std::vector<Command> JobAndClusterCommands() {
        "  psctl remove-worker --cluster_spec=cluster.json --job=default --task=worker:2",
        {"cluster_spec", "job", "task"}},
       {"add-worker", 0, [](const std::vector<std::string>&) { return AddWorker(); },
-       "take a worker that left (remove-worker) back into the running job",
+       "take a worker back into the running job, or grow the job by a new one",
        "psctl add-worker --cluster_spec=F --job=ID --task=worker:N\n\n"
        "The psctl following the job (the one that submitted it) starts it there again as the\n"
        "worker's next incarnation: SYNC at the shards' step. A worker whose daemon was down\n"
-       "joins an elastic job on its own once its daemon is up.\n\n"
-       "Example:\n"
-       "  psctl add-worker --cluster_spec=cluster.json --job=default --task=worker:2",
+       "joins an elastic job on its own once its daemon is up.\n"
+       "A worker the job never had: F is the job's ClusterSpec grown by workers listed after its\n"
+       "own (the ps tasks the same); every shard takes the new workers, and the psctl following\n"
+       "the job starts each once its ps_worker (started with F) is up. Only an elastic job\n"
+       "(min_workers) with its data handed out (sharding DYNAMIC) grows.\n\n"
+       "Examples:\n"
+       "  psctl add-worker --cluster_spec=cluster.json --job=default --task=worker:2\n"
+       "  psctl add-worker --cluster_spec=grown.json --job=default --task=worker:3",
        {"cluster_spec", "job", "task"}},
       {"check", 0, [](const std::vector<std::string>&) { return Check(); },
        "validate a ClusterSpec (and a task of it)",

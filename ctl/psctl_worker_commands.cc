@@ -14,6 +14,7 @@
 #include "ctl/job/exit_code.h"
 #include "ctl/psctl_commands.h"
 #include "ctl/psctl_flags.h"
+#include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
 
 namespace ps {
@@ -72,6 +73,34 @@ absl::StatusOr<Target> TargetFromFlags() {
   return Target{*std::move(cluster), *std::move(client), *worker};
 }
 
+// add-worker of a worker the job does not have: the job grows to the workers of --cluster_spec,
+// a grown ClusterSpec (docs/elastic.md "A ClusterSpec that grows"), on every shard; the psctl
+// following it then starts the new workers as their daemons come up. `job` is the job's spec on
+// its first shard.
+int GrowJob(const Target& target, const ParameterSpec& job) {
+  const ClusterClient& client = *target.client;
+  const std::string task = absl::StrCat("worker:", target.worker);
+  GrowJobRequest request;
+  request.set_job_id(FLAGS_job);
+  request.set_run_id(job.run_id());
+  *request.mutable_cluster() = target.cluster.ToProto();
+  absl::Status grown = client.ps()->GrowJob(request, job.replicas() > 1);
+  if (!grown.ok()) return Fail(grown);
+  std::cout << "job " << FLAGS_job << " grew from " << job.num_workers() << " to "
+            << target.cluster.NumTasks(kWorkerJob) << " workers\n";
+  JobProgress started;
+  if (!Await(client, target.worker, FLAGS_job,
+             [](const JobProgress& p) { return p.state() == JobProgress::RUNNING; }, &started)) {
+    std::cout << task << " joins job " << FLAGS_job << " once its daemon is up and the psctl "
+              << "following the job starts it there (not seen within "
+              << absl::FormatDuration(kWatchFor) << ": is ps_worker --task=" << task
+              << " running, and the psctl that submitted the job?)\n";
+    return 0;
+  }
+  std::cout << task << " joined job " << FLAGS_job << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int RemoveWorker() {
@@ -127,6 +156,10 @@ int AddWorker() {
                           : std::string("no record, or its daemon does not answer"),
         "): a worker can be added back only while the job runs")));
   }
+  // A worker the job never had: the job grows (--cluster_spec lists it).
+  absl::StatusOr<JobStats> shard = client.GetShardStats(0, FLAGS_job, /*replicated=*/true);
+  if (!shard.ok()) return Fail(shard.status());
+  if (target->worker >= shard->spec().num_workers()) return GrowJob(*target, shard->spec());
   absl::Status asked = client.AskWorkerBack(target->worker, FLAGS_job);
   if (!asked.ok()) return Fail(asked);
   JobProgress back;

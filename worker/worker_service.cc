@@ -1,7 +1,6 @@
 #include "worker/worker_service.h"
 
 #include <glog/logging.h>
-#include <google/protobuf/util/message_differencer.h>
 
 #include <algorithm>
 #include <vector>
@@ -171,15 +170,19 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   if (!cluster.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("cluster: ", cluster.status().message()));
   }
-  if (!google::protobuf::util::MessageDifferencer::Equals(cluster->ToProto(),
-                                                          options_.cluster.ToProto())) {
+  // The job's cluster is this daemon's, or one grown from it or into it (a job that grew past
+  // its ClusterSpec: docs/elastic.md), and lists this worker.
+  const bool agrees = options_.cluster.CheckGrownInto(*cluster).ok() ||
+                      cluster->CheckGrownInto(options_.cluster).ok();
+  if (!agrees || options_.worker_index >= cluster->NumTasks(kWorkerJob)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker:", options_.worker_index,
         " was started with a different ClusterSpec than the job's; start the daemons and "
-        "submit with the same one"));
+        "submit with the same one (or one that grew from it by workers added after its own)"));
   }
+  const int num_workers = cluster->NumTasks(kWorkerJob);
   const JobSpec& spec = request.spec();
-  absl::Status status = ValidateJobSpec(spec, options_.cluster.NumTasks(kWorkerJob));
+  absl::Status status = ValidateJobSpec(spec, num_workers);
   if (!status.ok()) return status;
   if (spec.has_program() && !options_.allow_programs) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -223,6 +226,7 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   }
   auto job = std::make_unique<RunningJob>();
   job->spec = spec;
+  job->num_workers = num_workers;
   job->progress = std::make_shared<ProgressLog>();
   if (spec.trace() && !spec.has_program()) {
     job->trace = std::make_shared<TraceRecorder>(options_.clock);
@@ -267,7 +271,7 @@ void WorkerService::RunJob(JobSpec spec, int64_t first_step, int incarnation,
   TrainerContext context;
   context.spec = spec;
   context.worker = options_.worker_index;
-  context.num_workers = options_.cluster.NumTasks(kWorkerJob);
+  context.num_workers = job->num_workers;
   context.first_step = first_step;
   context.incarnation = incarnation;
   context.elapsed_before = elapsed;
@@ -327,7 +331,7 @@ void WorkerService::RunProgramJob(const JobSpec& spec, int64_t first_step, int i
   ProgramContext context;
   context.spec = spec;
   context.worker = options_.worker_index;
-  context.num_workers = options_.cluster.NumTasks(kWorkerJob);
+  context.num_workers = job->num_workers;
   context.first_step = first_step;
   context.incarnation = incarnation;
   context.ps = ps_client_->options();  // With the cluster's ps addresses.

@@ -94,6 +94,9 @@ class WorkerService final : public Worker::CallbackService {
     std::shared_ptr<TraceRecorder> trace;
     std::thread thread;
     JobSpec spec;  // Its owner (JobSpec.owner) may stop it.
+    // The workers of the job's cluster (StartJobRequest.cluster): this daemon's ClusterSpec's,
+    // or more where the job grew past it (docs/elastic.md).
+    int num_workers = 0;
     // Who asked it to stop (Peer::Describe), for its last report; under mu_.
     std::string stopped_by;
     // The stop is this worker leaving the running job (StopJobRequest.leave); under mu_.

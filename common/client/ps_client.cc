@@ -196,6 +196,16 @@ absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& ru
   return connections_->RunCalls(std::move(calls));
 }
 
+absl::Status PsClient::GrowJob(GrowJobRequest request, bool replicated) {
+  std::vector<PsConnections::Call> calls;
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    if (replicated) request.set_shard(ps);
+    calls.push_back(AdminCall(*connections_, ps, "GrowJob", request));
+    calls.back().replicated = replicated;
+  }
+  return connections_->RunCalls(std::move(calls));
+}
+
 absl::StatusOr<NextBatchesResponse> PsClient::NextBatches(NextBatchesRequest request,
                                                           bool replicated) {
   NextBatchesResponse response;

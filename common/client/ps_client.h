@@ -54,6 +54,9 @@ class PsClient {
   // `incarnation`: the leaving worker's (LeaveJobRequest.incarnation), when it knows it.
   absl::Status LeaveJob(const std::string& job_id, const std::string& run_id, int worker,
                         bool replicated = false, std::optional<int> incarnation = std::nullopt);
+  // Grows the job on every shard to the workers of `request.cluster` (GrowJobRequest; psctl
+  // add-worker). `replicated`: as LeaveJob's.
+  absl::Status GrowJob(GrowJobRequest request, bool replicated = false);
   // The next batches for a worker of a job whose data is handed out, from its first shard
   // (`request` as NextBatchesRequest says; its request_id makes a retry safe). `replicated`: as
   // LeaveJob's (the first shard may be served by its other copy).

@@ -58,19 +58,46 @@ absl::StatusOr<std::unique_ptr<ClusterClient>> ClusterClient::Create(
 
 ClusterClient::ClusterClient(const ClusterSpec& cluster, const ClusterClientOptions& options,
                              std::unique_ptr<PsClient> ps)
-    : cluster_(cluster),
+    : num_ps_(cluster.NumTasks(kPsJob)),
       options_(options),
       ps_(std::move(ps)),
       ps_channels_(Channels(cluster.Tasks(kPsJob), options.security, options.token)),
+      cluster_(cluster),
       worker_channels_(Channels(cluster.Tasks(kWorkerJob), options.security, options.token)) {}
 
+ClusterSpec ClusterClient::cluster() const {
+  absl::MutexLock lock(&mu_);
+  return cluster_;
+}
+
+int ClusterClient::num_workers() const {
+  absl::MutexLock lock(&mu_);
+  return cluster_.NumTasks(kWorkerJob);
+}
+
+absl::Status ClusterClient::GrowTo(const ClusterSpec& grown) {
+  absl::MutexLock lock(&mu_);
+  absl::Status keeps = cluster_.CheckGrownInto(grown);
+  if (!keeps.ok()) return keeps;
+  const std::vector<std::string>& workers = grown.Tasks(kWorkerJob);
+  std::vector<std::string> added(workers.begin() + cluster_.NumTasks(kWorkerJob), workers.end());
+  for (std::shared_ptr<grpc::Channel>& channel :
+       Channels(added, options_.security, options_.token)) {
+    worker_channels_.push_back(std::move(channel));
+  }
+  cluster_ = grown;
+  return absl::OkStatus();
+}
+
 std::string ClusterClient::TaskName(absl::string_view job, int index) const {
+  absl::MutexLock lock(&mu_);
   return absl::StrCat(job, ":", index, " (", cluster_.Tasks(job)[index], ")");
 }
 
-const std::shared_ptr<grpc::Channel>& ClusterClient::Channel(absl::string_view job,
-                                                             int index) const {
-  return job == kPsJob ? ps_channels_[index] : worker_channels_[index];
+std::shared_ptr<grpc::Channel> ClusterClient::Channel(absl::string_view job, int index) const {
+  if (job == kPsJob) return ps_channels_[index];
+  absl::MutexLock lock(&mu_);
+  return worker_channels_[index];
 }
 
 absl::Status ClusterClient::Named(absl::string_view job, int index, absl::string_view method,
@@ -105,7 +132,7 @@ absl::StatusOr<StartJobResponse> ClusterClient::StartJob(int worker,
   StartJobResponse response;
   absl::Status status = Named(
       kWorkerJob, worker, "StartJob",
-      Worker::NewStub(worker_channels_[worker])->StartJob(&context, request, &response));
+      Worker::NewStub(WorkerChannel(worker))->StartJob(&context, request, &response));
   if (!status.ok()) return status;
   return response;
 }
@@ -130,7 +157,7 @@ absl::Status ClusterClient::CallStopJob(int worker, const StopJobRequest& reques
   context.set_deadline(GrpcDeadline(options_.stop_timeout));
   StopJobResponse response;
   return Named(kWorkerJob, worker, "StopJob",
-               Worker::NewStub(worker_channels_[worker])->StopJob(&context, request, &response));
+               Worker::NewStub(WorkerChannel(worker))->StopJob(&context, request, &response));
 }
 
 absl::Status ClusterClient::AskWorkerBack(int worker, const std::string& job_id) const {
@@ -140,7 +167,7 @@ absl::Status ClusterClient::AskWorkerBack(int worker, const std::string& job_id)
   request.set_job_id(job_id);
   RejoinJobResponse response;
   return Named(kWorkerJob, worker, "RejoinJob",
-               Worker::NewStub(worker_channels_[worker])->RejoinJob(&context, request, &response));
+               Worker::NewStub(WorkerChannel(worker))->RejoinJob(&context, request, &response));
 }
 
 std::optional<JobProgress> ClusterClient::JobOnWorker(int worker,
@@ -158,7 +185,7 @@ absl::StatusOr<WorkerStatus> ClusterClient::GetWorkerStatus(int worker) const {
   context.set_deadline(GrpcDeadline(options_.status_timeout));
   WorkerStatus response;
   absl::Status status = Named(kWorkerJob, worker, "GetStatus",
-                              Worker::NewStub(worker_channels_[worker])
+                              Worker::NewStub(WorkerChannel(worker))
                                   ->GetStatus(&context, WorkerStatusRequest(), &response));
   if (!status.ok()) return status;
   return response;
@@ -171,7 +198,7 @@ absl::StatusOr<Trace> ClusterClient::GetWorkerTrace(int worker,
   Trace response;
   absl::Status status =
       Named(kWorkerJob, worker, "GetTrace",
-            Worker::NewStub(worker_channels_[worker])->GetTrace(&context, request, &response));
+            Worker::NewStub(WorkerChannel(worker))->GetTrace(&context, request, &response));
   if (!status.ok()) return status;
   return response;
 }
@@ -182,7 +209,7 @@ absl::Status ClusterClient::WatchJob(
   WatchJobRequest request;
   request.set_job_id(job_id);
   std::unique_ptr<grpc::ClientReader<JobProgress>> reader =
-      Worker::NewStub(worker_channels_[worker])->WatchJob(context, request);
+      Worker::NewStub(WorkerChannel(worker))->WatchJob(context, request);
   JobProgress progress;
   while (reader->Read(&progress)) on_progress(progress);
   return Named(kWorkerJob, worker, "WatchJob", reader->Finish());

@@ -23,6 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/cluster/cluster_spec.h"
 #include "common/client/ps_client.h"
@@ -63,10 +65,15 @@ class ClusterClient {
       const ClusterSpec& cluster, const ClusterClientOptions& options = {});
   virtual ~ClusterClient() = default;
 
-  const ClusterSpec& cluster() const { return cluster_; }
+  // The cluster as this client has it now: as created, or grown (GrowTo).
+  ClusterSpec cluster() const ABSL_LOCKS_EXCLUDED(mu_);
   const ClusterClientOptions& options() const { return options_; }
-  int num_ps() const { return cluster_.NumTasks(kPsJob); }
-  int num_workers() const { return cluster_.NumTasks(kWorkerJob); }
+  int num_ps() const { return num_ps_; }
+  int num_workers() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the workers a running job grew by (docs/elastic.md "A ClusterSpec that grows"): from
+  // now on `grown`'s workers are this client's too. INVALID_ARGUMENT, changing nothing, unless
+  // `grown` keeps this client's cluster (ClusterSpec::CheckGrownInto).
+  absl::Status GrowTo(const ClusterSpec& grown) ABSL_LOCKS_EXCLUDED(mu_);
   // "worker:1 (10.0.0.3:2223)": how this client's errors name a task of `job` (kPsJob or
   // kWorkerJob).
   std::string TaskName(absl::string_view job, int index) const;
@@ -131,12 +138,17 @@ class ClusterClient {
 
  protected:
   // A client that makes no connection, for fakes that override every call: ps() is null.
-  explicit ClusterClient(const ClusterSpec& cluster) : cluster_(cluster) {}
+  explicit ClusterClient(const ClusterSpec& cluster)
+      : num_ps_(cluster.NumTasks(kPsJob)), cluster_(cluster) {}
 
  private:
   ClusterClient(const ClusterSpec& cluster, const ClusterClientOptions& options,
                 std::unique_ptr<PsClient> ps);
-  const std::shared_ptr<grpc::Channel>& Channel(absl::string_view job, int index) const;
+  std::shared_ptr<grpc::Channel> Channel(absl::string_view job, int index) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<grpc::Channel> WorkerChannel(int worker) const ABSL_LOCKS_EXCLUDED(mu_) {
+    return Channel(kWorkerJob, worker);
+  }
   // StopJob and AskWorkerToLeave's call.
   absl::Status CallStopJob(int worker, const StopJobRequest& request) const;
   // Calls `method` of ps task `ps` with a deadline `timeout` from now.
@@ -149,12 +161,14 @@ class ClusterClient {
   absl::Status Named(absl::string_view job, int index, absl::string_view method,
                      const grpc::Status& status) const;
 
-  const ClusterSpec cluster_;
+  const int num_ps_;
   const ClusterClientOptions options_;
   const std::unique_ptr<PsClient> ps_;
   // One channel per task, in task order.
-  std::vector<std::shared_ptr<grpc::Channel>> ps_channels_;
-  std::vector<std::shared_ptr<grpc::Channel>> worker_channels_;
+  const std::vector<std::shared_ptr<grpc::Channel>> ps_channels_;
+  mutable absl::Mutex mu_;
+  ClusterSpec cluster_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<grpc::Channel>> worker_channels_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ps

@@ -30,7 +30,7 @@ Follower::~Follower() {
 bool Follower::WaitAllFinal(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto all = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return finished_ == client_.num_workers();
+    return finished_ == static_cast<int>(last_.size());
   };
   return mu_.AwaitWithTimeout(absl::Condition(&all), timeout);
 }
@@ -54,6 +54,20 @@ void Follower::Refollow(int worker, const std::string& job_id) {
     --finished_;
   }
   threads_.emplace_back([this, worker, job_id] { Follow(worker, job_id); });
+}
+
+void Follower::AddWorkers() {
+  const int grown = client_.num_workers();
+  absl::MutexLock lock(&mu_);
+  for (int w = static_cast<int>(last_.size()); w < grown; ++w) {
+    last_.emplace_back();
+    last_[w].set_worker(w);
+    last_[w].set_state(JobProgress::FAILED);
+    last_[w].set_error_code(static_cast<int>(absl::StatusCode::kUnavailable));
+    last_[w].set_error("not started yet: the job grew by it");
+    gone_.insert(w);
+    ++finished_;
+  }
 }
 
 bool Follower::StillRuns(int worker, const std::string& job_id) const {

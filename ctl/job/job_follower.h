@@ -40,6 +40,9 @@ class Follower {
   // Follows `worker` again, started anew: RUNNING until its new stream says otherwise.
   // REQUIRES: its earlier stream has ended (its state is final).
   void Refollow(int worker, const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // The job grew (ClusterClient::GrowTo): each worker the client has and this does not is
+  // listed too, not started yet: gone, FAILED, until Refollow once it is started.
+  void AddWorkers() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Follow(int worker, const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);

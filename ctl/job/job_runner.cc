@@ -277,7 +277,21 @@ absl::Status SayLeftWorkersComeBack(const LostWorkers& lost, std::ostream& out,
 // lost: said, and listed in the summary). Returns as SubmitJob does; but when a worker failed
 // because a ps lost the job and the job has checkpoints, returns at once with `*recover` set
 // (the run is to be recovered: see Recover).
-absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, const JobSpec& spec,
+// The cluster of a job that grew past `cluster` (ParameterSpec.worker_addresses on its first
+// shard, `shard`): `cluster`'s ps and the job's workers. None when the job has not grown past it.
+absl::StatusOr<std::optional<ClusterSpec>> GrownCluster(const ClusterSpec& cluster,
+                                                        const ParameterSpec& shard) {
+  if (shard.worker_addresses_size() <= cluster.NumTasks(kWorkerJob)) return std::nullopt;
+  ClusterDef grown = cluster.ToProto();
+  for (ClusterJob& job : *grown.mutable_jobs()) {
+    if (job.name() == kWorkerJob) *job.mutable_tasks() = shard.worker_addresses();
+  }
+  absl::StatusOr<ClusterSpec> parsed = ClusterSpec::FromProto(grown);
+  if (!parsed.ok()) return parsed.status();
+  return std::optional<ClusterSpec>(*std::move(parsed));
+}
+
+absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
                        const SubmitOptions& options, CheckpointCoordinator& checkpoints,
                        ResultsWriter* results, absl::Time start, int64_t first_step,
                        std::optional<Recovery>* recover) {
@@ -288,7 +302,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
   absl::Time last_snapshot = start;  // Of the staleness histograms (staleness_timeline.csv).
   bool stopped = false;
   std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
-  LostWorkers lost(cluster, client, spec, first_step, start, out, results,
+  LostWorkers lost(client, spec, first_step, start, out, results,
                    [&follower, &spec](int worker) { follower.Refollow(worker, spec.job_id()); });
   while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
     // On an interrupt, or once a worker failed that the job cannot go on without (the others
@@ -318,7 +332,7 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
       // bound), so that the workers that are left stop at once.
       shards = WriteShardResults(client, spec, results);
       checkpoints.Finish(/*final=*/false, absl::Seconds(5));  // Completes those written.
-      StopJobEverywhere(cluster, spec.job_id()).IgnoreError();
+      StopJobEverywhere(client.cluster(), spec.job_id()).IgnoreError();
     }
     if (!stopped) checkpoints.Poll(options.clock->Now());
     if (!stopped && options.clock->Now() - last_snapshot >= kStalenessSnapshotEvery) {
@@ -326,6 +340,21 @@ absl::Status FollowJob(const ClusterSpec& cluster, const ClusterClient& client, 
       absl::StatusOr<std::vector<JobStats>> stats =
           client.ps()->GetJobStats(spec.job_id(), spec.replicas() > 1);
       if (stats.ok()) results->RecordStalenessSnapshot(*stats).IgnoreError();
+      // psctl add-worker grew the job past its ClusterSpec: its new workers join once up.
+      absl::StatusOr<std::optional<ClusterSpec>> grown =
+          stats.ok() ? GrownCluster(client.cluster(), (*stats)[0].spec())
+                     : absl::StatusOr<std::optional<ClusterSpec>>(std::nullopt);
+      if (grown.ok() && grown->has_value()) {
+        const int before = client.num_workers();
+        absl::Status taken = client.GrowTo(**grown);
+        if (taken.ok()) {
+          follower.AddWorkers();
+          lost.AddWorkers(before, options.clock->Now());
+        } else {
+          out << "job " << spec.job_id() << " grew, but not from this psctl's cluster: "
+              << taken.message() << "\n";
+        }
+      }
     }
     absl::Duration every = options.live_line ? absl::Milliseconds(200) : absl::Seconds(2);
     if (options.clock->Now() - last_line >= every && AnyStepRun(follower.Last())) {
@@ -547,11 +576,13 @@ absl::Status SubmitJob(const ClusterSpec& cluster, const JobSpec& submitted,
   restorable.resumed_from = run->checkpoint;
   while (true) {
     std::optional<Recovery> recover;
-    status = FollowJob(cluster, **client, spec, options, *checkpoints, results.get(), start,
+    status = FollowJob(**client, spec, options, *checkpoints, results.get(), start,
                        first_step, &recover);
     if (!recover.has_value()) return status;
+    // The cluster as the job has it: grown, where psctl add-worker grew it.
+    const ClusterSpec current = (*client)->cluster();
     absl::StatusOr<int64_t> recovered =
-        Recover(cluster, &*client, &spec, &restorable, options, *recover, results.get(), start);
+        Recover(current, &*client, &spec, &restorable, options, *recover, results.get(), start);
     if (!recovered.ok()) return recovered.status();
     first_step = *recovered;
     checkpoints = coordinator();

@@ -36,12 +36,10 @@ bool GoesOnWithout(const JobSpec& spec, int num_workers, int failed) {
   return false;
 }
 
-LostWorkers::LostWorkers(const ClusterSpec& cluster, const ClusterClient& client,
-                         const JobSpec& spec, int64_t first_step, absl::Time run_start,
-                         std::ostream& out, ResultsWriter* results,
+LostWorkers::LostWorkers(const ClusterClient& client, const JobSpec& spec, int64_t first_step,
+                         absl::Time run_start, std::ostream& out, ResultsWriter* results,
                          std::function<void(int)> refollow)
-    : cluster_(cluster),
-      client_(client),
+    : client_(client),
       spec_(spec),
       first_step_(first_step),
       run_start_(run_start),
@@ -128,6 +126,18 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
   return "";
 }
 
+void LostWorkers::AddWorkers(int first_new, absl::Time time) {
+  for (int worker = first_new; worker < client_.num_workers(); ++worker) {
+    if (!lost_.insert(worker).second) continue;
+    lost_at_[worker] = time;
+    const std::string line = absl::StrCat(
+        "job ", spec_.job_id(), " grew by worker:", worker, " (",
+        client_.cluster().Tasks(kWorkerJob)[worker], "): it joins once its daemon is up");
+    out_ << line << "\n";
+    results_->RecordEvent({"worker_added", absl::StrCat("worker:", worker), -1, "", -1, line});
+  }
+}
+
 bool LostWorkers::RejoinAsked(int worker) const {
   std::optional<JobProgress> job = client_.JobOnWorker(worker, spec_.job_id());
   return job.has_value() && job->state() == JobProgress::LEFT && job->rejoin_asked();
@@ -152,7 +162,7 @@ bool LostWorkers::TryRejoin(const JobProgress& last, absl::Time time) {
   }
   StartJobRequest request;
   *request.mutable_spec() = spec_;
-  *request.mutable_cluster() = cluster_.ToProto();
+  *request.mutable_cluster() = client_.cluster().ToProto();
   request.set_first_step(first_step);
   request.set_incarnation(incarnations_[worker] + 1);
   request.set_elapsed_s(std::max(0.0, absl::ToDoubleSeconds(time - run_start_)));

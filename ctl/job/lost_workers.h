@@ -34,9 +34,10 @@ class LostWorkers {
   // `first_step`: where the run's workers started (a worker that rejoins before it has
   // reported a step starts there); `run_start`: when (Update's clock), from which a worker that
   // rejoins counts the job's time_limit_s.
-  LostWorkers(const ClusterSpec& cluster, const ClusterClient& client, const JobSpec& spec,
-              int64_t first_step, absl::Time run_start, std::ostream& out,
-              ResultsWriter* results, std::function<void(int)> refollow);
+  // The workers are `client`'s (its cluster, which may grow: AddWorkers).
+  LostWorkers(const ClusterClient& client, const JobSpec& spec, int64_t first_step,
+              absl::Time run_start, std::ostream& out, ResultsWriter* results,
+              std::function<void(int)> refollow);
 
   // Takes the workers' latest progress and those `gone` (their stream broke: the daemon or its
   // host died). A worker gone is lost: the job goes on without it, or, SYNC without backup
@@ -49,6 +50,10 @@ class LostWorkers {
   // or "" while it goes on.
   std::string Update(const std::vector<JobProgress>& now, const std::set<int>& gone,
                      absl::Time time);
+
+  // The job grew: every worker the client has from `first_new` on is new, and joins as a lost
+  // worker rejoins, once its daemon is up (TryRejoin, as incarnation 1). Says so.
+  void AddWorkers(int first_new, absl::Time time);
 
   // The workers lost and not back that the job goes on (or waits) without; one that did not
   // return in time is a failure of the job again.
@@ -64,7 +69,6 @@ class LostWorkers {
   // Whether `worker`'s daemon holds the job as LEFT with rejoin_asked (psctl add-worker).
   bool RejoinAsked(int worker) const;
 
-  const ClusterSpec& cluster_;
   const ClusterClient& client_;
   const JobSpec& spec_;
   const int64_t first_step_;

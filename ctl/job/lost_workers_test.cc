@@ -44,7 +44,7 @@ class LostWorkersTest : public ::testing::Test {
 
   std::unique_ptr<LostWorkers> Follow(const JobSpec& spec, int64_t first_step = 0) {
     spec_ = spec;
-    return std::make_unique<LostWorkers>(cluster_, client_, spec_, first_step, t0_, out_,
+    return std::make_unique<LostWorkers>(client_, spec_, first_step, t0_, out_,
                                          results_.get(),
                                          [this](int w) { refollowed_.push_back(w); });
   }
