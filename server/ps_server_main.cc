@@ -111,10 +111,7 @@ int Run() {
       ps::HostPort{bind_host, port, bind_host.find(':') != std::string::npos}.ToString();
   options.service.ps_index = config->task.index();
   options.service.num_ps = config->cluster.NumTasks(ps::kPsJob);
-  // The spec's addresses parse (ClusterSpec checked them).
-  for (const std::string& worker : config->cluster.Tasks(ps::kWorkerJob)) {
-    options.service.worker_hosts.push_back(ps::ParseHostPort(worker)->host);
-  }
+  options.service.worker_addresses = config->cluster.Tasks(ps::kWorkerJob);
   options.service.default_wait_timeout = absl::Seconds(FLAGS_wait_timeout_s);
   options.service.finished_job_retention = FLAGS_finished_job_retention_s < 0
                                                ? absl::InfiniteDuration()

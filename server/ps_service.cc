@@ -16,6 +16,7 @@
 #include <google/protobuf/util/message_differencer.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster/host_port.h"
 #include "common/job/job_schema.h"
 #include "common/net/grpc_status.h"
 #include "common/metrics/machine_info.h"
@@ -270,6 +271,7 @@ std::unique_ptr<SharedMemoryRegistry> StartSharedMemory(const ParameterServiceOp
 
 ParameterService::ParameterService(const ParameterServiceOptions& options)
     : options_(options),
+      worker_hosts_(HostsOf(options.worker_addresses)),
       checkpoints_(options.file_system, options.checkpoint_dir),
       max_total_bytes_(options.limits.max_total_bytes > 0 ? options.limits.max_total_bytes
                                                           : DefaultTotalBytes()),
@@ -541,7 +543,7 @@ grpc::ServerUnaryReactor* ParameterService::CreateJob(grpc::CallbackServerContex
   // A job's starting values are its chief's to give, not any member's.
   absl::Status chief =
       request->from_chief()
-          ? RequireWorkerHost(peer, /*worker=*/0, options_.worker_hosts, "CreateJob")
+          ? RequireWorkerHost(peer, /*worker=*/0, worker_hosts_, "CreateJob")
           : absl::OkStatus();
   if (!chief.ok()) return Answer(context, &slot, chief);
   absl::StatusOr<CreateJobResponse> result = DoCreateJob(owned ? *owned : *request);

@@ -71,10 +71,11 @@ struct ParameterServiceOptions {
   std::string checkpoint_dir;
   // Checkpoint files go through it (a test injects disk faults). Not owned.
   FileSystem* file_system = FileSystem::Default();
-  // The host of each worker task of the cluster (worker:i runs on worker_hosts[i]): under mutual
-  // TLS a task pushes, pulls and leaves only as the workers on its own host
-  // (RequireWorkerHost). Empty: not checked.
-  std::vector<std::string> worker_hosts;
+  // Where each worker task of the cluster listens (worker:i at worker_addresses[i], "host:port"):
+  // under mutual TLS a task pushes, pulls and leaves only as the workers on its own host
+  // (RequireWorkerHost), and a job grows only by workers after these (GrowJob). Empty: neither
+  // is checked.
+  std::vector<std::string> worker_addresses;
   // What this ps holds at most (--max_jobs, --max_workers, --max_job_mb, --max_memory_mb); a
   // job beyond a limit is refused with RESOURCE_EXHAUSTED before anything of it is allocated.
   // A call beyond --max_requests_per_peer is refused with RESOURCE_EXHAUSTED before anything
@@ -430,6 +431,7 @@ class ParameterService final : public ParameterServerBase {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const ParameterServiceOptions options_;
+  const std::vector<std::string> worker_hosts_;  // Of options_.worker_addresses, in order.
   const CheckpointStore checkpoints_;
   // When this service was made, on a clock no one sets (ListJobsResponse.uptime_ms).
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -13,20 +13,11 @@
 #include "server/ps_service.h"
 
 namespace ps {
-namespace {
-
-std::string HostOf(const std::string& address) {
-  absl::StatusOr<HostPort> parsed = ParseHostPort(address);
-  return parsed.ok() ? parsed->host : address;
-}
-
-}  // namespace
 
 absl::Status ParameterService::RequireWorker(const Peer& peer, const std::string& job_id,
                                              int worker, absl::string_view method) {
-  const std::vector<std::string>& hosts = options_.worker_hosts;
-  if (hosts.empty() || worker < static_cast<int>(hosts.size())) {
-    return RequireWorkerHost(peer, worker, hosts, method);
+  if (worker_hosts_.empty() || worker < static_cast<int>(worker_hosts_.size())) {
+    return RequireWorkerHost(peer, worker, worker_hosts_, method);
   }
   // A worker the ClusterSpec lacks: only one the job grew by, on its host.
   std::string host;
@@ -40,7 +31,7 @@ absl::Status ParameterService::RequireWorker(const Peer& peer, const std::string
       job = copy->second.job;
     }
     if (job != nullptr && worker < job->spec().worker_addresses_size()) {
-      host = HostOf(job->spec().worker_addresses(worker));
+      host = HostsOf({job->spec().worker_addresses(worker)})[0];
     }
   }
   return RequireWorkerOnHost(peer, worker, host.empty() ? nullptr : &host, method);
@@ -61,14 +52,14 @@ absl::Status ParameterService::CheckGrownCluster(const ClusterSpec& grown) {
         ": a cluster grows by workers only, its ps tasks stay"));
   }
   const std::vector<std::string>& workers = grown.Tasks(kWorkerJob);
-  const std::vector<std::string>& hosts = options_.worker_hosts;
-  for (size_t w = 0; w < hosts.size(); ++w) {
-    if (w >= workers.size() || HostOf(workers[w]) != hosts[w]) {
+  const std::vector<std::string>& own = options_.worker_addresses;
+  for (size_t w = 0; w < own.size(); ++w) {
+    if (w >= workers.size() || workers[w] != own[w]) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the grown cluster ",
           w >= workers.size() ? absl::StrCat("lacks worker:", w)
                               : absl::StrCat("runs worker:", w, " at ", workers[w]),
-          ", which ", TaskName(), "'s ClusterSpec runs on host ", hosts[w],
+          ", which ", TaskName(), "'s ClusterSpec runs at ", own[w],
           ": a cluster grows by adding workers after its own"));
     }
   }

@@ -391,16 +391,12 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     }
     const int shard = install.shard();
     const int primary = shard == options_.ps_index ? (shard + 1) % n : shard;
-    std::vector<std::string> ps_hosts;
     std::vector<std::string> addresses;
     {
       absl::MutexLock lock(&mu_);
       addresses = ps_addresses_;
     }
-    for (const std::string& address : addresses) {
-      absl::StatusOr<HostPort> parsed = ParseHostPort(address);
-      ps_hosts.push_back(parsed.ok() ? parsed->host : address);
-    }
+    const std::vector<std::string> ps_hosts = HostsOf(addresses);
     absl::Status allowed = RequirePsHost(peer, primary, ps_hosts, "Replicate");
     if (!allowed.ok()) return allowed;
     const ShardKey key{install.job_id(), shard};

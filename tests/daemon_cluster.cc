@@ -30,7 +30,7 @@ absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Start(const std::s
   const std::string spec_path = dir + "/cluster.json";
   std::ofstream(spec_path) << "{\"cluster\": {\"ps\": [" << absl::StrJoin(ps, ", ")
                            << "], \"worker\": [" << absl::StrJoin(workers, ", ") << "]}}";
-  std::unique_ptr<DaemonCluster> cluster(new DaemonCluster(dir, spec_path, tasks));
+  std::unique_ptr<DaemonCluster> cluster(new DaemonCluster(dir, spec_path, tasks, ps, workers));
   for (const std::string& task : tasks) {
     absl::Status started = cluster->StartTask(task);
     if (!started.ok()) return started;
@@ -47,10 +47,25 @@ std::string DaemonCluster::checkpoint_dir(int ps) const {
   return absl::StrCat(dir_, "/checkpoints-", ps);
 }
 
+absl::StatusOr<std::string> DaemonCluster::Grow(int more) {
+  absl::StatusOr<std::vector<int>> ports = PickUnusedPorts(more);
+  if (!ports.ok()) return ports.status();
+  for (int port : *ports) {
+    tasks_.push_back(absl::StrCat("worker:", workers_.size()));
+    workers_.push_back(absl::StrCat("\"127.0.0.1:", port, "\""));
+  }
+  grown_spec_path_ = dir_ + "/cluster-grown.json";
+  std::ofstream(grown_spec_path_) << "{\"cluster\": {\"ps\": [" << absl::StrJoin(ps_, ", ")
+                                  << "], \"worker\": [" << absl::StrJoin(workers_, ", ") << "]}}";
+  return grown_spec_path_;
+}
+
 absl::Status DaemonCluster::StartTask(const std::string& task) {
   const bool is_ps = task.rfind("ps:", 0) == 0;
   const std::string index = task.substr(task.find(':') + 1);
-  std::vector<std::string> argv = {is_ps ? kPsServer : kPsWorker, "--cluster_spec=" + spec_path_,
+  const bool grown = !is_ps && std::stoi(index) >= first_grown_;
+  std::vector<std::string> argv = {is_ps ? kPsServer : kPsWorker,
+                                   "--cluster_spec=" + (grown ? grown_spec_path_ : spec_path_),
                                    "--task=" + task};
   if (is_ps) {
     argv.push_back(absl::StrCat("--checkpoint_dir=", dir_, "/checkpoints-", index));

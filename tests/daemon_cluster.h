@@ -27,7 +27,13 @@ class DaemonCluster {
   const std::vector<std::string>& tasks() const { return tasks_; }
   std::string checkpoint_dir(int ps) const;
 
-  // Starts `task` (again, after Kill), on its address of the ClusterSpec.
+  // Adds `more` workers after the cluster's own, on free ports, listed with the others in a
+  // grown ClusterSpec file (docs/elastic.md "A ClusterSpec that grows"), whose path it returns.
+  // Starts none: StartTask starts each, with the grown file.
+  absl::StatusOr<std::string> Grow(int more);
+
+  // Starts `task` (again, after Kill), on its address of the ClusterSpec (a worker added by
+  // Grow: of the grown one).
   absl::Status StartTask(const std::string& task);
   // kill -9 of `task`; returns once it has ended (false if it did not within 10 s).
   bool Kill(const std::string& task);
@@ -39,11 +45,20 @@ class DaemonCluster {
   bool Stop(std::vector<std::string>* stuck);
 
  private:
-  DaemonCluster(std::string dir, std::string spec_path, std::vector<std::string> tasks)
-      : dir_(std::move(dir)), spec_path_(std::move(spec_path)), tasks_(std::move(tasks)) {}
+  DaemonCluster(std::string dir, std::string spec_path, std::vector<std::string> tasks,
+                std::vector<std::string> ps, std::vector<std::string> workers)
+      : dir_(std::move(dir)),
+        spec_path_(std::move(spec_path)),
+        tasks_(std::move(tasks)),
+        ps_(std::move(ps)),
+        workers_(std::move(workers)),
+        first_grown_(static_cast<int>(workers_.size())) {}
 
   const std::string dir_, spec_path_;
-  const std::vector<std::string> tasks_;
+  std::vector<std::string> tasks_;
+  std::vector<std::string> ps_, workers_;  // Their addresses, quoted for JSON.
+  const int first_grown_;                   // The first worker Grow added.
+  std::string grown_spec_path_;
   std::map<std::string, Subprocess> daemons_;
   std::map<std::string, int> starts_;
 };

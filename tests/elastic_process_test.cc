@@ -4,6 +4,7 @@
 // then worker:1 is killed with kill -9 for good, and the job goes on with worker:0 and worker:2
 // once its lease runs out. The job must end DONE with every batch of every epoch trained on exactly once, and no
 // process left behind. Then the same with psctl remove-worker and add-worker.
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -163,6 +164,87 @@ TEST_P(MembershipCommandsTest, AWorkerIsRemovedAndAddedBackAndEveryBatchIsTraine
   EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty())
       << "processes of this test are left behind";
 }
+
+// A ClusterSpec that grows: a job submitted to 2 ps and 2 workers gets a third worker, listed in
+// a grown ClusterSpec only (the ps daemons and the first workers keep theirs), with psctl
+// add-worker; the psctl following the job starts it there once its daemon is up. A grown spec
+// that moves a worker is refused and changes nothing.
+class GrowTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GrowTest, AJobGrowsByAWorkerItsClusterSpecLackedAndEveryBatchIsTrainedOnce) {
+  const std::string dir = TestDir();
+  absl::StatusOr<std::unique_ptr<DaemonCluster>> started = DaemonCluster::Start(dir, 2, 2);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<DaemonCluster> cluster = *std::move(started);
+  const std::string spec = cluster->spec_path();
+  const std::string results = dir + "/results";
+  constexpr int kLongerEpochs = 2 * kEpochs;
+  Psctl job({"submit", "--cluster_spec=" + spec,
+             "--job=" + WriteJob(dir, "grows",
+                                 HandoutJobJson("grows", kLongerEpochs,
+                                                absl::StrCat(R"({"mode": ")", GetParam(), R"("})"),
+                                                R"(, "worker_lease_s": 2, "min_workers": 2,
+                                                   "checkpoint": {}, "stragglers":
+                                                   {"distribution": "UNIFORM",
+                                                    "mean_delay_ms": 10})")),
+             "--results=" + results},
+            dir);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (job.Output().find("step ") == std::string::npos) {  // A progress line: it runs.
+    ASSERT_FALSE(job.Ended()) << job.Output();
+    ASSERT_LT(absl::Now(), deadline) << job.Output();
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  absl::StatusOr<std::string> grown = cluster->Grow(1);
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  // worker:1 moved to worker:2's address: not the job's cluster grown.
+  const std::string moved = dir + "/cluster-moved.json";
+  {
+    nlohmann::json spec_json = ReadJson(*grown);
+    std::swap(spec_json["cluster"]["worker"][1], spec_json["cluster"]["worker"][2]);
+    std::ofstream(moved) << spec_json.dump();
+  }
+  auto add = [&](const std::string& spec_path) {
+    auto psctl = std::make_unique<Psctl>(
+        std::vector<std::string>{"add-worker", "--cluster_spec=" + spec_path, "--job=grows",
+                                 "--task=worker:2"},
+        dir);
+    psctl->Wait(absl::Minutes(1));
+    return psctl;
+  };
+  std::unique_ptr<Psctl> refused = add(moved);
+  EXPECT_EQ(refused->Wait(), 2) << refused->Output();
+  EXPECT_THAT(refused->Stderr(), HasSubstr("a cluster grows by adding workers after its own"))
+      << refused->Output();
+  ASSERT_TRUE(cluster->StartTask("worker:2").ok());
+  std::unique_ptr<Psctl> added = add(*grown);
+  ASSERT_EQ(added->Wait(), 0) << added->Output() << job.Output();
+  EXPECT_THAT(added->Stdout(), HasSubstr("job grows grew from 2 to 3 workers")) << added->Output();
+  EXPECT_THAT(added->Stdout(), HasSubstr("worker:2 joined job grows")) << added->Output();
+  std::cout << added->Stdout();
+  ASSERT_EQ(job.Wait(absl::Minutes(3)), 0) << job.Output();
+
+  const std::string output = job.Output();
+  EXPECT_THAT(output, HasSubstr("job grows grew by worker:2")) << output;
+  EXPECT_THAT(output, HasSubstr("worker:2 is back: it rejoins the job at step ")) << output;
+  nlohmann::json summary = ReadJson(results + "/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_TRUE(summary["lost_workers"].empty()) << "worker:2 ran: " << summary.dump();
+  const std::string events = ReadFile(results + "/events.csv");
+  EXPECT_THAT(events, HasSubstr("worker_added,worker:2,")) << events;
+  Psctl status({"status", "--cluster_spec=" + *grown, "--job=grows"}, dir);
+  status.Wait(absl::Minutes(1));
+  EXPECT_THAT(status.Stdout(), HasSubstr(EveryBatchUsedOnce(kLongerEpochs))) << status.Output();
+  std::cout << status.Stdout();
+
+  std::vector<std::string> stuck;
+  EXPECT_TRUE(cluster->Stop(&stuck)) << ::testing::PrintToString(stuck) << " did not stop";
+  EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty())
+      << "processes of this test are left behind";
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, GrowTest, ::testing::Values("SYNC", "ASYNC"),
+                         [](const auto& info) { return info.param; });
 
 // SYNC: the barrier aggregates the workers in the job; ASYNC: none waits for another; SSP: the
 // bound stops counting the clock of the worker that left, and it comes back at the slowest clock.

@@ -113,4 +113,13 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address, bool allow_por
   return result;
 }
 
+std::vector<std::string> HostsOf(const std::vector<std::string>& addresses) {
+  std::vector<std::string> hosts;
+  for (const std::string& address : addresses) {
+    absl::StatusOr<HostPort> parsed = ParseHostPort(address);
+    hosts.push_back(parsed.ok() ? parsed->host : address);
+  }
+  return hosts;
+}
+
 }  // namespace ps

@@ -3,6 +3,7 @@
 #define PS_COMMON_CLUSTER_HOST_PORT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -26,6 +27,10 @@ struct HostPort {
 // address; they do not name where it came from (the caller adds that).
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view address,
                                        bool allow_port_zero = false);
+
+// The host of each address (ParseHostPort's), in order; an address that does not parse stands
+// for itself.
+std::vector<std::string> HostsOf(const std::vector<std::string>& addresses);
 
 }  // namespace ps
 
