@@ -876,6 +876,42 @@ TEST_F(ReplicatorTest, ABackupRefusesAWorkersCallWithItsPrimarysStreamAge) {
   EXPECT_LE(*age, absl::Now() - before);
 }
 
+// A job that grows (psctl add-worker, GrowJob) grows on both copies: the growth is an input the
+// backup applies in its place among the others.
+TEST_F(ReplicatorTest, AGrowthReachesTheBackupInItsOrder) {
+  replicator_.reset();
+  spec_.set_lost_workers_leave(true);
+  spec_.mutable_data_handout()->set_batches_per_epoch(10);
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec_, 2, 0);
+  ASSERT_TRUE(job.ok()) << job.status();
+  job_ = *std::move(job);
+  StartReplicator();
+  ReplicaInput grow;
+  grow.mutable_grow()->set_job_id(spec_.job_id());
+  grow.mutable_grow()->set_run_id(spec_.run_id());
+  ClusterJob* workers = grow.mutable_grow()->mutable_cluster()->add_jobs();
+  workers->set_name("worker");
+  workers->add_tasks("127.0.0.1:7");
+  workers->add_tasks("127.0.0.1:8");
+  absl::Notification grown;
+  absl::Status status;
+  replicator_->Submit(grow, [&](absl::StatusOr<ReplicaOutcome> answer) {
+    status = answer.status();
+    grown.Notify();
+  });
+  grown.WaitForNotification();
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(job_->spec().num_workers(), 2);
+  std::shared_ptr<ShardJob> backup = backup_->service().BackupForTesting(spec_.job_id(), 0);
+  ASSERT_NE(backup, nullptr);
+  EXPECT_EQ(backup->spec().num_workers(), 2);
+  EXPECT_EQ(backup->spec().worker_addresses_size(), 2);
+  const JobStats copy = backup->Stats();
+  ASSERT_EQ(copy.workers_size(), 2);
+  EXPECT_TRUE(copy.workers(1).left());  // Out of the job until it joins.
+  EXPECT_EQ(StateOf(*backup), StateOf(*job_));
+}
+
 TEST_F(ReplicatorTest, GoesOnAloneWhileTheBackupIsDownAndRebuildsItWhenItIsBack) {
   for (int id = 1; id <= 5; ++id) {
     absl::StatusOr<PushResponse> pushed = PushAndWait(id);

@@ -151,6 +151,23 @@ class AdversaryTest : public ::testing::Test {
         BearerTokenInterceptors(token));
   }
 
+  // A GrowJob of alice's job (run `run_id`) to the cluster's workers and one at `address`.
+  GrowJobRequest GrownBy(const std::string& run_id, const std::string& address) const {
+    GrowJobRequest grow;
+    grow.set_job_id("alices");
+    grow.set_run_id(run_id);
+    ClusterJob* ps = grow.mutable_cluster()->add_jobs();
+    ps->set_name("ps");
+    ps->add_tasks(addresses_[0]);
+    ps->add_tasks(addresses_[1]);
+    ClusterJob* workers = grow.mutable_cluster()->add_jobs();
+    workers->set_name("worker");
+    workers->add_tasks(addresses_[2]);
+    workers->add_tasks(addresses_[3]);
+    workers->add_tasks(address);
+    return grow;
+  }
+
   std::string dir_, spec_, certs_;
   std::vector<std::string> addresses_;
   std::vector<Subprocess> daemons_;
@@ -231,6 +248,8 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     DeleteJobRequest remove;
     remove.set_job_id("alices");
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::GrowJob, GrownBy(run_id, "127.0.0.1:1")),
+              kDenied);  // Her job, grown by a worker of his.
     ArmCheckpointRequest arm;
     arm.set_job_id("alices");
     arm.set_run_id(run_id);
@@ -373,6 +392,8 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   DeleteJobRequest remove;
   remove.set_job_id("alices");
   EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
+  EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::GrowJob, GrownBy(run_id, "127.0.0.1:1")),
+            kDenied);  // A task never manages a job.
   std::unique_ptr<Worker::Stub> worker0_to_worker1 =
       Worker::NewStub(Channel(addresses_[3], certs_, "worker-0"));
   StopJobRequest stop;
