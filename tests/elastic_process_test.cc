@@ -14,7 +14,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/daemon_cluster.h"
 #include "tests/psctl_testing.h"
@@ -169,78 +171,127 @@ TEST_P(MembershipCommandsTest, AWorkerIsRemovedAndAddedBackAndEveryBatchIsTraine
 // a grown ClusterSpec only (the ps daemons and the first workers keep theirs), with psctl
 // add-worker; the psctl following the job starts it there once its daemon is up. A grown spec
 // that moves a worker is refused and changes nothing.
-class GrowTest : public ::testing::TestWithParam<std::string> {};
+class GrowTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static constexpr int kLongerEpochs = 2 * kEpochs;
 
-TEST_P(GrowTest, AJobGrowsByAWorkerItsClusterSpecLackedAndEveryBatchIsTrainedOnce) {
-  const std::string dir = TestDir();
-  absl::StatusOr<std::unique_ptr<DaemonCluster>> started = DaemonCluster::Start(dir, 2, 2);
-  ASSERT_TRUE(started.ok()) << started.status();
-  std::unique_ptr<DaemonCluster> cluster = *std::move(started);
-  const std::string spec = cluster->spec_path();
-  const std::string results = dir + "/results";
-  constexpr int kLongerEpochs = 2 * kEpochs;
-  Psctl job({"submit", "--cluster_spec=" + spec,
-             "--job=" + WriteJob(dir, "grows",
-                                 HandoutJobJson("grows", kLongerEpochs,
-                                                absl::StrCat(R"({"mode": ")", GetParam(), R"("})"),
-                                                R"(, "worker_lease_s": 2, "min_workers": 2,
-                                                   "checkpoint": {}, "stragglers":
-                                                   {"distribution": "UNIFORM",
-                                                    "mean_delay_ms": 10})")),
-             "--results=" + results},
-            dir);
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (job.Output().find("step ") == std::string::npos) {  // A progress line: it runs.
-    ASSERT_FALSE(job.Ended()) << job.Output();
-    ASSERT_LT(absl::Now(), deadline) << job.Output();
-    absl::SleepFor(absl::Milliseconds(100));
+  // Submits the job to 2 ps and 2 workers and grows it by worker:2 once it runs; a grown spec
+  // that moves a worker is refused first.
+  void StartAndGrow() {
+    dir_ = TestDir();
+    absl::StatusOr<std::unique_ptr<DaemonCluster>> started = DaemonCluster::Start(dir_, 2, 2);
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster_ = *std::move(started);
+    results_ = dir_ + "/results";
+    job_ = std::make_unique<Psctl>(
+        std::vector<std::string>{
+            "submit", "--cluster_spec=" + cluster_->spec_path(),
+            "--job=" + WriteJob(dir_, "grows",
+                                HandoutJobJson("grows", kLongerEpochs,
+                                               absl::StrCat(R"({"mode": ")", GetParam(), R"("})"),
+                                               R"(, "worker_lease_s": 2, "min_workers": 2,
+                                                  "checkpoint": {"every_steps": 100},
+                                                  "stragglers": {"distribution": "UNIFORM",
+                                                                 "mean_delay_ms": 10})")),
+            "--results=" + results_},
+        dir_);
+    ASSERT_TRUE(AwaitOutput("step ")) << job_->Output();  // A progress line: it runs.
+    absl::StatusOr<std::string> grown = cluster_->Grow(1);
+    ASSERT_TRUE(grown.ok()) << grown.status();
+    grown_ = *grown;
+    // worker:1 moved to worker:2's address: not the job's cluster grown.
+    const std::string moved = dir_ + "/cluster-moved.json";
+    {
+      nlohmann::json spec_json = ReadJson(grown_);
+      std::swap(spec_json["cluster"]["worker"][1], spec_json["cluster"]["worker"][2]);
+      std::ofstream(moved) << spec_json.dump();
+    }
+    std::unique_ptr<Psctl> refused = Add(moved);
+    EXPECT_EQ(refused->Wait(), 2) << refused->Output();
+    EXPECT_THAT(refused->Stderr(), HasSubstr("a cluster grows by adding workers after its own"))
+        << refused->Output();
+    ASSERT_TRUE(cluster_->StartTask("worker:2").ok());
+    std::unique_ptr<Psctl> added = Add(grown_);
+    ASSERT_EQ(added->Wait(), 0) << added->Output() << job_->Output();
+    EXPECT_THAT(added->Stdout(), HasSubstr("job grows grew from 2 to 3 workers"))
+        << added->Output();
+    EXPECT_THAT(added->Stdout(), HasSubstr("worker:2 joined job grows")) << added->Output();
+    std::cout << added->Stdout();
   }
-  absl::StatusOr<std::string> grown = cluster->Grow(1);
-  ASSERT_TRUE(grown.ok()) << grown.status();
-  // worker:1 moved to worker:2's address: not the job's cluster grown.
-  const std::string moved = dir + "/cluster-moved.json";
-  {
-    nlohmann::json spec_json = ReadJson(*grown);
-    std::swap(spec_json["cluster"]["worker"][1], spec_json["cluster"]["worker"][2]);
-    std::ofstream(moved) << spec_json.dump();
-  }
-  auto add = [&](const std::string& spec_path) {
+
+  std::unique_ptr<Psctl> Add(const std::string& spec_path) {
     auto psctl = std::make_unique<Psctl>(
         std::vector<std::string>{"add-worker", "--cluster_spec=" + spec_path, "--job=grows",
                                  "--task=worker:2"},
-        dir);
+        dir_);
     psctl->Wait(absl::Minutes(1));
     return psctl;
-  };
-  std::unique_ptr<Psctl> refused = add(moved);
-  EXPECT_EQ(refused->Wait(), 2) << refused->Output();
-  EXPECT_THAT(refused->Stderr(), HasSubstr("a cluster grows by adding workers after its own"))
-      << refused->Output();
-  ASSERT_TRUE(cluster->StartTask("worker:2").ok());
-  std::unique_ptr<Psctl> added = add(*grown);
-  ASSERT_EQ(added->Wait(), 0) << added->Output() << job.Output();
-  EXPECT_THAT(added->Stdout(), HasSubstr("job grows grew from 2 to 3 workers")) << added->Output();
-  EXPECT_THAT(added->Stdout(), HasSubstr("worker:2 joined job grows")) << added->Output();
-  std::cout << added->Stdout();
-  ASSERT_EQ(job.Wait(absl::Minutes(3)), 0) << job.Output();
+  }
 
-  const std::string output = job.Output();
-  EXPECT_THAT(output, HasSubstr("job grows grew by worker:2")) << output;
-  EXPECT_THAT(output, HasSubstr("worker:2 is back: it rejoins the job at step ")) << output;
-  nlohmann::json summary = ReadJson(results + "/summary.json");
-  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
-  EXPECT_TRUE(summary["lost_workers"].empty()) << "worker:2 ran: " << summary.dump();
-  const std::string events = ReadFile(results + "/events.csv");
-  EXPECT_THAT(events, HasSubstr("worker_added,worker:2,")) << events;
-  Psctl status({"status", "--cluster_spec=" + *grown, "--job=grows"}, dir);
-  status.Wait(absl::Minutes(1));
-  EXPECT_THAT(status.Stdout(), HasSubstr(EveryBatchUsedOnce(kLongerEpochs))) << status.Output();
-  std::cout << status.Stdout();
+  // Whether the job's output has `text` within 30 s (from now, or `after` its first such).
+  bool AwaitOutput(const std::string& text, size_t after = 0) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (job_->Output().find(text, after) == std::string::npos) {
+      if (job_->Ended() || absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return true;
+  }
 
-  std::vector<std::string> stuck;
-  EXPECT_TRUE(cluster->Stop(&stuck)) << ::testing::PrintToString(stuck) << " did not stop";
-  EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty())
-      << "processes of this test are left behind";
+  // The job ended DONE, worker:2 among its workers, with every batch trained on once.
+  void ExpectDoneWithTheNewWorker() {
+    ASSERT_EQ(job_->Wait(absl::Minutes(3)), 0) << job_->Output();
+    const std::string output = job_->Output();
+    EXPECT_THAT(output, HasSubstr("job grows grew by worker:2")) << output;
+    EXPECT_THAT(output, HasSubstr("worker:2 is up: it joins the job at step ")) << output;
+    nlohmann::json summary = ReadJson(results_ + "/summary.json");
+    EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+    EXPECT_TRUE(summary["lost_workers"].empty()) << "worker:2 ran: " << summary.dump();
+    const std::string events = ReadFile(results_ + "/events.csv");
+    EXPECT_THAT(events, HasSubstr("worker_added,worker:2,")) << events;
+    Psctl status({"status", "--cluster_spec=" + grown_, "--job=grows"}, dir_);
+    status.Wait(absl::Minutes(1));
+    EXPECT_THAT(status.Stdout(), HasSubstr(EveryBatchUsedOnce(kLongerEpochs)))
+        << status.Output();
+    EXPECT_THAT(status.Stdout(), ::testing::ContainsRegex("worker:2 [^\n]*\n  grows: DONE"))
+        << status.Output();
+    std::cout << status.Stdout();
+    std::vector<std::string> stuck;
+    EXPECT_TRUE(cluster_->Stop(&stuck)) << ::testing::PrintToString(stuck) << " did not stop";
+    EXPECT_THAT(ProcessesMentioning(dir_), ::testing::IsEmpty())
+        << "processes of this test are left behind";
+  }
+
+  std::string dir_, results_, grown_;
+  std::unique_ptr<DaemonCluster> cluster_;
+  std::unique_ptr<Psctl> job_;
+};
+
+TEST_P(GrowTest, AJobGrowsByAWorkerItsClusterSpecLackedAndEveryBatchIsTrainedOnce) {
+  StartAndGrow();
+  if (HasFatalFailure()) return;
+  ExpectDoneWithTheNewWorker();
+}
+
+// A ps lost after the job grew: psctl recovers the job from its latest checkpoint on the grown
+// cluster, the new worker started again with the others.
+TEST_P(GrowTest, AGrownJobRecoversWithItsNewWorkerWhenAPsIsLost) {
+  StartAndGrow();
+  if (HasFatalFailure()) return;
+  const size_t grown_at = job_->Output().find("job grows grew by worker:2");
+  ASSERT_NE(grown_at, std::string::npos) << job_->Output();
+  ASSERT_TRUE(AwaitOutput("checkpoint", grown_at)) << job_->Output();
+  ASSERT_TRUE(cluster_->Kill("ps:1"));
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(cluster_->StartTask("ps:1").ok());
+  ExpectDoneWithTheNewWorker();
+  const std::string output = job_->Output();
+  EXPECT_THAT(output, HasSubstr("recovered")) << output;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (absl::StrContains(line, "recover") || absl::StrContains(line, "worker:2")) {
+      std::cout << line << "\n";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, GrowTest, ::testing::Values("SYNC", "ASYNC"),

@@ -66,7 +66,15 @@ absl::Status RestoreEverywhere(const ClusterClient& client, const JobSpec& spec,
   RestoreJobRequest request;
   *request.mutable_spec() = manifest.parameters();
   request.mutable_spec()->set_run_id(spec.run_id());
-  request.mutable_spec()->set_num_workers(client.num_workers());
+  const ClusterSpec cluster = client.cluster();
+  request.mutable_spec()->set_num_workers(cluster.NumTasks(kWorkerJob));
+  // A job that grew past its ClusterSpec (psctl add-worker), before the checkpoint or since:
+  // its shards keep where its workers run.
+  if (manifest.parameters().worker_addresses_size() > 0 ||
+      cluster.NumTasks(kWorkerJob) > manifest.parameters().num_workers()) {
+    *request.mutable_spec()->mutable_worker_addresses() = {cluster.Tasks(kWorkerJob).begin(),
+                                                           cluster.Tasks(kWorkerJob).end()};
+  }
   request.set_checkpoint(manifest.name());
   request.set_num_ps(client.num_ps());
   for (int ps = 0; ps < client.num_ps(); ++ps) {

@@ -129,6 +129,7 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
 void LostWorkers::AddWorkers(int first_new, absl::Time time) {
   for (int worker = first_new; worker < client_.num_workers(); ++worker) {
     if (!lost_.insert(worker).second) continue;
+    added_.insert(worker);
     lost_at_[worker] = time;
     const std::string line = absl::StrCat(
         "job ", spec_.job_id(), " grew by worker:", worker, " (",
@@ -167,9 +168,10 @@ bool LostWorkers::TryRejoin(const JobProgress& last, absl::Time time) {
   request.set_incarnation(incarnations_[worker] + 1);
   request.set_elapsed_s(std::max(0.0, absl::ToDoubleSeconds(time - run_start_)));
   if (!client_.StartJob(worker, request).ok()) return false;
-  ++incarnations_[worker];
-  const std::string line = absl::StrCat("worker:", worker, " is back: it rejoins the job at step ",
-                                        first_step, " (incarnation ", incarnations_[worker], ")");
+  const bool joins = ++incarnations_[worker] == 1 && added_.count(worker) > 0;
+  const std::string line =
+      absl::StrCat("worker:", worker, joins ? " is up: it joins" : " is back: it rejoins",
+                   " the job at step ", first_step, " (incarnation ", incarnations_[worker], ")");
   out_ << line << "\n";
   results_->RecordEvent(
       {"worker_rejoined", absl::StrCat("worker:", worker), first_step, "", -1, line});

@@ -78,6 +78,7 @@ class LostWorkers {
   const std::function<void(int)> refollow_;
   std::set<int> lost_;
   std::set<int> left_;
+  std::set<int> added_;  // The workers the job grew by (AddWorkers).
   std::map<int, absl::Time> lost_at_;    // When each lost worker failed.
   std::map<int, int> incarnations_;      // Of the workers started again.
   absl::Time last_rejoin_try_ = absl::InfinitePast();

@@ -90,6 +90,40 @@ TEST_F(LostWorkersTest, AnAsyncJobGoesOnWithoutALostWorkerAndTakesItBackAtItsSte
   EXPECT_THAT(lost->lost(), IsEmpty());
 }
 
+// psctl add-worker grew the job by worker:3: it is taken as lost until its daemon is up, then
+// started as incarnation 1 at the job's step, with the grown cluster.
+TEST_F(LostWorkersTest, AWorkerTheJobGrewByJoinsOnceItsDaemonIsUp) {
+  JobSpec spec = Spec(ConsistencyConfig::ASYNC, 2);
+  spec.set_min_workers(2);
+  std::unique_ptr<LostWorkers> lost = Follow(spec, /*first_step=*/4);
+  const ClusterSpec grown = *ClusterSpec::Parse(
+      R"({"ps": ["127.0.0.1:1"],
+          "worker": ["127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5"]})",
+      "grown");
+  ASSERT_TRUE(client_.GrowTo(grown).ok());
+  EXPECT_EQ(client_.GrowTo(cluster_).code(), absl::StatusCode::kInvalidArgument);  // Shrinks.
+  EXPECT_EQ(client_.num_workers(), 4);
+  lost->AddWorkers(3, t0_);
+  EXPECT_THAT(lost->lost(), ElementsAre(3));
+  EXPECT_THAT(out_.str(), HasSubstr("job j grew by worker:3 (127.0.0.1:5): it joins once its "
+                                    "daemon is up"));
+  JobProgress not_started = Progress(3, 0, /*failed=*/true);
+  const std::vector<JobProgress> now = {Progress(0, 10), Progress(1, 9), Progress(2, 9),
+                                        not_started};
+  EXPECT_EQ(lost->Update(now, {3}, t0_ + absl::Seconds(1)), "");
+  EXPECT_THAT(client_.started, IsEmpty());  // Its daemon is not up yet.
+  EXPECT_THAT(out_.str(), ::testing::Not(HasSubstr("worker:3 failed")));
+  client_.workers_up.insert(3);
+  EXPECT_EQ(lost->Update(now, {3}, t0_ + absl::Seconds(3)), "");
+  ASSERT_EQ(client_.started.size(), 1u);
+  EXPECT_EQ(client_.started[0].first, 3);
+  EXPECT_EQ(client_.started[0].second.incarnation(), 1);
+  EXPECT_EQ(client_.started[0].second.first_step(), 4);
+  EXPECT_EQ(client_.started[0].second.cluster().jobs(1).tasks_size(), 4);
+  EXPECT_THAT(out_.str(), HasSubstr("worker:3 is up: it joins the job at step 4 (incarnation 1)"));
+  EXPECT_THAT(refollowed_, ElementsAre(3));
+}
+
 TEST_F(LostWorkersTest, SyncWithoutBackupWorkersWaitsForTheLeaseThenFailsTheJob) {
   std::unique_ptr<LostWorkers> lost = Follow(Spec(ConsistencyConfig::SYNC, 3));
   const std::vector<JobProgress> now = {Progress(0, 5), Progress(1, 5, true), Progress(2, 5)};
