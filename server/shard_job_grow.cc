@@ -1,5 +1,6 @@
 // ShardJob::Grow: a running elastic job gets workers its ClusterSpec did not have
 // (docs/elastic.md "A ClusterSpec that grows").
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,7 +28,9 @@ std::string WhyNotGrow(const ParameterSpec& spec, const std::vector<std::string>
                         worker_addresses.size(), ": a job does not shrink this way (psctl "
                         "remove-worker takes a worker out)");
   }
-  for (int w = 0; w < spec.worker_addresses_size(); ++w) {
+  // Bounded by both lists: a spec a caller made may list more addresses than workers.
+  const int known = std::min(spec.worker_addresses_size(), static_cast<int>(worker_addresses.size()));
+  for (int w = 0; w < known; ++w) {
     if (worker_addresses[w] != spec.worker_addresses(w)) {
       return absl::StrCat("it runs worker:", w, " at ", spec.worker_addresses(w),
                           ", and the grown cluster at ", worker_addresses[w],
