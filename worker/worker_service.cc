@@ -172,8 +172,12 @@ absl::Status WorkerService::DoStartJob(const StartJobRequest& request) {
   }
   // The job's cluster is this daemon's, or one grown from it or into it (a job that grew past
   // its ClusterSpec: docs/elastic.md), and lists this worker.
-  const bool agrees = options_.cluster.CheckGrownInto(*cluster).ok() ||
-                      cluster->CheckGrownInto(options_.cluster).ok();
+  // Only an elastic job grows (its ring, in the ring modes, is this daemon's cluster).
+  const bool same = options_.cluster.CheckGrownInto(*cluster).ok() &&
+                    cluster->CheckGrownInto(options_.cluster).ok();
+  const bool agrees = same || (request.spec().min_workers() > 0 &&
+                               (options_.cluster.CheckGrownInto(*cluster).ok() ||
+                                cluster->CheckGrownInto(options_.cluster).ok()));
   if (!agrees || options_.worker_index >= cluster->NumTasks(kWorkerJob)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "worker:", options_.worker_index,
