@@ -50,6 +50,20 @@ absl::StatusOr<std::vector<Response>> AskEveryShard(
   return responses;
 }
 
+// `method` on every shard at once with `request`, which names each shard where `replicated` (its
+// `shard` field set per call); the answers are not read. OK, or the first failure.
+template <typename Request>
+absl::Status TellEveryShard(PsConnections& connections, int num_ps, const std::string& method,
+                            Request* request, bool replicated) {
+  std::vector<PsConnections::Call> calls;
+  for (int ps = 0; ps < num_ps; ++ps) {
+    if (replicated) request->set_shard(ps);
+    calls.push_back(AdminCall(connections, ps, method, *request));
+    calls.back().replicated = replicated;
+  }
+  return connections.RunCalls(std::move(calls));
+}
+
 // Shard `ps`'s slices of `values` (every variable of `spec`, by name) into `request`.
 absl::Status AddInitialValues(const ParameterSpec& spec, const Placement& placement, int ps,
                               const PsClient::InitialValues& values, CreateJobRequest* request) {
@@ -187,23 +201,11 @@ absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& ru
   request.set_run_id(run_id);
   request.set_worker(worker);
   if (incarnation.has_value()) request.set_incarnation(*incarnation);
-  std::vector<PsConnections::Call> calls;
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    if (replicated) request.set_shard(ps);
-    calls.push_back(AdminCall(*connections_, ps, "LeaveJob", request));
-    calls.back().replicated = replicated;
-  }
-  return connections_->RunCalls(std::move(calls));
+  return TellEveryShard(*connections_, num_ps(), "LeaveJob", &request, replicated);
 }
 
 absl::Status PsClient::GrowJob(GrowJobRequest request, bool replicated) {
-  std::vector<PsConnections::Call> calls;
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    if (replicated) request.set_shard(ps);
-    calls.push_back(AdminCall(*connections_, ps, "GrowJob", request));
-    calls.back().replicated = replicated;
-  }
-  return connections_->RunCalls(std::move(calls));
+  return TellEveryShard(*connections_, num_ps(), "GrowJob", &request, replicated);
 }
 
 absl::StatusOr<NextBatchesResponse> PsClient::NextBatches(NextBatchesRequest request,
