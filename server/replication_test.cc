@@ -965,7 +965,9 @@ TEST_F(ReplicatorTest, GoesOnAloneAtOnceWhenNothingListensButWaitsForASilentBack
     const absl::Time start = absl::Now();
     absl::StatusOr<PushResponse> pushed = PushAndWait(id);
     EXPECT_TRUE(pushed.ok()) << pushed.status();
-    if (pushed.ok()) EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
+    if (pushed.ok()) {
+      EXPECT_EQ(pushed->outcome(), PushResponse::APPLIED);
+    }
     EXPECT_EQ(replicator_->Stats().state(), ReplicationStats::DEGRADED);
     return absl::Now() - start;
   };

@@ -64,7 +64,9 @@ class Worker {
     job_->Pull(pull, [&answered](absl::StatusOr<ShardJob::PullSnapshot> snapshot) {
       answered = snapshot.status();
     });
-    if (answered.has_value()) EXPECT_TRUE(answered->ok()) << *answered;
+    if (answered.has_value()) {
+      EXPECT_TRUE(answered->ok()) << *answered;
+    }
     return answered.has_value();
   }
 

@@ -162,8 +162,12 @@ Burst RunBurst(int64_t budget_mb, ConsistencyConfig::Mode mode = ConsistencyConf
   // and 1.
   absl::StatusOr<std::vector<JobStats>> all = clients[0]->GetJobStats("burst");
   EXPECT_TRUE(all.ok()) << all.status();
-  if (all.ok() && sync) EXPECT_EQ((*all)[0].step(), 2);
-  if (all.ok() && !sync) EXPECT_EQ((*all)[0].applied_updates(), kClients + 1);
+  if (all.ok() && sync) {
+    EXPECT_EQ((*all)[0].step(), 2);
+  }
+  if (all.ok() && !sync) {
+    EXPECT_EQ((*all)[0].applied_updates(), kClients + 1);
+  }
   std::cout << ConsistencyConfig::Mode_Name(mode) << ", --max_inflight_mb=" << budget_mb << ": the ps's peak resident memory grew "
             << burst.growth / kMiB << " MiB in a burst of " << kClients << " pushes of "
             << kFloats * 4 / kMiB << " MiB; " << burst.waits << " pushes waited for room\n";

@@ -214,7 +214,9 @@ TEST_F(ReplicationProcessTest, KillsOfPsAndWorkersRedoNoStep) {
     ASSERT_FALSE(killed.Ended()) << "the job ended before kill " << k << ": " << killed.Output();
     const std::string task = cluster_->tasks()[random() % cluster_->tasks().size()];
     const bool is_ps = task[0] == 'p';
-    if (is_ps) ASSERT_NO_FATAL_FAILURE(wait_for_copies(absl::StrCat("kill ", k, " (", task, ")")));
+    if (is_ps) {
+      ASSERT_NO_FATAL_FAILURE(wait_for_copies(absl::StrCat("kill ", k, " (", task, ")")));
+    }
     kills.emplace_back(absl::Now(), task);
     ASSERT_TRUE(cluster_->Kill(task)) << task;
     absl::SleepFor(is_ps ? uniform(0.5, 1) : uniform(0, 2));
