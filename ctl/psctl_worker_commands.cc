@@ -85,17 +85,25 @@ int GrowJob(const Target& target, const ParameterSpec& job) {
   request.set_run_id(job.run_id());
   *request.mutable_cluster() = target.cluster.ToProto();
   absl::Status grown = client.ps()->GrowJob(request, job.replicas() > 1);
-  if (!grown.ok()) return Fail(grown);
+  if (!grown.ok()) {
+    // The shards that took the growth keep it; each takes the same cluster again as a no-op.
+    return Fail(absl::Status(
+        grown.code(), absl::StrCat(grown.message(), "; the other shards may have grown: once "
+                                   "the cause is mended, run this add-worker again (a shard "
+                                   "that grew takes it again as it is). The psctl following "
+                                   "the job takes the new workers only once every shard has "
+                                   "them")));
+  }
   std::cout << "job " << FLAGS_job << " grew from " << job.num_workers() << " to "
             << target.cluster.NumTasks(kWorkerJob) << " workers\n";
   JobProgress started;
   if (!Await(client, target.worker, FLAGS_job,
              [](const JobProgress& p) { return p.state() == JobProgress::RUNNING; }, &started)) {
-    std::cout << task << " joins job " << FLAGS_job << " once its daemon is up and the psctl "
-              << "following the job starts it there (not seen within "
-              << absl::FormatDuration(kWatchFor) << ": is ps_worker --task=" << task
-              << " running, and the psctl that submitted the job?)\n";
-    return 0;
+    return Fail(absl::UnavailableError(absl::StrCat(
+        task, " is in job ", FLAGS_job, " but has not started there within ",
+        absl::FormatDuration(kWatchFor), ": it joins once its daemon is up and the psctl "
+        "following the job starts it. Is ps_worker --task=", task, " running, and the psctl "
+        "that submitted the job (a job submitted with --detach is not followed)?")));
   }
   std::cout << task << " joined job " << FLAGS_job << "\n";
   return 0;

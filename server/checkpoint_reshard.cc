@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "common/checkpoint/shard_checkpoint.h"
+#include "common/job/job_schema.h"
 #include "common/job/optimizer.h"
 #include "common/job/partitioner.h"
 #include "proto/checkpoint.pb.h"
@@ -104,7 +105,9 @@ absl::StatusOr<OldShard> Resharder::Check(int index, std::vector<CheckpointBlock
     return Corrupt(index, absl::StrCat("its file is ps:", shard.state.ps_index(), "'s of ",
                                        shard.state.num_ps(), ", not this shard's"));
   }
-  if (!google::protobuf::util::MessageDifferencer::Equivalent(shard.state.spec(), spec_)) {
+  // Who is in the job may differ between its files: a growth reaches each shard in turn.
+  if (!google::protobuf::util::MessageDifferencer::Equivalent(
+          WithoutMembership(shard.state.spec()), WithoutMembership(spec_))) {
     return Corrupt(index, "its file is of another job than the manifest's");
   }
   const std::vector<int> slices = old_placement_.SlicesOn(index);

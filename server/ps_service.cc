@@ -429,17 +429,16 @@ absl::Status ParameterService::CheckInitialValuesGiven(const CreateJobRequest& r
 namespace {
 
 // Whether a create's `requested` spec is the job's `existing` one, or, for a job that grew past
-// its ClusterSpec (ParameterSpec.worker_addresses), the one it had before it grew: a worker
-// started with the ClusterSpec the job began with creates the job as it was.
+// its ClusterSpec (ParameterSpec.worker_addresses), one it had: a worker started with the
+// ClusterSpec the job began with, or one it grew to since, creates the job as it was then.
 bool SameJob(const ParameterSpec& existing, const ParameterSpec& requested) {
-  if (existing.worker_addresses_size() == 0 ||
+  if (existing.worker_addresses_size() == 0 || requested.worker_addresses_size() > 0 ||
+      requested.num_workers() < existing.workers_before_growth() ||
       requested.num_workers() > existing.num_workers()) {
     return google::protobuf::util::MessageDifferencer::Equals(existing, requested);
   }
-  ParameterSpec same = requested;
-  same.set_num_workers(existing.num_workers());
-  *same.mutable_worker_addresses() = existing.worker_addresses();
-  return google::protobuf::util::MessageDifferencer::Equals(existing, same);
+  return google::protobuf::util::MessageDifferencer::Equals(WithoutMembership(existing),
+                                                            WithoutMembership(requested));
 }
 
 }  // namespace

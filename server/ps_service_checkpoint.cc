@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/checkpoint/checkpoint_store.h"
 #include "common/net/grpc_status.h"
 #include "common/job/job_schema.h"
 #include "common/security/peer_identity.h"
@@ -14,15 +15,9 @@
 namespace ps {
 namespace {
 
-// Where a run restored from `manifest` starts: each worker at its own step when the manifest
-// has one per worker of the run, else every one at the resume step.
+// Where a run of `num_workers` restored from `manifest` starts (WorkerResumeSteps).
 ShardJob::ResumePoint ResumePointOf(const CheckpointManifest& manifest, int num_workers) {
-  ShardJob::ResumePoint at{manifest.name(), manifest.resume_step(), {}};
-  if (manifest.worker_resume_steps_size() == num_workers) {
-    at.worker_steps.assign(manifest.worker_resume_steps().begin(),
-                           manifest.worker_resume_steps().end());
-  }
-  return at;
+  return {manifest.name(), manifest.resume_step(), WorkerResumeSteps(manifest, num_workers)};
 }
 
 }  // namespace

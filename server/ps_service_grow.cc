@@ -74,6 +74,11 @@ grpc::ServerUnaryReactor* ParameterService::GrowJob(grpc::CallbackServerContext*
   if (grpc::ServerUnaryReactor* refused = Admit(context, "GrowJob", RequireUser, &slot, &peer)) {
     return refused;
   }
+  // Only the job's owner (or an admin) learns anything of the cluster from the answer.
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      FindJobFor(peer, request->job_id(), JobAccess::kManage, "GrowJob",
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
+  if (!job.ok()) return Answer(context, &slot, job.status());
   absl::StatusOr<ClusterSpec> grown = ClusterSpec::FromProto(request->cluster());
   if (!grown.ok()) {
     return Answer(context, &slot,
@@ -88,10 +93,6 @@ grpc::ServerUnaryReactor* ParameterService::GrowJob(grpc::CallbackServerContext*
         " (ps_server --max_workers)"));
   }
   if (!status.ok()) return Answer(context, &slot, status);
-  absl::StatusOr<std::shared_ptr<ShardJob>> job =
-      FindJobFor(peer, request->job_id(), JobAccess::kManage, "GrowJob",
-                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
-  if (!job.ok()) return Answer(context, &slot, job.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   ReplicaInput grow;
   *grow.mutable_grow() = *request;

@@ -504,6 +504,8 @@ class ShardJob {
   // slots are copied) and hands it to its sink. REQUIRES: for aggregating rules, aggregate_mu_
   // held (no aggregate summed or applied meanwhile).
   void TakeCheckpoint(ArmedCheckpoint armed) ABSL_LOCKS_EXCLUDED(mu_);
+  // The fewest steps pushed by a worker that is in the job's count (CapturedState's).
+  int64_t MinStepsPushedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies the values and slots of checkpoint `blocks` into the slices; DATA_LOSS when they do
   // not fit. REQUIRES: a fresh job.
   absl::Status RestoreSlices(const std::vector<CheckpointBlock>& blocks,
@@ -610,7 +612,10 @@ class ShardJob {
   std::map<std::string, int64_t> rejected_ ABSL_GUARDED_BY(mu_);
   // Each worker's lease (its own lock, taken after mu_ where both are).
   WorkerLeases leases_;
-  std::vector<int> incarnation_ ABSL_GUARDED_BY(mu_);        // Per worker: the newest seen.
+  // Per worker: the newest incarnation seen; kNotJoined for a worker the job grew by (Grow)
+  // until its first pull joins it, at any incarnation.
+  std::vector<int> incarnation_ ABSL_GUARDED_BY(mu_);
+  static constexpr int kNotJoined = -1;
   // The training batches, when the job hands its data out and this is its first shard; else
   // null. Set by the constructor.
   std::unique_ptr<DataHandout> handout_ ABSL_GUARDED_BY(mu_);

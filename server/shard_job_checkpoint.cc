@@ -1,6 +1,7 @@
 // ShardJob's checkpoints: what a shard's checkpoint holds, as the blocks
 // common/checkpoint/shard_checkpoint.h lists, and the job restored or resumed from them.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -8,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/shard_checkpoint.h"
+#include "common/job/job_schema.h"
 #include "server/shard_job.h"
 
 namespace ps {
@@ -33,6 +35,9 @@ bool CopyFloats(absl::string_view bytes, absl::Span<float> out) {
 struct ShardJob::CapturedState {
   ShardCheckpointState state;
   std::vector<int64_t> steps_pushed;  // Per worker.
+  // The fewest of steps_pushed among the workers in the job's count: all but those it grew by
+  // that have not joined yet (they have pushed nothing, and start where the others are).
+  int64_t min_steps_pushed = 0;
   int64_t clock = 0;                  // The rule's checkpoint_clock at the state above.
   std::vector<std::shared_ptr<ValuesReader>> values;  // Per slice.
   std::vector<std::shared_ptr<ValuesReader>> slots;   // Per slice, per slot.
@@ -71,6 +76,7 @@ ShardJob::CapturedState ShardJob::CaptureBetweenUpdates() {
     mu_.Await(absl::Condition(this, &ShardJob::NothingApplyingLocked));  // ...these finish.
     SaveStateLocked(&captured.state);
     captured.steps_pushed = steps_pushed_;
+    captured.min_steps_pushed = MinStepsPushedLocked();
     captured.clock = rule_->checkpoint_clock(version_);
   }
   // No update starts or is in flight until checkpointing_ is cleared, so the slices hold the
@@ -142,11 +148,18 @@ void ShardJob::TakeCheckpoint(ArmedCheckpoint armed) {
   taken.entry.set_ps_index(ps_index_);
   taken.entry.set_version(state.version());
   taken.entry.set_clock(captured.clock);
-  taken.entry.set_min_steps_pushed(
-      *std::min_element(captured.steps_pushed.begin(), captured.steps_pushed.end()));
+  taken.entry.set_min_steps_pushed(captured.min_steps_pushed);
   for (int64_t steps : captured.steps_pushed) taken.entry.add_steps_pushed(steps);
   taken.blocks = captured.Blocks(/*copy=*/false, {}, "");
   armed.sink(std::move(taken));
+}
+
+int64_t ShardJob::MinStepsPushedLocked() const {
+  int64_t fewest = INT64_MAX;
+  for (size_t w = 0; w < steps_pushed_.size(); ++w) {
+    if (incarnation_[w] != kNotJoined) fewest = std::min(fewest, steps_pushed_[w]);
+  }
+  return fewest == INT64_MAX ? 0 : fewest;
 }
 
 void ShardJob::CheckpointWritten(const ShardCheckpoint& entry) { checkpoints_.Written(entry); }
@@ -258,13 +271,11 @@ absl::StatusOr<std::unique_ptr<ShardJob>> ShardJob::Restore(
 }
 
 absl::Status ShardJob::CheckResumable(const ParameterSpec& saved, const ParameterSpec& spec) {
-  ParameterSpec same = saved;
+  ParameterSpec same = WithoutMembership(saved);  // A job that grew, or not.
   same.set_run_id(spec.run_id());
-  same.set_num_workers(spec.num_workers());
-  *same.mutable_worker_addresses() = spec.worker_addresses();  // A job that grew, or not.
   same.set_owner(spec.owner());  // Whoever resumes it owns the new run.
   same.set_replicas(spec.replicas());  // Where its copies live, not what it computes.
-  if (!google::protobuf::util::MessageDifferencer::Equivalent(same, spec)) {
+  if (!google::protobuf::util::MessageDifferencer::Equivalent(same, WithoutMembership(spec))) {
     return absl::FailedPreconditionError(absl::StrCat(
         JobPrefix(spec.job_id()),
         "the job differs from the one the checkpoint was taken of (its variables, optimizer, "

@@ -62,6 +62,7 @@ absl::Status ShardJob::Grow(const std::string& run_id,
     return absl::OkStatus();
   }
   auto next = std::make_unique<ParameterSpec>(now);
+  if (now.worker_addresses().empty()) next->set_workers_before_growth(now.num_workers());
   next->set_num_workers(grown);
   next->clear_worker_addresses();
   for (const std::string& address : worker_addresses) next->add_worker_addresses(address);
@@ -69,7 +70,7 @@ absl::Status ShardJob::Grow(const std::string& run_id,
   last_push_id_.resize(grown, 0);
   applied_by_worker_.resize(grown, 0);
   staleness_by_worker_.resize(grown);
-  incarnation_.resize(grown, 0);
+  incarnation_.resize(grown, kNotJoined);
   steps_pushed_.resize(grown, 0);
   leases_.AddWorkers(grown);
   rule_->AddWorkers(grown);

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/testing/simulated_clock.h"
 #include "server/shard_job.h"
 
 namespace ps {
@@ -39,8 +40,8 @@ ParameterSpec GrowableSpec(ConsistencyConfig::Mode mode) {
   return spec;
 }
 
-std::unique_ptr<ShardJob> MakeJob(const ParameterSpec& spec) {
-  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0);
+std::unique_ptr<ShardJob> MakeJob(const ParameterSpec& spec, Clock* clock = Clock::Real()) {
+  absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec, 1, 0, clock);
   EXPECT_TRUE(job.ok()) << job.status();
   return job.ok() ? *std::move(job) : nullptr;
 }
@@ -68,6 +69,18 @@ class Worker {
       EXPECT_TRUE(answered->ok()) << *answered;
     }
     return answered.has_value();
+  }
+
+  // Takes the next batch handed out (held until pushed).
+  absl::StatusOr<NextBatchesResponse> Take() {
+    NextBatchesRequest take;
+    take.set_job_id(job_->spec().job_id());
+    take.set_run_id(kRun);
+    take.set_worker(worker_);
+    take.set_incarnation(incarnation_);
+    take.set_count(1);
+    take.set_request_id(++requests_);
+    return job_->NextBatches(take);
   }
 
   absl::Status Push(int64_t step) {
@@ -213,6 +226,72 @@ TEST(ShardJobGrowTest, AGrownJobsCheckpointAndReplicaKeepItsWorkers) {
   ASSERT_TRUE(copy.ok()) << copy.status();
   EXPECT_EQ((*copy)->spec().num_workers(), 3);
   EXPECT_FALSE((*copy)->IsNewIncarnation(2, 1));  // It has worker 2's incarnation.
+}
+
+// A worker the job grew by joins at whatever incarnation its process starts with, 0 included
+// (the job had no process of it before).
+TEST(ShardJobGrowTest, ANewWorkersFirstProcessJoinsAtIncarnationZero) {
+  std::unique_ptr<ShardJob> job = MakeJob(GrowableSpec(ConsistencyConfig::SYNC));
+  ASSERT_NE(job, nullptr);
+  ASSERT_TRUE(job->Grow(kRun, kThree).ok());
+  EXPECT_TRUE(job->IsNewIncarnation(2, 0));
+  Worker zero(job.get(), 0), one(job.get(), 1), two(job.get(), 2, /*incarnation=*/0);
+  ASSERT_TRUE(two.Pull(0));
+  EXPECT_FALSE(job->Stats().workers(2).left());
+  ASSERT_TRUE(zero.Push(0).ok());
+  ASSERT_TRUE(one.Push(0).ok());
+  EXPECT_THAT(job->Stats().waiting_for(), ElementsAre(2));  // Step 0 waits for it.
+  ASSERT_TRUE(two.Push(0).ok());
+  EXPECT_EQ(job->Stats().step(), 1);
+}
+
+// A new worker takes its batch before its first pull joins it (a worker reads its batch first):
+// should it die then, the batch goes back once its lease runs out, and another worker trains
+// on it. Every batch is used once.
+TEST(ShardJobGrowTest, ABatchANewWorkerTookBeforeJoiningGoesBackWhenItDies) {
+  SimulatedClock clock;
+  ParameterSpec spec = GrowableSpec(ConsistencyConfig::ASYNC);
+  spec.mutable_data_handout()->set_batches_per_epoch(3);
+  std::unique_ptr<ShardJob> job = MakeJob(spec, &clock);
+  ASSERT_NE(job, nullptr);
+  ASSERT_TRUE(job->Grow(kRun, kThree).ok());
+  Worker zero(job.get(), 0), two(job.get(), 2, /*incarnation=*/1);
+  absl::StatusOr<NextBatchesResponse> taken = two.Take();
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_THAT(taken->batches(), ElementsAre(0));
+  EXPECT_FALSE(job->Stats().workers(2).lost());  // Its lease runs.
+  ASSERT_TRUE(zero.Push(0).ok());                // Batch 1.
+  clock.Advance(absl::Seconds(30));
+  EXPECT_THAT(job->ExpireLeases(clock.Now()), ::testing::IsEmpty());
+  Worker one(job.get(), 1);
+  ASSERT_TRUE(one.Push(0).ok());  // Batch 2, the last new one.
+  ASSERT_TRUE(zero.Pull(1));      // Heard from: its lease runs on.
+  clock.Advance(absl::Seconds(31));
+  EXPECT_THAT(job->ExpireLeases(clock.Now()), ElementsAre(2));
+  // Batch 0, worker 2's, goes to worker 0 once the new batches are used up.
+  absl::StatusOr<NextBatchesResponse> again = zero.Take();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT(again->batches(), ElementsAre(0));
+}
+
+// A checkpoint's resume point counts the workers in the job, not a new one that has not joined
+// (it pushed nothing): ASYNC resumes where the others are.
+TEST(ShardJobGrowTest, ACheckpointResumesWhereTheWorkersInTheJobAre) {
+  std::unique_ptr<ShardJob> job = MakeJob(GrowableSpec(ConsistencyConfig::ASYNC));
+  ASSERT_NE(job, nullptr);
+  Worker zero(job.get(), 0), one(job.get(), 1);
+  for (int64_t step = 0; step < 3; ++step) {
+    ASSERT_TRUE(zero.Push(step).ok());
+    ASSERT_TRUE(one.Push(step).ok());
+  }
+  ASSERT_TRUE(job->Grow(kRun, kThree).ok());
+  std::optional<ShardJob::TakenCheckpoint> taken;
+  ASSERT_TRUE(job->ArmCheckpoint(kRun, 1, -1, [&taken](ShardJob::TakenCheckpoint checkpoint) {
+                   taken = std::move(checkpoint);
+                 }).ok());
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->entry.min_steps_pushed(), 3);
+  EXPECT_THAT(taken->entry.steps_pushed(), ElementsAre(3, 3, 0));
 }
 
 }  // namespace

@@ -292,8 +292,11 @@ std::vector<int> ShardJob::TakeExpiredLeases(absl::Time now) {
       parked[w] = true;
     }
   }
+  // A worker out of the job is not judged, unless it holds batches (it took them before its
+  // first pull: NextBatches).
   return leases_.Expire(now, [this, &parked](int w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return parked[w] || rule_->left(w);  // Under mu_, held by the caller of Expire.
+    // Under mu_, held by the caller of Expire.
+    return parked[w] || (rule_->left(w) && (handout_ == nullptr || !handout_->Holds(w)));
   });
 }
 
@@ -349,6 +352,12 @@ absl::StatusOr<NextBatchesResponse> ShardJob::NextBatches(const NextBatchesReque
   // Checked, not adopted: the worker rejoins with its first pull, which says its clock.
   absl::Status incarnation = CheckIncarnationLocked(worker, request.incarnation());
   if (!incarnation.ok()) return incarnation;
+  // A new process of a worker out of the job (lost, or one the job grew by) takes its batches
+  // before its first pull joins it: its lease runs from now, so that the batches go back
+  // (DataHandout::Lost) should it die before it joins.
+  if (request.incarnation() > incarnation_[worker] && leases_.lost(worker)) {
+    leases_.Rejoined(worker);
+  }
   HeardLocked(worker);
   absl::StatusOr<std::vector<int64_t>> batches =
       handout_->Take(worker, request.incarnation(), request.request_id(), request.count());

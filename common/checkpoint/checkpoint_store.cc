@@ -190,4 +190,13 @@ absl::StatusOr<std::vector<CheckpointBlock>> CheckpointStore::ReadShard(
   return DecodeCheckpointFile(*bytes, path);
 }
 
+std::vector<int64_t> WorkerResumeSteps(const CheckpointManifest& manifest, int num_workers) {
+  std::vector<int64_t> steps(num_workers, manifest.resume_step());
+  if (manifest.worker_resume_steps_size() <= num_workers) {
+    std::copy(manifest.worker_resume_steps().begin(), manifest.worker_resume_steps().end(),
+              steps.begin());
+  }
+  return steps;
+}
+
 }  // namespace ps

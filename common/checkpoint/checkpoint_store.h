@@ -77,6 +77,12 @@ class CheckpointStore {
   const std::string root_;
 };
 
+// The step each of `num_workers` workers starts at in a run restored from `manifest`: its own
+// (ASYNC, SOFTSYNC) where the manifest has one for each worker it lists, and the manifest's
+// resume step for each worker it does not (the job grew since, or it lists none). On fewer
+// workers than it lists (another cluster), every worker starts at the resume step.
+std::vector<int64_t> WorkerResumeSteps(const CheckpointManifest& manifest, int num_workers);
+
 }  // namespace ps
 
 #endif  // PS_COMMON_CHECKPOINT_CHECKPOINT_STORE_H_

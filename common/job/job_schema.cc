@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/cluster/host_port.h"
 
 namespace ps {
 namespace {
@@ -551,6 +552,48 @@ absl::Status ValidateDataHandout(const ParameterSpec& spec) {
 
 }  // namespace
 
+namespace {
+
+// A grown job's workers (ParameterSpec.worker_addresses, workers_before_growth): none, or one
+// "host:port" per worker and the number it had before it grew.
+absl::Status ValidateGrownMembership(const ParameterSpec& spec) {
+  if (spec.worker_addresses().empty()) {
+    if (spec.workers_before_growth() == 0) return absl::OkStatus();
+    return FieldError("workers_before_growth",
+                      "is set, but worker_addresses is empty: a job that grew lists every "
+                      "worker's address");
+  }
+  if (spec.worker_addresses_size() != spec.num_workers()) {
+    return FieldError("worker_addresses",
+                      absl::StrCat("lists ", spec.worker_addresses_size(), " workers and "
+                                   "num_workers is ", spec.num_workers(),
+                                   ": a job that grew lists every worker's address, in order"));
+  }
+  for (int w = 0; w < spec.worker_addresses_size(); ++w) {
+    absl::StatusOr<HostPort> address = ParseHostPort(spec.worker_addresses(w));
+    if (!address.ok()) {
+      return FieldError(absl::StrCat("worker_addresses[", w, "]"),
+                        absl::StrCat("is \"", spec.worker_addresses(w), "\": ",
+                                     address.status().message()));
+    }
+  }
+  if (spec.workers_before_growth() < 1 || spec.workers_before_growth() > spec.num_workers()) {
+    return FieldError("workers_before_growth",
+                      absl::StrCat("is ", spec.workers_before_growth(), ": a job that grew had 1 "
+                                   "to num_workers (", spec.num_workers(), ") before"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ParameterSpec WithoutMembership(ParameterSpec spec) {
+  spec.clear_num_workers();
+  spec.clear_worker_addresses();
+  spec.clear_workers_before_growth();
+  return spec;
+}
+
 absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
   absl::Status id = ValidateId(spec.job_id(), "job_id");
   if (!id.ok()) return id;
@@ -575,6 +618,8 @@ absl::Status ValidateParameterSpec(const ParameterSpec& spec) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, "worker_lease_ms is ",
                                                    spec.worker_lease_ms(), ": it must be >= 0"));
   }
+  absl::Status membership = ValidateGrownMembership(spec);
+  if (!membership.ok()) return Prefixed(prefix, membership);
   for (int v = 0; v < spec.variables_size(); ++v) {
     const VariableDef& variable = spec.variables(v);
     if (variable.name().size() > static_cast<size_t>(kMaxVariableNameBytes)) {

@@ -50,6 +50,11 @@ absl::Status ValidateId(const std::string& id, const std::string& field);
 // num_workers. Placement (dimensions, names, slice sizes) is checked by PlaceVariables.
 absl::Status ValidateParameterSpec(const ParameterSpec& spec);
 
+// `spec` without who is in the job (num_workers, worker_addresses, workers_before_growth): what
+// the job computes, which a growth does not change. Two shards' specs of one job, or a
+// checkpoint's and a resumed run's, compare equal this way across a growth.
+ParameterSpec WithoutMembership(ParameterSpec spec);
+
 // A job a cluster of `num_workers` workers can run: job_id, model (at most kMaxHiddenLayers
 // hidden layers of at most kMaxLayerWidth units; a sparse model's data, mode and options),
 // data (feature_dim at most kMaxFeatureDim),

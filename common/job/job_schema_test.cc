@@ -1,5 +1,7 @@
 #include "common/job/job_schema.h"
 
+#include <gmock/gmock.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +17,8 @@
 
 namespace ps {
 namespace {
+
+using ::testing::HasSubstr;
 
 JobSpec Valid() { return testing_jobs::ValidJob(); }
 
@@ -348,6 +352,35 @@ TEST(ParameterSpecTest, ErrorsNameTheJobAndTheField) {
 
 // Counts that size what a ps allocates (placement, slices, the names in every response's
 // header) are bounded before anything is placed; the bounds themselves are valid.
+// A job that grew lists one address per worker and how many it had before; a spec a caller made
+// may not list more, fewer or bad ones (a shard reads worker_addresses by worker index).
+TEST(ParameterSpecTest, AGrownJobListsEachWorkersAddress) {
+  ParameterSpec grown = ValidParameters();  // 2 workers.
+  grown.add_worker_addresses("h1:1");
+  grown.add_worker_addresses("h2:1");
+  grown.set_workers_before_growth(1);
+  EXPECT_TRUE(ValidateParameterSpec(grown).ok()) << ValidateParameterSpec(grown);
+  ParameterSpec more = grown;
+  more.add_worker_addresses("h3:1");
+  EXPECT_THAT(ValidateParameterSpec(more).message(),
+              HasSubstr("worker_addresses lists 3 workers and num_workers is 2"));
+  ParameterSpec bad = grown;
+  bad.set_worker_addresses(1, "h2");
+  EXPECT_THAT(ValidateParameterSpec(bad).message(), HasSubstr("worker_addresses[1] is \"h2\""));
+  ParameterSpec before = grown;
+  before.set_workers_before_growth(3);
+  EXPECT_THAT(ValidateParameterSpec(before).message(), HasSubstr("workers_before_growth is 3"));
+  before.set_workers_before_growth(0);
+  EXPECT_EQ(ValidateParameterSpec(before).code(), absl::StatusCode::kInvalidArgument);
+  ParameterSpec never = ValidParameters();
+  never.set_workers_before_growth(1);
+  EXPECT_THAT(ValidateParameterSpec(never).message(),
+              HasSubstr("workers_before_growth is set, but worker_addresses is empty"));
+  // What the job computes is the same across a growth.
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      WithoutMembership(grown), WithoutMembership(ValidParameters())));
+}
+
 TEST(ParameterSpecTest, BoundsTheVariablesTheirNamesAndTheirRank) {
   ParameterSpec many = ValidParameters();
   while (many.variables_size() < kMaxVariables) *many.add_variables() = many.variables(0);

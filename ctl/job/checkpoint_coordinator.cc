@@ -222,17 +222,16 @@ void CheckpointCoordinator::Complete(const Armed& armed,
     *manifest.add_shards() = entry;
     min_steps = std::min(min_steps, entry.min_steps_pushed());
   }
-  // ASYNC, SOFTSYNC: every worker had pushed at least min_steps steps to every shard, and each
-  // worker its own count (the fewest to any shard).
+  // ASYNC, SOFTSYNC: every worker in the job's count had pushed at least min_steps steps to
+  // every shard, and each worker its own count (the fewest to any shard). A growth reaches the
+  // shards in turn: the workers every shard lists (a worker the others lack resumes at the
+  // resume step: WorkerResumeSteps).
   manifest.set_resume_step(agreed_step() ? entries[0].clock() : min_steps);
-  const int workers = entries[0].steps_pushed_size();
-  const bool per_worker =
-      !agreed_step() && std::all_of(entries.begin(), entries.end(), [workers](const auto& entry) {
-        return entry.steps_pushed_size() == workers;
-      });
+  int workers = entries[0].steps_pushed_size();
+  for (const ShardCheckpoint& entry : entries) workers = std::min(workers, entry.steps_pushed_size());
   for (int w = 0; w < workers; ++w) {
     int64_t steps = manifest.resume_step();
-    if (per_worker) {
+    if (!agreed_step()) {
       steps = entries[0].steps_pushed(w);
       for (const ShardCheckpoint& entry : entries) steps = std::min(steps, entry.steps_pushed(w));
     }

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/checkpoint/checkpoint_store.h"
 #include "common/cluster/cluster_spec.h"
 #include "common/testing/simulated_clock.h"
 #include "ctl/cluster/testing/fake_cluster_client.h"
@@ -132,6 +133,24 @@ TEST_F(CheckpointCoordinatorTest, AsyncResumesEachWorkerAtTheFewestStepsItPushed
   const CheckpointManifest& manifest = client_.committed[0].second.manifest();
   EXPECT_EQ(manifest.resume_step(), 9);
   EXPECT_THAT(manifest.worker_resume_steps(), ElementsAre(11, 9));
+}
+
+// A growth reaches the shards in turn: a shard that has the new worker lists it, the other not
+// yet. Each worker every shard lists resumes at its own count; the new one at the resume step.
+TEST_F(CheckpointCoordinatorTest, AsyncResumesTheWorkersEveryShardListsAtTheirOwnSteps) {
+  CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::ASYNC, 10), &out_);
+  Shards(3);
+  coordinator.Poll(t0_);
+  Shards(12, {12, 11}, {{12, 9, 0}, {11, 10}});
+  // ps:0 counts the workers in the job: not worker 2, which has not joined (ShardJob).
+  client_.job_stats[0].mutable_checkpoints(0)->set_min_steps_pushed(9);
+  coordinator.Poll(t0_ + absl::Seconds(1));
+  ASSERT_EQ(client_.committed.size(), 2u);
+  const CheckpointManifest& manifest = client_.committed[0].second.manifest();
+  EXPECT_THAT(manifest.worker_resume_steps(), ElementsAre(11, 9));
+  EXPECT_EQ(manifest.resume_step(), 9);
+  EXPECT_THAT(WorkerResumeSteps(manifest, 3), ElementsAre(11, 9, 9));
+  EXPECT_THAT(WorkerResumeSteps(manifest, 1), ElementsAre(9));  // Another cluster.
 }
 
 TEST_F(CheckpointCoordinatorTest, AShardThatRefusesToArmAbandonsItAtOnce) {

@@ -74,6 +74,10 @@ absl::Status RestoreEverywhere(const ClusterClient& client, const JobSpec& spec,
       cluster.NumTasks(kWorkerJob) > manifest.parameters().num_workers()) {
     *request.mutable_spec()->mutable_worker_addresses() = {cluster.Tasks(kWorkerJob).begin(),
                                                            cluster.Tasks(kWorkerJob).end()};
+    int before = manifest.parameters().workers_before_growth();
+    if (before == 0) before = manifest.parameters().num_workers();  // It grew since.
+    request.mutable_spec()->set_workers_before_growth(
+        std::min(before, cluster.NumTasks(kWorkerJob)));
   }
   request.set_checkpoint(manifest.name());
   request.set_num_ps(client.num_ps());
@@ -147,13 +151,6 @@ absl::Status DeleteCheckpointsEverywhere(const ClusterClient& client, const std:
     }
   }
   return absl::OkStatus();
-}
-
-std::vector<int64_t> WorkerResumeSteps(const CheckpointManifest& manifest, int num_workers) {
-  if (manifest.worker_resume_steps_size() == num_workers) {
-    return {manifest.worker_resume_steps().begin(), manifest.worker_resume_steps().end()};
-  }
-  return std::vector<int64_t>(num_workers, manifest.resume_step());
 }
 
 }  // namespace ps

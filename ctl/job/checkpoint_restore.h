@@ -50,10 +50,6 @@ absl::StatusOr<CheckpointManifest> RestoreLatestCheckpoint(const ClusterClient& 
 absl::Status DeleteCheckpointsEverywhere(const ClusterClient& client, const std::string& job_id,
                                          std::ostream& out);
 
-// The step each of `num_workers` workers starts at in a run restored from `manifest`: its own
-// (ASYNC, SOFTSYNC) when the manifest has one per worker, else the manifest's resume step.
-std::vector<int64_t> WorkerResumeSteps(const CheckpointManifest& manifest, int num_workers);
-
 }  // namespace ps
 
 #endif  // PS_CTL_JOB_CHECKPOINT_RESTORE_H_

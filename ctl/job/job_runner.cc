@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/checkpoint/checkpoint_store.h"
 #include "common/job/job_schema.h"
 #include "common/job/job_warnings.h"
 #include "common/client/ps_client.h"
@@ -277,14 +278,25 @@ absl::Status SayLeftWorkersComeBack(const LostWorkers& lost, std::ostream& out,
 // lost: said, and listed in the summary). Returns as SubmitJob does; but when a worker failed
 // because a ps lost the job and the job has checkpoints, returns at once with `*recover` set
 // (the run is to be recovered: see Recover).
-// The cluster of a job that grew past `cluster` (ParameterSpec.worker_addresses on its first
-// shard, `shard`): `cluster`'s ps and the job's workers. None when the job has not grown past it.
+// The cluster every shard of a job (`shards`: each one's statistics) has grown into past
+// `cluster`: `cluster`'s ps and the workers the shards list (ParameterSpec.worker_addresses). A
+// growth reaches the shards in turn, and a shard refuses a worker it does not have: so, the
+// fewest any shard lists. None when some shard has not grown past `cluster`.
 absl::StatusOr<std::optional<ClusterSpec>> GrownCluster(const ClusterSpec& cluster,
-                                                        const ParameterSpec& shard) {
-  if (shard.worker_addresses_size() <= cluster.NumTasks(kWorkerJob)) return std::nullopt;
+                                                        const std::vector<JobStats>& shards) {
+  const ParameterSpec* fewest = nullptr;
+  for (const JobStats& shard : shards) {
+    if (fewest == nullptr ||
+        shard.spec().worker_addresses_size() < fewest->worker_addresses_size()) {
+      fewest = &shard.spec();
+    }
+  }
+  if (fewest == nullptr || fewest->worker_addresses_size() <= cluster.NumTasks(kWorkerJob)) {
+    return std::nullopt;
+  }
   ClusterDef grown = cluster.ToProto();
   for (ClusterJob& job : *grown.mutable_jobs()) {
-    if (job.name() == kWorkerJob) *job.mutable_tasks() = shard.worker_addresses();
+    if (job.name() == kWorkerJob) *job.mutable_tasks() = fewest->worker_addresses();
   }
   absl::StatusOr<ClusterSpec> parsed = ClusterSpec::FromProto(grown);
   if (!parsed.ok()) return parsed.status();
@@ -302,6 +314,7 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
   absl::Time last_snapshot = start;  // Of the staleness histograms (staleness_timeline.csv).
   bool stopped = false;
   std::vector<JobStats> shards;  // Written once: when the job is stopped, or at its end.
+  std::string growth_refused;  // Why the last growth seen was not taken (said once).
   LostWorkers lost(client, spec, first_step, start, out, results,
                    [&follower, &spec](int worker) { follower.Refollow(worker, spec.job_id()); });
   while (!follower.WaitAllFinal(absl::Milliseconds(200))) {
@@ -342,7 +355,7 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
       if (stats.ok()) results->RecordStalenessSnapshot(*stats).IgnoreError();
       // psctl add-worker grew the job past its ClusterSpec: its new workers join once up.
       absl::StatusOr<std::optional<ClusterSpec>> grown =
-          stats.ok() ? GrownCluster(client.cluster(), (*stats)[0].spec())
+          stats.ok() ? GrownCluster(client.cluster(), *stats)
                      : absl::StatusOr<std::optional<ClusterSpec>>(std::nullopt);
       if (grown.ok() && grown->has_value()) {
         const int before = client.num_workers();
@@ -350,7 +363,8 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
         if (taken.ok()) {
           follower.AddWorkers();
           lost.AddWorkers(before, options.clock->Now());
-        } else {
+        } else if (taken.message() != growth_refused) {
+          growth_refused = std::string(taken.message());
           out << "job " << spec.job_id() << " grew, but not from this psctl's cluster: "
               << taken.message() << "\n";
         }

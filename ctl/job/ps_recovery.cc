@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/checkpoint/checkpoint_store.h"
 
 namespace ps {
 namespace {
