@@ -327,7 +327,8 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
       reason = "interrupted";
     }
     if (!stopped && reason.empty() && checkpoints.enabled()) {
-      *recover = RecoveryNeeded(client, spec.job_id(), follower.Last(), spec.replicas() > 1);
+      *recover = RecoveryNeeded(client, spec.job_id(), follower.Last(), spec.replicas() > 1,
+                                lost.not_started());
       if (recover->has_value()) return SayLeftWorkersComeBack(lost, out, results);
     }
     if (!stopped) {
@@ -362,7 +363,7 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
         absl::Status taken = client.GrowTo(**grown);
         if (taken.ok()) {
           follower.AddWorkers();
-          lost.AddWorkers(before, options.clock->Now());
+          lost.AddWorkers(before);
         } else if (taken.message() != growth_refused) {
           growth_refused = std::string(taken.message());
           out << "job " << spec.job_id() << " grew, but not from this psctl's cluster: "
@@ -384,7 +385,8 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
   }
   std::vector<JobProgress> last = follower.Last();
   if (!stopped && checkpoints.enabled()) {  // Every worker may have failed at once.
-    *recover = RecoveryNeeded(client, spec.job_id(), last, spec.replicas() > 1);
+    *recover = RecoveryNeeded(client, spec.job_id(), last, spec.replicas() > 1,
+                              lost.not_started());
     if (recover->has_value()) return SayLeftWorkersComeBack(lost, out, results);
   }
   if (AnyStepRun(last)) {
@@ -397,16 +399,22 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
       !note.empty()) {
     out << "job " << spec.job_id() << ": " << note << "\n";
   }
-  bool all_done = true;  // Every worker but those lost or left.
+  // Every worker but those lost, left, or grown by and never started.
+  auto out_of_the_job = [&lost](int worker) {
+    return lost.lost().count(worker) > 0 || lost.not_started().count(worker) > 0;
+  };
+  bool all_done = true;
   for (const JobProgress& progress : last) {
     all_done = all_done && (progress.state() == JobProgress::DONE ||
                             progress.state() == JobProgress::LEFT ||
-                            lost.lost().count(progress.worker()) > 0);
+                            out_of_the_job(progress.worker()));
   }
   if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
 
   if (!stopped) shards = WriteShardResults(client, spec, results);
-  results->WriteSummary(spec, last, shards, options.clock->Now() - start, lost.lost())
+  results
+      ->WriteSummary(spec, last, shards, options.clock->Now() - start, lost.lost(),
+                     lost.not_started())
       .IgnoreError();
   out << "results in " << results->dir() << "\n";
   // A run that failed or was stopped leaves the shards once its results are written (above,
@@ -419,7 +427,7 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
   if (options.interrupted != nullptr && options.interrupted->load()) interrupted = true;
   if (interrupted) return absl::CancelledError("interrupted; the job was stopped");
   for (const JobProgress& progress : last) {
-    if (progress.state() == JobProgress::FAILED && lost.lost().count(progress.worker()) == 0) {
+    if (progress.state() == JobProgress::FAILED && !out_of_the_job(progress.worker())) {
       return absl::Status(static_cast<absl::StatusCode>(progress.error_code()),
                           absl::StrCat("worker:", progress.worker(), ": ", progress.error()));
     }
@@ -446,6 +454,12 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
     for (int worker : lost.left()) names.push_back(absl::StrCat("worker:", worker));
     out << "finished without " << absl::StrJoin(names, ", ")
         << " (left: psctl remove-worker; see summary.json)\n";
+  }
+  if (!lost.not_started().empty()) {
+    std::vector<std::string> names;
+    for (int worker : lost.not_started()) names.push_back(absl::StrCat("worker:", worker));
+    out << "finished without " << absl::StrJoin(names, ", ")
+        << " (the job grew by them, and their daemons were never up; see summary.json)\n";
   }
   return absl::OkStatus();
 }

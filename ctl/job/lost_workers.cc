@@ -51,6 +51,7 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
                                 absl::Time time) {
   std::vector<const JobProgress*> failed;
   for (const JobProgress& progress : now) {
+    if (not_started_.count(progress.worker()) > 0) continue;  // Its record is a placeholder.
     if (progress.state() == JobProgress::FAILED) failed.push_back(&progress);
     if (progress.state() == JobProgress::LEFT && left_.insert(progress.worker()).second) {
       const std::string task = absl::StrCat("worker:", progress.worker());
@@ -62,7 +63,8 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
   }
   // Those that left are out of the count: the job's mode asks about the workers in it. Two
   // removals at once may each have seen enough workers staying (the daemons check each alone).
-  const int in_job = client_.num_workers() - static_cast<int>(left_.size());
+  const int in_job = client_.num_workers() - static_cast<int>(left_.size()) -
+                     static_cast<int>(not_started_.size());
   if (const int needed = std::max(1, spec_.min_workers()); in_job < needed) {
     return absl::StrCat(left_.size(), " workers left (psctl remove-worker), and the job needs at least ",
                         needed, " in it");
@@ -96,15 +98,19 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
       return absl::StrCat(task, " did not return within ", absl::FormatDuration(wait));
     }
   }
-  // A lost worker whose daemon is back rejoins the job; one that left, once asked back.
-  if ((!lost_.empty() || !left_.empty()) && time - last_rejoin_try_ >= absl::Seconds(1)) {
+  // A lost worker whose daemon is back rejoins the job, and a new one joins it; one that left,
+  // once asked back.
+  if ((!lost_.empty() || !left_.empty() || !not_started_.empty()) &&
+      time - last_rejoin_try_ >= absl::Seconds(1)) {
     last_rejoin_try_ = time;
-    for (auto it = lost_.begin(); it != lost_.end();) {
-      if (TryRejoin(now[*it], time)) {
-        refollow_(*it);
-        it = lost_.erase(it);
-      } else {
-        ++it;
+    for (std::set<int>* waiting : {&lost_, &not_started_}) {
+      for (auto it = waiting->begin(); it != waiting->end();) {
+        if (TryRejoin(now[*it], time)) {
+          refollow_(*it);
+          it = waiting->erase(it);
+        } else {
+          ++it;
+        }
       }
     }
     // Only into a job still running: once the chief has ended it (its final evaluation) or
@@ -126,11 +132,10 @@ std::string LostWorkers::Update(const std::vector<JobProgress>& now, const std::
   return "";
 }
 
-void LostWorkers::AddWorkers(int first_new, absl::Time time) {
+void LostWorkers::AddWorkers(int first_new) {
   for (int worker = first_new; worker < client_.num_workers(); ++worker) {
-    if (!lost_.insert(worker).second) continue;
-    added_.insert(worker);
-    lost_at_[worker] = time;
+    if (!added_.insert(worker).second) continue;
+    not_started_.insert(worker);
     const std::string line = absl::StrCat(
         "job ", spec_.job_id(), " grew by worker:", worker, " (",
         client_.cluster().Tasks(kWorkerJob)[worker], "): it joins once its daemon is up");

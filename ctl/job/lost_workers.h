@@ -53,7 +53,10 @@ class LostWorkers {
 
   // The job grew: every worker the client has from `first_new` on is new, and joins as a lost
   // worker rejoins, once its daemon is up (TryRejoin, as incarnation 1). Says so.
-  void AddWorkers(int first_new, absl::Time time);
+  void AddWorkers(int first_new);
+  // The workers the job grew by that have not started yet: neither lost nor failed, and not in
+  // the job's count until they start.
+  const std::set<int>& not_started() const { return not_started_; }
 
   // The workers lost and not back that the job goes on (or waits) without; one that did not
   // return in time is a failure of the job again.
@@ -79,6 +82,7 @@ class LostWorkers {
   std::set<int> lost_;
   std::set<int> left_;
   std::set<int> added_;  // The workers the job grew by (AddWorkers).
+  std::set<int> not_started_;
   std::map<int, absl::Time> lost_at_;    // When each lost worker failed.
   std::map<int, int> incarnations_;      // Of the workers started again.
   absl::Time last_rejoin_try_ = absl::InfinitePast();

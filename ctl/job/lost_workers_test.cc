@@ -103,8 +103,9 @@ TEST_F(LostWorkersTest, AWorkerTheJobGrewByJoinsOnceItsDaemonIsUp) {
   ASSERT_TRUE(client_.GrowTo(grown).ok());
   EXPECT_EQ(client_.GrowTo(cluster_).code(), absl::StatusCode::kInvalidArgument);  // Shrinks.
   EXPECT_EQ(client_.num_workers(), 4);
-  lost->AddWorkers(3, t0_);
-  EXPECT_THAT(lost->lost(), ElementsAre(3));
+  lost->AddWorkers(3);
+  EXPECT_THAT(lost->lost(), IsEmpty());  // Not lost: not started yet.
+  EXPECT_THAT(lost->not_started(), ElementsAre(3));
   EXPECT_THAT(out_.str(), HasSubstr("job j grew by worker:3 (127.0.0.1:5): it joins once its "
                                     "daemon is up"));
   JobProgress not_started = Progress(3, 0, /*failed=*/true);
@@ -122,6 +123,7 @@ TEST_F(LostWorkersTest, AWorkerTheJobGrewByJoinsOnceItsDaemonIsUp) {
   EXPECT_EQ(client_.started[0].second.cluster().jobs(1).tasks_size(), 4);
   EXPECT_THAT(out_.str(), HasSubstr("worker:3 is up: it joins the job at step 4 (incarnation 1)"));
   EXPECT_THAT(refollowed_, ElementsAre(3));
+  EXPECT_THAT(lost->not_started(), IsEmpty());
 }
 
 TEST_F(LostWorkersTest, SyncWithoutBackupWorkersWaitsForTheLeaseThenFailsTheJob) {

@@ -99,10 +99,12 @@ std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::s
 }
 
 std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::string& job_id,
-                                       const std::vector<JobProgress>& workers, bool replicated) {
-  const bool failed = std::any_of(workers.begin(), workers.end(), [](const JobProgress& p) {
-    return p.state() == JobProgress::FAILED;
-  });
+                                       const std::vector<JobProgress>& workers, bool replicated,
+                                       const std::set<int>& not_started) {
+  const bool failed =
+      std::any_of(workers.begin(), workers.end(), [&not_started](const JobProgress& p) {
+        return p.state() == JobProgress::FAILED && not_started.count(p.worker()) == 0;
+      });
   if (!failed) return std::nullopt;
   std::optional<LostShard> lost = FindLostShard(client, job_id, replicated);
   if (!lost.has_value()) return std::nullopt;

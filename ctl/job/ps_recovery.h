@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,10 +57,13 @@ struct Recovery {
 
 // When a worker failed because a ps lost the job, the run is to be recovered (rolled back to a
 // checkpoint) rather than the worker being lost: says why; else nullopt (no worker failed, or
-// every ps still holds the job; `replicated`: every shard is served by one of its copies).
+// every ps still holds the job; `replicated`: every shard is served by one of its copies). The
+// records of `not_started` (workers the job grew by that never started) are placeholders, not
+// failures.
 std::optional<Recovery> RecoveryNeeded(const ClusterClient& client, const std::string& job_id,
                                        const std::vector<JobProgress>& workers,
-                                       bool replicated = false);
+                                       bool replicated = false,
+                                       const std::set<int>& not_started = {});
 
 // How long a recovery may take: waiting for every ps to be up again, and trying again when a ps
 // goes down while the job is restored.

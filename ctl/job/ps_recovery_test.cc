@@ -316,6 +316,10 @@ TEST_F(PsRecoveryTest, WorkersFailingWhileBothPsAreLostRecoverFromTheFirst) {
   workers[0].set_state(JobProgress::RUNNING);
   workers[1].set_state(JobProgress::RUNNING);
   EXPECT_FALSE(RecoveryNeeded(fake_, "j", workers).has_value());
+  // A worker the job grew by that never started is no failure (its record is a placeholder).
+  workers.push_back(Worker(2, 0, JobProgress::FAILED));
+  EXPECT_FALSE(RecoveryNeeded(fake_, "j", workers, false, /*not_started=*/{2}).has_value());
+  workers.pop_back();
   // Once ps:0 is back, ps:1, which lost the job, is the one named.
   fake_.Down(0, t0_, t0_);
   workers[1].set_state(JobProgress::FAILED);

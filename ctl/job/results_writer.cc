@@ -201,7 +201,8 @@ absl::Status ResultsWriter::WriteParameters(const ParameterSpec& spec,
 absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
                                          const std::vector<JobProgress>& last,
                                          const std::vector<JobStats>& shards,
-                                         absl::Duration wall_time, const std::set<int>& lost) {
+                                         absl::Duration wall_time, const std::set<int>& lost,
+                                         const std::set<int>& not_started) {
   nlohmann::json summary;
   summary["job_id"] = spec.job_id();
   std::string state = "DONE";
@@ -209,7 +210,12 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   nlohmann::json lost_workers = nlohmann::json::array();
   nlohmann::json left_workers = nlohmann::json::array();  // LEFT: psctl remove-worker.
   int64_t worker_steps = 0, bytes_sent = 0, bytes_received = 0;  // Of the workers not lost.
+  nlohmann::json workers_not_started = nlohmann::json::array();
   for (const JobProgress& progress : last) {
+    if (not_started.count(progress.worker()) > 0) {
+      workers_not_started.push_back(progress.worker());
+      continue;
+    }
     if (lost.count(progress.worker()) > 0) {
       lost_workers.push_back(
           {{"worker", progress.worker()}, {"step", progress.step()}, {"error", progress.error()}});
@@ -237,6 +243,7 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
   summary["state"] = state;
   summary["lost_workers"] = lost_workers;
   summary["left_workers"] = left_workers;
+  summary["workers_not_started"] = workers_not_started;
   summary["steps"] = steps;
   summary["wall_time_s"] = absl::ToDoubleSeconds(wall_time);
   const JobFigures figures =

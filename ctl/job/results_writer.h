@@ -92,10 +92,13 @@ class ResultsWriter {
   // (the run ends now). Then the first error writing metrics.csv, eval.csv or validation.csv, if
   // any.
   // `lost`: workers that failed and that the job went on without (its mode allows it): they
-  // are listed under "lost_workers" and do not make the job's state FAILED.
+  // are listed under "lost_workers" and do not make the job's state FAILED. `not_started`:
+  // workers the job grew by whose daemons were never up, listed under "workers_not_started"
+  // and counted nowhere else.
   absl::Status WriteSummary(const JobSpec& spec, const std::vector<JobProgress>& last,
                             const std::vector<JobStats>& shards, absl::Duration wall_time,
-                            const std::set<int>& lost = {}) ABSL_LOCKS_EXCLUDED(mu_);
+                            const std::set<int>& lost = {},
+                            const std::set<int>& not_started = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   ResultsWriter(std::string dir, FileSystem* fs, Clock* clock)

@@ -232,6 +232,13 @@ TEST(ResultsWriterTest, SummaryListsALostWorkerAndSaysDoneWhenTheOthersFinished)
   EXPECT_EQ(summary["lost_workers"][0]["error"], "lost the progress stream");
   ASSERT_TRUE((*writer)->WriteSummary(JobSpec(), {done, lost}, {}, absl::Seconds(1)).ok());
   EXPECT_EQ(nlohmann::json::parse(Read(dir + "/summary.json"))["state"], "FAILED");
+  // A worker the job grew by that never started: neither lost nor a failure.
+  ASSERT_TRUE(
+      (*writer)->WriteSummary(JobSpec(), {done, lost}, {}, absl::Seconds(1), {}, {1}).ok());
+  summary = nlohmann::json::parse(Read(dir + "/summary.json"));
+  EXPECT_EQ(summary["state"], "DONE");
+  EXPECT_TRUE(summary["lost_workers"].empty());
+  EXPECT_EQ(summary["workers_not_started"], nlohmann::json::array({1}));
 }
 
 TEST(ResultsWriterTest, EventsAreRowsWithTheirDetailQuoted) {
