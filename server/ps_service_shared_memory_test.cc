@@ -224,6 +224,56 @@ TEST_F(SharedMemoryTest, PushesAndPullsGiveTheValuesOfTheRequestsPathWithoutThei
   EXPECT_GE(requests->bytes_sent() + requests->bytes_received(), tensors);
 }
 
+// A pull in place leaves a variable that came whole through one shard's link in its pull region
+// (no copy), copies one split over the shards into the caller's buffer, and gives the values of
+// the requests path either way; the region holds the next pull's values after it.
+TEST_F(SharedMemoryTest, APullInPlaceViewsAWholeVariableInTheRegionAndCopiesASplitOne) {
+  std::unique_ptr<PsClient> through_memory = Client(true);
+  std::unique_ptr<PsClient> in_requests = Client(false);
+  auto with_bias = [](ParameterSpec spec) {
+    VariableDef* b = spec.add_variables();
+    b->set_name("b");
+    b->add_shape(8);
+    b->mutable_initializer()->set_kind(InitializerConfig::CONSTANT);
+    b->mutable_initializer()->set_scale(2.0f);
+    return spec;
+  };
+  const ParameterSpec memory_spec = with_bias(MakeSpec("in-place", ConsistencyConfig::ASYNC, 1));
+  const ParameterSpec requests_spec = with_bias(MakeSpec("copied", ConsistencyConfig::ASYNC, 1));
+  ASSERT_TRUE(through_memory->CreateJob(memory_spec).ok());
+  ASSERT_TRUE(in_requests->CreateJob(requests_spec).ok());
+  std::unique_ptr<WorkerSession> memory = Session(through_memory.get(), memory_spec, 0);
+  std::unique_ptr<WorkerSession> requests = Session(in_requests.get(), requests_spec, 0);
+  std::vector<float> w(kRows * kColumns, -1.0f), b(8, -1.0f);
+  const MutableVariables out = {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}};
+  std::vector<float> w_gradient(w.size(), 0.25f), b_gradient(b.size(), 1.0f);
+  const ConstVariables gradients = {{"w", absl::MakeConstSpan(w_gradient)},
+                                    {"b", absl::MakeConstSpan(b_gradient)}};
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_TRUE(memory->Push({}, gradients).ok());
+    ASSERT_TRUE(requests->Push({}, gradients).ok());
+    ConstVariables views;
+    absl::StatusOr<WorkerSession::PullResult> pulled = memory->PullInPlace({}, out, &views);
+    ASSERT_TRUE(pulled.ok()) << pulled.status();
+    EXPECT_THAT(pulled->versions, Each(step + 1));
+    // "w" is split over both shards: in `out`. "b" is whole on one: in its region, not copied.
+    EXPECT_EQ(views.at("w").data(), w.data());
+    EXPECT_NE(views.at("b").data(), b.data());
+    EXPECT_THAT(b, Each(-1.0f));
+    std::vector<float> expected_w(w.size()), expected_b(b.size());
+    ConstVariables copied;
+    ASSERT_TRUE(requests
+                    ->PullInPlace({}, {{"w", absl::MakeSpan(expected_w)},
+                                       {"b", absl::MakeSpan(expected_b)}},
+                                  &copied)
+                    .ok());
+    EXPECT_EQ(copied.at("b").data(), expected_b.data());  // No link: in the caller's buffer.
+    EXPECT_EQ(std::vector<float>(views.at("w").begin(), views.at("w").end()), expected_w);
+    EXPECT_EQ(std::vector<float>(views.at("b").begin(), views.at("b").end()), expected_b);
+    EXPECT_THAT(expected_b, Each(2.0f - 0.5f * (step + 1)));
+  }
+}
+
 TEST_F(SharedMemoryTest, SyncStepsThroughMemoryWaitAndAverageAsThroughRequests) {
   std::unique_ptr<PsClient> client = Client(true);
   ParameterSpec spec = MakeSpec("sync", ConsistencyConfig::SYNC, 2);

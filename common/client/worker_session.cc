@@ -231,7 +231,8 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
                                          const MutableVariables& out,
                                          PullResponseHeader* header,
                                          absl::Span<float> sparse_staging,
-                                         const SharedMemoryLinks::Link* link) const {
+                                         const SharedMemoryLinks::Link* link,
+                                         bool in_place) const {
   return DecodeTensorMessage(
       bytes, header,
       [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
@@ -256,7 +257,7 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
             return absl::InternalError(
                 "the ps answered through shared memory where the pull did not ask it to");
           }
-          SharedMemoryLinks::Scatter(link->pull, destinations);
+          if (!in_place) SharedMemoryLinks::Scatter(link->pull, destinations);
           return std::vector<absl::Span<float>>();  // The data carries nothing.
         }
         if (!sparse_staging.empty()) destinations.push_back(sparse_staging);
@@ -268,6 +269,11 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
       });
 }
 
+void WorkerSession::PullState::LeftInMemory(int ps, const SharedMemoryLinks::Link* link) {
+  absl::MutexLock lock(&mu);
+  left_in_memory[ps] = link;
+}
+
 void WorkerSession::PullState::Record(int ps, const PullResponseHeader& header) {
   absl::MutexLock lock(&mu);
   result.versions[ps] = std::min(result.versions[ps], header.version());
@@ -275,7 +281,7 @@ void WorkerSession::PullState::Record(int ps, const PullResponseHeader& header) 
   result.parked = std::max(result.parked, absl::Microseconds(header.parked_us()));
 }
 
-WorkerSession::PullState::PullState(int num_ps) {
+WorkerSession::PullState::PullState(int num_ps) : left_in_memory(num_ps, nullptr) {
   result.versions.assign(num_ps, std::numeric_limits<int64_t>::max());
   result.step = std::numeric_limits<int64_t>::max();
 }
@@ -291,7 +297,7 @@ WorkerSession::PullResult WorkerSession::PullState::Finish() {
 void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariables& out,
                                  const std::vector<SparsePull>& sparse,
                                  const std::vector<ShardSparse>& shard_sparse, PullState* state,
-                                 std::vector<PsConnections::Call>* calls) {
+                                 std::vector<PsConnections::Call>* calls, bool in_place) {
   const PsClientOptions& client_options = connections_->options();
   for (int ps = 0; ps < connections_->num_ps(); ++ps) {
     // Row ranges of at most chunk_bytes (at least one row), packed into requests of up to
@@ -312,11 +318,15 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
           ps, "Pull",
           links_->FirstThroughMemory(ps, SerializeToByteBuffer(through_memory),
                                      [request] { return SerializeToByteBuffer(request); }),
-          [this, expected, ps, &out, state, link](const grpc::ByteBuffer& bytes) {
+          [this, expected, ps, &out, state, link, in_place](const grpc::ByteBuffer& bytes) {
             PullResponseHeader header;
-            absl::Status status = DecodeValues(bytes, expected, out, &header, {}, link);
+            absl::Status status =
+                DecodeValues(bytes, expected, out, &header, {}, link, in_place);
             if (!status.ok()) return status;
-            if (header.in_shared_memory()) CountPulledThroughMemory(ps);
+            if (header.in_shared_memory()) {
+              CountPulledThroughMemory(ps);
+              if (in_place) state->LeftInMemory(ps, link);
+            }
             state->Record(ps, header);
             return status;
           },
@@ -410,6 +420,78 @@ absl::StatusOr<WorkerSession::PullResult> WorkerSession::Pull(
   PullResult result = state.Finish();
   read_versions_ = result.versions;
   return result;
+}
+
+absl::StatusOr<WorkerSession::PullResult> WorkerSession::PullInPlace(const PullOptions& options,
+                                                                     const MutableVariables& out,
+                                                                     ConstVariables* views) {
+  absl::Status status = CheckVariables(out);
+  if (!status.ok()) return status;
+  PullState state(connections_->num_ps());
+  std::vector<PsConnections::Call> calls;
+  AddPullCalls(options, out, {}, {}, &state, &calls, /*in_place=*/true);
+  status = RunCounted(std::move(calls));
+  if (!status.ok()) return status;
+  status = ViewsAfterPull(state, out, views);
+  if (!status.ok()) return status;
+  PullResult result = state.Finish();
+  read_versions_ = result.versions;
+  return result;
+}
+
+absl::Status WorkerSession::ViewsAfterPull(const PullState& state, const MutableVariables& out,
+                                           ConstVariables* views) const {
+  // Each variable's pieces in the regions left in memory, with the row each begins at.
+  struct Piece {
+    int64_t row_begin;
+    absl::Span<const float> values;
+  };
+  absl::flat_hash_map<std::string, std::vector<Piece>> pieces;
+  for (int ps = 0; ps < connections_->num_ps(); ++ps) {
+    const SharedMemoryLinks::Link* link = state.left_in_memory[ps];
+    if (link == nullptr) continue;
+    int64_t offset = 0;  // The region holds the shard's slices one after another.
+    for (const SliceRef& ref : ShardSlices(ps)) {
+      const int64_t floats = ref.row_count() * variable_row_size_.at(ref.variable());
+      pieces[ref.variable()].push_back(
+          {ref.row_begin(), absl::MakeConstSpan(link->pull).subspan(offset, floats)});
+      offset += floats;
+    }
+  }
+  views->clear();
+  for (const auto& [name, destination] : out) {
+    auto it = pieces.find(name);
+    if (it == pieces.end()) {  // Came in the requests: in `out` already.
+      (*views)[name] = destination;
+      continue;
+    }
+    std::vector<Piece>& parts = it->second;
+    std::sort(parts.begin(), parts.end(),
+              [](const Piece& a, const Piece& b) { return a.row_begin < b.row_begin; });
+    // In one piece: each part right after the one before, in the region and in the rows.
+    const int64_t row_size = variable_row_size_.at(name);
+    bool one_piece = true;
+    int64_t floats = 0;
+    for (const Piece& part : parts) {
+      one_piece = one_piece && part.row_begin * row_size == floats &&
+                  part.values.data() == parts.front().values.data() + floats;
+      floats += static_cast<int64_t>(part.values.size());
+    }
+    if (one_piece && floats == static_cast<int64_t>(destination.size())) {
+      (*views)[name] = absl::MakeConstSpan(parts.front().values.data(), floats);
+      continue;
+    }
+    // Split over shards (or over the region and the requests): its pieces are copied into
+    // `out`, where the others are.
+    for (const Piece& part : parts) {
+      absl::StatusOr<absl::Span<float>> to = SliceOf(
+          out, name, part.row_begin, static_cast<int64_t>(part.values.size()) / row_size);
+      if (!to.ok()) return to.status();
+      std::copy(part.values.begin(), part.values.end(), to->begin());
+    }
+    (*views)[name] = destination;
+  }
+  return absl::OkStatus();
 }
 
 void WorkerSession::PushState::Record(int ps, PushResponse response) {

@@ -79,6 +79,14 @@ class WorkerSession {
   // its rows are not keys.size() x its width.
   absl::StatusOr<PullResult> Pull(const PullOptions& options, const MutableVariables& out,
                                   const std::vector<SparsePull>& sparse = {});
+  // Pull without the last copy where the values come through shared memory
+  // (shared_memory_links.h): `*views` gets every dense variable of the job, by name, where its
+  // values are: in a shard's pull region when the variable came whole through one link, in
+  // one piece (nothing is copied into `out`); else in `out`, filled as Pull fills it. A view
+  // into a region is valid until the next call on this session, which may overwrite it.
+  // INVALID_ARGUMENT as Pull's.
+  absl::StatusOr<PullResult> PullInPlace(const PullOptions& options, const MutableVariables& out,
+                                         ConstVariables* views);
 
   struct PushOptions {
     int64_t step = 0;   // SYNC: the step the gradient is for.
@@ -139,10 +147,14 @@ class WorkerSession {
   struct PullState {
     explicit PullState(int num_ps);
     void Record(int ps, const PullResponseHeader& header) ABSL_LOCKS_EXCLUDED(mu);
+    // Shard `ps` answered into `link`'s pull region, which a pull in place leaves there.
+    void LeftInMemory(int ps, const SharedMemoryLinks::Link* link) ABSL_LOCKS_EXCLUDED(mu);
     // The result once every response is in: shards that sent none count as version 0.
     PullResult Finish();
     absl::Mutex mu;
     PullResult result;
+    // Per shard: the link whose pull region holds its values (a pull in place); else null.
+    std::vector<const SharedMemoryLinks::Link*> left_in_memory;
   };
   // The outcome of a push on each shard. Thread-safe.
   struct PushState {
@@ -196,10 +208,12 @@ class WorkerSession {
   // Decodes a PullResponse for the row ranges `expected` into `out`, and its sparse rows (if
   // any) into `sparse_staging`; values the answer left in shared memory are read from `link`'s
   // pull region.
+  // `in_place`: values in the pull region are left there (PullInPlace).
   absl::Status DecodeValues(const grpc::ByteBuffer& bytes, const std::vector<SliceRef>& expected,
                             const MutableVariables& out, PullResponseHeader* header,
                             absl::Span<float> sparse_staging = {},
-                            const SharedMemoryLinks::Link* link = nullptr) const;
+                            const SharedMemoryLinks::Link* link = nullptr,
+                            bool in_place = false) const;
   // Shard `ps`'s shared memory link, or null where its tensors go in the requests.
   SharedMemoryLinks::Link* LinkFor(int ps) { return links_ ? links_->For(ps) : nullptr; }
   // Puts a shard's dense gradient into `link`'s push region and names the segment in the
@@ -207,10 +221,16 @@ class WorkerSession {
   void PushThrough(SharedMemoryLinks::Link* link, ShardPush* push);
   // Counts shard `ps`'s values, answered through shared memory, as received.
   void CountPulledThroughMemory(int ps);
+  // `in_place`: a shard's values answered through shared memory stay in its pull region (the
+  // state says which: PullInPlace).
   void AddPullCalls(const PullOptions& options, const MutableVariables& out,
                     const std::vector<SparsePull>& sparse,
                     const std::vector<ShardSparse>& shard_sparse, PullState* state,
-                    std::vector<PsConnections::Call>* calls);
+                    std::vector<PsConnections::Call>* calls, bool in_place = false);
+  // PullInPlace's views once its calls are done: each variable in one piece of a region left in
+  // memory is viewed there; the pieces of the others are copied into `out`.
+  absl::Status ViewsAfterPull(const PullState& state, const MutableVariables& out,
+                              ConstVariables* views) const;
   // Compresses (top-k) when the job says so, which moves that shard's residual.
   absl::StatusOr<ShardPush> MakeShardPush(int ps, const PushOptions& options,
                                           const ConstVariables& gradients, int64_t push_id,
