@@ -101,9 +101,10 @@ DEFINE_bool(replicas_compare, false,
 DEFINE_bool(shared_memory_compare, false,
             "compare tensors in the requests with tensors through shared memory (a ps on this "
             "host), alternately, with a memcpy column");
-DEFINE_bool(pull_in_place, false,
-            "with --shared_memory_compare, a third side: shared memory with pulls in place "
-            "(WorkerSession::PullInPlace: the values left in the segment, not copied out)");
+DEFINE_bool(in_place, false,
+            "with --shared_memory_compare, a third side: shared memory in place (pulls leave "
+            "the values in the segment: WorkerSession::PullInPlace; pushes send a gradient "
+            "computed in its push region: PushRegions)");
 DEFINE_int32(rounds, 1, "measurements of each size (and round trip) per side");
 DEFINE_string(ps_addresses, "",
               "comma-separated host:port of running ps_server tasks (ps:0 first) to measure "
@@ -121,7 +122,8 @@ struct Client {
   std::unique_ptr<WorkerSession> session;
   std::vector<float> values;     // Pull destination.
   std::vector<float> gradient;   // Push source.
-  bool pull_in_place = false;    // Pulls leave the values in shared memory (PullInPlace).
+  bool in_place = false;          // Pulls leave the values in shared memory (PullInPlace).
+  absl::Span<float> push_region;  // In place: where the gradient is (PushRegions).
 };
 
 ParameterSpec BenchSpec(const std::string& job_id, int64_t rows, int num_workers,
@@ -145,7 +147,7 @@ ParameterSpec BenchSpec(const std::string& job_id, int64_t rows, int num_workers
 }
 
 absl::Status PullOnce(Client& c) {
-  if (c.pull_in_place) {
+  if (c.in_place) {
     ConstVariables views;
     return c.session->PullInPlace({}, {{"w", absl::MakeSpan(c.values)}}, &views).status();
   }
@@ -153,7 +155,9 @@ absl::Status PullOnce(Client& c) {
 }
 
 absl::Status PushOnce(Client& c) {
-  return c.session->Push({}, {{"w", absl::MakeConstSpan(c.gradient)}}).status();
+  const absl::Span<const float> gradient =
+      c.push_region.empty() ? absl::MakeConstSpan(c.gradient) : c.push_region;
+  return c.session->Push({}, {{"w", gradient}}).status();
 }
 
 // Connects `num_clients` clients to the job `spec` (created by the first) with pulled values.
@@ -363,14 +367,23 @@ double MemcpyCopiesPerSecond(int64_t bytes, absl::Duration duration) {
 
 absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options,
                                              const CompressionSpec& compression, int replicas,
-                                             int64_t size_mb, bool pull_in_place) {
+                                             int64_t size_mb, bool in_place) {
   const int64_t rows = (size_mb << 20) / (kColumns * static_cast<int64_t>(sizeof(float)));
   const int64_t bytes = rows * kColumns * static_cast<int64_t>(sizeof(float));
   ParameterSpec spec =
       BenchSpec(absl::StrCat("bench_", size_mb, "mb"), rows, FLAGS_clients, compression, replicas);
   absl::StatusOr<std::vector<Client>> clients = ConnectClients(options, spec, FLAGS_clients);
   if (!clients.ok()) return clients.status();
-  for (Client& c : *clients) c.pull_in_place = pull_in_place;
+  for (Client& c : *clients) {
+    c.in_place = in_place;
+    if (!in_place) continue;
+    // The gradient as a worker computing in place would leave it there.
+    MutableVariables regions = c.session->PushRegions();
+    if (auto it = regions.find("w"); it != regions.end()) {
+      c.push_region = it->second;
+      std::copy(c.gradient.begin(), c.gradient.end(), c.push_region.begin());
+    }
+  }
   const absl::Duration duration = absl::Seconds(FLAGS_seconds);
   Throughput result;
   if (FLAGS_tcp_baseline) {
@@ -590,7 +603,7 @@ int Run() {
     std::vector<Throughput> throughput;  // Per size and round.
     std::vector<Latency> latency[2];     // Per round: Push then Pull; PushPull.
     int replicas = 0;                    // ParameterSpec.replicas of its jobs.
-    bool pull_in_place = false;          // --pull_in_place's side.
+    bool in_place = false;               // --in_place's side.
   };
   std::vector<Side> sides;
   sides.push_back(Side{FLAGS_metrics_compare      ? "metrics off"
@@ -630,10 +643,10 @@ int Run() {
     sides.front().label = "requests";
     sides.push_back(Side{"shared memory", options, {}, {}, nullptr, {}, {}, {}});
     sides.back().options.shared_memory = true;
-    if (FLAGS_pull_in_place) {
-      sides.push_back(Side{"shm, pull in place", options, {}, {}, nullptr, {}, {}, {}});
+    if (FLAGS_in_place) {
+      sides.push_back(Side{"shm in place", options, {}, {}, nullptr, {}, {}, {}});
       sides.back().options.shared_memory = true;
-      sides.back().pull_in_place = true;
+      sides.back().in_place = true;
     }
   }
   if (FLAGS_replicas_compare) {
@@ -689,7 +702,7 @@ int Run() {
         std::unique_ptr<Scraper> scraper = scraper_for(side);
         absl::StatusOr<Throughput> throughput =
             MeasureThroughput(side.options, side.compression, side.replicas, size_mb,
-                              side.pull_in_place);
+                              side.in_place);
         if (!throughput.ok()) {
           std::fprintf(stderr, "ps_bench: %s, %lld MiB: %s\n", side.label.c_str(),
                        static_cast<long long>(size_mb), throughput.status().ToString().c_str());

@@ -274,6 +274,38 @@ TEST_F(SharedMemoryTest, APullInPlaceViewsAWholeVariableInTheRegionAndCopiesASpl
   }
 }
 
+// A gradient computed in its push region (PushRegions) is sent from there, and applied as one
+// sent from the caller's buffer; a variable split over the shards has no region.
+TEST_F(SharedMemoryTest, AGradientComputedInItsPushRegionIsPushedFromThere) {
+  std::unique_ptr<PsClient> client = Client(true);
+  ParameterSpec spec = MakeSpec("regions", ConsistencyConfig::ASYNC, 1);
+  VariableDef* b = spec.add_variables();
+  b->set_name("b");
+  b->add_shape(8);
+  ASSERT_TRUE(client->CreateJob(spec).ok());
+  std::unique_ptr<WorkerSession> session = Session(client.get(), spec, 0);
+  MutableVariables regions = session->PushRegions();
+  ASSERT_EQ(regions.size(), 1u);  // "w" is split over both shards.
+  ASSERT_EQ(regions.at("b").size(), 8u);
+  std::fill(regions.at("b").begin(), regions.at("b").end(), 4.0f);
+  std::vector<float> w_gradient(kRows * kColumns, 1.0f);
+  ASSERT_TRUE(session
+                  ->Push({}, {{"w", absl::MakeConstSpan(w_gradient)},
+                              {"b", absl::MakeConstSpan(regions.at("b"))}})
+                  .ok());
+  EXPECT_EQ(session->shared_memory_bytes(),
+            static_cast<int64_t>((w_gradient.size() + 8) * sizeof(float)));
+  std::vector<float> w(kRows * kColumns), b_values(8);
+  ASSERT_TRUE(PullCurrentValues(client.get(), spec,
+                                {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b_values)}})
+                  .ok());
+  EXPECT_THAT(w, Each(0.5f));
+  EXPECT_THAT(b_values, Each(-2.0f));  // 0 - 0.5 * 4.
+  // Without shared memory there is no region: the caller computes into its own buffers.
+  std::unique_ptr<PsClient> plain = Client(false);
+  EXPECT_TRUE(Session(plain.get(), spec, 0)->PushRegions().empty());
+}
+
 TEST_F(SharedMemoryTest, SyncStepsThroughMemoryWaitAndAverageAsThroughRequests) {
   std::unique_ptr<PsClient> client = Client(true);
   ParameterSpec spec = MakeSpec("sync", ConsistencyConfig::SYNC, 2);

@@ -114,7 +114,9 @@ void SharedMemoryLinks::Gather(absl::Span<const absl::Span<const float>> tensors
   size_t offset = 0;
   for (absl::Span<const float> tensor : tensors) {
     CHECK_LE(offset + tensor.size(), region.size());
-    std::memcpy(region.data() + offset, tensor.data(), tensor.size() * sizeof(float));
+    if (tensor.data() != region.data() + offset) {  // Else computed in place (PushRegions).
+      std::memcpy(region.data() + offset, tensor.data(), tensor.size() * sizeof(float));
+    }
     offset += tensor.size();
   }
 }

@@ -56,7 +56,9 @@ class SharedMemoryLinks {
   std::function<grpc::ByteBuffer()> FirstThroughMemory(
       int ps, grpc::ByteBuffer through_memory, std::function<grpc::ByteBuffer()> in_requests);
 
-  // Copies `tensors` one after another into `region` (REQUIRES: room for all of them).
+  // Copies `tensors` one after another into `region` (REQUIRES: room for all of them); a
+  // tensor already at its place in the region stays. REQUIRES: no tensor overlaps the region
+  // elsewhere.
   static void Gather(absl::Span<const absl::Span<const float>> tensors, absl::Span<float> region);
   // Copies `region`'s floats one after another into `destinations` (REQUIRES: enough of them).
   static void Scatter(absl::Span<const float> region,

@@ -87,6 +87,13 @@ class WorkerSession {
   // INVALID_ARGUMENT as Pull's.
   absl::StatusOr<PullResult> PullInPlace(const PullOptions& options, const MutableVariables& out,
                                          ConstVariables* views);
+  // Where to compute gradients so that Push sends them without a copy: for each dense variable
+  // that goes whole to one shard's shared-memory link in one message, its place in that link's
+  // push region (opened now where it was not). A Push whose gradient of such a variable is
+  // this span sends it from there. The spans are valid until the next call on this session;
+  // empty where nothing goes through shared memory (and for jobs with sparse tables or top-k
+  // pushes, which go in the requests).
+  MutableVariables PushRegions();
 
   struct PushOptions {
     int64_t step = 0;   // SYNC: the step the gradient is for.
@@ -227,6 +234,18 @@ class WorkerSession {
                     const std::vector<SparsePull>& sparse,
                     const std::vector<ShardSparse>& shard_sparse, PullState* state,
                     std::vector<PsConnections::Call>* calls, bool in_place = false);
+  // A variable's rows from `row_begin` on, in a shard's shared-memory region.
+  struct RegionPiece {
+    int64_t row_begin;
+    absl::Span<float> values;
+  };
+  // Each dense variable's pieces in the push (or pull) regions of `links` (per shard; null:
+  // none), in row order.
+  absl::flat_hash_map<std::string, std::vector<RegionPiece>> PiecesIn(
+      const std::vector<const SharedMemoryLinks::Link*>& links, bool push) const;
+  // The whole of `variable` where `parts` hold it in one piece, one after another; else empty.
+  absl::Span<float> OnePiece(const std::string& variable,
+                             const std::vector<RegionPiece>& parts) const;
   // PullInPlace's views once its calls are done: each variable in one piece of a region left in
   // memory is viewed there; the pieces of the others are copied into `out`.
   absl::Status ViewsAfterPull(const PullState& state, const MutableVariables& out,
