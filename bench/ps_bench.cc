@@ -123,7 +123,6 @@ struct Client {
   std::vector<float> values;     // Pull destination.
   std::vector<float> gradient;   // Push source.
   bool in_place = false;          // Pulls leave the values in shared memory (PullInPlace).
-  absl::Span<float> push_region;  // In place: where the gradient is (PushRegions).
 };
 
 ParameterSpec BenchSpec(const std::string& job_id, int64_t rows, int num_workers,
@@ -155,8 +154,16 @@ absl::Status PullOnce(Client& c) {
 }
 
 absl::Status PushOnce(Client& c) {
-  const absl::Span<const float> gradient =
-      c.push_region.empty() ? absl::MakeConstSpan(c.gradient) : c.push_region;
+  absl::Span<const float> gradient = c.gradient;
+  if (c.in_place) {
+    // Asked each step, as a worker computing in place would (a failed call may move it).
+    MutableVariables regions = c.session->PushRegions();
+    auto it = regions.find("w");
+    if (it == regions.end()) {
+      return absl::FailedPreconditionError("--in_place: the gradient has no push region here");
+    }
+    gradient = it->second;
+  }
   return c.session->Push({}, {{"w", gradient}}).status();
 }
 
@@ -380,8 +387,7 @@ absl::StatusOr<Throughput> MeasureThroughput(const PsClientOptions& options,
     // The gradient as a worker computing in place would leave it there.
     MutableVariables regions = c.session->PushRegions();
     if (auto it = regions.find("w"); it != regions.end()) {
-      c.push_region = it->second;
-      std::copy(c.gradient.begin(), c.gradient.end(), c.push_region.begin());
+      std::copy(c.gradient.begin(), c.gradient.end(), it->second.begin());
     }
   }
   const absl::Duration duration = absl::Seconds(FLAGS_seconds);

@@ -56,8 +56,9 @@ class DataHandout {
   // A push carrying `batches` was admitted (applied, aggregated or dropped): they are used, and
   // the worker is no longer taken for lost. REQUIRES: CheckHeld is OK.
   void Trained(int worker, absl::Span<const int64_t> batches);
-  // Whether `worker` holds batches it has not pushed.
-  bool Holds(int worker) const { return !held_[worker].empty(); }
+  // Whether `worker` holds batches it has not pushed and is not lost (a lost worker's batches
+  // go to others already).
+  bool Holds(int worker) const { return !held_[worker].empty() && !lost_[worker]; }
   // `worker` left: every batch it holds goes back.
   void GiveBackAll(int worker);
   // `worker` was lost (its lease ran out): what it holds goes to others once the new batches

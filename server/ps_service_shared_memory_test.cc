@@ -304,6 +304,23 @@ TEST_F(SharedMemoryTest, AGradientComputedInItsPushRegionIsPushedFromThere) {
   // Without shared memory there is no region: the caller computes into its own buffers.
   std::unique_ptr<PsClient> plain = Client(false);
   EXPECT_TRUE(Session(plain.get(), spec, 0)->PushRegions().empty());
+
+  // A variable whole on one shard and larger than a chunk has its region too (a push through
+  // memory is one message, whatever its size).
+  PsClientOptions small_chunks;
+  small_chunks.shared_memory = true;
+  small_chunks.chunk_bytes = 64 << 10;
+  absl::StatusOr<std::unique_ptr<PsClient>> chunked = cluster_->NewClient(small_chunks);
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  ParameterSpec whole = MakeSpec("whole", ConsistencyConfig::ASYNC, 1);
+  whole.set_min_slice_bytes(int64_t{1} << 20);  // "w", 512 KiB, in one slice.
+  ASSERT_TRUE((*chunked)->CreateJob(whole).ok());
+  std::unique_ptr<WorkerSession> one_piece = Session(chunked->get(), whole, 0);
+  MutableVariables whole_regions = one_piece->PushRegions();
+  ASSERT_EQ(whole_regions.count("w"), 1u);
+  std::fill(whole_regions.at("w").begin(), whole_regions.at("w").end(), 1.0f);
+  ASSERT_TRUE(one_piece->Push({}, {{"w", absl::MakeConstSpan(whole_regions.at("w"))}}).ok());
+  EXPECT_THAT(Values(chunked->get(), whole), Each(0.5f));
 }
 
 TEST_F(SharedMemoryTest, SyncStepsThroughMemoryWaitAndAverageAsThroughRequests) {

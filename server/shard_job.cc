@@ -369,6 +369,13 @@ std::string ShardJob::FindNonFinite(absl::Span<const float> gradient) const {
 }
 
 absl::Status ShardJob::CheckIncarnationLocked(int worker, int incarnation) {
+  if (incarnation < 0) {  // OBSERVER_INCARNATION reads; it is no worker's process.
+    return RejectLocked("incarnation",
+                        absl::InvalidArgumentError(absl::StrCat(
+                            JobPrefix(spec().job_id()), "a request of worker ", worker,
+                            " at incarnation ", incarnation, ": a worker's processes are "
+                            "incarnations 0, 1, 2, ... (StartJobRequest.incarnation)")));
+  }
   if (incarnation >= incarnation_[worker]) return absl::OkStatus();
   return RejectLocked("incarnation", absl::FailedPreconditionError(absl::StrCat(
                                          JobPrefix(spec().job_id()), "a request of worker ",

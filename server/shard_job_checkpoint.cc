@@ -36,7 +36,8 @@ struct ShardJob::CapturedState {
   ShardCheckpointState state;
   std::vector<int64_t> steps_pushed;  // Per worker.
   // The fewest of steps_pushed among the workers in the job's count: all but those it grew by
-  // that have not joined yet (they have pushed nothing, and start where the others are).
+  // that have not joined yet (they have pushed nothing; a resumed run starts them at its resume
+  // step: CheckpointCoordinator).
   int64_t min_steps_pushed = 0;
   int64_t clock = 0;                  // The rule's checkpoint_clock at the state above.
   std::vector<std::shared_ptr<ValuesReader>> values;  // Per slice.

@@ -243,6 +243,9 @@ TEST(ShardJobGrowTest, ANewWorkersFirstProcessJoinsAtIncarnationZero) {
   EXPECT_THAT(job->Stats().waiting_for(), ElementsAre(2));  // Step 0 waits for it.
   ASSERT_TRUE(two.Push(0).ok());
   EXPECT_EQ(job->Stats().step(), 1);
+  // No process is a negative incarnation (-1 is how observers read).
+  Worker observer(job.get(), 1, /*incarnation=*/-1);
+  EXPECT_EQ(observer.Push(1).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // A new worker takes its batch before its first pull joins it (a worker reads its batch first):

@@ -352,17 +352,17 @@ absl::StatusOr<NextBatchesResponse> ShardJob::NextBatches(const NextBatchesReque
   // Checked, not adopted: the worker rejoins with its first pull, which says its clock.
   absl::Status incarnation = CheckIncarnationLocked(worker, request.incarnation());
   if (!incarnation.ok()) return incarnation;
-  // A new process of a worker out of the job (lost, or one the job grew by) takes its batches
-  // before its first pull joins it: its lease runs from now, so that the batches go back
-  // (DataHandout::Lost) should it die before it joins.
-  if (request.incarnation() > incarnation_[worker] && leases_.lost(worker)) {
-    leases_.Rejoined(worker);
-  }
   HeardLocked(worker);
   absl::StatusOr<std::vector<int64_t>> batches =
       handout_->Take(worker, request.incarnation(), request.request_id(), request.count());
   if (!batches.ok()) {
     return absl::Status(batches.status().code(), prefix + std::string(batches.status().message()));
+  }
+  // A new process of a worker out of the job (lost, or one the job grew by) takes its batches
+  // before its first pull joins it: its lease runs from now, so that the batches go back
+  // (DataHandout::Lost) should it die before it joins.
+  if (request.incarnation() > incarnation_[worker] && leases_.lost(worker)) {
+    leases_.Rejoined(worker);
   }
   NextBatchesResponse response;
   response.mutable_batches()->Add(batches->begin(), batches->end());
@@ -387,8 +387,11 @@ absl::Status ShardJob::Leave(int worker, const std::string& run_id,
   float learning_rate = 0;
   {
     absl::MutexLock lock(&mu_);
-    // An older process's leave, held up in transit: its new incarnation is in the job.
-    if (incarnation.has_value() && *incarnation < incarnation_[worker]) return absl::OkStatus();
+    // An older process's leave, held up in transit: its new incarnation is in the job. (No
+    // process is a negative incarnation.)
+    if (incarnation.has_value() && (*incarnation < 0 || *incarnation < incarnation_[worker])) {
+      return absl::OkStatus();
+    }
     apply = rule_->Leave(worker) || OrphanedAggregateLocked();
     if (handout_ != nullptr) handout_->GiveBackAll(worker);
     ready = TakeReadyWaitersLocked();

@@ -52,15 +52,26 @@ SharedMemoryLinks::Link* SharedMemoryLinks::For(int ps) {
   return links_[ps].get();
 }
 
+void SharedMemoryLinks::Drop(int ps) {
+  if (links_[ps] == nullptr) return;
+  if (keep_dropped_) dropped_.push_back(std::move(links_[ps]));
+  links_[ps].reset();
+}
+
 void SharedMemoryLinks::DropAll() {
-  for (std::unique_ptr<Link>& link : links_) link.reset();
+  for (int ps = 0; ps < static_cast<int>(links_.size()); ++ps) Drop(ps);
 }
 
 void SharedMemoryLinks::DropStale() {
-  for (size_t ps = 0; ps < links_.size(); ++ps) {
-    if (stale_[ps]) links_[ps].reset();
+  for (int ps = 0; ps < static_cast<int>(links_.size()); ++ps) {
+    if (stale_[ps]) Drop(ps);
     stale_[ps] = false;
   }
+}
+
+void SharedMemoryLinks::KeepDroppedMappings() {
+  keep_dropped_ = true;
+  dropped_.clear();
 }
 
 std::function<grpc::ByteBuffer()> SharedMemoryLinks::FirstThroughMemory(

@@ -45,6 +45,10 @@ class SharedMemoryLinks {
   Link* For(int ps);
   // Drops every open link (a batch of calls failed); each is opened again at its next use.
   void DropAll();
+  // From now on a dropped link stays mapped until the next call of this, so that spans of its
+  // regions handed out (WorkerSession::PushRegions) stay readable: a gradient computed there is
+  // copied into the new link's region. Frees those dropped before.
+  void KeepDroppedMappings();
   // A call through shard `ps`'s link was retried, in the requests: the ps may no longer hold
   // the segment (it restarted, the worker left, or it opened others since). DropStale drops
   // such links once the batch is done, to be opened again at their next use.
@@ -68,6 +72,8 @@ class SharedMemoryLinks {
   // Opens shard `ps`'s link, or says why it cannot; `lasting` says whether that will hold for
   // the session (not for a job not created yet or a ps not reachable now).
   absl::StatusOr<std::unique_ptr<Link>> Open(int ps, bool* lasting);
+  // Closes shard `ps`'s link (kept mapped in dropped_ where keep_dropped_).
+  void Drop(int ps);
 
   PsConnections* const connections_;
   const OpenSharedMemoryRequest identity_;
@@ -75,6 +81,8 @@ class SharedMemoryLinks {
   std::vector<std::unique_ptr<Link>> links_;  // Per shard; null where not open.
   std::vector<bool> refused_;                 // Per shard: opening failed; never tried again.
   std::vector<bool> stale_;                   // Per shard: to drop once the batch is done.
+  bool keep_dropped_ = false;                 // KeepDroppedMappings was called.
+  std::vector<std::unique_ptr<Link>> dropped_;  // Since its last call.
 };
 
 }  // namespace ps

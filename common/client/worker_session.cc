@@ -509,9 +509,8 @@ MutableVariables WorkerSession::PushRegions() {
   if (links_ == nullptr || !table_width_.empty() || spec_.compression().topk_fraction() > 0) {
     return {};  // Sparse rows and top-k pushes go in the requests.
   }
-  for (int ps = 0; ps < connections_->num_ps(); ++ps) {
-    if (PushChunks(ps) == 1) links[ps] = LinkFor(ps);
-  }
+  links_->KeepDroppedMappings();  // Spans handed out before stay readable until now.
+  for (int ps = 0; ps < connections_->num_ps(); ++ps) links[ps] = LinkFor(ps);
   MutableVariables regions;
   for (const auto& [name, parts] : PiecesIn(links, /*push=*/true)) {
     if (absl::Span<float> whole = OnePiece(name, parts); !whole.empty()) regions[name] = whole;

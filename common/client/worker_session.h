@@ -88,11 +88,12 @@ class WorkerSession {
   absl::StatusOr<PullResult> PullInPlace(const PullOptions& options, const MutableVariables& out,
                                          ConstVariables* views);
   // Where to compute gradients so that Push sends them without a copy: for each dense variable
-  // that goes whole to one shard's shared-memory link in one message, its place in that link's
-  // push region (opened now where it was not). A Push whose gradient of such a variable is
-  // this span sends it from there. The spans are valid until the next call on this session;
-  // empty where nothing goes through shared memory (and for jobs with sparse tables or top-k
-  // pushes, which go in the requests).
+  // that goes whole to one shard's shared-memory link, its place in that link's push region
+  // (opened now where it was not). A Push whose gradient of such a variable is this span sends
+  // it from there. Ask again before each step: a failed call may replace a link, whose old
+  // region then stays mapped (and a gradient computed there is copied) until this is called
+  // again. Empty where nothing goes through shared memory (and for jobs with sparse tables or
+  // top-k pushes, which go in the requests).
   MutableVariables PushRegions();
 
   struct PushOptions {

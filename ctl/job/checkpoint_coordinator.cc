@@ -234,6 +234,9 @@ void CheckpointCoordinator::Complete(const Armed& armed,
     if (!agreed_step()) {
       steps = entries[0].steps_pushed(w);
       for (const ShardCheckpoint& entry : entries) steps = std::min(steps, entry.steps_pushed(w));
+      // A worker the job grew by that has not joined pushed nothing; it is not in the resume
+      // step's count (min_steps_pushed) and resumes there, as the others' slowest.
+      steps = std::max(steps, manifest.resume_step());
     }
     manifest.add_worker_resume_steps(steps);
   }

@@ -153,6 +153,22 @@ TEST_F(CheckpointCoordinatorTest, AsyncResumesTheWorkersEveryShardListsAtTheirOw
   EXPECT_THAT(WorkerResumeSteps(manifest, 1), ElementsAre(9));  // Another cluster.
 }
 
+// Once every shard lists the new worker, one that has not joined (0 steps pushed, not counted in
+// min_steps_pushed) resumes at the resume step, not at 0.
+TEST_F(CheckpointCoordinatorTest, AsyncResumesANewWorkerThatHasNotJoinedAtTheResumeStep) {
+  CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::ASYNC, 10), &out_);
+  Shards(3);
+  coordinator.Poll(t0_);
+  Shards(12, {12, 11}, {{12, 9, 0}, {11, 10, 0}});
+  client_.job_stats[0].mutable_checkpoints(0)->set_min_steps_pushed(9);
+  client_.job_stats[1].mutable_checkpoints(0)->set_min_steps_pushed(10);
+  coordinator.Poll(t0_ + absl::Seconds(1));
+  ASSERT_EQ(client_.committed.size(), 2u);
+  const CheckpointManifest& manifest = client_.committed[0].second.manifest();
+  EXPECT_EQ(manifest.resume_step(), 9);
+  EXPECT_THAT(manifest.worker_resume_steps(), ElementsAre(11, 9, 9));
+}
+
 TEST_F(CheckpointCoordinatorTest, AShardThatRefusesToArmAbandonsItAtOnce) {
   client_.arm_status = absl::UnavailableError("ps:1 is down");
   CheckpointCoordinator coordinator(client_, Spec(ConsistencyConfig::SYNC, 10), &out_);

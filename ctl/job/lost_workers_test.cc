@@ -90,8 +90,9 @@ TEST_F(LostWorkersTest, AnAsyncJobGoesOnWithoutALostWorkerAndTakesItBackAtItsSte
   EXPECT_THAT(lost->lost(), IsEmpty());
 }
 
-// psctl add-worker grew the job by worker:3: it is taken as lost until its daemon is up, then
-// started as incarnation 1 at the job's step, with the grown cluster.
+// psctl add-worker grew the job by worker:3: it is not started (neither lost nor failed) until
+// its daemon is up, then started as incarnation 1 at the run's first step, with the grown
+// cluster.
 TEST_F(LostWorkersTest, AWorkerTheJobGrewByJoinsOnceItsDaemonIsUp) {
   JobSpec spec = Spec(ConsistencyConfig::ASYNC, 2);
   spec.set_min_workers(2);
