@@ -43,9 +43,7 @@ class GrowJobTest : public ::testing::Test {
         InProcessPsCluster::Start(options);
     ASSERT_TRUE(cluster.ok()) << cluster.status();
     cluster_ = *std::move(cluster);
-    PsClientOptions client;
-    client.ps_addresses = cluster_->addresses();
-    absl::StatusOr<std::unique_ptr<PsClient>> created = PsClient::Create(client);
+    absl::StatusOr<std::unique_ptr<PsClient>> created = cluster_->NewClient();
     ASSERT_TRUE(created.ok()) << created.status();
     client_ = *std::move(created);
     ASSERT_TRUE(client_->CreateJob(GrowableJob()).ok());

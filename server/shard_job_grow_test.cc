@@ -84,14 +84,7 @@ class Worker {
   }
 
   absl::Status Push(int64_t step) {
-    NextBatchesRequest take;
-    take.set_job_id(job_->spec().job_id());
-    take.set_run_id(kRun);
-    take.set_worker(worker_);
-    take.set_incarnation(incarnation_);
-    take.set_count(1);
-    take.set_request_id(++requests_);
-    absl::StatusOr<NextBatchesResponse> batches = job_->NextBatches(take);
+    absl::StatusOr<NextBatchesResponse> batches = Take();
     if (!batches.ok()) return batches.status();
     PushRequestHeader header;
     header.set_job_id(job_->spec().job_id());
