@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <random>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -444,22 +445,17 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
           kExitStopped);
     }
   }
-  if (!lost.lost().empty()) {
-    std::vector<std::string> names;
-    for (int worker : lost.lost()) names.push_back(absl::StrCat("worker:", worker));
-    out << "finished without " << absl::StrJoin(names, ", ") << " (lost; see summary.json)\n";
-  }
-  if (!lost.left().empty()) {
-    std::vector<std::string> names;
-    for (int worker : lost.left()) names.push_back(absl::StrCat("worker:", worker));
-    out << "finished without " << absl::StrJoin(names, ", ")
-        << " (left: psctl remove-worker; see summary.json)\n";
-  }
-  if (!lost.not_started().empty()) {
-    std::vector<std::string> names;
-    for (int worker : lost.not_started()) names.push_back(absl::StrCat("worker:", worker));
-    out << "finished without " << absl::StrJoin(names, ", ")
-        << " (the job grew by them, and their daemons were never up; see summary.json)\n";
+  // Each group of workers the run finished without, and why.
+  const std::pair<const std::set<int>*, const char*> without[] = {
+      {&lost.lost(), "lost"},
+      {&lost.left(), "left: psctl remove-worker"},
+      {&lost.not_started(), "the job grew by them, and their daemons were never up"}};
+  for (const auto& [workers, why] : without) {
+    if (workers->empty()) continue;
+    out << "finished without "
+        << absl::StrJoin(*workers, ", ",
+                         [](std::string* to, int worker) { absl::StrAppend(to, "worker:", worker); })
+        << " (" << why << "; see summary.json)\n";
   }
   return absl::OkStatus();
 }
