@@ -278,6 +278,11 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     create.set_num_ps(2);
     create.set_ps_index(ps);
     EXPECT_NE(Call(bob.get(), &ParameterServer::Stub::CreateJob, create), grpc::StatusCode::OK);
+    // Nor as the job grown by a worker on bob's host: a spec's membership is no way in.
+    create.mutable_spec()->set_num_workers(1);
+    create.mutable_spec()->add_worker_addresses("127.0.0.1:1");
+    create.mutable_spec()->set_workers_before_growth(1);
+    EXPECT_NE(Call(bob.get(), &ParameterServer::Stub::CreateJob, create), grpc::StatusCode::OK);
     grpc::ClientContext context;
     ListJobsResponse jobs;
     ASSERT_TRUE(bob->ListJobs(&context, ListJobsRequest(), &jobs).ok());
