@@ -1,8 +1,6 @@
 #include "common/net/descriptor_handout.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -10,8 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
@@ -22,22 +18,8 @@
 namespace ps {
 namespace {
 
-constexpr char kGranted = 'y';
-constexpr char kRefused = 'n';
-
 absl::Status ErrnoError(absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
-std::string RandomBytes(int count) {
-  std::random_device random;  // The kernel's random numbers (getrandom).
-  std::string bytes;
-  while (static_cast<int>(bytes.size()) < count) {
-    const uint32_t word = random();
-    bytes.append(reinterpret_cast<const char*>(&word),
-                 std::min<size_t>(sizeof(word), count - bytes.size()));
-  }
-  return bytes;
 }
 
 absl::StatusOr<sockaddr_un> SocketAddress(const std::string& path) {
@@ -52,16 +34,9 @@ absl::StatusOr<sockaddr_un> SocketAddress(const std::string& path) {
   return address;
 }
 
-// One peer connected to the handout, its ticket on the way.
-struct Connection {
-  int fd = -1;
-  std::string ticket;
-  absl::Time deadline;
-};
-
 // Answers `connection` with `fd` attached, or refused where fd < 0.
 void Answer(int connection, int fd) {
-  char reply = fd >= 0 ? kGranted : kRefused;
+  char reply = fd >= 0 ? TicketDoor::kGranted : TicketDoor::kRefused;
   iovec part{&reply, 1};
   msghdr message{};
   message.msg_iov = &part;
@@ -99,7 +74,7 @@ absl::StatusOr<std::unique_ptr<DescriptorHandout>> DescriptorHandout::Start(
         "choose another (--shared_memory_dir)"));
   }
   const std::string path =
-      absl::StrCat(directory, "/ps-shm-", getpid(), "-", absl::BytesToHexString(RandomBytes(4)),
+      absl::StrCat(directory, "/ps-shm-", getpid(), "-", absl::BytesToHexString(TicketDoor::RandomBytes(4)),
                    ".sock");
   absl::StatusOr<sockaddr_un> address = SocketAddress(path);
   if (!address.ok()) return address.status();
@@ -113,133 +88,32 @@ absl::StatusOr<std::unique_ptr<DescriptorHandout>> DescriptorHandout::Start(
   } else if (listen(listen_fd, kMaxConnections) != 0) {
     status = ErrnoError(absl::StrCat("listening on ", path));
   }
-  const int wake_fd = status.ok() ? eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK) : -1;
-  if (status.ok() && wake_fd < 0) status = ErrnoError("eventfd");
   if (!status.ok()) {
     close(listen_fd);
     unlink(path.c_str());
     return status;
   }
-  return std::unique_ptr<DescriptorHandout>(new DescriptorHandout(listen_fd, wake_fd, path));
-}
-
-DescriptorHandout::DescriptorHandout(int listen_fd, int wake_fd, std::string socket_path)
-    : listen_fd_(listen_fd), wake_fd_(wake_fd), socket_path_(std::move(socket_path)) {
-  server_ = std::thread([this] { Serve(); });
+  return std::unique_ptr<DescriptorHandout>(new DescriptorHandout(listen_fd, path));
 }
 
 DescriptorHandout::~DescriptorHandout() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  const uint64_t one = 1;
-  PCHECK(write(wake_fd_, &one, sizeof(one)) == sizeof(one));
-  server_.join();
-  close(listen_fd_);
-  close(wake_fd_);
+  door_.reset();
   unlink(socket_path_.c_str());
 }
 
 absl::StatusOr<std::string> DescriptorHandout::Offer(MakeDescriptor make, absl::Duration ttl) {
-  std::string ticket = RandomBytes(kTicketBytes);
-  absl::MutexLock lock(&mu_);
-  if (static_cast<int>(offers_.size()) >= kMaxOffers) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the descriptor handout holds ", kMaxOffers, " offers not fetched yet; try again once "
-        "they are fetched or expire (", absl::FormatDuration(ttl), ")"));
-  }
-  offers_[ticket] = Held{std::move(make), absl::Now() + ttl};
-  return ticket;
-}
-
-int DescriptorHandout::OffersForTesting() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int>(offers_.size());
-}
-
-DescriptorHandout::MakeDescriptor DescriptorHandout::Take(absl::string_view ticket) {
-  absl::MutexLock lock(&mu_);
-  auto it = offers_.find(ticket);
-  if (it == offers_.end()) return nullptr;
-  MakeDescriptor make = std::move(it->second.make);
-  offers_.erase(it);
-  return make;
-}
-
-void DescriptorHandout::Expire(absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  for (auto it = offers_.begin(); it != offers_.end();) {
-    if (it->second.expires <= now) {
-      offers_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
-}
-
-void DescriptorHandout::Serve() {
-  std::vector<Connection> connections;
-  for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) break;
-    }
-    std::vector<pollfd> polled = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-    for (const Connection& connection : connections) polled.push_back({connection.fd, POLLIN, 0});
-    if (poll(polled.data(), polled.size(), /*timeout_ms=*/100) < 0 && errno != EINTR) {
-      PLOG(ERROR) << "descriptor handout: poll";
-    }
-    const absl::Time now = absl::Now();
-    Expire(now);
-    // The connections in `polled` before this round's accepts, answered or timed out here.
-    std::vector<Connection> open;
-    for (size_t i = 0; i < connections.size(); ++i) {
-      Connection& connection = connections[i];
-      bool done = false;
-      if (polled[i + 2].revents != 0) {
-        char buffer[kTicketBytes];
-        const ssize_t got = recv(connection.fd, buffer, kTicketBytes - connection.ticket.size(),
-                                 MSG_DONTWAIT);
-        if (got > 0) {
-          connection.ticket.append(buffer, static_cast<size_t>(got));
-          if (static_cast<int>(connection.ticket.size()) == kTicketBytes) {
-            const MakeDescriptor make = Take(connection.ticket);
-            absl::StatusOr<int> made =
-                make != nullptr ? make() : absl::PermissionDeniedError("no such offer");
-            if (!made.ok() && make != nullptr) {
-              LOG(WARNING) << "descriptor handout: an offer's descriptor could not be made: "
-                           << made.status();
-            }
-            Answer(connection.fd, made.ok() ? *made : -1);
-            if (made.ok()) close(*made);
-            done = true;
-          }
-        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-          done = true;  // The peer hung up before sending a whole ticket.
+  return door_->Offer(
+      [make = std::move(make)](int connection) {
+        absl::StatusOr<int> made = make();
+        if (!made.ok()) {
+          LOG(WARNING) << "descriptor handout: an offer's descriptor could not be made: "
+                       << made.status();
         }
-      }
-      if (!done && now >= connection.deadline) done = true;
-      if (done) {
-        close(connection.fd);
-      } else {
-        open.push_back(std::move(connection));
-      }
-    }
-    connections = std::move(open);
-    if ((polled[1].revents & POLLIN) != 0) {
-      for (;;) {
-        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
-        if (static_cast<int>(connections.size()) >= kMaxConnections) {
-          close(fd);  // Full: the peer sees its connection closed, and may try again.
-          continue;
-        }
-        connections.push_back(Connection{fd, "", now + kConnectionTimeout});
-      }
-    }
-  }
-  for (const Connection& connection : connections) close(connection.fd);
+        Answer(connection, made.ok() ? *made : -1);
+        if (made.ok()) close(*made);
+        close(connection);
+      },
+      ttl);
 }
 
 absl::StatusOr<int> DescriptorHandout::Fetch(const std::string& socket_path,
@@ -295,9 +169,9 @@ absl::StatusOr<int> DescriptorHandout::Fetch(const std::string& socket_path,
     }
   }
   close(fd);
-  if (got == 1 && reply == kGranted && received >= 0) return received;
+  if (got == 1 && reply == TicketDoor::kGranted && received >= 0) return received;
   if (received >= 0) close(received);
-  if (got == 1 && reply == kRefused) {
+  if (got == 1 && reply == TicketDoor::kRefused) {
     return absl::PermissionDeniedError(absl::StrCat(
         "the descriptor handout at ", socket_path,
         " refused the ticket: unknown, fetched already, or expired; open the segment again"));

@@ -16,24 +16,22 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <utility>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/net/ticket_door.h"
 
 namespace ps {
 
 // Thread-safe.
 class DescriptorHandout {
  public:
-  static constexpr int kTicketBytes = 16;
-  static constexpr int kMaxConnections = 64;
-  static constexpr int kMaxOffers = 1024;
-  static constexpr absl::Duration kConnectionTimeout = absl::Seconds(1);
+  static constexpr int kTicketBytes = TicketDoor::kTicketBytes;
+  static constexpr int kMaxConnections = TicketDoor::kMaxConnections;
+  static constexpr int kMaxOffers = TicketDoor::kMaxOffers;
+  static constexpr absl::Duration kConnectionTimeout = TicketDoor::kConnectionTimeout;
 
   // Listens on a new socket in `directory` (made if missing), which every local user may
   // connect to. INVALID_ARGUMENT where the path would not fit a socket address;
@@ -51,10 +49,9 @@ class DescriptorHandout {
   // Offers what `make` makes for one Fetch within `ttl`; returns the ticket. An offer not
   // fetched in time is withdrawn without `make` running. RESOURCE_EXHAUSTED beyond kMaxOffers
   // offers at once. `make` runs on the handout's thread.
-  absl::StatusOr<std::string> Offer(MakeDescriptor make, absl::Duration ttl)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<std::string> Offer(MakeDescriptor make, absl::Duration ttl);
   // Offers not yet fetched nor expired.
-  int OffersForTesting() const ABSL_LOCKS_EXCLUDED(mu_);
+  int OffersForTesting() const { return door_->OffersForTesting(); }
 
   // The client's side: the descriptor offered under `ticket` at `socket_path`, waiting at most
   // `timeout`; the caller owns it. FAILED_PRECONDITION where there is no socket at the path
@@ -65,26 +62,11 @@ class DescriptorHandout {
                                    absl::Duration timeout);
 
  private:
-  struct Held {
-    MakeDescriptor make;
-    absl::Time expires;
-  };
-  DescriptorHandout(int listen_fd, int wake_fd, std::string socket_path);
-  // Accepts connections, reads their tickets and answers them, until stopping_.
-  void Serve();
-  // The offer under `ticket`, taken off offer, or null.
-  MakeDescriptor Take(absl::string_view ticket) ABSL_LOCKS_EXCLUDED(mu_);
-  void Expire(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  DescriptorHandout(int listen_fd, std::string socket_path)
+      : socket_path_(std::move(socket_path)), door_(std::make_unique<TicketDoor>(listen_fd)) {}
 
-  const int listen_fd_;
-  const int wake_fd_;  // An eventfd Serve polls: written to stop it.
   const std::string socket_path_;
-
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Held> offers_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-
-  std::thread server_;  // Runs Serve; started last.
+  std::unique_ptr<TicketDoor> door_;  // Reset first in the destructor.
 };
 
 }  // namespace ps
