@@ -1,0 +1,256 @@
+#include "server/bulk_streams.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/net/bulk_frame.h"
+#include "glog/logging.h"
+
+namespace ps {
+
+BulkStream::BulkStream(int fd) : fd_(fd) {
+  sender_ = std::thread([this] { Run(); });
+}
+
+BulkStream::~BulkStream() {
+  Close();
+  sender_.join();
+  close(fd_);
+}
+
+absl::Status BulkStream::Send(uint64_t frame, std::vector<absl::Span<const float>> pieces,
+                              std::shared_ptr<const void> keep_alive) {
+  int64_t bytes = 0;
+  for (absl::Span<const float> piece : pieces) bytes += piece.size() * sizeof(float);
+  absl::MutexLock lock(&mu_);
+  if (closed_) return absl::UnavailableError("the pull's bulk stream is closed");
+  if (!queue_.empty() && queued_bytes_ + bytes > kMaxQueuedBytes) {
+    return absl::UnavailableError(absl::StrCat(
+        "the pull's bulk stream holds ", queued_bytes_ >> 20, " MiB not yet read by the worker"));
+  }
+  queued_bytes_ += bytes;
+  queue_.push_back(Frame{frame, std::move(pieces), std::move(keep_alive), bytes});
+  return absl::OkStatus();
+}
+
+void BulkStream::Close() {
+  absl::MutexLock lock(&mu_);
+  if (closed_) return;
+  closed_ = true;
+  queue_.clear();
+  queued_bytes_ = 0;
+  shutdown(fd_, SHUT_RDWR);  // Ends a write in progress at once.
+}
+
+bool BulkStream::closed() const {
+  absl::MutexLock lock(&mu_);
+  return closed_;
+}
+
+int64_t BulkStream::frames_sent() const {
+  absl::MutexLock lock(&mu_);
+  return frames_sent_;
+}
+
+void BulkStream::Run() {
+  for (;;) {
+    Frame next;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return closed_ || !queue_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (closed_) return;
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    absl::Status sent = SendBulkFrame(fd_, next.frame, next.pieces);
+    absl::MutexLock lock(&mu_);
+    queued_bytes_ -= next.bytes;
+    if (!sent.ok()) {
+      if (!closed_) LOG(INFO) << "a bulk stream closes: " << sent.message();
+      closed_ = true;
+      queue_.clear();
+      queued_bytes_ = 0;
+      shutdown(fd_, SHUT_RDWR);
+      return;
+    }
+    ++frames_sent_;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<BulkStreams>> BulkStreams::Start(const std::string& host,
+                                                                int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  const int resolved = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints,
+                                   &found);
+  if (resolved != 0) {
+    return absl::UnavailableError(absl::StrCat("bulk streams: cannot listen on ", host, ":", port,
+                                               ": ", gai_strerror(resolved)));
+  }
+  std::string error = "no address";
+  int listen_fd = -1;
+  for (addrinfo* at = found; at != nullptr && listen_fd < 0; at = at->ai_next) {
+    const int fd = socket(at->ai_family, at->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, at->ai_addr, at->ai_addrlen) == 0 &&
+        listen(fd, TicketDoor::kMaxConnections) == 0) {
+      listen_fd = fd;
+    } else {
+      error = std::strerror(errno);
+      close(fd);
+    }
+  }
+  freeaddrinfo(found);
+  if (listen_fd < 0) {
+    return absl::UnavailableError(absl::StrCat("bulk streams: cannot listen on ", host, ":", port,
+                                               ": ", error, " (--bulk_port)"));
+  }
+  sockaddr_storage bound{};
+  socklen_t length = sizeof(bound);
+  getsockname(listen_fd, reinterpret_cast<sockaddr*>(&bound), &length);
+  const int bound_port =
+      bound.ss_family == AF_INET6
+          ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
+          : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  return std::unique_ptr<BulkStreams>(new BulkStreams(listen_fd, bound_port));
+}
+
+BulkStreams::~BulkStreams() {
+  door_.reset();
+  absl::flat_hash_map<uint64_t, Entry> streams;
+  {
+    absl::MutexLock lock(&mu_);
+    streams.swap(streams_);
+    by_worker_.clear();
+  }
+  for (auto& [id, entry] : streams) entry.stream->Close();
+}
+
+absl::StatusOr<BulkStreams::Opened> BulkStreams::Open(const std::string& job_id, int worker) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (static_cast<int>(streams_.size()) >= kMaxStreams) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this ps holds ", kMaxStreams, " bulk streams; pulls go in the answers"));
+    }
+  }
+  uint64_t id = 0;
+  while (id == 0) {
+    const std::string bytes = TicketDoor::RandomBytes(sizeof(id));
+    std::memcpy(&id, bytes.data(), sizeof(id));
+  }
+  absl::StatusOr<std::string> ticket = door_->Offer(
+      [this, id, job_id, worker](int fd) { Attach(id, job_id, worker, fd); }, kTicketLifetime);
+  if (!ticket.ok()) return ticket.status();
+  return Opened{id, *std::move(ticket)};
+}
+
+void BulkStreams::Attach(uint64_t stream, const std::string& job_id, int worker, int fd) {
+  // Blocking from now on, each write bounded by kSendTimeout; no delay for the last bytes.
+  const int flags = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  timeval limit = absl::ToTimeval(BulkStream::kSendTimeout);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  const char granted = TicketDoor::kGranted;
+  if (send(fd, &granted, 1, MSG_NOSIGNAL) != 1) {
+    close(fd);
+    return;
+  }
+  auto made = std::make_shared<BulkStream>(fd);
+  std::vector<std::shared_ptr<BulkStream>> closing;
+  {
+    absl::MutexLock lock(&mu_);
+    std::deque<uint64_t>& own = by_worker_[{job_id, worker}];
+    while (static_cast<int>(own.size()) >= kStreamsPerWorker) EraseLocked(own.front(), &closing);
+    by_worker_[{job_id, worker}].push_back(stream);
+    streams_[stream] = Entry{job_id, worker, std::move(made)};
+  }
+  for (const std::shared_ptr<BulkStream>& old : closing) old->Close();
+}
+
+void BulkStreams::EraseLocked(uint64_t stream, std::vector<std::shared_ptr<BulkStream>>* closing) {
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  const std::pair<std::string, int> owner = {it->second.job_id, it->second.worker};
+  closing->push_back(std::move(it->second.stream));
+  streams_.erase(it);
+  auto own = by_worker_.find(owner);
+  if (own == by_worker_.end()) return;
+  std::deque<uint64_t>& ids = own->second;
+  for (auto at = ids.begin(); at != ids.end(); ++at) {
+    if (*at == stream) {
+      ids.erase(at);
+      break;
+    }
+  }
+  if (ids.empty()) by_worker_.erase(own);
+}
+
+absl::StatusOr<std::shared_ptr<BulkStream>> BulkStreams::Find(uint64_t stream,
+                                                              const std::string& job_id,
+                                                              int worker) const {
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end() || it->second.stream->closed()) {
+    return absl::UnavailableError(
+        "no such bulk stream on this ps (closed, or opened on a ps since restarted): the values "
+        "go in the answer");
+  }
+  if (it->second.job_id != job_id || it->second.worker != worker) {
+    return absl::PermissionDeniedError(
+        "the bulk stream the pull names belongs to another worker or job");
+  }
+  return it->second.stream;
+}
+
+void BulkStreams::DropWorker(const std::string& job_id, int worker) {
+  std::vector<std::shared_ptr<BulkStream>> closing;
+  {
+    absl::MutexLock lock(&mu_);
+    auto own = by_worker_.find({job_id, worker});
+    if (own == by_worker_.end()) return;
+    const std::deque<uint64_t> ids = own->second;
+    for (uint64_t id : ids) EraseLocked(id, &closing);
+  }
+  for (const std::shared_ptr<BulkStream>& stream : closing) stream->Close();
+}
+
+void BulkStreams::DropJob(const std::string& job_id) {
+  std::vector<std::shared_ptr<BulkStream>> closing;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<uint64_t> ids;
+    for (const auto& [id, entry] : streams_) {
+      if (entry.job_id == job_id) ids.push_back(id);
+    }
+    for (uint64_t id : ids) EraseLocked(id, &closing);
+  }
+  for (const std::shared_ptr<BulkStream>& stream : closing) stream->Close();
+}
+
+int BulkStreams::streams() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(streams_.size());
+}
+
+}  // namespace ps

@@ -1,0 +1,141 @@
+// The bulk streams a ps opened for its workers (docs/bulk_streams.md): one TCP connection per
+// (job, worker, session), from the ps to the worker, over which the ps sends the dense values
+// of large pulls as frames (common/net/bulk_frame.h) instead of in the gRPC answer. The answer
+// then carries the header only (PullResponseHeader.on_bulk_stream).
+//
+// A stream is offered by an authenticated call (OpenBulkStream: token and job rules as for a
+// pull) and taken by the worker with the ticket that call answered, at this ps's bulk port
+// (common/net/ticket_door.h). A pull names its stream by a 64-bit id; a stream serves only its
+// own (job, worker): another worker's pull naming it is refused PERMISSION_DENIED, and an id
+// that names no stream here (never opened, closed, or dropped) UNAVAILABLE, so that the worker
+// takes its values in the answer. The streams carry plaintext: a ps serving TLS opens none.
+//
+// Each stream sends its frames in order on a thread of its own, so a pull's handler never waits
+// on the worker's socket. A worker may hold up to kStreamsPerWorker streams (a session each);
+// its next one closes its oldest.
+#ifndef PS_SERVER_BULK_STREAMS_H_
+#define PS_SERVER_BULK_STREAMS_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/net/ticket_door.h"
+
+namespace ps {
+
+// One worker session's stream. Thread-safe.
+class BulkStream {
+ public:
+  // The most bytes of frames queued on a stream at once (beyond one frame): a worker that
+  // does not read holds no more of the ps's memory than this.
+  static constexpr int64_t kMaxQueuedBytes = int64_t{256} << 20;
+  // How long one write to the socket may wait for the worker to read before the stream closes.
+  static constexpr absl::Duration kSendTimeout = absl::Seconds(10);
+
+  // Sends on `fd` (connected; owned from now on).
+  explicit BulkStream(int fd);
+  ~BulkStream();  // Closes the stream and waits for its thread.
+  BulkStream(const BulkStream&) = delete;
+  BulkStream& operator=(const BulkStream&) = delete;
+
+  // Queues frame `frame` of `pieces` (kept readable by `keep_alive` until sent). UNAVAILABLE
+  // where the stream is closed or holds kMaxQueuedBytes already: the caller answers in the
+  // gRPC message instead.
+  absl::Status Send(uint64_t frame, std::vector<absl::Span<const float>> pieces,
+                    std::shared_ptr<const void> keep_alive) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops sending: the frames queued are dropped, the worker sees its stream end.
+  void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t frames_sent() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Frame {
+    uint64_t frame = 0;
+    std::vector<absl::Span<const float>> pieces;
+    std::shared_ptr<const void> keep_alive;
+    int64_t bytes = 0;
+  };
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const int fd_;
+  mutable absl::Mutex mu_;
+  std::deque<Frame> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread sender_;  // Runs Run; started last.
+};
+
+// Thread-safe.
+class BulkStreams {
+ public:
+  // How long a stream's ticket stays good: the worker connects right after the answer.
+  static constexpr absl::Duration kTicketLifetime = absl::Seconds(10);
+  static constexpr int kStreamsPerWorker = 4;
+  static constexpr int kMaxStreams = 4096;  // Of all workers: each holds a socket and a thread.
+
+  // Listens on `host` (an address of this machine; "0.0.0.0" or "::" for all), port `port` (0:
+  // a free one). UNAVAILABLE naming the address where it cannot be bound.
+  static absl::StatusOr<std::unique_ptr<BulkStreams>> Start(const std::string& host, int port);
+  ~BulkStreams();  // Closes every stream.
+
+  int port() const { return port_; }
+
+  struct Opened {
+    uint64_t stream = 0;  // Names it in PullRequest.bulk_stream.
+    std::string ticket;   // Presented at port().
+  };
+  // Offers a new stream for `worker` of job `job_id`, taken when the ticket is presented;
+  // where the worker holds kStreamsPerWorker already then, its oldest is closed.
+  // RESOURCE_EXHAUSTED beyond kMaxStreams streams, or too many offers at once.
+  absl::StatusOr<Opened> Open(const std::string& job_id, int worker) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stream `stream` of (job_id, worker): UNAVAILABLE where this ps has no such open stream,
+  // PERMISSION_DENIED where it belongs to another worker or job.
+  absl::StatusOr<std::shared_ptr<BulkStream>> Find(uint64_t stream, const std::string& job_id,
+                                                   int worker) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Closes the streams of one worker (it left), or of every worker of a job (deleted).
+  void DropWorker(const std::string& job_id, int worker) ABSL_LOCKS_EXCLUDED(mu_);
+  void DropJob(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  int streams() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Entry {
+    std::string job_id;
+    int worker = 0;
+    std::shared_ptr<BulkStream> stream;
+  };
+  BulkStreams(int listen_fd, int port)
+      : port_(port), door_(std::make_unique<TicketDoor>(listen_fd)) {}
+  // Takes the connection offered as `stream` (on the door's thread).
+  void Attach(uint64_t stream, const std::string& job_id, int worker, int fd)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the streams erased out of the registry, to be closed outside mu_.
+  void EraseLocked(uint64_t stream, std::vector<std::shared_ptr<BulkStream>>* closing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int port_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Entry> streams_ ABSL_GUARDED_BY(mu_);
+  // (job id, worker) -> its streams, oldest first.
+  absl::flat_hash_map<std::pair<std::string, int>, std::deque<uint64_t>> by_worker_
+      ABSL_GUARDED_BY(mu_);
+  // Reset first in the destructor: no Attach runs once it is gone.
+  std::unique_ptr<TicketDoor> door_;
+};
+
+}  // namespace ps
+
+#endif  // PS_SERVER_BULK_STREAMS_H_

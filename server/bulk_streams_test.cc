@@ -1,0 +1,156 @@
+#include "server/bulk_streams.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/time/clock.h"
+#include "common/net/bulk_frame.h"
+#include "common/net/ticket_door.h"
+
+namespace ps {
+namespace {
+
+class BulkStreamsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<BulkStreams>> started = BulkStreams::Start("127.0.0.1", 0);
+    ASSERT_TRUE(started.ok()) << started.status();
+    streams_ = *std::move(started);
+    ASSERT_GT(streams_->port(), 0);
+  }
+
+  // A worker's end of a stream it opened: connected, `ticket` sent; -1 where it was refused.
+  int Connect(const std::string& ticket) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(streams_->port()));
+    timeval limit{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(send(fd, ticket.data(), ticket.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(ticket.size()));
+    char reply = 0;
+    if (recv(fd, &reply, 1, 0) != 1 || reply != TicketDoor::kGranted) {
+      close(fd);
+      return -1;
+    }
+    fds_.push_back(fd);
+    return fd;
+  }
+
+  // Opens a stream for (job, worker) and connects to it; its id.
+  uint64_t OpenAndConnect(const std::string& job, int worker, int* fd = nullptr) {
+    absl::StatusOr<BulkStreams::Opened> opened = streams_->Open(job, worker);
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    if (!opened.ok()) return 0;
+    const int connected = Connect(opened->ticket);
+    EXPECT_GE(connected, 0);
+    if (fd != nullptr) *fd = connected;
+    // The door's thread attaches the stream right after it answers.
+    for (int i = 0; i < 200 && !streams_->Find(opened->stream, job, worker).ok(); ++i) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return opened->stream;
+  }
+
+  void TearDown() override {
+    streams_.reset();
+    for (int fd : fds_) close(fd);
+  }
+
+  std::unique_ptr<BulkStreams> streams_;
+  std::vector<int> fds_;
+};
+
+TEST_F(BulkStreamsTest, AFrameSentOnAStreamArrivesWholeAtItsWorker) {
+  int fd = -1;
+  const uint64_t id = OpenAndConnect("job", 1, &fd);
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream = streams_->Find(id, "job", 1);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  auto values = std::make_shared<std::vector<float>>(3 << 20);  // 12 MiB.
+  std::iota(values->begin(), values->end(), 0.0f);
+  const absl::Span<const float> all(*values);
+  ASSERT_TRUE((*stream)->Send(7, {all.subspan(0, 100), all.subspan(100)}, values).ok());
+  absl::StatusOr<BulkFrameHeader> header = ReadBulkFrameHeader(fd);
+  ASSERT_TRUE(header.ok()) << header.status();
+  EXPECT_EQ(header->frame, 7u);
+  ASSERT_EQ(header->bytes, values->size() * sizeof(float));
+  std::vector<float> first(100), rest(values->size() - 100);
+  ASSERT_TRUE(ReadBulkValues(fd, {absl::MakeSpan(first), absl::MakeSpan(rest)}).ok());
+  EXPECT_EQ(first[99], 99.0f);
+  EXPECT_EQ(rest.back(), static_cast<float>(values->size() - 1));
+}
+
+TEST_F(BulkStreamsTest, AStreamServesOnlyItsOwnWorkerOfItsOwnJob) {
+  const uint64_t id = OpenAndConnect("alice", 0);
+  EXPECT_TRUE(streams_->Find(id, "alice", 0).ok());
+  EXPECT_EQ(streams_->Find(id, "alice", 1).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(streams_->Find(id, "bob", 0).status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(streams_->Find(id + 1, "alice", 0).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(BulkStreamsTest, AWrongTicketGetsNoStream) {
+  absl::StatusOr<BulkStreams::Opened> opened = streams_->Open("job", 0);
+  ASSERT_TRUE(opened.ok());
+  std::string wrong = opened->ticket;
+  wrong[3] = static_cast<char>(wrong[3] ^ 0x40);
+  EXPECT_EQ(Connect(wrong), -1);
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(streams_->Find(opened->stream, "job", 0).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(streams_->streams(), 0);
+}
+
+TEST_F(BulkStreamsTest, AWorkersNextStreamBeyondItsLimitClosesItsOldest) {
+  std::vector<uint64_t> ids;
+  for (int i = 0; i <= BulkStreams::kStreamsPerWorker; ++i) ids.push_back(OpenAndConnect("j", 0));
+  EXPECT_EQ(streams_->Find(ids[0], "j", 0).status().code(), absl::StatusCode::kUnavailable);
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_TRUE(streams_->Find(ids[i], "j", 0).ok()) << i;
+  EXPECT_EQ(streams_->streams(), BulkStreams::kStreamsPerWorker);
+}
+
+TEST_F(BulkStreamsTest, DroppingAWorkerOrAJobEndsItsStreams) {
+  int fd = -1;
+  const uint64_t left = OpenAndConnect("j", 0, &fd);
+  const uint64_t stays = OpenAndConnect("j", 1);
+  const uint64_t other = OpenAndConnect("k", 0);
+  streams_->DropWorker("j", 0);
+  EXPECT_EQ(streams_->Find(left, "j", 0).status().code(), absl::StatusCode::kUnavailable);
+  char byte = 0;
+  EXPECT_EQ(recv(fd, &byte, 1, 0), 0);  // The worker sees its stream end.
+  EXPECT_TRUE(streams_->Find(stays, "j", 1).ok());
+  streams_->DropJob("j");
+  EXPECT_EQ(streams_->Find(stays, "j", 1).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(streams_->Find(other, "k", 0).ok());
+}
+
+TEST_F(BulkStreamsTest, AStreamWhoseWorkerHungUpClosesAtItsNextFrame) {
+  int fd = -1;
+  const uint64_t id = OpenAndConnect("j", 0, &fd);
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream = streams_->Find(id, "j", 0);
+  ASSERT_TRUE(stream.ok());
+  close(fd);
+  fds_.clear();
+  auto values = std::make_shared<std::vector<float>>(1 << 20, 1.0f);
+  for (int i = 0; i < 50 && !(*stream)->closed(); ++i) {
+    (*stream)->Send(i, {absl::MakeConstSpan(*values)}, values).IgnoreError();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE((*stream)->closed());
+  EXPECT_EQ((*stream)->Send(99, {}, nullptr).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(streams_->Find(id, "j", 0).status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace ps
