@@ -23,6 +23,8 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   ParameterServiceOptions service = options.service;
   // A ps calls the next one (replicated shards) with the security it serves with.
   if (!service.security.tls()) service.security = options.security;
+  service.bulk_host = address->host;
+  service.bulk_port = options.security.tls() ? -1 : options.bulk_port;
   server->service_ = std::make_unique<ParameterService>(service);
   server->task_service_ = std::make_unique<TaskService>("ps", options.service.ps_index);
   server->task_service_->set_insecure(!options.security.tls() && !IsLoopbackHost(address->host));

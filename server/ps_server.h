@@ -34,6 +34,9 @@ struct PsServerOptions {
   // same limit (PsClientOptions::max_message_bytes).
   int max_message_bytes = 1 << 30;
   TransportSecurity security;  // Plaintext by default.
+  // The bulk streams' port (docs/bulk_streams.md) on listen_address's host: 0 a free one, -1
+  // none. None where the server serves TLS: the streams would leave its channels' protection.
+  int bulk_port = 0;
   bool reflection = false;     // Server reflection (--reflection).
   // /metrics: the port (0: a free one, see metrics_port()), or -1 for none; on metrics_host.
   int metrics_port = -1;
@@ -47,6 +50,8 @@ class PsServer {
   ~PsServer();
 
   int bound_port() const { return bound_port_; }
+  // The bulk streams' port, or -1 without them.
+  int bulk_port() const { return service_->bulk_port(); }
   // The /metrics port, or -1 without one (PsServerOptions::metrics_port).
   int metrics_port() const {
     return metrics_server_ == nullptr ? -1 : metrics_server_->bound_port();

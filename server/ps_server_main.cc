@@ -68,6 +68,10 @@ DEFINE_int64(shared_memory_mb, 1024,
              "(docs/shared_memory.md); 0: none");
 DEFINE_string(shared_memory_dir, "/tmp",
               "directory of the socket through which workers on this host fetch their segments");
+DEFINE_int32(bulk_port, 0,
+             "port of the bulk streams on which this ps sends workers the values of large pulls "
+             "outside gRPC's messages (docs/bulk_streams.md), on the --bind_host interface; 0: a free "
+             "one; -1: none. Never with TLS: the streams are plaintext");
 DEFINE_int32(replica_unreachable_after_ms, 1000,
              "replicated shards (docs/replication.md): how long a primary waits for a backup out "
              "of reach before it goes on alone; a copy that handed a shard back takes it over "
@@ -133,6 +137,11 @@ int Run() {
   }
   options.service.replica_unreachable_after =
       absl::Milliseconds(FLAGS_replica_unreachable_after_ms);
+  if (FLAGS_bulk_port < -1 || FLAGS_bulk_port > 65535) {
+    std::cerr << "ps_server: --bulk_port must be a port, 0 (a free one) or -1 (none)\n";
+    return 2;
+  }
+  options.bulk_port = FLAGS_bulk_port;
   if (FLAGS_shared_memory_mb < 0) {
     std::cerr << "ps_server: --shared_memory_mb must be at least 0 (0: no shared memory)\n";
     return 2;

@@ -71,6 +71,15 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
         return;
       }
       region_ = *std::move(region);
+    } else if (request.bulk_stream() != 0) {
+      absl::StatusOr<std::shared_ptr<BulkStream>> stream = BulkStreamFor(request);
+      if (!stream.ok()) {
+        if (!absl::IsUnavailable(stream.status())) job->CountRejected("bulk_stream");
+        FinishWith(stream.status());
+        return;
+      }
+      bulk_ = *std::move(stream);
+      bulk_frame_ = request.bulk_frame();
     }
     int64_t waiter = job->Pull(request, [this](absl::StatusOr<ShardJob::PullSnapshot> result) {
       OnResult(std::move(result));
@@ -174,11 +183,26 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
       }
       result->header.set_in_shared_memory(true);
       result->pieces.clear();
+    } else if (bulk_ != nullptr && bulk_->Send(bulk_frame_, result->pieces, result->keep_alive).ok()) {
+      // As frame bulk_frame_ on the stream; a stream that cannot take it leaves the values in
+      // the answer.
+      result->header.set_on_bulk_stream(true);
+      result->pieces.clear();
     }
     *response_ = EncodeTensorMessage(result->header, result->pieces, result->keep_alive,
                                      result->header.encoding());
     job_->traffic().Count(method_, grpc::StatusCode::OK, received_, response_->Length());
     ParameterService::Finish(this, &slot_, absl::OkStatus());
+  }
+
+  // The bulk stream a pull names: its worker's, for dense float32 values.
+  absl::StatusOr<std::shared_ptr<BulkStream>> BulkStreamFor(const PullRequest& request) const {
+    if (!request.sparse().empty() || request.encoding() != FLOAT32) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          JobPrefix(request.job_id()), "a pull on a bulk stream reads dense float32 values "
+          "only: no sparse rows or 16-bit encoding"));
+    }
+    return service_->BulkStreamOf(request.bulk_stream(), request.job_id(), request.worker());
   }
 
   // The segment a pull into shared memory names, checked to hold the values it asks for.
@@ -226,6 +250,8 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   std::optional<PushResponse> push_;  // Written in Start, before the result can arrive.
   uint64_t timer_handle_ = 0;         // Written in Start before any path can reach OnDone.
   SharedMemoryRegistry::Region region_;  // A pull into shared memory's; written in Start.
+  std::shared_ptr<BulkStream> bulk_;  // A pull on a bulk stream's; written in Start.
+  uint64_t bulk_frame_ = 0;
   ByteBudget::Charge request_charge_;  // Written before any path can reach OnDone.
 
   absl::Mutex mu_;
@@ -267,6 +293,22 @@ std::unique_ptr<SharedMemoryRegistry> StartSharedMemory(const ParameterServiceOp
   return *std::move(registry);
 }
 
+// The bulk streams for workers' large pulls, or null: none asked for, or their port could not be
+// bound (logged; every pull's values then go in its answer).
+std::unique_ptr<BulkStreams> StartBulkStreams(const ParameterServiceOptions& options,
+                                              const std::string& task) {
+  if (options.bulk_port < 0) return nullptr;
+  absl::StatusOr<std::unique_ptr<BulkStreams>> streams =
+      BulkStreams::Start(options.bulk_host, options.bulk_port);
+  if (!streams.ok()) {
+    LOG(WARNING) << task << " opens no bulk streams (" << streams.status().message()
+                 << "); pulls' values go in their answers";
+    return nullptr;
+  }
+  LOG(INFO) << task << ": bulk streams on port " << (*streams)->port();
+  return *std::move(streams);
+}
+
 }  // namespace
 
 ParameterService::ParameterService(const ParameterServiceOptions& options)
@@ -284,6 +326,7 @@ ParameterService::ParameterService(const ParameterServiceOptions& options)
           },
           options.clock)),
       shared_memory_(StartSharedMemory(options, TaskName())),
+      bulk_streams_(StartBulkStreams(options, TaskName())),
       timer_(DeadlineTimerOptions{options.clock}) {
   ps_addresses_ = options.ps_addresses;
   // As many as the cores: pushes let in by the budget decode and apply in parallel.
@@ -599,6 +642,7 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
       absl::StrCat("job \"", request->job_id(), "\" was deleted while this pull waited")));
   job.reset();
   if (shared_memory_ != nullptr) shared_memory_->DropJob(request->job_id());
+  if (bulk_streams_ != nullptr) bulk_streams_->DropJob(request->job_id());
   // The process keeps freed memory for the next tensors (TuneForTensorTraffic); a deleted job's
   // goes back to the system.
   malloc_trim(0);
@@ -907,6 +951,7 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
                if (left.ok() && shared_memory_ != nullptr) {
                  shared_memory_->DropWorker(id, worker);
                }
+               if (left.ok() && bulk_streams_ != nullptr) bulk_streams_->DropWorker(id, worker);
                if (left.ok() && job->AllWorkersLeft()) ForgetAfterRetention(id, job);
                Finish(reactor, slot.get(), left.status());
              });
@@ -1018,6 +1063,7 @@ void ParameterService::ForgetFinishedJob(const std::string& id,
   }
   replicators.clear();
   if (shared_memory_ != nullptr) shared_memory_->DropJob(id);
+  if (bulk_streams_ != nullptr) bulk_streams_->DropJob(id);
   LOG(INFO) << "job " << id << ": forgotten on " << TaskName() << ", "
             << options_.finished_job_retention
             << " after its last worker left (ps_server --finished_job_retention_s)";

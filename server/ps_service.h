@@ -26,6 +26,7 @@
 #include "common/metrics/metrics.h"
 #include "common/security/peer_identity.h"
 #include "proto/ps_service.grpc.pb.h"
+#include "server/bulk_streams.h"
 #include "server/byte_budget.h"
 #include "server/deadline_timer.h"
 #include "server/io_thread.h"
@@ -98,9 +99,15 @@ struct ParameterServiceOptions {
   // (--shared_memory_mb); 0: none, every tensor goes in the requests.
   std::string shared_memory_dir = "/tmp";
   int64_t shared_memory_bytes = int64_t{1} << 30;
+  // Bulk streams for large pulls (docs/bulk_streams.md): the address and port they listen on
+  // (--bulk_port; 0: a free one); port -1: none, every pull's values go in its answer. PsServer
+  // sets the host to its own and opens none where it serves TLS (the streams are plaintext).
+  std::string bulk_host = "0.0.0.0";
+  int bulk_port = -1;
 };
 
 using ParameterServerBase = ParameterServer::WithCallbackMethod_OpenSharedMemory<
+    ParameterServer::WithCallbackMethod_OpenBulkStream<
     ParameterServer::WithCallbackMethod_Replicate<
     ParameterServer::WithCallbackMethod_CreateJob<
     ParameterServer::WithCallbackMethod_DeleteJob<ParameterServer::WithRawCallbackMethod_Pull<
@@ -118,7 +125,7 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_OpenSharedMemory
                                             ParameterServer::WithCallbackMethod_DeleteCheckpoints<
                                                 ParameterServer::WithCallbackMethod_GetApplyLog<
                                                 ParameterServer::WithCallbackMethod_GetTrace<
-                                                    ParameterServer::Service>>>>>>>>>>>>>>>>>>>;
+                                                    ParameterServer::Service>>>>>>>>>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -195,6 +202,12 @@ class ParameterService final : public ParameterServerBase {
   grpc::ServerUnaryReactor* OpenSharedMemory(grpc::CallbackServerContext* context,
                                              const OpenSharedMemoryRequest* request,
                                              OpenSharedMemoryResponse* response) override;
+  // A bulk stream for a worker's large pulls (ps_service_bulk.cc).
+  grpc::ServerUnaryReactor* OpenBulkStream(grpc::CallbackServerContext* context,
+                                           const OpenBulkStreamRequest* request,
+                                           OpenBulkStreamResponse* response) override;
+  // The bulk streams' port, or -1 where this ps opens none.
+  int bulk_port() const { return bulk_streams_ == nullptr ? -1 : bulk_streams_->port(); }
   // The backup's side of replication (ps_service_replica.cc).
   grpc::ServerBidiReactor<ReplicaInput, ReplicaAck>* Replicate(
       grpc::CallbackServerContext* context) override;
@@ -308,8 +321,23 @@ class ParameterService final : public ParameterServerBase {
   // A backup stream ended: its copy's primary no longer streams to it.
   void BackupStreamEnded(const BackupBinding& binding) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The job a worker's link to this ps (a shared memory segment, a bulk stream) is opened for,
+  // once the caller may act as `worker` of it: PERMISSION_DENIED (RequireWorker, FindJobFor),
+  // NOT_FOUND, INVALID_ARGUMENT for a worker out of range, FAILED_PRECONDITION for another run.
+  absl::StatusOr<std::shared_ptr<ShardJob>> FindJobForWorkerLink(const Peer& peer,
+                                                                 const std::string& job_id,
+                                                                 int worker,
+                                                                 const std::string& run_id,
+                                                                 absl::string_view method);
   absl::Status DoOpenSharedMemory(const Peer& peer, const OpenSharedMemoryRequest& request,
                                   OpenSharedMemoryResponse* response);
+  absl::Status DoOpenBulkStream(const Peer& peer, const OpenBulkStreamRequest& request,
+                                OpenBulkStreamResponse* response);
+  // The stream a pull of `worker` of job `job_id` names (BulkStreams::Find), or UNAVAILABLE
+  // where this ps opens none (the values then go in the answer).
+  absl::StatusOr<std::shared_ptr<BulkStream>> BulkStreamOf(uint64_t stream,
+                                                           const std::string& job_id,
+                                                           int worker) const;
   // The segment a request of `worker` of job `job_id` names (SharedMemoryRegistry::Find), or
   // UNAVAILABLE where this ps serves none (the client retries in the requests).
   absl::StatusOr<SharedMemoryRegistry::Region> SharedMemoryOf(uint64_t segment,
@@ -472,6 +500,9 @@ class ParameterService final : public ParameterServerBase {
   // Null where this ps serves no shared memory (options_.shared_memory_bytes 0, or its socket
   // could not be made).
   const std::unique_ptr<SharedMemoryRegistry> shared_memory_;
+  // Null where this ps opens no bulk streams (options_.bulk_port -1, or its port could not be
+  // bound).
+  const std::unique_ptr<BulkStreams> bulk_streams_;
   std::vector<std::unique_ptr<IoThread>> push_threads_;
   std::atomic<uint64_t> next_push_thread_{0};
 

@@ -1,5 +1,6 @@
 // OpenSharedMemory, and the segments a Push, Pull or PushPull names (docs/shared_memory.md,
-// server/shared_memory_registry.h).
+// server/shared_memory_registry.h); the checks every link of a worker to this ps (a segment, a
+// bulk stream) opens with.
 #include <memory>
 #include <string>
 
@@ -25,26 +26,13 @@ grpc::ServerUnaryReactor* ParameterService::OpenSharedMemory(
 absl::Status ParameterService::DoOpenSharedMemory(const Peer& peer,
                                                   const OpenSharedMemoryRequest& request,
                                                   OpenSharedMemoryResponse* response) {
-  absl::Status allowed =
-      RequireWorker(peer, request.job_id(), request.worker(), "OpenSharedMemory");
-  if (!allowed.ok()) return allowed;
   // Before the job is found: a DeleteJob between here and the segment's fetch drops it.
   const uint64_t drop_mark = shared_memory_ == nullptr ? 0 : shared_memory_->DropMark();
-  absl::StatusOr<std::shared_ptr<ShardJob>> job =
-      FindJobFor(peer, request.job_id(), JobAccess::kData, "OpenSharedMemory");
+  absl::StatusOr<std::shared_ptr<ShardJob>> job = FindJobForWorkerLink(
+      peer, request.job_id(), request.worker(), request.run_id(), "OpenSharedMemory");
   if (!job.ok()) return job.status();
   const ParameterSpec& spec = (*job)->spec();
   const std::string prefix = absl::StrCat("job \"", request.job_id(), "\" on ", TaskName(), ": ");
-  if (request.worker() < 0 || request.worker() >= spec.num_workers()) {
-    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", request.worker(),
-                                                   " is out of range: the job has ",
-                                                   spec.num_workers(), " workers"));
-  }
-  if (request.run_id() != spec.run_id()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        prefix, "run \"", request.run_id(), "\" is not the job's run here (\"", spec.run_id(),
-        "\")"));
-  }
   if (shared_memory_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         prefix, "this ps serves no shared memory (--shared_memory_mb=0, or its socket could "
@@ -68,6 +56,28 @@ absl::Status ParameterService::DoOpenSharedMemory(const Peer& peer,
   response->set_push_floats(floats);
   response->set_pull_floats(floats);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobForWorkerLink(
+    const Peer& peer, const std::string& job_id, int worker, const std::string& run_id,
+    absl::string_view method) {
+  absl::Status allowed = RequireWorker(peer, job_id, worker, method);
+  if (!allowed.ok()) return allowed;
+  absl::StatusOr<std::shared_ptr<ShardJob>> job =
+      FindJobFor(peer, job_id, JobAccess::kData, method);
+  if (!job.ok()) return job.status();
+  const ParameterSpec& spec = (*job)->spec();
+  const std::string prefix = absl::StrCat("job \"", job_id, "\" on ", TaskName(), ": ");
+  if (worker < 0 || worker >= spec.num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "worker ", worker,
+                                                   " is out of range: the job has ",
+                                                   spec.num_workers(), " workers"));
+  }
+  if (run_id != spec.run_id()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "run \"", run_id, "\" is not the job's run here (\"", spec.run_id(), "\")"));
+  }
+  return job;
 }
 
 absl::StatusOr<SharedMemoryRegistry::Region> ParameterService::SharedMemoryOf(
