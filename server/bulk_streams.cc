@@ -61,6 +61,11 @@ int64_t BulkStream::frames_sent() const {
   return frames_sent_;
 }
 
+int64_t BulkStream::bytes_sent() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_sent_;
+}
+
 void BulkStream::Run() {
   for (;;) {
     Frame next;
@@ -86,6 +91,7 @@ void BulkStream::Run() {
       return;
     }
     ++frames_sent_;
+    bytes_sent_ += next.bytes;
   }
 }
 
@@ -192,6 +198,8 @@ void BulkStreams::EraseLocked(uint64_t stream, std::vector<std::shared_ptr<BulkS
   auto it = streams_.find(stream);
   if (it == streams_.end()) return;
   const std::pair<std::string, int> owner = {it->second.job_id, it->second.worker};
+  retired_frames_ += it->second.stream->frames_sent();
+  retired_bytes_ += it->second.stream->bytes_sent();
   closing->push_back(std::move(it->second.stream));
   streams_.erase(it);
   auto own = by_worker_.find(owner);
@@ -251,6 +259,24 @@ void BulkStreams::DropJob(const std::string& job_id) {
 int BulkStreams::streams() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(streams_.size());
+}
+
+}  // namespace ps
+
+namespace ps {
+
+int64_t BulkStreams::frames_sent() const {
+  absl::MutexLock lock(&mu_);
+  int64_t frames = retired_frames_;
+  for (const auto& [id, entry] : streams_) frames += entry.stream->frames_sent();
+  return frames;
+}
+
+int64_t BulkStreams::bytes_sent() const {
+  absl::MutexLock lock(&mu_);
+  int64_t bytes = retired_bytes_;
+  for (const auto& [id, entry] : streams_) bytes += entry.stream->bytes_sent();
+  return bytes;
 }
 
 }  // namespace ps

@@ -58,6 +58,7 @@ class BulkStream {
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t frames_sent() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t bytes_sent() const ABSL_LOCKS_EXCLUDED(mu_);  // Of the frames' values.
 
  private:
   struct Frame {
@@ -73,6 +74,7 @@ class BulkStream {
   std::deque<Frame> queue_ ABSL_GUARDED_BY(mu_);
   int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sender_;  // Runs Run; started last.
 };
@@ -110,6 +112,9 @@ class BulkStreams {
   void DropWorker(const std::string& job_id, int worker) ABSL_LOCKS_EXCLUDED(mu_);
   void DropJob(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   int streams() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Frames and their values' bytes sent so far, on every stream this ps has had.
+  int64_t frames_sent() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t bytes_sent() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
@@ -132,6 +137,9 @@ class BulkStreams {
   // (job id, worker) -> its streams, oldest first.
   absl::flat_hash_map<std::pair<std::string, int>, std::deque<uint64_t>> by_worker_
       ABSL_GUARDED_BY(mu_);
+  // What the streams erased had sent.
+  int64_t retired_frames_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t retired_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Reset first in the destructor: no Attach runs once it is gone.
   std::unique_ptr<TicketDoor> door_;
 };

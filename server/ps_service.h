@@ -208,6 +208,10 @@ class ParameterService final : public ParameterServerBase {
                                            OpenBulkStreamResponse* response) override;
   // The bulk streams' port, or -1 where this ps opens none.
   int bulk_port() const { return bulk_streams_ == nullptr ? -1 : bulk_streams_->port(); }
+  // Pulls answered on bulk streams so far (0 without them).
+  int64_t bulk_frames_sent() const {
+    return bulk_streams_ == nullptr ? 0 : bulk_streams_->frames_sent();
+  }
   // The backup's side of replication (ps_service_replica.cc).
   grpc::ServerBidiReactor<ReplicaInput, ReplicaAck>* Replicate(
       grpc::CallbackServerContext* context) override;

@@ -266,6 +266,21 @@ void ParameterService::WriteMetrics(MetricsWriter* writer) {
     writer->Sample("ps_shared_memory_segments", {{"shard", shard}},
                    static_cast<double>(shared_memory_->segments()));
   }
+  if (bulk_streams_ != nullptr) {
+    writer->Family("ps_bulk_streams", "Bulk streams open to workers (docs/bulk_streams.md).",
+                   MetricType::kGauge);
+    writer->Sample("ps_bulk_streams", {{"shard", shard}},
+                   static_cast<double>(bulk_streams_->streams()));
+    writer->Family("ps_bulk_frames_total",
+                   "Pulls whose values went on a bulk stream instead of in the answer.",
+                   MetricType::kCounter);
+    writer->Sample("ps_bulk_frames_total", {{"shard", shard}},
+                   static_cast<double>(bulk_streams_->frames_sent()));
+    writer->Family("ps_bulk_bytes_total", "Bytes of values sent on bulk streams.",
+                   MetricType::kCounter);
+    writer->Sample("ps_bulk_bytes_total", {{"shard", shard}},
+                   static_cast<double>(bulk_streams_->bytes_sent()));
+  }
   if (jobs.empty()) return;
   std::vector<JobStats> stats;
   std::vector<JobView> views;

@@ -398,6 +398,10 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       }
       if (status.ok()) {
         status = in_flight[i]->handled;
+        if (absl::IsUnavailable(status) && !last) {
+          retry.push_back(pending[i]);  // Made again where it went: that copy answered.
+          continue;
+        }
       } else if (Retryable(call, status) && !last) {
         retry.push_back(pending[i]);
         if (call.replicated && !in_flight[i]->RetryHere()) {

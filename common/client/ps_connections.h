@@ -72,6 +72,12 @@ struct PsClientOptions {
   // instead of in the requests (common/client/shared_memory_links.h, docs/shared_memory.md);
   // false: always in the requests.
   bool shared_memory = true;
+  // Where no shared memory serves, a pull of at least this many bytes from one shard brings
+  // its values on a bulk stream to the ps instead of in the answer (common/client/bulk_links.h,
+  // docs/bulk_streams.md), where the ps opens them (plaintext clusters); false: always in the
+  // answers.
+  bool bulk_streams = true;
+  int64_t bulk_min_bytes = int64_t{1} << 20;
   // Must match the servers' --max_message_mb.
   int max_message_bytes = 1 << 30;
   // How the channels to the ps tasks are secured (plaintext by default).
@@ -98,8 +104,10 @@ class PsConnections {
     // Builds the request; called once per attempt, on the calling thread, before any call of
     // the attempt starts.
     std::function<grpc::ByteBuffer()> make_request;
-    // Handles an OK response; an error fails the call (not retried). Runs as soon as this
-    // call's response is in, possibly at the same time as other calls' handlers.
+    // Handles an OK response; an error fails the call (not retried), but UNAVAILABLE, which
+    // makes it again as the call's own UNAVAILABLE would (a pull whose values, sent beside the
+    // answer, were lost). Runs as soon as this call's response is in, possibly at the same time
+    // as other calls' handlers.
     std::function<absl::Status(const grpc::ByteBuffer&)> on_response;
     absl::Duration timeout;  // From the moment the call starts.
     int connection = 0;      // Which of the shard's connections to use.

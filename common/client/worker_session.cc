@@ -60,6 +60,18 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(PsClient* c
     session->links_ = std::make_unique<SharedMemoryLinks>(client->connections(),
                                                           std::move(identity), shard_floats);
   }
+  if (client->options().bulk_streams && incarnation != OBSERVER_INCARNATION &&
+      spec.replicas() <= 1 && session->MakePullRequest({}).encoding() == FLOAT32) {
+    OpenBulkStreamRequest identity;
+    identity.set_job_id(spec.job_id());
+    identity.set_worker(worker);
+    identity.set_run_id(spec.run_id());
+    std::vector<int64_t> shard_floats(client->num_ps());
+    for (int ps = 0; ps < client->num_ps(); ++ps) shard_floats[ps] = session->ShardFloats(ps);
+    session->bulk_ = std::make_unique<BulkLinks>(
+        client->connections(), std::move(identity), shard_floats,
+        client->options().bulk_min_bytes / static_cast<int64_t>(sizeof(float)));
+  }
   return session;
 }
 
@@ -232,7 +244,7 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
                                          PullResponseHeader* header,
                                          absl::Span<float> sparse_staging,
                                          const SharedMemoryLinks::Link* link,
-                                         bool in_place) const {
+                                         bool in_place, uint64_t bulk_frame) const {
   return DecodeTensorMessage(
       bytes, header,
       [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
@@ -259,6 +271,13 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
           }
           if (!in_place) SharedMemoryLinks::Scatter(link->pull, destinations);
           return std::vector<absl::Span<float>>();  // The data carries nothing.
+        }
+        if (header->on_bulk_stream()) {
+          if (bulk_frame == 0 || !sparse_staging.empty()) {
+            return absl::InternalError(
+                "the ps answered on a bulk stream where the pull did not ask it to");
+          }
+          return std::vector<absl::Span<float>>();  // On the stream, awaited by the caller.
         }
         if (!sparse_staging.empty()) destinations.push_back(sparse_staging);
         return destinations;
@@ -333,6 +352,10 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
           client_options.wait_timeout + client_options.call_timeout, 0});
       continue;
     }
+    if (BulkLink* bulk = rows == nullptr || rows->entries.empty() ? BulkFor(ps) : nullptr;
+        bulk != nullptr && AddBulkPullCall(ps, bulk, options, out, state, calls).ok()) {
+      continue;
+    }
     for (int index : placement_.SlicesOn(ps)) {
       const SlicePlacement& slice = placement_.slices[index];
       int64_t row_bytes = slice.row_size * static_cast<int64_t>(sizeof(float));
@@ -385,6 +408,45 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
   }
 }
 
+absl::Status WorkerSession::AddBulkPullCall(int ps, BulkLink* link, const PullOptions& options,
+                                            const MutableVariables& out, PullState* state,
+                                            std::vector<PsConnections::Call>* calls) {
+  PullRequest request = MakePullRequest(options);
+  std::vector<absl::Span<float>> destinations;
+  for (const SliceRef& ref : ShardSlices(ps)) {
+    *request.add_slices() = ref;
+    absl::StatusOr<absl::Span<float>> span =
+        SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
+    if (!span.ok()) return span.status();
+    destinations.push_back(*span);
+  }
+  std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
+  auto frame = std::make_shared<uint64_t>(0);  // The attempt's, set by its request.
+  const PsClientOptions& client_options = connections_->options();
+  calls->push_back(PsConnections::Call{
+      ps, "Pull", bulk_->FirstOnStream(ps, link, std::move(request), std::move(destinations), frame),
+      [this, expected, ps, &out, state, link, frame](const grpc::ByteBuffer& bytes) {
+        PullResponseHeader header;
+        absl::Status status = DecodeValues(bytes, expected, out, &header, {}, nullptr, false,
+                                           *frame);
+        if (!status.ok()) return status;
+        if (header.on_bulk_stream()) {
+          // UNAVAILABLE (the stream broke, or the frame is late) makes the pull again, in
+          // the answer.
+          status = link->Await(*frame, absl::Now() + connections_->options().call_timeout);
+          if (!status.ok()) return status;
+          bytes_received_.fetch_add(ShardFloats(ps) * static_cast<int64_t>(sizeof(float)),
+                                    std::memory_order_relaxed);
+        } else if (*frame != 0) {
+          link->Forget(*frame);  // The ps put the values in the answer.
+        }
+        state->Record(ps, header);
+        return status;
+      },
+      client_options.wait_timeout + client_options.call_timeout, 0});
+  return absl::OkStatus();
+}
+
 absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
   for (PsConnections::Call& call : calls) {
     call.replicated = replicated();
@@ -402,6 +464,7 @@ absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
   }
   absl::Status status = connections_->RunCalls(std::move(calls));
   if (links_ != nullptr) status.ok() ? links_->DropStale() : links_->DropAll();
+  if (bulk_ != nullptr) bulk_->DropStale();
   return status;
 }
 

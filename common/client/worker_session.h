@@ -22,6 +22,7 @@
 #include "absl/types/span.h"
 #include "common/job/partitioner.h"
 #include "common/client/ps_client.h"
+#include "common/client/bulk_links.h"
 #include "common/client/ps_connections.h"
 #include "common/client/shared_memory_links.h"
 #include "common/tensor/topk_compression.h"
@@ -216,12 +217,21 @@ class WorkerSession {
   // Decodes a PullResponse for the row ranges `expected` into `out`, and its sparse rows (if
   // any) into `sparse_staging`; values the answer left in shared memory are read from `link`'s
   // pull region.
-  // `in_place`: values in the pull region are left there (PullInPlace).
+  // `in_place`: values in the pull region are left there (PullInPlace). `bulk_frame`: the
+  // frame on a bulk stream the pull named (0: none), where an answer that says so left its
+  // values (the caller awaits them).
   absl::Status DecodeValues(const grpc::ByteBuffer& bytes, const std::vector<SliceRef>& expected,
                             const MutableVariables& out, PullResponseHeader* header,
                             absl::Span<float> sparse_staging = {},
                             const SharedMemoryLinks::Link* link = nullptr,
-                            bool in_place = false) const;
+                            bool in_place = false, uint64_t bulk_frame = 0) const;
+  // Shard `ps`'s bulk stream, or null where its values come in the answers.
+  BulkLink* BulkFor(int ps) { return bulk_ ? bulk_->For(ps) : nullptr; }
+  // A pull of every slice on shard `ps` whose values come on `link` (its first attempt's; in
+  // the answer when made again).
+  absl::Status AddBulkPullCall(int ps, BulkLink* link, const PullOptions& options,
+                               const MutableVariables& out, PullState* state,
+                               std::vector<PsConnections::Call>* calls);
   // Shard `ps`'s shared memory link, or null where its tensors go in the requests.
   SharedMemoryLinks::Link* LinkFor(int ps) { return links_ ? links_->For(ps) : nullptr; }
   // Puts a shard's dense gradient into `link`'s push region and names the segment in the
@@ -285,6 +295,10 @@ class WorkerSession {
   // Where the job's tensors may go through shared memory (WhyNoSharedMemory, and the client's
   // options say so): the links to the ps tasks on this host. Null otherwise.
   std::unique_ptr<SharedMemoryLinks> links_;
+  // Where a shard's large pulls may come on a bulk stream (the client's options say so; not for
+  // replicated jobs, whose pulls move between copies, nor 16-bit values): the streams. Null
+  // otherwise.
+  std::unique_ptr<BulkLinks> bulk_;
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
   std::atomic<int64_t> shared_memory_bytes_{0};

@@ -1,0 +1,290 @@
+#include "common/client/bulk_links.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/cluster/host_port.h"
+#include "common/net/bulk_frame.h"
+#include "common/net/proto_byte_buffer.h"
+#include "common/net/ticket_door.h"
+#include "glog/logging.h"
+
+namespace ps {
+namespace {
+
+// A connection to `host`:`port` within `timeout`, or why not.
+absl::StatusOr<int> ConnectWithin(const std::string& host, int port, absl::Duration timeout) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int error = getaddrinfo(host.c_str(), service.c_str(), &hints, &found); error != 0) {
+    return absl::UnavailableError(absl::StrCat("resolving ", host, ": ", gai_strerror(error)));
+  }
+  std::string why = "no address";
+  int connected = -1;
+  for (addrinfo* at = found; at != nullptr && connected < 0; at = at->ai_next) {
+    const int fd = socket(at->ai_family, at->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    if (connect(fd, at->ai_addr, at->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      why = std::strerror(errno);
+      close(fd);
+      continue;
+    }
+    pollfd polled{fd, POLLOUT, 0};
+    int error = 0;
+    socklen_t length = sizeof(error);
+    if (poll(&polled, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1) {
+      why = absl::StrCat("no answer within ", absl::FormatDuration(timeout));
+    } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) {
+      why = std::strerror(error != 0 ? error : errno);
+    } else {
+      connected = fd;
+      continue;
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  if (connected < 0) {
+    return absl::UnavailableError(absl::StrCat("connecting to ", host, ":", port, ": ", why));
+  }
+  return connected;
+}
+
+}  // namespace
+
+BulkLink::BulkLink(int fd, uint64_t stream) : fd_(fd), stream_(stream) {
+  reader_ = std::thread([this] { Read(); });
+}
+
+BulkLink::~BulkLink() {
+  {
+    absl::MutexLock lock(&mu_);
+    BreakLocked("");
+  }
+  reader_.join();
+  close(fd_);
+}
+
+uint64_t BulkLink::Expect(std::vector<absl::Span<float>> destinations) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t frame = next_frame_++;
+  expected_[frame] = Expected{std::move(destinations), false};
+  return frame;
+}
+
+absl::Status BulkLink::Await(uint64_t frame, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto settled = [this, frame]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = expected_.find(frame);
+    return broken_ || it == expected_.end() || it->second.done;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+  auto it = expected_.find(frame);
+  if (it != expected_.end() && it->second.done) {
+    expected_.erase(it);
+    return absl::OkStatus();
+  }
+  const bool timed_out = !broken_;
+  if (timed_out) BreakLocked("a frame did not come in time");
+  auto left = [this, frame]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reading_ != frame; };
+  mu_.Await(absl::Condition(&left));
+  expected_.erase(frame);
+  return absl::UnavailableError(
+      timed_out ? "the pull's values did not come on its bulk stream in time"
+                : "the pull's bulk stream broke before its values came");
+}
+
+void BulkLink::Forget(uint64_t frame) {
+  absl::MutexLock lock(&mu_);
+  if (expected_.find(frame) == expected_.end()) return;
+  if (reading_ == frame) {
+    BreakLocked("a frame being read was given up");
+    auto left = [this, frame]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return reading_ != frame; };
+    mu_.Await(absl::Condition(&left));
+  }
+  expected_.erase(frame);
+}
+
+bool BulkLink::broken() const {
+  absl::MutexLock lock(&mu_);
+  return broken_;
+}
+
+void BulkLink::BreakLocked(absl::string_view why) {
+  if (broken_) return;
+  broken_ = true;
+  if (!why.empty()) LOG(INFO) << "bulk stream " << stream_ << " closes: " << why;
+  shutdown(fd_, SHUT_RDWR);  // Ends a read in progress at once.
+}
+
+void BulkLink::Read() {
+  for (;;) {
+    absl::StatusOr<BulkFrameHeader> header = ReadBulkFrameHeader(fd_);
+    std::vector<absl::Span<float>> into;
+    bool wanted = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (broken_) return;
+      if (!header.ok()) {
+        BreakLocked(header.status().message());
+        return;
+      }
+      auto it = expected_.find(header->frame);
+      if (it != expected_.end()) {
+        uint64_t bytes = 0;
+        for (absl::Span<float> destination : it->second.destinations) {
+          bytes += destination.size() * sizeof(float);
+        }
+        if (bytes != header->bytes) {
+          BreakLocked(absl::StrCat("frame ", header->frame, " holds ", header->bytes,
+                                   " bytes where its pull expects ", bytes));
+          return;
+        }
+        into = it->second.destinations;
+        wanted = true;
+        reading_ = header->frame;
+      }
+    }
+    // A frame no one waits for any more (its pull was made again, or gave up) is read past.
+    absl::Status read = wanted ? ReadBulkValues(fd_, into) : SkipBulkBytes(fd_, header->bytes);
+    absl::MutexLock lock(&mu_);
+    reading_ = 0;
+    if (!read.ok()) {
+      BreakLocked(read.message());
+      return;
+    }
+    if (auto it = expected_.find(header->frame); wanted && it != expected_.end()) {
+      it->second.done = true;
+    }
+  }
+}
+
+BulkLinks::BulkLinks(PsConnections* connections, OpenBulkStreamRequest identity,
+                     std::vector<int64_t> shard_floats, int64_t min_floats)
+    : connections_(connections),
+      identity_(std::move(identity)),
+      shard_floats_(std::move(shard_floats)),
+      min_floats_(min_floats),
+      links_(shard_floats_.size()),
+      refused_(shard_floats_.size(), false),
+      stale_(shard_floats_.size(), false) {}
+
+BulkLink* BulkLinks::For(int ps) {
+  if (links_[ps] != nullptr) return links_[ps].get();
+  if (refused_[ps] || shard_floats_[ps] < std::max<int64_t>(1, min_floats_)) return nullptr;
+  // A pull made again in the answer carries the whole shard in one message.
+  constexpr int64_t kHeaderRoom = 64 << 10;
+  const int64_t bytes = shard_floats_[ps] * static_cast<int64_t>(sizeof(float));
+  const int64_t most = connections_->options().max_message_bytes;  // gRPC's -1: no limit.
+  if (most >= 0 && bytes + kHeaderRoom > most) {
+    refused_[ps] = true;
+    LOG(INFO) << connections_->ShardName(ps) << ": job " << identity_.job_id()
+              << "'s values come in the answers, in chunks, not on a bulk stream: the shard's "
+              << bytes << " bytes would not fit one answer of max_message_bytes (" << most
+              << ") were a pull made again in the answer";
+    return nullptr;
+  }
+  bool lasting = true;
+  absl::StatusOr<std::unique_ptr<BulkLink>> opened = Open(ps, &lasting);
+  if (!opened.ok() && !lasting) return nullptr;  // This use's own call meets the same trouble.
+  if (!opened.ok()) {
+    refused_[ps] = true;
+    LOG(INFO) << connections_->ShardName(ps) << ": job " << identity_.job_id()
+              << "'s pulls bring their values in the answers, not on a bulk stream: "
+              << opened.status().message();
+    return nullptr;
+  }
+  links_[ps] = *std::move(opened);
+  return links_[ps].get();
+}
+
+std::function<grpc::ByteBuffer()> BulkLinks::FirstOnStream(
+    int ps, BulkLink* link, PullRequest request, std::vector<absl::Span<float>> destinations,
+    std::shared_ptr<uint64_t> frame) {
+  auto attempts = std::make_shared<int>(0);
+  return [this, ps, link, request = std::move(request), destinations = std::move(destinations),
+          frame, attempts] {
+    if ((*attempts)++ == 0) {
+      *frame = link->Expect(destinations);
+      PullRequest on_stream = request;
+      on_stream.set_bulk_stream(link->stream());
+      on_stream.set_bulk_frame(*frame);
+      return SerializeToByteBuffer(on_stream);
+    }
+    if (*frame != 0) link->Forget(*frame);
+    *frame = 0;
+    stale_[ps] = true;
+    return SerializeToByteBuffer(request);
+  };
+}
+
+void BulkLinks::DropStale() {
+  for (size_t ps = 0; ps < links_.size(); ++ps) {
+    if (stale_[ps] || (links_[ps] != nullptr && links_[ps]->broken())) links_[ps].reset();
+    stale_[ps] = false;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<BulkLink>> BulkLinks::Open(int ps, bool* lasting) {
+  OpenBulkStreamResponse response;
+  std::vector<PsConnections::Call> calls;
+  calls.push_back(PsConnections::Call{
+      ps, "OpenBulkStream", [this] { return SerializeToByteBuffer(identity_); },
+      [&response](const grpc::ByteBuffer& bytes) { return ParseFromByteBuffer(bytes, &response); },
+      connections_->options().call_timeout, 0});
+  absl::Status status = connections_->RunCalls(std::move(calls));
+  // The job not there yet, or the ps not reachable: worth another try at the next use.
+  *lasting = !(absl::IsNotFound(status) || absl::IsUnavailable(status) ||
+               absl::IsDeadlineExceeded(status));
+  if (!status.ok()) return status;
+  // Reached or not from here, the answer holds for the session: a port the network does not
+  // let through (a firewall) stays so.
+  *lasting = true;
+  absl::StatusOr<HostPort> address = ParseHostPort(connections_->options().ps_addresses[ps]);
+  if (!address.ok()) return address.status();
+  const absl::Duration timeout = std::min(connections_->options().call_timeout, absl::Seconds(5));
+  absl::StatusOr<int> fd = ConnectWithin(address->host, response.port(), timeout);
+  if (!fd.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "its bulk port is out of reach (", fd.status().message(), "; ps_server --bulk_port)"));
+  }
+  timeval limit = absl::ToTimeval(timeout);
+  const int flags = fcntl(*fd, F_GETFL);
+  fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK);
+  setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+  const int one = 1;
+  setsockopt(*fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  char reply = 0;
+  const std::string& ticket = response.ticket();
+  if (send(*fd, ticket.data(), ticket.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(ticket.size()) ||
+      recv(*fd, &reply, 1, 0) != 1 || reply != TicketDoor::kGranted) {
+    close(*fd);
+    return absl::PermissionDeniedError(
+        "the ps did not let the stream in with the ticket it answered (expired, or the "
+        "connection reached another process)");
+  }
+  timeval none{0, 0};  // The reader waits as long as frames take; an Await's deadline ends it.
+  setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+  return std::make_unique<BulkLink>(*fd, response.stream());
+}
+
+}  // namespace ps

@@ -1,0 +1,107 @@
+// A worker session's bulk streams (docs/bulk_streams.md): per ps, a TCP connection the ps opened
+// for this worker (OpenBulkStream, let in by the ticket its answer carried) on which the ps sends
+// the dense values of the session's large pulls as frames (common/net/bulk_frame.h), read
+// straight into the variables the pull fills: no copy out of gRPC's buffers.
+//
+// A shard's link is opened at its first large pull. Where that fails for good (the ps serves TLS
+// or opens no streams, its port cannot be reached from here), the shard's values go in the
+// answers for the rest of the session, and the reason is logged once; where the job is not on
+// the ps yet or the ps is not reachable, the next use tries again. A link whose frame was lost
+// (its connection broke, or the frame did not come in time) is dropped and opened again at its
+// next use; the pull is made again with its values in the answer.
+#ifndef PS_COMMON_CLIENT_BULK_LINKS_H_
+#define PS_COMMON_CLIENT_BULK_LINKS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/client/ps_connections.h"
+#include "proto/ps_service.pb.h"
+
+namespace ps {
+
+// One stream, read on a thread of its own. Thread-safe.
+class BulkLink {
+ public:
+  // Reads frames from `fd` (connected, let in; owned from now on), named `stream` at the ps.
+  BulkLink(int fd, uint64_t stream);
+  ~BulkLink();  // Closes the connection and waits for its thread.
+  BulkLink(const BulkLink&) = delete;
+  BulkLink& operator=(const BulkLink&) = delete;
+
+  uint64_t stream() const { return stream_; }
+  // A new frame number whose values go into `destinations`, in order, when it comes.
+  uint64_t Expect(std::vector<absl::Span<float>> destinations) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until frame `frame` has come into its destinations (OK) or cannot (UNAVAILABLE: the
+  // stream broke, or `deadline` passed, which breaks it); forgets the frame either way.
+  absl::Status Await(uint64_t frame, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // Forgets frame `frame`: once this returns its destinations are never written (a frame being
+  // read into them then breaks the stream).
+  void Forget(uint64_t frame) ABSL_LOCKS_EXCLUDED(mu_);
+  bool broken() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Expected {
+    std::vector<absl::Span<float>> destinations;
+    bool done = false;
+  };
+  void Read() ABSL_LOCKS_EXCLUDED(mu_);
+  void BreakLocked(absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int fd_;
+  const uint64_t stream_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Expected> expected_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_frame_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t reading_ ABSL_GUARDED_BY(mu_) = 0;  // The frame being read into its destinations.
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reader_;  // Runs Read; started last.
+};
+
+// Not thread-safe (as its WorkerSession); the links themselves are.
+class BulkLinks {
+ public:
+  // `identity`: the worker and its job as OpenBulkStream names them. `shard_floats[ps]`: the
+  // dense floats shard ps holds of the job; a shard with fewer than min_floats keeps its values
+  // in the answers. `connections` must outlive this.
+  BulkLinks(PsConnections* connections, OpenBulkStreamRequest identity,
+            std::vector<int64_t> shard_floats, int64_t min_floats);
+
+  // Shard `ps`'s link, opened now if it was not; null where its values go in the answers.
+  BulkLink* For(int ps);
+  // The request of a pull of shard `ps` on `link`: on its first attempt `request` naming a new
+  // frame for `destinations`, and on a retry `request` as it is (the values in the answer), the
+  // first attempt's frame forgotten and the link dropped once the batch is done (DropStale).
+  // `*frame` says which frame the attempt's answer may name (0: none).
+  std::function<grpc::ByteBuffer()> FirstOnStream(int ps, BulkLink* link, PullRequest request,
+                                                  std::vector<absl::Span<float>> destinations,
+                                                  std::shared_ptr<uint64_t> frame);
+  // Drops the links marked stale and those broken; each is opened again at its next use.
+  void DropStale();
+
+ private:
+  absl::StatusOr<std::unique_ptr<BulkLink>> Open(int ps, bool* lasting);
+
+  PsConnections* const connections_;
+  const OpenBulkStreamRequest identity_;
+  const std::vector<int64_t> shard_floats_;
+  const int64_t min_floats_;
+  std::vector<std::unique_ptr<BulkLink>> links_;  // Per shard; null where not open.
+  std::vector<bool> refused_;                     // Per shard: opening failed for good.
+  std::vector<bool> stale_;                       // Per shard: to drop once the batch is done.
+};
+
+}  // namespace ps
+
+#endif  // PS_COMMON_CLIENT_BULK_LINKS_H_

@@ -1,0 +1,255 @@
+// Pulls whose values come on a bulk stream (docs/bulk_streams.md): the values of the answers
+// path, a stream that serves only the worker it was opened for, and pulls that go on in the
+// answers when their stream is gone.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <glog/logging.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "common/client/ps_client.h"
+#include "common/client/worker_session.h"
+#include "common/net/proto_byte_buffer.h"
+#include "common/net/ticket_door.h"
+#include "proto/ps_service.pb.h"
+#include "server/testing/in_process_ps_cluster.h"
+
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kRows = 1024;
+constexpr int64_t kColumns = 256;  // 1 MiB of floats, over two shards.
+
+ParameterSpec MakeSpec(const std::string& job_id, ConsistencyConfig::Mode mode) {
+  ParameterSpec spec;
+  spec.set_job_id(job_id);
+  spec.set_run_id("run-1");
+  spec.set_num_workers(2);
+  spec.set_min_slice_bytes(64);
+  spec.mutable_optimizer()->set_kind(OptimizerConfig::SGD);
+  spec.mutable_learning_rate()->set_base(0.5f);
+  spec.mutable_consistency()->set_mode(mode);
+  VariableDef* w = spec.add_variables();
+  w->set_name("w");
+  w->add_shape(kRows);
+  w->add_shape(kColumns);
+  w->mutable_initializer()->set_kind(InitializerConfig::NORMAL);
+  w->mutable_initializer()->set_scale(1.0f);
+  return spec;
+}
+
+class BulkStreamTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    InProcessPsClusterOptions options;
+    options.num_ps = 2;
+    absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster =
+        InProcessPsCluster::Start(options);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    cluster_ = *std::move(cluster);
+    ASSERT_GT(cluster_->server(0).bulk_port(), 0);
+  }
+
+  // Shared memory off, as between hosts.
+  std::unique_ptr<PsClient> Client(bool bulk_streams) {
+    PsClientOptions options;
+    options.call_timeout = absl::Seconds(10);
+    options.wait_timeout = absl::Seconds(10);
+    options.shared_memory = false;
+    options.bulk_streams = bulk_streams;
+    options.bulk_min_bytes = 64 << 10;
+    options.initial_backoff = absl::Milliseconds(10);
+    absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient(options);
+    CHECK(client.ok()) << client.status();
+    return *std::move(client);
+  }
+
+  std::unique_ptr<WorkerSession> Session(PsClient* client, const ParameterSpec& spec, int worker) {
+    absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+        WorkerSession::Create(client, spec, worker);
+    CHECK(session.ok()) << session.status();
+    return *std::move(session);
+  }
+
+  int64_t FramesSent() {
+    return cluster_->server(0).service().bulk_frames_sent() +
+           cluster_->server(1).service().bulk_frames_sent();
+  }
+
+  // The raw answer of `method` on shard `ps` to `request`.
+  absl::StatusOr<grpc::ByteBuffer> Call(PsClient* client, int ps, const std::string& method,
+                                        grpc::ByteBuffer request) {
+    grpc::ByteBuffer answer;
+    std::vector<PsConnections::Call> calls;
+    calls.push_back(PsConnections::Call{
+        ps, method, [request] { return request; },
+        [&answer](const grpc::ByteBuffer& bytes) {
+          answer = bytes;
+          return absl::OkStatus();
+        },
+        absl::Seconds(10), 0});
+    absl::Status status = client->connections()->RunCalls(std::move(calls));
+    if (!status.ok()) return status;
+    return answer;
+  }
+
+  // Opens a stream on shard `ps` as `worker` of `spec`'s job and connects to it with its
+  // ticket; its id (the connection is kept in fds_).
+  absl::StatusOr<uint64_t> OpenStream(PsClient* client, const ParameterSpec& spec, int ps,
+                                      int worker) {
+    OpenBulkStreamRequest request;
+    request.set_job_id(spec.job_id());
+    request.set_worker(worker);
+    request.set_run_id(spec.run_id());
+    absl::StatusOr<grpc::ByteBuffer> answer =
+        Call(client, ps, "OpenBulkStream", SerializeToByteBuffer(request));
+    if (!answer.ok()) return answer.status();
+    OpenBulkStreamResponse response;
+    absl::Status parsed = ParseFromByteBuffer(*answer, &response);
+    if (!parsed.ok()) return parsed;
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(response.port()));
+    timeval limit{5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+    char reply = 0;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+        send(fd, response.ticket().data(), response.ticket().size(), MSG_NOSIGNAL) !=
+            static_cast<ssize_t>(response.ticket().size()) ||
+        recv(fd, &reply, 1, 0) != 1 || reply != TicketDoor::kGranted) {
+      close(fd);
+      return absl::InternalError("the stream's ticket did not let it in");
+    }
+    fds_.push_back(fd);
+    absl::SleepFor(absl::Milliseconds(20));  // The door attaches it right after answering.
+    return response.stream();
+  }
+
+  // A raw pull of every slice of shard `ps` as `worker` of `job_id` naming stream `stream`.
+  absl::Status PullNaming(PsClient* client, const std::string& job_id, int ps, int worker,
+                          uint64_t stream) {
+    PullRequest request;
+    request.set_job_id(job_id);
+    request.set_run_id("run-1");
+    request.set_worker(worker);
+    request.set_bulk_stream(stream);
+    request.set_bulk_frame(1);
+    return Call(client, ps, "Pull", SerializeToByteBuffer(request)).status();
+  }
+
+  std::vector<float> PullAll(WorkerSession* session) {
+    std::vector<float> values(kRows * kColumns, -1.0f);
+    absl::StatusOr<WorkerSession::PullResult> pulled =
+        session->Pull({}, {{"w", absl::MakeSpan(values)}});
+    CHECK(pulled.ok()) << pulled.status();
+    return values;
+  }
+
+  void TearDown() override {
+    cluster_.reset();
+    for (int fd : fds_) close(fd);
+  }
+
+  std::unique_ptr<InProcessPsCluster> cluster_;
+  std::vector<int> fds_;
+};
+
+TEST_F(BulkStreamTest, PullsOnStreamsGiveTheValuesOfTheAnswersPathInEveryMode) {
+  for (ConsistencyConfig::Mode mode : {ConsistencyConfig::ASYNC, ConsistencyConfig::SSP}) {
+    SCOPED_TRACE(ConsistencyConfig::Mode_Name(mode));
+    std::unique_ptr<PsClient> on_streams = Client(true);
+    std::unique_ptr<PsClient> in_answers = Client(false);
+    ParameterSpec stream_spec = MakeSpec(absl::StrCat("streams-", mode), mode);
+    ParameterSpec answer_spec = MakeSpec(absl::StrCat("answers-", mode), mode);
+    stream_spec.set_num_workers(1);  // No clock waits for a worker that never comes.
+    answer_spec.set_num_workers(1);
+    ASSERT_TRUE(on_streams->CreateJob(stream_spec).ok());
+    ASSERT_TRUE(in_answers->CreateJob(answer_spec).ok());
+    std::unique_ptr<WorkerSession> streams = Session(on_streams.get(), stream_spec, 0);
+    std::unique_ptr<WorkerSession> answers = Session(in_answers.get(), answer_spec, 0);
+    const int64_t frames_before = FramesSent();
+    std::vector<float> gradient(kRows * kColumns);
+    for (int step = 0; step < 4; ++step) {
+      for (size_t i = 0; i < gradient.size(); ++i) gradient[i] = 0.001f * ((i * 7 + step) % 13);
+      WorkerSession::PushOptions push;
+      push.clock = step;
+      WorkerSession::PullOptions pull;
+      pull.clock = step;
+      std::vector<float> a(gradient.size()), b(gradient.size());
+      ASSERT_TRUE(streams->Pull(pull, {{"w", absl::MakeSpan(a)}}).ok());
+      ASSERT_TRUE(answers->Pull(pull, {{"w", absl::MakeSpan(b)}}).ok());
+      ASSERT_EQ(a, b) << "step " << step;
+      ASSERT_TRUE(streams->Push(push, {{"w", absl::MakeConstSpan(gradient)}}).ok());
+      ASSERT_TRUE(answers->Push(push, {{"w", absl::MakeConstSpan(gradient)}}).ok());
+    }
+    EXPECT_EQ(PullAll(streams.get()), PullAll(answers.get()));
+    // Every pull of the streams' session, on both shards, went on its stream.
+    EXPECT_EQ(FramesSent() - frames_before, 2 * 5);
+  }
+}
+
+TEST_F(BulkStreamTest, AStreamServesOnlyTheWorkerOfTheJobItWasOpenedFor) {
+  std::unique_ptr<PsClient> client = Client(true);
+  const ParameterSpec alice = MakeSpec("alice", ConsistencyConfig::ASYNC);
+  const ParameterSpec bob = MakeSpec("bob", ConsistencyConfig::ASYNC);
+  ASSERT_TRUE(client->CreateJob(alice).ok());
+  ASSERT_TRUE(client->CreateJob(bob).ok());
+  absl::StatusOr<uint64_t> stream = OpenStream(client.get(), alice, 0, 0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  EXPECT_TRUE(PullNaming(client.get(), "alice", 0, 0, *stream).ok());
+  absl::Status other_worker = PullNaming(client.get(), "alice", 0, 1, *stream);
+  EXPECT_EQ(other_worker.code(), absl::StatusCode::kPermissionDenied) << other_worker;
+  EXPECT_THAT(other_worker.message(), HasSubstr("belongs to another worker or job"));
+  absl::Status other_job = PullNaming(client.get(), "bob", 0, 0, *stream);
+  EXPECT_EQ(other_job.code(), absl::StatusCode::kPermissionDenied) << other_job;
+  // A stream of another ps, or none: the values would come in the answer.
+  absl::Status unknown = PullNaming(client.get(), "alice", 1, 0, *stream);
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kUnavailable) << unknown;
+  // Opening one as a worker out of range, or for another run, is refused as for shared memory.
+  OpenBulkStreamRequest request;
+  request.set_job_id("alice");
+  request.set_worker(2);
+  request.set_run_id("run-1");
+  EXPECT_EQ(Call(client.get(), 0, "OpenBulkStream", SerializeToByteBuffer(request)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  request.set_worker(0);
+  request.set_run_id("run-0");
+  EXPECT_EQ(Call(client.get(), 0, "OpenBulkStream", SerializeToByteBuffer(request)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(BulkStreamTest, PullsGoOnInTheAnswersWhenTheirStreamIsClosedAndOpenAnotherAfter) {
+  std::unique_ptr<PsClient> client = Client(true);
+  std::unique_ptr<PsClient> reference = Client(false);
+  const ParameterSpec spec = MakeSpec("j", ConsistencyConfig::ASYNC);
+  ASSERT_TRUE(client->CreateJob(spec).ok());
+  std::unique_ptr<WorkerSession> session = Session(client.get(), spec, 0);
+  std::unique_ptr<WorkerSession> observer = Session(reference.get(), spec, 1);
+  const std::vector<float> expected = PullAll(observer.get());
+  ASSERT_EQ(PullAll(session.get()), expected);
+  const int64_t frames = FramesSent();
+  ASSERT_EQ(frames, 2);
+  // The same worker's next streams close the session's (kStreamsPerWorker per worker).
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(OpenStream(client.get(), spec, 0, 0).ok());
+  EXPECT_EQ(PullAll(session.get()), expected);  // Shard 0's in the answer; shard 1's streamed.
+  EXPECT_EQ(FramesSent(), frames + 1);
+  EXPECT_EQ(PullAll(session.get()), expected);  // Shard 0's stream opened again.
+  EXPECT_EQ(FramesSent(), frames + 3);
+}
+
+}  // namespace
+}  // namespace ps
