@@ -27,8 +27,10 @@
 // byte_budget.h: every push reserving room, every answer carrying a window),
 // --shared_memory_compare tensors in the requests with tensors through shared memory
 // (docs/shared_memory.md; the ps shares the host), each row then also showing one thread's
-// memcpy of the same bytes, the machine's limit for a copy. Without it every side sends its
-// tensors in the requests, the network path. It prints
+// memcpy of the same bytes, the machine's limit for a copy, --bulk_compare pulls whose values
+// come in the answers with pulls whose values come on bulk streams (docs/bulk_streams.md; every
+// other side takes them on streams, the default). Without --shared_memory_compare every side
+// sends its tensors over TCP, the network path. It prints
 // the median ratio of the second side to the first per measurement. With compression, GB/s
 // counts the variable's float32 bytes (what the worker pushes or pulls), not the bytes sent.
 #include <arpa/inet.h>
@@ -105,6 +107,9 @@ DEFINE_bool(in_place, false,
             "with --shared_memory_compare, a third side: shared memory in place (pulls leave "
             "the values in the segment: WorkerSession::PullInPlace; pushes send a gradient "
             "computed in its push region: PushRegions)");
+DEFINE_bool(bulk_compare, false,
+            "compare pulls whose values come in the answers with pulls whose values come on bulk "
+            "streams (docs/bulk_streams.md); the other sides use bulk streams, the default");
 DEFINE_int32(rounds, 1, "measurements of each size (and round trip) per side");
 DEFINE_string(ps_addresses, "",
               "comma-separated host:port of running ps_server tasks (ps:0 first) to measure "
@@ -577,12 +582,12 @@ int Run() {
     return 2;
   }
   if (!FLAGS_tls_dir.empty() + FLAGS_metrics_compare + !FLAGS_compression.empty() +
-          FLAGS_replicas_compare + FLAGS_budget_compare + FLAGS_shared_memory_compare >
+          FLAGS_replicas_compare + FLAGS_budget_compare + FLAGS_shared_memory_compare +
+          FLAGS_bulk_compare >
       1) {
     std::fprintf(stderr, "ps_bench: --tls_dir, --metrics_compare, --compression, "
-                         "--replicas_compare, --budget_compare and --shared_memory_compare "
-                         "compare two sides each; give "
-                         "one of them\n");
+                         "--replicas_compare, --budget_compare, --shared_memory_compare and "
+                         "--bulk_compare compare two sides each; give one of them\n");
     return 2;
   }
   if (FLAGS_replicas_compare && (in_process < 2)) {
@@ -654,6 +659,11 @@ int Run() {
       sides.back().options.shared_memory = true;
       sides.back().in_place = true;
     }
+  }
+  if (FLAGS_bulk_compare) {
+    sides.front().label = "answers";
+    sides.front().options.bulk_streams = false;
+    sides.push_back(Side{"bulk streams", options, {}, {}, nullptr, {}, {}, {}});
   }
   if (FLAGS_replicas_compare) {
     sides.front().label = "replicas 0";

@@ -11,8 +11,8 @@
 // takes its values in the answer. The streams carry plaintext: a ps serving TLS opens none.
 //
 // Each stream sends its frames in order on a thread of its own, so a pull's handler never waits
-// on the worker's socket. A worker may hold up to kStreamsPerWorker streams (a session each);
-// its next one closes its oldest.
+// on the worker's socket. A worker may hold up to kStreamsPerWorker streams (a session holds one
+// per connection to the ps); its next one closes its oldest.
 #ifndef PS_SERVER_BULK_STREAMS_H_
 #define PS_SERVER_BULK_STREAMS_H_
 
@@ -84,7 +84,7 @@ class BulkStreams {
  public:
   // How long a stream's ticket stays good: the worker connects right after the answer.
   static constexpr absl::Duration kTicketLifetime = absl::Seconds(10);
-  static constexpr int kStreamsPerWorker = 4;
+  static constexpr int kStreamsPerWorker = 8;  // A session has one per connection to the ps.
   static constexpr int kMaxStreams = 4096;  // Of all workers: each holds a socket and a thread.
 
   // Listens on `host` (an address of this machine; "0.0.0.0" or "::" for all), port `port` (0:

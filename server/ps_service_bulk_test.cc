@@ -22,6 +22,7 @@
 #include "common/net/proto_byte_buffer.h"
 #include "common/net/ticket_door.h"
 #include "proto/ps_service.pb.h"
+#include "server/bulk_streams.h"
 #include "server/testing/in_process_ps_cluster.h"
 
 namespace ps {
@@ -197,8 +198,9 @@ TEST_F(BulkStreamTest, PullsOnStreamsGiveTheValuesOfTheAnswersPathInEveryMode) {
       ASSERT_TRUE(answers->Push(push, {{"w", absl::MakeConstSpan(gradient)}}).ok());
     }
     EXPECT_EQ(PullAll(streams.get()), PullAll(answers.get()));
-    // Every pull of the streams' session, on both shards, went on its stream.
-    EXPECT_EQ(FramesSent() - frames_before, 2 * 5);
+    // Every pull of the streams' session went on its streams: two per shard, each with half
+    // the shard's rows.
+    EXPECT_EQ(FramesSent() - frames_before, 2 * 2 * 5);
   }
 }
 
@@ -242,13 +244,15 @@ TEST_F(BulkStreamTest, PullsGoOnInTheAnswersWhenTheirStreamIsClosedAndOpenAnothe
   const std::vector<float> expected = PullAll(observer.get());
   ASSERT_EQ(PullAll(session.get()), expected);
   const int64_t frames = FramesSent();
-  ASSERT_EQ(frames, 2);
+  ASSERT_EQ(frames, 4);  // Two streams per shard (one per connection), half the rows on each.
   // The same worker's next streams close the session's (kStreamsPerWorker per worker).
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(OpenStream(client.get(), spec, 0, 0).ok());
+  for (int i = 0; i < BulkStreams::kStreamsPerWorker; ++i) {
+    ASSERT_TRUE(OpenStream(client.get(), spec, 0, 0).ok());
+  }
   EXPECT_EQ(PullAll(session.get()), expected);  // Shard 0's in the answer; shard 1's streamed.
-  EXPECT_EQ(FramesSent(), frames + 1);
-  EXPECT_EQ(PullAll(session.get()), expected);  // Shard 0's stream opened again.
-  EXPECT_EQ(FramesSent(), frames + 3);
+  EXPECT_EQ(FramesSent(), frames + 2);
+  EXPECT_EQ(PullAll(session.get()), expected);  // Shard 0's streams opened again.
+  EXPECT_EQ(FramesSent(), frames + 6);
 }
 
 }  // namespace

@@ -177,17 +177,21 @@ void BulkLink::Read() {
 }
 
 BulkLinks::BulkLinks(PsConnections* connections, OpenBulkStreamRequest identity,
-                     std::vector<int64_t> shard_floats, int64_t min_floats)
+                     std::vector<int64_t> shard_floats, int64_t min_floats, int streams_per_ps)
     : connections_(connections),
       identity_(std::move(identity)),
       shard_floats_(std::move(shard_floats)),
       min_floats_(min_floats),
-      links_(shard_floats_.size()),
-      refused_(shard_floats_.size(), false),
-      stale_(shard_floats_.size(), false) {}
+      streams_per_ps_(std::max(1, streams_per_ps)),
+      refused_(shard_floats_.size(), false) {
+  for (size_t ps = 0; ps < shard_floats_.size(); ++ps) {
+    links_.emplace_back(streams_per_ps_);
+    stale_.emplace_back(streams_per_ps_, false);
+  }
+}
 
-BulkLink* BulkLinks::For(int ps) {
-  if (links_[ps] != nullptr) return links_[ps].get();
+BulkLink* BulkLinks::For(int ps, int k) {
+  if (links_[ps][k] != nullptr) return links_[ps][k].get();
   if (refused_[ps] || shard_floats_[ps] < std::max<int64_t>(1, min_floats_)) return nullptr;
   // A pull made again in the answer carries the whole shard in one message.
   constexpr int64_t kHeaderRoom = 64 << 10;
@@ -211,16 +215,16 @@ BulkLink* BulkLinks::For(int ps) {
               << opened.status().message();
     return nullptr;
   }
-  links_[ps] = *std::move(opened);
-  return links_[ps].get();
+  links_[ps][k] = *std::move(opened);
+  return links_[ps][k].get();
 }
 
 std::function<grpc::ByteBuffer()> BulkLinks::FirstOnStream(
-    int ps, BulkLink* link, PullRequest request, std::vector<absl::Span<float>> destinations,
-    std::shared_ptr<uint64_t> frame) {
+    int ps, int k, BulkLink* link, PullRequest request,
+    std::vector<absl::Span<float>> destinations, std::shared_ptr<uint64_t> frame) {
   auto attempts = std::make_shared<int>(0);
-  return [this, ps, link, request = std::move(request), destinations = std::move(destinations),
-          frame, attempts] {
+  return [this, ps, k, link, request = std::move(request),
+          destinations = std::move(destinations), frame, attempts] {
     if ((*attempts)++ == 0) {
       *frame = link->Expect(destinations);
       PullRequest on_stream = request;
@@ -230,15 +234,18 @@ std::function<grpc::ByteBuffer()> BulkLinks::FirstOnStream(
     }
     if (*frame != 0) link->Forget(*frame);
     *frame = 0;
-    stale_[ps] = true;
+    stale_[ps][k] = true;
     return SerializeToByteBuffer(request);
   };
 }
 
 void BulkLinks::DropStale() {
   for (size_t ps = 0; ps < links_.size(); ++ps) {
-    if (stale_[ps] || (links_[ps] != nullptr && links_[ps]->broken())) links_[ps].reset();
-    stale_[ps] = false;
+    for (int k = 0; k < streams_per_ps_; ++k) {
+      std::unique_ptr<BulkLink>& link = links_[ps][k];
+      if (stale_[ps][k] || (link != nullptr && link->broken())) link.reset();
+      stale_[ps][k] = false;
+    }
   }
 }
 

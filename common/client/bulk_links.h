@@ -74,17 +74,21 @@ class BulkLinks {
  public:
   // `identity`: the worker and its job as OpenBulkStream names them. `shard_floats[ps]`: the
   // dense floats shard ps holds of the job; a shard with fewer than min_floats keeps its values
-  // in the answers. `connections` must outlive this.
+  // in the answers. Each shard has up to `streams_per_ps` streams (as many as the client's
+  // connections to it): a pull is split over them, so that they move in parallel as its chunks
+  // would. `connections` must outlive this.
   BulkLinks(PsConnections* connections, OpenBulkStreamRequest identity,
-            std::vector<int64_t> shard_floats, int64_t min_floats);
+            std::vector<int64_t> shard_floats, int64_t min_floats, int streams_per_ps);
 
-  // Shard `ps`'s link, opened now if it was not; null where its values go in the answers.
-  BulkLink* For(int ps);
-  // The request of a pull of shard `ps` on `link`: on its first attempt `request` naming a new
-  // frame for `destinations`, and on a retry `request` as it is (the values in the answer), the
-  // first attempt's frame forgotten and the link dropped once the batch is done (DropStale).
-  // `*frame` says which frame the attempt's answer may name (0: none).
-  std::function<grpc::ByteBuffer()> FirstOnStream(int ps, BulkLink* link, PullRequest request,
+  int streams_per_ps() const { return streams_per_ps_; }
+  // Stream `k` of shard `ps`, opened now if it was not; null where its values go in the answers.
+  BulkLink* For(int ps, int k = 0);
+  // The request of a pull of shard `ps` on its stream `k`, `link`: on its first attempt
+  // `request` naming a new frame for `destinations`, and on a retry `request` as it is (the
+  // values in the answer), the first attempt's frame forgotten and the link dropped once the
+  // batch is done (DropStale). `*frame` says which frame the attempt's answer may name (0: none).
+  std::function<grpc::ByteBuffer()> FirstOnStream(int ps, int k, BulkLink* link,
+                                                  PullRequest request,
                                                   std::vector<absl::Span<float>> destinations,
                                                   std::shared_ptr<uint64_t> frame);
   // Drops the links marked stale and those broken; each is opened again at its next use.
@@ -97,9 +101,11 @@ class BulkLinks {
   const OpenBulkStreamRequest identity_;
   const std::vector<int64_t> shard_floats_;
   const int64_t min_floats_;
-  std::vector<std::unique_ptr<BulkLink>> links_;  // Per shard; null where not open.
-  std::vector<bool> refused_;                     // Per shard: opening failed for good.
-  std::vector<bool> stale_;                       // Per shard: to drop once the batch is done.
+  const int streams_per_ps_;
+  // links_[ps][k]: null where not open. stale_[ps][k]: to drop once the batch is done.
+  std::vector<std::vector<std::unique_ptr<BulkLink>>> links_;
+  std::vector<std::vector<bool>> stale_;
+  std::vector<bool> refused_;  // Per shard: opening failed for good.
 };
 
 }  // namespace ps

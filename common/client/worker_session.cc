@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(PsClient* c
     for (int ps = 0; ps < client->num_ps(); ++ps) shard_floats[ps] = session->ShardFloats(ps);
     session->bulk_ = std::make_unique<BulkLinks>(
         client->connections(), std::move(identity), shard_floats,
-        client->options().bulk_min_bytes / static_cast<int64_t>(sizeof(float)));
+        client->options().bulk_min_bytes / static_cast<int64_t>(sizeof(float)),
+        client->options().connections_per_ps);
   }
   return session;
 }
@@ -352,8 +353,8 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
           client_options.wait_timeout + client_options.call_timeout, 0});
       continue;
     }
-    if (BulkLink* bulk = rows == nullptr || rows->entries.empty() ? BulkFor(ps) : nullptr;
-        bulk != nullptr && AddBulkPullCall(ps, bulk, options, out, state, calls).ok()) {
+    if (bulk_ != nullptr && (rows == nullptr || rows->entries.empty()) &&
+        AddBulkPullCalls(ps, options, out, state, calls).ok()) {
       continue;
     }
     for (int index : placement_.SlicesOn(ps)) {
@@ -408,42 +409,81 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
   }
 }
 
-absl::Status WorkerSession::AddBulkPullCall(int ps, BulkLink* link, const PullOptions& options,
-                                            const MutableVariables& out, PullState* state,
-                                            std::vector<PsConnections::Call>* calls) {
-  PullRequest request = MakePullRequest(options);
-  std::vector<absl::Span<float>> destinations;
-  for (const SliceRef& ref : ShardSlices(ps)) {
-    *request.add_slices() = ref;
-    absl::StatusOr<absl::Span<float>> span =
-        SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
-    if (!span.ok()) return span.status();
-    destinations.push_back(*span);
+absl::Status WorkerSession::AddBulkPullCalls(int ps, const PullOptions& options,
+                                             const MutableVariables& out, PullState* state,
+                                             std::vector<PsConnections::Call>* calls) {
+  std::vector<std::pair<int, BulkLink*>> links;  // (stream index, link) of the streams open.
+  for (int k = 0; k < bulk_->streams_per_ps(); ++k) {
+    if (BulkLink* link = bulk_->For(ps, k); link != nullptr) links.emplace_back(k, link);
   }
-  std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
-  auto frame = std::make_shared<uint64_t>(0);  // The attempt's, set by its request.
+  if (links.empty()) return absl::FailedPreconditionError("no bulk stream");
+  // The shard's rows in as many parts of about equal size as there are streams (a row each at
+  // least), one pull on each stream.
+  const std::vector<SliceRef> slices = ShardSlices(ps);
+  const int64_t per_part = (ShardFloats(ps) + static_cast<int64_t>(links.size()) - 1) /
+                           static_cast<int64_t>(links.size());
+  std::vector<std::vector<SliceRef>> parts(1);
+  int64_t in_part = 0;
+  for (const SliceRef& slice : slices) {
+    const int64_t row_size = variable_row_size_.at(slice.variable());
+    int64_t row = slice.row_begin();
+    const int64_t end = slice.row_begin() + slice.row_count();
+    while (row < end) {
+      if (in_part >= per_part && parts.size() < links.size()) {
+        parts.emplace_back();
+        in_part = 0;
+      }
+      const int64_t rows = std::min(end - row, std::max<int64_t>(1, (per_part - in_part) / row_size));
+      SliceRef ref = slice;
+      ref.set_row_begin(row);
+      ref.set_row_count(parts.size() < links.size() ? rows : end - row);
+      parts.back().push_back(ref);
+      in_part += ref.row_count() * row_size;
+      row += ref.row_count();
+    }
+  }
   const PsClientOptions& client_options = connections_->options();
-  calls->push_back(PsConnections::Call{
-      ps, "Pull", bulk_->FirstOnStream(ps, link, std::move(request), std::move(destinations), frame),
-      [this, expected, ps, &out, state, link, frame](const grpc::ByteBuffer& bytes) {
-        PullResponseHeader header;
-        absl::Status status = DecodeValues(bytes, expected, out, &header, {}, nullptr, false,
-                                           *frame);
-        if (!status.ok()) return status;
-        if (header.on_bulk_stream()) {
-          // UNAVAILABLE (the stream broke, or the frame is late) makes the pull again, in
-          // the answer.
-          status = link->Await(*frame, absl::Now() + connections_->options().call_timeout);
+  for (size_t part = 0; part < parts.size(); ++part) {
+    const int k = links[part].first;
+    BulkLink* const link = links[part].second;
+    PullRequest request = MakePullRequest(options);
+    std::vector<absl::Span<float>> destinations;
+    for (const SliceRef& ref : parts[part]) {
+      *request.add_slices() = ref;
+      absl::StatusOr<absl::Span<float>> span =
+          SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
+      if (!span.ok()) return span.status();
+      destinations.push_back(*span);
+    }
+    const int64_t bytes = static_cast<int64_t>(sizeof(float)) * [&] {
+      int64_t floats = 0;
+      for (absl::Span<float> destination : destinations) floats += destination.size();
+      return floats;
+    }();
+    std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
+    auto frame = std::make_shared<uint64_t>(0);  // The attempt's, set by its request.
+    calls->push_back(PsConnections::Call{
+        ps, "Pull",
+        bulk_->FirstOnStream(ps, k, link, std::move(request), std::move(destinations), frame),
+        [this, expected, ps, &out, state, link, frame, bytes](const grpc::ByteBuffer& answer) {
+          PullResponseHeader header;
+          absl::Status status =
+              DecodeValues(answer, expected, out, &header, {}, nullptr, false, *frame);
           if (!status.ok()) return status;
-          bytes_received_.fetch_add(ShardFloats(ps) * static_cast<int64_t>(sizeof(float)),
-                                    std::memory_order_relaxed);
-        } else if (*frame != 0) {
-          link->Forget(*frame);  // The ps put the values in the answer.
-        }
-        state->Record(ps, header);
-        return status;
-      },
-      client_options.wait_timeout + client_options.call_timeout, 0});
+          if (header.on_bulk_stream()) {
+            // UNAVAILABLE (the stream broke, or the frame is late) makes the pull again, in
+            // the answer.
+            status = link->Await(*frame, absl::Now() + connections_->options().call_timeout);
+            if (!status.ok()) return status;
+            bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
+          } else if (*frame != 0) {
+            link->Forget(*frame);  // The ps put the values in the answer.
+          }
+          state->Record(ps, header);
+          return status;
+        },
+        client_options.wait_timeout + client_options.call_timeout, k});
+  }
   return absl::OkStatus();
 }
 

@@ -225,13 +225,11 @@ class WorkerSession {
                             absl::Span<float> sparse_staging = {},
                             const SharedMemoryLinks::Link* link = nullptr,
                             bool in_place = false, uint64_t bulk_frame = 0) const;
-  // Shard `ps`'s bulk stream, or null where its values come in the answers.
-  BulkLink* BulkFor(int ps) { return bulk_ ? bulk_->For(ps) : nullptr; }
-  // A pull of every slice on shard `ps` whose values come on `link` (its first attempt's; in
-  // the answer when made again).
-  absl::Status AddBulkPullCall(int ps, BulkLink* link, const PullOptions& options,
-                               const MutableVariables& out, PullState* state,
-                               std::vector<PsConnections::Call>* calls);
+  // Pulls of every slice on shard `ps` whose values come on its bulk streams, the rows split
+  // over them (each pull's first attempt's; in the answer when made again). FAILED_PRECONDITION
+  // where the shard has none: its values come in the answers.
+  absl::Status AddBulkPullCalls(int ps, const PullOptions& options, const MutableVariables& out,
+                                PullState* state, std::vector<PsConnections::Call>* calls);
   // Shard `ps`'s shared memory link, or null where its tensors go in the requests.
   SharedMemoryLinks::Link* LinkFor(int ps) { return links_ ? links_->For(ps) : nullptr; }
   // Puts a shard's dense gradient into `link`'s push region and names the segment in the
