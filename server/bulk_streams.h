@@ -85,7 +85,7 @@ class BulkStreams {
   // How long a stream's ticket stays good: the worker connects right after the answer.
   static constexpr absl::Duration kTicketLifetime = absl::Seconds(10);
   static constexpr int kStreamsPerWorker = 8;  // A session has one per connection to the ps.
-  static constexpr int kMaxStreams = 4096;  // Of all workers: each holds a socket and a thread.
+  static constexpr int kMaxStreams = 1024;  // Of all workers: each holds a socket and a thread.
 
   // Listens on `host` (an address of this machine; "0.0.0.0" or "::" for all), port `port` (0:
   // a free one). UNAVAILABLE naming the address where it cannot be bound.

@@ -25,6 +25,10 @@ absl::StatusOr<std::unique_ptr<PsServer>> PsServer::Start(const PsServerOptions&
   if (!service.security.tls()) service.security = options.security;
   service.bulk_host = address->host;
   service.bulk_port = options.security.tls() ? -1 : options.bulk_port;
+  if (options.security.tls() && options.bulk_port >= 0) {
+    LOG(INFO) << "ps:" << options.service.ps_index << ": no bulk streams: this ps serves TLS, "
+              << "which they would leave (they are plaintext); pulls' values go in their answers";
+  }
   server->service_ = std::make_unique<ParameterService>(service);
   server->task_service_ = std::make_unique<TaskService>("ps", options.service.ps_index);
   server->task_service_->set_insecure(!options.security.tls() && !IsLoopbackHost(address->host));

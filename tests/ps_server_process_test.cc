@@ -2,6 +2,7 @@
 // SIGTERM while a pull waits at a barrier.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -336,6 +337,66 @@ TEST(PsServerProcessTest, ServesAndStopsCleanlyOnSigtermWhileAPullWaits) {
     ASSERT_TRUE(code.has_value()) << "ps_server did not exit after SIGTERM";
     EXPECT_EQ(*code, 0) << server.Output();
     EXPECT_NE(server.Output().find("stopping"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ps
+
+namespace ps {
+namespace {
+
+// --bulk_port: a pull of a large shard, from a client without shared memory (as from another
+// host), takes its values on the bulk streams (one per connection: two frames), counted by
+// ps_bulk_frames_total; with --bulk_port=-1 the ps opens none and the same pull takes the answer.
+TEST(PsServerProcessTest, LargePullsComeOnTheBulkPortUnlessItIsOff) {
+  const std::string spec_path = TempPath("one-ps.json");
+  std::ofstream(spec_path) << R"({"cluster": {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}})";
+  for (const std::string& bulk_port : {"0", "-1"}) {
+    SCOPED_TRACE("--bulk_port=" + bulk_port);
+    const std::string port_file = TempPath("bulk" + bulk_port + ".port");
+    const std::string metrics_file = TempPath("bulk" + bulk_port + ".metrics");
+    Subprocess server = StartServer(
+        {"--cluster_spec=" + spec_path, "--task=ps:0", "--port=0", "--port_file=" + port_file,
+         "--bulk_port=" + bulk_port, "--metrics_port=0", "--metrics_port_file=" + metrics_file},
+        "bulk" + bulk_port);
+    absl::StatusOr<int> port = WaitForPortFile(port_file, absl::Seconds(20));
+    ASSERT_TRUE(port.ok()) << port.status() << server.Output();
+    absl::StatusOr<int> metrics_port = WaitForPortFile(metrics_file, absl::Seconds(20));
+    ASSERT_TRUE(metrics_port.ok()) << metrics_port.status() << server.Output();
+    PsClientOptions options;
+    options.ps_addresses = {absl::StrCat("127.0.0.1:", *port)};
+    options.shared_memory = false;
+    absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+    ASSERT_TRUE(client.ok()) << client.status();
+    ParameterSpec spec;
+    spec.set_job_id("bulk");
+    spec.set_num_workers(1);
+    spec.mutable_learning_rate()->set_base(0.5f);
+    spec.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
+    VariableDef* w = spec.add_variables();
+    w->set_name("w");
+    w->add_shape(1024);
+    w->add_shape(512);  // 2 MiB.
+    ASSERT_TRUE((*client)->CreateJob(spec).ok());
+    absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+        WorkerSession::Create(client->get(), spec, 0);
+    ASSERT_TRUE(session.ok()) << session.status();
+    std::vector<float> weights(1024 * 512, -1.0f), gradient(1024 * 512, 1.0f);
+    ASSERT_TRUE((*session)->Push({}, {{"w", absl::MakeConstSpan(gradient)}}).ok());
+    ASSERT_TRUE((*session)->Pull({}, {{"w", absl::MakeSpan(weights)}}).ok());
+    EXPECT_EQ(std::count(weights.begin(), weights.end(), -0.5f), 1024 * 512);
+    httplib::Client http("127.0.0.1", *metrics_port);
+    httplib::Result page = http.Get("/metrics");
+    ASSERT_TRUE(page) << httplib::to_string(page.error());
+    if (bulk_port == "0") {
+      EXPECT_NE(page->body.find("ps_bulk_frames_total{shard=\"0\"} 2\n"), std::string::npos)
+          << page->body;
+    } else {
+      EXPECT_EQ(page->body.find("ps_bulk_"), std::string::npos) << page->body;
+    }
+    server.Signal(SIGTERM);
+    EXPECT_EQ(server.Wait(absl::Seconds(20)), std::optional<int>(0)) << server.Output();
   }
 }
 

@@ -41,6 +41,7 @@ namespace ps {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // What a shell command prints on stdout.
 std::string Capture(const std::string& command) {
@@ -226,6 +227,11 @@ TEST_F(TlsTest, AMutualTlsClusterTrainsToThePlaintextWeightsAndRefusesStrangers)
   ASSERT_EQ(plain.Wait(), 0) << plain.Output();
 
   StartCluster(certs_);
+  // No value leaves the TLS channels: the ps daemons open no plaintext bulk streams.
+  for (int ps = 0; ps < 2; ++ps) {
+    EXPECT_THAT(daemons_[ps].Output(), HasSubstr("no bulk streams: this ps serves TLS"));
+    EXPECT_THAT(daemons_[ps].Output(), Not(HasSubstr("bulk streams on port")));
+  }
   std::vector<std::string> submit = {"submit", "--cluster_spec=" + spec_,
                                      "--job=" + Job("tls", 3000), "--results=" + dir_ + "/tls"};
   for (const std::string& flag : Tls(certs_, "psctl")) submit.push_back(flag);

@@ -266,7 +266,9 @@ absl::StatusOr<std::unique_ptr<BulkLink>> BulkLinks::Open(int ps, bool* lasting)
   *lasting = true;
   absl::StatusOr<HostPort> address = ParseHostPort(connections_->options().ps_addresses[ps]);
   if (!address.ok()) return address.status();
-  const absl::Duration timeout = std::min(connections_->options().call_timeout, absl::Seconds(5));
+  // The ps has just answered from that host: a connection that takes longer is held up by
+  // the network between (a firewall that drops it), and each shard pays this once a session.
+  const absl::Duration timeout = std::min(connections_->options().call_timeout, absl::Seconds(1));
   absl::StatusOr<int> fd = ConnectWithin(address->host, response.port(), timeout);
   if (!fd.ok()) {
     return absl::UnavailableError(absl::StrCat(
