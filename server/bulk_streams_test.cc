@@ -14,6 +14,7 @@
 
 #include "absl/time/clock.h"
 #include "common/net/bulk_frame.h"
+#include "common/net/testing/ticket_peer.h"
 #include "common/net/ticket_door.h"
 
 namespace ps {
@@ -30,23 +31,13 @@ class BulkStreamsTest : public ::testing::Test {
 
   // A worker's end of a stream it opened: connected, `ticket` sent; -1 where it was refused.
   int Connect(const std::string& ticket) {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(static_cast<uint16_t>(streams_->port()));
-    timeval limit{5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    EXPECT_EQ(send(fd, ticket.data(), ticket.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(ticket.size()));
-    char reply = 0;
-    if (recv(fd, &reply, 1, 0) != 1 || reply != TicketDoor::kGranted) {
-      close(fd);
+    const TicketPeer peer = PresentTicket(streams_->port(), ticket);
+    if (peer.reply != TicketDoor::kGranted) {
+      if (peer.fd >= 0) close(peer.fd);
       return -1;
     }
-    fds_.push_back(fd);
-    return fd;
+    fds_.push_back(peer.fd);
+    return peer.fd;
   }
 
   // Opens a stream for (job, worker) and connects to it; its id.

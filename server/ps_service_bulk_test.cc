@@ -20,6 +20,7 @@
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
 #include "common/net/proto_byte_buffer.h"
+#include "common/net/testing/ticket_peer.h"
 #include "common/net/ticket_door.h"
 #include "proto/ps_service.pb.h"
 #include "server/bulk_streams.h"
@@ -120,22 +121,12 @@ class BulkStreamTest : public testing::Test {
     OpenBulkStreamResponse response;
     absl::Status parsed = ParseFromByteBuffer(*answer, &response);
     if (!parsed.ok()) return parsed;
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(static_cast<uint16_t>(response.port()));
-    timeval limit{5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-    char reply = 0;
-    if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        send(fd, response.ticket().data(), response.ticket().size(), MSG_NOSIGNAL) !=
-            static_cast<ssize_t>(response.ticket().size()) ||
-        recv(fd, &reply, 1, 0) != 1 || reply != TicketDoor::kGranted) {
-      close(fd);
+    const TicketPeer peer = PresentTicket(response.port(), response.ticket());
+    if (peer.reply != TicketDoor::kGranted) {
+      if (peer.fd >= 0) close(peer.fd);
       return absl::InternalError("the stream's ticket did not let it in");
     }
-    fds_.push_back(fd);
+    fds_.push_back(peer.fd);
     absl::SleepFor(absl::Milliseconds(20));  // The door attaches it right after answering.
     return response.stream();
   }

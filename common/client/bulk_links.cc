@@ -193,15 +193,14 @@ BulkLinks::BulkLinks(PsConnections* connections, OpenBulkStreamRequest identity,
 BulkLink* BulkLinks::For(int ps, int k) {
   if (links_[ps][k] != nullptr) return links_[ps][k].get();
   if (refused_[ps] || shard_floats_[ps] < std::max<int64_t>(1, min_floats_)) return nullptr;
-  // A pull made again in the answer carries the whole shard in one message.
-  constexpr int64_t kHeaderRoom = 64 << 10;
+  // A pull made again in the answer carries its part of the shard in one message.
   const int64_t bytes = shard_floats_[ps] * static_cast<int64_t>(sizeof(float));
-  const int64_t most = connections_->options().max_message_bytes;  // gRPC's -1: no limit.
-  if (most >= 0 && bytes + kHeaderRoom > most) {
+  if (!connections_->FitsOneMessage(bytes)) {
     refused_[ps] = true;
     LOG(INFO) << connections_->ShardName(ps) << ": job " << identity_.job_id()
               << "'s values come in the answers, in chunks, not on a bulk stream: the shard's "
-              << bytes << " bytes would not fit one answer of max_message_bytes (" << most
+              << bytes << " bytes would not fit one answer of max_message_bytes ("
+              << connections_->options().max_message_bytes
               << ") were a pull made again in the answer";
     return nullptr;
   }

@@ -96,6 +96,13 @@ class PsConnections {
   const PsClientOptions& options() const { return options_; }
   // "ps:1 (10.0.0.2:2222)": how errors name shard `ps`.
   std::string ShardName(int ps) const;
+  // Whether `bytes` of tensors fit one message with its headers (max_message_bytes): what a
+  // call that went beside the messages (shared memory, a bulk stream) carries when it is made
+  // again in them.
+  bool FitsOneMessage(int64_t bytes) const {
+    constexpr int64_t kHeaderRoom = 64 << 10;
+    return options_.max_message_bytes < 0 || bytes + kHeaderRoom <= options_.max_message_bytes;
+  }
 
   // One call to be made to one shard's ParameterServer service.
   struct Call {

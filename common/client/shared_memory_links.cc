@@ -26,10 +26,8 @@ SharedMemoryLinks::Link* SharedMemoryLinks::For(int ps) {
   if (refused_[ps] || shard_floats_[ps] == 0) return nullptr;
   // A call made again in the requests (FirstThroughMemory) carries the whole shard in one
   // message, headers and all: a shard that would not fit keeps to the chunked requests.
-  constexpr int64_t kHeaderRoom = 64 << 10;
   const int64_t bytes = shard_floats_[ps] * static_cast<int64_t>(sizeof(float));
-  const int64_t most = connections_->options().max_message_bytes;  // gRPC's -1: no limit.
-  if (most >= 0 && bytes + kHeaderRoom > most) {
+  if (!connections_->FitsOneMessage(bytes)) {
     refused_[ps] = true;
     LOG(INFO) << connections_->ShardName(ps) << ": job " << identity_.job_id()
               << "'s tensors go in the requests, in chunks, not through shared memory: the "

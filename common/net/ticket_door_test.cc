@@ -13,6 +13,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/net/testing/ticket_peer.h"
 
 namespace ps {
 namespace {
@@ -35,24 +36,14 @@ class TicketDoorTest : public ::testing::Test {
 
   // A connection to the door that sent `ticket`; its first byte back (0: closed without one).
   char Present(const std::string& ticket, int* kept = nullptr) const {
-    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = htons(static_cast<uint16_t>(port_));
-    timeval limit{5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    EXPECT_EQ(send(fd, ticket.data(), ticket.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(ticket.size()));
-    char reply = 0;
-    if (recv(fd, &reply, 1, 0) != 1) reply = 0;
+    const TicketPeer peer = PresentTicket(port_, ticket);
+    EXPECT_GE(peer.fd, 0);
     if (kept != nullptr) {
-      *kept = fd;
-    } else {
-      close(fd);
+      *kept = peer.fd;
+    } else if (peer.fd >= 0) {
+      close(peer.fd);
     }
-    return reply;
+    return peer.reply;
   }
 
   // An offer whose callback answers kGranted and keeps the connection in `admitted_`.
