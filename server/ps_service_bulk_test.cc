@@ -90,22 +90,6 @@ class BulkStreamTest : public testing::Test {
            cluster_->server(1).service().bulk_frames_sent();
   }
 
-  // The raw answer of `method` on shard `ps` to `request`.
-  absl::StatusOr<grpc::ByteBuffer> Call(PsClient* client, int ps, const std::string& method,
-                                        grpc::ByteBuffer request) {
-    grpc::ByteBuffer answer;
-    std::vector<PsConnections::Call> calls;
-    calls.push_back(PsConnections::Call{
-        ps, method, [request] { return request; },
-        [&answer](const grpc::ByteBuffer& bytes) {
-          answer = bytes;
-          return absl::OkStatus();
-        },
-        absl::Seconds(10), 0});
-    absl::Status status = client->connections()->RunCalls(std::move(calls));
-    if (!status.ok()) return status;
-    return answer;
-  }
 
   // Opens a stream on shard `ps` as `worker` of `spec`'s job and connects to it with its
   // ticket; its id (the connection is kept in fds_).
@@ -116,7 +100,7 @@ class BulkStreamTest : public testing::Test {
     request.set_worker(worker);
     request.set_run_id(spec.run_id());
     absl::StatusOr<grpc::ByteBuffer> answer =
-        Call(client, ps, "OpenBulkStream", SerializeToByteBuffer(request));
+        CallShard(client, ps, "OpenBulkStream", SerializeToByteBuffer(request));
     if (!answer.ok()) return answer.status();
     OpenBulkStreamResponse response;
     absl::Status parsed = ParseFromByteBuffer(*answer, &response);
@@ -140,7 +124,7 @@ class BulkStreamTest : public testing::Test {
     request.set_worker(worker);
     request.set_bulk_stream(stream);
     request.set_bulk_frame(1);
-    return Call(client, ps, "Pull", SerializeToByteBuffer(request)).status();
+    return CallShard(client, ps, "Pull", SerializeToByteBuffer(request)).status();
   }
 
   std::vector<float> PullAll(WorkerSession* session) {
@@ -217,12 +201,14 @@ TEST_F(BulkStreamTest, AStreamServesOnlyTheWorkerOfTheJobItWasOpenedFor) {
   request.set_job_id("alice");
   request.set_worker(2);
   request.set_run_id("run-1");
-  EXPECT_EQ(Call(client.get(), 0, "OpenBulkStream", SerializeToByteBuffer(request)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      CallShard(client.get(), 0, "OpenBulkStream", SerializeToByteBuffer(request)).status().code(),
+      absl::StatusCode::kInvalidArgument);
   request.set_worker(0);
   request.set_run_id("run-0");
-  EXPECT_EQ(Call(client.get(), 0, "OpenBulkStream", SerializeToByteBuffer(request)).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(
+      CallShard(client.get(), 0, "OpenBulkStream", SerializeToByteBuffer(request)).status().code(),
+      absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(BulkStreamTest, PullsGoOnInTheAnswersWhenTheirStreamIsClosedAndOpenAnotherAfter) {

@@ -84,22 +84,6 @@ class SharedMemoryTest : public testing::Test {
     return *std::move(session);
   }
 
-  // The raw answer of `method` on shard `ps` to `request`.
-  absl::StatusOr<grpc::ByteBuffer> Call(PsClient* client, int ps, const std::string& method,
-                                        grpc::ByteBuffer request) {
-    grpc::ByteBuffer answer;
-    std::vector<PsConnections::Call> calls;
-    calls.push_back(PsConnections::Call{
-        ps, method, [request] { return request; },
-        [&answer](const grpc::ByteBuffer& bytes) {
-          answer = bytes;
-          return absl::OkStatus();
-        },
-        absl::Seconds(10), 0});
-    absl::Status status = client->connections()->RunCalls(std::move(calls));
-    if (!status.ok()) return status;
-    return answer;
-  }
 
   // Opens a segment on shard `ps` as `worker` of `spec`'s job, and maps it as the worker would.
   struct Opened {
@@ -112,7 +96,7 @@ class SharedMemoryTest : public testing::Test {
     request.set_worker(worker);
     request.set_run_id(spec.run_id());
     absl::StatusOr<grpc::ByteBuffer> answer =
-        Call(client, ps, "OpenSharedMemory", SerializeToByteBuffer(request));
+        CallShard(client, ps, "OpenSharedMemory", SerializeToByteBuffer(request));
     if (!answer.ok()) return answer.status();
     Opened opened;
     absl::Status parsed = ParseFromByteBuffer(*answer, &opened.response);
@@ -148,7 +132,7 @@ class SharedMemoryTest : public testing::Test {
       ref->set_row_count(slice.row_count);
     }
     absl::StatusOr<grpc::ByteBuffer> answer =
-        Call(client, ps, "Push", EncodeTensorMessage(header, {}, nullptr));
+        CallShard(client, ps, "Push", EncodeTensorMessage(header, {}, nullptr));
     if (!answer.ok()) return answer.status();
     PushResponse response;
     absl::Status parsed = ParseFromByteBuffer(*answer, &response);
@@ -395,7 +379,7 @@ TEST_F(SharedMemoryTest, APullNamingAnotherWorkersSegmentIsRefusedAndWritesNothi
   request.set_worker(1);
   request.set_shared_memory(victim->response.segment());
   absl::StatusOr<grpc::ByteBuffer> answer =
-      Call(client.get(), 0, "Pull", SerializeToByteBuffer(request));
+      CallShard(client.get(), 0, "Pull", SerializeToByteBuffer(request));
   EXPECT_EQ(answer.status().code(), absl::StatusCode::kPermissionDenied) << answer.status();
   EXPECT_THAT(std::vector<float>(pull.begin(), pull.end()), Each(-7.0f));
 }
@@ -432,7 +416,7 @@ TEST_F(SharedMemoryTest, AChunkedOrCompressedCallNamingASegmentIsInvalid) {
   std::vector<float> chunk(8, 1.0f);
   std::vector<absl::Span<const float>> pieces = {chunk};
   absl::StatusOr<grpc::ByteBuffer> chunked =
-      Call(client.get(), 0, "Push", EncodeTensorMessage(header, pieces, nullptr));
+      CallShard(client.get(), 0, "Push", EncodeTensorMessage(header, pieces, nullptr));
   EXPECT_EQ(chunked.status().code(), absl::StatusCode::kInvalidArgument) << chunked.status();
 
   PullRequest pull;
@@ -441,7 +425,7 @@ TEST_F(SharedMemoryTest, AChunkedOrCompressedCallNamingASegmentIsInvalid) {
   pull.set_shared_memory(opened->response.segment());
   pull.set_encoding(FLOAT16);
   absl::StatusOr<grpc::ByteBuffer> compressed =
-      Call(client.get(), 0, "Pull", SerializeToByteBuffer(pull));
+      CallShard(client.get(), 0, "Pull", SerializeToByteBuffer(pull));
   EXPECT_EQ(compressed.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(compressed.status().message(), HasSubstr("dense float32 values only"));
   EXPECT_THAT(Values(client.get(), spec), Each(1.0f));

@@ -64,4 +64,20 @@ void InProcessPsCluster::Shutdown(absl::Duration grace) {
   for (std::unique_ptr<PsServer>& server : servers_) server->Shutdown(grace);
 }
 
+absl::StatusOr<grpc::ByteBuffer> CallShard(PsClient* client, int ps, const std::string& method,
+                                           grpc::ByteBuffer request) {
+  grpc::ByteBuffer answer;
+  std::vector<PsConnections::Call> calls;
+  calls.push_back(PsConnections::Call{
+      ps, method, [request] { return request; },
+      [&answer](const grpc::ByteBuffer& bytes) {
+        answer = bytes;
+        return absl::OkStatus();
+      },
+      absl::Seconds(10), 0});
+  absl::Status status = client->connections()->RunCalls(std::move(calls));
+  if (!status.ok()) return status;
+  return answer;
+}
+
 }  // namespace ps

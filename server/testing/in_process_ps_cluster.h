@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/support/byte_buffer.h>
+
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/client/ps_client.h"
@@ -59,6 +61,11 @@ class InProcessPsCluster {
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<PsServer>> servers_;
 };
+
+// The raw answer of `method` on shard `ps` to `request`, through `client`'s connections (one
+// call, retried as any): for tests that send a request the worker session would not.
+absl::StatusOr<grpc::ByteBuffer> CallShard(PsClient* client, int ps, const std::string& method,
+                                           grpc::ByteBuffer request);
 
 }  // namespace ps
 
