@@ -17,7 +17,9 @@
 
 namespace ps {
 
-BulkStream::BulkStream(int fd) : fd_(fd) {
+BulkStream::BulkStream(int fd, std::shared_ptr<std::atomic<int64_t>> queued_bytes,
+                       int64_t max_queued_bytes)
+    : fd_(fd), all_queued_bytes_(std::move(queued_bytes)), max_queued_bytes_(max_queued_bytes) {
   sender_ = std::thread([this] { Run(); });
 }
 
@@ -33,21 +35,27 @@ absl::Status BulkStream::Send(uint64_t frame, std::vector<absl::Span<const float
   for (absl::Span<const float> piece : pieces) bytes += piece.size() * sizeof(float);
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("the pull's bulk stream is closed");
-  if (!queue_.empty() && queued_bytes_ + bytes > kMaxQueuedBytes) {
-    return absl::UnavailableError(absl::StrCat(
-        "the pull's bulk stream holds ", queued_bytes_ >> 20, " MiB not yet read by the worker"));
+  if (static_cast<int>(queue_.size()) >= kMaxQueuedFrames) {
+    return absl::UnavailableError("the pull's bulk stream holds frames not yet read");
   }
-  queued_bytes_ += bytes;
+  if (all_queued_bytes_->fetch_add(bytes) + bytes > max_queued_bytes_) {
+    all_queued_bytes_->fetch_sub(bytes);
+    return absl::UnavailableError("this ps's bulk streams hold as much as they may");
+  }
   queue_.push_back(Frame{frame, std::move(pieces), std::move(keep_alive), bytes});
   return absl::OkStatus();
+}
+
+void BulkStream::ClearQueueLocked() {
+  for (const Frame& queued : queue_) all_queued_bytes_->fetch_sub(queued.bytes);
+  queue_.clear();
 }
 
 void BulkStream::Close() {
   absl::MutexLock lock(&mu_);
   if (closed_) return;
   closed_ = true;
-  queue_.clear();
-  queued_bytes_ = 0;
+  ClearQueueLocked();
   shutdown(fd_, SHUT_RDWR);  // Ends a write in progress at once.
 }
 
@@ -79,14 +87,16 @@ void BulkStream::Run() {
       next = std::move(queue_.front());
       queue_.pop_front();
     }
-    absl::Status sent = SendBulkFrame(fd_, next.frame, next.pieces);
+    const absl::Time deadline =
+        absl::Now() + kSendTimeout + absl::Milliseconds(100) * (next.bytes >> 20);
+    absl::Status sent = SendBulkFrame(fd_, next.frame, next.pieces, deadline);
+    next.keep_alive.reset();  // The snapshot goes as soon as it is sent.
+    all_queued_bytes_->fetch_sub(next.bytes);
     absl::MutexLock lock(&mu_);
-    queued_bytes_ -= next.bytes;
     if (!sent.ok()) {
       if (!closed_) LOG(INFO) << "a bulk stream closes: " << sent.message();
       closed_ = true;
-      queue_.clear();
-      queued_bytes_ = 0;
+      ClearQueueLocked();
       shutdown(fd_, SHUT_RDWR);
       return;
     }
@@ -182,8 +192,15 @@ void BulkStreams::Attach(uint64_t stream, const std::string& job_id, int worker,
     close(fd);
     return;
   }
-  auto made = std::make_shared<BulkStream>(fd);
   std::vector<std::shared_ptr<BulkStream>> closing;
+  {
+    absl::MutexLock lock(&mu_);
+    if (static_cast<int>(streams_.size()) >= kMaxStreams) {  // Offers taken since the Open.
+      close(fd);
+      return;
+    }
+  }
+  auto made = std::make_shared<BulkStream>(fd, queued_bytes_, kMaxQueuedBytes);
   {
     absl::MutexLock lock(&mu_);
     std::deque<uint64_t>& own = by_worker_[{job_id, worker}];

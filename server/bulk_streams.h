@@ -16,6 +16,7 @@
 #ifndef PS_SERVER_BULK_STREAMS_H_
 #define PS_SERVER_BULK_STREAMS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -37,21 +38,24 @@ namespace ps {
 // One worker session's stream. Thread-safe.
 class BulkStream {
  public:
-  // The most bytes of frames queued on a stream at once (beyond one frame): a worker that
-  // does not read holds no more of the ps's memory than this.
-  static constexpr int64_t kMaxQueuedBytes = int64_t{256} << 20;
-  // How long one write to the socket may wait for the worker to read before the stream closes.
+  // The frames queued on a stream at once at most: a session has one pull in flight on each of
+  // its streams (two while one is made again). A worker that does not read holds no more.
+  static constexpr int kMaxQueuedFrames = 2;
+  // How long one write to the socket may wait for the worker to read, and how long a frame may
+  // take in all beyond 0.1 s per MiB (10 MB/s), before the stream closes.
   static constexpr absl::Duration kSendTimeout = absl::Seconds(10);
 
-  // Sends on `fd` (connected; owned from now on).
-  explicit BulkStream(int fd);
+  // Sends on `fd` (connected; owned from now on). `queued_bytes`: the bytes of the frames
+  // queued on every stream of the ps, which Send keeps under `max_queued_bytes`.
+  BulkStream(int fd, std::shared_ptr<std::atomic<int64_t>> queued_bytes,
+             int64_t max_queued_bytes);
   ~BulkStream();  // Closes the stream and waits for its thread.
   BulkStream(const BulkStream&) = delete;
   BulkStream& operator=(const BulkStream&) = delete;
 
   // Queues frame `frame` of `pieces` (kept readable by `keep_alive` until sent). UNAVAILABLE
-  // where the stream is closed or holds kMaxQueuedBytes already: the caller answers in the
-  // gRPC message instead.
+  // where the stream is closed, holds kMaxQueuedFrames already, or the ps's streams hold
+  // max_queued_bytes: the caller answers in the gRPC message instead (whose own limits hold).
   absl::Status Send(uint64_t frame, std::vector<absl::Span<const float>> pieces,
                     std::shared_ptr<const void> keep_alive) ABSL_LOCKS_EXCLUDED(mu_);
   // Stops sending: the frames queued are dropped, the worker sees its stream end.
@@ -69,10 +73,14 @@ class BulkStream {
   };
   void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Gives the bytes of the frames queued back to the ps's count.
+  void ClearQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const int fd_;
+  const std::shared_ptr<std::atomic<int64_t>> all_queued_bytes_;
+  const int64_t max_queued_bytes_;
   mutable absl::Mutex mu_;
   std::deque<Frame> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -86,6 +94,9 @@ class BulkStreams {
   static constexpr absl::Duration kTicketLifetime = absl::Seconds(10);
   static constexpr int kStreamsPerWorker = 8;  // A session has one per connection to the ps.
   static constexpr int kMaxStreams = 1024;  // Of all workers: each holds a socket and a thread.
+  // The bytes of frames queued on all streams at once at most (each frame's values; the
+  // snapshot that keeps them readable may pin more of the shard).
+  static constexpr int64_t kMaxQueuedBytes = int64_t{1} << 30;
 
   // Listens on `host` (an address of this machine; "0.0.0.0" or "::" for all), port `port` (0:
   // a free one). UNAVAILABLE naming the address where it cannot be bound.
@@ -132,6 +143,8 @@ class BulkStreams {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int port_;
+  const std::shared_ptr<std::atomic<int64_t>> queued_bytes_ =
+      std::make_shared<std::atomic<int64_t>>(0);
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Entry> streams_ ABSL_GUARDED_BY(mu_);
   // (job id, worker) -> its streams, oldest first.

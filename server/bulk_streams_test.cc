@@ -83,6 +83,23 @@ TEST_F(BulkStreamsTest, AFrameSentOnAStreamArrivesWholeAtItsWorker) {
   EXPECT_EQ(rest.back(), static_cast<float>(values->size() - 1));
 }
 
+TEST_F(BulkStreamsTest, AWorkerThatDoesNotReadHoldsNoMoreThanItsQueuedFrames) {
+  const uint64_t id = OpenAndConnect("job", 0);  // Connected, and never read.
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream = streams_->Find(id, "job", 0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  // 16 MiB a frame, more than the sockets' buffers hold: the first stays in the sender's write.
+  auto values = std::make_shared<std::vector<float>>(4 << 20, 1.0f);
+  const absl::Span<const float> all(*values);
+  ASSERT_TRUE((*stream)->Send(1, {all}, values).ok());
+  absl::SleepFor(absl::Milliseconds(100));  // The sender takes it and waits on the socket.
+  for (int frame = 2; frame < 2 + BulkStream::kMaxQueuedFrames; ++frame) {
+    EXPECT_TRUE((*stream)->Send(frame, {all}, values).ok()) << frame;
+  }
+  const absl::Status refused = (*stream)->Send(9, {all}, values);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_FALSE((*stream)->closed());
+}
+
 TEST_F(BulkStreamsTest, AStreamServesOnlyItsOwnWorkerOfItsOwnJob) {
   const uint64_t id = OpenAndConnect("alice", 0);
   EXPECT_TRUE(streams_->Find(id, "alice", 0).ok());

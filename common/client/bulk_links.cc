@@ -26,8 +26,9 @@
 namespace ps {
 namespace {
 
-// A connection to `host`:`port` within `timeout`, or why not.
+// A connection to `host`:`port` within `timeout` (for all its addresses together), or why not.
 absl::StatusOr<int> ConnectWithin(const std::string& host, int port, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -50,7 +51,8 @@ absl::StatusOr<int> ConnectWithin(const std::string& host, int port, absl::Durat
     pollfd polled{fd, POLLOUT, 0};
     int error = 0;
     socklen_t length = sizeof(error);
-    if (poll(&polled, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) != 1) {
+    const int64_t left_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (poll(&polled, 1, static_cast<int>(left_ms)) != 1) {
       why = absl::StrCat("no answer within ", absl::FormatDuration(timeout));
     } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 || error != 0) {
       why = std::strerror(error != 0 ? error : errno);
@@ -182,8 +184,9 @@ BulkLinks::BulkLinks(PsConnections* connections, OpenBulkStreamRequest identity,
       identity_(std::move(identity)),
       shard_floats_(std::move(shard_floats)),
       min_floats_(min_floats),
-      streams_per_ps_(std::max(1, streams_per_ps)),
-      refused_(shard_floats_.size(), false) {
+      streams_per_ps_(std::clamp(streams_per_ps, 1, kMaxStreamsPerPs)),
+      refused_(shard_floats_.size(), false),
+      lost_(shard_floats_.size(), 0) {
   for (size_t ps = 0; ps < shard_floats_.size(); ++ps) {
     links_.emplace_back(streams_per_ps_);
     stale_.emplace_back(streams_per_ps_, false);
@@ -242,7 +245,25 @@ void BulkLinks::DropStale() {
   for (size_t ps = 0; ps < links_.size(); ++ps) {
     for (int k = 0; k < streams_per_ps_; ++k) {
       std::unique_ptr<BulkLink>& link = links_[ps][k];
-      if (stale_[ps][k] || (link != nullptr && link->broken())) link.reset();
+      if (link != nullptr && (stale_[ps][k] || link->broken())) {
+        link.reset();
+        if (++lost_[ps] == kLostStreamsBeforeGivingUp) {
+          refused_[ps] = true;
+          LOG(INFO) << connections_->ShardName(static_cast<int>(ps)) << ": job "
+                    << identity_.job_id() << "'s pulls bring their values in the answers from "
+                    << "now on: " << kLostStreamsBeforeGivingUp << " of its bulk streams were "
+                    << "lost (closed by the ps, broken, or too slow)";
+        }
+      }
+      stale_[ps][k] = false;
+    }
+  }
+}
+
+void BulkLinks::DropAll() {
+  for (size_t ps = 0; ps < links_.size(); ++ps) {
+    for (int k = 0; k < streams_per_ps_; ++k) {
+      links_[ps][k].reset();  // Joins its reader: nothing is written into a pull's values after.
       stale_[ps][k] = false;
     }
   }
@@ -257,19 +278,26 @@ absl::StatusOr<std::unique_ptr<BulkLink>> BulkLinks::Open(int ps, bool* lasting)
       connections_->options().call_timeout, 0});
   absl::Status status = connections_->RunCalls(std::move(calls));
   // The job not there yet, or the ps not reachable: worth another try at the next use.
+  // The ps full (its streams or offers; others may close soon): the same.
   *lasting = !(absl::IsNotFound(status) || absl::IsUnavailable(status) ||
-               absl::IsDeadlineExceeded(status));
+               absl::IsDeadlineExceeded(status) || absl::IsResourceExhausted(status));
   if (!status.ok()) return status;
   // Reached or not from here, the answer holds for the session: a port the network does not
-  // let through (a firewall) stays so.
+  // let through (a firewall) stays so, for every ps of that host.
   *lasting = true;
   absl::StatusOr<HostPort> address = ParseHostPort(connections_->options().ps_addresses[ps]);
   if (!address.ok()) return address.status();
+  if (std::find(unreachable_hosts_.begin(), unreachable_hosts_.end(), address->host) !=
+      unreachable_hosts_.end()) {
+    return absl::UnavailableError(
+        absl::StrCat("the bulk port of another ps on ", address->host, " was out of reach"));
+  }
   // The ps has just answered from that host: a connection that takes longer is held up by
   // the network between (a firewall that drops it), and each shard pays this once a session.
   const absl::Duration timeout = std::min(connections_->options().call_timeout, absl::Seconds(1));
   absl::StatusOr<int> fd = ConnectWithin(address->host, response.port(), timeout);
   if (!fd.ok()) {
+    unreachable_hosts_.push_back(address->host);
     return absl::UnavailableError(absl::StrCat(
         "its bulk port is out of reach (", fd.status().message(), "; ps_server --bulk_port)"));
   }
@@ -286,6 +314,8 @@ absl::StatusOr<std::unique_ptr<BulkLink>> BulkLinks::Open(int ps, bool* lasting)
           static_cast<ssize_t>(ticket.size()) ||
       recv(*fd, &reply, 1, 0) != 1 || reply != TicketDoor::kGranted) {
     close(*fd);
+    // Closed without an answer: the door was full (strangers waiting), worth another try.
+    *lasting = reply == TicketDoor::kRefused;
     return absl::PermissionDeniedError(
         "the ps did not let the stream in with the ticket it answered (expired, or the "
         "connection reached another process)");

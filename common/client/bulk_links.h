@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -39,6 +40,13 @@ class BulkLink {
   ~BulkLink();  // Closes the connection and waits for its thread.
   BulkLink(const BulkLink&) = delete;
   BulkLink& operator=(const BulkLink&) = delete;
+
+  // How long a frame of `bytes` may take to come once its pull's answer is in (the ps queued it
+  // before answering): 1 s, and 0.1 s more per MiB (10 MB/s, the slowest link to wait for).
+  // On a gRPC thread (the pull's handler) for at most that long.
+  static absl::Duration FrameTimeout(int64_t bytes) {
+    return absl::Seconds(1) + absl::Milliseconds(100) * (bytes >> 20);
+  }
 
   uint64_t stream() const { return stream_; }
   // A new frame number whose values go into `destinations`, in order, when it comes.
@@ -91,8 +99,15 @@ class BulkLinks {
                                                   PullRequest request,
                                                   std::vector<absl::Span<float>> destinations,
                                                   std::shared_ptr<uint64_t> frame);
-  // Drops the links marked stale and those broken; each is opened again at its next use.
+  // Drops the links marked stale and those broken; each is opened again at its next use, but
+  // a shard whose streams were lost kLostStreamsBeforeGivingUp times keeps to the answers.
   void DropStale();
+  // Drops every link (a batch of calls failed: a frame may still be expected).
+  void DropAll();
+
+  // A session's streams per shard at most: the ps keeps 8 per worker, for 4 sessions.
+  static constexpr int kMaxStreamsPerPs = 4;
+  static constexpr int kLostStreamsBeforeGivingUp = 3;
 
  private:
   absl::StatusOr<std::unique_ptr<BulkLink>> Open(int ps, bool* lasting);
@@ -106,6 +121,9 @@ class BulkLinks {
   std::vector<std::vector<std::unique_ptr<BulkLink>>> links_;
   std::vector<std::vector<bool>> stale_;
   std::vector<bool> refused_;  // Per shard: opening failed for good.
+  std::vector<int> lost_;      // Per shard: streams dropped broken or stale so far.
+  // Hosts whose bulk port could not be reached: their other shards do not wait for it again.
+  std::vector<std::string> unreachable_hosts_;
 };
 
 }  // namespace ps

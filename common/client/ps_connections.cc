@@ -215,7 +215,8 @@ class PsConnections::Window {
     for (size_t next : ready) Start(next);
     state.Handle(call);
     absl::MutexLock lock(&mu_);
-    if (!state.handled.ok()) StopLocked();
+    // A handler's UNAVAILABLE is made again (RunCalls), not final: the others go on.
+    if (!state.handled.ok() && (!absl::IsUnavailable(state.handled) || last_)) StopLocked();
     --unfinished_;
   }
 
@@ -388,8 +389,12 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       std::string why;
     };
     std::map<int, FailedOn> switched;  // Shard -> where it failed: its calls go to the other.
+    bool unmade = false;  // Calls the attempt let go of: another failed for good.
     for (size_t i = 0; i < pending.size(); ++i) {
-      if (!in_flight[i]->made) continue;  // Another call failed for good: first_error is set.
+      if (!in_flight[i]->made) {
+        unmade = true;
+        continue;
+      }
       const Call& call = calls[pending[i]];
       absl::Status status = FromGrpcStatus(in_flight[i]->status);
       const int task = in_flight[i]->task;
@@ -433,6 +438,12 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       }
     }
     if (!first_error.ok()) return first_error;
+    if (unmade) {  // Never without a final error; were it so, they are made again.
+      for (size_t i = 0; i < pending.size(); ++i) {
+        if (!in_flight[i]->made) retry.push_back(pending[i]);
+      }
+      std::sort(retry.begin(), retry.end());
+    }
     if (retry.empty()) return absl::OkStatus();
     if (patient_until == absl::InfiniteFuture()) {
       patient_until = absl::Now() + options_.failover_patience;

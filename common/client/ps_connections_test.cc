@@ -327,6 +327,30 @@ TEST(PsConnectionsTest, AHandlersErrorFailsTheCallWithoutARetry) {
   EXPECT_EQ(shard.calls("Echo"), 1);
 }
 
+// A handler's UNAVAILABLE (a pull whose values, sent beside the answer, were lost) makes its
+// call again, and the calls its shard's window held back meanwhile are all made.
+TEST(PsConnectionsTest, AHandlersUnavailableMakesItsCallAgainAndTheOthersGoOn) {
+  FakeShard shard("a");
+  PsClientOptions options = FastOptions({shard.address()});
+  options.max_bytes_in_flight_per_ps = 1;  // One call at a time: the others wait their turn.
+  std::unique_ptr<PsConnections> connections = *PsConnections::Create(options);
+  int handled = 0;
+  std::vector<std::string> got(3);
+  std::vector<PsConnections::Call> calls = {
+      PsConnections::Call{0, "Echo", [] { return Text("lost"); },
+                          [&handled](const grpc::ByteBuffer&) {
+                            return ++handled == 1 ? absl::UnavailableError("frame lost")
+                                                  : absl::OkStatus();
+                          },
+                          absl::Seconds(10), 0},
+      TextCall(0, "Echo", "1", &got[1]), TextCall(0, "Echo", "2", &got[2])};
+  ASSERT_TRUE(connections->RunCalls(std::move(calls)).ok());
+  EXPECT_EQ(handled, 2);
+  EXPECT_EQ(got[1], "a:1");
+  EXPECT_EQ(got[2], "a:2");
+  EXPECT_EQ(shard.calls("Echo"), 4);
+}
+
 TEST(PsConnectionsTest, EveryCallCarriesItsDeadline) {
   FakeShard shard("a");
   std::unique_ptr<PsConnections> connections = *PsConnections::Create(FastOptions({shard.address()}));

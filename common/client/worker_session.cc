@@ -473,7 +473,7 @@ absl::Status WorkerSession::AddBulkPullCalls(int ps, const PullOptions& options,
           if (header.on_bulk_stream()) {
             // UNAVAILABLE (the stream broke, or the frame is late) makes the pull again, in
             // the answer.
-            status = link->Await(*frame, absl::Now() + connections_->options().call_timeout);
+            status = link->Await(*frame, absl::Now() + BulkLink::FrameTimeout(bytes));
             if (!status.ok()) return status;
             bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
           } else if (*frame != 0) {
@@ -504,7 +504,8 @@ absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
   }
   absl::Status status = connections_->RunCalls(std::move(calls));
   if (links_ != nullptr) status.ok() ? links_->DropStale() : links_->DropAll();
-  if (bulk_ != nullptr) bulk_->DropStale();
+  // After a failure a frame may still be expected into `out`: its stream goes.
+  if (bulk_ != nullptr) status.ok() ? bulk_->DropStale() : bulk_->DropAll();
   return status;
 }
 

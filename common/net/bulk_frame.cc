@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace ps {
 namespace {
@@ -36,11 +37,15 @@ void Advance(std::vector<iovec>* parts, size_t* first, size_t done) {
   while (*first < parts->size() && (*parts)[*first].iov_len == 0) ++*first;
 }
 
-// Sends (or receives) every byte of `parts`.
-absl::Status Transfer(int fd, std::vector<iovec> parts, bool send) {
+// Sends (or receives) every byte of `parts`, giving up past `deadline` between calls.
+absl::Status Transfer(int fd, std::vector<iovec> parts, bool send,
+                      absl::Time deadline = absl::InfiniteFuture()) {
   size_t first = 0;
   Advance(&parts, &first, 0);
   while (first < parts.size()) {
+    if (deadline != absl::InfiniteFuture() && absl::Now() > deadline) {
+      return absl::UnavailableError("bulk stream: send: the worker reads too slowly");
+    }
     msghdr message{};
     message.msg_iov = parts.data() + first;
     message.msg_iovlen = std::min(kIovecsPerCall, parts.size() - first);
@@ -54,8 +59,8 @@ absl::Status Transfer(int fd, std::vector<iovec> parts, bool send) {
 
 }  // namespace
 
-absl::Status SendBulkFrame(int fd, uint64_t frame,
-                           absl::Span<const absl::Span<const float>> pieces) {
+absl::Status SendBulkFrame(int fd, uint64_t frame, absl::Span<const absl::Span<const float>> pieces,
+                           absl::Time deadline) {
   BulkFrameHeader header;
   header.frame = frame;
   std::vector<iovec> parts = {{&header, sizeof(header)}};
@@ -63,7 +68,7 @@ absl::Status SendBulkFrame(int fd, uint64_t frame,
     header.bytes += piece.size() * sizeof(float);
     parts.push_back({const_cast<float*>(piece.data()), piece.size() * sizeof(float)});
   }
-  return Transfer(fd, std::move(parts), /*send=*/true);
+  return Transfer(fd, std::move(parts), /*send=*/true, deadline);
 }
 
 absl::StatusOr<BulkFrameHeader> ReadBulkFrameHeader(int fd) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace ps {
@@ -27,9 +28,11 @@ struct BulkFrameHeader {
 static_assert(sizeof(BulkFrameHeader) == 24, "the header's wire size");
 
 // Writes one frame of `pieces`, one after another, to the blocking socket `fd` (its send
-// timeout, SO_SNDTIMEO, bounds each write). UNAVAILABLE naming the error where the socket fails
-// or times out (the frame may then be cut short: the caller closes the socket).
-absl::Status SendBulkFrame(int fd, uint64_t frame, absl::Span<const absl::Span<const float>> pieces);
+// timeout, SO_SNDTIMEO, bounds each write), giving up past `deadline` between writes.
+// UNAVAILABLE naming the error where the socket fails or times out (the frame may then be cut
+// short: the caller closes the socket).
+absl::Status SendBulkFrame(int fd, uint64_t frame, absl::Span<const absl::Span<const float>> pieces,
+                           absl::Time deadline = absl::InfiniteFuture());
 
 // Reads the next frame's header from the blocking socket `fd`. UNAVAILABLE where the stream
 // ends or fails; DATA_LOSS where the header is not one (a stream out of step).

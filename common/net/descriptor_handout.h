@@ -8,8 +8,8 @@
 // file system and kernel; the ticket, good for one fetch within its lifetime, proves it is the
 // caller the ps answered. Anyone on the host may connect; without a live ticket they get nothing.
 //
-// A peer that connects and sends nothing holds one of kMaxConnections places for at most
-// kConnectionTimeout; no peer can stall the handout of others longer than that.
+// Peers that connect and send nothing are closed after kConnectionTimeout, the longest waiting
+// first when all kMaxConnections places are taken (common/net/ticket_door.h).
 #ifndef PS_COMMON_NET_DESCRIPTOR_HANDOUT_H_
 #define PS_COMMON_NET_DESCRIPTOR_HANDOUT_H_
 

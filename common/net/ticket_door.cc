@@ -146,10 +146,19 @@ void TicketDoor::Serve() {
     if ((polled[1].revents & POLLIN) != 0) {
       for (;;) {
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) break;
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE) {
+            // Out of descriptors: the connection waits in the backlog; don't spin on it.
+            LOG_EVERY_N(WARNING, 100) << "ticket door: accept: " << std::strerror(errno);
+            absl::SleepFor(absl::Milliseconds(50));
+          }
+          break;
+        }
         if (static_cast<int>(connections.size()) >= kMaxConnections) {
-          close(fd);  // Full: the peer sees its connection closed, and may try again.
-          continue;
+          // Full: the longest waiting goes. A peer with a ticket sends it as it connects, so
+          // strangers who connect and wait cannot keep it out.
+          close(connections.front().fd);
+          connections.erase(connections.begin());
         }
         connections.push_back(Connection{fd, "", now + kConnectionTimeout});
       }

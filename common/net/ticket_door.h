@@ -7,7 +7,9 @@
 // connects, sends the ticket, and the offer's callback takes the connection. A ticket is good
 // for one connection within its lifetime; a peer with any other ticket is answered kRefused and
 // closed. A peer that connects and sends nothing holds one of kMaxConnections places for at most
-// kConnectionTimeout: no peer can stall the others longer than that.
+// kConnectionTimeout, and gives it up sooner to a newer connection when every place is taken: a
+// peer with a ticket, which sends it as it connects, gets in past any number of strangers who
+// connect and wait.
 #ifndef PS_COMMON_NET_TICKET_DOOR_H_
 #define PS_COMMON_NET_TICKET_DOOR_H_
 

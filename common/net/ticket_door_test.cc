@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -103,6 +104,22 @@ TEST_F(TicketDoorTest, AnExpiredOfferLetsNoOneIn) {
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(Present(ticket), TicketDoor::kRefused);
   EXPECT_FALSE(admitted_.HasBeenNotified());
+}
+
+TEST_F(TicketDoorTest, StrangersWhoConnectAndWaitCannotKeepAPeerWithATicketOut) {
+  std::vector<int> strangers;
+  for (int i = 0; i < TicketDoor::kMaxConnections + 8; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<uint16_t>(port_));
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    strangers.push_back(fd);
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // The door holds every place it has.
+  EXPECT_EQ(Present(OfferKeeping()), TicketDoor::kGranted);
+  for (int fd : strangers) close(fd);
 }
 
 TEST_F(TicketDoorTest, APeerThatSendsTooLittleIsClosedAfterTheTimeout) {
