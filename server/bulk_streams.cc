@@ -161,8 +161,15 @@ BulkStreams::~BulkStreams() {
 }
 
 absl::StatusOr<BulkStreams::Opened> BulkStreams::Open(const std::string& job_id, int worker) {
+  std::vector<std::shared_ptr<BulkStream>> closing;
   {
     absl::MutexLock lock(&mu_);
+    // Streams that closed (their worker hung up, or was too slow) hold no place.
+    std::vector<uint64_t> closed;
+    for (const auto& [id, entry] : streams_) {
+      if (entry.stream->closed()) closed.push_back(id);
+    }
+    for (uint64_t id : closed) EraseLocked(id, &closing);
     if (static_cast<int>(streams_.size()) >= kMaxStreams) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "this ps holds ", kMaxStreams, " bulk streams; pulls go in the answers"));
