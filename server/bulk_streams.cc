@@ -194,11 +194,6 @@ void BulkStreams::Attach(uint64_t stream, const std::string& job_id, int worker,
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  const char granted = TicketDoor::kGranted;
-  if (send(fd, &granted, 1, MSG_NOSIGNAL) != 1) {
-    close(fd);
-    return;
-  }
   std::vector<std::shared_ptr<BulkStream>> closing;
   {
     absl::MutexLock lock(&mu_);
@@ -209,13 +204,18 @@ void BulkStreams::Attach(uint64_t stream, const std::string& job_id, int worker,
   }
   auto made = std::make_shared<BulkStream>(fd, queued_bytes_, kMaxQueuedBytes);
   {
+    // Found by pulls before the worker hears it is let in, so that its first pull finds it.
+    // (A frame queued before the answer below, by a worker that pulls before it reads it, can
+    // only garble that worker's own stream.)
     absl::MutexLock lock(&mu_);
     std::deque<uint64_t>& own = by_worker_[{job_id, worker}];
     while (static_cast<int>(own.size()) >= kStreamsPerWorker) EraseLocked(own.front(), &closing);
     by_worker_[{job_id, worker}].push_back(stream);
-    streams_[stream] = Entry{job_id, worker, std::move(made)};
+    streams_[stream] = Entry{job_id, worker, made};
   }
   for (const std::shared_ptr<BulkStream>& old : closing) old->Close();
+  const char granted = TicketDoor::kGranted;
+  if (send(fd, &granted, 1, MSG_NOSIGNAL) != 1) made->Close();  // Reaped at a later Open.
 }
 
 void BulkStreams::EraseLocked(uint64_t stream, std::vector<std::shared_ptr<BulkStream>>* closing) {

@@ -179,6 +179,39 @@ TEST_F(BulkStreamTest, PullsOnStreamsGiveTheValuesOfTheAnswersPathInEveryMode) {
   }
 }
 
+// A PushPull's pull (a step's push and the next step's values in one call) takes its values on
+// the shard's first stream, and the push is applied once.
+TEST_F(BulkStreamTest, APushPullsValuesComeOnTheStreamAndItsPushIsAppliedOnce) {
+  std::unique_ptr<PsClient> on_streams = Client(true);
+  std::unique_ptr<PsClient> in_answers = Client(false);
+  ParameterSpec stream_spec = MakeSpec("push-pull-streams", ConsistencyConfig::ASYNC);
+  ParameterSpec answer_spec = MakeSpec("push-pull-answers", ConsistencyConfig::ASYNC);
+  stream_spec.set_num_workers(1);
+  answer_spec.set_num_workers(1);
+  ASSERT_TRUE(on_streams->CreateJob(stream_spec).ok());
+  ASSERT_TRUE(in_answers->CreateJob(answer_spec).ok());
+  std::unique_ptr<WorkerSession> streams = Session(on_streams.get(), stream_spec, 0);
+  std::unique_ptr<WorkerSession> answers = Session(in_answers.get(), answer_spec, 0);
+  std::vector<float> a(kRows * kColumns), b(kRows * kColumns), gradient(kRows * kColumns);
+  ASSERT_TRUE(streams->Pull({}, {{"w", absl::MakeSpan(a)}}).ok());
+  ASSERT_TRUE(answers->Pull({}, {{"w", absl::MakeSpan(b)}}).ok());
+  const int64_t frames_before = FramesSent();
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < gradient.size(); ++i) gradient[i] = 0.01f * ((i + step) % 5);
+    const ConstVariables grads = {{"w", absl::MakeConstSpan(gradient)}};
+    absl::StatusOr<WorkerSession::PushPullResult> x =
+        streams->PushPull({}, grads, {}, {{"w", absl::MakeSpan(a)}});
+    absl::StatusOr<WorkerSession::PushPullResult> y =
+        answers->PushPull({}, grads, {}, {{"w", absl::MakeSpan(b)}});
+    ASSERT_TRUE(x.ok()) << x.status();
+    ASSERT_TRUE(y.ok()) << y.status();
+    for (const PushResponse& pushed : x->pushed) EXPECT_EQ(pushed.outcome(), PushResponse::APPLIED);
+    ASSERT_EQ(a, b) << "step " << step;
+  }
+  EXPECT_EQ(FramesSent() - frames_before, 2 * 3);  // One frame per shard per PushPull.
+  EXPECT_EQ(PullAll(answers.get()), PullAll(streams.get()));
+}
+
 TEST_F(BulkStreamTest, AStreamServesOnlyTheWorkerOfTheJobItWasOpenedFor) {
   std::unique_ptr<PsClient> client = Client(true);
   const ParameterSpec alice = MakeSpec("alice", ConsistencyConfig::ASYNC);

@@ -222,22 +222,19 @@ BulkLink* BulkLinks::For(int ps, int k) {
 }
 
 std::function<grpc::ByteBuffer()> BulkLinks::FirstOnStream(
-    int ps, int k, BulkLink* link, PullRequest request,
+    int ps, int k, BulkLink* link, EncodeRequest encode,
     std::vector<absl::Span<float>> destinations, std::shared_ptr<uint64_t> frame) {
   auto attempts = std::make_shared<int>(0);
-  return [this, ps, k, link, request = std::move(request),
-          destinations = std::move(destinations), frame, attempts] {
+  return [this, ps, k, link, encode = std::move(encode), destinations = std::move(destinations),
+          frame, attempts] {
     if ((*attempts)++ == 0) {
       *frame = link->Expect(destinations);
-      PullRequest on_stream = request;
-      on_stream.set_bulk_stream(link->stream());
-      on_stream.set_bulk_frame(*frame);
-      return SerializeToByteBuffer(on_stream);
+      return encode(link->stream(), *frame);
     }
     if (*frame != 0) link->Forget(*frame);
     *frame = 0;
     stale_[ps][k] = true;
-    return SerializeToByteBuffer(request);
+    return encode(0, 0);
   };
 }
 

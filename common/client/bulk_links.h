@@ -91,12 +91,15 @@ class BulkLinks {
   int streams_per_ps() const { return streams_per_ps_; }
   // Stream `k` of shard `ps`, opened now if it was not; null where its values go in the answers.
   BulkLink* For(int ps, int k = 0);
+  // A pull's request (a Pull, or a PushPull whose then_pull it sets) asking for its values as
+  // frame `frame` on stream `stream`, or in the answer where both are 0.
+  using EncodeRequest = std::function<grpc::ByteBuffer(uint64_t stream, uint64_t frame)>;
   // The request of a pull of shard `ps` on its stream `k`, `link`: on its first attempt
-  // `request` naming a new frame for `destinations`, and on a retry `request` as it is (the
-  // values in the answer), the first attempt's frame forgotten and the link dropped once the
-  // batch is done (DropStale). `*frame` says which frame the attempt's answer may name (0: none).
+  // encoded naming a new frame for `destinations`, and on a retry with its values in the
+  // answer, the first attempt's frame forgotten and the link dropped once the batch is done
+  // (DropStale). `*frame` says which frame the attempt's answer may name (0: none).
   std::function<grpc::ByteBuffer()> FirstOnStream(int ps, int k, BulkLink* link,
-                                                  PullRequest request,
+                                                  EncodeRequest encode,
                                                   std::vector<absl::Span<float>> destinations,
                                                   std::shared_ptr<uint64_t> frame);
   // Drops the links marked stale and those broken; each is opened again at its next use, but

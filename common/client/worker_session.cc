@@ -462,9 +462,16 @@ absl::Status WorkerSession::AddBulkPullCalls(int ps, const PullOptions& options,
     }();
     std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
     auto frame = std::make_shared<uint64_t>(0);  // The attempt's, set by its request.
+    BulkLinks::EncodeRequest encode = [request = std::move(request)](uint64_t stream,
+                                                                      uint64_t frame) {
+      PullRequest attempt = request;
+      attempt.set_bulk_stream(stream);
+      attempt.set_bulk_frame(frame);
+      return SerializeToByteBuffer(attempt);
+    };
     calls->push_back(PsConnections::Call{
         ps, "Pull",
-        bulk_->FirstOnStream(ps, k, link, std::move(request), std::move(destinations), frame),
+        bulk_->FirstOnStream(ps, k, link, std::move(encode), std::move(destinations), frame),
         [this, expected, ps, &out, state, link, frame, bytes](const grpc::ByteBuffer& answer) {
           PullResponseHeader header;
           absl::Status status =
@@ -789,17 +796,54 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
       return EncodeTensorMessage(shared->header, shared->tensors, nullptr,
                                  shared->header.encoding());
     };
+    // Where no shared memory serves, the pull's values may come on the shard's first bulk
+    // stream (a PushPull is one call: one stream).
+    BulkLink* bulk = link == nullptr && bulk_ != nullptr ? bulk_->For(ps, 0) : nullptr;
+    auto frame = std::make_shared<uint64_t>(0);  // The attempt's, set by its request.
+    const int64_t pulled_bytes = ShardFloats(ps) * static_cast<int64_t>(sizeof(float));
+    std::function<grpc::ByteBuffer()> make_request;
+    if (link != nullptr) {
+      make_request =
+          links_->FirstThroughMemory(ps, std::move(through_memory), std::move(in_requests));
+    } else if (bulk != nullptr) {
+      std::vector<absl::Span<float>> destinations;
+      for (const SliceRef& ref : expected) {
+        absl::StatusOr<absl::Span<float>> span =
+            SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
+        if (!span.ok()) return span.status();
+        destinations.push_back(*span);
+      }
+      make_request = bulk_->FirstOnStream(
+          ps, 0, bulk,
+          [shared](uint64_t stream, uint64_t frame) {
+            PushRequestHeader header = shared->header;
+            header.mutable_then_pull()->set_bulk_stream(stream);
+            header.mutable_then_pull()->set_bulk_frame(frame);
+            return EncodeTensorMessage(header, shared->tensors, nullptr, header.encoding());
+          },
+          std::move(destinations), frame);
+    } else {
+      make_request = std::move(in_requests);
+    }
     calls.push_back(PsConnections::Call{
-        ps, "PushPull",
-        link != nullptr
-            ? links_->FirstThroughMemory(ps, std::move(through_memory), std::move(in_requests))
-            : std::move(in_requests),
-        [this, expected, ps, &out, &push_state, &pull_state, link](const grpc::ByteBuffer& bytes) {
+        ps, "PushPull", std::move(make_request),
+        [this, expected, ps, &out, &push_state, &pull_state, link, bulk, frame,
+         pulled_bytes](const grpc::ByteBuffer& bytes) {
           PullResponseHeader header;
-          absl::Status status = DecodeValues(bytes, expected, out, &header, {}, link);
+          absl::Status status =
+              DecodeValues(bytes, expected, out, &header, {}, link, false, *frame);
           if (!status.ok()) return status;
-          if (header.in_shared_memory()) CountPulledThroughMemory(ps);
+          // The push's outcome is this first answer's, whatever becomes of the values: made
+          // again, the push is a DUPLICATE.
           push_state.Record(ps, header.push());
+          if (header.on_bulk_stream()) {
+            status = bulk->Await(*frame, absl::Now() + BulkLink::FrameTimeout(pulled_bytes));
+            if (!status.ok()) return status;  // UNAVAILABLE: made again, in the answer.
+            bytes_received_.fetch_add(pulled_bytes, std::memory_order_relaxed);
+          } else if (bulk != nullptr && *frame != 0) {
+            bulk->Forget(*frame);  // The ps put the values in the answer.
+          }
+          if (header.in_shared_memory()) CountPulledThroughMemory(ps);
           pull_state.Record(ps, header);
           return absl::OkStatus();
         },
