@@ -64,6 +64,12 @@ bool BulkStream::closed() const {
   return closed_;
 }
 
+bool BulkStream::hung_up() const {
+  char byte;
+  const ssize_t got = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 int64_t BulkStream::frames_sent() const {
   absl::MutexLock lock(&mu_);
   return frames_sent_;
@@ -164,10 +170,10 @@ absl::StatusOr<BulkStreams::Opened> BulkStreams::Open(const std::string& job_id,
   std::vector<std::shared_ptr<BulkStream>> closing;
   {
     absl::MutexLock lock(&mu_);
-    // Streams that closed (their worker hung up, or was too slow) hold no place.
+    // Streams that closed (too slow) or whose worker hung up hold no place.
     std::vector<uint64_t> closed;
     for (const auto& [id, entry] : streams_) {
-      if (entry.stream->closed()) closed.push_back(id);
+      if (entry.stream->closed() || entry.stream->hung_up()) closed.push_back(id);
     }
     for (uint64_t id : closed) EraseLocked(id, &closing);
     if (static_cast<int>(streams_.size()) >= kMaxStreams) {

@@ -12,7 +12,7 @@
 //
 // Each stream sends its frames in order on a thread of its own, so a pull's handler never waits
 // on the worker's socket. A worker may hold up to kStreamsPerWorker streams (a session holds one
-// per connection to the ps); its next one closes its oldest.
+// per connection to the ps, up to 4); its next one closes its oldest.
 #ifndef PS_SERVER_BULK_STREAMS_H_
 #define PS_SERVER_BULK_STREAMS_H_
 
@@ -61,6 +61,8 @@ class BulkStream {
   // Stops sending: the frames queued are dropped, the worker sees its stream end.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the worker closed its end (the ps never reads a stream: it finds out by peeking).
+  bool hung_up() const;
   int64_t frames_sent() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t bytes_sent() const ABSL_LOCKS_EXCLUDED(mu_);  // Of the frames' values.
 
@@ -92,7 +94,8 @@ class BulkStreams {
  public:
   // How long a stream's ticket stays good: the worker connects right after the answer.
   static constexpr absl::Duration kTicketLifetime = absl::Seconds(10);
-  static constexpr int kStreamsPerWorker = 8;  // A session has one per connection to the ps.
+  // A session holds up to 4 (one per connection to the ps; BulkLinks::kMaxStreamsPerPs).
+  static constexpr int kStreamsPerWorker = 16;
   static constexpr int kMaxStreams = 1024;  // Of all workers: each holds a socket and a thread.
   // The bytes of frames queued on all streams at once at most (each frame's values; the
   // snapshot that keeps them readable may pin more of the shard).

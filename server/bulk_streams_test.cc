@@ -100,6 +100,18 @@ TEST_F(BulkStreamsTest, AWorkerThatDoesNotReadHoldsNoMoreThanItsQueuedFrames) {
   EXPECT_FALSE((*stream)->closed());
 }
 
+TEST_F(BulkStreamsTest, TheStreamsOfAWorkerThatHungUpHoldNoPlace) {
+  int fd = -1;
+  const uint64_t gone = OpenAndConnect("job", 0, &fd);
+  close(fd);
+  fds_.clear();
+  absl::SleepFor(absl::Milliseconds(50));
+  const uint64_t next = OpenAndConnect("job", 1);  // An Open reaps the streams hung up.
+  EXPECT_EQ(streams_->Find(gone, "job", 0).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(streams_->Find(next, "job", 1).ok());
+  EXPECT_EQ(streams_->streams(), 1);
+}
+
 TEST_F(BulkStreamsTest, AStreamServesOnlyItsOwnWorkerOfItsOwnJob) {
   const uint64_t id = OpenAndConnect("alice", 0);
   EXPECT_TRUE(streams_->Find(id, "alice", 0).ok());

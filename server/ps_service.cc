@@ -73,13 +73,16 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
       region_ = *std::move(region);
     } else if (request.bulk_stream() != 0) {
       absl::StatusOr<std::shared_ptr<BulkStream>> stream = BulkStreamFor(request);
-      if (!stream.ok()) {
-        if (!absl::IsUnavailable(stream.status())) job->CountRejected("bulk_stream");
+      if (stream.ok()) {
+        bulk_ = *std::move(stream);
+        bulk_frame_ = request.bulk_frame();
+      } else if (!absl::IsUnavailable(stream.status())) {
+        job->CountRejected("bulk_stream");
         FinishWith(stream.status());
         return;
       }
-      bulk_ = *std::move(stream);
-      bulk_frame_ = request.bulk_frame();
+      // A stream this ps does not have (closed, or never here): the values go in the answer,
+      // which the worker takes as such. Not an error: a PushPull's push is applied by now.
     }
     int64_t waiter = job->Pull(request, [this](absl::StatusOr<ShardJob::PullSnapshot> result) {
       OnResult(std::move(result));

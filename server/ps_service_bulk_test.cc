@@ -1,6 +1,7 @@
 // Pulls whose values come on a bulk stream (docs/bulk_streams.md): the values of the answers
-// path, a stream that serves only the worker it was opened for, and pulls that go on in the
-// answers when their stream is gone.
+// path, a stream that serves only the worker it was opened for, a pull naming a stream the ps
+// does not have answered in the message, and a session whose streams the ps closed opening
+// others.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
 #include "common/net/proto_byte_buffer.h"
+#include "common/tensor/tensor_coding.h"
 #include "common/net/testing/ticket_peer.h"
 #include "common/net/ticket_door.h"
 #include "proto/ps_service.pb.h"
@@ -115,16 +117,21 @@ class BulkStreamTest : public testing::Test {
     return response.stream();
   }
 
-  // A raw pull of every slice of shard `ps` as `worker` of `job_id` naming stream `stream`.
-  absl::Status PullNaming(PsClient* client, const std::string& job_id, int ps, int worker,
-                          uint64_t stream) {
+  // The answer of a raw pull of every slice of shard `ps` as `worker` of `job_id` naming
+  // stream `stream`.
+  absl::StatusOr<grpc::ByteBuffer> PullAnswer(PsClient* client, const std::string& job_id, int ps,
+                                              int worker, uint64_t stream) {
     PullRequest request;
     request.set_job_id(job_id);
     request.set_run_id("run-1");
     request.set_worker(worker);
     request.set_bulk_stream(stream);
     request.set_bulk_frame(1);
-    return CallShard(client, ps, "Pull", SerializeToByteBuffer(request)).status();
+    return CallShard(client, ps, "Pull", SerializeToByteBuffer(request));
+  }
+  absl::Status PullNaming(PsClient* client, const std::string& job_id, int ps, int worker,
+                          uint64_t stream) {
+    return PullAnswer(client, job_id, ps, worker, stream).status();
   }
 
   std::vector<float> PullAll(WorkerSession* session) {
@@ -210,6 +217,21 @@ TEST_F(BulkStreamTest, APushPullsValuesComeOnTheStreamAndItsPushIsAppliedOnce) {
   }
   EXPECT_EQ(FramesSent() - frames_before, 2 * 3);  // One frame per shard per PushPull.
   EXPECT_EQ(PullAll(answers.get()), PullAll(streams.get()));
+
+  // The ps closes the session's streams on shard 0 (the worker's next ones push them out): the
+  // next PushPull, naming one before the session sees it end or on a new one, is APPLIED once.
+  for (int i = 0; i < BulkStreams::kStreamsPerWorker; ++i) {
+    ASSERT_TRUE(OpenStream(on_streams.get(), stream_spec, 0, 0).ok());
+  }
+  const ConstVariables grads = {{"w", absl::MakeConstSpan(gradient)}};
+  absl::StatusOr<WorkerSession::PushPullResult> x =
+      streams->PushPull({}, grads, {}, {{"w", absl::MakeSpan(a)}});
+  absl::StatusOr<WorkerSession::PushPullResult> y =
+      answers->PushPull({}, grads, {}, {{"w", absl::MakeSpan(b)}});
+  ASSERT_TRUE(x.ok()) << x.status();
+  ASSERT_TRUE(y.ok()) << y.status();
+  for (const PushResponse& pushed : x->pushed) EXPECT_EQ(pushed.outcome(), PushResponse::APPLIED);
+  EXPECT_EQ(a, b);
 }
 
 TEST_F(BulkStreamTest, AStreamServesOnlyTheWorkerOfTheJobItWasOpenedFor) {
@@ -226,9 +248,22 @@ TEST_F(BulkStreamTest, AStreamServesOnlyTheWorkerOfTheJobItWasOpenedFor) {
   EXPECT_THAT(other_worker.message(), HasSubstr("belongs to another worker or job"));
   absl::Status other_job = PullNaming(client.get(), "bob", 0, 0, *stream);
   EXPECT_EQ(other_job.code(), absl::StatusCode::kPermissionDenied) << other_job;
-  // A stream of another ps, or none: the values would come in the answer.
-  absl::Status unknown = PullNaming(client.get(), "alice", 1, 0, *stream);
-  EXPECT_EQ(unknown.code(), absl::StatusCode::kUnavailable) << unknown;
+  // A stream of another ps, or none: the values come in the answer.
+  absl::StatusOr<grpc::ByteBuffer> unknown = PullAnswer(client.get(), "alice", 1, 0, *stream);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  PullResponseHeader header;
+  std::vector<float> values;
+  const absl::Status decoded = DecodeTensorMessage(
+      *unknown, &header,
+      [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
+        int64_t rows = 0;
+        for (const SliceRef& slice : header.slices()) rows += slice.row_count();
+        values.resize(rows * kColumns);
+        return std::vector<absl::Span<float>>{absl::MakeSpan(values)};
+      });
+  ASSERT_TRUE(decoded.ok()) << decoded;
+  EXPECT_FALSE(header.on_bulk_stream());
+  EXPECT_FALSE(values.empty());
   // Opening one as a worker out of range, or for another run, is refused as for shared memory.
   OpenBulkStreamRequest request;
   request.set_job_id("alice");
@@ -244,7 +279,7 @@ TEST_F(BulkStreamTest, AStreamServesOnlyTheWorkerOfTheJobItWasOpenedFor) {
       absl::StatusCode::kFailedPrecondition);
 }
 
-TEST_F(BulkStreamTest, PullsGoOnInTheAnswersWhenTheirStreamIsClosedAndOpenAnotherAfter) {
+TEST_F(BulkStreamTest, ASessionWhoseStreamsThePsClosedOpensOthers) {
   std::unique_ptr<PsClient> client = Client(true);
   std::unique_ptr<PsClient> reference = Client(false);
   const ParameterSpec spec = MakeSpec("j", ConsistencyConfig::ASYNC);
@@ -259,10 +294,11 @@ TEST_F(BulkStreamTest, PullsGoOnInTheAnswersWhenTheirStreamIsClosedAndOpenAnothe
   for (int i = 0; i < BulkStreams::kStreamsPerWorker; ++i) {
     ASSERT_TRUE(OpenStream(client.get(), spec, 0, 0).ok());
   }
-  EXPECT_EQ(PullAll(session.get()), expected);  // Shard 0's in the answer; shard 1's streamed.
-  EXPECT_EQ(FramesSent(), frames + 2);
-  EXPECT_EQ(PullAll(session.get()), expected);  // Shard 0's streams opened again.
-  EXPECT_EQ(FramesSent(), frames + 6);
+  absl::SleepFor(absl::Milliseconds(200));  // The session's readers see their streams end.
+  EXPECT_EQ(PullAll(session.get()), expected);  // Shard 0's on two new streams.
+  EXPECT_EQ(FramesSent(), frames + 4);
+  EXPECT_EQ(PullAll(session.get()), expected);
+  EXPECT_EQ(FramesSent(), frames + 8);
 }
 
 }  // namespace

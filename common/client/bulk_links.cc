@@ -129,6 +129,11 @@ bool BulkLink::broken() const {
   return broken_;
 }
 
+bool BulkLink::expecting() const {
+  absl::MutexLock lock(&mu_);
+  return !expected_.empty();
+}
+
 void BulkLink::BreakLocked(absl::string_view why) {
   if (broken_) return;
   broken_ = true;
@@ -194,6 +199,7 @@ BulkLinks::BulkLinks(PsConnections* connections, OpenBulkStreamRequest identity,
 }
 
 BulkLink* BulkLinks::For(int ps, int k) {
+  if (links_[ps][k] != nullptr && links_[ps][k]->broken()) DropLost(ps, k);  // Opened anew.
   if (links_[ps][k] != nullptr) return links_[ps][k].get();
   if (refused_[ps] || shard_floats_[ps] < std::max<int64_t>(1, min_floats_)) return nullptr;
   // A pull made again in the answer carries its part of the shard in one message.
@@ -238,32 +244,34 @@ std::function<grpc::ByteBuffer()> BulkLinks::FirstOnStream(
   };
 }
 
+void BulkLinks::DropLost(size_t ps, int k) {
+  links_[ps][k].reset();  // Joins its reader: nothing is written into a pull's values after.
+  if (++lost_[ps] == kLostStreamsBeforeGivingUp) {
+    refused_[ps] = true;
+    LOG(INFO) << connections_->ShardName(static_cast<int>(ps)) << ": job " << identity_.job_id()
+              << "'s pulls bring their values in the answers from now on: "
+              << kLostStreamsBeforeGivingUp << " of its bulk streams were lost (closed by the "
+              << "ps, broken, or too slow)";
+  }
+}
+
 void BulkLinks::DropStale() {
   for (size_t ps = 0; ps < links_.size(); ++ps) {
     for (int k = 0; k < streams_per_ps_; ++k) {
-      std::unique_ptr<BulkLink>& link = links_[ps][k];
-      if (link != nullptr && (stale_[ps][k] || link->broken())) {
-        link.reset();
-        if (++lost_[ps] == kLostStreamsBeforeGivingUp) {
-          refused_[ps] = true;
-          LOG(INFO) << connections_->ShardName(static_cast<int>(ps)) << ": job "
-                    << identity_.job_id() << "'s pulls bring their values in the answers from "
-                    << "now on: " << kLostStreamsBeforeGivingUp << " of its bulk streams were "
-                    << "lost (closed by the ps, broken, or too slow)";
-        }
-      }
+      const std::unique_ptr<BulkLink>& link = links_[ps][k];
+      if (link != nullptr && (stale_[ps][k] || link->broken())) DropLost(ps, k);
       stale_[ps][k] = false;
     }
   }
 }
 
-void BulkLinks::DropAll() {
+void BulkLinks::DropExpecting() {
   for (size_t ps = 0; ps < links_.size(); ++ps) {
     for (int k = 0; k < streams_per_ps_; ++k) {
-      links_[ps][k].reset();  // Joins its reader: nothing is written into a pull's values after.
-      stale_[ps][k] = false;
+      if (links_[ps][k] != nullptr && links_[ps][k]->expecting()) links_[ps][k].reset();
     }
   }
+  DropStale();
 }
 
 absl::StatusOr<std::unique_ptr<BulkLink>> BulkLinks::Open(int ps, bool* lasting) {

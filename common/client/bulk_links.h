@@ -58,6 +58,8 @@ class BulkLink {
   // read into them then breaks the stream).
   void Forget(uint64_t frame) ABSL_LOCKS_EXCLUDED(mu_);
   bool broken() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether a frame is still expected (neither awaited nor forgotten).
+  bool expecting() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Expected {
@@ -105,15 +107,19 @@ class BulkLinks {
   // Drops the links marked stale and those broken; each is opened again at its next use, but
   // a shard whose streams were lost kLostStreamsBeforeGivingUp times keeps to the answers.
   void DropStale();
-  // Drops every link (a batch of calls failed: a frame may still be expected).
-  void DropAll();
+  // Drops, besides, every link that still expects a frame (a batch of calls failed: its frame
+  // would land in values the pull no longer owns).
+  void DropExpecting();
 
-  // A session's streams per shard at most: the ps keeps 8 per worker, for 4 sessions.
+  // A session's streams per shard at most: the ps keeps 16 per worker, for 4 such sessions.
   static constexpr int kMaxStreamsPerPs = 4;
   static constexpr int kLostStreamsBeforeGivingUp = 3;
 
  private:
   absl::StatusOr<std::unique_ptr<BulkLink>> Open(int ps, bool* lasting);
+  // Drops stream `k` of shard `ps`, which was lost; the shard's pulls keep to the answers once
+  // kLostStreamsBeforeGivingUp were.
+  void DropLost(size_t ps, int k);
 
   PsConnections* const connections_;
   const OpenBulkStreamRequest identity_;

@@ -512,7 +512,7 @@ absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
   absl::Status status = connections_->RunCalls(std::move(calls));
   if (links_ != nullptr) status.ok() ? links_->DropStale() : links_->DropAll();
   // After a failure a frame may still be expected into `out`: its stream goes.
-  if (bulk_ != nullptr) status.ok() ? bulk_->DropStale() : bulk_->DropAll();
+  if (bulk_ != nullptr) status.ok() ? bulk_->DropStale() : bulk_->DropExpecting();
   return status;
 }
 

@@ -28,7 +28,8 @@ struct BulkFrameHeader {
 static_assert(sizeof(BulkFrameHeader) == 24, "the header's wire size");
 
 // Writes one frame of `pieces`, one after another, to the blocking socket `fd` (its send
-// timeout, SO_SNDTIMEO, bounds each write), giving up past `deadline` between writes.
+// timeout, SO_SNDTIMEO, bounds each write), giving up past `deadline` between writes (so at
+// most one write's timeout after it).
 // UNAVAILABLE naming the error where the socket fails or times out (the frame may then be cut
 // short: the caller closes the socket).
 absl::Status SendBulkFrame(int fd, uint64_t frame, absl::Span<const absl::Span<const float>> pieces,

@@ -20,13 +20,6 @@
 namespace ps {
 namespace {
 
-// One peer let through the socket, its ticket on the way.
-struct Connection {
-  int fd = -1;
-  std::string ticket;
-  absl::Time deadline;
-};
-
 }  // namespace
 
 std::string TicketDoor::RandomBytes(int count) {
@@ -95,6 +88,29 @@ void TicketDoor::Expire(absl::Time now) {
   }
 }
 
+bool TicketDoor::ReadTicket(Connection* connection) {
+  char buffer[kTicketBytes];
+  const ssize_t got = recv(connection->fd, buffer, kTicketBytes - connection->ticket.size(),
+                           MSG_DONTWAIT);
+  if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    close(connection->fd);  // The peer hung up before sending a whole ticket.
+    return true;
+  }
+  if (got < 0) return false;
+  connection->ticket.append(buffer, static_cast<size_t>(got));
+  if (static_cast<int>(connection->ticket.size()) < kTicketBytes) return false;
+  if (const Admit admit = Take(connection->ticket); admit != nullptr) {
+    admit(connection->fd);  // Its fd now.
+    return true;
+  }
+  const char refused = kRefused;
+  if (send(connection->fd, &refused, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
+    LOG(WARNING) << "ticket door: answering a peer failed: " << std::strerror(errno);
+  }
+  close(connection->fd);
+  return true;
+}
+
 void TicketDoor::Serve() {
   std::vector<Connection> connections;
   for (;;) {
@@ -113,36 +129,15 @@ void TicketDoor::Serve() {
     std::vector<Connection> open;
     for (size_t i = 0; i < connections.size(); ++i) {
       Connection& connection = connections[i];
-      bool closed = false;
-      if (polled[i + 2].revents != 0) {
-        char buffer[kTicketBytes];
-        const ssize_t got = recv(connection.fd, buffer, kTicketBytes - connection.ticket.size(),
-                                 MSG_DONTWAIT);
-        if (got > 0) {
-          connection.ticket.append(buffer, static_cast<size_t>(got));
-          if (static_cast<int>(connection.ticket.size()) == kTicketBytes) {
-            if (const Admit admit = Take(connection.ticket); admit != nullptr) {
-              admit(connection.fd);  // Its fd now.
-              continue;
-            }
-            const char refused = kRefused;
-            if (send(connection.fd, &refused, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1) {
-              LOG(WARNING) << "ticket door: answering a peer failed: " << std::strerror(errno);
-            }
-            closed = true;
-          }
-        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-          closed = true;  // The peer hung up before sending a whole ticket.
-        }
-      }
-      if (!closed && now >= connection.deadline) closed = true;
-      if (closed) {
+      if (polled[i + 2].revents != 0 && ReadTicket(&connection)) continue;
+      if (now >= connection.deadline) {
         close(connection.fd);
       } else {
         open.push_back(std::move(connection));
       }
     }
     connections = std::move(open);
+    size_t earlier = connections.size();  // Accepted in earlier rounds.
     if ((polled[1].revents & POLLIN) != 0) {
       for (;;) {
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -154,13 +149,22 @@ void TicketDoor::Serve() {
           }
           break;
         }
+        Connection connection{fd, "", now + kConnectionTimeout};
+        if (ReadTicket(&connection)) continue;  // A peer with a ticket sends it as it connects.
         if (static_cast<int>(connections.size()) >= kMaxConnections) {
-          // Full: the longest waiting goes. A peer with a ticket sends it as it connects, so
-          // strangers who connect and wait cannot keep it out.
-          close(connections.front().fd);
-          connections.erase(connections.begin());
+          // Full: a stranger who has sent nothing since an earlier round goes, the longest
+          // waiting first; with none, the newcomer does (it may try again).
+          auto idle = std::find_if(connections.begin(), connections.begin() + earlier,
+                                   [](const Connection& c) { return c.ticket.empty(); });
+          if (idle == connections.begin() + earlier) {
+            close(fd);
+            continue;
+          }
+          close(idle->fd);
+          connections.erase(idle);
+          --earlier;
         }
-        connections.push_back(Connection{fd, "", now + kConnectionTimeout});
+        connections.push_back(std::move(connection));
       }
     }
   }

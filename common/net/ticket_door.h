@@ -7,9 +7,10 @@
 // connects, sends the ticket, and the offer's callback takes the connection. A ticket is good
 // for one connection within its lifetime; a peer with any other ticket is answered kRefused and
 // closed. A peer that connects and sends nothing holds one of kMaxConnections places for at most
-// kConnectionTimeout, and gives it up sooner to a newer connection when every place is taken: a
-// peer with a ticket, which sends it as it connects, gets in past any number of strangers who
-// connect and wait.
+// kConnectionTimeout, and gives it up sooner to a newer connection when every place is taken by
+// such peers of earlier rounds; a ticket that came with the connection is read at once. So a
+// peer with a ticket, which sends it as it connects, gets in past strangers who connect and
+// wait.
 #ifndef PS_COMMON_NET_TICKET_DOOR_H_
 #define PS_COMMON_NET_TICKET_DOOR_H_
 
@@ -62,6 +63,15 @@ class TicketDoor {
     Admit admit;
     absl::Time expires;
   };
+  // One peer let through the socket, its ticket on the way.
+  struct Connection {
+    int fd = -1;
+    std::string ticket;
+    absl::Time deadline;
+  };
+  // Reads what `connection`'s peer has sent of its ticket, and once whole lets it in or refuses
+  // it. True once the door is done with the connection (let in, refused, or hung up: closed).
+  bool ReadTicket(Connection* connection) ABSL_LOCKS_EXCLUDED(mu_);
   // Accepts connections, reads their tickets and lets them in or refuses them, until stopping_.
   void Serve();
   // The offer under `ticket`, taken off offer, or null.
