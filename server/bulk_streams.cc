@@ -171,11 +171,9 @@ absl::StatusOr<BulkStreams::Opened> BulkStreams::Open(const std::string& job_id,
   {
     absl::MutexLock lock(&mu_);
     // Streams that closed (too slow) or whose worker hung up hold no place.
-    std::vector<uint64_t> closed;
-    for (const auto& [id, entry] : streams_) {
-      if (entry.stream->closed() || entry.stream->hung_up()) closed.push_back(id);
-    }
-    for (uint64_t id : closed) EraseLocked(id, &closing);
+    EraseWhereLocked(
+        [](const Entry& entry) { return entry.stream->closed() || entry.stream->hung_up(); },
+        &closing);
     if (static_cast<int>(streams_.size()) >= kMaxStreams) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "this ps holds ", kMaxStreams, " bulk streams; pulls go in the answers"));
@@ -261,29 +259,30 @@ absl::StatusOr<std::shared_ptr<BulkStream>> BulkStreams::Find(uint64_t stream,
   return it->second.stream;
 }
 
-void BulkStreams::DropWorker(const std::string& job_id, int worker) {
+void BulkStreams::EraseWhereLocked(const std::function<bool(const Entry&)>& erase,
+                                   std::vector<std::shared_ptr<BulkStream>>* closing) {
+  std::vector<uint64_t> ids;
+  for (const auto& [id, entry] : streams_) {
+    if (erase(entry)) ids.push_back(id);
+  }
+  for (uint64_t id : ids) EraseLocked(id, closing);
+}
+
+void BulkStreams::DropWhere(const std::function<bool(const Entry&)>& drop) {
   std::vector<std::shared_ptr<BulkStream>> closing;
   {
     absl::MutexLock lock(&mu_);
-    auto own = by_worker_.find({job_id, worker});
-    if (own == by_worker_.end()) return;
-    const std::deque<uint64_t> ids = own->second;
-    for (uint64_t id : ids) EraseLocked(id, &closing);
+    EraseWhereLocked(drop, &closing);
   }
   for (const std::shared_ptr<BulkStream>& stream : closing) stream->Close();
 }
 
+void BulkStreams::DropWorker(const std::string& job_id, int worker) {
+  DropWhere([&](const Entry& entry) { return entry.job_id == job_id && entry.worker == worker; });
+}
+
 void BulkStreams::DropJob(const std::string& job_id) {
-  std::vector<std::shared_ptr<BulkStream>> closing;
-  {
-    absl::MutexLock lock(&mu_);
-    std::vector<uint64_t> ids;
-    for (const auto& [id, entry] : streams_) {
-      if (entry.job_id == job_id) ids.push_back(id);
-    }
-    for (uint64_t id : ids) EraseLocked(id, &closing);
-  }
-  for (const std::shared_ptr<BulkStream>& stream : closing) stream->Close();
+  DropWhere([&](const Entry& entry) { return entry.job_id == job_id; });
 }
 
 int BulkStreams::streams() const {

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -141,6 +142,12 @@ class BulkStreams {
   // Takes the connection offered as `stream` (on the door's thread).
   void Attach(uint64_t stream, const std::string& job_id, int worker, int fd)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Erases the streams `erase` picks, into `closing` (to be closed outside mu_).
+  void EraseWhereLocked(const std::function<bool(const Entry&)>& erase,
+                        std::vector<std::shared_ptr<BulkStream>>* closing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Erases and closes the streams `drop` picks.
+  void DropWhere(const std::function<bool(const Entry&)>& drop) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes the streams erased out of the registry, to be closed outside mu_.
   void EraseLocked(uint64_t stream, std::vector<std::shared_ptr<BulkStream>>* closing)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -183,6 +183,18 @@ absl::StatusOr<absl::Span<T>> WorkerSession::SliceOf(
   return it->second.subspan(row_begin * row_size, row_count * row_size);
 }
 
+absl::StatusOr<std::vector<absl::Span<float>>> WorkerSession::Destinations(
+    const MutableVariables& out, const std::vector<SliceRef>& slices) const {
+  std::vector<absl::Span<float>> destinations;
+  for (const SliceRef& ref : slices) {
+    absl::StatusOr<absl::Span<float>> span =
+        SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
+    if (!span.ok()) return span.status();
+    destinations.push_back(*span);
+  }
+  return destinations;
+}
+
 absl::Status WorkerSession::CheckVariables(const MutableVariables& out) const {
   for (const auto& [name, elements] : variable_elements_) {
     absl::StatusOr<absl::Span<float>> whole = SliceOf(out, name, 0, 0);
@@ -258,13 +270,9 @@ absl::Status WorkerSession::DecodeValues(const grpc::ByteBuffer& bytes,
                  got.row_count() == expected[i].row_count();
         }
         if (!same) return absl::InternalError("the response's slices differ from the request's");
-        std::vector<absl::Span<float>> destinations;
-        for (const SliceRef& ref : header->slices()) {
-          absl::StatusOr<absl::Span<float>> span =
-              SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
-          if (!span.ok()) return span.status();
-          destinations.push_back(*span);
-        }
+        absl::StatusOr<std::vector<absl::Span<float>>> found = Destinations(out, expected);
+        if (!found.ok()) return found.status();
+        std::vector<absl::Span<float>> destinations = *std::move(found);
         if (header->in_shared_memory()) {
           if (link == nullptr || !sparse_staging.empty()) {
             return absl::InternalError(
@@ -407,91 +415,6 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
           response_bytes[chunk] + (staging ? static_cast<int64_t>(staging->size() * 4) : 0)});
     }
   }
-}
-
-absl::Status WorkerSession::AddBulkPullCalls(int ps, const PullOptions& options,
-                                             const MutableVariables& out, PullState* state,
-                                             std::vector<PsConnections::Call>* calls) {
-  std::vector<std::pair<int, BulkLink*>> links;  // (stream index, link) of the streams open.
-  for (int k = 0; k < bulk_->streams_per_ps(); ++k) {
-    if (BulkLink* link = bulk_->For(ps, k); link != nullptr) links.emplace_back(k, link);
-  }
-  if (links.empty()) return absl::FailedPreconditionError("no bulk stream");
-  // The shard's rows in as many parts of about equal size as there are streams (a row each at
-  // least), one pull on each stream.
-  const std::vector<SliceRef> slices = ShardSlices(ps);
-  const int64_t per_part = (ShardFloats(ps) + static_cast<int64_t>(links.size()) - 1) /
-                           static_cast<int64_t>(links.size());
-  std::vector<std::vector<SliceRef>> parts(1);
-  int64_t in_part = 0;
-  for (const SliceRef& slice : slices) {
-    const int64_t row_size = variable_row_size_.at(slice.variable());
-    int64_t row = slice.row_begin();
-    const int64_t end = slice.row_begin() + slice.row_count();
-    while (row < end) {
-      if (in_part >= per_part && parts.size() < links.size()) {
-        parts.emplace_back();
-        in_part = 0;
-      }
-      const int64_t rows = std::min(end - row, std::max<int64_t>(1, (per_part - in_part) / row_size));
-      SliceRef ref = slice;
-      ref.set_row_begin(row);
-      ref.set_row_count(parts.size() < links.size() ? rows : end - row);
-      parts.back().push_back(ref);
-      in_part += ref.row_count() * row_size;
-      row += ref.row_count();
-    }
-  }
-  const PsClientOptions& client_options = connections_->options();
-  for (size_t part = 0; part < parts.size(); ++part) {
-    const int k = links[part].first;
-    BulkLink* const link = links[part].second;
-    PullRequest request = MakePullRequest(options);
-    std::vector<absl::Span<float>> destinations;
-    for (const SliceRef& ref : parts[part]) {
-      *request.add_slices() = ref;
-      absl::StatusOr<absl::Span<float>> span =
-          SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
-      if (!span.ok()) return span.status();
-      destinations.push_back(*span);
-    }
-    const int64_t bytes = static_cast<int64_t>(sizeof(float)) * [&] {
-      int64_t floats = 0;
-      for (absl::Span<float> destination : destinations) floats += destination.size();
-      return floats;
-    }();
-    std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
-    auto frame = std::make_shared<uint64_t>(0);  // The attempt's, set by its request.
-    BulkLinks::EncodeRequest encode = [request = std::move(request)](uint64_t stream,
-                                                                      uint64_t frame) {
-      PullRequest attempt = request;
-      attempt.set_bulk_stream(stream);
-      attempt.set_bulk_frame(frame);
-      return SerializeToByteBuffer(attempt);
-    };
-    calls->push_back(PsConnections::Call{
-        ps, "Pull",
-        bulk_->FirstOnStream(ps, k, link, std::move(encode), std::move(destinations), frame),
-        [this, expected, ps, &out, state, link, frame, bytes](const grpc::ByteBuffer& answer) {
-          PullResponseHeader header;
-          absl::Status status =
-              DecodeValues(answer, expected, out, &header, {}, nullptr, false, *frame);
-          if (!status.ok()) return status;
-          if (header.on_bulk_stream()) {
-            // UNAVAILABLE (the stream broke, or the frame is late) makes the pull again, in
-            // the answer.
-            status = link->Await(*frame, absl::Now() + BulkLink::FrameTimeout(bytes));
-            if (!status.ok()) return status;
-            bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
-          } else if (*frame != 0) {
-            link->Forget(*frame);  // The ps put the values in the answer.
-          }
-          state->Record(ps, header);
-          return status;
-        },
-        client_options.wait_timeout + client_options.call_timeout, k});
-  }
-  return absl::OkStatus();
 }
 
 absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
@@ -806,13 +729,8 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
       make_request =
           links_->FirstThroughMemory(ps, std::move(through_memory), std::move(in_requests));
     } else if (bulk != nullptr) {
-      std::vector<absl::Span<float>> destinations;
-      for (const SliceRef& ref : expected) {
-        absl::StatusOr<absl::Span<float>> span =
-            SliceOf(out, ref.variable(), ref.row_begin(), ref.row_count());
-        if (!span.ok()) return span.status();
-        destinations.push_back(*span);
-      }
+      absl::StatusOr<std::vector<absl::Span<float>>> destinations = Destinations(out, expected);
+      if (!destinations.ok()) return destinations.status();
       make_request = bulk_->FirstOnStream(
           ps, 0, bulk,
           [shared](uint64_t stream, uint64_t frame) {
@@ -821,7 +739,7 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
             header.mutable_then_pull()->set_bulk_frame(frame);
             return EncodeTensorMessage(header, shared->tensors, nullptr, header.encoding());
           },
-          std::move(destinations), frame);
+          *std::move(destinations), frame);
     } else {
       make_request = std::move(in_requests);
     }
@@ -836,12 +754,9 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
           // The push's outcome is this first answer's, whatever becomes of the values: made
           // again, the push is a DUPLICATE.
           push_state.Record(ps, header.push());
-          if (header.on_bulk_stream()) {
-            status = bulk->Await(*frame, absl::Now() + BulkLink::FrameTimeout(pulled_bytes));
+          if (bulk != nullptr) {
+            status = TakeBulkValues(bulk, *frame, header, pulled_bytes);
             if (!status.ok()) return status;  // UNAVAILABLE: made again, in the answer.
-            bytes_received_.fetch_add(pulled_bytes, std::memory_order_relaxed);
-          } else if (bulk != nullptr && *frame != 0) {
-            bulk->Forget(*frame);  // The ps put the values in the answer.
           }
           if (header.in_shared_memory()) CountPulledThroughMemory(ps);
           pull_state.Record(ps, header);

@@ -225,11 +225,20 @@ class WorkerSession {
                             absl::Span<float> sparse_staging = {},
                             const SharedMemoryLinks::Link* link = nullptr,
                             bool in_place = false, uint64_t bulk_frame = 0) const;
+  // Where `slices`' values go in `out`, in order.
+  absl::StatusOr<std::vector<absl::Span<float>>> Destinations(
+      const MutableVariables& out, const std::vector<SliceRef>& slices) const;
   // Pulls of every slice on shard `ps` whose values come on its bulk streams, the rows split
   // over them (each pull's first attempt's; in the answer when made again). FAILED_PRECONDITION
-  // where the shard has none: its values come in the answers.
+  // where the shard has none: its values come in the answers. worker_session_bulk.cc.
   absl::Status AddBulkPullCalls(int ps, const PullOptions& options, const MutableVariables& out,
                                 PullState* state, std::vector<PsConnections::Call>* calls);
+  // A pull's `bytes` of values, answered as `header` says, whose request named `frame` on
+  // `link`: awaited there when the answer left them on the stream (UNAVAILABLE when they did
+  // not come: the pull is made again, in the answer), the frame forgotten when the answer
+  // holds them.
+  absl::Status TakeBulkValues(BulkLink* link, uint64_t frame, const PullResponseHeader& header,
+                              int64_t bytes);
   // Shard `ps`'s shared memory link, or null where its tensors go in the requests.
   SharedMemoryLinks::Link* LinkFor(int ps) { return links_ ? links_->For(ps) : nullptr; }
   // Puts a shard's dense gradient into `link`'s push region and names the segment in the
