@@ -36,10 +36,12 @@ void ByteBudget::Run(After after) {
   for (std::function<void()>& resume : after.resumes) executor_(std::move(resume));
 }
 
-ByteBudget::Charge ByteBudget::Hold(int64_t bytes, bool buffer, const std::string& group) {
+ByteBudget::Charge ByteBudget::Hold(int64_t bytes, Kind kind, const std::string& group,
+                                    int64_t counted) {
   if (!group.empty()) ++groups_[group];
-  if (buffer) {
-    buffer_bytes_ += bytes;
+  if (kind == Kind::kReservation && !group.empty()) reserved_[group] += bytes;
+  if (kind == Kind::kBuffer || kind == Kind::kReservation) {
+    buffer_bytes_ += bytes - counted;
     ++buffers_;
   } else {
     request_bytes_ += bytes;
@@ -49,15 +51,22 @@ ByteBudget::Charge ByteBudget::Hold(int64_t bytes, bool buffer, const std::strin
   // no thread, so the last owner may be any thread).
   std::shared_ptr<ByteBudget> self = shared_from_this();
   return Charge(static_cast<void*>(this),
-                [self, bytes, buffer, group](void*) { self->Give(bytes, buffer, group); });
+                [self, bytes, kind, group](void*) { self->Give(bytes, kind, group); });
 }
 
-void ByteBudget::Give(int64_t bytes, bool buffer, const std::string& group) {
+void ByteBudget::Give(int64_t bytes, Kind kind, const std::string& group) {
   After after;
   {
     absl::MutexLock lock(&mu_);
     if (!group.empty() && --groups_[group] == 0) groups_.erase(group);
-    if (buffer) {
+    if (kind == Kind::kReservation && !group.empty()) {
+      // What a buffer has not taken over of its group's reservations (ChargeBuffer).
+      auto reserved = reserved_.find(group);
+      const int64_t left = reserved == reserved_.end() ? 0 : std::min(bytes, reserved->second);
+      if (reserved != reserved_.end() && (reserved->second -= left) == 0) reserved_.erase(reserved);
+      bytes = left;
+    }
+    if (kind == Kind::kBuffer || kind == Kind::kReservation) {
       buffer_bytes_ -= bytes;
       --buffers_;
       LetInLocked(&after);
@@ -75,15 +84,22 @@ bool ByteBudget::RoomLocked(int64_t bytes) const {
 ByteBudget::Charge ByteBudget::ChargeBuffer(int64_t bytes, const std::string& group) {
   if (!enabled()) return nullptr;
   absl::MutexLock lock(&mu_);
-  return Hold(bytes, /*buffer=*/true, group);
+  // The bytes its group's reservation counted already are the buffer's from now on.
+  int64_t counted = 0;
+  auto reserved = reserved_.find(group);
+  if (reserved != reserved_.end()) {
+    counted = std::min(bytes, reserved->second);
+    if ((reserved->second -= counted) == 0) reserved_.erase(reserved);
+  }
+  return Hold(bytes, Kind::kBuffer, group, counted);
 }
 
 ByteBudget::Charge ByteBudget::TryReserveBuffer(int64_t bytes, const std::string& group) {
   if (!enabled()) return nullptr;
   absl::MutexLock lock(&mu_);
-  if (AdmittedLocked(group)) return Hold(0, /*buffer=*/false, group);
+  if (AdmittedLocked(group)) return Hold(0, Kind::kPass, group);
   if (!waiting_.empty() || !RoomLocked(bytes)) return nullptr;
-  return Hold(bytes, /*buffer=*/true, group);
+  return Hold(bytes, Kind::kReservation, group);
 }
 
 void ByteBudget::ResumeLocked(Waiter waiter, Charge charge, After* after) {
@@ -114,7 +130,7 @@ void ByteBudget::WaitForBuffer(const std::string& job, const std::string& group,
       waiter.resume = std::move(resume);
       ++waits_;
       if (AdmittedLocked(group)) {  // Since TryReserveBuffer.
-        ResumeLocked(std::move(waiter), Hold(0, /*buffer=*/false, group), &after);
+        ResumeLocked(std::move(waiter), Hold(0, Kind::kPass, group), &after);
       } else {
         id = waiter.id;
         waiting_[job].push_back(std::move(waiter));
@@ -152,7 +168,7 @@ void ByteBudget::LetInLocked(After* after) {
     Waiter first = std::move(queue.front());
     queue.pop_front();
     const std::string group = first.group;
-    Charge reservation = Hold(first.bytes, /*buffer=*/true, group);
+    Charge reservation = Hold(first.bytes, Kind::kReservation, group);
     ResumeLocked(std::move(first), std::move(reservation), after);
     // The other chunks of its push pass after it (the same job's queue holds them).
     if (!group.empty()) {
@@ -161,7 +177,7 @@ void ByteBudget::LetInLocked(After* after) {
           ++it;
           continue;
         }
-        ResumeLocked(std::move(*it), Hold(0, /*buffer=*/false, group), after);
+        ResumeLocked(std::move(*it), Hold(0, Kind::kPass, group), after);
         it = queue.erase(it);
       }
     }
@@ -221,7 +237,7 @@ void ByteBudget::CancelWaiters(const absl::Status& status) {
 ByteBudget::Charge ByteBudget::ChargeRequest(int64_t bytes) {
   if (!enabled()) return nullptr;
   absl::MutexLock lock(&mu_);
-  return Hold(bytes, /*buffer=*/false);
+  return Hold(bytes, Kind::kRequest);
 }
 
 void ByteBudget::ForgetIdleClientsLocked(absl::Time now, bool always) {

@@ -70,7 +70,9 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   // freed, the group is admitted: its other chunks pass at once, without room, since they fill
   // the buffer admitted (were they to wait for room, the push could never be applied to free it).
 
-  // A push buffer of `bytes` now held, whatever the room (one a reservation made room for).
+  // A push buffer of `bytes` now held, whatever the room (one a reservation made room for). The
+  // bytes that `group`'s reservations hold are the buffer's from now on, not counted twice
+  // (a whole push, group "", is counted twice while its reservation is held: at most a chunk).
   Charge ChargeBuffer(int64_t bytes, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
   // Room for a new push buffer of `bytes`, reserved until the charge is dropped (a pass of 0
   // bytes when `group` is admitted); null when there is no room now or calls are parked before
@@ -139,10 +141,17 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   ByteBudget(int64_t budget_bytes, std::string server, DeadlineTimer* timer, Executor executor,
              Clock* clock);
   void Run(After after);
-  // `group`, when not empty, is admitted while the charge is held.
-  Charge Hold(int64_t bytes, bool buffer, const std::string& group = "")
+  enum class Kind {
+    kRequest,      // Bytes of a call being handled.
+    kPass,         // No bytes: a chunk of an admitted push.
+    kReservation,  // Room for a push buffer, which takes its bytes over once charged.
+    kBuffer,       // A push buffer.
+  };
+  // `group`, when not empty, is admitted while the charge is held. `counted` of the `bytes` are
+  // counted already (taken over from the group's reservations); the charge gives back `bytes`.
+  Charge Hold(int64_t bytes, Kind kind, const std::string& group = "", int64_t counted = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Give(int64_t bytes, bool buffer, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
+  void Give(int64_t bytes, Kind kind, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
   bool AdmittedLocked(const std::string& group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !group.empty() && groups_.count(group) > 0;
   }
@@ -182,6 +191,8 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   std::map<std::string, int> clients_per_job_ ABSL_GUARDED_BY(mu_);  // Of clients_.
   absl::Time swept_ ABSL_GUARDED_BY(mu_);  // When idle clients were last forgotten.
   std::map<std::string, int> groups_ ABSL_GUARDED_BY(mu_);  // Admitted: charges held.
+  // Per group, the bytes of its reservations that no buffer has taken over yet.
+  std::map<std::string, int64_t> reserved_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ps

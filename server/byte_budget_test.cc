@@ -162,6 +162,46 @@ TEST(ByteBudgetTest, TheChunksOfAnAdmittedPushPassWithoutRoom) {
   EXPECT_NE(budget->TryReserveBuffer(3 * kMiB, "job/3/0/4"), nullptr);
 }
 
+// A reservation made into its push's buffer is counted once: the buffer takes its bytes over,
+// whichever of the two is dropped first.
+TEST(ByteBudgetTest, ABufferTakesItsReservationsBytesOver) {
+  DeadlineTimer timer;
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget = ByteBudget::Create(8 * kMiB, "ps:0", &timer, RunOn(&pool));
+  for (bool buffer_first : {false, true}) {
+    SCOPED_TRACE(buffer_first ? "buffer freed first" : "reservation dropped first");
+    ByteBudget::Charge reservation = budget->TryReserveBuffer(3 * kMiB, "job/0/1/2");
+    ASSERT_NE(reservation, nullptr);
+    ByteBudget::Charge buffer = budget->ChargeBuffer(3 * kMiB, "job/0/1/2");
+    EXPECT_EQ(budget->GetStats().buffer_bytes, 3 * kMiB);
+    // The room is the buffer's alone: another 3 MiB push fits, a third does not.
+    ByteBudget::Charge other = budget->TryReserveBuffer(3 * kMiB, "job/0/2/2");
+    EXPECT_NE(other, nullptr);
+    EXPECT_EQ(budget->TryReserveBuffer(3 * kMiB, "job/0/3/2"), nullptr);
+    other.reset();
+    if (buffer_first) {
+      buffer.reset();
+      EXPECT_EQ(budget->GetStats().buffer_bytes, 0);
+      reservation.reset();
+    } else {
+      reservation.reset();
+      EXPECT_EQ(budget->GetStats().buffer_bytes, 3 * kMiB);
+      buffer.reset();
+    }
+    EXPECT_EQ(budget->GetStats().buffer_bytes, 0);
+  }
+  EXPECT_EQ(budget->GetStats().peak_bytes, 6 * kMiB);
+  // A buffer larger than its reservation counts the difference; one of another group, all.
+  ByteBudget::Charge reservation = budget->TryReserveBuffer(2 * kMiB, "job/0/1/3");
+  ByteBudget::Charge larger = budget->ChargeBuffer(3 * kMiB, "job/0/1/3");
+  ByteBudget::Charge stranger = budget->ChargeBuffer(kMiB, "job/0/4/1");
+  EXPECT_EQ(budget->GetStats().buffer_bytes, 4 * kMiB);
+  reservation.reset();
+  larger.reset();
+  stranger.reset();
+  EXPECT_EQ(budget->GetStats().buffer_bytes, 0);
+}
+
 TEST(ByteBudgetTest, AParkedCallIsAnsweredUnavailableAtItsDeadlineSayingWhatItWaitedFor) {
   SimulatedClock clock;
   DeadlineTimer timer(DeadlineTimerOptions{&clock});
