@@ -102,7 +102,16 @@ ByteBudget::Charge ByteBudget::TryReserveBuffer(int64_t bytes, const std::string
   return Hold(bytes, Kind::kReservation, group);
 }
 
+void ByteBudget::UnparkLocked(const Waiter& waiter) {
+  if (waiter.client.empty()) return;
+  auto it = clients_.find(waiter.client);
+  if (it == clients_.end()) return;
+  --it->second.parked;
+  it->second.seen = clock_->Now();
+}
+
 void ByteBudget::ResumeLocked(Waiter waiter, Charge charge, After* after) {
+  UnparkLocked(waiter);
   wait_seconds_ += absl::ToDoubleSeconds(clock_->Now() - waiter.since);
   if (waiter.timeout != 0) after->cancel.push_back(waiter.timeout);
   after->resumes.push_back(
@@ -111,8 +120,9 @@ void ByteBudget::ResumeLocked(Waiter waiter, Charge charge, After* after) {
       });
 }
 
-void ByteBudget::WaitForBuffer(const std::string& job, const std::string& group, int64_t bytes,
-                               absl::Time deadline, Resume resume) {
+void ByteBudget::WaitForBuffer(const std::string& job, const std::string& client,
+                               const std::string& group, int64_t bytes, absl::Time deadline,
+                               Resume resume) {
   After after;
   uint64_t id = 0;
   {
@@ -128,6 +138,13 @@ void ByteBudget::WaitForBuffer(const std::string& job, const std::string& group,
       waiter.bytes = bytes;
       waiter.since = clock_->Now();
       waiter.resume = std::move(resume);
+      if (!client.empty()) {
+        const std::string name = client.substr(0, kMaxClientId);
+        if (Client* noted = NoteClientLocked(name, job); noted != nullptr) {
+          ++noted->parked;
+          waiter.client = name;
+        }
+      }
       ++waits_;
       if (AdmittedLocked(group)) {  // Since TryReserveBuffer.
         ResumeLocked(std::move(waiter), Hold(0, Kind::kPass, group), &after);
@@ -203,6 +220,7 @@ void ByteBudget::TimeOut(const std::string& job, uint64_t id) {
         " for room for a push buffer of ", MibText(it->bytes), " of job \"", job, "\": ",
         HeldTextLocked(), "; retry (the client does), or raise ps_server --max_inflight_mb"));
     resume = std::move(it->resume);
+    UnparkLocked(*it);
     wait_seconds_ += absl::ToDoubleSeconds(waited);
     ++timeouts_;
     queue->second.erase(it);
@@ -224,6 +242,7 @@ void ByteBudget::CancelWaiters(const absl::Status& status) {
     cancelled_ = true;
     for (auto& [job, queue] : waiting_) {
       for (Waiter& waiter : queue) {
+        UnparkLocked(waiter);
         resumes.push_back(std::move(waiter.resume));
         if (waiter.timeout != 0) timeouts.push_back(waiter.timeout);
       }
@@ -244,7 +263,7 @@ void ByteBudget::ForgetIdleClientsLocked(absl::Time now, bool always) {
   if (!always && now - swept_ < kClientIdle / 10) return;
   swept_ = now;
   for (auto it = clients_.begin(); it != clients_.end();) {
-    if (now - it->second.seen <= kClientIdle) {
+    if (it->second.parked > 0 || now - it->second.seen <= kClientIdle) {
       ++it;
       continue;
     }
@@ -253,15 +272,13 @@ void ByteBudget::ForgetIdleClientsLocked(absl::Time now, bool always) {
   }
 }
 
-int64_t ByteBudget::Window(const std::string& client_id, const std::string& job) {
-  if (!enabled()) return 0;
-  const std::string client = client_id.substr(0, kMaxClientId);
-  absl::MutexLock lock(&mu_);
+ByteBudget::Client* ByteBudget::NoteClientLocked(const std::string& client,
+                                                 const std::string& job) {
   const absl::Time now = clock_->Now();
   ForgetIdleClientsLocked(now);
   auto it = clients_.find(client);
   if (it == clients_.end()) {
-    if (clients_.size() >= kMaxClients) return 1;
+    if (clients_.size() >= kMaxClients) return nullptr;
     it = clients_.emplace(client, Client{job, now}).first;
     ++clients_per_job_[job];
   } else if (it->second.job != job) {
@@ -270,6 +287,13 @@ int64_t ByteBudget::Window(const std::string& client_id, const std::string& job)
     it->second.job = job;
   }
   it->second.seen = now;
+  return &it->second;
+}
+
+int64_t ByteBudget::Window(const std::string& client_id, const std::string& job) {
+  if (!enabled()) return 0;
+  absl::MutexLock lock(&mu_);
+  if (NoteClientLocked(client_id.substr(0, kMaxClientId), job) == nullptr) return 1;
   return std::max<int64_t>(1, request_part() / static_cast<int64_t>(clients_per_job_.size()) /
                                   clients_per_job_[job]);
 }

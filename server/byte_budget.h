@@ -71,8 +71,9 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   // the buffer admitted (were they to wait for room, the push could never be applied to free it).
 
   // A push buffer of `bytes` now held, whatever the room (one a reservation made room for). The
-  // bytes that `group`'s reservations hold are the buffer's from now on, not counted twice
-  // (a whole push, group "", is counted twice while its reservation is held: at most a chunk).
+  // bytes that `group`'s reservations hold are the buffer's from now on, not counted twice.
+  // A whole push (group "") is counted twice while both are held: the reservation is dropped
+  // right after its push is decoded, so that is a decode's length, up to a shard's bytes.
   Charge ChargeBuffer(int64_t bytes, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
   // Room for a new push buffer of `bytes`, reserved until the charge is dropped (a pass of 0
   // bytes when `group` is admitted); null when there is no room now or calls are parked before
@@ -83,8 +84,10 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   // the budget is cancelled (CancelWaiters). It runs through the executor (the timer's thread
   // for a timeout), never inside this call.
   // A parked chunk whose group another chunk's admission admits resumes with a pass.
-  void WaitForBuffer(const std::string& job, const std::string& group, int64_t bytes,
-                     absl::Time deadline, Resume resume) ABSL_LOCKS_EXCLUDED(mu_);
+  // `client` (as for Window; "" for none) stays active while the call is parked: its clients'
+  // share of the request part does not go to the others meanwhile.
+  void WaitForBuffer(const std::string& job, const std::string& client, const std::string& group,
+                     int64_t bytes, absl::Time deadline, Resume resume) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends every parked call with `status`, on this thread, and parks no more (the ps is shutting
   // down).
   void CancelWaiters(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
@@ -121,6 +124,7 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
  private:
   struct Waiter {
     uint64_t id = 0;
+    std::string client;  // Noted in clients_ while parked; "" for none.
     std::string group;
     int64_t bytes = 0;
     absl::Time since;
@@ -136,6 +140,7 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   struct Client {
     std::string job;
     absl::Time seen;
+    int parked = 0;  // Its calls parked now: not idle while any is.
   };
 
   ByteBudget(int64_t budget_bytes, std::string server, DeadlineTimer* timer, Executor executor,
@@ -148,13 +153,20 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
     kBuffer,       // A push buffer.
   };
   // `group`, when not empty, is admitted while the charge is held. `counted` of the `bytes` are
-  // counted already (taken over from the group's reservations); the charge gives back `bytes`.
+  // counted already (taken over from the group's reservations); the charge gives back `bytes`
+  // (a reservation: what no buffer took over of them).
   Charge Hold(int64_t bytes, Kind kind, const std::string& group = "", int64_t counted = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Give(int64_t bytes, Kind kind, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
   bool AdmittedLocked(const std::string& group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !group.empty() && groups_.count(group) > 0;
   }
+  // Notes `client` active for `job` now (Window's bookkeeping); the entry, or null past
+  // kMaxClients.
+  Client* NoteClientLocked(const std::string& client, const std::string& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A parked call of `waiter`'s client is no longer parked (let in, timed out or cancelled).
+  void UnparkLocked(const Waiter& waiter) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Resumes `waiter` with `charge` once mu_ is released.
   void ResumeLocked(Waiter waiter, Charge charge, After* after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool RoomLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -53,7 +53,7 @@ TEST(ByteBudgetTest, BuffersTakeThreeQuartersAndTheRestWaitsUntilOneIsFreed) {
   }
   EXPECT_EQ(budget->TryReserveBuffer(64 * kMiB, ""), nullptr);
   Parked parked;
-  budget->WaitForBuffer("job", "", 64 * kMiB, absl::Now() + absl::Seconds(30), parked.Resume());
+  budget->WaitForBuffer("job", "", "", 64 * kMiB, absl::Now() + absl::Seconds(30), parked.Resume());
   EXPECT_FALSE(parked.resumed.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
   EXPECT_EQ(budget->GetStats().waiting, 1);
   // A call that comes later waits behind the parked one even where it would fit.
@@ -112,7 +112,7 @@ TEST(ByteBudgetTest, JobsWithCallsWaitingTakeTurns) {
   std::vector<ByteBudget::Charge> reservations;
   absl::Notification all;
   auto park = [&](const std::string& job) {
-    budget->WaitForBuffer(job, "", 3 * kMiB, absl::Now() + absl::Seconds(30),
+    budget->WaitForBuffer(job, "", "", 3 * kMiB, absl::Now() + absl::Seconds(30),
                           [&, job](absl::StatusOr<ByteBudget::Charge> charge) {
                             ASSERT_TRUE(charge.ok());
                             absl::MutexLock lock(&mu);
@@ -141,9 +141,9 @@ TEST(ByteBudgetTest, TheChunksOfAnAdmittedPushPassWithoutRoom) {
   ASSERT_NE(other, nullptr);
   // Two chunks of worker 2's push park; the budget is full.
   Parked first, second;
-  budget->WaitForBuffer("job", "job/2/0/9", 3 * kMiB, absl::Now() + absl::Seconds(30),
+  budget->WaitForBuffer("job", "", "job/2/0/9", 3 * kMiB, absl::Now() + absl::Seconds(30),
                         first.Resume());
-  budget->WaitForBuffer("job", "job/2/0/9", 3 * kMiB, absl::Now() + absl::Seconds(30),
+  budget->WaitForBuffer("job", "", "job/2/0/9", 3 * kMiB, absl::Now() + absl::Seconds(30),
                         second.Resume());
   other.reset();
   // Both resume: the first with the room, the second with a pass of no bytes.
@@ -209,7 +209,7 @@ TEST(ByteBudgetTest, AParkedCallIsAnsweredUnavailableAtItsDeadlineSayingWhatItWa
   std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:3", &timer, RunOn(&pool), &clock);
   ByteBudget::Charge held = budget->TryReserveBuffer(3 * kMiB, "");
   Parked parked;
-  budget->WaitForBuffer("mlp", "", 3 * kMiB, clock.Now() + absl::Seconds(5), parked.Resume());
+  budget->WaitForBuffer("mlp", "", "", 3 * kMiB, clock.Now() + absl::Seconds(5), parked.Resume());
   clock.Advance(absl::Seconds(5));
   ASSERT_TRUE(parked.resumed.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(absl::IsUnavailable(parked.result.status())) << parked.result.status();
@@ -232,13 +232,13 @@ TEST(ByteBudgetTest, CancelWaitersAnswersEveryParkedCall) {
   std::shared_ptr<ByteBudget> budget = ByteBudget::Create(4 * kMiB, "ps:0", &timer, RunOn(&pool));
   ByteBudget::Charge held = budget->TryReserveBuffer(3 * kMiB, "");
   Parked parked;
-  budget->WaitForBuffer("job", "", 3 * kMiB, absl::Now() + absl::Seconds(30), parked.Resume());
+  budget->WaitForBuffer("job", "", "", 3 * kMiB, absl::Now() + absl::Seconds(30), parked.Resume());
   budget->CancelWaiters(absl::UnavailableError("ps:0 is shutting down"));
   ASSERT_TRUE(parked.resumed.HasBeenNotified());
   EXPECT_TRUE(absl::IsUnavailable(parked.result.status()));
   // Later calls are not parked.
   Parked late;
-  budget->WaitForBuffer("job", "", 3 * kMiB, absl::Now() + absl::Seconds(30), late.Resume());
+  budget->WaitForBuffer("job", "", "", 3 * kMiB, absl::Now() + absl::Seconds(30), late.Resume());
   ASSERT_TRUE(late.resumed.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_TRUE(absl::IsUnavailable(late.result.status()));
 }
@@ -260,6 +260,31 @@ TEST(ByteBudgetTest, WindowsShareTheRequestPartBetweenJobsThenClients) {
   // Clients quiet for longer than kClientIdle give their share back.
   clock.Advance(ByteBudget::kClientIdle + absl::Seconds(1));
   EXPECT_EQ(budget->Window("b1", "small"), 64 * kMiB);
+}
+
+// A client whose call is parked is not idle, however long it waits: the clients answered
+// meanwhile keep to their share rather than take its part too.
+TEST(ByteBudgetTest, AClientWithACallParkedKeepsItsShare) {
+  SimulatedClock clock;
+  DeadlineTimer timer(DeadlineTimerOptions{&clock});
+  IoThread pool;
+  std::shared_ptr<ByteBudget> budget =
+      ByteBudget::Create(8 * kMiB, "ps:0", &timer, RunOn(&pool), &clock);
+  ASSERT_EQ(budget->request_part(), 2 * kMiB);
+  ByteBudget::Charge full = budget->TryReserveBuffer(6 * kMiB, "");
+  ASSERT_NE(full, nullptr);
+  budget->Window("a", "job");
+  Parked parked;
+  budget->WaitForBuffer("job", "b", "", kMiB, clock.Now() + absl::Seconds(60), parked.Resume());
+  EXPECT_EQ(budget->Window("a", "job"), kMiB);  // Shared with b.
+  clock.Advance(ByteBudget::kClientIdle + absl::Seconds(1));
+  EXPECT_EQ(budget->Window("a", "job"), kMiB);  // b waits still: it is not idle.
+  EXPECT_EQ(budget->GetStats().clients, 2);
+  full.reset();  // b is let in, and seen then.
+  ASSERT_TRUE(parked.resumed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  parked.result = absl::UnknownError("dropped");
+  clock.Advance(ByteBudget::kClientIdle + absl::Seconds(1));
+  EXPECT_EQ(budget->Window("a", "job"), 2 * kMiB);  // b quiet since: a has the part.
 }
 
 }  // namespace

@@ -21,6 +21,14 @@ constexpr char kRetryHereKey[] = "ps-retry-here";
 // gets the reason rather than a bare DEADLINE_EXCEEDED.
 constexpr absl::Duration kParkMargin = absl::Milliseconds(100);
 
+// The client a call comes from, as it names itself; one that does not is its connection.
+std::string ClientOf(grpc::CallbackServerContext* context) {
+  const auto& metadata = context->client_metadata();
+  auto id = metadata.find(kClientIdKey);
+  return id != metadata.end() ? std::string(id->second.data(), id->second.size())
+                              : context->peer();
+}
+
 }  // namespace
 
 void ParameterService::DecodePushInBudget(grpc::CallbackServerContext* context, const Peer& peer,
@@ -47,7 +55,7 @@ void ParameterService::DecodePushInBudget(grpc::CallbackServerContext* context, 
       options_.default_wait_timeout,
       absl::FromChrono(context->deadline()) - absl::Now() - kParkMargin);
   byte_budget_->WaitForBuffer(
-      header.job_id(), ShardJob::PushGroup(header), admission.wait_bytes,
+      header.job_id(), ClientOf(context), ShardJob::PushGroup(header), admission.wait_bytes,
       options_.clock->Now() + std::max(left, absl::ZeroDuration()),
       [this, context, peer, request, allow_chunks, job_id = header.job_id(),
        parked = std::move(admission.parked),
@@ -68,12 +76,8 @@ void ParameterService::DecodePushInBudget(grpc::CallbackServerContext* context, 
 void ParameterService::SendWindow(grpc::CallbackServerContext* context,
                                   const std::string& job_id) {
   if (!byte_budget_->enabled()) return;
-  const auto& metadata = context->client_metadata();
-  auto id = metadata.find(kClientIdKey);
-  // A client that does not name itself is its connection.
-  const std::string client = id != metadata.end() ? std::string(id->second.data(), id->second.size())
-                                                  : context->peer();
-  context->AddTrailingMetadata(kWindowKey, absl::StrCat(byte_budget_->Window(client, job_id)));
+  context->AddTrailingMetadata(kWindowKey,
+                               absl::StrCat(byte_budget_->Window(ClientOf(context), job_id)));
 }
 
 }  // namespace ps
