@@ -814,9 +814,9 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
       context, peer, request, /*allow_chunks=*/true, nullptr,
       [this, reactor, response, received = request->Length(),
        slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot)),
-       charge = byte_budget_->ChargeRequest(request->Length())](
-          std::shared_ptr<ShardJob> job, const PushRequestHeader&,
-          absl::StatusOr<DecodedPush> decoded) {
+       charge = std::make_shared<ByteBudget::Charge>(byte_budget_->ChargeRequest(
+           request->Length()))](std::shared_ptr<ShardJob> job, const PushRequestHeader&,
+                                absl::StatusOr<DecodedPush> decoded) {
         auto answer = [reactor, response, job, received, slot, charge](
                           absl::StatusOr<PushResponse> result) {
           if (result.ok()) *response = SerializeToByteBuffer(*result);
@@ -824,6 +824,9 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
             job->traffic().Count(JobMethod::kPush, GrpcCode(result.status()), received,
                                  result.ok() ? response->Length() : 0);
           }
+          // The request's bytes go back before its answer, after which its client may send
+          // the next: they are never counted with the next call's.
+          charge->reset();
           Finish(reactor, slot.get(), result.status());
         };
         if (!decoded.ok()) {
