@@ -65,15 +65,16 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   int64_t buffer_part() const { return budget_ - budget_ / 4; }
   int64_t request_part() const { return budget_ / 4; }
 
-  // Pushes in chunks: every chunk of one push names the same `group` (ShardJob::PushGroup; "" for
-  // a whole push). From the moment one chunk of a group is let in until the push's buffer is
-  // freed, the group is admitted: its other chunks pass at once, without room, since they fill
-  // the buffer admitted (were they to wait for room, the push could never be applied to free it).
+  // Every call of one push names the same `group` (ShardJob::PushGroup: its chunks, or a whole
+  // push and its retries; "" for a whole push without a push id). From the moment one call of a
+  // group is let in until the push's buffer is freed, the group is admitted: its other calls
+  // pass at once, without room, since they fill the buffer admitted (were a chunk to wait for
+  // room, the push could never be applied to free it).
 
   // A push buffer of `bytes` now held, whatever the room (one a reservation made room for). The
   // bytes that `group`'s reservations hold are the buffer's from now on, not counted twice.
-  // A whole push (group "") is counted twice while both are held: the reservation is dropped
-  // right after its push is decoded, so that is a decode's length, up to a shard's bytes.
+  // A push of group "" is counted twice while both are held: its reservation is dropped right
+  // after the push is decoded, so that is a decode's length.
   Charge ChargeBuffer(int64_t bytes, const std::string& group) ABSL_LOCKS_EXCLUDED(mu_);
   // Room for a new push buffer of `bytes`, reserved until the charge is dropped (a pass of 0
   // bytes when `group` is admitted); null when there is no room now or calls are parked before

@@ -360,6 +360,25 @@ TEST_F(MetricsTest, NoJobsAndNoCallsIsTheJobCountAndAnIdleByteBudgetBesideThePro
                      }));
 }
 
+// A whole push's buffer takes over the room reserved for it: the budget counts its request and
+// its buffer once each (the reservation and the buffer both, before).
+TEST_F(MetricsTest, TheByteBudgetCountsAWholePushsBufferOnce) {
+  constexpr int64_t kFloats = 256 * 1024;  // 1 MiB: one chunk, a whole push.
+  ParameterSpec spec = MakeSpec("whole", ConsistencyConfig::ASYNC, 1);
+  spec.mutable_variables(0)->set_shape(0, kFloats);
+  spec.mutable_learning_rate()->set_base(0.001f);
+  ASSERT_TRUE(client_->CreateJob(spec).ok());
+  std::vector<std::unique_ptr<WorkerSession>> sessions = Sessions(spec);
+  ASSERT_EQ(sessions.size(), 1u);
+  std::vector<float> values(kFloats), gradient(kFloats, 1.0f);
+  ASSERT_TRUE(sessions[0]->Pull({}, {{"w", absl::MakeSpan(values)}}).ok());
+  ASSERT_TRUE(sessions[0]->Push({}, {{"w", absl::MakeConstSpan(gradient)}}).ok());
+  const double bytes = kFloats * 4.0;
+  const double peak = Value(Scrape(), R"(ps_byte_budget_peak_bytes{shard="0"})");
+  EXPECT_GE(peak, 2 * bytes);                // The request and the buffer, at once.
+  EXPECT_LT(peak, 2 * bytes + 64 * 1024.0);  // With the request's header, not a third copy.
+}
+
 TEST_F(MetricsTest, TaskInfoNamesTheMetricsPort) {
   std::unique_ptr<Task::Stub> stub = Task::NewStub(
       grpc::CreateChannel(cluster_->addresses()[0], grpc::InsecureChannelCredentials()));

@@ -280,7 +280,8 @@ absl::StatusOr<std::shared_ptr<std::vector<float>>> ShardJob::PushBuffer(
   const int64_t sparse = sparse_->Floats(header.sparse());
   std::shared_ptr<std::vector<float>> buffer =
       sparse == 0 ? AcquirePushBuffer(num_elements_, PushGroup(header))
-                  : Charged(std::make_shared<std::vector<float>>(num_elements_ + sparse), "");
+                  : Charged(std::make_shared<std::vector<float>>(num_elements_ + sparse),
+                            PushGroup(header));
   destinations->clear();
   for (const auto& slice : slices_) {
     destinations->emplace_back(buffer->data() + slice->offset, slice->placement.num_elements());
@@ -295,7 +296,7 @@ void ShardJob::UseByteBudget(std::shared_ptr<ByteBudget> budget) {
 }
 
 std::string ShardJob::PushGroup(const PushRequestHeader& header) {
-  if (!IsChunk(header)) return "";
+  if (!IsChunk(header) && header.push_id() == 0) return "";
   return absl::StrCat(header.job_id(), "/", header.has_shard() ? header.shard() : -1, "/",
                       header.worker(), "/", header.incarnation(), "/", header.push_id());
 }

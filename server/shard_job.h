@@ -161,8 +161,9 @@ class ShardJob {
   // shard's gradient for a whole push or the first chunk of a push to come in; 0 for a later
   // chunk of the push being assembled. The service reserves them before decoding.
   int64_t NewPushBufferBytes(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_);
-  // What every chunk of the push `header` is one of has in common, for the byte budget
-  // (ByteBudget's groups): "" for a whole push.
+  // What every call of the push `header` is one of has in common, for the byte budget
+  // (ByteBudget's groups): its chunks, or a whole push and its retries; "" for a whole push
+  // without a push id, which nothing tells apart from the worker's next.
   static std::string PushGroup(const PushRequestHeader& header);
   // Notes that a push of `worker` waits for the byte budget on `job` until the token is dropped:
   // its lease does not run out meanwhile (as for a parked pull). Null for a worker out of range.
