@@ -124,7 +124,8 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
     }
   }
 
-  // Keeps `charge` (the request's bytes in the byte budget) until the call is done.
+  // Keeps `charge` (the request's bytes in the byte budget) until the call is answered: given
+  // back before the answer, after which its client may send its next call.
   void HoldUntilDone(ByteBudget::Charge charge) { request_charge_ = std::move(charge); }
 
   // Ends the call with `status` before any pull started (its push or rejoin failed); `job` is
@@ -166,6 +167,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   void FinishWith(absl::StatusOr<ShardJob::PullSnapshot> result) {
     if (!result.ok()) {
       if (job_ != nullptr) job_->traffic().Count(method_, GrpcCode(result.status()), received_, 0);
+      request_charge_.reset();
       ParameterService::Finish(this, &slot_, result.status());
       return;
     }
@@ -195,6 +197,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
     *response_ = EncodeTensorMessage(result->header, result->pieces, result->keep_alive,
                                      result->header.encoding());
     job_->traffic().Count(method_, grpc::StatusCode::OK, received_, response_->Length());
+    request_charge_.reset();
     ParameterService::Finish(this, &slot_, absl::OkStatus());
   }
 
@@ -255,7 +258,8 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   SharedMemoryRegistry::Region region_;  // A pull into shared memory's; written in Start.
   std::shared_ptr<BulkStream> bulk_;  // A pull on a bulk stream's; written in Start.
   uint64_t bulk_frame_ = 0;
-  ByteBudget::Charge request_charge_;  // Written before any path can reach OnDone.
+  // Written before any path can finish the call; reset only by the one that does.
+  ByteBudget::Charge request_charge_;
 
   absl::Mutex mu_;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
