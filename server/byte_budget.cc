@@ -59,13 +59,8 @@ void ByteBudget::Give(int64_t bytes, Kind kind, const std::string& group) {
   {
     absl::MutexLock lock(&mu_);
     if (!group.empty() && --groups_[group] == 0) groups_.erase(group);
-    if (kind == Kind::kReservation && !group.empty()) {
-      // What a buffer has not taken over of its group's reservations (ChargeBuffer).
-      auto reserved = reserved_.find(group);
-      const int64_t left = reserved == reserved_.end() ? 0 : std::min(bytes, reserved->second);
-      if (reserved != reserved_.end() && (reserved->second -= left) == 0) reserved_.erase(reserved);
-      bytes = left;
-    }
+    // A reservation gives back what no buffer took over of it (ChargeBuffer).
+    if (kind == Kind::kReservation && !group.empty()) bytes = TakeReservedLocked(group, bytes);
     if (kind == Kind::kBuffer || kind == Kind::kReservation) {
       buffer_bytes_ -= bytes;
       --buffers_;
@@ -85,13 +80,15 @@ ByteBudget::Charge ByteBudget::ChargeBuffer(int64_t bytes, const std::string& gr
   if (!enabled()) return nullptr;
   absl::MutexLock lock(&mu_);
   // The bytes its group's reservation counted already are the buffer's from now on.
-  int64_t counted = 0;
+  return Hold(bytes, Kind::kBuffer, group, TakeReservedLocked(group, bytes));
+}
+
+int64_t ByteBudget::TakeReservedLocked(const std::string& group, int64_t bytes) {
   auto reserved = reserved_.find(group);
-  if (reserved != reserved_.end()) {
-    counted = std::min(bytes, reserved->second);
-    if ((reserved->second -= counted) == 0) reserved_.erase(reserved);
-  }
-  return Hold(bytes, Kind::kBuffer, group, counted);
+  if (reserved == reserved_.end()) return 0;
+  const int64_t taken = std::min(bytes, reserved->second);
+  if ((reserved->second -= taken) == 0) reserved_.erase(reserved);
+  return taken;
 }
 
 ByteBudget::Charge ByteBudget::TryReserveBuffer(int64_t bytes, const std::string& group) {

@@ -162,6 +162,9 @@ class ByteBudget : public std::enable_shared_from_this<ByteBudget> {
   bool AdmittedLocked(const std::string& group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !group.empty() && groups_.count(group) > 0;
   }
+  // Takes up to `bytes` out of `group`'s reservations not yet taken over (reserved_); how many.
+  int64_t TakeReservedLocked(const std::string& group, int64_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Notes `client` active for `job` now (Window's bookkeeping); the entry, or null past
   // kMaxClients.
   Client* NoteClientLocked(const std::string& client, const std::string& job)

@@ -167,8 +167,7 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
   void FinishWith(absl::StatusOr<ShardJob::PullSnapshot> result) {
     if (!result.ok()) {
       if (job_ != nullptr) job_->traffic().Count(method_, GrpcCode(result.status()), received_, 0);
-      request_charge_.reset();
-      ParameterService::Finish(this, &slot_, result.status());
+      FinishCall(result.status());
       return;
     }
     if (push_.has_value()) *result->header.mutable_push() = *std::move(push_);
@@ -197,8 +196,13 @@ class ParameterService::PullReactor : public grpc::ServerUnaryReactor {
     *response_ = EncodeTensorMessage(result->header, result->pieces, result->keep_alive,
                                      result->header.encoding());
     job_->traffic().Count(method_, grpc::StatusCode::OK, received_, response_->Length());
+    FinishCall(absl::OkStatus());
+  }
+
+  // Gives the request's bytes back to the byte budget, then finishes the call with `status`.
+  void FinishCall(const absl::Status& status) {
     request_charge_.reset();
-    ParameterService::Finish(this, &slot_, absl::OkStatus());
+    ParameterService::Finish(this, &slot_, status);
   }
 
   // The bulk stream a pull names: its worker's, for dense float32 values.
