@@ -18,6 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
 #include "common/net/proto_byte_buffer.h"
@@ -90,6 +92,13 @@ class BulkStreamTest : public testing::Test {
   int64_t FramesSent() {
     return cluster_->server(0).service().bulk_frames_sent() +
            cluster_->server(1).service().bulk_frames_sent();
+  }
+  // FramesSent once it reaches `expected`, or after 5 s: a stream's thread counts a frame once
+  // its write returned, which may be just after the worker has read it.
+  int64_t FramesSentOnceAt(int64_t expected) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (FramesSent() < expected && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+    return FramesSent();
   }
 
 
@@ -182,7 +191,7 @@ TEST_F(BulkStreamTest, PullsOnStreamsGiveTheValuesOfTheAnswersPathInEveryMode) {
     EXPECT_EQ(PullAll(streams.get()), PullAll(answers.get()));
     // Every pull of the streams' session went on its streams: two per shard, each with half
     // the shard's rows.
-    EXPECT_EQ(FramesSent() - frames_before, 2 * 2 * 5);
+    EXPECT_EQ(FramesSentOnceAt(frames_before + 2 * 2 * 5) - frames_before, 2 * 2 * 5);
   }
 }
 
@@ -215,7 +224,8 @@ TEST_F(BulkStreamTest, APushPullsValuesComeOnTheStreamAndItsPushIsAppliedOnce) {
     for (const PushResponse& pushed : x->pushed) EXPECT_EQ(pushed.outcome(), PushResponse::APPLIED);
     ASSERT_EQ(a, b) << "step " << step;
   }
-  EXPECT_EQ(FramesSent() - frames_before, 2 * 3);  // One frame per shard per PushPull.
+  // One frame per shard per PushPull.
+  EXPECT_EQ(FramesSentOnceAt(frames_before + 2 * 3) - frames_before, 2 * 3);
   EXPECT_EQ(PullAll(answers.get()), PullAll(streams.get()));
 
   // The ps closes the session's streams on shard 0 (the worker's next ones push them out): the
@@ -296,9 +306,9 @@ TEST_F(BulkStreamTest, ASessionWhoseStreamsThePsClosedOpensOthers) {
   }
   absl::SleepFor(absl::Milliseconds(200));  // The session's readers see their streams end.
   EXPECT_EQ(PullAll(session.get()), expected);  // Shard 0's on two new streams.
-  EXPECT_EQ(FramesSent(), frames + 4);
+  EXPECT_EQ(FramesSentOnceAt(frames + 4), frames + 4);
   EXPECT_EQ(PullAll(session.get()), expected);
-  EXPECT_EQ(FramesSent(), frames + 8);
+  EXPECT_EQ(FramesSentOnceAt(frames + 8), frames + 8);
 }
 
 }  // namespace
