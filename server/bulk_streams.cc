@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,11 +22,13 @@ BulkStream::BulkStream(int fd, std::shared_ptr<std::atomic<int64_t>> queued_byte
                        int64_t max_queued_bytes)
     : fd_(fd), all_queued_bytes_(std::move(queued_bytes)), max_queued_bytes_(max_queued_bytes) {
   sender_ = std::thread([this] { Run(); });
+  reader_ = std::thread([this] { Read(); });
 }
 
 BulkStream::~BulkStream() {
   Close();
   sender_.join();
+  reader_.join();
   close(fd_);
 }
 
@@ -46,28 +49,83 @@ absl::Status BulkStream::Send(uint64_t frame, std::vector<absl::Span<const float
   return absl::OkStatus();
 }
 
+void BulkStream::Receive(uint64_t frame, std::vector<absl::Span<float>> destinations,
+                         std::shared_ptr<void> keep_alive, Received done) {
+  int64_t bytes = 0;
+  for (absl::Span<float> destination : destinations) bytes += destination.size() * sizeof(float);
+  absl::Status refused;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) {
+      refused = absl::UnavailableError("the push's bulk stream is closed");
+    } else if (frame == 0 || frame <= passed_) {
+      refused = absl::UnavailableError(absl::StrCat(
+          "frame ", frame, " of the push's bulk stream came before its call could take it, and "
+          "was read past: send the gradient in the request"));
+    } else if (expected_.contains(frame)) {
+      refused = absl::InvalidArgumentError(
+          absl::StrCat("frame ", frame, " of the bulk stream is named by another push call"));
+    } else if (static_cast<int>(expected_.size()) >= kMaxExpectedFrames) {
+      refused = absl::UnavailableError(absl::StrCat(
+          "the push's bulk stream has ", kMaxExpectedFrames, " frames expected already"));
+    } else {
+      expected_[frame] = Expected{std::move(destinations), std::move(keep_alive),
+                                  std::move(done), absl::Now() + ReceiveTimeout(bytes), false};
+      return;
+    }
+  }
+  done(refused);
+}
+
+void BulkStream::Refuse(uint64_t frame) {
+  absl::MutexLock lock(&mu_);
+  if (closed_ || frame <= passed_ || expected_.contains(frame) ||
+      static_cast<int>(expected_.size()) >= 2 * kMaxExpectedFrames) {
+    return;  // Read past anyway once kClaimTimeout has passed.
+  }
+  Expected refused;
+  refused.refused = true;
+  refused.deadline = absl::Now() + ReceiveTimeout(0);
+  expected_[frame] = std::move(refused);
+}
+
 void BulkStream::ClearQueueLocked() {
   for (const Frame& queued : queue_) all_queued_bytes_->fetch_sub(queued.bytes);
   queue_.clear();
 }
 
-void BulkStream::Close() {
-  absl::MutexLock lock(&mu_);
+void BulkStream::CloseLocked(absl::string_view why, std::vector<Received>* failed) {
+  for (auto& [frame, expected] : expected_) {
+    if (expected.done != nullptr) failed->push_back(std::move(expected.done));
+  }
+  expected_.clear();
   if (closed_) return;
+  if (!why.empty()) LOG(INFO) << "a bulk stream closes: " << why;
   closed_ = true;
   ClearQueueLocked();
-  shutdown(fd_, SHUT_RDWR);  // Ends a write in progress at once.
+  shutdown(fd_, SHUT_RDWR);  // Ends a write or read in progress at once.
+}
+
+void BulkStream::Fail(std::vector<Received> failed, absl::string_view why) {
+  for (Received& done : failed) {
+    done(absl::UnavailableError(absl::StrCat("the push's bulk stream closed (", why,
+                                             ") before its values came: send them in the "
+                                             "request")));
+  }
+}
+
+void BulkStream::Close() {
+  std::vector<Received> failed;
+  {
+    absl::MutexLock lock(&mu_);
+    CloseLocked("", &failed);
+  }
+  Fail(std::move(failed), "closed by the ps");
 }
 
 bool BulkStream::closed() const {
   absl::MutexLock lock(&mu_);
   return closed_;
-}
-
-bool BulkStream::hung_up() const {
-  char byte;
-  const ssize_t got = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
 int64_t BulkStream::frames_sent() const {
@@ -78,6 +136,16 @@ int64_t BulkStream::frames_sent() const {
 int64_t BulkStream::bytes_sent() const {
   absl::MutexLock lock(&mu_);
   return bytes_sent_;
+}
+
+int64_t BulkStream::frames_received() const {
+  absl::MutexLock lock(&mu_);
+  return frames_received_;
+}
+
+int64_t BulkStream::bytes_received() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_received_;
 }
 
 void BulkStream::Run() {
@@ -98,16 +166,123 @@ void BulkStream::Run() {
     absl::Status sent = SendBulkFrame(fd_, next.frame, next.pieces, deadline);
     next.keep_alive.reset();  // The snapshot goes as soon as it is sent.
     all_queued_bytes_->fetch_sub(next.bytes);
-    absl::MutexLock lock(&mu_);
-    if (!sent.ok()) {
-      if (!closed_) LOG(INFO) << "a bulk stream closes: " << sent.message();
-      closed_ = true;
-      ClearQueueLocked();
-      shutdown(fd_, SHUT_RDWR);
+    std::vector<Received> failed;
+    {
+      absl::MutexLock lock(&mu_);
+      if (sent.ok()) {
+        ++frames_sent_;
+        bytes_sent_ += next.bytes;
+        continue;
+      }
+      CloseLocked(sent.message(), &failed);
+    }
+    Fail(std::move(failed), sent.message());
+    return;
+  }
+}
+
+void BulkStream::Read() {
+  // Ends the stream for `why`, telling the frames expected.
+  auto close_for = [this](absl::string_view why) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<Received> failed;
+    {
+      absl::MutexLock lock(&mu_);
+      CloseLocked(why, &failed);
+    }
+    Fail(std::move(failed), why);
+  };
+  for (;;) {
+    // Waits for the next frame, checking every 0.1 s for frames that did not come in time.
+    pollfd polled{fd_, POLLIN, 0};
+    const int ready = poll(&polled, 1, 100);
+    if (ready <= 0) {
+      std::string late;
+      {
+        absl::MutexLock lock(&mu_);
+        if (closed_) return;
+        const absl::Time now = absl::Now();
+        std::vector<uint64_t> forgotten;  // Refused frames that never came.
+        for (const auto& [frame, expected] : expected_) {
+          if (expected.deadline > now) continue;
+          if (expected.refused) {
+            forgotten.push_back(frame);
+          } else {
+            late = absl::StrCat("frame ", frame, " did not come in time");
+          }
+        }
+        for (uint64_t frame : forgotten) expected_.erase(frame);
+      }
+      if (!late.empty()) {
+        close_for(late);
+        return;
+      }
+      continue;
+    }
+    absl::StatusOr<BulkFrameHeader> header = ReadBulkFrameHeader(fd_);
+    if (!header.ok()) {
+      close_for(header.status().message());
       return;
     }
-    ++frames_sent_;
-    bytes_sent_ += next.bytes;
+    std::vector<absl::Span<float>> into;
+    std::shared_ptr<void> keep_alive;  // Keeps `into` writable while it is read into.
+    bool wanted = false;
+    std::string out_of_step;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return;
+      if (header->frame <= passed_) {
+        out_of_step = absl::StrCat("frame ", header->frame, " came after frame ", passed_);
+      } else {
+        claiming_ = header->frame;
+        auto claimed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return closed_ || expected_.contains(claiming_);
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&claimed), kClaimTimeout);
+        claiming_ = 0;
+        if (closed_) return;
+        auto it = expected_.find(header->frame);
+        if (it != expected_.end() && !it->second.refused) {
+          uint64_t bytes = 0;
+          for (absl::Span<float> destination : it->second.destinations) {
+            bytes += destination.size() * sizeof(float);
+          }
+          if (bytes != header->bytes) {
+            out_of_step = absl::StrCat("frame ", header->frame, " holds ", header->bytes,
+                                       " bytes where its push expects ", bytes);
+          } else {
+            into = it->second.destinations;
+            keep_alive = it->second.keep_alive;
+            wanted = true;
+          }
+        } else if (it != expected_.end()) {
+          expected_.erase(it);  // Refused: read past.
+        }
+      }
+    }
+    if (!out_of_step.empty()) {
+      close_for(out_of_step);
+      return;
+    }
+    // A frame whose call was refused, or did not register in time, is read past.
+    absl::Status read = wanted ? ReadBulkValues(fd_, into) : SkipBulkBytes(fd_, header->bytes);
+    if (!read.ok()) {
+      close_for(read.message());
+      return;
+    }
+    Received done;
+    {
+      absl::MutexLock lock(&mu_);
+      passed_ = header->frame;
+      ++frames_received_;
+      bytes_received_ += static_cast<int64_t>(header->bytes);
+      // Gone where the stream closed meanwhile (its call was told UNAVAILABLE then).
+      if (auto it = expected_.find(header->frame); wanted && it != expected_.end()) {
+        done = std::move(it->second.done);
+        expected_.erase(it);
+      }
+    }
+    keep_alive.reset();
+    if (done != nullptr) done(absl::OkStatus());
   }
 }
 
@@ -172,7 +347,7 @@ absl::StatusOr<BulkStreams::Opened> BulkStreams::Open(const std::string& job_id,
     absl::MutexLock lock(&mu_);
     // Streams that closed (too slow) or whose worker hung up hold no place.
     EraseWhereLocked(
-        [](const Entry& entry) { return entry.stream->closed() || entry.stream->hung_up(); },
+        [](const Entry& entry) { return entry.stream->closed(); },
         &closing);
     if (static_cast<int>(streams_.size()) >= kMaxStreams) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -196,6 +371,7 @@ void BulkStreams::Attach(uint64_t stream, const std::string& job_id, int worker,
   fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   timeval limit = absl::ToTimeval(BulkStream::kSendTimeout);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));  // A frame cut off mid-way.
   const int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   std::vector<std::shared_ptr<BulkStream>> closing;
@@ -228,6 +404,8 @@ void BulkStreams::EraseLocked(uint64_t stream, std::vector<std::shared_ptr<BulkS
   const std::pair<std::string, int> owner = {it->second.job_id, it->second.worker};
   retired_frames_ += it->second.stream->frames_sent();
   retired_bytes_ += it->second.stream->bytes_sent();
+  retired_frames_received_ += it->second.stream->frames_received();
+  retired_bytes_received_ += it->second.stream->bytes_received();
   closing->push_back(std::move(it->second.stream));
   streams_.erase(it);
   auto own = by_worker_.find(owner);
@@ -254,7 +432,7 @@ absl::StatusOr<std::shared_ptr<BulkStream>> BulkStreams::Find(uint64_t stream,
   }
   if (it->second.job_id != job_id || it->second.worker != worker) {
     return absl::PermissionDeniedError(
-        "the bulk stream the pull names belongs to another worker or job");
+        "the bulk stream the call names belongs to another worker or job");
   }
   return it->second.stream;
 }
@@ -285,6 +463,10 @@ void BulkStreams::DropJob(const std::string& job_id) {
   DropWhere([&](const Entry& entry) { return entry.job_id == job_id; });
 }
 
+void BulkStreams::DropAll() {
+  DropWhere([](const Entry&) { return true; });
+}
+
 int BulkStreams::streams() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(streams_.size());
@@ -305,6 +487,20 @@ int64_t BulkStreams::bytes_sent() const {
   absl::MutexLock lock(&mu_);
   int64_t bytes = retired_bytes_;
   for (const auto& [id, entry] : streams_) bytes += entry.stream->bytes_sent();
+  return bytes;
+}
+
+int64_t BulkStreams::frames_received() const {
+  absl::MutexLock lock(&mu_);
+  int64_t frames = retired_frames_received_;
+  for (const auto& [id, entry] : streams_) frames += entry.stream->frames_received();
+  return frames;
+}
+
+int64_t BulkStreams::bytes_received() const {
+  absl::MutexLock lock(&mu_);
+  int64_t bytes = retired_bytes_received_;
+  for (const auto& [id, entry] : streams_) bytes += entry.stream->bytes_received();
   return bytes;
 }
 

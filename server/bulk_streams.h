@@ -13,6 +13,11 @@
 // Each stream sends its frames in order on a thread of its own, so a pull's handler never waits
 // on the worker's socket. A worker may hold up to kStreamsPerWorker streams (a session holds one
 // per connection to the ps, up to 4); its next one closes its oldest.
+//
+// The worker writes the dense values of its large pushes the other way, as frames numbered by
+// it in increasing order (PushRequestHeader.bulk_frame). Each stream reads them on a second
+// thread of its own, straight into the push buffer the push's call registered (Receive), and
+// calls the call back once they are in: no handler waits on the socket either.
 #ifndef PS_SERVER_BULK_STREAMS_H_
 #define PS_SERVER_BULK_STREAMS_H_
 
@@ -59,13 +64,41 @@ class BulkStream {
   // max_queued_bytes: the caller answers in the gRPC message instead (whose own limits hold).
   absl::Status Send(uint64_t frame, std::vector<absl::Span<const float>> pieces,
                     std::shared_ptr<const void> keep_alive) ABSL_LOCKS_EXCLUDED(mu_);
-  // Stops sending: the frames queued are dropped, the worker sees its stream end.
+  // How long a frame the worker wrote waits for the call that names it to register (the call
+  // may be parked in the byte budget meanwhile; TCP holds the worker's later writes). Past it
+  // the frame is read past, and the call, when it registers, is told to send its values in the
+  // request.
+  static constexpr absl::Duration kClaimTimeout = absl::Seconds(2);
+  // How long a registered frame may take to come in: 1 s and 0.1 s per MiB (10 MB/s) beyond
+  // kClaimTimeout, which a frame ahead of it may take. Past it the stream closes.
+  static absl::Duration ReceiveTimeout(int64_t bytes) {
+    return kClaimTimeout + absl::Seconds(1) + absl::Milliseconds(100) * (bytes >> 20);
+  }
+  // The frames registered and not yet in, at most: a session has one push call on a stream.
+  static constexpr int kMaxExpectedFrames = 8;
+
+  // What Receive calls once, outside the stream's lock: OK once the frame's values are all in
+  // its destinations; UNAVAILABLE where they cannot come (the stream closed or broke, the frame
+  // was read past before its call registered, or it did not come in time). Called on the
+  // stream's reader thread, or within Receive.
+  using Received = std::function<void(absl::Status)>;
+  // Frame `frame`'s values go into `destinations` (kept writable by `keep_alive` until `done`
+  // is called), in order, when the worker's frame comes. A frame whose size is not theirs
+  // closes the stream (the worker's stream is out of step).
+  void Receive(uint64_t frame, std::vector<absl::Span<float>> destinations,
+               std::shared_ptr<void> keep_alive, Received done) ABSL_LOCKS_EXCLUDED(mu_);
+  // The call naming frame `frame` was refused: its values are read past when they come.
+  void Refuse(uint64_t frame) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stops sending and reading: the frames queued are dropped, the frames expected are told
+  // UNAVAILABLE, the worker sees its stream end.
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether it closed: Close, a write or read that failed or timed out, or the worker hung up.
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Whether the worker closed its end (the ps never reads a stream: it finds out by peeking).
-  bool hung_up() const;
   int64_t frames_sent() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t bytes_sent() const ABSL_LOCKS_EXCLUDED(mu_);  // Of the frames' values.
+  int64_t frames_received() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t bytes_received() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Frame {
@@ -74,10 +107,24 @@ class BulkStream {
     std::shared_ptr<const void> keep_alive;
     int64_t bytes = 0;
   };
-  void Run() ABSL_LOCKS_EXCLUDED(mu_);
+  // A frame registered by its call (or refused: no destinations, no `done`).
+  struct Expected {
+    std::vector<absl::Span<float>> destinations;
+    std::shared_ptr<void> keep_alive;
+    Received done;
+    absl::Time deadline;
+    bool refused = false;
+  };
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);  // The sender.
+  void Read() ABSL_LOCKS_EXCLUDED(mu_);  // The reader.
 
   // Gives the bytes of the frames queued back to the ps's count.
   void ClearQueueLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Closes the stream (logging `why` unless empty, and unless it was closed already) and takes
+  // the frames expected out, to be told UNAVAILABLE outside mu_.
+  void CloseLocked(absl::string_view why, std::vector<Received>* failed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Fail(std::vector<Received> failed, absl::string_view why);
 
   const int fd_;
   const std::shared_ptr<std::atomic<int64_t>> all_queued_bytes_;
@@ -87,7 +134,13 @@ class BulkStream {
   int64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<uint64_t, Expected> expected_ ABSL_GUARDED_BY(mu_);
+  uint64_t claiming_ ABSL_GUARDED_BY(mu_) = 0;  // The frame whose header is in, not claimed yet.
+  uint64_t passed_ ABSL_GUARDED_BY(mu_) = 0;    // The last frame read or read past.
+  int64_t frames_received_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread sender_;  // Runs Run; started last.
+  std::thread reader_;  // Runs Read; started last.
 };
 
 // Thread-safe.
@@ -126,10 +179,13 @@ class BulkStreams {
   // Closes the streams of one worker (it left), or of every worker of a job (deleted).
   void DropWorker(const std::string& job_id, int worker) ABSL_LOCKS_EXCLUDED(mu_);
   void DropJob(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  void DropAll() ABSL_LOCKS_EXCLUDED(mu_);  // The ps shuts down.
   int streams() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Frames and their values' bytes sent so far, on every stream this ps has had.
+  // Frames and their values' bytes sent so far, and received, on every stream this ps has had.
   int64_t frames_sent() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t bytes_sent() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t frames_received() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t bytes_received() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
@@ -163,6 +219,8 @@ class BulkStreams {
   // What the streams erased had sent.
   int64_t retired_frames_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t retired_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t retired_frames_received_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t retired_bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
   // Reset first in the destructor: no Attach runs once it is gone.
   std::unique_ptr<TicketDoor> door_;
 };

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/net/bulk_frame.h"
 #include "common/net/testing/ticket_peer.h"
@@ -170,6 +172,149 @@ TEST_F(BulkStreamsTest, AStreamWhoseWorkerHungUpClosesAtItsNextFrame) {
   EXPECT_TRUE((*stream)->closed());
   EXPECT_EQ((*stream)->Send(99, {}, nullptr).code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(streams_->Find(id, "j", 0).status().code(), absl::StatusCode::kUnavailable);
+}
+
+// What a Receive's callback was told, waited for.
+class Outcome {
+ public:
+  BulkStream::Received Callback() {
+    return [this](absl::Status status) {
+      absl::MutexLock lock(&mu_);
+      status_ = status;
+      ++calls_;
+    };
+  }
+  // The status once called (within `wait`), or DEADLINE_EXCEEDED.
+  absl::Status Wait(absl::Duration wait = absl::Seconds(10)) {
+    absl::MutexLock lock(&mu_);
+    auto called = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_ > 0; };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&called), wait)) {
+      return absl::DeadlineExceededError("not called");
+    }
+    return status_;
+  }
+  int calls() {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(BulkStreamsTest, APushsFrameIsReadIntoItsDestinationsWhicheverComesFirst) {
+  int fd = -1;
+  const uint64_t id = OpenAndConnect("job", 0, &fd);
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream = streams_->Find(id, "job", 0);
+  ASSERT_TRUE(stream.ok());
+  std::vector<float> sent(3 << 20);  // 12 MiB.
+  std::iota(sent.begin(), sent.end(), 1.0f);
+  const absl::Span<const float> all(sent);
+  // Frame 1 registered before it comes, into two pieces.
+  auto first = std::make_shared<std::vector<float>>(sent.size());
+  Outcome one;
+  (*stream)->Receive(1, {absl::MakeSpan(*first).subspan(0, 10), absl::MakeSpan(*first).subspan(10)},
+                     first, one.Callback());
+  ASSERT_TRUE(SendBulkFrame(fd, 1, {all}).ok());
+  EXPECT_TRUE(one.Wait().ok());
+  EXPECT_EQ(*first, sent);
+  // Frame 2 comes before its call registers (within kClaimTimeout).
+  ASSERT_TRUE(SendBulkFrame(fd, 2, {all.subspan(0, 1000)}).ok());
+  absl::SleepFor(absl::Milliseconds(200));
+  auto second = std::make_shared<std::vector<float>>(1000);
+  Outcome two;
+  (*stream)->Receive(2, {absl::MakeSpan(*second)}, second, two.Callback());
+  EXPECT_TRUE(two.Wait().ok());
+  EXPECT_TRUE(std::equal(second->begin(), second->end(), sent.begin()));
+  EXPECT_EQ((*stream)->frames_received(), 2);
+  EXPECT_EQ((*stream)->bytes_received(), static_cast<int64_t>((sent.size() + 1000) * 4));
+  EXPECT_EQ(streams_->frames_received(), 2);
+  EXPECT_EQ(one.calls(), 1);
+}
+
+TEST_F(BulkStreamsTest, ARefusedPushsFrameIsReadPastAndTheNextStillArrives) {
+  int fd = -1;
+  const uint64_t id = OpenAndConnect("job", 0, &fd);
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream = streams_->Find(id, "job", 0);
+  ASSERT_TRUE(stream.ok());
+  std::vector<float> refused(1 << 20, 7.0f), wanted(1 << 20, 3.0f);
+  (*stream)->Refuse(1);
+  auto into = std::make_shared<std::vector<float>>(wanted.size());
+  Outcome two;
+  (*stream)->Receive(2, {absl::MakeSpan(*into)}, into, two.Callback());
+  ASSERT_TRUE(SendBulkFrame(fd, 1, {absl::MakeConstSpan(refused)}).ok());
+  ASSERT_TRUE(SendBulkFrame(fd, 2, {absl::MakeConstSpan(wanted)}).ok());
+  EXPECT_TRUE(two.Wait().ok());
+  EXPECT_EQ(*into, wanted);
+  EXPECT_FALSE((*stream)->closed());
+}
+
+TEST_F(BulkStreamsTest, AFrameNoCallTakesInTimeIsReadPastAndItsLateCallToldToResend) {
+  int fd = -1;
+  const uint64_t id = OpenAndConnect("job", 0, &fd);
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream = streams_->Find(id, "job", 0);
+  ASSERT_TRUE(stream.ok());
+  std::vector<float> values(1000, 1.0f);
+  ASSERT_TRUE(SendBulkFrame(fd, 1, {absl::MakeConstSpan(values)}).ok());
+  absl::SleepFor(BulkStream::kClaimTimeout + absl::Milliseconds(300));
+  auto late = std::make_shared<std::vector<float>>(values.size());
+  Outcome outcome;
+  (*stream)->Receive(1, {absl::MakeSpan(*late)}, late, outcome.Callback());
+  const absl::Status status = outcome.Wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_NE(status.message().find("send the gradient in the request"), std::string::npos)
+      << status;
+  EXPECT_FALSE((*stream)->closed());  // Later frames still come.
+  auto next = std::make_shared<std::vector<float>>(values.size());
+  Outcome second;
+  (*stream)->Receive(2, {absl::MakeSpan(*next)}, next, second.Callback());
+  ASSERT_TRUE(SendBulkFrame(fd, 2, {absl::MakeConstSpan(values)}).ok());
+  EXPECT_TRUE(second.Wait().ok());
+}
+
+TEST_F(BulkStreamsTest, AFrameOfTheWrongSizeOrAWorkerGoneFailsTheCallsWaiting) {
+  int fd = -1;
+  const uint64_t id = OpenAndConnect("job", 0, &fd);
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream = streams_->Find(id, "job", 0);
+  ASSERT_TRUE(stream.ok());
+  auto into = std::make_shared<std::vector<float>>(100);
+  Outcome wrong_size, after;
+  (*stream)->Receive(1, {absl::MakeSpan(*into)}, into, wrong_size.Callback());
+  (*stream)->Receive(2, {absl::MakeSpan(*into)}, into, after.Callback());
+  std::vector<float> values(99, 1.0f);
+  ASSERT_TRUE(SendBulkFrame(fd, 1, {absl::MakeConstSpan(values)}).ok());
+  EXPECT_EQ(wrong_size.Wait().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(after.Wait().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE((*stream)->closed());
+  Outcome closed;
+  (*stream)->Receive(3, {absl::MakeSpan(*into)}, into, closed.Callback());
+  EXPECT_EQ(closed.Wait().code(), absl::StatusCode::kUnavailable);
+
+  int gone_fd = -1;
+  const uint64_t gone = OpenAndConnect("job", 1, &gone_fd);
+  absl::StatusOr<std::shared_ptr<BulkStream>> hung_up = streams_->Find(gone, "job", 1);
+  ASSERT_TRUE(hung_up.ok());
+  Outcome waiting;
+  (*hung_up)->Receive(1, {absl::MakeSpan(*into)}, into, waiting.Callback());
+  shutdown(gone_fd, SHUT_RDWR);
+  EXPECT_EQ(waiting.Wait().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE((*hung_up)->closed());
+}
+
+TEST_F(BulkStreamsTest, ClosingAStreamFailsItsWaitingPushesOnce) {
+  const uint64_t id = OpenAndConnect("job", 0);
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream = streams_->Find(id, "job", 0);
+  ASSERT_TRUE(stream.ok());
+  auto into = std::make_shared<std::vector<float>>(100);
+  Outcome outcome;
+  (*stream)->Receive(1, {absl::MakeSpan(*into)}, into, outcome.Callback());
+  streams_->DropAll();
+  EXPECT_EQ(outcome.Wait().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(streams_->streams(), 0);
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(outcome.calls(), 1);
 }
 
 }  // namespace

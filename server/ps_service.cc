@@ -331,10 +331,7 @@ ParameterService::ParameterService(const ParameterServiceOptions& options)
       requests_in_flight_(options.limits.max_requests_per_peer, TaskName()),
       byte_budget_(ByteBudget::Create(
           InflightBytes(options.limits.max_inflight_bytes), TaskName(), &timer_,
-          [this](std::function<void()> work) {
-            const uint64_t next = next_push_thread_.fetch_add(1, std::memory_order_relaxed);
-            push_threads_[next % push_threads_.size()]->Schedule(std::move(work));
-          },
+          [this](std::function<void()> work) { RunOnPushThread(std::move(work)); },
           options.clock)),
       shared_memory_(StartSharedMemory(options, TaskName())),
       bulk_streams_(StartBulkStreams(options, TaskName())),
@@ -346,6 +343,11 @@ ParameterService::ParameterService(const ParameterServiceOptions& options)
 }
 
 ParameterService::~ParameterService() { Shutdown(); }
+
+void ParameterService::RunOnPushThread(std::function<void()> work) {
+  const uint64_t next = next_push_thread_.fetch_add(1, std::memory_order_relaxed);
+  push_threads_[next % push_threads_.size()]->Schedule(std::move(work));
+}
 
 grpc::ServerUnaryReactor* ParameterService::Admit(grpc::CallbackServerContext* context,
                                                   absl::string_view method, AccessRule rule,
@@ -396,6 +398,8 @@ void ParameterService::Shutdown() {
   }
   byte_budget_->CancelWaiters(
       absl::UnavailableError(TaskName() + " is shutting down; retry once it is back"));
+  // Pushes waiting for their frames are answered UNAVAILABLE (on push_threads_, still here).
+  if (bulk_streams_ != nullptr) bulk_streams_->DropAll();
   // Stopped first: updates waiting for a backup are answered UNAVAILABLE.
   replicators.clear();
   for (auto& [id, job] : jobs) {
@@ -823,7 +827,7 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
       [this, reactor, response, received = request->Length(),
        slot = std::make_shared<RequestsInFlight::Slot>(std::move(slot)),
        charge = std::make_shared<ByteBudget::Charge>(byte_budget_->ChargeRequest(
-           request->Length()))](std::shared_ptr<ShardJob> job, const PushRequestHeader&,
+           request->Length()))](std::shared_ptr<ShardJob> job, const PushRequestHeader& header,
                                 absl::StatusOr<DecodedPush> decoded) {
         auto answer = [reactor, response, job, received, slot, charge](
                           absl::StatusOr<PushResponse> result) {
@@ -837,12 +841,26 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
           charge->reset();
           Finish(reactor, slot.get(), result.status());
         };
+        auto settle = [this, job, answer](SettledPush settled) {
+          if (!settled.ok()) {
+            answer(settled.status());
+          } else if (PushResponse* answered = std::get_if<PushResponse>(&*settled)) {
+            answer(*answered);
+          } else {
+            ApplyPush(job, std::get<ShardJob::ReadyPush>(*std::move(settled)), answer);
+          }
+        };
+        if (decoded.ok() && std::holds_alternative<AwaitedFrame>(*decoded)) {
+          ReceiveBulkPush(header, std::get<AwaitedFrame>(*std::move(decoded)), settle);
+          return;
+        }
+        if (header.bulk_stream() != 0) RefuseBulkFrame(header);
         if (!decoded.ok()) {
-          answer(decoded.status());
+          settle(decoded.status());
         } else if (PushResponse* answered = std::get_if<PushResponse>(&*decoded)) {
-          answer(*answered);
+          settle(*answered);
         } else {
-          ApplyPush(job, std::get<ShardJob::ReadyPush>(*std::move(decoded)), std::move(answer));
+          settle(std::get<ShardJob::ReadyPush>(*std::move(decoded)));
         }
       });
   return reactor;

@@ -208,9 +208,12 @@ class ParameterService final : public ParameterServerBase {
                                            OpenBulkStreamResponse* response) override;
   // The bulk streams' port, or -1 where this ps opens none.
   int bulk_port() const { return bulk_streams_ == nullptr ? -1 : bulk_streams_->port(); }
-  // Pulls answered on bulk streams so far (0 without them).
+  // Pulls answered on bulk streams so far, and pushes' frames read from them (0 without them).
   int64_t bulk_frames_sent() const {
     return bulk_streams_ == nullptr ? 0 : bulk_streams_->frames_sent();
+  }
+  int64_t bulk_frames_received() const {
+    return bulk_streams_ == nullptr ? 0 : bulk_streams_->frames_received();
   }
   // The backup's side of replication (ps_service_replica.cc).
   grpc::ServerBidiReactor<ReplicaInput, ReplicaAck>* Replicate(
@@ -337,8 +340,18 @@ class ParameterService final : public ParameterServerBase {
                                   OpenSharedMemoryResponse* response);
   absl::Status DoOpenBulkStream(const Peer& peer, const OpenBulkStreamRequest& request,
                                 OpenBulkStreamResponse* response);
-  // The stream a pull of `worker` of job `job_id` names (BulkStreams::Find), or UNAVAILABLE
-  // where this ps opens none (the values then go in the answer).
+  // A push decoded: its answer, the whole push to apply, or the error to answer with.
+  using SettledPush = absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>>;
+  // Takes a push's frame from the bulk stream its header names into its buffer, then settles
+  // it (AwaitedFrame::finish) and calls `then` with the outcome, on a push thread.
+  void ReceiveBulkPush(const PushRequestHeader& header, AwaitedFrame awaited,
+                       std::function<void(SettledPush)> then);
+  // A push naming a frame was refused before it took it: the frame is read past when it comes.
+  void RefuseBulkFrame(const PushRequestHeader& header);
+  // Runs `work` on one of push_threads_, in turn.
+  void RunOnPushThread(std::function<void()> work);
+  // The stream a call of `worker` of job `job_id` names (BulkStreams::Find), or UNAVAILABLE
+  // where this ps opens none (the values then go in the message).
   absl::StatusOr<std::shared_ptr<BulkStream>> BulkStreamOf(uint64_t stream,
                                                            const std::string& job_id,
                                                            int worker) const;

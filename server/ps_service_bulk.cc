@@ -1,4 +1,5 @@
-// OpenBulkStream, and the streams a Pull names (docs/bulk_streams.md, server/bulk_streams.h).
+// OpenBulkStream, the streams a Pull names, and the pushes' frames read from them
+// (docs/bulk_streams.md, server/bulk_streams.h).
 #include <memory>
 #include <string>
 
@@ -52,6 +53,28 @@ absl::StatusOr<std::shared_ptr<BulkStream>> ParameterService::BulkStreamOf(
         absl::StrCat(TaskName(), " opens no bulk streams: the values go in the answer"));
   }
   return bulk_streams_->Find(stream, job_id, worker);
+}
+
+void ParameterService::ReceiveBulkPush(const PushRequestHeader& header, AwaitedFrame awaited,
+                                       std::function<void(SettledPush)> then) {
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream =
+      BulkStreamOf(header.bulk_stream(), header.job_id(), header.worker());
+  if (!stream.ok()) {
+    then(awaited.finish(stream.status()));
+    return;
+  }
+  (*stream)->Receive(
+      header.bulk_frame(), std::move(awaited.destinations), awaited.buffer,
+      [this, finish = std::move(awaited.finish), then = std::move(then)](absl::Status received) {
+        // Off the stream's reader thread, which goes on to the next frame.
+        RunOnPushThread([finish, then, received] { then(finish(received)); });
+      });
+}
+
+void ParameterService::RefuseBulkFrame(const PushRequestHeader& header) {
+  absl::StatusOr<std::shared_ptr<BulkStream>> stream =
+      BulkStreamOf(header.bulk_stream(), header.job_id(), header.worker());
+  if (stream.ok()) (*stream)->Refuse(header.bulk_frame());
 }
 
 }  // namespace ps

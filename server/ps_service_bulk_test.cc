@@ -1,7 +1,8 @@
-// Pulls whose values come on a bulk stream (docs/bulk_streams.md): the values of the answers
-// path, a stream that serves only the worker it was opened for, a pull naming a stream the ps
-// does not have answered in the message, and a session whose streams the ps closed opening
-// others.
+// Pulls whose values come on a bulk stream, and pushes whose gradients go on them
+// (docs/bulk_streams.md): the values of the messages' path, a stream that serves only the
+// worker it was opened for, a pull naming a stream the ps does not have answered in the
+// message, a push whose frame does not come applied nowhere, and a session whose streams the
+// ps closed opening others.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -9,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <glog/logging.h>
@@ -22,6 +24,7 @@
 #include "absl/time/time.h"
 #include "common/client/ps_client.h"
 #include "common/client/worker_session.h"
+#include "common/net/bulk_frame.h"
 #include "common/net/proto_byte_buffer.h"
 #include "common/tensor/tensor_coding.h"
 #include "common/net/testing/ticket_peer.h"
@@ -89,6 +92,10 @@ class BulkStreamTest : public testing::Test {
     return *std::move(session);
   }
 
+  int64_t FramesReceived() {
+    return cluster_->server(0).service().bulk_frames_received() +
+           cluster_->server(1).service().bulk_frames_received();
+  }
   int64_t FramesSent() {
     return cluster_->server(0).service().bulk_frames_sent() +
            cluster_->server(1).service().bulk_frames_sent();
@@ -174,6 +181,7 @@ TEST_F(BulkStreamTest, PullsOnStreamsGiveTheValuesOfTheAnswersPathInEveryMode) {
     std::unique_ptr<WorkerSession> streams = Session(on_streams.get(), stream_spec, 0);
     std::unique_ptr<WorkerSession> answers = Session(in_answers.get(), answer_spec, 0);
     const int64_t frames_before = FramesSent();
+    const int64_t received_before = FramesReceived();
     std::vector<float> gradient(kRows * kColumns);
     for (int step = 0; step < 4; ++step) {
       for (size_t i = 0; i < gradient.size(); ++i) gradient[i] = 0.001f * ((i * 7 + step) % 13);
@@ -192,7 +200,131 @@ TEST_F(BulkStreamTest, PullsOnStreamsGiveTheValuesOfTheAnswersPathInEveryMode) {
     // Every pull of the streams' session went on its streams: two per shard, each with half
     // the shard's rows.
     EXPECT_EQ(FramesSentOnceAt(frames_before + 2 * 2 * 5) - frames_before, 2 * 2 * 5);
+    // And every push's gradient: a chunk on each of the shard's two streams. The ps counts a
+    // frame before it answers its push.
+    EXPECT_EQ(FramesReceived() - received_before, 2 * 2 * 4);
   }
+}
+
+// A push naming a bulk stream, made by hand: only the stream's own worker may name it, only in
+// Push; its frame is applied once it comes, and a frame that never comes applies nothing.
+TEST_F(BulkStreamTest, APushsGradientComesOnlyOnItsOwnWorkersStreamAndOnlyWhenItCame) {
+  std::unique_ptr<PsClient> client = Client(true);
+  ParameterSpec spec = MakeSpec("raw-push", ConsistencyConfig::ASYNC);
+  ASSERT_TRUE(client->CreateJob(spec).ok());
+  std::unique_ptr<PsClient> reference = Client(false);
+  std::unique_ptr<WorkerSession> observer = Session(reference.get(), spec, 1);
+  absl::StatusOr<uint64_t> stream = OpenStream(client.get(), spec, 0, 0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  const int fd = fds_.back();
+  absl::StatusOr<Placement> placement = PlaceVariables(spec, 2);
+  ASSERT_TRUE(placement.ok());
+  PushRequestHeader header;
+  header.set_job_id(spec.job_id());
+  header.set_run_id(spec.run_id());
+  header.set_worker(0);
+  header.set_bulk_stream(*stream);
+  int64_t floats = 0;
+  for (int index : placement->SlicesOn(0)) {
+    const SlicePlacement& slice = placement->slices[index];
+    SliceRef* ref = header.add_slices();
+    ref->set_variable(slice.variable);
+    ref->set_row_begin(slice.row_begin);
+    ref->set_row_count(slice.row_count);
+    floats += slice.row_count * kColumns;
+  }
+  ASSERT_GT(floats, 0);
+  std::vector<float> gradient(floats, 0.25f);
+  auto push = [&](const PushRequestHeader& h, const std::string& method) {
+    return CallShard(client.get(), 0, method, EncodeTensorMessage(h, {}, nullptr)).status();
+  };
+  const std::vector<float> before = PullAll(observer.get());
+
+  PushRequestHeader stranger = header;  // Another worker naming worker 0's stream.
+  stranger.set_worker(1);
+  stranger.set_push_id(1);
+  stranger.set_bulk_frame(1);
+  absl::Status refused = push(stranger, "Push");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
+  PushRequestHeader push_pull = header;
+  push_pull.set_push_id(1);
+  push_pull.set_bulk_frame(1);
+  refused = push(push_pull, "PushPull");
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("PushPull takes its gradient in the request"));
+  EXPECT_EQ(PullAll(observer.get()), before);
+
+  // Frame 1 written by the worker while its call goes (either may come first).
+  std::thread writer([&] {
+    ASSERT_TRUE(SendBulkFrame(fd, 1, {absl::MakeConstSpan(gradient)}).ok());
+  });
+  PushRequestHeader first = header;
+  first.set_push_id(1);
+  first.set_bulk_frame(1);
+  EXPECT_TRUE(push(first, "Push").ok());
+  writer.join();
+  const std::vector<float> applied = PullAll(observer.get());
+  const SlicePlacement& slice = placement->slices[placement->SlicesOn(0)[0]];
+  const int64_t at = slice.row_begin * kColumns;
+  EXPECT_FLOAT_EQ(applied[at], before[at] - 0.5f * 0.25f);
+  EXPECT_EQ(cluster_->server(0).service().bulk_frames_received(), 1);
+
+  // Frame 2 never comes: the push fails UNAVAILABLE (the worker would send it again in the
+  // request) and changes nothing.
+  PushRequestHeader second = header;
+  second.set_push_id(2);
+  second.set_bulk_frame(2);
+  const absl::Time start = absl::Now();
+  const absl::Status lost = push(second, "Push");
+  EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable) << lost;
+  EXPECT_LT(absl::Now() - start, BulkStream::ReceiveTimeout(floats * 4) + absl::Seconds(2));
+  EXPECT_EQ(PullAll(observer.get()), applied);
+  // The same push in the request is applied (a push id never seen applied).
+  second.clear_bulk_stream();
+  second.clear_bulk_frame();
+  std::vector<absl::Span<const float>> pieces = {gradient};
+  absl::StatusOr<grpc::ByteBuffer> resent =
+      CallShard(client.get(), 0, "Push", EncodeTensorMessage(second, pieces, nullptr));
+  ASSERT_TRUE(resent.ok()) << resent.status();
+  PushResponse response;
+  ASSERT_TRUE(ParseFromByteBuffer(*resent, &response).ok());
+  EXPECT_EQ(response.outcome(), PushResponse::APPLIED);
+}
+
+// The ps closes a session's streams while it pushes: each push is applied once, its gradient
+// sent again in the request where its frame could not be taken.
+TEST_F(BulkStreamTest, PushesWhoseStreamsThePsClosedAreAppliedOnce) {
+  std::unique_ptr<PsClient> on_streams = Client(true);
+  std::unique_ptr<PsClient> in_requests = Client(false);
+  ParameterSpec stream_spec = MakeSpec("closed-streams", ConsistencyConfig::ASYNC);
+  ParameterSpec request_spec = MakeSpec("closed-requests", ConsistencyConfig::ASYNC);
+  stream_spec.set_num_workers(1);
+  request_spec.set_num_workers(1);
+  ASSERT_TRUE(on_streams->CreateJob(stream_spec).ok());
+  ASSERT_TRUE(in_requests->CreateJob(request_spec).ok());
+  std::unique_ptr<WorkerSession> streams = Session(on_streams.get(), stream_spec, 0);
+  std::unique_ptr<WorkerSession> requests = Session(in_requests.get(), request_spec, 0);
+  std::vector<float> gradient(kRows * kColumns);
+  for (int step = 0; step < 6; ++step) {
+    for (size_t i = 0; i < gradient.size(); ++i) gradient[i] = 0.001f * ((i * 3 + step) % 11);
+    const ConstVariables grads = {{"w", absl::MakeConstSpan(gradient)}};
+    std::vector<float> a(gradient.size()), b(gradient.size());
+    ASSERT_TRUE(streams->Pull({}, {{"w", absl::MakeSpan(a)}}).ok());
+    ASSERT_TRUE(requests->Pull({}, {{"w", absl::MakeSpan(b)}}).ok());
+    ASSERT_EQ(a, b) << "step " << step;
+    if (step % 2 == 1) {
+      // The worker's next streams on shard 0 push the session's out.
+      for (int i = 0; i < BulkStreams::kStreamsPerWorker; ++i) {
+        ASSERT_TRUE(OpenStream(on_streams.get(), stream_spec, 0, 0).ok());
+      }
+    }
+    absl::StatusOr<std::vector<PushResponse>> x = streams->Push({}, grads);
+    absl::StatusOr<std::vector<PushResponse>> y = requests->Push({}, grads);
+    ASSERT_TRUE(x.ok()) << x.status();
+    ASSERT_TRUE(y.ok()) << y.status();
+    for (const PushResponse& pushed : *x) EXPECT_EQ(pushed.outcome(), PushResponse::APPLIED);
+  }
+  EXPECT_EQ(PullAll(streams.get()), PullAll(requests.get()));
 }
 
 // A PushPull's pull (a step's push and the next step's values in one call) takes its values on

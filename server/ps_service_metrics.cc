@@ -280,6 +280,15 @@ void ParameterService::WriteMetrics(MetricsWriter* writer) {
                    MetricType::kCounter);
     writer->Sample("ps_bulk_bytes_total", {{"shard", shard}},
                    static_cast<double>(bulk_streams_->bytes_sent()));
+    writer->Family("ps_bulk_push_frames_total",
+                   "Pushes whose gradient came on a bulk stream instead of in the request.",
+                   MetricType::kCounter);
+    writer->Sample("ps_bulk_push_frames_total", {{"shard", shard}},
+                   static_cast<double>(bulk_streams_->frames_received()));
+    writer->Family("ps_bulk_push_bytes_total", "Bytes of gradients read from bulk streams.",
+                   MetricType::kCounter);
+    writer->Sample("ps_bulk_push_bytes_total", {{"shard", shard}},
+                   static_cast<double>(bulk_streams_->bytes_received()));
   }
   if (jobs.empty()) return;
   std::vector<JobStats> stats;

@@ -85,6 +85,7 @@ class MetricsTest : public ::testing::Test {
     client_options.wait_timeout = absl::Seconds(10);
     // Tensors in the requests, whose calls and bytes these tests count.
     client_options.shared_memory = false;
+    client_options.bulk_streams = false;
     absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(client_options);
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
@@ -349,6 +350,8 @@ TEST_F(MetricsTest, NoJobsAndNoCallsIsTheJobCountAndAnIdleByteBudgetBesideThePro
                          {R"(ps_bulk_streams{shard="0"})", 0},
                          {R"(ps_bulk_frames_total{shard="0"})", 0},
                          {R"(ps_bulk_bytes_total{shard="0"})", 0},
+                         {R"(ps_bulk_push_frames_total{shard="0"})", 0},
+                         {R"(ps_bulk_push_bytes_total{shard="0"})", 0},
                          {R"(ps_byte_budget_buffer_bytes{shard="0"})", 0},
                          {R"(ps_byte_budget_request_bytes{shard="0"})", 0},
                          {R"(ps_byte_budget_peak_bytes{shard="0"})", 0},

@@ -57,6 +57,22 @@ absl::Status CopyFromSegment(const PushRequestHeader& header,
   return absl::OkStatus();
 }
 
+// Why a push naming a bulk stream cannot take its values from it, or OK.
+absl::Status CheckBulkPush(const PushRequestHeader& header, bool allow_chunks) {
+  const std::string prefix = JobPrefix(header.job_id());
+  if (!allow_chunks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "PushPull takes its gradient in the request, not on a bulk stream: use Push"));
+  }
+  if (header.shared_memory() != 0 || !header.topk_index_gaps().empty() ||
+      !header.sparse().empty() || header.encoding() != FLOAT32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "a push on a bulk stream carries a dense float32 gradient: no shared memory, "
+        "top-k positions, sparse rows or 16-bit encoding"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
@@ -67,6 +83,9 @@ absl::StatusOr<PushResponse> DecodeAndApplyPush(const grpc::ByteBuffer& request,
       DecodePush(request, allow_chunks, find_job, header_out, &job);
   if (!decoded.ok()) return decoded.status();
   if (PushResponse* answer = std::get_if<PushResponse>(&*decoded)) return *answer;
+  if (std::holds_alternative<AwaitedFrame>(*decoded)) {
+    return absl::InvalidArgumentError("this path takes no push on a bulk stream");
+  }
   const ShardJob::ReadyPush& ready = std::get<ShardJob::ReadyPush>(*decoded);
   return job->Push(ready.header, *ready.buffer, ready.known_finite);
 }
@@ -83,6 +102,8 @@ absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool all
   absl::Span<float> topk_dense;                  // Where they expand to: the dense gradient.
   bool all_finite = false;
   bool segment_finite = true;  // A shared memory push's gradient, as copied out.
+  std::vector<absl::Span<float>> on_stream;  // Where a bulk push's frame goes.
+  const auto bulk = [&header] { return header.bulk_stream() != 0; };
   absl::Status status = DecodeTensorMessage(
       request, &header,
       [&](const google::protobuf::MessageLite&) -> absl::StatusOr<std::vector<absl::Span<float>>> {
@@ -100,6 +121,13 @@ absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool all
           return absl::InvalidArgumentError(
               "PushPull takes a whole push, not a chunk: push large gradients with Push");
         }
+        if (bulk()) {
+          absl::Status bulk_allowed = CheckBulkPush(header, allow_chunks);
+          if (!bulk_allowed.ok()) {
+            job->CountRejected("bulk");
+            return bulk_allowed;
+          }
+        }
         if (ShardJob::IsChunk(header) && !header.topk_index_gaps().empty()) {
           job->CountRejected("topk");
           return absl::InvalidArgumentError(
@@ -114,12 +142,20 @@ absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool all
           }
           gradient = target->buffer;
           destinations.push_back(target->destination);
+          if (bulk()) {
+            on_stream = std::move(destinations);
+            return std::vector<absl::Span<float>>();  // The data carries nothing.
+          }
           return destinations;
         }
         absl::StatusOr<std::shared_ptr<std::vector<float>>> buffer =
             job->PushBuffer(header, &destinations);
         if (!buffer.ok()) return buffer.status();
         gradient = *std::move(buffer);
+        if (bulk()) {
+          on_stream = std::move(destinations);
+          return std::vector<absl::Span<float>>();  // The data carries nothing.
+        }
         if (header.shared_memory() != 0) {
           absl::Status copied =
               CopyFromSegment(header, destinations, find_segment, &segment_finite);
@@ -166,6 +202,26 @@ absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool all
       }
     }
     return status;
+  }
+  if (bulk()) {
+    // The job checks the values once they are in (not known finite).
+    AwaitedFrame awaited{std::move(on_stream), gradient, nullptr};
+    awaited.finish = [job, header, gradient](absl::Status received)
+        -> absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>> {
+      if (ShardJob::IsChunk(header)) {
+        if (!received.ok()) {
+          job->AbandonChunk(header, /*malformed=*/false);
+          return received;
+        }
+        return job->ChunkDone(header, /*finite=*/false);
+      }
+      if (!received.ok()) return received;
+      ShardJob::ReadyPush ready{header, gradient, /*known_finite=*/false};
+      ready.header.clear_bulk_stream();
+      ready.header.clear_bulk_frame();
+      return ready;
+    };
+    return awaited;
   }
   if (ShardJob::IsChunk(header)) {
     absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>> done =

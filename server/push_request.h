@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <variant>
+#include <vector>
 
 #include <grpcpp/support/byte_buffer.h>
 
@@ -31,10 +32,25 @@ using JobLookup =
 // A push whose header names a shared memory segment carries its dense gradient there, not in
 // the data: it is copied out of the segment (found by `find_segment`) into the job's buffer, and
 // checked there, before anything else reads it.
+// A push whose header names a bulk stream (Push only: INVALID_ARGUMENT unless `allow_chunks`)
+// gives an AwaitedFrame: its buffer taken, its values to come.
 // Malformed bytes are INVALID_ARGUMENT and change nothing but the job's rejection count.
 // What decoding a push request gives: its answer already (a chunk taken in, a chunk of a push
 // applied before), or a whole push for its job to apply.
-using DecodedPush = std::variant<PushResponse, ShardJob::ReadyPush>;
+// A push whose dense values come as a frame on a bulk stream (PushRequestHeader.bulk_stream):
+// where they go, and what the push is once they are in.
+struct AwaitedFrame {
+  std::vector<absl::Span<float>> destinations;
+  std::shared_ptr<std::vector<float>> buffer;  // Keeps the destinations alive.
+  // Called once with the frame's outcome (BulkStream::Received): the push's answer or the whole
+  // push to apply, or the error to answer with (the push then changed nothing).
+  std::function<absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>>(
+      absl::Status received)>
+      finish;
+};
+// What decoding a push request gives: its answer already (a chunk taken in, a chunk of a push
+// applied before), a whole push for its job to apply, or a push waiting for its frame.
+using DecodedPush = std::variant<PushResponse, ShardJob::ReadyPush, AwaitedFrame>;
 // The shared memory segment a push names (PushRequestHeader.shared_memory), found for the
 // header's job and worker (SharedMemoryRegistry::Find), or the error to answer with. Null: this
 // ps serves none, and a push naming a segment is UNAVAILABLE (the client retries it with the

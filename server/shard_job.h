@@ -152,7 +152,9 @@ class ShardJob {
       ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
   absl::StatusOr<PushResponse> PushChunkDone(const PushRequestHeader& header, bool finite)
       ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_, aggregate_mu_);
-  void AbandonChunk(const PushRequestHeader& header) ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
+  // `malformed`: counted as rejected (else its values could not come: a bulk stream broke).
+  void AbandonChunk(const PushRequestHeader& header, bool malformed = true)
+      ABSL_LOCKS_EXCLUDED(chunks_mu_, mu_);
 
   // The ps's byte budget (server/byte_budget.h): every push buffer this job takes from now on is
   // charged to it while held. Null: none (the default).

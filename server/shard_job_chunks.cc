@@ -99,6 +99,8 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
     assembly->header = header;
     assembly->header.clear_chunk_offset();
     assembly->header.clear_chunk_size();
+    assembly->header.clear_bulk_stream();
+    assembly->header.clear_bulk_frame();
     assembly->buffer = AcquirePushBuffer(num_elements_, PushGroup(header));
   } else if (!SamePush(assembly->header, header)) {
     CountRejected("chunk");
@@ -166,8 +168,8 @@ absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>> ShardJob::ChunkD
   return ReadyPush{complete->header, complete->buffer, complete->all_finite};
 }
 
-void ShardJob::AbandonChunk(const PushRequestHeader& header) {
-  CountRejected("malformed");
+void ShardJob::AbandonChunk(const PushRequestHeader& header, bool malformed) {
+  if (malformed) CountRejected("malformed");
   absl::MutexLock chunks_lock(&chunks_mu_);
   std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
   if (assembly != nullptr && assembly->header.push_id() == header.push_id()) {

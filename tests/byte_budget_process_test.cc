@@ -192,9 +192,11 @@ TEST(ByteBudgetProcessTest, SixteenPushesOf64MiBStayWithinA256MiBBudget) {
   // 4 MiB by its header (a call goes when none is in flight), with 1 MiB a client to spare.
   // Windows stay 4 MiB through the burst: a client with a call parked is not idle.
   EXPECT_LE(bounded.peak_held, static_cast<double>(kBudget + kClients * kMiB));
-  // Without a budget the same burst takes far more: the bound above is the budget's.
+  // Without a budget the same burst takes far more: the bound above is the budget's. (Pushes
+  // on bulk streams hold no request copy, so the burst without one grows by 700 MiB, where in
+  // the requests it grew by 1 GiB.)
   const Burst unbounded = RunBurst(0);
-  EXPECT_GT(unbounded.growth, 2 * (kBudget + kOverhead));
+  EXPECT_GT(unbounded.growth, kBudget + kOverhead + 128 * kMiB);
 }
 
 // SYNC aggregates the 16 pushes into one step.

@@ -73,6 +73,7 @@ absl::StatusOr<int> ConnectWithin(const std::string& host, int port, absl::Durat
 
 BulkLink::BulkLink(int fd, uint64_t stream) : fd_(fd), stream_(stream) {
   reader_ = std::thread([this] { Read(); });
+  sender_ = std::thread([this] { Write(); });
 }
 
 BulkLink::~BulkLink() {
@@ -81,7 +82,67 @@ BulkLink::~BulkLink() {
     BreakLocked("");
   }
   reader_.join();
+  sender_.join();
   close(fd_);
+}
+
+uint64_t BulkLink::Send(std::vector<absl::Span<const float>> pieces) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t frame = next_push_frame_++;
+  // Not queued on a broken link: AwaitSent then says it was not written.
+  if (!broken_) outgoing_.push_back(Outgoing{frame, std::move(pieces)});
+  return frame;
+}
+
+absl::Status BulkLink::AwaitSent(uint64_t frame, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto settled = [this, frame]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return broken_ || written_ >= frame;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+  if (written_ >= frame) return absl::OkStatus();
+  const bool timed_out = !broken_;
+  if (timed_out) BreakLocked("a push's frame could not be written in time");
+  auto left = [this, frame]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return writing_ != frame; };
+  mu_.Await(absl::Condition(&left));
+  return absl::UnavailableError(timed_out
+                                    ? "the push's frame could not be written in time"
+                                    : "the push's bulk stream broke before its frame was written");
+}
+
+int64_t BulkLink::frames_written() const {
+  absl::MutexLock lock(&mu_);
+  return frames_written_;
+}
+
+void BulkLink::Write() {
+  for (;;) {
+    Outgoing next;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return broken_ || !outgoing_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (broken_) return;
+      next = std::move(outgoing_.front());
+      outgoing_.pop_front();
+      writing_ = next.frame;
+    }
+    int64_t bytes = 0;
+    for (absl::Span<const float> piece : next.pieces) bytes += piece.size() * sizeof(float);
+    const absl::Time deadline =
+        absl::Now() + kSendTimeout + absl::Milliseconds(100) * (bytes >> 20);
+    absl::Status sent = SendBulkFrame(fd_, next.frame, next.pieces, deadline);
+    absl::MutexLock lock(&mu_);
+    writing_ = 0;
+    if (!sent.ok()) {
+      BreakLocked(sent.message());
+      return;
+    }
+    written_ = next.frame;
+    ++frames_written_;
+  }
 }
 
 uint64_t BulkLink::Expect(std::vector<absl::Span<float>> destinations) {
@@ -138,7 +199,8 @@ void BulkLink::BreakLocked(absl::string_view why) {
   if (broken_) return;
   broken_ = true;
   if (!why.empty()) LOG(INFO) << "bulk stream " << stream_ << " closes: " << why;
-  shutdown(fd_, SHUT_RDWR);  // Ends a read in progress at once.
+  outgoing_.clear();
+  shutdown(fd_, SHUT_RDWR);  // Ends a read or write in progress at once.
 }
 
 void BulkLink::Read() {
@@ -244,6 +306,47 @@ std::function<grpc::ByteBuffer()> BulkLinks::FirstOnStream(
   };
 }
 
+std::function<grpc::ByteBuffer()> BulkLinks::FirstPushOnStream(
+    int ps, int k, BulkLink* link, EncodeRequest encode,
+    std::vector<absl::Span<const float>> pieces, std::shared_ptr<uint64_t> frame) {
+  auto attempts = std::make_shared<int>(0);
+  int64_t bytes = 0;
+  for (absl::Span<const float> piece : pieces) bytes += piece.size() * sizeof(float);
+  return [this, ps, k, link, encode = std::move(encode), pieces = std::move(pieces), frame,
+          attempts, bytes] {
+    if ((*attempts)++ == 0) {
+      *frame = link->Send(pieces);
+      {
+        absl::MutexLock lock(&sends_mu_);
+        sends_.push_back(Queued{link, *frame, bytes});
+      }
+      return encode(link->stream(), *frame);
+    }
+    *frame = 0;
+    {
+      absl::MutexLock lock(&sends_mu_);  // Calls' requests may be made on several threads.
+      stale_[ps][k] = true;
+    }
+    return encode(0, 0);
+  };
+}
+
+void BulkLinks::FinishSends() {
+  std::vector<Queued> sends;
+  {
+    absl::MutexLock lock(&sends_mu_);
+    sends.swap(sends_);
+  }
+  for (const Queued& queued : sends) {
+    // A broken link says so at once; a frame the ps reads past is written as fast. The call's
+    // outcome says what became of the push.
+    queued.link
+        ->AwaitSent(queued.frame,
+                    absl::Now() + BulkLink::FrameTimeout(queued.bytes) + absl::Seconds(2))
+        .IgnoreError();
+  }
+}
+
 void BulkLinks::DropLost(size_t ps, int k) {
   links_[ps][k].reset();  // Joins its reader: nothing is written into a pull's values after.
   if (++lost_[ps] == kLostStreamsBeforeGivingUp) {
@@ -327,6 +430,8 @@ absl::StatusOr<std::unique_ptr<BulkLink>> BulkLinks::Open(int ps, bool* lasting)
   }
   timeval none{0, 0};  // The reader waits as long as frames take; an Await's deadline ends it.
   setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+  timeval write_limit = absl::ToTimeval(BulkLink::kSendTimeout);
+  setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &write_limit, sizeof(write_limit));
   return std::make_unique<BulkLink>(*fd, response.stream());
 }
 

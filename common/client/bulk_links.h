@@ -9,10 +9,16 @@
 // the ps yet or the ps is not reachable, the next use tries again. A link whose frame was lost
 // (its connection broke, or the frame did not come in time) is dropped and opened again at its
 // next use; the pull is made again with its values in the answer.
+//
+// The session's large dense pushes go the other way on the same links: each chunk's gradient is
+// a frame the link's sender thread writes while the push's call (naming the frame) goes on
+// gRPC, and the ps reads it straight into its push buffer. A push whose frame could not be
+// taken is made again with its gradient in the request (same push id: never applied twice).
 #ifndef PS_COMMON_CLIENT_BULK_LINKS_H_
 #define PS_COMMON_CLIENT_BULK_LINKS_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,7 +38,7 @@
 
 namespace ps {
 
-// One stream, read on a thread of its own. Thread-safe.
+// One stream, read on a thread of its own and written on another. Thread-safe.
 class BulkLink {
  public:
   // Reads frames from `fd` (connected, let in; owned from now on), named `stream` at the ps.
@@ -61,7 +67,23 @@ class BulkLink {
   // Whether a frame is still expected (neither awaited nor forgotten).
   bool expecting() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // How long one write may wait for the ps to read: the ps reads a frame once its call is in,
+  // up to 2 s later (BulkStream::kClaimTimeout), and past that reads it to drop it.
+  static constexpr absl::Duration kSendTimeout = absl::Seconds(10);
+  // A push's frame: queues `pieces` (alive and unchanged until AwaitSent returns) as a new
+  // frame, written on the link's sender thread after the frames queued before; its number.
+  uint64_t Send(std::vector<absl::Span<const float>> pieces) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until frame `frame` is written (OK), or cannot be (UNAVAILABLE: the stream broke, or
+  // `deadline` passed, which breaks it). Once it returns, the frame's pieces are not read again.
+  absl::Status AwaitSent(uint64_t frame, absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t frames_written() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
+  struct Outgoing {
+    uint64_t frame = 0;
+    std::vector<absl::Span<const float>> pieces;
+  };
+  void Write() ABSL_LOCKS_EXCLUDED(mu_);  // The sender.
   struct Expected {
     std::vector<absl::Span<float>> destinations;
     bool done = false;
@@ -76,7 +98,13 @@ class BulkLink {
   uint64_t next_frame_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t reading_ ABSL_GUARDED_BY(mu_) = 0;  // The frame being read into its destinations.
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Outgoing> outgoing_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_push_frame_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;  // The last frame written whole.
+  uint64_t writing_ ABSL_GUARDED_BY(mu_) = 0;  // The frame being written.
+  int64_t frames_written_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread reader_;  // Runs Read; started last.
+  std::thread sender_;  // Runs Write; started last.
 };
 
 // Not thread-safe (as its WorkerSession); the links themselves are.
@@ -104,6 +132,18 @@ class BulkLinks {
                                                   EncodeRequest encode,
                                                   std::vector<absl::Span<float>> destinations,
                                                   std::shared_ptr<uint64_t> frame);
+  // The request of a push to shard `ps` on its stream `k`, `link`: on its first attempt
+  // encoded naming a new frame of `pieces` (queued on the link then), and on a retry with its
+  // gradient in the request (encode(0, 0)), the link dropped once the batch is done.
+  // `*frame`: the frame the last attempt named (0: none). The pieces stay alive and unchanged
+  // until FinishSends returns.
+  std::function<grpc::ByteBuffer()> FirstPushOnStream(int ps, int k, BulkLink* link,
+                                                      EncodeRequest encode,
+                                                      std::vector<absl::Span<const float>> pieces,
+                                                      std::shared_ptr<uint64_t> frame);
+  // Waits until every push frame queued since the last call is written or given up (its link
+  // then broken): once it returns, no push's gradient is read again. Call once a batch is done.
+  void FinishSends() ABSL_LOCKS_EXCLUDED(sends_mu_);
   // Drops the links marked stale and those broken; each is opened again at its next use, but
   // a shard whose streams were lost kLostStreamsBeforeGivingUp times keeps to the answers.
   void DropStale();
@@ -133,6 +173,14 @@ class BulkLinks {
   std::vector<int> lost_;      // Per shard: streams dropped broken or stale so far.
   // Hosts whose bulk port could not be reached: their other shards do not wait for it again.
   std::vector<std::string> unreachable_hosts_;
+  struct Queued {
+    BulkLink* link = nullptr;
+    uint64_t frame = 0;
+    int64_t bytes = 0;
+  };
+  // Push frames queued in this batch (by calls' requests, on the calls' threads).
+  absl::Mutex sends_mu_;
+  std::vector<Queued> sends_ ABSL_GUARDED_BY(sends_mu_);
 };
 
 }  // namespace ps

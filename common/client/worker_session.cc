@@ -14,11 +14,9 @@
 #include "common/tensor/tensor_coding.h"
 
 namespace ps {
-namespace {
 
-// The floats [offset, offset + size) of `spans` concatenated, as pieces of those spans.
-std::vector<absl::Span<const float>> Subspans(const std::vector<absl::Span<const float>>& spans,
-                                              int64_t offset, int64_t size) {
+std::vector<absl::Span<const float>> WorkerSession::Subspans(
+    const std::vector<absl::Span<const float>>& spans, int64_t offset, int64_t size) {
   std::vector<absl::Span<const float>> pieces;
   for (absl::Span<const float> span : spans) {
     const int64_t length = static_cast<int64_t>(span.size());
@@ -33,8 +31,6 @@ std::vector<absl::Span<const float>> Subspans(const std::vector<absl::Span<const
   }
   return pieces;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(PsClient* client,
                                                                      const ParameterSpec& spec,
@@ -434,8 +430,12 @@ absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
   }
   absl::Status status = connections_->RunCalls(std::move(calls));
   if (links_ != nullptr) status.ok() ? links_->DropStale() : links_->DropAll();
-  // After a failure a frame may still be expected into `out`: its stream goes.
-  if (bulk_ != nullptr) status.ok() ? bulk_->DropStale() : bulk_->DropExpecting();
+  // After a failure a frame may still be expected into `out`: its stream goes. And no push's
+  // frame is written from the gradients once this returns.
+  if (bulk_ != nullptr) {
+    bulk_->FinishSends();
+    status.ok() ? bulk_->DropStale() : bulk_->DropExpecting();
+  }
   return status;
 }
 
@@ -582,6 +582,11 @@ absl::Status WorkerSession::AddPushCalls(const PushOptions& options,
             return status;
           },
           connections_->options().call_timeout, 0});
+      continue;
+    }
+    // A large dense gradient goes on the shard's bulk streams, a chunk on each.
+    if (bulk_ != nullptr && rows.entries.empty() && push->topk_values == nullptr &&
+        push->header.encoding() == FLOAT32 && AddBulkPushCalls(ps, *push, state, calls)) {
       continue;
     }
     std::shared_ptr<std::vector<float>> sparse_rows = push->sparse_rows;

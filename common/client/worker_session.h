@@ -239,6 +239,15 @@ class WorkerSession {
   // holds them.
   absl::Status TakeBulkValues(BulkLink* link, uint64_t frame, const PullResponseHeader& header,
                               int64_t bytes);
+  // Shard `ps`'s push `push` (dense only, float32) on its bulk streams: a chunk on each open
+  // stream (the whole push where one is), each chunk's gradient a frame, made again in the
+  // request when its frame could not be taken. False where the shard has no stream open: the
+  // caller pushes in the requests. worker_session_bulk.cc.
+  bool AddBulkPushCalls(int ps, const ShardPush& push, PushState* state,
+                        std::vector<PsConnections::Call>* calls);
+  // The floats [offset, offset + size) of `spans` concatenated, as pieces of those spans.
+  static std::vector<absl::Span<const float>> Subspans(
+      const std::vector<absl::Span<const float>>& spans, int64_t offset, int64_t size);
   // Shard `ps`'s shared memory link, or null where its tensors go in the requests.
   SharedMemoryLinks::Link* LinkFor(int ps) { return links_ ? links_->For(ps) : nullptr; }
   // Puts a shard's dense gradient into `link`'s push region and names the segment in the

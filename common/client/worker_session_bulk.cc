@@ -1,5 +1,5 @@
-// WorkerSession's pulls whose values come on bulk streams (docs/bulk_streams.md,
-// common/client/bulk_links.h).
+// WorkerSession's pulls whose values come on bulk streams, and pushes whose gradients go on them
+// (docs/bulk_streams.md, common/client/bulk_links.h).
 #include <algorithm>
 #include <memory>
 #include <utility>
@@ -7,6 +7,7 @@
 
 #include "common/client/worker_session.h"
 #include "common/net/proto_byte_buffer.h"
+#include "common/tensor/tensor_coding.h"
 
 namespace ps {
 
@@ -86,6 +87,60 @@ absl::Status WorkerSession::AddBulkPullCalls(int ps, const PullOptions& options,
         client_options.wait_timeout + client_options.call_timeout, k});
   }
   return absl::OkStatus();
+}
+
+bool WorkerSession::AddBulkPushCalls(int ps, const ShardPush& push, PushState* state,
+                                     std::vector<PsConnections::Call>* calls) {
+  std::vector<std::pair<int, BulkLink*>> links;  // (stream index, link) of the streams open.
+  for (int k = 0; k < bulk_->streams_per_ps(); ++k) {
+    if (BulkLink* link = bulk_->For(ps, k); link != nullptr) links.emplace_back(k, link);
+  }
+  const int64_t total = ShardFloats(ps);
+  if (links.empty() || total == 0) return false;
+  const int64_t streams = static_cast<int64_t>(links.size());
+  const int64_t per_chunk = (total + streams - 1) / streams;
+  const int64_t num_chunks = (total + per_chunk - 1) / per_chunk;
+  for (int64_t chunk = 0; chunk < num_chunks; ++chunk) {
+    const int k = links[chunk].first;
+    BulkLink* const link = links[chunk].second;
+    PushRequestHeader header = push.header;
+    std::vector<absl::Span<const float>> pieces = push.tensors;
+    if (num_chunks > 1) {
+      const int64_t offset = chunk * per_chunk;
+      const int64_t size = std::min(per_chunk, total - offset);
+      header.set_total_chunks(static_cast<int32_t>(num_chunks));
+      header.set_chunk_offset(offset);
+      header.set_chunk_size(size);
+      pieces = Subspans(push.tensors, offset, size);
+    }
+    int64_t bytes = 0;
+    for (absl::Span<const float> piece : pieces) bytes += piece.size() * sizeof(float);
+    // The gradients stay alive and unchanged until Push returns (after FinishSends).
+    BulkLinks::EncodeRequest encode = [header, pieces](uint64_t stream, uint64_t frame) {
+      PushRequestHeader attempt = header;
+      attempt.set_bulk_stream(stream);
+      attempt.set_bulk_frame(frame);
+      return stream != 0 ? EncodeTensorMessage(attempt, {}, nullptr, attempt.encoding())
+                         : EncodeTensorMessage(attempt, pieces, nullptr, attempt.encoding());
+    };
+    auto frame = std::make_shared<uint64_t>(0);  // The attempt's, set by its request.
+    calls->push_back(PsConnections::Call{
+        ps, "Push",
+        [this, frame, bytes,
+         make = bulk_->FirstPushOnStream(ps, k, link, std::move(encode), pieces, frame)] {
+          grpc::ByteBuffer request = make();
+          if (*frame != 0) bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+          return request;
+        },
+        [state, ps](const grpc::ByteBuffer& answer) {
+          PushResponse response;
+          absl::Status status = ParseFromByteBuffer(answer, &response);
+          if (status.ok()) state->Record(ps, std::move(response));
+          return status;
+        },
+        connections_->options().call_timeout, k});
+  }
+  return true;
 }
 
 }  // namespace ps
