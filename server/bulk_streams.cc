@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/net/bulk_frame.h"
+#include "common/tensor/finite.h"
 #include "glog/logging.h"
 
 namespace ps {
@@ -74,7 +75,7 @@ void BulkStream::Receive(uint64_t frame, std::vector<absl::Span<float>> destinat
       return;
     }
   }
-  done(refused);
+  done(refused, false);
 }
 
 void BulkStream::Refuse(uint64_t frame) {
@@ -110,7 +111,8 @@ void BulkStream::Fail(std::vector<Received> failed, absl::string_view why) {
   for (Received& done : failed) {
     done(absl::UnavailableError(absl::StrCat("the push's bulk stream closed (", why,
                                              ") before its values came: send them in the "
-                                             "request")));
+                                             "request")),
+         false);
   }
 }
 
@@ -263,8 +265,18 @@ void BulkStream::Read() {
       close_for(out_of_step);
       return;
     }
-    // A frame whose call was refused, or did not register in time, is read past.
-    absl::Status read = wanted ? ReadBulkValues(fd_, into) : SkipBulkBytes(fd_, header->bytes);
+    // A frame whose call was refused, or did not register in time, is read past. One wanted is
+    // read piece by piece, each checked while it is in cache.
+    bool finite = true;
+    absl::Status read = absl::OkStatus();
+    if (!wanted) read = SkipBulkBytes(fd_, header->bytes);
+    for (size_t d = 0; wanted && d < into.size() && read.ok(); ++d) {
+      for (size_t done = 0; done < into[d].size() && read.ok(); done += kCheckedPiece) {
+        const absl::Span<float> piece = into[d].subspan(done, kCheckedPiece);
+        read = ReadBulkValues(fd_, {piece});
+        if (read.ok() && finite) finite = AllFinite(piece);
+      }
+    }
     if (!read.ok()) {
       close_for(read.message());
       return;
@@ -282,7 +294,7 @@ void BulkStream::Read() {
       }
     }
     keep_alive.reset();
-    if (done != nullptr) done(absl::OkStatus());
+    if (done != nullptr) done(absl::OkStatus(), finite);
   }
 }
 

@@ -78,10 +78,13 @@ class BulkStream {
   static constexpr int kMaxExpectedFrames = 8;
 
   // What Receive calls once, outside the stream's lock: OK once the frame's values are all in
-  // its destinations; UNAVAILABLE where they cannot come (the stream closed or broke, the frame
-  // was read past before its call registered, or it did not come in time). Called on the
+  // its destinations, with `finite` telling whether all are (checked piece by piece as they
+  // came, while in cache); UNAVAILABLE where they cannot come (the stream closed or broke, the
+  // frame was read past before its call registered, or it did not come in time). Called on the
   // stream's reader thread, or within Receive.
-  using Received = std::function<void(absl::Status)>;
+  using Received = std::function<void(absl::Status status, bool finite)>;
+  // The floats read into a frame's destinations between two finiteness checks (256 KiB).
+  static constexpr size_t kCheckedPiece = 64 * 1024;
   // Frame `frame`'s values go into `destinations` (kept writable by `keep_alive` until `done`
   // is called), in order, when the worker's frame comes. A frame whose size is not theirs
   // closes the stream (the worker's stream is out of step).

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -178,9 +179,10 @@ TEST_F(BulkStreamsTest, AStreamWhoseWorkerHungUpClosesAtItsNextFrame) {
 class Outcome {
  public:
   BulkStream::Received Callback() {
-    return [this](absl::Status status) {
+    return [this](absl::Status status, bool finite) {
       absl::MutexLock lock(&mu_);
       status_ = status;
+      finite_ = finite;
       ++calls_;
     };
   }
@@ -197,11 +199,16 @@ class Outcome {
     absl::MutexLock lock(&mu_);
     return calls_;
   }
+  bool finite() {
+    absl::MutexLock lock(&mu_);
+    return finite_;
+  }
 
  private:
   absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  bool finite_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 TEST_F(BulkStreamsTest, APushsFrameIsReadIntoItsDestinationsWhicheverComesFirst) {
@@ -219,6 +226,7 @@ TEST_F(BulkStreamsTest, APushsFrameIsReadIntoItsDestinationsWhicheverComesFirst)
                      first, one.Callback());
   ASSERT_TRUE(SendBulkFrame(fd, 1, {all}).ok());
   EXPECT_TRUE(one.Wait().ok());
+  EXPECT_TRUE(one.finite());
   EXPECT_EQ(*first, sent);
   // Frame 2 comes before its call registers (within kClaimTimeout).
   ASSERT_TRUE(SendBulkFrame(fd, 2, {all.subspan(0, 1000)}).ok());
@@ -232,6 +240,15 @@ TEST_F(BulkStreamsTest, APushsFrameIsReadIntoItsDestinationsWhicheverComesFirst)
   EXPECT_EQ((*stream)->bytes_received(), static_cast<int64_t>((sent.size() + 1000) * 4));
   EXPECT_EQ(streams_->frames_received(), 2);
   EXPECT_EQ(one.calls(), 1);
+  // A NaN anywhere (here in the last piece) is told, the values read whole all the same.
+  sent.back() = std::nanf("");
+  Outcome three;
+  (*stream)->Receive(3, {absl::MakeSpan(*first)}, first, three.Callback());
+  ASSERT_TRUE(SendBulkFrame(fd, 3, {absl::MakeConstSpan(sent)}).ok());
+  EXPECT_TRUE(three.Wait().ok());
+  EXPECT_FALSE(three.finite());
+  EXPECT_TRUE(std::isnan(first->back()));
+  EXPECT_FALSE((*stream)->closed());
 }
 
 TEST_F(BulkStreamsTest, ARefusedPushsFrameIsReadPastAndTheNextStillArrives) {

@@ -60,14 +60,15 @@ void ParameterService::ReceiveBulkPush(const PushRequestHeader& header, AwaitedF
   absl::StatusOr<std::shared_ptr<BulkStream>> stream =
       BulkStreamOf(header.bulk_stream(), header.job_id(), header.worker());
   if (!stream.ok()) {
-    then(awaited.finish(stream.status()));
+    then(awaited.finish(stream.status(), false));
     return;
   }
   (*stream)->Receive(
       header.bulk_frame(), std::move(awaited.destinations), awaited.buffer,
-      [this, finish = std::move(awaited.finish), then = std::move(then)](absl::Status received) {
+      [this, finish = std::move(awaited.finish), then = std::move(then)](absl::Status received,
+                                                                         bool finite) {
         // Off the stream's reader thread, which goes on to the next frame.
-        RunOnPushThread([finish, then, received] { then(finish(received)); });
+        RunOnPushThread([finish, then, received, finite] { then(finish(received, finite)); });
       });
 }
 

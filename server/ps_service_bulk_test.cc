@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <thread>
@@ -269,11 +270,26 @@ TEST_F(BulkStreamTest, APushsGradientComesOnlyOnItsOwnWorkersStreamAndOnlyWhenIt
   EXPECT_FLOAT_EQ(applied[at], before[at] - 0.5f * 0.25f);
   EXPECT_EQ(cluster_->server(0).service().bulk_frames_received(), 1);
 
-  // Frame 2 never comes: the push fails UNAVAILABLE (the worker would send it again in the
+  // A NaN in frame 2: refused as in a request, nothing changed.
+  std::vector<float> poisoned = gradient;
+  poisoned[floats / 2] = std::nanf("");
+  std::thread poisoner([&] {
+    ASSERT_TRUE(SendBulkFrame(fd, 2, {absl::MakeConstSpan(poisoned)}).ok());
+  });
+  PushRequestHeader nan_push = header;
+  nan_push.set_push_id(2);
+  nan_push.set_bulk_frame(2);
+  const absl::Status nan_refused = push(nan_push, "Push");
+  poisoner.join();
+  EXPECT_EQ(nan_refused.code(), absl::StatusCode::kInvalidArgument) << nan_refused;
+  EXPECT_THAT(nan_refused.message(), HasSubstr("NaN"));
+  EXPECT_EQ(PullAll(observer.get()), applied);
+
+  // Frame 3 never comes: the push fails UNAVAILABLE (the worker would send it again in the
   // request) and changes nothing.
   PushRequestHeader second = header;
-  second.set_push_id(2);
-  second.set_bulk_frame(2);
+  second.set_push_id(3);
+  second.set_bulk_frame(3);
   const absl::Time start = absl::Now();
   const absl::Status lost = push(second, "Push");
   EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable) << lost;

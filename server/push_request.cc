@@ -204,19 +204,18 @@ absl::StatusOr<DecodedPush> DecodePush(const grpc::ByteBuffer& request, bool all
     return status;
   }
   if (bulk()) {
-    // The job checks the values once they are in (not known finite).
     AwaitedFrame awaited{std::move(on_stream), gradient, nullptr};
-    awaited.finish = [job, header, gradient](absl::Status received)
+    awaited.finish = [job, header, gradient](absl::Status received, bool finite)
         -> absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>> {
       if (ShardJob::IsChunk(header)) {
         if (!received.ok()) {
           job->AbandonChunk(header, /*malformed=*/false);
           return received;
         }
-        return job->ChunkDone(header, /*finite=*/false);
+        return job->ChunkDone(header, finite);
       }
       if (!received.ok()) return received;
-      ShardJob::ReadyPush ready{header, gradient, /*known_finite=*/false};
+      ShardJob::ReadyPush ready{header, gradient, /*known_finite=*/finite};
       ready.header.clear_bulk_stream();
       ready.header.clear_bulk_frame();
       return ready;

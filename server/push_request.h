@@ -42,10 +42,11 @@ using JobLookup =
 struct AwaitedFrame {
   std::vector<absl::Span<float>> destinations;
   std::shared_ptr<std::vector<float>> buffer;  // Keeps the destinations alive.
-  // Called once with the frame's outcome (BulkStream::Received): the push's answer or the whole
-  // push to apply, or the error to answer with (the push then changed nothing).
+  // Called once with the frame's outcome (BulkStream::Received: whether it came, and whether
+  // its values are all finite): the push's answer or the whole push to apply, or the error to
+  // answer with (the push then changed nothing).
   std::function<absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>>(
-      absl::Status received)>
+      absl::Status received, bool finite)>
       finish;
 };
 // What decoding a push request gives: its answer already (a chunk taken in, a chunk of a push
