@@ -96,10 +96,16 @@ void BulkStream::ClearQueueLocked() {
 }
 
 void BulkStream::CloseLocked(absl::string_view why, std::vector<Received>* failed) {
-  for (auto& [frame, expected] : expected_) {
-    if (expected.done != nullptr) failed->push_back(std::move(expected.done));
+  // The frame being read is told by the reader once its read ends: its buffer is written
+  // until then.
+  for (auto it = expected_.begin(); it != expected_.end();) {
+    if (it->first == reading_) {
+      ++it;
+      continue;
+    }
+    if (it->second.done != nullptr) failed->push_back(std::move(it->second.done));
+    expected_.erase(it++);
   }
-  expected_.clear();
   if (closed_) return;
   if (!why.empty()) LOG(INFO) << "a bulk stream closes: " << why;
   closed_ = true;
@@ -194,32 +200,30 @@ void BulkStream::Read() {
     Fail(std::move(failed), why);
   };
   for (;;) {
-    // Waits for the next frame, checking every 0.1 s for frames that did not come in time.
-    pollfd polled{fd_, POLLIN, 0};
-    const int ready = poll(&polled, 1, 100);
-    if (ready <= 0) {
-      std::string late;
-      {
-        absl::MutexLock lock(&mu_);
-        if (closed_) return;
-        const absl::Time now = absl::Now();
-        std::vector<uint64_t> forgotten;  // Refused frames that never came.
-        for (const auto& [frame, expected] : expected_) {
-          if (expected.deadline > now) continue;
-          if (expected.refused) {
-            forgotten.push_back(frame);
-          } else {
-            late = absl::StrCat("frame ", frame, " did not come in time");
-          }
+    // Frames that did not come in time close the stream; refused ones that never came are
+    // forgotten. Checked before each frame, and every 0.1 s while none comes.
+    std::string late;
+    {
+      absl::MutexLock lock(&mu_);
+      if (closed_) return;
+      const absl::Time now = absl::Now();
+      std::vector<uint64_t> forgotten;
+      for (const auto& [frame, expected] : expected_) {
+        if (expected.deadline > now) continue;
+        if (expected.refused) {
+          forgotten.push_back(frame);
+        } else {
+          late = absl::StrCat("frame ", frame, " did not come in time");
         }
-        for (uint64_t frame : forgotten) expected_.erase(frame);
       }
-      if (!late.empty()) {
-        close_for(late);
-        return;
-      }
-      continue;
+      for (uint64_t frame : forgotten) expected_.erase(frame);
     }
+    if (!late.empty()) {
+      close_for(late);
+      return;
+    }
+    pollfd polled{fd_, POLLIN, 0};
+    if (poll(&polled, 1, 100) <= 0) continue;
     absl::StatusOr<BulkFrameHeader> header = ReadBulkFrameHeader(fd_);
     if (!header.ok()) {
       close_for(header.status().message());
@@ -227,6 +231,7 @@ void BulkStream::Read() {
     }
     std::vector<absl::Span<float>> into;
     std::shared_ptr<void> keep_alive;  // Keeps `into` writable while it is read into.
+    absl::Time deadline;               // Of the frame wanted.
     bool wanted = false;
     std::string out_of_step;
     {
@@ -254,11 +259,15 @@ void BulkStream::Read() {
           } else {
             into = it->second.destinations;
             keep_alive = it->second.keep_alive;
+            deadline = it->second.deadline;
             wanted = true;
+            reading_ = header->frame;
           }
         } else if (it != expected_.end()) {
           expected_.erase(it);  // Refused: read past.
         }
+        // From now on a call naming this frame is told it was passed (read past, or taken).
+        if (out_of_step.empty()) passed_ = header->frame;
       }
     }
     if (!out_of_step.empty()) {
@@ -272,28 +281,37 @@ void BulkStream::Read() {
     if (!wanted) read = SkipBulkBytes(fd_, header->bytes);
     for (size_t d = 0; wanted && d < into.size() && read.ok(); ++d) {
       for (size_t done = 0; done < into[d].size() && read.ok(); done += kCheckedPiece) {
+        if (absl::Now() > deadline) {
+          read = absl::UnavailableError(
+              absl::StrCat("frame ", header->frame, " did not come in time"));
+          break;
+        }
         const absl::Span<float> piece = into[d].subspan(done, kCheckedPiece);
         read = ReadBulkValues(fd_, {piece});
         if (read.ok() && finite) finite = AllFinite(piece);
       }
     }
-    if (!read.ok()) {
-      close_for(read.message());
-      return;
-    }
     Received done;
+    bool closed = false;
     {
       absl::MutexLock lock(&mu_);
-      passed_ = header->frame;
-      ++frames_received_;
-      bytes_received_ += static_cast<int64_t>(header->bytes);
-      // Gone where the stream closed meanwhile (its call was told UNAVAILABLE then).
+      reading_ = 0;
+      closed = closed_;
       if (auto it = expected_.find(header->frame); wanted && it != expected_.end()) {
         done = std::move(it->second.done);
         expected_.erase(it);
       }
+      if (read.ok() && !closed && wanted) {
+        ++frames_received_;
+        bytes_received_ += static_cast<int64_t>(header->bytes);
+      }
     }
     keep_alive.reset();
+    if (!read.ok() || closed) {
+      if (done != nullptr) Fail({std::move(done)}, closed ? "closed" : read.message());
+      close_for(read.ok() ? "" : read.message());
+      return;
+    }
     if (done != nullptr) done(absl::OkStatus(), finite);
   }
 }

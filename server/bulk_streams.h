@@ -100,6 +100,7 @@ class BulkStream {
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t frames_sent() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t bytes_sent() const ABSL_LOCKS_EXCLUDED(mu_);  // Of the frames' values.
+  // Frames read whole into their calls' buffers (not those read past), and their bytes.
   int64_t frames_received() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t bytes_received() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -139,7 +140,8 @@ class BulkStream {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, Expected> expected_ ABSL_GUARDED_BY(mu_);
   uint64_t claiming_ ABSL_GUARDED_BY(mu_) = 0;  // The frame whose header is in, not claimed yet.
-  uint64_t passed_ ABSL_GUARDED_BY(mu_) = 0;    // The last frame read or read past.
+  uint64_t passed_ ABSL_GUARDED_BY(mu_) = 0;    // The last frame taken or read past.
+  uint64_t reading_ ABSL_GUARDED_BY(mu_) = 0;   // The frame being read into its buffer.
   int64_t frames_received_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread sender_;  // Runs Run; started last.

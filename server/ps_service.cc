@@ -854,7 +854,8 @@ grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* co
           ReceiveBulkPush(header, std::get<AwaitedFrame>(*std::move(decoded)), settle);
           return;
         }
-        if (header.bulk_stream() != 0) RefuseBulkFrame(header);
+        // Only a caller let in as the header's worker (its job found) speaks for its stream.
+        if (job != nullptr && header.bulk_stream() != 0) RefuseBulkFrame(header);
         if (!decoded.ok()) {
           settle(decoded.status());
         } else if (PushResponse* answered = std::get_if<PushResponse>(&*decoded)) {

@@ -517,11 +517,12 @@ class ParameterService final : public ParameterServerBase {
   // Null where this ps serves no shared memory (options_.shared_memory_bytes 0, or its socket
   // could not be made).
   const std::unique_ptr<SharedMemoryRegistry> shared_memory_;
-  // Null where this ps opens no bulk streams (options_.bulk_port -1, or its port could not be
-  // bound).
-  const std::unique_ptr<BulkStreams> bulk_streams_;
   std::vector<std::unique_ptr<IoThread>> push_threads_;
   std::atomic<uint64_t> next_push_thread_{0};
+  // Null where this ps opens no bulk streams (options_.bulk_port -1, or its port could not be
+  // bound). After push_threads_, so destroyed before them: the pushes its streams fail are
+  // answered on them.
+  const std::unique_ptr<BulkStreams> bulk_streams_;
 
   // Declared last, so destroyed first: their work uses the members above.
   DeadlineTimer timer_;

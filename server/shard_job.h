@@ -25,6 +25,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <variant>
@@ -387,6 +388,7 @@ class ShardJob {
     PushRequestHeader header;  // Its first chunk's, without the chunk fields.
     std::shared_ptr<std::vector<float>> buffer;
     std::map<int64_t, int64_t> chunks;  // chunk_offset -> chunk_size, decoding or in.
+    std::set<int64_t> on_streams;       // Offsets of the chunks whose frames are awaited.
     int64_t floats_in = 0;              // Of the chunks decoded.
     int chunks_in = 0;
     bool all_finite = true;  // Of the chunks decoded.

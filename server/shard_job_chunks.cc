@@ -110,6 +110,11 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
         "with the same header"));
   }
   auto [it, inserted] = assembly->chunks.emplace(offset, size);
+  if (!inserted && it->second == size && assembly->on_streams.count(offset) > 0) {
+    // Its first attempt's values are still coming on a bulk stream, and may not come.
+    return absl::UnavailableError(absl::StrCat(
+        prefix, ChunkName(header), " is still coming on its bulk stream: retry shortly"));
+  }
   if (!inserted && it->second == size) {
     ChunkTarget target;  // A retry of a chunk that is in, or being decoded.
     target.answer = Received();
@@ -126,6 +131,7 @@ absl::StatusOr<ShardJob::ChunkTarget> ShardJob::PushChunkBuffer(const PushReques
         prefix, ChunkName(header), " overlaps another chunk of the push; chunks must cover the "
         "gradient exactly once"));
   }
+  if (header.bulk_stream() != 0) assembly->on_streams.insert(offset);
   ChunkTarget target;
   target.buffer = assembly->buffer;
   target.destination = absl::MakeSpan(assembly->buffer->data() + offset, size);
@@ -152,6 +158,7 @@ absl::StatusOr<std::variant<PushResponse, ShardJob::ReadyPush>> ShardJob::ChunkD
           JobPrefix(spec().job_id()), ChunkName(header),
           " was abandoned while it was decoded: the worker has since started another push"));
     }
+    assembly->on_streams.erase(header.chunk_offset());
     assembly->floats_in += header.chunk_size();
     ++assembly->chunks_in;
     assembly->all_finite = assembly->all_finite && finite;
@@ -173,6 +180,7 @@ void ShardJob::AbandonChunk(const PushRequestHeader& header, bool malformed) {
   absl::MutexLock chunks_lock(&chunks_mu_);
   std::unique_ptr<Assembly>& assembly = assemblies_[header.worker()];
   if (assembly != nullptr && assembly->header.push_id() == header.push_id()) {
+    assembly->on_streams.erase(header.chunk_offset());
     assembly->chunks.erase(header.chunk_offset());  // A retry may send it again.
   }
 }

@@ -139,6 +139,39 @@ TEST(ShardJobChunksTest, RetriedChunksAreNotCountedTwice) {
   EXPECT_EQ(job->Stats().duplicate_pushes(), 1);  // One push retried, counted once.
 }
 
+// A chunk whose values come on a bulk stream (its header names one): a retry while they are
+// awaited is told to wait (the frame may yet fail, and the chunk with it), not that it is in.
+TEST(ShardJobChunksTest, ARetryOfAChunkStillComingOnABulkStreamIsToldToWait) {
+  std::unique_ptr<ShardJob> job = CreateJob();
+  ASSERT_NE(job, nullptr);
+  const std::vector<float> before = AllValues(job.get());
+  const std::vector<float> gradient = Gradient(3);
+  PushRequestHeader on_stream = Chunk(*job, 1, 2, 0, 20);
+  on_stream.set_bulk_stream(7);
+  on_stream.set_bulk_frame(1);
+  absl::StatusOr<ShardJob::ChunkTarget> awaited = job->PushChunkBuffer(on_stream);
+  ASSERT_TRUE(awaited.ok()) << awaited.status();
+  absl::StatusOr<PushResponse> retry = SendChunk(job.get(), Chunk(*job, 1, 2, 0, 20), gradient);
+  EXPECT_EQ(retry.status().code(), absl::StatusCode::kUnavailable) << retry.status();
+  // Its frame did not come: abandoned, and the retry in the request takes its place.
+  job->AbandonChunk(on_stream, /*malformed=*/false);
+  EXPECT_EQ(Rejected(job.get(), "malformed"), 0);
+  retry = SendChunk(job.get(), Chunk(*job, 1, 2, 0, 20), gradient);
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(retry->outcome(), PushResponse::RECEIVED);
+  // The other chunk on a stream, in: its retry is RECEIVED; the push is applied once.
+  PushRequestHeader second = Chunk(*job, 1, 2, 20, 20);
+  second.set_bulk_stream(7);
+  second.set_bulk_frame(2);
+  awaited = job->PushChunkBuffer(second);
+  ASSERT_TRUE(awaited.ok()) << awaited.status();
+  std::copy(gradient.begin() + 20, gradient.end(), awaited->destination.begin());
+  absl::StatusOr<PushResponse> done = job->PushChunkDone(second, true);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->outcome(), PushResponse::APPLIED);
+  EXPECT_EQ(AllValues(job.get()), SgdStep(before, gradient));
+}
+
 TEST(ShardJobChunksTest, BadChunksAreRejectedAndChangeNothing) {
   std::unique_ptr<ShardJob> job = CreateJob();
   ASSERT_NE(job, nullptr);
