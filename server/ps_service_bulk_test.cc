@@ -151,6 +151,29 @@ class BulkStreamTest : public testing::Test {
     return PullAnswer(client, job_id, ps, worker, stream).status();
   }
 
+  // Two one-worker jobs, `name`-streams through a client with bulk streams and
+  // `name`-messages through one without, each with its worker's session: the same calls must
+  // give both the same values.
+  struct Twins {
+    std::unique_ptr<PsClient> on_streams, in_messages;
+    ParameterSpec stream_spec, message_spec;
+    std::unique_ptr<WorkerSession> streams, messages;
+  };
+  Twins MakeTwins(const std::string& name) {
+    Twins twins;
+    twins.on_streams = Client(true);
+    twins.in_messages = Client(false);
+    twins.stream_spec = MakeSpec(name + "-streams", ConsistencyConfig::ASYNC);
+    twins.message_spec = MakeSpec(name + "-messages", ConsistencyConfig::ASYNC);
+    twins.stream_spec.set_num_workers(1);
+    twins.message_spec.set_num_workers(1);
+    CHECK(twins.on_streams->CreateJob(twins.stream_spec).ok());
+    CHECK(twins.in_messages->CreateJob(twins.message_spec).ok());
+    twins.streams = Session(twins.on_streams.get(), twins.stream_spec, 0);
+    twins.messages = Session(twins.in_messages.get(), twins.message_spec, 0);
+    return twins;
+  }
+
   std::vector<float> PullAll(WorkerSession* session) {
     std::vector<float> values(kRows * kColumns, -1.0f);
     absl::StatusOr<WorkerSession::PullResult> pulled =
@@ -310,16 +333,9 @@ TEST_F(BulkStreamTest, APushsGradientComesOnlyOnItsOwnWorkersStreamAndOnlyWhenIt
 // The ps closes a session's streams while it pushes: each push is applied once, its gradient
 // sent again in the request where its frame could not be taken.
 TEST_F(BulkStreamTest, PushesWhoseStreamsThePsClosedAreAppliedOnce) {
-  std::unique_ptr<PsClient> on_streams = Client(true);
-  std::unique_ptr<PsClient> in_requests = Client(false);
-  ParameterSpec stream_spec = MakeSpec("closed-streams", ConsistencyConfig::ASYNC);
-  ParameterSpec request_spec = MakeSpec("closed-requests", ConsistencyConfig::ASYNC);
-  stream_spec.set_num_workers(1);
-  request_spec.set_num_workers(1);
-  ASSERT_TRUE(on_streams->CreateJob(stream_spec).ok());
-  ASSERT_TRUE(in_requests->CreateJob(request_spec).ok());
-  std::unique_ptr<WorkerSession> streams = Session(on_streams.get(), stream_spec, 0);
-  std::unique_ptr<WorkerSession> requests = Session(in_requests.get(), request_spec, 0);
+  Twins twins = MakeTwins("closed");
+  WorkerSession* streams = twins.streams.get();
+  WorkerSession* requests = twins.messages.get();
   std::vector<float> gradient(kRows * kColumns);
   for (int step = 0; step < 6; ++step) {
     for (size_t i = 0; i < gradient.size(); ++i) gradient[i] = 0.001f * ((i * 3 + step) % 11);
@@ -331,7 +347,7 @@ TEST_F(BulkStreamTest, PushesWhoseStreamsThePsClosedAreAppliedOnce) {
     if (step % 2 == 1) {
       // The worker's next streams on shard 0 push the session's out.
       for (int i = 0; i < BulkStreams::kStreamsPerWorker; ++i) {
-        ASSERT_TRUE(OpenStream(on_streams.get(), stream_spec, 0, 0).ok());
+        ASSERT_TRUE(OpenStream(twins.on_streams.get(), twins.stream_spec, 0, 0).ok());
       }
     }
     absl::StatusOr<std::vector<PushResponse>> x = streams->Push({}, grads);
@@ -340,22 +356,17 @@ TEST_F(BulkStreamTest, PushesWhoseStreamsThePsClosedAreAppliedOnce) {
     ASSERT_TRUE(y.ok()) << y.status();
     for (const PushResponse& pushed : *x) EXPECT_EQ(pushed.outcome(), PushResponse::APPLIED);
   }
-  EXPECT_EQ(PullAll(streams.get()), PullAll(requests.get()));
+  EXPECT_EQ(PullAll(streams), PullAll(requests));
 }
 
 // A PushPull's pull (a step's push and the next step's values in one call) takes its values on
 // the shard's first stream, and the push is applied once.
 TEST_F(BulkStreamTest, APushPullsValuesComeOnTheStreamAndItsPushIsAppliedOnce) {
-  std::unique_ptr<PsClient> on_streams = Client(true);
-  std::unique_ptr<PsClient> in_answers = Client(false);
-  ParameterSpec stream_spec = MakeSpec("push-pull-streams", ConsistencyConfig::ASYNC);
-  ParameterSpec answer_spec = MakeSpec("push-pull-answers", ConsistencyConfig::ASYNC);
-  stream_spec.set_num_workers(1);
-  answer_spec.set_num_workers(1);
-  ASSERT_TRUE(on_streams->CreateJob(stream_spec).ok());
-  ASSERT_TRUE(in_answers->CreateJob(answer_spec).ok());
-  std::unique_ptr<WorkerSession> streams = Session(on_streams.get(), stream_spec, 0);
-  std::unique_ptr<WorkerSession> answers = Session(in_answers.get(), answer_spec, 0);
+  Twins twins = MakeTwins("push-pull");
+  std::unique_ptr<PsClient>& on_streams = twins.on_streams;
+  const ParameterSpec& stream_spec = twins.stream_spec;
+  std::unique_ptr<WorkerSession>& streams = twins.streams;
+  std::unique_ptr<WorkerSession>& answers = twins.messages;
   std::vector<float> a(kRows * kColumns), b(kRows * kColumns), gradient(kRows * kColumns);
   ASSERT_TRUE(streams->Pull({}, {{"w", absl::MakeSpan(a)}}).ok());
   ASSERT_TRUE(answers->Pull({}, {{"w", absl::MakeSpan(b)}}).ok());
