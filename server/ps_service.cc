@@ -410,7 +410,7 @@ void ParameterService::Shutdown() {
 
 absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(
     const Peer& peer, const std::string& job_id, JobAccess access, absl::string_view method,
-    std::optional<int> shard) {
+    std::optional<int> shard, bool unreplicated) {
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       shard.has_value() && *shard != options_.ps_index
           ? PromotedCopy(job_id, *shard, peer, access, method)
@@ -422,7 +422,7 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(
         PromotedCopy(job_id, *shard, peer, access, method);
     if (copy.ok()) job = std::move(copy);
   }
-  if (shard.has_value() && absl::IsNotFound(job.status())) {
+  if (shard.has_value() && !unreplicated && absl::IsNotFound(job.status())) {
     // A replicated job's request (it names its shard) to a ps that does not hold the shard: one
     // restarted empty, whose shard its backup took over. The shard's other copy answers.
     return absl::UnavailableError(absl::StrCat(
@@ -678,12 +678,15 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
   if (status.ok()) status = RequireWorker(peer, pull.job_id(), pull.worker(), "Pull");
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       status.ok() ? FindJobFor(peer, pull.job_id(), JobAccess::kData, "Pull",
-                               pull.has_shard() ? std::optional<int>(pull.shard()) : std::nullopt)
+                               pull.has_shard() ? std::optional<int>(pull.shard()) : std::nullopt,
+                               pull.unreplicated())
                   : status;
   if (!job.ok()) return Answer(context, &slot, job.status());
   SendWindow(context, pull.job_id());
   auto* reactor = new PullReactor(this, context, response, std::move(slot), JobMethod::kPull,
                                   request->Length());
+  // A pull of a worker's new incarnation changes the shard (it rejoins).
+  absl::ReaderMutexLock direct(&move_gate_);
   absl::StatusOr<std::shared_ptr<ShardReplicator>> changes = ChangesThrough(*job);
   if (!changes.ok()) {
     reactor->Fail(*job, changes.status());
@@ -765,7 +768,8 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
         if (!allowed.ok()) return allowed;
         absl::StatusOr<std::shared_ptr<ShardJob>> found = FindJobFor(
             peer, decoded.job_id(), JobAccess::kData, method,
-            decoded.has_shard() ? std::optional<int>(decoded.shard()) : std::nullopt);
+            decoded.has_shard() ? std::optional<int>(decoded.shard()) : std::nullopt,
+            decoded.unreplicated());
         if (!found.ok() || admission == nullptr) return found;
         const int64_t bytes = (*found)->NewPushBufferBytes(decoded);
         if (bytes == 0) return found;
@@ -785,32 +789,42 @@ absl::StatusOr<DecodedPush> ParameterService::DoDecodePush(
 
 void ParameterService::ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob::ReadyPush push,
                                  std::function<void(absl::StatusOr<PushResponse>)> done) {
-  absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(job);
-  if (!replicator.ok()) {
-    done(replicator.status());
-  } else if (*replicator != nullptr) {
-    ReplicaInput input = PushInput(push);
-    (*replicator)->Submit(
-        std::move(input),
-        [done = std::move(done)](absl::StatusOr<ReplicaOutcome> outcome) {
-          done(outcome.ok() ? absl::StatusOr<PushResponse>(outcome->push()) : outcome.status());
-        },
-        std::move(push));
-  } else {
-    done(job->Push(push.header, *push.buffer, push.known_finite));
+  std::optional<absl::StatusOr<PushResponse>> answer;  // Unset: the replicator answers.
+  {
+    absl::ReaderMutexLock direct(&move_gate_);
+    absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(job);
+    if (!replicator.ok()) {
+      answer = replicator.status();
+    } else if (*replicator != nullptr) {
+      ReplicaInput input = PushInput(push);
+      (*replicator)->Submit(
+          std::move(input),
+          [done](absl::StatusOr<ReplicaOutcome> outcome) {
+            done(outcome.ok() ? absl::StatusOr<PushResponse>(outcome->push()) : outcome.status());
+          },
+          std::move(push));
+    } else {
+      answer = job->Push(push.header, *push.buffer, push.known_finite);
+    }
   }
+  if (answer.has_value()) done(*std::move(answer));
 }
 
 void ParameterService::ApplyInput(const std::shared_ptr<ShardJob>& job, ReplicaInput input,
                                   ShardReplicator::Done done) {
-  absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(job);
-  if (!replicator.ok()) {
-    done(replicator.status());
-  } else if (*replicator != nullptr) {
-    (*replicator)->Submit(std::move(input), std::move(done));
-  } else {
-    done(ApplyReplicaInput(*job, input));
+  std::optional<absl::StatusOr<ReplicaOutcome>> answer;  // Unset: the replicator answers.
+  {
+    absl::ReaderMutexLock direct(&move_gate_);
+    absl::StatusOr<std::shared_ptr<ShardReplicator>> replicator = ChangesThrough(job);
+    if (!replicator.ok()) {
+      answer = replicator.status();
+    } else if (*replicator != nullptr) {
+      (*replicator)->Submit(std::move(input), done);
+    } else {
+      answer = ApplyReplicaInput(*job, input);
+    }
   }
+  if (answer.has_value()) done(*std::move(answer));
 }
 
 grpc::ServerUnaryReactor* ParameterService::Push(grpc::CallbackServerContext* context,
@@ -972,7 +986,8 @@ grpc::ServerUnaryReactor* ParameterService::LeaveJob(grpc::CallbackServerContext
   if (!allowed.ok()) return Answer(context, &slot, allowed);
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kData, "LeaveJob",
-                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt,
+                 request->unreplicated());
   if (!job.ok()) return Answer(context, &slot, job.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   ReplicaInput leave;
@@ -1038,6 +1053,7 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
                    << watched->ps_index();
       watched->ForgiveLeases(late);
     }
+    absl::ReaderMutexLock direct(&move_gate_);
     absl::StatusOr<std::shared_ptr<ShardReplicator>> changes = ChangesThrough(watched);
     if (!changes.ok()) return;  // Stopping, or another copy serves the shard now.
     std::shared_ptr<ShardReplicator> replicator = *std::move(changes);

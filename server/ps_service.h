@@ -106,7 +106,8 @@ struct ParameterServiceOptions {
   int bulk_port = -1;
 };
 
-using ParameterServerBase = ParameterServer::WithCallbackMethod_OpenSharedMemory<
+using ParameterServerBase = ParameterServer::WithCallbackMethod_MoveShard<
+    ParameterServer::WithCallbackMethod_OpenSharedMemory<
     ParameterServer::WithCallbackMethod_OpenBulkStream<
     ParameterServer::WithCallbackMethod_Replicate<
     ParameterServer::WithCallbackMethod_CreateJob<
@@ -125,7 +126,7 @@ using ParameterServerBase = ParameterServer::WithCallbackMethod_OpenSharedMemory
                                             ParameterServer::WithCallbackMethod_DeleteCheckpoints<
                                                 ParameterServer::WithCallbackMethod_GetApplyLog<
                                                 ParameterServer::WithCallbackMethod_GetTrace<
-                                                    ParameterServer::Service>>>>>>>>>>>>>>>>>>>>;
+                                                    ParameterServer::Service>>>>>>>>>>>>>>>>>>>>>;
 
 // Thread-safe.
 class ParameterService final : public ParameterServerBase {
@@ -218,6 +219,11 @@ class ParameterService final : public ParameterServerBase {
   // The backup's side of replication (ps_service_replica.cc).
   grpc::ServerBidiReactor<ReplicaInput, ReplicaAck>* Replicate(
       grpc::CallbackServerContext* context) override;
+  // A live move of this ps's own shard of a job without replicas to another ps
+  // (ps_service_move.cc; docs/replication.md "A live move to another ps").
+  grpc::ServerUnaryReactor* MoveShard(grpc::CallbackServerContext* context,
+                                      const MoveShardRequest* request,
+                                      MoveShardResponse* response) override;
 
   // Sets where the ps tasks listen (options.ps_addresses) once they are known: an in-process
   // cluster's servers bind port 0 first. Jobs created before keep their replicators.
@@ -306,6 +312,30 @@ class ParameterService final : public ParameterServerBase {
                                 const std::shared_ptr<ShardReplicator>& went_back,
                                 absl::Duration within) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Starts moving this ps's shard of `request.job_id` to ps `request.to_ps` for `peer` (the
+  // job's owner or an admin); `done` gets the shard's version once it is served there, or why
+  // it stays here, once, on the replicator's thread. An error returned instead: nothing
+  // started.
+  absl::Status StartMove(const Peer& peer, const MoveShardRequest& request,
+                         std::function<void(absl::StatusOr<int64_t>)> done)
+      ABSL_LOCKS_EXCLUDED(move_gate_, mu_);
+  // A move of shard `shard` of `job` ended: on `outcome` OK the replicator stays, refusing every
+  // call with where the shard went; otherwise it is taken out (on io_thread_: it cannot stop
+  // on its own thread) and the shard is changed here at once again.
+  void MoveEnded(const std::shared_ptr<ShardJob>& job, const absl::Status& outcome)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // OK when this ps may take the move install `install` (ReplicaInstall.moving_from): the
+  // cluster's number of ps, a shard not its own from another ps; FAILED_PRECONDITION saying
+  // why not.
+  absl::Status CheckMoveHere(const ReplicaInstall& install) const;
+  // The hand-back of a moving copy (BackupCopy.moving_from): this ps serves the shard from
+  // now on. The ack says whether it does.
+  ReplicaAck TakeMovedShard(const BackupBinding& binding, int64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
+  // A channel to ps task `ps` as replication makes them; `name` gets "ps:1 (host:port)". Null
+  // when this ps does not know where `ps` listens.
+  std::shared_ptr<grpc::Channel> ChannelToPsLocked(int ps, std::string* name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Applies a whole push to `job`: at once, or through its replicator once its backup holds it;
   // `done` gets the answer (on the calling thread when at once).
   void ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob::ReadyPush push,
@@ -367,9 +397,12 @@ class ParameterService final : public ParameterServerBase {
   // `shard`: the shard a request names (PullRequest.shard); one other than this ps's own is
   // the backup copy this ps holds of it, which takes the shard over on its first request once
   // its primary has gone (PromotedCopy).
+  // `unreplicated`: the request says its job has no replicas (PullRequest.unreplicated), so an
+  // unknown job is NOT_FOUND even when it names its shard.
   absl::StatusOr<std::shared_ptr<ShardJob>> FindJobFor(const Peer& peer, const std::string& job_id,
                                                        JobAccess access, absl::string_view method,
-                                                       std::optional<int> shard = std::nullopt)
+                                                       std::optional<int> shard = std::nullopt,
+                                                       bool unreplicated = false)
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<std::shared_ptr<ShardJob>> FindJob(const std::string& job_id)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -481,6 +514,12 @@ class ParameterService final : public ParameterServerBase {
   // When this service was made, on a clock no one sets (ListJobsResponse.uptime_ms).
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
+  // Taken shared around every change made to a job at once (ChangesThrough found no
+  // replicator, then the change), and exclusively while a move's replicator is made: so no
+  // change made at once is missing from the move's snapshot. Before mu_.
+  absl::Mutex move_gate_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Set at the first MoveShard: from then on a job without replicas may have a replicator too.
+  std::atomic<bool> any_move_{false};
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::shared_ptr<ShardJob>> jobs_ ABSL_GUARDED_BY(mu_);
@@ -498,6 +537,9 @@ class ParameterService final : public ParameterServerBase {
     bool streaming = false;  // The stream that installed it is open.
     std::chrono::steady_clock::time_point installed_at;  // When that stream installed it.
     bool promoted = false;   // It serves the shard now (its primary went away).
+    // A copy of a shard without replicas moving here from this ps (MoveShard): served once
+    // its stream hands it over (then `promoted`), dropped if the stream ends first. -1: none.
+    int moving_from = -1;
   };
   std::map<ShardKey, BackupCopy> backups_ ABSL_GUARDED_BY(mu_);
   // The bytes this ps holds and has reserved for all jobs: its own shards, the backup copies it

@@ -55,22 +55,13 @@ absl::Status ParameterService::CheckReplicas(const ParameterSpec& spec) {
 std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
     const std::shared_ptr<ShardJob>& job, int backup, bool superseding, bool backup_found_gone) {
   if (job->spec().replicas() < 2) return nullptr;
-  if (backup < 0 || backup >= static_cast<int>(ps_addresses_.size())) {
+  ShardReplicatorOptions replicator;
+  replicator.channel = ChannelToPsLocked(backup, &replicator.backup_name);
+  if (replicator.channel == nullptr) {
     LOG(ERROR) << JobPrefix(job->spec().job_id()) << TaskName() << " does not know where ps:"
                << backup << " listens: shard " << job->ps_index() << " is not replicated";
     return nullptr;
   }
-  const std::string& address = ps_addresses_[backup];
-  grpc::ChannelArguments arguments;
-  arguments.SetMaxReceiveMessageSize(-1);
-  arguments.SetMaxSendMessageSize(-1);
-  SetQuickReconnect(&arguments, absl::Milliseconds(500));
-  SetKeepalive(&arguments);
-  ShardReplicatorOptions replicator;
-  replicator.backup_name = absl::StrCat("ps:", backup, " (", address, ")");
-  replicator.channel = grpc::experimental::CreateCustomChannelWithInterceptors(
-      address, ChannelCredentialsFor(options_.security), arguments,
-      BearerTokenInterceptors(options_.token));
   replicator.unreachable_after = options_.replica_unreachable_after;
   replicator.hand_back = job->ps_index() != options_.ps_index && backup == job->ps_index();
   replicator.superseding = superseding;
@@ -78,10 +69,25 @@ std::shared_ptr<ShardReplicator> ParameterService::MakeReplicatorLocked(
   return std::make_shared<ShardReplicator>(job, std::move(replicator));
 }
 
+std::shared_ptr<grpc::Channel> ParameterService::ChannelToPsLocked(int ps, std::string* name) {
+  if (ps < 0 || ps >= static_cast<int>(ps_addresses_.size())) return nullptr;
+  const std::string& address = ps_addresses_[ps];
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(-1);
+  arguments.SetMaxSendMessageSize(-1);
+  SetQuickReconnect(&arguments, absl::Milliseconds(500));
+  SetKeepalive(&arguments);
+  *name = absl::StrCat("ps:", ps, " (", address, ")");
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      address, ChannelCredentialsFor(options_.security), arguments,
+      BearerTokenInterceptors(options_.token));
+}
+
 std::shared_ptr<ShardReplicator> ParameterService::ReplicatorFor(
     const std::shared_ptr<ShardJob>& job) {
-  // Every pull and push asks (FindJobFor): a job without replicas takes no lock for it.
-  if (job->spec().replicas() < 2) return nullptr;
+  // Every pull and push asks (FindJobFor): a job without replicas takes no lock for it until
+  // this ps has moved a shard (its replicator then answers where the shard went).
+  if (job->spec().replicas() < 2 && !any_move_.load(std::memory_order_acquire)) return nullptr;
   absl::MutexLock lock(&mu_);
   auto it = replicators_.find({job->spec().job_id(), job->ps_index()});
   return it == replicators_.end() || it->second->job() != job ? nullptr : it->second;
@@ -89,8 +95,9 @@ std::shared_ptr<ShardReplicator> ParameterService::ReplicatorFor(
 
 absl::StatusOr<std::shared_ptr<ShardReplicator>> ParameterService::ChangesThrough(
     const std::shared_ptr<ShardJob>& job) {
-  if (job->spec().replicas() < 2) return nullptr;  // Changed here, at once.
-  if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(job)) return replicator;
+  std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(job);
+  // Without replicas: changed here at once, or through the replicator of a move.
+  if (replicator != nullptr || job->spec().replicas() < 2) return replicator;
   return absl::UnavailableError(absl::StrCat(
       JobPrefix(job->spec().job_id()), TaskName(), " no longer serves shard ", job->ps_index(),
       " (stopping, or its other copy took it over): retry the other copy"));
@@ -122,6 +129,11 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
     absl::Status allowed =
         RequireJobAccess(peer, copy.job->spec().owner(), job_id, access, method);
     if (!allowed.ok()) return allowed;
+    if (copy.moving_from >= 0 && !copy.promoted) {
+      return absl::UnavailableError(absl::StrCat(JobPrefix(job_id), "shard ", shard,
+                                                 " is moving to ", TaskName(), " from ps:",
+                                                 copy.moving_from, ", which serves it still"));
+    }
     if (copy.promoted) {
       auto serving = replicators_.find({job_id, shard});
       if (access != JobAccess::kData || serving == replicators_.end() ||
@@ -302,6 +314,13 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromoteLocked(
 ReplicaAck ParameterService::TakeShardBack(const BackupBinding& binding, int64_t seq) {
   const std::string& job_id = binding.job_id;
   const int shard = binding.job->ps_index();
+  bool moving;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = backups_.find({job_id, shard});
+    moving = it != backups_.end() && it->second.moving_from >= 0;
+  }
+  if (moving) return TakeMovedShard(binding, seq);
   const int from = (shard + 1) % options_.num_ps;
   std::shared_ptr<ShardReplicator> dropped;  // Stopped outside mu_.
   absl::Status refused;
@@ -342,6 +361,8 @@ void ParameterService::BackupStreamEnded(const BackupBinding& binding) {
   auto it = backups_.find({binding.job_id, binding.job->ps_index()});
   if (it != backups_.end() && it->second.generation == binding.generation) {
     it->second.streaming = false;
+    // A move's copy is served only on its stream's hand-back, which can no longer come.
+    if (it->second.moving_from >= 0 && !it->second.promoted) backups_.erase(it);
   }
 }
 
@@ -382,15 +403,20 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     // This ps backs up the previous ps's shard, and its own shard while the next ps serves it
     // (a promoted copy rebuilding its backup here).
     const int previous = (options_.ps_index + n - 1) % n;
-    if (install.num_ps() != n ||
-        (install.shard() != previous && install.shard() != options_.ps_index)) {
+    const bool move = install.has_moving_from();
+    if (move) {
+      absl::Status movable = CheckMoveHere(install);
+      if (!movable.ok()) return movable;
+    } else if (install.num_ps() != n ||
+               (install.shard() != previous && install.shard() != options_.ps_index)) {
       return absl::FailedPreconditionError(absl::StrCat(
           TaskName(), " of ", n, " backs up shard ", previous, " (and its own, ",
           options_.ps_index, "), not shard ", install.shard(), " of ", install.num_ps(),
           "; the ps tasks must use the same ClusterSpec"));
     }
     const int shard = install.shard();
-    const int primary = shard == options_.ps_index ? (shard + 1) % n : shard;
+    const int primary =
+        move ? install.moving_from() : shard == options_.ps_index ? (shard + 1) % n : shard;
     std::vector<std::string> addresses;
     {
       absl::MutexLock lock(&mu_);
@@ -427,9 +453,11 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     absl::StatusOr<std::unique_ptr<ShardJob>> copy =
         ShardJob::FromReplicaSnapshot(install, options_.clock);
     if (!copy.ok()) return copy.status();
-    if ((*copy)->spec().replicas() < 2) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(JobPrefix(install.job_id()), "the job has no replicas"));
+    if (((*copy)->spec().replicas() < 2) != move) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          JobPrefix(install.job_id()),
+          move ? "a shard with replicas moves only between its two copies"
+               : "the job has no replicas"));
     }
     // Superseded replicators (of this ps's own shard, of a promoted copy), stopped outside mu_.
     std::shared_ptr<ShardReplicator> dropped, dropped_copy;
@@ -482,6 +510,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
         slot.job->UseByteBudget(byte_budget_);
         slot.generation = ++backup_generation_;
         slot.streaming = true;
+        slot.moving_from = move ? install.moving_from() : -1;
         slot.installed_at = std::chrono::steady_clock::now();
         *binding = BackupBinding{install.job_id(), slot.generation, slot.job, input.seq()};
       }
@@ -489,7 +518,8 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     dropped.reset();
     dropped_copy.reset();
     if (!refused.ok()) return refused;
-    LOG(INFO) << JobPrefix(install.job_id()) << TaskName() << " holds the backup of shard "
+    LOG(INFO) << JobPrefix(install.job_id()) << TaskName()
+              << (move ? " holds the moving copy of shard " : " holds the backup of shard ")
               << shard << " (served by ps:" << primary << ") as of input " << input.seq();
     return AckFor(input.seq(), ReplicaOutcome());
   }

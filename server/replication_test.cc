@@ -153,7 +153,8 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
       ASSERT_TRUE(result.ok()) << "worker " << worker << " step " << step << ": "
                                << result.status();
     }
-    absl::Status left = (*client)->LeaveJob(spec.job_id(), spec.run_id(), worker, true);
+    absl::Status left =
+        (*client)->LeaveJob(spec.job_id(), spec.run_id(), worker, spec.replicas() > 1);
     ASSERT_TRUE(left.ok()) << left;
   }
 
@@ -374,6 +375,104 @@ TEST_F(ReplicationTest, ATakenOverShardGoesBackToItsOwnPsOnceThatIsBack) {
     EXPECT_FALSE(copy.serving()) << "ps:2 still serves shard " << copy.shard();
   }
   ExpectUndisturbed(spec, undisturbed);
+}
+
+// A live move of a shard without replicas (MoveShard): SYNC training on 3 ps, shard 1 moves to
+// ps:2 a third of the way through, with chunked pushes and pulls parked at the barrier in
+// flight. The workers go on without an error, every step is applied once where the shard is,
+// the model ends as an undisturbed run's, and ps:1 answers with where the shard went.
+TEST_F(ReplicationTest, AShardWithoutReplicasMovesToAnotherPsWhileItsWorkersTrain) {
+  constexpr int kPs = 3;
+  constexpr int kWorkers = 3;
+  constexpr int kSteps = 40;
+  ParameterSpec spec = Spec("move", ConsistencyConfig::SYNC, kWorkers);
+  spec.set_replicas(0);
+  const std::vector<float> undisturbed = UndisturbedThenAnew(spec, kPs, kSteps);
+  if (HasFatalFailure()) return;
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  std::shared_ptr<ShardJob> before = cluster_->server(1).service().JobForTesting(spec.job_id());
+  ASSERT_NE(before, nullptr);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] { Train(spec, w, kSteps, absl::Milliseconds(2)); });
+  }
+  while (before->Stats().version() < kSteps / 3) absl::SleepFor(absl::Milliseconds(1));
+  std::unique_ptr<ParameterServer::Stub> ps1 = ParameterServer::NewStub(
+      grpc::CreateChannel(cluster_->addresses()[1], grpc::InsecureChannelCredentials()));
+  MoveShardRequest move;
+  move.set_job_id(spec.job_id());
+  move.set_shard(1);
+  move.set_to_ps(2);
+  MoveShardResponse moved;
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = ps1->MoveShard(&context, move, &moved);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_GE(moved.version(), kSteps / 3);
+  for (std::thread& t : workers) t.join();
+  if (HasFatalFailure()) return;
+
+  std::shared_ptr<ShardJob> after = cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after->ps_index(), 1);
+  EXPECT_EQ(after->Stats().version(), kSteps);   // Every step once, where the shard is now.
+  EXPECT_EQ(before->Stats().version(), moved.version());  // Nothing after the hand-over.
+  ExpectUndisturbed(spec, undisturbed);
+  // The shard is not on ps:1 any more: a second move there hears where it went.
+  grpc::ClientContext context;
+  const grpc::Status again = ps1->MoveShard(&context, move, &moved);
+  EXPECT_EQ(again.error_code(), grpc::StatusCode::UNAVAILABLE) << again.error_message();
+  EXPECT_EQ(ShardMovedTo(again), 2) << again.error_message();
+}
+
+// A move to a ps that is not running leaves the shard where it was, serving on.
+TEST_F(ReplicationTest, AMoveToAPsThatIsDownLeavesTheShardWhereItWas) {
+  StartCluster(3);
+  ParameterSpec spec = Spec("stay", ConsistencyConfig::ASYNC, 1);
+  spec.set_replicas(0);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  cluster_->server(2).Shutdown(absl::ZeroDuration());
+  std::unique_ptr<ParameterServer::Stub> ps1 = ParameterServer::NewStub(
+      grpc::CreateChannel(cluster_->addresses()[1], grpc::InsecureChannelCredentials()));
+  MoveShardRequest move;
+  move.set_job_id(spec.job_id());
+  move.set_shard(1);
+  move.set_to_ps(2);
+  MoveShardResponse moved;
+  grpc::ClientContext context;
+  const grpc::Status status = ps1->MoveShard(&context, move, &moved);
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("stays on this ps"));
+  // The shard takes pushes as before (the move's replicator is gone), ps:2 started again and
+  // its shard made anew.
+  ASSERT_TRUE(cluster_->Restart(2).ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  std::shared_ptr<ShardJob> job = cluster_->server(1).service().JobForTesting(spec.job_id());
+  ASSERT_NE(job, nullptr);
+  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+      WorkerSession::Create(client->get(), spec, 0, /*incarnation=*/1);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> w(kRows * kColumns, 0.5f), b(kColumns, 0.5f);
+  const ConstVariables gradients = {{"w", absl::MakeConstSpan(w)}, {"b", absl::MakeConstSpan(b)}};
+  ASSERT_TRUE((*session)
+                  ->Pull(WorkerSession::PullOptions(),
+                         {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}})
+                  .ok());
+  const int64_t version = job->Stats().version();
+  absl::StatusOr<std::vector<PushResponse>> pushed =
+      (*session)->Push(WorkerSession::PushOptions(), gradients);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(job->Stats().version(), version + 1);
+  // A ps moves only its own shard.
+  move.set_shard(0);
+  grpc::ClientContext other;
+  EXPECT_EQ(ps1->MoveShard(&other, move, &moved).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 // ps:1 takes its shard back from ps:2 and stops before it replicated the shard anywhere (told a

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/job/job_schema.h"
 #include "glog/logging.h"
+#include "common/net/grpc_status.h"
 #include "server/replica_input.h"
 
 namespace ps {
@@ -27,6 +28,11 @@ ShardReplicator::~ShardReplicator() {
     if (open_context_ != nullptr) open_context_->TryCancel();
   }
   thread_.join();
+  if (moving()) {
+    EndMove(absl::UnavailableError(absl::StrCat(
+        JobPrefix(job_->spec().job_id()), "the ps stopped (or the job was deleted) before shard ",
+        job_->ps_index(), " moved to ", options_.backup_name)));
+  }
   std::deque<std::shared_ptr<Pending>> left;
   {
     absl::MutexLock lock(&mu_);
@@ -145,10 +151,12 @@ void ShardReplicator::QueueHandBackLocked() {
   handing_back_ = true;
   hand_back_sent_ = false;
   hand_back_queued_at_ = std::chrono::steady_clock::now();
-  fenced_ = absl::UnavailableError(absl::StrCat(
-      JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(),
-      " is going back to its own ps, ", options_.backup_name,
-      "; a replicated job's worker retries there"));
+  fenced_ = absl::UnavailableError(
+      moving() ? absl::StrCat(JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(),
+                              " is moving to ", options_.backup_name, ": retry in a moment")
+               : absl::StrCat(JobPrefix(job_->spec().job_id()), "shard ", job_->ps_index(),
+                              " is going back to its own ps, ", options_.backup_name,
+                              "; a replicated job's worker retries there"));
   ReplicaInput input;
   input.mutable_hand_back();
   input.set_seq(++submitted_);
@@ -172,12 +180,28 @@ void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
       // Acknowledged; or sent and unanswered (the stream broke, the own ps is out of reach): it
       // may have taken the shard, so this copy stops serving either way (ParameterService's
       // RetakeFromGonePs serves it again here if that ps turns out gone right away).
-      fenced_ = absl::UnavailableError(absl::StrCat(
-          prefix, "shard ", job_->ps_index(), " went back to its own ps, ", options_.backup_name,
-          ack == nullptr ? " (its answer was lost)" : "",
-          ", which serves it now; a replicated job's worker retries there"));
+      if (moving()) {
+        fenced_ = WithShardMovedTo(
+            absl::UnavailableError(absl::StrCat(
+                prefix, "shard ", job_->ps_index(), " moved to ", options_.backup_name,
+                ack == nullptr ? " (the answer to its hand-over was lost)" : "",
+                ", which serves it now: its calls go there")),
+            options_.move_to);
+      } else {
+        fenced_ = absl::UnavailableError(absl::StrCat(
+            prefix, "shard ", job_->ps_index(), " went back to its own ps, ",
+            options_.backup_name, ack == nullptr ? " (its answer was lost)" : "",
+            ", which serves it now; a replicated job's worker retries there"));
+      }
       gone = fenced_;
     }
+  }
+  if (stays && moving()) {
+    EndMove(absl::FailedPreconditionError(absl::StrCat(
+        prefix, "shard ", job_->ps_index(), " stays on this ps: ", options_.backup_name, " ",
+        refused_there ? absl::StrCat("refused the hand-over: ", ack->message())
+                      : std::string("went out of reach before the hand-over was sent"))));
+    return;
   }
   if (stays) {
     LOG(WARNING) << prefix << "shard " << job_->ps_index() << " did not go back to "
@@ -196,10 +220,35 @@ void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
     stats_.set_state(ReplicationStats::HANDED_BACK);
     if (ack != nullptr) stats_.set_inputs_replicated(stats_.inputs_replicated() + 1);
   }
-  LOG(INFO) << prefix << "shard " << job_->ps_index() << " went back to its own ps, "
-            << options_.backup_name
+  LOG(INFO) << prefix << "shard " << job_->ps_index()
+            << (moving() ? " moved to " : " went back to its own ps, ") << options_.backup_name
             << (ack == nullptr ? " (unanswered: that ps went out of reach)" : "")
             << ", which serves it now";
+  if (moving()) EndMove(absl::OkStatus());
+}
+
+void ShardReplicator::EndMove(const absl::Status& outcome) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (std::exchange(move_ended_, true)) return;
+    if (!outcome.ok()) stats_.set_last_error(std::string(outcome.message()));
+  }
+  if (!outcome.ok()) LOG(WARNING) << outcome.message();
+  options_.on_move_end(outcome);
+}
+
+void ShardReplicator::ServeAlone() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !pending_.empty();
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (stopping_ || handed_back_) return;
+    }
+    ApplyOldest(nullptr);
+  }
 }
 
 void ShardReplicator::Fence(const absl::Status& why) {
@@ -263,7 +312,9 @@ void ShardReplicator::Run() {
       }
       LOG(INFO) << prefix << "shard " << job_->ps_index() << " is replicated on "
                 << options_.backup_name
-                << (options_.hand_back ? ", its own ps, and goes back there" : "");
+                << (moving()             ? ", where it moves"
+                    : options_.hand_back ? ", its own ps, and goes back there"
+                                         : "");
       std::thread sender([&] { Send(stream.get(), &context, generation); });
       std::string broke = "the backup closed the stream";
       ReplicaAck ack;
@@ -303,6 +354,14 @@ void ShardReplicator::Run() {
         open_context_ = nullptr;
         if (stopping_ || handed_back_) return;
       }
+      if (moving()) {
+        // The inputs not acknowledged are applied here, in order; a hand-back among them was
+        // either never sent (the shard stays) or may have arrived (it went: FinishHandBack).
+        LOG(WARNING) << prefix << "the stream moving shard " << job_->ps_index() << " to "
+                     << options_.backup_name << " ended (" << broke << ")";
+        ServeAlone();
+        return;
+      }
       LOG(WARNING) << prefix << "the replication stream of shard " << job_->ps_index() << " to "
                    << options_.backup_name << " broke (" << broke
                    << "); updates wait while it reopens";
@@ -321,6 +380,20 @@ void ShardReplicator::Run() {
       absl::MutexLock lock(&mu_);
       open_context_ = nullptr;
       if (stopping_) return;
+    }
+    if (moving()) {
+      // A ps that may be a moment away is waited for, as for a backup; then the move ends.
+      if (!refused && absl::IsUnavailable(opened) &&
+          absl::Now() - unreachable_since < options_.unreachable_after) {
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(100));
+        continue;
+      }
+      EndMove(absl::Status(opened.code(),
+                           absl::StrCat(prefix, "shard ", job_->ps_index(), " stays on this ps: ",
+                                        opened.message())));
+      ServeAlone();
+      return;
     }
     if (absl::IsAborted(opened)) {  // The backup took the shard over.
       Fence(opened);
@@ -398,6 +471,7 @@ absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr
         absl::StrCat(options_.backup_name, " does not answer (is its host up?)"));
   }
   *install.mutable_install() = job_->ReplicaSnapshot();
+  if (moving()) install.mutable_install()->set_moving_from(options_.move_from);
   std::unique_ptr<Stream> opened = stub_->Replicate(context);
   absl::Status status;
   ReplicaAck ack;

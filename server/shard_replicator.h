@@ -71,6 +71,16 @@ struct ShardReplicatorOptions {
   // rather than after `unreachable_after` (a ps that hangs accepts connections and answers
   // nothing; its workers waited for keepalive to find it gone already).
   bool backup_found_gone = false;
+  // A live move of a shard without replicas to the backup's ps (ParameterService::MoveShard),
+  // set with hand_back: `on_move_end` is called once, with OK when the shard went there (the
+  // hand-back acknowledged, or sent and its answer lost), or with why it stays here (the ps
+  // refused the install or the hand-back, could not be reached, or the stream broke before the
+  // hand-back was sent). A move never replicates after its end: a copy the shard stays on
+  // applies its inputs alone until it is stopped. Refusals name ps `move_to` as where the
+  // shard went (WithShardMovedTo).
+  std::function<void(absl::Status)> on_move_end;
+  int move_from = -1;  // This ps's task index (ReplicaInstall.moving_from).
+  int move_to = -1;
 };
 
 // Thread-safe.
@@ -159,6 +169,12 @@ class ShardReplicator {
   // its refusal, or unanswered and never sent, this copy goes on serving, and hands the shard
   // back again after a new install.
   void FinishHandBack(const ReplicaAck* ack) ABSL_LOCKS_EXCLUDED(mu_);
+  bool moving() const { return static_cast<bool>(options_.on_move_end); }
+  // A move's end (on_move_end, once).
+  void EndMove(const absl::Status& outcome) ABSL_LOCKS_EXCLUDED(mu_);
+  // A move that ended: applies inputs as they come, without a backup, until Stop (or until a
+  // hand-back left pending makes this copy HANDED_BACK).
+  void ServeAlone() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::shared_ptr<ShardJob> job_;
   const ShardReplicatorOptions options_;
@@ -183,6 +199,7 @@ class ShardReplicator {
   bool hand_back_refused_ ABSL_GUARDED_BY(mu_) = false;  // Reopen later, and hand back again.
   bool hand_back_sent_ ABSL_GUARDED_BY(mu_) = false;  // Taken by Send: the own ps may have it.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
+  bool move_ended_ ABSL_GUARDED_BY(mu_) = false;  // on_move_end was called.
   mutable std::atomic<bool> asking_home_{false};  // AskHomeAfterHandBack's call is out.
   std::thread thread_;  // Run.
 };

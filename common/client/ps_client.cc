@@ -201,7 +201,16 @@ absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& ru
   request.set_run_id(run_id);
   request.set_worker(worker);
   if (incarnation.has_value()) request.set_incarnation(*incarnation);
-  return TellEveryShard(*connections_, num_ps(), "LeaveJob", &request, replicated);
+  // Every shard named, and routed to where it moved (MoveShard).
+  std::vector<PsConnections::Call> calls;
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    request.set_shard(ps);
+    request.set_unreplicated(!replicated);
+    calls.push_back(AdminCall(*connections_, ps, "LeaveJob", request));
+    calls.back().replicated = replicated;
+    calls.back().routed = true;
+  }
+  return connections_->RunCalls(std::move(calls));
 }
 
 absl::Status PsClient::GrowJob(GrowJobRequest request, bool replicated) {

@@ -345,8 +345,16 @@ void PsConnections::Failover(int shard, int from, absl::string_view why) {
   }
 }
 
+void PsConnections::MoveRoute(int shard, int from, int to, absl::string_view why) {
+  int expected = from;
+  if (to >= 0 && to < num_ps() &&
+      routes_[shard].compare_exchange_strong(expected, to, std::memory_order_acq_rel)) {
+    LOG(INFO) << "shard " << shard << ": calls go to ps:" << to << " now (" << why << ")";
+  }
+}
+
 int PsConnections::TaskFor(const Call& call) const {
-  return call.replicated ? Route(call.ps) : call.ps;
+  return call.replicated || call.routed ? Route(call.ps) : call.ps;
 }
 
 const PsConnections::Connection& PsConnections::ConnectionFor(const Call& call, int task) const {
@@ -389,6 +397,12 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       std::string why;
     };
     std::map<int, FailedOn> switched;  // Shard -> where it failed: its calls go to the other.
+    struct MovedTo {
+      int from;
+      int to;
+      std::string why;
+    };
+    std::map<int, MovedTo> moved;  // Shard -> where it moved: its calls go there.
     bool unmade = false;  // Calls the attempt let go of: another failed for good.
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!in_flight[i]->made) {
@@ -400,6 +414,13 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       const int task = in_flight[i]->task;
       if (!status.ok() && LooksHung(status)) {
         hung_at_[task].store(absl::ToUnixNanos(absl::Now()), std::memory_order_release);
+      }
+      const std::optional<int> moved_to =
+          call.routed ? ShardMovedTo(in_flight[i]->status) : std::nullopt;
+      if (moved_to.has_value() && !last) {
+        moved.emplace(call.ps, MovedTo{task, *moved_to, std::string(status.message())});
+        retry.push_back(pending[i]);
+        continue;
       }
       if (status.ok()) {
         status = in_flight[i]->handled;
@@ -433,7 +454,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       if (!status.ok() && first_error.ok()) {
         first_error = absl::Status(
             status.code(),
-            absl::StrCat(ShardName(call.replicated ? Route(call.ps) : call.ps), ": ", call.method,
+            absl::StrCat(ShardName(TaskFor(call)), ": ", call.method,
                          ": ", status.message()));
       }
     }
@@ -449,16 +470,21 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       patient_until = absl::Now() + options_.failover_patience;
     }
     for (const auto& [shard, failed] : switched) Failover(shard, failed.task, failed.why);
-    if (!switched.empty()) {
-      // Every call of a switched shard goes again, answered or not: the chunks of a push must
-      // all reach the copy that assembles them (a copy that applied it answers DUPLICATE).
+    for (const auto& [shard, to] : moved) MoveRoute(shard, to.from, to.to, to.why);
+    if (!switched.empty() || !moved.empty()) {
+      // Every call of a switched or moved shard goes again, answered or not: the chunks of a
+      // push must all reach the copy that assembles them (a copy that applied it answers
+      // DUPLICATE).
       for (size_t i = 0; i < calls.size(); ++i) {
-        if (calls[i].replicated && switched.count(calls[i].ps) > 0) retry.push_back(i);
+        if ((calls[i].replicated && switched.count(calls[i].ps) > 0) ||
+            (calls[i].routed && moved.count(calls[i].ps) > 0)) {
+          retry.push_back(i);
+        }
       }
       std::sort(retry.begin(), retry.end());
       retry.erase(std::unique(retry.begin(), retry.end()), retry.end());
     }
-    if (switched.empty() || failed_over) {
+    if ((switched.empty() && moved.empty()) || failed_over) {
       absl::SleepFor(backoff);
       backoff = std::min(2 * backoff, switched.empty() ? options_.max_backoff
                                                        : 4 * options_.initial_backoff);

@@ -126,6 +126,10 @@ class PsConnections {
     // sends it, and every other call of its batch to that shard, to the shard's other copy
     // (Failover), on the next ps.
     bool replicated = false;
+    // A call whose request names its shard (a worker's data call): it goes where Route(ps)
+    // says, and an answer saying the shard moved to another ps (ShardMovedTo: MoveShard) sends
+    // it, and every other call of its batch to that shard, there (MoveRoute).
+    bool routed = false;
   };
   // Makes `calls`, those to different shards in parallel and those to one shard in order with
   // at most options().max_bytes_in_flight_per_ps of them in flight (the next starts as one
@@ -146,6 +150,9 @@ class PsConnections {
   // is logged with `why` (the failed call's error).
   int Route(int shard) const { return routes_[shard].load(std::memory_order_acquire); }
   void Failover(int shard, int from, absl::string_view why = "");
+  // Shard `shard` moved from task `from` to task `to` (no change if its route is no longer
+  // `from`), logged with `why`.
+  void MoveRoute(int shard, int from, int to, absl::string_view why);
   // The other copy of shard `shard` from task `task`: the next task from the shard's own, the
   // shard's own from the next.
   int OtherCopy(int shard, int task) const;

@@ -387,7 +387,7 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
       // reads every slice the shard holds: here none).
       if (requests[chunk].slices().empty() && !with_rows) continue;
       PullRequest request = MakePullRequest(options);
-      if (replicated()) request.set_shard(ps);
+      NameShard(ps, &request);
       request.mutable_slices()->Swap(requests[chunk].mutable_slices());
       std::shared_ptr<std::vector<float>> staging;
       if (with_rows) {
@@ -416,6 +416,7 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
 absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
   for (PsConnections::Call& call : calls) {
     call.replicated = replicated();
+    call.routed = true;
     call.make_request = [this, make = std::move(call.make_request)] {
       grpc::ByteBuffer request = make();
       bytes_sent_.fetch_add(static_cast<int64_t>(request.Length()), std::memory_order_relaxed);
@@ -495,7 +496,7 @@ absl::StatusOr<WorkerSession::ShardPush> WorkerSession::MakeShardPush(
   push.header.set_incarnation(incarnation_);
   push.header.set_worker(worker_);
   push.header.set_push_id(push_id);
-  if (replicated()) push.header.set_shard(ps);
+  NameShard(ps, &push.header);
   push.header.set_read_version(options.read_versions.empty() ? read_versions_[ps]
                                                              : options.read_versions[ps]);
   push.header.set_step(options.step);
@@ -708,7 +709,7 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
     if (!push.ok()) return push.status();
     push_state.sent[ps] = true;
     *push->header.mutable_then_pull() = MakePullRequest(pull_options);
-    if (replicated()) push->header.mutable_then_pull()->set_shard(ps);
+    NameShard(ps, push->header.mutable_then_pull());
     SharedMemoryLinks::Link* link = LinkFor(ps);
     grpc::ByteBuffer through_memory;
     if (link != nullptr) {
@@ -726,7 +727,7 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
     };
     // Where no shared memory serves, the pull's values may come on the shard's first bulk
     // stream (a PushPull is one call: one stream).
-    BulkLink* bulk = link == nullptr && bulk_ != nullptr ? bulk_->For(ps, 0) : nullptr;
+    BulkLink* bulk = link == nullptr && bulk_ != nullptr ? BulkFor(ps, 0) : nullptr;
     auto frame = std::make_shared<uint64_t>(0);  // The attempt's, set by its request.
     const int64_t pulled_bytes = ShardFloats(ps) * static_cast<int64_t>(sizeof(float));
     std::function<grpc::ByteBuffer()> make_request;

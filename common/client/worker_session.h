@@ -44,10 +44,17 @@ class WorkerSession {
                                                                int worker, int incarnation = 0);
 
   const Placement& placement() const { return placement_; }
-  // Whether the job keeps a backup of each shard (ParameterSpec.replicas 2): every request then
-  // names its shard, and goes to the shard's other copy when its ps is gone
-  // (PsConnections::Failover).
+  // Whether the job keeps a backup of each shard (ParameterSpec.replicas 2): its calls go to the
+  // shard's other copy when its ps is gone (PsConnections::Failover).
   bool replicated() const { return spec_.replicas() > 1; }
+  // Names shard `ps` in a data call's request (PullRequest.shard and .unreplicated, or the
+  // header's): a replicated shard's other copy, or a ps the shard moved to (MoveShard), serves
+  // it there.
+  template <typename Request>
+  void NameShard(int ps, Request* request) const {
+    request->set_shard(ps);
+    request->set_unreplicated(!replicated());
+  }
 
   struct PullOptions {
     int64_t step = 0;   // SYNC: the step to pull for (waits until it begins).
@@ -249,7 +256,15 @@ class WorkerSession {
   static std::vector<absl::Span<const float>> Subspans(
       const std::vector<absl::Span<const float>>& spans, int64_t offset, int64_t size);
   // Shard `ps`'s shared memory link, or null where its tensors go in the requests.
-  SharedMemoryLinks::Link* LinkFor(int ps) { return links_ ? links_->For(ps) : nullptr; }
+  // Shard `ps`'s link or stream to its ps; none once the shard moved to another ps (MoveShard):
+  // its links were opened with the ps it left, and its values then go in the messages.
+  SharedMemoryLinks::Link* LinkFor(int ps) {
+    return links_ && AtOwnPs(ps) ? links_->For(ps) : nullptr;
+  }
+  BulkLink* BulkFor(int ps, int k) {
+    return bulk_ != nullptr && AtOwnPs(ps) ? bulk_->For(ps, k) : nullptr;
+  }
+  bool AtOwnPs(int ps) const { return connections_->Route(ps) == ps || replicated(); }
   // Puts a shard's dense gradient into `link`'s push region and names the segment in the
   // header; the tensors stay, for a retry in the requests.
   void PushThrough(SharedMemoryLinks::Link* link, ShardPush* push);

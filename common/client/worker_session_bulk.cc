@@ -27,7 +27,7 @@ absl::Status WorkerSession::AddBulkPullCalls(int ps, const PullOptions& options,
                                              std::vector<PsConnections::Call>* calls) {
   std::vector<std::pair<int, BulkLink*>> links;  // (stream index, link) of the streams open.
   for (int k = 0; k < bulk_->streams_per_ps(); ++k) {
-    if (BulkLink* link = bulk_->For(ps, k); link != nullptr) links.emplace_back(k, link);
+    if (BulkLink* link = BulkFor(ps, k); link != nullptr) links.emplace_back(k, link);
   }
   if (links.empty()) return absl::FailedPreconditionError("no bulk stream");
   // The shard's rows in as many parts of about equal size as there are streams (a row each at
@@ -93,7 +93,7 @@ bool WorkerSession::AddBulkPushCalls(int ps, const ShardPush& push, PushState* s
                                      std::vector<PsConnections::Call>* calls) {
   std::vector<std::pair<int, BulkLink*>> links;  // (stream index, link) of the streams open.
   for (int k = 0; k < bulk_->streams_per_ps(); ++k) {
-    if (BulkLink* link = bulk_->For(ps, k); link != nullptr) links.emplace_back(k, link);
+    if (BulkLink* link = BulkFor(ps, k); link != nullptr) links.emplace_back(k, link);
   }
   const int64_t total = ShardFloats(ps);
   if (links.empty() || total == 0) return false;

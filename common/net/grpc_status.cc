@@ -14,6 +14,7 @@ namespace {
 // The absl payload that travels as error_details, and the form of its one detail.
 constexpr char kDetailUrl[] = "ps/status-detail";
 constexpr char kStreamAgePrefix[] = "primary_stream_age_ms=";
+constexpr char kMovedToPrefix[] = "shard_moved_to_ps=";
 
 }  // namespace
 
@@ -49,6 +50,21 @@ std::optional<absl::Duration> PrimaryStreamAge(const grpc::Status& status) {
     return std::nullopt;
   }
   return absl::Milliseconds(ms);
+}
+
+absl::Status WithShardMovedTo(absl::Status status, int ps) {
+  status.SetPayload(kDetailUrl, absl::Cord(absl::StrCat(kMovedToPrefix, ps)));
+  return status;
+}
+
+std::optional<int> ShardMovedTo(const grpc::Status& status) {
+  const std::string& details = status.error_details();
+  absl::string_view detail = details;
+  int ps = 0;
+  if (!absl::ConsumePrefix(&detail, kMovedToPrefix) || !absl::SimpleAtoi(detail, &ps) || ps < 0) {
+    return std::nullopt;
+  }
+  return ps;
 }
 
 }  // namespace ps

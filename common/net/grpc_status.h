@@ -23,6 +23,12 @@ absl::Status WithPrimaryStreamAge(absl::Status status, absl::Duration age);
 // The age such a refusal carries; nullopt for any other status.
 std::optional<absl::Duration> PrimaryStreamAge(const grpc::Status& status);
 
+// A ps's refusal of a call for a shard it moved to another ps (ParameterServer.MoveShard) says
+// which ps serves the shard now: the caller sends that shard's calls there.
+absl::Status WithShardMovedTo(absl::Status status, int ps);
+// The ps such a refusal names; nullopt for any other status.
+std::optional<int> ShardMovedTo(const grpc::Status& status);
+
 }  // namespace ps
 
 #endif  // PS_COMMON_NET_GRPC_STATUS_H_

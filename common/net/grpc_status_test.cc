@@ -33,5 +33,16 @@ TEST(GrpcStatusTest, APrimaryStreamsAgeTravelsWithTheRefusal) {
             std::nullopt);
 }
 
+TEST(GrpcStatusTest, WhereAShardMovedTravelsWithTheRefusal) {
+  const grpc::Status sent =
+      ToGrpcStatus(WithShardMovedTo(absl::UnavailableError("shard 1 moved to ps:2"), 2));
+  EXPECT_EQ(ShardMovedTo(sent), 2);
+  EXPECT_EQ(ShardMovedTo(ToGrpcStatus(FromGrpcStatus(sent))), 2);
+  EXPECT_EQ(PrimaryStreamAge(sent), std::nullopt);
+  EXPECT_EQ(ShardMovedTo(ToGrpcStatus(absl::UnavailableError("gone"))), std::nullopt);
+  EXPECT_EQ(ShardMovedTo(grpc::Status(grpc::StatusCode::UNAVAILABLE, "x", "shard_moved_to_ps=x")),
+            std::nullopt);
+}
+
 }  // namespace
 }  // namespace ps
