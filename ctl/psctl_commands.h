@@ -36,6 +36,8 @@ int Stop();
 // leave); AddWorker takes a worker that left back (RejoinJob, then the following psctl).
 int RemoveWorker();
 int AddWorker();
+// The shard of --task's ps moves to the ps --to while job --job trains on (MoveShard).
+int MoveShard();
 int Check();
 int Experiment();
 // One directory with sweep.csv: the sweep's report; else the runs side by side.

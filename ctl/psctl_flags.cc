@@ -6,9 +6,11 @@
 DEFINE_string(cluster_spec, "", "ClusterSpec JSON file; TF_CONFIG is used when empty");
 DEFINE_string(task, "",
               "check: a task to check against the cluster, as TYPE:INDEX (ps:0); remove-worker, "
-              "add-worker: the worker (worker:2)");
+              "add-worker: the worker (worker:2); move-shard: the shard's ps (ps:1)");
+DEFINE_string(to, "", "move-shard: the ps the shard moves to (ps:2)");
 DEFINE_string(job, "", "local, submit: the job file (local: config/jobs/default.json when "
-                       "empty); status, stop, export, remove-worker, add-worker: the job id");
+                       "empty); status, stop, export, remove-worker, add-worker, move-shard: "
+                       "the job id");
 DEFINE_string(results, "", "where results go (default results/<job id>; experiment: "
                            "results/<sweep name>)");
 DEFINE_bool(overwrite, false, "replace a results directory that is not empty (experiment: run "

@@ -7,6 +7,7 @@
 
 DECLARE_string(cluster_spec);
 DECLARE_string(task);
+DECLARE_string(to);
 DECLARE_string(job);
 DECLARE_string(results);
 DECLARE_bool(overwrite);

@@ -131,6 +131,17 @@ std::vector<Command> JobAndClusterCommands() {
        "  psctl add-worker --cluster_spec=cluster.json --job=default --task=worker:2\n"
        "  psctl add-worker --cluster_spec=grown.json --job=default --task=worker:3",
        {"cluster_spec", "job", "task"}},
+      {"move-shard", 0, [](const std::vector<std::string>&) { return MoveShard(); },
+       "move a running job's shard to another ps, live",
+       "psctl move-shard --cluster_spec=F --job=ID --task=ps:N --to=ps:M\n\n"
+       "Shard N (held by ps:N) is copied to ps:M, the updates that came meanwhile follow it in\n"
+       "order, and ps:M serves it from then on; the workers follow it with their next calls,\n"
+       "with no step lost or done twice. Returns once ps:M serves it, or says why the shard\n"
+       "stays where it was. Checkpoints pause while a shard is away from its own ps. Only a job\n"
+       "without replicas moves (docs/replication.md, \"A live move to another ps\").\n\n"
+       "Example:\n"
+       "  psctl move-shard --cluster_spec=cluster.json --job=default --task=ps:1 --to=ps:2",
+       {"cluster_spec", "job", "task", "to"}},
       {"check", 0, [](const std::vector<std::string>&) { return Check(); },
        "validate a ClusterSpec (and a task of it)",
        "psctl check --cluster_spec=F [--task=ps:0]\n\n"

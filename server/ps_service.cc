@@ -892,9 +892,13 @@ grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerCont
   }
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetJobStats",
-                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt,
+                 request->unreplicated());
   if (job.ok()) {
     *response = (*job)->Stats();
+    // A shard without replicas served by another ps than its own was moved here.
+    response->set_moved_in((*job)->spec().replicas() < 2 &&
+                           (*job)->ps_index() != options_.ps_index);
     if (std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(*job)) {
       *response->mutable_replication() = replicator->Stats();
       absl::MutexLock lock(&mu_);

@@ -35,7 +35,8 @@ PsConnections::Call AdminCall(
 template <typename Response>
 absl::StatusOr<std::vector<Response>> AskEveryShard(
     PsConnections& connections, int num_ps, const std::string& method, bool replicated,
-    const std::function<const google::protobuf::Message&(int ps)>& request_for) {
+    const std::function<const google::protobuf::Message&(int ps)>& request_for,
+    bool routed = false) {
   std::vector<Response> responses(num_ps);
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps; ++ps) {
@@ -44,6 +45,7 @@ absl::StatusOr<std::vector<Response>> AskEveryShard(
                                 return ParseFromByteBuffer(bytes, &responses[ps]);
                               }));
     calls.back().replicated = replicated;
+    calls.back().routed = routed;
   }
   absl::Status status = connections.RunCalls(std::move(calls));
   if (!status.ok()) return status;
@@ -256,11 +258,15 @@ absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& j
                                                             bool replicated) {
   JobStatsRequest request;
   request.set_job_id(job_id);
-  return AskEveryShard<JobStats>(*connections_, num_ps(), "GetJobStats", replicated,
-                                 [&request, replicated](int ps) -> const google::protobuf::Message& {
-                                   if (replicated) request.set_shard(ps);
-                                   return request;
-                                 });
+  // Every shard named, and asked where it moved (MoveShard).
+  return AskEveryShard<JobStats>(
+      *connections_, num_ps(), "GetJobStats", replicated,
+      [&request, replicated](int ps) -> const google::protobuf::Message& {
+        request.set_shard(ps);
+        request.set_unreplicated(!replicated);
+        return request;
+      },
+      /*routed=*/true);
 }
 
 }  // namespace ps

@@ -245,7 +245,26 @@ absl::StatusOr<JobStats> ClusterClient::GetJobStats(int ps, const std::string& j
 
 absl::StatusOr<JobStats> ClusterClient::GetShardStats(int shard, const std::string& job_id,
                                                       bool replicated) const {
-  if (!replicated) return GetJobStats(shard, job_id);
+  if (!replicated) {
+    // A shard moved to another ps (MoveShard) is asked there once its own ps says where.
+    JobStatsRequest request;
+    request.set_job_id(job_id);
+    request.set_shard(shard);
+    request.set_unreplicated(true);
+    grpc::ClientContext context;
+    context.set_deadline(GrpcDeadline(options_.status_timeout));
+    JobStats response;
+    const grpc::Status answered =
+        ParameterServer::NewStub(ps_channels_[shard])->GetJobStats(&context, request, &response);
+    const std::optional<int> moved_to = ShardMovedTo(answered);
+    if (moved_to.has_value() && *moved_to != shard && *moved_to < num_ps()) {
+      return CallPs(*moved_to, "GetJobStats", request, &ParameterServer::Stub::GetJobStats,
+                    options_.status_timeout);
+    }
+    absl::Status status = Named(kPsJob, shard, "GetJobStats", answered);
+    if (!status.ok()) return status;
+    return response;
+  }
   JobStatsRequest request;
   request.set_job_id(job_id);
   request.set_shard(shard);
@@ -280,6 +299,11 @@ absl::StatusOr<Response> ClusterClient::CallPs(
       Named(kPsJob, ps, name, ((*stub).*method)(&context, request, &response));
   if (!status.ok()) return status;
   return response;
+}
+
+absl::StatusOr<MoveShardResponse> ClusterClient::MoveShard(const MoveShardRequest& request) const {
+  return CallPs(request.shard(), "MoveShard", request, &ParameterServer::Stub::MoveShard,
+                options_.move_timeout);
 }
 
 absl::Status ClusterClient::ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const {

@@ -50,6 +50,8 @@ struct ClusterClientOptions {
   int ps_max_attempts = 2;
   // The checkpoint calls that touch the disk (commit, list, restore).
   absl::Duration checkpoint_timeout = absl::Minutes(5);
+  // A shard's move (MoveShard): a copy of the whole shard, then its catch-up.
+  absl::Duration move_timeout = absl::Minutes(10);
   // psctl's identity (its --tls_* flags and its token) on every channel.
   TransportSecurity security = ProcessTransportSecurity();
   std::string token = PresentedToken(ProcessAuthTokens());
@@ -114,11 +116,16 @@ class ClusterClient {
   virtual absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;
   // The trace of the request's job on `ps` (its own shard, or request.shard's copy).
   virtual absl::StatusOr<Trace> GetPsTrace(int ps, const TraceRequest& request) const;
-  // Shard `shard`'s statistics: GetJobStats of its own ps, or where `replicated` (the job keeps
-  // a backup of each shard) of whichever of its two copies serves it (docs/replication.md):
-  // the next ps's when the own ps is unavailable or does not answer in time.
+  // Shard `shard`'s statistics: GetJobStats of its own ps, or of the ps it says the shard moved
+  // to (MoveShard); or where `replicated` (the job keeps a backup of each shard) of whichever
+  // of its two copies serves it (docs/replication.md): the next ps's when the own ps is
+  // unavailable or does not answer in time.
   virtual absl::StatusOr<JobStats> GetShardStats(int shard, const std::string& job_id,
                                                  bool replicated) const;
+  // Moves a shard of a job without replicas to another ps (asked of the shard's own ps); the
+  // answer comes once the shard is served there: it copies the whole shard, so the call may
+  // take a while (move_timeout).
+  virtual absl::StatusOr<MoveShardResponse> MoveShard(const MoveShardRequest& request) const;
   // Checkpoints (ps_service.proto). RestoreJob reads the shard's file: checkpoint_timeout.
   virtual absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const;
   virtual absl::Status CommitCheckpoint(int ps, const CommitCheckpointRequest& request) const;

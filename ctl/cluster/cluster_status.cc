@@ -168,8 +168,14 @@ std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id,
                  jobs.ok() ? absl::StrCat("up, jobs: [", absl::StrJoin(jobs->job_ids(), ", "), "]")
                            : ""));
     if (job_id.empty()) continue;
+    // Asked where it moved, if it did (psctl move-shard).
     absl::StatusOr<JobStats> stats =
-        jobs.ok() ? client.GetJobStats(ps, job_id) : absl::StatusOr<JobStats>(jobs.status());
+        jobs.ok() ? client.GetShardStats(ps, job_id, /*replicated=*/false)
+                  : absl::StatusOr<JobStats>(jobs.status());
+    if (stats.ok() && stats->moved_in()) {
+      absl::StrAppend(&report, "  shard ", ps, " of ", job_id,
+                      " was moved to another ps (psctl move-shard), which serves it:\n");
+    }
     if (!stats.ok()) {
       // Shard `ps` of a replicated job, served by its backup copy since this ps went down or
       // was started again (docs/replication.md).

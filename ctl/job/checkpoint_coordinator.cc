@@ -127,13 +127,15 @@ void CheckpointCoordinator::Poll(absl::Time now) {
 
 bool CheckpointCoordinator::EveryShardAtHome(const std::vector<JobStats>& shards) {
   for (size_t shard = 0; shard < shards.size(); ++shard) {
-    if (!shards[shard].replication().took_over()) continue;
+    const bool taken_over = shards[shard].replication().took_over();
+    if (!taken_over && !shards[shard].moved_in()) continue;
     if (!paused_) {
       paused_ = true;
       const std::string line = absl::StrCat(
           "checkpoints paused: shard ", shard,
-          " is served by a copy that took it over (its ps was taken for gone), and each shard's "
-          "checkpoint is written by the shard's own ps; ",
+          taken_over ? " is served by a copy that took it over (its ps was taken for gone)"
+                     : " was moved to another ps (psctl move-shard)",
+          ", and each shard's checkpoint is written by the shard's own ps; ",
           last_complete_.has_value()
               ? absl::StrCat("checkpoint ", last_complete_->name(), " (step ",
                              last_complete_->resume_step(), ") stays the job's fallback")

@@ -1,0 +1,99 @@
+// psctl move-shard with real daemons (docs/replication.md, "A live move to another ps"): a SYNC
+// job without replicas on 3 ps and 2 workers, with checkpoints, has its shard 1 moved to ps:2
+// while it trains. The job must end DONE with the parameters of an undisturbed run (no step lost
+// or done twice), its checkpoints paused once the shard is away, and a second move of the shard
+// from ps:1, which no longer holds it, refused saying where it went.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/daemon_cluster.h"
+#include "tests/psctl_testing.h"
+
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kSteps = 1500;
+
+// psctl_testing's small job, with a checkpoint every 300 steps; each worker sleeping 5 ms a step
+// on average when `paced`, so that the run outlasts the move (SYNC's model does not depend on
+// how long a step takes).
+std::string Job(const std::string& dir, const std::string& id, bool paced) {
+  nlohmann::json job = nlohmann::json::parse(JobJson(
+      id, kSteps, R"({"mode": "SYNC"})", R"(, "checkpoint": {"every_steps": 300})"));
+  if (paced) job["stragglers"] = {{"distribution", "UNIFORM"}, {"mean_delay_ms", 5}};
+  job.erase("time_limit_s");
+  return WriteJob(dir, id, job.dump());
+}
+
+TEST(MoveShardProcessTest, AShardMovesToAnotherPsWhileTheJobTrainsAndNoStepIsLost) {
+  const std::string dir = TestDir();
+  absl::StatusOr<std::unique_ptr<DaemonCluster>> started = DaemonCluster::Start(dir, 3, 2);
+  ASSERT_TRUE(started.ok()) << started.status();
+  std::unique_ptr<DaemonCluster> cluster = *std::move(started);
+  const std::string spec = cluster->spec_path();
+  auto submit = [&](const std::string& id, bool paced) {
+    return std::make_unique<Psctl>(
+        std::vector<std::string>{"submit", "--cluster_spec=" + spec,
+                                 "--job=" + Job(dir, id, paced), "--results=" + dir + "/" + id},
+        dir);
+  };
+  std::unique_ptr<Psctl> calm = submit("calm", /*paced=*/false);
+  ASSERT_EQ(calm->Wait(absl::Minutes(3)), 0) << calm->Output();
+
+  std::unique_ptr<Psctl> job = submit("moved", /*paced=*/true);
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (job->Output().find("step ") == std::string::npos) {  // A progress line: it runs.
+    ASSERT_FALSE(job->Ended()) << job->Output();
+    ASSERT_LT(absl::Now(), deadline) << job->Output();
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  auto move = [&](const std::string& from, const std::string& to) {
+    auto psctl = std::make_unique<Psctl>(
+        std::vector<std::string>{"move-shard", "--cluster_spec=" + spec, "--job=moved",
+                                 "--task=" + from, "--to=" + to},
+        dir);
+    psctl->Wait(absl::Minutes(1));
+    return psctl;
+  };
+  std::unique_ptr<Psctl> same = move("ps:1", "ps:1");
+  EXPECT_EQ(same->Wait(), 2) << same->Output();
+  EXPECT_THAT(same->Stderr(), HasSubstr("holds the shard already")) << same->Output();
+  std::unique_ptr<Psctl> moved = move("ps:1", "ps:2");
+  ASSERT_EQ(moved->Wait(), 0) << moved->Output() << job->Output();
+  EXPECT_THAT(moved->Stdout(), HasSubstr("shard 1 of job moved moved to ps:2 at version "))
+      << moved->Output();
+  ASSERT_FALSE(job->Ended()) << "the job ended before its shard moved: " << job->Output();
+  std::cout << moved->Stdout();
+  std::unique_ptr<Psctl> again = move("ps:1", "ps:0");
+  EXPECT_NE(again->Wait(), 0) << again->Output();
+  EXPECT_THAT(again->Stderr(), HasSubstr("shard 1 moved to ps:2")) << again->Output();
+  Psctl status({"status", "--cluster_spec=" + spec, "--job=moved"}, dir);
+  EXPECT_EQ(status.Wait(), 0) << status.Output();
+  EXPECT_THAT(status.Stdout(),
+              HasSubstr("shard 1 of moved was moved to another ps (psctl move-shard)"))
+      << status.Output();
+  ASSERT_EQ(job->Wait(absl::Minutes(5)), 0) << job->Output();
+
+  const std::string output = job->Output();
+  EXPECT_THAT(output, HasSubstr("checkpoints paused: shard 1 was moved to another ps")) << output;
+  nlohmann::json summary = ReadJson(dir + "/moved/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  // SYNC: the same steps of the same gradients wherever the shard was; only the order of a
+  // step's sum may differ.
+  ExpectSameParameters(ResultParameters(dir + "/calm"), ResultParameters(dir + "/moved"), 1e-4f);
+  cluster.reset();
+  EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty());
+}
+
+}  // namespace
+}  // namespace ps
