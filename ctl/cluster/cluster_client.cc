@@ -302,8 +302,18 @@ absl::StatusOr<Response> ClusterClient::CallPs(
 }
 
 absl::StatusOr<MoveShardResponse> ClusterClient::MoveShard(const MoveShardRequest& request) const {
-  return CallPs(request.shard(), "MoveShard", request, &ParameterServer::Stub::MoveShard,
-                options_.move_timeout);
+  grpc::ClientContext context;
+  context.set_deadline(GrpcDeadline(options_.move_timeout));
+  MoveShardResponse response;
+  const grpc::Status answered = ParameterServer::NewStub(ps_channels_[request.shard()])
+                                    ->MoveShard(&context, request, &response);
+  absl::Status status = Named(kPsJob, request.shard(), "MoveShard", answered);
+  // A shard that moved away already is no longer this ps's to move: not a ps out of reach.
+  if (ShardMovedTo(answered).has_value()) {
+    status = absl::FailedPreconditionError(status.message());
+  }
+  if (!status.ok()) return status;
+  return response;
 }
 
 absl::Status ClusterClient::ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const {
