@@ -411,11 +411,12 @@ void ParameterService::Shutdown() {
 absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::FindJobFor(
     const Peer& peer, const std::string& job_id, JobAccess access, absl::string_view method,
     std::optional<int> shard, bool unreplicated) {
+  const bool other_shard = shard.has_value() && *shard != options_.ps_index;
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
-      shard.has_value() && *shard != options_.ps_index
-          ? PromotedCopy(job_id, *shard, peer, access, method)
-          : FindJob(job_id);
-  if (shard.has_value() && absl::IsNotFound(job.status())) {
+      other_shard ? (unreplicated ? MovedInCopy(job_id, *shard, peer, access, method)
+                                  : PromotedCopy(job_id, *shard, peer, access, method))
+                  : FindJob(job_id);
+  if (shard.has_value() && !unreplicated && absl::IsNotFound(job.status())) {
     // Its own shard, which this ps no longer serves (it was started again): a backup of it,
     // installed by the ps that took it over, takes it back once that one is gone.
     absl::StatusOr<std::shared_ptr<ShardJob>> copy =
@@ -966,8 +967,10 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
       listed->set_job_id(key.first);
       listed->set_shard(key.second);
       auto serving = replicators_.find(key);
-      listed->set_serving(copy.promoted && serving != replicators_.end() &&
-                          !serving->second->Superseded());
+      // A copy moved here serves without a replicator (it has no replicas).
+      listed->set_serving(copy.promoted &&
+                          (copy.moving_from >= 0 || (serving != replicators_.end() &&
+                                                     !serving->second->Superseded())));
     }
   }
   response->set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -1024,7 +1027,8 @@ grpc::ServerUnaryReactor* ParameterService::NextBatches(grpc::CallbackServerCont
   if (!allowed.ok()) return Answer(context, &slot, allowed);
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kData, "NextBatches",
-                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt,
+                 request->unreplicated());
   if (!job.ok()) return Answer(context, &slot, job.status());
   // A replicated shard hands batches out on both copies, in the order of its other inputs.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();

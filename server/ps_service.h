@@ -324,8 +324,15 @@ class ParameterService final : public ParameterServerBase {
   // on its own thread) and the shard is changed here at once again.
   void MoveEnded(const std::shared_ptr<ShardJob>& job, const absl::Status& outcome)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The copy of shard `shard` of job `job_id` (without replicas) moved here, for `peer`, who
+  // must be allowed `access` to the job; UNAVAILABLE while it is moving here, and with where
+  // the shard is (WithShardMovedTo: its own ps) when this ps holds none.
+  absl::StatusOr<std::shared_ptr<ShardJob>> MovedInCopy(const std::string& job_id, int shard,
+                                                        const Peer& peer, JobAccess access,
+                                                        absl::string_view method)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // OK when this ps may take the move install `install` (ReplicaInstall.moving_from): the
-  // cluster's number of ps, a shard not its own from another ps; FAILED_PRECONDITION saying
+  // cluster's number of ps, a shard not its own, from its own ps; FAILED_PRECONDITION saying
   // why not.
   absl::Status CheckMoveHere(const ReplicaInstall& install) const;
   // The hand-back of a moving copy (BackupCopy.moving_from): this ps serves the shard from

@@ -77,7 +77,8 @@ grpc::ServerUnaryReactor* ParameterService::GrowJob(grpc::CallbackServerContext*
   // Only the job's owner (or an admin) learns anything of the cluster from the answer.
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kManage, "GrowJob",
-                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt,
+                 request->unreplicated());
   if (!job.ok()) return Answer(context, &slot, job.status());
   absl::StatusOr<ClusterSpec> grown = ClusterSpec::FromProto(request->cluster());
   if (!grown.ok()) {

@@ -9,7 +9,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <grpcpp/create_channel.h>
+
 #include "common/client/ps_client.h"
+#include "proto/ps_service.grpc.pb.h"
 #include "proto/ps_service.pb.h"
 #include "server/shard_job_testing.h"
 #include "server/testing/in_process_ps_cluster.h"
@@ -101,10 +104,17 @@ TEST_F(GrowJobTest, AClusterThatIsNotTheJobsGrownIsRefusedAndChangesNothing) {
   GrowJobRequest unknown = Grow({kWorkers[0], kWorkers[1], "127.0.0.1:7003"});
   unknown.set_job_id("another");
   EXPECT_EQ(client_->GrowJob(unknown).code(), absl::StatusCode::kNotFound);
-  // A shard index the cluster lacks names no job.
+  // A shard index the cluster lacks names no job (sent as is: PsClient names every shard).
   GrowJobRequest shard = Grow({kWorkers[0], kWorkers[1], "127.0.0.1:7003"});
   shard.set_shard(7);
-  EXPECT_FALSE(client_->GrowJob(shard).ok());
+  for (bool unreplicated : {false, true}) {
+    shard.set_unreplicated(unreplicated);
+    std::unique_ptr<ParameterServer::Stub> ps = ParameterServer::NewStub(
+        grpc::CreateChannel(cluster_->addresses()[0], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    GrowJobResponse response;
+    EXPECT_FALSE(ps->GrowJob(&context, shard, &response).ok()) << unreplicated;
+  }
   EXPECT_EQ(NumWorkers(), 2);
 }
 

@@ -57,15 +57,19 @@ absl::Status ParameterService::StartMove(const Peer& peer, const MoveShardReques
         prefix, "a shard with replicas moves only between its two copies (a takeover and the "
         "move home); moving it to a third ps is not built yet"));
   }
-  if (job->spec().record_apply_log()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(prefix, "a job that records its apply log does not move: its log would "
-                     "stay behind"));
+  if (job->spec().record_apply_log() || job->replaying()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "a job that records its apply log, or replays one, does not move: the log and "
+        "the replay's order stay on this ps"));
   }
   const ShardKey key{request.job_id(), options_.ps_index};
   absl::WriterMutexLock gate(&move_gate_);  // No change at once while the replicator is made.
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
+  if (auto it = jobs_.find(request.job_id()); it == jobs_.end() || it->second != job) {
+    return absl::NotFoundError(absl::StrCat(prefix, "the job was deleted from ", TaskName(),
+                                            " meanwhile"));
+  }
   if (replicators_.count(key) > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         prefix, "shard ", options_.ps_index, " is moving or moved already"));
@@ -101,12 +105,12 @@ void ParameterService::MoveEnded(const std::shared_ptr<ShardJob>& job,
                                  const absl::Status& outcome) {
   if (outcome.ok()) return;  // The replicator stays: it answers where the shard went.
   const ShardKey key{job->spec().job_id(), job->ps_index()};
-  absl::MutexLock lock(&mu_);
-  if (shutting_down_) return;  // Shutdown stops it.
+  // Not under mu_ here: a replicator may be stopped (and so end its move) under it.
   io_thread_.Schedule([this, key, job] {
     std::shared_ptr<ShardReplicator> stopped;  // Outside mu_.
     {
       absl::MutexLock lock(&mu_);
+      if (shutting_down_) return;  // Shutdown stops it.
       auto it = replicators_.find(key);
       if (it == replicators_.end() || it->second->job() != job) return;
       stopped = std::move(it->second);
@@ -118,13 +122,39 @@ void ParameterService::MoveEnded(const std::shared_ptr<ShardJob>& job,
   });
 }
 
+absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::MovedInCopy(
+    const std::string& job_id, int shard, const Peer& peer, JobAccess access,
+    absl::string_view method) {
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) {
+    return absl::UnavailableError(TaskName() + " is shutting down; retry once it is back");
+  }
+  auto it = backups_.find({job_id, shard});
+  if (it == backups_.end() || it->second.moving_from < 0) {
+    // A caller whose route is out of date (the job was made anew since it moved): back home.
+    return WithShardMovedTo(
+        absl::UnavailableError(absl::StrCat(JobPrefix(job_id), TaskName(),
+                                            " holds no moved copy of shard ", shard,
+                                            ": its own ps, ps:", shard, ", serves it")),
+        shard);
+  }
+  const BackupCopy& copy = it->second;
+  absl::Status allowed = RequireJobAccess(peer, copy.job->spec().owner(), job_id, access, method);
+  if (!allowed.ok()) return allowed;
+  if (!copy.promoted) {
+    return absl::UnavailableError(absl::StrCat(JobPrefix(job_id), "shard ", shard,
+                                               " is moving to ", TaskName(), " from ps:",
+                                               copy.moving_from, ", which serves it still"));
+  }
+  return copy.job;
+}
+
 absl::Status ParameterService::CheckMoveHere(const ReplicaInstall& install) const {
   const int n = options_.num_ps;
   if (install.num_ps() != n || install.shard() < 0 || install.shard() >= n ||
-      install.shard() == options_.ps_index || install.moving_from() < 0 ||
-      install.moving_from() >= n || install.moving_from() == options_.ps_index) {
+      install.shard() == options_.ps_index || install.moving_from() != install.shard()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        TaskName(), " of ", n, " takes a moving shard of another ps only (it moved shard ",
+        TaskName(), " of ", n, " takes only a shard moving from its own ps (shard ",
         install.shard(), " of ", install.num_ps(), " from ps:", install.moving_from(),
         "); the ps tasks must use the same ClusterSpec"));
   }

@@ -129,10 +129,10 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::PromotedCopy(
     absl::Status allowed =
         RequireJobAccess(peer, copy.job->spec().owner(), job_id, access, method);
     if (!allowed.ok()) return allowed;
-    if (copy.moving_from >= 0 && !copy.promoted) {
-      return absl::UnavailableError(absl::StrCat(JobPrefix(job_id), "shard ", shard,
-                                                 " is moving to ", TaskName(), " from ps:",
-                                                 copy.moving_from, ", which serves it still"));
+    if (copy.moving_from >= 0) {  // A copy of a job without replicas: not taken over.
+      return absl::UnavailableError(absl::StrCat(
+          JobPrefix(job_id), "shard ", shard, " was moved to ", TaskName(), " from ps:",
+          copy.moving_from, "; the job has no replicas, and its calls say so (unreplicated)"));
     }
     if (copy.promoted) {
       auto serving = replicators_.find({job_id, shard});
@@ -465,6 +465,16 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     {
       absl::MutexLock lock(&mu_);
       if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
+      if (move) {
+        // Only a shard of a job (and run) this ps holds its own shard of, of the same owner.
+        auto own = jobs_.find(install.job_id());
+        if (own == jobs_.end() || own->second->spec().owner() != (*copy)->spec().owner() ||
+            own->second->spec().run_id() != (*copy)->spec().run_id()) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              JobPrefix(install.job_id()), TaskName(), " does not hold this run of the job, of "
+              "that owner: it takes no shard of it"));
+        }
+      }
       if (shard == options_.ps_index && jobs_.count(install.job_id()) > 0) {
         // This ps's own copy of its shard: if the next ps took the shard over, that copy is
         // fenced off and the new install replaces it; otherwise this ps serves the shard.

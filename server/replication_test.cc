@@ -412,6 +412,7 @@ TEST_F(ReplicationTest, AShardWithoutReplicasMovesToAnotherPsWhileItsWorkersTrai
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
   EXPECT_GE(moved.version(), kSteps / 3);
+  EXPECT_LT(moved.version(), kSteps);  // Under training.
   for (std::thread& t : workers) t.join();
   if (HasFatalFailure()) return;
 
@@ -426,6 +427,26 @@ TEST_F(ReplicationTest, AShardWithoutReplicasMovesToAnotherPsWhileItsWorkersTrai
   const grpc::Status again = ps1->MoveShard(&context, move, &moved);
   EXPECT_EQ(again.error_code(), grpc::StatusCode::UNAVAILABLE) << again.error_message();
   EXPECT_EQ(ShardMovedTo(again), 2) << again.error_message();
+
+  // A client that learned where job "move"'s shard 1 went sends another job's shard 1 home.
+  ParameterSpec other = Spec("other", ConsistencyConfig::ASYNC, 1);
+  other.set_replicas(0);
+  ASSERT_TRUE((*client)->CreateJob(other).ok());
+  absl::StatusOr<std::unique_ptr<WorkerSession>> observer =
+      WorkerSession::Create(client->get(), spec, 0, OBSERVER_INCARNATION);
+  ASSERT_TRUE(observer.ok()) << observer.status();
+  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+      WorkerSession::Create(client->get(), other, 0, /*incarnation=*/1);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> w(kRows * kColumns), b(kColumns);
+  const MutableVariables out = {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}};
+  ASSERT_TRUE((*observer)->Pull(WorkerSession::PullOptions(), out).ok());
+  ASSERT_TRUE((*session)->Pull(WorkerSession::PullOptions(), out).ok());
+  WorkerSession::PushOptions push;
+  absl::StatusOr<std::vector<PushResponse>> pushed = (*session)->Push(
+      push, {{"w", absl::MakeConstSpan(w)}, {"b", absl::MakeConstSpan(b)}});
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(cluster_->server(1).service().JobForTesting("other")->Stats().version(), 1);
 }
 
 // A move to a ps that is not running leaves the shard where it was, serving on.
@@ -468,8 +489,21 @@ TEST_F(ReplicationTest, AMoveToAPsThatIsDownLeavesTheShardWhereItWas) {
       (*session)->Push(WorkerSession::PushOptions(), gradients);
   ASSERT_TRUE(pushed.ok()) << pushed.status();
   EXPECT_EQ(job->Stats().version(), version + 1);
+  // The failed move is forgotten (its replicator taken out): the shard moves once ps:2 is up.
+  grpc::Status retried;
+  for (int i = 0; i < 50; ++i) {
+    grpc::ClientContext again;
+    retried = ps1->MoveShard(&again, move, &moved);
+    if (retried.ok() || !absl::StrContains(retried.error_message(), "moving or moved")) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_TRUE(retried.ok()) << retried.error_message();
+  EXPECT_EQ(moved.version(), version + 1);
+  EXPECT_EQ(cluster_->server(2).service().BackupForTesting(spec.job_id(), 1)->Stats().version(),
+            version + 1);
   // A ps moves only its own shard.
   move.set_shard(0);
+  move.set_to_ps(2);
   grpc::ClientContext other;
   EXPECT_EQ(ps1->MoveShard(&other, move, &moved).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);

@@ -89,6 +89,8 @@ class ShardJob {
   const ParameterSpec& spec() const { return *spec_now_.load(std::memory_order_acquire); }
   int num_ps() const { return num_ps_; }
   int ps_index() const { return ps_index_; }
+  // A replay (CreateJobRequest.replaying): its pushes are applied in the recorded order.
+  bool replaying() const { return replaying_; }
   // The slices held here, in placement order.
   std::vector<SliceRef> SliceRefs() const;
   int64_t num_parameters() const;
@@ -596,7 +598,7 @@ class ShardJob {
   mutable absl::Mutex order_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable std::vector<ApplyLogEntry> log_ ABSL_GUARDED_BY(order_mu_);
   // Replay (StartReplay): the recorded log, the next entry's index, and the pushes held.
-  bool replaying_ = false;  // Set once, before any request.
+  bool replaying_ = false;  // Set once, before any request: replaying().
   std::vector<ApplyLogEntry> replay_;
   size_t cursor_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::pair<int, int64_t>, QueuedPush> queued_ ABSL_GUARDED_BY(mu_);  // (worker, id).

@@ -164,15 +164,44 @@ void ShardReplicator::QueueHandBackLocked() {
       Pending{std::move(input), std::nullopt, [](absl::StatusOr<ReplicaOutcome>) {}}));
 }
 
+bool ShardReplicator::MoveMayHaveLanded() const {
+  const std::string& job_id = job_->spec().job_id();
+  const absl::Time until = absl::Now() + absl::Seconds(2);
+  while (absl::Now() < until) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
+    ListJobsResponse listed;
+    if (stub_->ListJobs(&context, ListJobsRequest(), &listed).ok()) {
+      bool holds = false;
+      for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
+        if (copy.job_id() != job_id || copy.shard() != job_->ps_index()) continue;
+        if (copy.serving()) return true;
+        holds = true;  // Its stream's end not handled there yet: ask again.
+      }
+      // Its copy is gone: the stream ended there without the hand-back, which no longer comes.
+      if (!holds) return false;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return true;  // Out of reach: it may serve the shard, so this copy must not.
+}
+
 void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
   const std::string prefix = JobPrefix(job_->spec().job_id());
   const bool refused_there = ack != nullptr && ack->code() != 0;
+  bool sent;
+  {
+    absl::MutexLock lock(&mu_);
+    sent = hand_back_sent_;
+  }
+  // A move's hand-back sent and unanswered: the new ps is asked whether it took the shard.
+  const bool unlanded = moving() && ack == nullptr && sent && !MoveMayHaveLanded();
   bool stays;  // Here: refused, or unanswered and never sent (the own ps cannot have it).
   absl::Status gone;
   {
     absl::MutexLock lock(&mu_);
     handing_back_ = false;
-    stays = refused_there || (ack == nullptr && !hand_back_sent_);
+    stays = refused_there || (ack == nullptr && !hand_back_sent_) || unlanded;
     if (stays) {
       fenced_ = absl::OkStatus();
       hand_back_refused_ = refused_there;
@@ -200,6 +229,7 @@ void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
     EndMove(absl::FailedPreconditionError(absl::StrCat(
         prefix, "shard ", job_->ps_index(), " stays on this ps: ", options_.backup_name, " ",
         refused_there ? absl::StrCat("refused the hand-over: ", ack->message())
+        : unlanded    ? std::string("did not take the hand-over before its stream ended")
                       : std::string("went out of reach before the hand-over was sent"))));
     return;
   }
@@ -308,7 +338,12 @@ void ShardReplicator::Run() {
         stats_.set_state(ReplicationStats::REPLICATING);
         // Installed on the shard's own ps, with every input before it to follow: the shard goes
         // home after them.
-        if (options_.hand_back && !handing_back_) QueueHandBackLocked();
+        if (moving()) {
+          move_installed_at_ = absl::Now();
+          if (!handing_back_ && pending_.empty()) QueueHandBackLocked();
+        } else if (options_.hand_back && !handing_back_) {
+          QueueHandBackLocked();
+        }
       }
       LOG(INFO) << prefix << "shard " << job_->ps_index() << " is replicated on "
                 << options_.backup_name
@@ -329,6 +364,12 @@ void ShardReplicator::Run() {
         }
         ApplyOldest(&ack);
         absl::MutexLock lock(&mu_);
+        // A move hands the shard over once caught up (or after kMoveCatchUp, refusing new
+        // inputs from then on so that it gets there).
+        if (moving() && !handing_back_ && !handed_back_ && !hand_back_refused_ &&
+            (pending_.empty() || absl::Now() - move_installed_at_ > kMoveCatchUp)) {
+          QueueHandBackLocked();
+        }
         if (repair_) {
           broke = "the backup's outcome differed: installing it anew";
           break;
@@ -509,7 +550,12 @@ void ShardReplicator::Send(Stream* stream, grpc::ClientContext* context, uint64_
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this, generation]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || generation_ != generation || next_to_send_ <= submitted_;
+        if (stopping_ || generation_ != generation) return true;
+        if (next_to_send_ > submitted_) return false;
+        // A move's hand-back goes once every input before it is acknowledged: a stream that
+        // breaks before then leaves the shard here for sure.
+        return !moving() || next_to_send_ == applied_ + 1 ||
+               !pending_[static_cast<size_t>(next_to_send_ - applied_ - 1)]->input.has_hand_back();
       };
       mu_.Await(absl::Condition(&ready));
       if (stopping_ || generation_ != generation) return;

@@ -170,6 +170,13 @@ class ShardReplicator {
   // back again after a new install.
   void FinishHandBack(const ReplicaAck* ack) ABSL_LOCKS_EXCLUDED(mu_);
   bool moving() const { return static_cast<bool>(options_.on_move_end); }
+  // A move's catch-up: how long after the install new inputs are still taken before the
+  // hand-back is queued (refusing them) even though inputs are still pending.
+  static constexpr absl::Duration kMoveCatchUp = absl::Seconds(1);
+  // For a move's hand-back sent and unanswered: false once the new ps says it does not hold
+  // the shard's copy (its stream ended there first); true when it serves it, or cannot tell
+  // within 2 s (it then may serve it).
+  bool MoveMayHaveLanded() const ABSL_LOCKS_EXCLUDED(mu_);
   // A move's end (on_move_end, once).
   void EndMove(const absl::Status& outcome) ABSL_LOCKS_EXCLUDED(mu_);
   // A move that ended: applies inputs as they come, without a backup, until Stop (or until a
@@ -200,6 +207,7 @@ class ShardReplicator {
   bool hand_back_sent_ ABSL_GUARDED_BY(mu_) = false;  // Taken by Send: the own ps may have it.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
   bool move_ended_ ABSL_GUARDED_BY(mu_) = false;  // on_move_end was called.
+  absl::Time move_installed_at_ ABSL_GUARDED_BY(mu_);  // A move's install was acknowledged.
   mutable std::atomic<bool> asking_home_{false};  // AskHomeAfterHandBack's call is out.
   std::thread thread_;  // Run.
 };

@@ -250,6 +250,11 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::GrowJob, GrownBy(run_id, "127.0.0.1:1")),
               kDenied);  // Her job, grown by a worker of his.
+    MoveShardRequest move;  // Her shard, moved to the other ps.
+    move.set_job_id("alices");
+    move.set_shard(ps);
+    move.set_to_ps(1 - ps);
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::MoveShard, move), kDenied);
     ArmCheckpointRequest arm;
     arm.set_job_id("alices");
     arm.set_run_id(run_id);
@@ -399,6 +404,11 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::DeleteJob, remove), kDenied);
   EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::GrowJob, GrownBy(run_id, "127.0.0.1:1")),
             kDenied);  // A task never manages a job.
+  MoveShardRequest move;
+  move.set_job_id("alices");
+  move.set_shard(0);
+  move.set_to_ps(1);
+  EXPECT_EQ(Call(worker0.get(), &ParameterServer::Stub::MoveShard, move), kDenied);
   std::unique_ptr<Worker::Stub> worker0_to_worker1 =
       Worker::NewStub(Channel(addresses_[3], certs_, "worker-0"));
   StopJobRequest stop;

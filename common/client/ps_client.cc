@@ -36,7 +36,7 @@ template <typename Response>
 absl::StatusOr<std::vector<Response>> AskEveryShard(
     PsConnections& connections, int num_ps, const std::string& method, bool replicated,
     const std::function<const google::protobuf::Message&(int ps)>& request_for,
-    bool routed = false) {
+    const std::string& routed_job = "") {
   std::vector<Response> responses(num_ps);
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps; ++ps) {
@@ -45,23 +45,29 @@ absl::StatusOr<std::vector<Response>> AskEveryShard(
                                 return ParseFromByteBuffer(bytes, &responses[ps]);
                               }));
     calls.back().replicated = replicated;
-    calls.back().routed = routed;
+    calls.back().routed = !routed_job.empty();
+    calls.back().job_id = routed_job;
   }
   absl::Status status = connections.RunCalls(std::move(calls));
   if (!status.ok()) return status;
   return responses;
 }
 
-// `method` on every shard at once with `request`, which names each shard where `replicated` (its
-// `shard` field set per call); the answers are not read. OK, or the first failure.
+// `method` on every shard at once with `request` (a LeaveJobRequest, GrowJobRequest), which
+// names each shard (its `shard` field set per call, and `unreplicated` unless `replicated`), each
+// call routed to where its shard of the job moved (MoveShard); the answers are not read. OK, or
+// the first failure.
 template <typename Request>
 absl::Status TellEveryShard(PsConnections& connections, int num_ps, const std::string& method,
                             Request* request, bool replicated) {
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps; ++ps) {
-    if (replicated) request->set_shard(ps);
+    request->set_shard(ps);
+    request->set_unreplicated(!replicated);
     calls.push_back(AdminCall(connections, ps, method, *request));
     calls.back().replicated = replicated;
+    calls.back().routed = true;
+    calls.back().job_id = request->job_id();
   }
   return connections.RunCalls(std::move(calls));
 }
@@ -203,16 +209,7 @@ absl::Status PsClient::LeaveJob(const std::string& job_id, const std::string& ru
   request.set_run_id(run_id);
   request.set_worker(worker);
   if (incarnation.has_value()) request.set_incarnation(*incarnation);
-  // Every shard named, and routed to where it moved (MoveShard).
-  std::vector<PsConnections::Call> calls;
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    request.set_shard(ps);
-    request.set_unreplicated(!replicated);
-    calls.push_back(AdminCall(*connections_, ps, "LeaveJob", request));
-    calls.back().replicated = replicated;
-    calls.back().routed = true;
-  }
-  return connections_->RunCalls(std::move(calls));
+  return TellEveryShard(*connections_, num_ps(), "LeaveJob", &request, replicated);
 }
 
 absl::Status PsClient::GrowJob(GrowJobRequest request, bool replicated) {
@@ -222,13 +219,16 @@ absl::Status PsClient::GrowJob(GrowJobRequest request, bool replicated) {
 absl::StatusOr<NextBatchesResponse> PsClient::NextBatches(NextBatchesRequest request,
                                                           bool replicated) {
   NextBatchesResponse response;
-  if (replicated) request.set_shard(0);
+  request.set_shard(0);  // The first shard hands out, wherever it is (MoveShard).
+  request.set_unreplicated(!replicated);
   std::vector<PsConnections::Call> calls;
   calls.push_back(AdminCall(*connections_, /*ps=*/0, "NextBatches", request,
                             [&response](const grpc::ByteBuffer& bytes) {
                               return ParseFromByteBuffer(bytes, &response);
                             }));
   calls.back().replicated = replicated;
+  calls.back().routed = true;
+  calls.back().job_id = request.job_id();
   absl::Status status = connections_->RunCalls(std::move(calls));
   if (!status.ok()) return status;
   return response;
@@ -266,7 +266,7 @@ absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& j
         request.set_unreplicated(!replicated);
         return request;
       },
-      /*routed=*/true);
+      /*routed_job=*/job_id);
 }
 
 }  // namespace ps

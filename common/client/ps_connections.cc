@@ -345,16 +345,34 @@ void PsConnections::Failover(int shard, int from, absl::string_view why) {
   }
 }
 
-void PsConnections::MoveRoute(int shard, int from, int to, absl::string_view why) {
-  int expected = from;
-  if (to >= 0 && to < num_ps() &&
-      routes_[shard].compare_exchange_strong(expected, to, std::memory_order_acq_rel)) {
-    LOG(INFO) << "shard " << shard << ": calls go to ps:" << to << " now (" << why << ")";
+int PsConnections::MovedRoute(const std::string& job_id, int shard) const {
+  if (!any_moved_.load(std::memory_order_acquire)) return shard;
+  absl::MutexLock lock(&moved_mu_);
+  auto it = moved_.find({job_id, shard});
+  return it == moved_.end() ? shard : it->second;
+}
+
+void PsConnections::MoveRoute(const std::string& job_id, int shard, int from, int to,
+                              absl::string_view why) {
+  if (to < 0 || to >= num_ps()) return;
+  {
+    absl::MutexLock lock(&moved_mu_);
+    auto it = moved_.find({job_id, shard});
+    if ((it == moved_.end() ? shard : it->second) != from) return;  // Moved since.
+    if (to == shard) {
+      moved_.erase(it);
+    } else {
+      moved_[{job_id, shard}] = to;
+      any_moved_.store(true, std::memory_order_release);
+    }
   }
+  LOG(INFO) << "job \"" << job_id << "\": shard " << shard << ": calls go to ps:" << to
+            << " now (" << why << ")";
 }
 
 int PsConnections::TaskFor(const Call& call) const {
-  return call.replicated || call.routed ? Route(call.ps) : call.ps;
+  if (call.replicated) return Route(call.ps);
+  return call.routed ? MovedRoute(call.job_id, call.ps) : call.ps;
 }
 
 const PsConnections::Connection& PsConnections::ConnectionFor(const Call& call, int task) const {
@@ -402,7 +420,8 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       int to;
       std::string why;
     };
-    std::map<int, MovedTo> moved;  // Shard -> where it moved: its calls go there.
+    // (Job, shard) -> where it moved: its calls go there.
+    std::map<std::pair<std::string, int>, MovedTo> moved;
     bool unmade = false;  // Calls the attempt let go of: another failed for good.
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!in_flight[i]->made) {
@@ -415,10 +434,12 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       if (!status.ok() && LooksHung(status)) {
         hung_at_[task].store(absl::ToUnixNanos(absl::Now()), std::memory_order_release);
       }
-      const std::optional<int> moved_to =
-          call.routed ? ShardMovedTo(in_flight[i]->status) : std::nullopt;
+      const std::optional<int> moved_to = call.routed && !call.replicated
+                                              ? ShardMovedTo(in_flight[i]->status)
+                                              : std::nullopt;
       if (moved_to.has_value() && !last) {
-        moved.emplace(call.ps, MovedTo{task, *moved_to, std::string(status.message())});
+        moved.emplace(std::make_pair(call.job_id, call.ps),
+                      MovedTo{task, *moved_to, std::string(status.message())});
         retry.push_back(pending[i]);
         continue;
       }
@@ -470,14 +491,16 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       patient_until = absl::Now() + options_.failover_patience;
     }
     for (const auto& [shard, failed] : switched) Failover(shard, failed.task, failed.why);
-    for (const auto& [shard, to] : moved) MoveRoute(shard, to.from, to.to, to.why);
+    for (const auto& [shard, to] : moved) {
+      MoveRoute(shard.first, shard.second, to.from, to.to, to.why);
+    }
     if (!switched.empty() || !moved.empty()) {
       // Every call of a switched or moved shard goes again, answered or not: the chunks of a
       // push must all reach the copy that assembles them (a copy that applied it answers
       // DUPLICATE).
       for (size_t i = 0; i < calls.size(); ++i) {
         if ((calls[i].replicated && switched.count(calls[i].ps) > 0) ||
-            (calls[i].routed && moved.count(calls[i].ps) > 0)) {
+            (calls[i].routed && moved.count({calls[i].job_id, calls[i].ps}) > 0)) {
           retry.push_back(i);
         }
       }

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,9 +28,11 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/support/byte_buffer.h>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/security/transport_security.h"
 
@@ -126,10 +129,12 @@ class PsConnections {
     // sends it, and every other call of its batch to that shard, to the shard's other copy
     // (Failover), on the next ps.
     bool replicated = false;
-    // A call whose request names its shard (a worker's data call): it goes where Route(ps)
-    // says, and an answer saying the shard moved to another ps (ShardMovedTo: MoveShard) sends
-    // it, and every other call of its batch to that shard, there (MoveRoute).
+    // A call of job `job_id` whose request names its shard (a data call): it goes where
+    // MovedRoute(job_id, ps) says, and an answer saying the shard moved to another ps
+    // (ShardMovedTo: MoveShard) sends it, and every other call of its batch to that shard of
+    // that job, there (MoveRoute). A replicated call follows Route instead.
     bool routed = false;
+    std::string job_id = "";
   };
   // Makes `calls`, those to different shards in parallel and those to one shard in order with
   // at most options().max_bytes_in_flight_per_ps of them in flight (the next starts as one
@@ -150,9 +155,13 @@ class PsConnections {
   // is logged with `why` (the failed call's error).
   int Route(int shard) const { return routes_[shard].load(std::memory_order_acquire); }
   void Failover(int shard, int from, absl::string_view why = "");
-  // Shard `shard` moved from task `from` to task `to` (no change if its route is no longer
-  // `from`), logged with `why`.
-  void MoveRoute(int shard, int from, int to, absl::string_view why);
+  // Shards of jobs without replicas moved to another ps (MoveShard): the task that serves shard
+  // `shard` of job `job_id` (its own at first), and the move of it from task `from` to task
+  // `to` (no change if its route is no longer `from`; back to the shard's own ps too), logged
+  // with `why`.
+  int MovedRoute(const std::string& job_id, int shard) const ABSL_LOCKS_EXCLUDED(moved_mu_);
+  void MoveRoute(const std::string& job_id, int shard, int from, int to, absl::string_view why)
+      ABSL_LOCKS_EXCLUDED(moved_mu_);
   // The other copy of shard `shard` from task `task`: the next task from the shard's own, the
   // shard's own from the next.
   int OtherCopy(int shard, int task) const;
@@ -205,6 +214,10 @@ class PsConnections {
   // connections_[ps][i].
   std::vector<std::vector<Connection>> connections_;
   std::vector<std::atomic<int>> routes_;  // Per shard: the task its replicated calls go to.
+  // Per job and shard moved away from its own ps: the task it is on.
+  mutable absl::Mutex moved_mu_;
+  std::map<std::pair<std::string, int>, int> moved_ ABSL_GUARDED_BY(moved_mu_);
+  std::atomic<bool> any_moved_{false};  // moved_ was ever written: calls look it up.
   // Per task: when a call there last failed as LooksHung says (absl::ToUnixNanos; 0: never).
   std::vector<std::atomic<int64_t>> hung_at_;
   const std::string client_id_;           // "ps-client-id".

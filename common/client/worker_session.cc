@@ -57,7 +57,7 @@ absl::StatusOr<std::unique_ptr<WorkerSession>> WorkerSession::Create(PsClient* c
                                                           std::move(identity), shard_floats);
   }
   if (client->options().bulk_streams && incarnation != OBSERVER_INCARNATION &&
-      spec.replicas() <= 1 && session->MakePullRequest({}).encoding() == FLOAT32) {
+      spec.replicas() <= 1 && session->MakePullRequest(0, {}).encoding() == FLOAT32) {
     OpenBulkStreamRequest identity;
     identity.set_job_id(spec.job_id());
     identity.set_worker(worker);
@@ -199,8 +199,9 @@ absl::Status WorkerSession::CheckVariables(const MutableVariables& out) const {
   return absl::OkStatus();
 }
 
-PullRequest WorkerSession::MakePullRequest(const PullOptions& options) const {
+PullRequest WorkerSession::MakePullRequest(int ps, const PullOptions& options) const {
   PullRequest request;
+  NameShard(ps, &request);
   request.set_job_id(spec_.job_id());
   request.set_run_id(spec_.run_id());
   request.set_incarnation(incarnation_);
@@ -333,7 +334,7 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
         rows == nullptr || rows->entries.empty() ? LinkFor(ps) : nullptr;
     if (link != nullptr) {
       // One request for the whole shard, answered into the link's pull region.
-      PullRequest request = MakePullRequest(options);
+      PullRequest request = MakePullRequest(ps, options);
       for (const SliceRef& ref : ShardSlices(ps)) *request.add_slices() = ref;
       std::vector<SliceRef> expected(request.slices().begin(), request.slices().end());
       PullRequest through_memory = request;
@@ -386,8 +387,7 @@ void WorkerSession::AddPullCalls(const PullOptions& options, const MutableVariab
       // A shard holding no slice of the job and asked no row (a request without slices
       // reads every slice the shard holds: here none).
       if (requests[chunk].slices().empty() && !with_rows) continue;
-      PullRequest request = MakePullRequest(options);
-      NameShard(ps, &request);
+      PullRequest request = MakePullRequest(ps, options);
       request.mutable_slices()->Swap(requests[chunk].mutable_slices());
       std::shared_ptr<std::vector<float>> staging;
       if (with_rows) {
@@ -417,6 +417,7 @@ absl::Status WorkerSession::RunCounted(std::vector<PsConnections::Call> calls) {
   for (PsConnections::Call& call : calls) {
     call.replicated = replicated();
     call.routed = true;
+    call.job_id = spec_.job_id();
     call.make_request = [this, make = std::move(call.make_request)] {
       grpc::ByteBuffer request = make();
       bytes_sent_.fetch_add(static_cast<int64_t>(request.Length()), std::memory_order_relaxed);
@@ -708,8 +709,7 @@ absl::StatusOr<WorkerSession::PushPullResult> WorkerSession::PushPull(
         MakeShardPush(ps, push_options, gradients, push_id, {}, ShardSparse());
     if (!push.ok()) return push.status();
     push_state.sent[ps] = true;
-    *push->header.mutable_then_pull() = MakePullRequest(pull_options);
-    NameShard(ps, push->header.mutable_then_pull());
+    *push->header.mutable_then_pull() = MakePullRequest(ps, pull_options);
     SharedMemoryLinks::Link* link = LinkFor(ps);
     grpc::ByteBuffer through_memory;
     if (link != nullptr) {

@@ -209,7 +209,8 @@ class WorkerSession {
                           const absl::flat_hash_map<std::string, int64_t>& widths);
 
   absl::Status CheckVariables(const MutableVariables& out) const;
-  PullRequest MakePullRequest(const PullOptions& options) const;
+  // A pull of shard `ps`, which it names (NameShard).
+  PullRequest MakePullRequest(int ps, const PullOptions& options) const;
   // Whether every push goes to shard `ps`: it holds slices of the job, or the job has sparse
   // tables (any shard may hold rows, and a SYNC step or an SSP clock needs every worker's push
   // on every shard, rows or none).
@@ -264,7 +265,9 @@ class WorkerSession {
   BulkLink* BulkFor(int ps, int k) {
     return bulk_ != nullptr && AtOwnPs(ps) ? bulk_->For(ps, k) : nullptr;
   }
-  bool AtOwnPs(int ps) const { return connections_->Route(ps) == ps || replicated(); }
+  bool AtOwnPs(int ps) const {
+    return replicated() || connections_->MovedRoute(spec_.job_id(), ps) == ps;
+  }
   // Puts a shard's dense gradient into `link`'s push region and names the segment in the
   // header; the tensors stay, for a retry in the requests.
   void PushThrough(SharedMemoryLinks::Link* link, ShardPush* push);

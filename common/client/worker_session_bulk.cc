@@ -62,7 +62,7 @@ absl::Status WorkerSession::AddBulkPullCalls(int ps, const PullOptions& options,
     absl::StatusOr<std::vector<absl::Span<float>>> destinations = Destinations(out, parts[part]);
     if (!destinations.ok()) return destinations.status();
     const int64_t bytes = part_floats[part] * static_cast<int64_t>(sizeof(float));
-    PullRequest request = MakePullRequest(options);
+    PullRequest request = MakePullRequest(ps, options);
     for (const SliceRef& ref : parts[part]) *request.add_slices() = ref;
     auto frame = std::make_shared<uint64_t>(0);  // The attempt's, set by its request.
     BulkLinks::EncodeRequest encode = [request = std::move(request)](uint64_t stream,
