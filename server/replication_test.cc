@@ -175,6 +175,19 @@ class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode>
   std::vector<float> UndisturbedThenAnew(const ParameterSpec& spec, int num_ps, int steps);
   // Checks that cluster_ holds `spec`'s values as `undisturbed` (UndisturbedThenAnew's).
   void ExpectUndisturbed(const ParameterSpec& spec, const std::vector<float>& undisturbed);
+  // Asks ps `ask` to move shard `shard` of job `job_id` to ps `to` (MoveShard); `moved` gets
+  // the answer.
+  grpc::Status MoveShard(int ask, const std::string& job_id, int shard, int to,
+                         MoveShardResponse* moved) {
+    std::unique_ptr<ParameterServer::Stub> ps = ParameterServer::NewStub(
+        grpc::CreateChannel(cluster_->addresses()[ask], grpc::InsecureChannelCredentials()));
+    MoveShardRequest move;
+    move.set_job_id(job_id);
+    move.set_shard(shard);
+    move.set_to_ps(to);
+    grpc::ClientContext context;
+    return ps->MoveShard(&context, move, moved);
+  }
   // The two retakes of a shard by a copy that went back (the tests that call it).
   void RetakeAfterTheOwnPsStopsAgain(bool started_again_at_once);
 
@@ -399,18 +412,9 @@ TEST_F(ReplicationTest, AShardWithoutReplicasMovesToAnotherPsWhileItsWorkersTrai
     workers.emplace_back([&, w] { Train(spec, w, kSteps, absl::Milliseconds(2)); });
   }
   while (before->Stats().version() < kSteps / 3) absl::SleepFor(absl::Milliseconds(1));
-  std::unique_ptr<ParameterServer::Stub> ps1 = ParameterServer::NewStub(
-      grpc::CreateChannel(cluster_->addresses()[1], grpc::InsecureChannelCredentials()));
-  MoveShardRequest move;
-  move.set_job_id(spec.job_id());
-  move.set_shard(1);
-  move.set_to_ps(2);
   MoveShardResponse moved;
-  {
-    grpc::ClientContext context;
-    const grpc::Status status = ps1->MoveShard(&context, move, &moved);
-    ASSERT_TRUE(status.ok()) << status.error_message();
-  }
+  const grpc::Status status = MoveShard(1, spec.job_id(), 1, 2, &moved);
+  ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_GE(moved.version(), kSteps / 3);
   EXPECT_LT(moved.version(), kSteps);  // Under training.
   for (std::thread& t : workers) t.join();
@@ -423,8 +427,7 @@ TEST_F(ReplicationTest, AShardWithoutReplicasMovesToAnotherPsWhileItsWorkersTrai
   EXPECT_EQ(before->Stats().version(), moved.version());  // Nothing after the hand-over.
   ExpectUndisturbed(spec, undisturbed);
   // The shard is not on ps:1 any more: a second move there hears where it went.
-  grpc::ClientContext context;
-  const grpc::Status again = ps1->MoveShard(&context, move, &moved);
+  const grpc::Status again = MoveShard(1, spec.job_id(), 1, 2, &moved);
   EXPECT_EQ(again.error_code(), grpc::StatusCode::UNAVAILABLE) << again.error_message();
   EXPECT_EQ(ShardMovedTo(again), 2) << again.error_message();
 
@@ -458,15 +461,8 @@ TEST_F(ReplicationTest, AMoveToAPsThatIsDownLeavesTheShardWhereItWas) {
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE((*client)->CreateJob(spec).ok());
   cluster_->server(2).Shutdown(absl::ZeroDuration());
-  std::unique_ptr<ParameterServer::Stub> ps1 = ParameterServer::NewStub(
-      grpc::CreateChannel(cluster_->addresses()[1], grpc::InsecureChannelCredentials()));
-  MoveShardRequest move;
-  move.set_job_id(spec.job_id());
-  move.set_shard(1);
-  move.set_to_ps(2);
   MoveShardResponse moved;
-  grpc::ClientContext context;
-  const grpc::Status status = ps1->MoveShard(&context, move, &moved);
+  const grpc::Status status = MoveShard(1, spec.job_id(), 1, 2, &moved);
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(status.error_message(), ::testing::HasSubstr("stays on this ps"));
   // The shard takes pushes as before (the move's replicator is gone), ps:2 started again and
@@ -492,8 +488,7 @@ TEST_F(ReplicationTest, AMoveToAPsThatIsDownLeavesTheShardWhereItWas) {
   // The failed move is forgotten (its replicator taken out): the shard moves once ps:2 is up.
   grpc::Status retried;
   for (int i = 0; i < 50; ++i) {
-    grpc::ClientContext again;
-    retried = ps1->MoveShard(&again, move, &moved);
+    retried = MoveShard(1, spec.job_id(), 1, 2, &moved);
     if (retried.ok() || !absl::StrContains(retried.error_message(), "moving or moved")) break;
     absl::SleepFor(absl::Milliseconds(100));
   }
@@ -502,10 +497,7 @@ TEST_F(ReplicationTest, AMoveToAPsThatIsDownLeavesTheShardWhereItWas) {
   EXPECT_EQ(cluster_->server(2).service().BackupForTesting(spec.job_id(), 1)->Stats().version(),
             version + 1);
   // A ps moves only its own shard.
-  move.set_shard(0);
-  move.set_to_ps(2);
-  grpc::ClientContext other;
-  EXPECT_EQ(ps1->MoveShard(&other, move, &moved).error_code(),
+  EXPECT_EQ(MoveShard(1, spec.job_id(), 0, 2, &moved).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
 }
 
