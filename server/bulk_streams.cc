@@ -136,24 +136,9 @@ bool BulkStream::closed() const {
   return closed_;
 }
 
-int64_t BulkStream::frames_sent() const {
+BulkTraffic BulkStream::traffic() const {
   absl::MutexLock lock(&mu_);
-  return frames_sent_;
-}
-
-int64_t BulkStream::bytes_sent() const {
-  absl::MutexLock lock(&mu_);
-  return bytes_sent_;
-}
-
-int64_t BulkStream::frames_received() const {
-  absl::MutexLock lock(&mu_);
-  return frames_received_;
-}
-
-int64_t BulkStream::bytes_received() const {
-  absl::MutexLock lock(&mu_);
-  return bytes_received_;
+  return traffic_;
 }
 
 void BulkStream::Run() {
@@ -178,8 +163,8 @@ void BulkStream::Run() {
     {
       absl::MutexLock lock(&mu_);
       if (sent.ok()) {
-        ++frames_sent_;
-        bytes_sent_ += next.bytes;
+        ++traffic_.frames_sent;
+        traffic_.bytes_sent += next.bytes;
         continue;
       }
       CloseLocked(sent.message(), &failed);
@@ -302,8 +287,8 @@ void BulkStream::Read() {
         expected_.erase(it);
       }
       if (read.ok() && !closed && wanted) {
-        ++frames_received_;
-        bytes_received_ += static_cast<int64_t>(header->bytes);
+        ++traffic_.frames_received;
+        traffic_.bytes_received += static_cast<int64_t>(header->bytes);
       }
     }
     keep_alive.reset();
@@ -432,10 +417,7 @@ void BulkStreams::EraseLocked(uint64_t stream, std::vector<std::shared_ptr<BulkS
   auto it = streams_.find(stream);
   if (it == streams_.end()) return;
   const std::pair<std::string, int> owner = {it->second.job_id, it->second.worker};
-  retired_frames_ += it->second.stream->frames_sent();
-  retired_bytes_ += it->second.stream->bytes_sent();
-  retired_frames_received_ += it->second.stream->frames_received();
-  retired_bytes_received_ += it->second.stream->bytes_received();
+  retired_ += it->second.stream->traffic();
   closing->push_back(std::move(it->second.stream));
   streams_.erase(it);
   auto own = by_worker_.find(owner);
@@ -506,32 +488,11 @@ int BulkStreams::streams() const {
 
 namespace ps {
 
-int64_t BulkStreams::frames_sent() const {
+BulkTraffic BulkStreams::traffic() const {
   absl::MutexLock lock(&mu_);
-  int64_t frames = retired_frames_;
-  for (const auto& [id, entry] : streams_) frames += entry.stream->frames_sent();
-  return frames;
-}
-
-int64_t BulkStreams::bytes_sent() const {
-  absl::MutexLock lock(&mu_);
-  int64_t bytes = retired_bytes_;
-  for (const auto& [id, entry] : streams_) bytes += entry.stream->bytes_sent();
-  return bytes;
-}
-
-int64_t BulkStreams::frames_received() const {
-  absl::MutexLock lock(&mu_);
-  int64_t frames = retired_frames_received_;
-  for (const auto& [id, entry] : streams_) frames += entry.stream->frames_received();
-  return frames;
-}
-
-int64_t BulkStreams::bytes_received() const {
-  absl::MutexLock lock(&mu_);
-  int64_t bytes = retired_bytes_received_;
-  for (const auto& [id, entry] : streams_) bytes += entry.stream->bytes_received();
-  return bytes;
+  BulkTraffic total = retired_;
+  for (const auto& [id, entry] : streams_) total += entry.stream->traffic();
+  return total;
 }
 
 }  // namespace ps

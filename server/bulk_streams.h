@@ -42,6 +42,22 @@
 namespace ps {
 
 // One worker session's stream. Thread-safe.
+// What bulk streams carried: pulls' frames sent (and their values' bytes), and pushes' frames
+// read whole into their calls' buffers (not those read past), and their bytes.
+struct BulkTraffic {
+  int64_t frames_sent = 0;
+  int64_t bytes_sent = 0;
+  int64_t frames_received = 0;
+  int64_t bytes_received = 0;
+  BulkTraffic& operator+=(const BulkTraffic& other) {
+    frames_sent += other.frames_sent;
+    bytes_sent += other.bytes_sent;
+    frames_received += other.frames_received;
+    bytes_received += other.bytes_received;
+    return *this;
+  }
+};
+
 class BulkStream {
  public:
   // The frames queued on a stream at once at most: a session has one pull in flight on each of
@@ -98,11 +114,7 @@ class BulkStream {
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
   // Whether it closed: Close, a write or read that failed or timed out, or the worker hung up.
   bool closed() const ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t frames_sent() const ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t bytes_sent() const ABSL_LOCKS_EXCLUDED(mu_);  // Of the frames' values.
-  // Frames read whole into their calls' buffers (not those read past), and their bytes.
-  int64_t frames_received() const ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t bytes_received() const ABSL_LOCKS_EXCLUDED(mu_);
+  BulkTraffic traffic() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Frame {
@@ -135,15 +147,12 @@ class BulkStream {
   const int64_t max_queued_bytes_;
   mutable absl::Mutex mu_;
   std::deque<Frame> queue_ ABSL_GUARDED_BY(mu_);
-  int64_t frames_sent_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t bytes_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  BulkTraffic traffic_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, Expected> expected_ ABSL_GUARDED_BY(mu_);
   uint64_t claiming_ ABSL_GUARDED_BY(mu_) = 0;  // The frame whose header is in, not claimed yet.
   uint64_t passed_ ABSL_GUARDED_BY(mu_) = 0;    // The last frame taken or read past.
   uint64_t reading_ ABSL_GUARDED_BY(mu_) = 0;   // The frame being read into its buffer.
-  int64_t frames_received_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread sender_;  // Runs Run; started last.
   std::thread reader_;  // Runs Read; started last.
 };
@@ -186,11 +195,8 @@ class BulkStreams {
   void DropJob(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   void DropAll() ABSL_LOCKS_EXCLUDED(mu_);  // The ps shuts down.
   int streams() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Frames and their values' bytes sent so far, and received, on every stream this ps has had.
-  int64_t frames_sent() const ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t bytes_sent() const ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t frames_received() const ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t bytes_received() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What every stream this ps has had carried so far.
+  BulkTraffic traffic() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
@@ -221,11 +227,7 @@ class BulkStreams {
   // (job id, worker) -> its streams, oldest first.
   absl::flat_hash_map<std::pair<std::string, int>, std::deque<uint64_t>> by_worker_
       ABSL_GUARDED_BY(mu_);
-  // What the streams erased had sent.
-  int64_t retired_frames_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t retired_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t retired_frames_received_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t retired_bytes_received_ ABSL_GUARDED_BY(mu_) = 0;
+  BulkTraffic retired_ ABSL_GUARDED_BY(mu_);  // What the streams erased had carried.
   // Reset first in the destructor: no Attach runs once it is gone.
   std::unique_ptr<TicketDoor> door_;
 };

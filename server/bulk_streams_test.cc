@@ -236,9 +236,9 @@ TEST_F(BulkStreamsTest, APushsFrameIsReadIntoItsDestinationsWhicheverComesFirst)
   (*stream)->Receive(2, {absl::MakeSpan(*second)}, second, two.Callback());
   EXPECT_TRUE(two.Wait().ok());
   EXPECT_TRUE(std::equal(second->begin(), second->end(), sent.begin()));
-  EXPECT_EQ((*stream)->frames_received(), 2);
-  EXPECT_EQ((*stream)->bytes_received(), static_cast<int64_t>((sent.size() + 1000) * 4));
-  EXPECT_EQ(streams_->frames_received(), 2);
+  EXPECT_EQ((*stream)->traffic().frames_received, 2);
+  EXPECT_EQ((*stream)->traffic().bytes_received, static_cast<int64_t>((sent.size() + 1000) * 4));
+  EXPECT_EQ(streams_->traffic().frames_received, 2);
   EXPECT_EQ(one.calls(), 1);
   // A NaN anywhere (here in the last piece) is told, the values read whole all the same.
   sent.back() = std::nanf("");

@@ -211,10 +211,10 @@ class ParameterService final : public ParameterServerBase {
   int bulk_port() const { return bulk_streams_ == nullptr ? -1 : bulk_streams_->port(); }
   // Pulls answered on bulk streams so far, and pushes' frames read from them (0 without them).
   int64_t bulk_frames_sent() const {
-    return bulk_streams_ == nullptr ? 0 : bulk_streams_->frames_sent();
+    return bulk_streams_ == nullptr ? 0 : bulk_streams_->traffic().frames_sent;
   }
   int64_t bulk_frames_received() const {
-    return bulk_streams_ == nullptr ? 0 : bulk_streams_->frames_received();
+    return bulk_streams_ == nullptr ? 0 : bulk_streams_->traffic().frames_received;
   }
   // The backup's side of replication (ps_service_replica.cc).
   grpc::ServerBidiReactor<ReplicaInput, ReplicaAck>* Replicate(

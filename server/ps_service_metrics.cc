@@ -267,6 +267,7 @@ void ParameterService::WriteMetrics(MetricsWriter* writer) {
                    static_cast<double>(shared_memory_->segments()));
   }
   if (bulk_streams_ != nullptr) {
+    const BulkTraffic traffic = bulk_streams_->traffic();
     writer->Family("ps_bulk_streams", "Bulk streams open to workers (docs/bulk_streams.md).",
                    MetricType::kGauge);
     writer->Sample("ps_bulk_streams", {{"shard", shard}},
@@ -275,20 +276,20 @@ void ParameterService::WriteMetrics(MetricsWriter* writer) {
                    "Pulls whose values went on a bulk stream instead of in the answer.",
                    MetricType::kCounter);
     writer->Sample("ps_bulk_frames_total", {{"shard", shard}},
-                   static_cast<double>(bulk_streams_->frames_sent()));
+                   static_cast<double>(traffic.frames_sent));
     writer->Family("ps_bulk_bytes_total", "Bytes of values sent on bulk streams.",
                    MetricType::kCounter);
     writer->Sample("ps_bulk_bytes_total", {{"shard", shard}},
-                   static_cast<double>(bulk_streams_->bytes_sent()));
+                   static_cast<double>(traffic.bytes_sent));
     writer->Family("ps_bulk_push_frames_total",
                    "Pushes whose gradient came on a bulk stream instead of in the request.",
                    MetricType::kCounter);
     writer->Sample("ps_bulk_push_frames_total", {{"shard", shard}},
-                   static_cast<double>(bulk_streams_->frames_received()));
+                   static_cast<double>(traffic.frames_received));
     writer->Family("ps_bulk_push_bytes_total", "Bytes of gradients read from bulk streams.",
                    MetricType::kCounter);
     writer->Sample("ps_bulk_push_bytes_total", {{"shard", shard}},
-                   static_cast<double>(bulk_streams_->bytes_received()));
+                   static_cast<double>(traffic.bytes_received));
   }
   if (jobs.empty()) return;
   std::vector<JobStats> stats;

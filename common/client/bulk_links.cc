@@ -256,6 +256,7 @@ BulkLinks::BulkLinks(PsConnections* connections, OpenBulkStreamRequest identity,
       lost_(shard_floats_.size(), 0) {
   for (size_t ps = 0; ps < shard_floats_.size(); ++ps) {
     links_.emplace_back(streams_per_ps_);
+    absl::MutexLock lock(&sends_mu_);
     stale_.emplace_back(streams_per_ps_, false);
   }
 }
@@ -301,7 +302,7 @@ std::function<grpc::ByteBuffer()> BulkLinks::FirstOnStream(
     }
     if (*frame != 0) link->Forget(*frame);
     *frame = 0;
-    stale_[ps][k] = true;
+    MarkStale(ps, k);
     return encode(0, 0);
   };
 }
@@ -323,10 +324,7 @@ std::function<grpc::ByteBuffer()> BulkLinks::FirstPushOnStream(
       return encode(link->stream(), *frame);
     }
     *frame = 0;
-    {
-      absl::MutexLock lock(&sends_mu_);  // Calls' requests may be made on several threads.
-      stale_[ps][k] = true;
-    }
+    MarkStale(ps, k);
     return encode(0, 0);
   };
 }
@@ -358,12 +356,22 @@ void BulkLinks::DropLost(size_t ps, int k) {
   }
 }
 
+void BulkLinks::MarkStale(int ps, int k) {
+  absl::MutexLock lock(&sends_mu_);  // Calls' requests may be made on several threads.
+  stale_[ps][k] = true;
+}
+
 void BulkLinks::DropStale() {
+  std::vector<std::vector<bool>> stale;
+  {
+    absl::MutexLock lock(&sends_mu_);
+    stale = stale_;
+    for (std::vector<bool>& shard : stale_) shard.assign(shard.size(), false);
+  }
   for (size_t ps = 0; ps < links_.size(); ++ps) {
     for (int k = 0; k < streams_per_ps_; ++k) {
       const std::unique_ptr<BulkLink>& link = links_[ps][k];
-      if (link != nullptr && (stale_[ps][k] || link->broken())) DropLost(ps, k);
-      stale_[ps][k] = false;
+      if (link != nullptr && (stale[ps][k] || link->broken())) DropLost(ps, k);
     }
   }
 }

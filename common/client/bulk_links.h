@@ -166,9 +166,8 @@ class BulkLinks {
   const std::vector<int64_t> shard_floats_;
   const int64_t min_floats_;
   const int streams_per_ps_;
-  // links_[ps][k]: null where not open. stale_[ps][k]: to drop once the batch is done.
+  // links_[ps][k]: null where not open.
   std::vector<std::vector<std::unique_ptr<BulkLink>>> links_;
-  std::vector<std::vector<bool>> stale_;
   std::vector<bool> refused_;  // Per shard: opening failed for good.
   std::vector<int> lost_;      // Per shard: streams dropped broken or stale so far.
   // Hosts whose bulk port could not be reached: their other shards do not wait for it again.
@@ -178,9 +177,12 @@ class BulkLinks {
     uint64_t frame = 0;
     int64_t bytes = 0;
   };
-  // Push frames queued in this batch (by calls' requests, on the calls' threads).
+  // Push frames queued in this batch, and the links to drop once it is done (stale_[ps][k]),
+  // both written by calls' requests, on the calls' threads.
   absl::Mutex sends_mu_;
   std::vector<Queued> sends_ ABSL_GUARDED_BY(sends_mu_);
+  std::vector<std::vector<bool>> stale_ ABSL_GUARDED_BY(sends_mu_);
+  void MarkStale(int ps, int k) ABSL_LOCKS_EXCLUDED(sends_mu_);
 };
 
 }  // namespace ps
