@@ -41,7 +41,6 @@
 
 namespace ps {
 
-// One worker session's stream. Thread-safe.
 // What bulk streams carried: pulls' frames sent (and their values' bytes), and pushes' frames
 // read whole into their calls' buffers (not those read past), and their bytes.
 struct BulkTraffic {
@@ -58,6 +57,7 @@ struct BulkTraffic {
   }
 };
 
+// One worker session's stream. Thread-safe.
 class BulkStream {
  public:
   // The frames queued on a stream at once at most: a session has one pull in flight on each of

@@ -935,7 +935,8 @@ grpc::ServerUnaryReactor* ParameterService::GetTrace(grpc::CallbackServerContext
   }
   absl::StatusOr<std::shared_ptr<ShardJob>> job =
       FindJobFor(peer, request->job_id(), JobAccess::kRead, "GetTrace",
-                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt);
+                 request->has_shard() ? std::optional<int>(request->shard()) : std::nullopt,
+                 request->unreplicated());
   if (job.ok()) *response = (*job)->GetTrace(*request);
   return Answer(context, &slot, job.status());
 }

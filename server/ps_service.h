@@ -319,11 +319,12 @@ class ParameterService final : public ParameterServerBase {
   absl::Status StartMove(const Peer& peer, const MoveShardRequest& request,
                          std::function<void(absl::StatusOr<int64_t>)> done)
       ABSL_LOCKS_EXCLUDED(move_gate_, mu_);
-  // A move of shard `shard` of `job` ended: on `outcome` OK the replicator stays, refusing every
-  // call with where the shard went; otherwise it is taken out (on io_thread_: it cannot stop
-  // on its own thread) and the shard is changed here at once again.
-  void MoveEnded(const std::shared_ptr<ShardJob>& job, const absl::Status& outcome)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // A move of `job`'s shard that failed with `outcome`: its replicator is taken out (on
+  // io_thread_: it cannot stop on its own thread), the shard is changed here at once again,
+  // and then `done` hears the outcome. (One that succeeded keeps its replicator, refusing every
+  // call with where the shard went.)
+  void MoveEnded(const std::shared_ptr<ShardJob>& job, const absl::Status& outcome,
+                 std::function<void(absl::StatusOr<int64_t>)> done) ABSL_LOCKS_EXCLUDED(mu_);
   // The copy of shard `shard` of job `job_id` (without replicas) moved here, for `peer`, who
   // must be allowed `access` to the job; UNAVAILABLE while it is moving here, and with where
   // the shard is (WithShardMovedTo: its own ps) when this ps holds none.

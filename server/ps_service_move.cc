@@ -86,11 +86,10 @@ absl::Status ParameterService::StartMove(const Peer& peer, const MoveShardReques
   move.move_from = options_.ps_index;
   move.move_to = request.to_ps();
   move.on_move_end = [this, job, done = std::move(done)](const absl::Status& outcome) {
-    MoveEnded(job, outcome);
     if (outcome.ok()) {
-      done(job->Stats().version());
+      done(job->Stats().version());  // The replicator stays: it answers where the shard went.
     } else {
-      done(outcome);
+      MoveEnded(job, outcome, done);
     }
   };
   LOG(INFO) << prefix << TaskName() << " moves shard " << options_.ps_index << " (at version "
@@ -102,23 +101,25 @@ absl::Status ParameterService::StartMove(const Peer& peer, const MoveShardReques
 }
 
 void ParameterService::MoveEnded(const std::shared_ptr<ShardJob>& job,
-                                 const absl::Status& outcome) {
-  if (outcome.ok()) return;  // The replicator stays: it answers where the shard went.
+                                 const absl::Status& outcome,
+                                 std::function<void(absl::StatusOr<int64_t>)> done) {
   const ShardKey key{job->spec().job_id(), job->ps_index()};
   // Not under mu_ here: a replicator may be stopped (and so end its move) under it.
-  io_thread_.Schedule([this, key, job] {
+  io_thread_.Schedule([this, key, job, outcome, done = std::move(done)] {
     std::shared_ptr<ShardReplicator> stopped;  // Outside mu_.
     {
       absl::MutexLock lock(&mu_);
-      if (shutting_down_) return;  // Shutdown stops it.
       auto it = replicators_.find(key);
-      if (it == replicators_.end() || it->second->job() != job) return;
-      stopped = std::move(it->second);
-      replicators_.erase(it);
+      // Shutdown, or a DeleteJob, stops it itself.
+      if (!shutting_down_ && it != replicators_.end() && it->second->job() == job) {
+        stopped = std::move(it->second);
+        replicators_.erase(it);
+      }
     }
     // Its inputs not applied yet are answered UNAVAILABLE: their callers make them again,
-    // applied here at once.
+    // applied here at once. Then the caller hears why: a move asked again now starts anew.
     stopped.reset();
+    done(outcome);
   });
 }
 

@@ -166,7 +166,8 @@ void ShardReplicator::QueueHandBackLocked() {
 
 bool ShardReplicator::MoveMayHaveLanded() const {
   const std::string& job_id = job_->spec().job_id();
-  const absl::Time until = absl::Now() + absl::Seconds(2);
+  // The copy there goes when its stream's end is handled, which a ps that answers does soon.
+  const absl::Time until = absl::Now() + absl::Seconds(10);
   while (absl::Now() < until) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
@@ -333,6 +334,7 @@ void ShardReplicator::Run() {
         absl::MutexLock lock(&mu_);
         generation = ++generation_;
         next_to_send_ = applied_ + 1;
+        compared_ = applied_;  // The install holds them.
         repair_ = false;
         stats_.set_installs(stats_.installs() + 1);
         stats_.set_state(ReplicationStats::REPLICATING);
@@ -356,7 +358,7 @@ void ShardReplicator::Run() {
       while (stream->Read(&ack)) {
         {
           absl::MutexLock lock(&mu_);
-          if (pending_.empty() || ack.seq() != applied_ + 1) {
+          if (pending_.empty() || ack.seq() != applied_ + 1 || ack.seq() >= next_to_send_) {
             broke = absl::StrCat("the backup acknowledged input ", ack.seq(), " where ",
                                  applied_ + 1, " was next");
             break;
@@ -366,7 +368,7 @@ void ShardReplicator::Run() {
         absl::MutexLock lock(&mu_);
         // A move hands the shard over once caught up (or after kMoveCatchUp, refusing new
         // inputs from then on so that it gets there).
-        if (moving() && !handing_back_ && !handed_back_ && !hand_back_refused_ &&
+        if (moving() && !handing_back_ && !handed_back_ && !hand_back_refused_ && !repair_ &&
             (pending_.empty() || absl::Now() - move_installed_at_ > kMoveCatchUp)) {
           QueueHandBackLocked();
         }
@@ -398,8 +400,19 @@ void ShardReplicator::Run() {
       if (moving()) {
         // The inputs not acknowledged are applied here, in order; a hand-back among them was
         // either never sent (the shard stays) or may have arrived (it went: FinishHandBack).
+        // None queued yet (still catching up): the shard stays.
         LOG(WARNING) << prefix << "the stream moving shard " << job_->ps_index() << " to "
                      << options_.backup_name << " ended (" << broke << ")";
+        bool queued;
+        {
+          absl::MutexLock lock(&mu_);
+          queued = handing_back_;
+        }
+        if (!queued) {
+          EndMove(absl::UnavailableError(absl::StrCat(
+              prefix, "shard ", job_->ps_index(), " stays on this ps: the stream to ",
+              options_.backup_name, " ended before the hand-over (", broke, ")")));
+        }
         ServeAlone();
         return;
       }
@@ -554,7 +567,7 @@ void ShardReplicator::Send(Stream* stream, grpc::ClientContext* context, uint64_
         if (next_to_send_ > submitted_) return false;
         // A move's hand-back goes once every input before it is acknowledged: a stream that
         // breaks before then leaves the shard here for sure.
-        return !moving() || next_to_send_ == applied_ + 1 ||
+        return !moving() || next_to_send_ == compared_ + 1 ||
                !pending_[static_cast<size_t>(next_to_send_ - applied_ - 1)]->input.has_hand_back();
       };
       mu_.Await(absl::Condition(&ready));
@@ -605,6 +618,7 @@ void ShardReplicator::ApplyOldest(const ReplicaAck* ack) {
                    << "): the copies diverged; installing the backup anew";
       }
     }
+    compared_ = oldest->input.seq();
   }
   oldest->done(std::move(result));
 }

@@ -175,7 +175,7 @@ class ShardReplicator {
   static constexpr absl::Duration kMoveCatchUp = absl::Seconds(1);
   // For a move's hand-back sent and unanswered: false once the new ps says it does not hold
   // the shard's copy (its stream ended there first); true when it serves it, or cannot tell
-  // within 2 s (it then may serve it).
+  // within 10 s (it then may serve it).
   bool MoveMayHaveLanded() const ABSL_LOCKS_EXCLUDED(mu_);
   // A move's end (on_move_end, once).
   void EndMove(const absl::Status& outcome) ABSL_LOCKS_EXCLUDED(mu_);
@@ -193,6 +193,9 @@ class ShardReplicator {
   // Inputs submitted and not yet applied here, oldest first: seq applied_ + 1, applied_ + 2, ...
   std::deque<std::shared_ptr<Pending>> pending_ ABSL_GUARDED_BY(mu_);
   int64_t applied_ ABSL_GUARDED_BY(mu_) = 0;    // Inputs applied here (the last seq).
+  // Inputs applied here whose outcome was compared with the backup's: a move's hand-back waits
+  // for every one before it.
+  int64_t compared_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t submitted_ ABSL_GUARDED_BY(mu_) = 0;  // The last seq given out.
   int64_t next_to_send_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // Of the open stream; bumped when it breaks.

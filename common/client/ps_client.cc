@@ -247,11 +247,15 @@ absl::StatusOr<std::vector<Trace>> PsClient::GetTraces(const std::string& job_id
                                                        bool replicated) {
   TraceRequest request;
   request.set_job_id(job_id);
-  return AskEveryShard<Trace>(*connections_, num_ps(), "GetTrace", replicated,
-                              [&request, replicated](int ps) -> const google::protobuf::Message& {
-                                if (replicated) request.set_shard(ps);
-                                return request;
-                              });
+  // Every shard named, and asked where it moved (MoveShard).
+  return AskEveryShard<Trace>(
+      *connections_, num_ps(), "GetTrace", replicated,
+      [&request, replicated](int ps) -> const google::protobuf::Message& {
+        request.set_shard(ps);
+        request.set_unreplicated(!replicated);
+        return request;
+      },
+      /*routed_job=*/job_id);
 }
 
 absl::StatusOr<std::vector<JobStats>> PsClient::GetJobStats(const std::string& job_id,

@@ -360,7 +360,7 @@ void PsConnections::MoveRoute(const std::string& job_id, int shard, int from, in
     auto it = moved_.find({job_id, shard});
     if ((it == moved_.end() ? shard : it->second) != from) return;  // Moved since.
     if (to == shard) {
-      moved_.erase(it);
+      if (it != moved_.end()) moved_.erase(it);
     } else {
       moved_[{job_id, shard}] = to;
       any_moved_.store(true, std::memory_order_release);

@@ -1,0 +1,195 @@
+// A move's replicator (ShardReplicatorOptions.on_move_end) against a new ps made by hand: one
+// whose stream ends before the hand-over leaves the shard serving here, every update applied
+// once, and says so; one that takes the hand-over ends the move, and this copy then refuses
+// calls with where the shard went.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/net/grpc_status.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "server/replica_input.h"
+#include "server/shard_job.h"
+#include "server/shard_replicator.h"
+
+namespace ps {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A move's new ps, by hand: acknowledges the install; then acknowledges every input, or, when
+// `ends_early`, ends the stream at the first input after the install, unacknowledged (as a ps
+// stopping mid-catch-up). Its ListJobs lists nothing (its copy went with the stream).
+class NewPs final : public ParameterServer::Service {
+ public:
+  explicit NewPs(bool ends_early) : ends_early_(ends_early) {}
+
+  grpc::Status ListJobs(grpc::ServerContext* /*context*/, const ListJobsRequest* /*request*/,
+                        ListJobsResponse* /*response*/) override {
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Replicate(grpc::ServerContext* /*context*/,
+                         grpc::ServerReaderWriter<ReplicaAck, ReplicaInput>* stream) override {
+    ReplicaInput input;
+    std::unique_ptr<ShardJob> copy;  // Applies the inputs as a ps does: the same outcomes.
+    while (stream->Read(&input)) {
+      if (!input.has_install() && ends_early_) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "stopping");
+      }
+      ReplicaAck ack;
+      if (input.has_install()) {
+        absl::StatusOr<std::unique_ptr<ShardJob>> made =
+            ShardJob::FromReplicaSnapshot(input.install(), Clock::Real());
+        if (!made.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, "bad install");
+        copy = *std::move(made);
+        ack = AckFor(input.seq(), ReplicaOutcome());
+      } else if (input.has_hand_back()) {
+        ack = AckFor(input.seq(), ReplicaOutcome());
+      } else {
+        ack = AckFor(input.seq(), ApplyReplicaInput(*copy, input));
+      }
+      if (!stream->Write(ack)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  const bool ends_early_;
+};
+
+class MoveTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&new_ps_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    spec_.set_job_id("moving");
+    spec_.set_run_id("run-1");
+    spec_.set_num_workers(1);
+    VariableDef* w = spec_.add_variables();
+    w->set_name("w");
+    w->add_shape(64);
+    spec_.mutable_learning_rate()->set_base(0.1f);
+    spec_.mutable_consistency()->set_mode(ConsistencyConfig::ASYNC);
+    absl::StatusOr<std::unique_ptr<ShardJob>> job = ShardJob::Create(spec_, 2, 0);
+    ASSERT_TRUE(job.ok()) << job.status();
+    job_ = *std::move(job);
+    ShardReplicatorOptions options;
+    options.backup_name = "ps:1";
+    options.channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                          grpc::InsecureChannelCredentials());
+    options.hand_back = true;
+    options.move_from = 0;
+    options.move_to = 1;
+    options.on_move_end = [this](const absl::Status& outcome) {
+      absl::MutexLock lock(&mu_);
+      ended_ = outcome;
+    };
+    replicator_ = std::make_unique<ShardReplicator>(job_, options);
+  }
+
+  void TearDown() override {
+    replicator_.reset();
+    if (server_ != nullptr) server_->Shutdown();
+  }
+
+  // Submits push `id` of worker 0; `answers` gets its answer when it comes.
+  void Push(int64_t id, std::vector<absl::Status>* answers, absl::Mutex* mu) {
+    ShardJob::ReadyPush push;
+    push.header.set_job_id(spec_.job_id());
+    push.header.set_run_id(spec_.run_id());
+    push.header.set_worker(0);
+    push.header.set_push_id(id);
+    push.header.set_incarnation(1);
+    for (const SliceRef& ref : job_->SliceRefs()) *push.header.add_slices() = ref;
+    push.buffer = std::make_shared<std::vector<float>>(job_->num_parameters(), 0.25f);
+    replicator_->Submit(
+        PushInput(push),
+        [answers, mu](absl::StatusOr<ReplicaOutcome> answer) {
+          absl::MutexLock lock(mu);
+          answers->push_back(answer.status());
+        },
+        push);
+  }
+
+  // The move's outcome, once it ended (up to 20 s).
+  std::optional<absl::Status> Ended() {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](std::optional<absl::Status>* ended) { return ended->has_value(); },
+                             &ended_),
+                         absl::Seconds(20));
+    return ended_;
+  }
+
+  NewPs new_ps_{GetParam()};
+  std::unique_ptr<grpc::Server> server_;
+  ParameterSpec spec_;
+  std::shared_ptr<ShardJob> job_;
+  std::unique_ptr<ShardReplicator> replicator_;
+  absl::Mutex mu_;
+  std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_P(MoveTest, EndsOnceWithTheShardWhereTheNewPsLeftIt) {
+  const bool ends_early = GetParam();
+  // Pushes while the move begins: some wait for the install, some for the catch-up.
+  absl::Mutex mu;
+  std::vector<absl::Status> answers;
+  for (int64_t id = 1; id <= 3; ++id) Push(id, &answers, &mu);
+  const std::optional<absl::Status> ended = Ended();
+  ASSERT_TRUE(ended.has_value()) << "the move never ended";
+  {
+    absl::MutexLock lock(&mu);
+    auto all = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answers.size() == 3; };
+    mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(20));
+    ASSERT_EQ(answers.size(), 3u);
+    for (const absl::Status& answer : answers) EXPECT_TRUE(answer.ok()) << answer;
+  }
+  EXPECT_EQ(job_->Stats().version(), 3);  // Each once, here (and there, had it gone).
+  if (ends_early) {
+    // Before the hand-back was queued (UNAVAILABLE), or with it sent and unanswered, the new
+    // ps then listing no copy (FAILED_PRECONDITION).
+    EXPECT_FALSE(ended->ok());
+    EXPECT_THAT(ended->message(), HasSubstr("stays on this ps")) << *ended;
+    EXPECT_FALSE(replicator_->HandedBack());
+    EXPECT_TRUE(replicator_->Fenced().ok()) << replicator_->Fenced();
+    // It goes on taking updates, applied here.
+    Push(4, &answers, &mu);
+    absl::MutexLock lock(&mu);
+    auto four = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answers.size() == 4; };
+    mu.AwaitWithTimeout(absl::Condition(&four), absl::Seconds(20));
+    ASSERT_EQ(answers.size(), 4u);
+    EXPECT_TRUE(answers[3].ok()) << answers[3];
+    EXPECT_EQ(job_->Stats().version(), 4);
+  } else {
+    EXPECT_TRUE(ended->ok()) << *ended;
+    EXPECT_TRUE(replicator_->HandedBack());
+    const absl::Status refused = replicator_->Fenced();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(ShardMovedTo(ToGrpcStatus(refused)), 1) << refused;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(NewPs, MoveTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "EndsItsStreamEarly" : "TakesTheHandOver";
+                         });
+
+}  // namespace
+}  // namespace ps
