@@ -298,6 +298,13 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     const int backed_up = 1 - ps;
     pull.set_shard(backed_up);
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::Pull, pull), kDenied);
+    // Nor as a moved shard's caller (unreplicated): her own shard here is denied him, and no
+    // copy of the other is one moved here.
+    pull.set_unreplicated(true);
+    EXPECT_NE(Call(bob.get(), &ParameterServer::Stub::Pull, pull), grpc::StatusCode::OK);
+    pull.set_shard(ps);
+    EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::Pull, pull), kDenied);
+    pull.clear_unreplicated();
     pull.clear_shard();
     push.mutable_header()->set_shard(backed_up);
     EXPECT_EQ(Call(bob.get(), &ParameterServer::Stub::PushPull, push), kDenied);
@@ -308,6 +315,8 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     install.mutable_install()->set_job_id("alices");
     install.mutable_install()->set_num_ps(2);
     install.mutable_install()->set_shard(backed_up);
+    EXPECT_EQ(Replicate(bob.get(), install), kDenied);
+    install.mutable_install()->set_moving_from(backed_up);  // Nor as a shard moving here.
     EXPECT_EQ(Replicate(bob.get(), install), kDenied);
     ListCheckpointsRequest list;
     list.set_job_id("alices");
