@@ -4,6 +4,8 @@
 #ifndef PS_WORKER_TRAINER_TESTING_H_
 #define PS_WORKER_TRAINER_TESTING_H_
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -43,6 +45,9 @@ struct WorkerRun {
   absl::Status status;
   std::vector<JobProgress> reports;
   absl::Duration wall_time;  // Of the RunTrainer call.
+  // CPU time of the worker's thread during the RunTrainer call: its compute (SetCpuComputeThreads
+  // keeps that on the thread) and client calls, not the in-process ps's threads.
+  double thread_cpu_seconds = 0;
 
   const JobProgress& last() const { return reports.back(); }
   // The steps reported: one report a step, and the chief's final evaluation (its report
@@ -61,6 +66,13 @@ struct WorkerRun {
     return sum / count;
   }
 };
+
+// The calling thread's CPU time so far.
+inline double ThreadCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
 
 class TrainerTest : public ::testing::Test {
  protected:
@@ -157,7 +169,9 @@ class TrainerTest : public ::testing::Test {
         };
         if (adjust) adjust(&context);
         absl::Time start = absl::Now();
+        const double cpu_start = ThreadCpuSeconds();
         runs[w].status = RunTrainer(context);
+        runs[w].thread_cpu_seconds = ThreadCpuSeconds() - cpu_start;
         runs[w].wall_time = absl::Now() - start;
       });
     }
