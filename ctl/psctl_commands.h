@@ -36,7 +36,8 @@ int Stop();
 // leave); AddWorker takes a worker that left back (RejoinJob, then the following psctl).
 int RemoveWorker();
 int AddWorker();
-// The shard of --task's ps moves to the ps --to while job --job trains on (MoveShard).
+// The shard of --task's ps moves to the ps --to while job --job trains on (MoveShard), from
+// wherever it is (a moved shard moves on, or back to its own ps).
 int MoveShard();
 int Check();
 int Experiment();

@@ -137,10 +137,12 @@ std::vector<Command> JobAndClusterCommands() {
        "Shard N (held by ps:N) is copied to ps:M, the updates that came meanwhile follow it in\n"
        "order, and ps:M serves it from then on; the workers follow it with their next calls,\n"
        "with no step lost or done twice. Returns once ps:M serves it, or says why the shard\n"
-       "stays where it was. Checkpoints pause while a shard is away from its own ps. Only a job\n"
-       "without replicas moves (docs/replication.md, \"A live move to another ps\").\n\n"
-       "Example:\n"
-       "  psctl move-shard --cluster_spec=cluster.json --job=default --task=ps:1 --to=ps:2",
+       "stays where it was. A moved shard moves on from where it is, or home (--to=ps:N).\n"
+       "Checkpoints pause while a shard is away from its own ps. Only a job without replicas\n"
+       "moves (docs/replication.md, \"A live move to another ps\").\n\n"
+       "Examples:\n"
+       "  psctl move-shard --cluster_spec=cluster.json --job=default --task=ps:1 --to=ps:2\n"
+       "  psctl move-shard --cluster_spec=cluster.json --job=default --task=ps:1 --to=ps:1",
        {"cluster_spec", "job", "task", "to"}},
       {"check", 0, [](const std::vector<std::string>&) { return Check(); },
        "validate a ClusterSpec (and a task of it)",

@@ -41,10 +41,6 @@ int MoveShard() {
   if (!from.ok()) return Fail(from.status());
   absl::StatusOr<int> to = PsOfFlag(*cluster, "to", FLAGS_to);
   if (!to.ok()) return Fail(to.status());
-  if (*to == *from) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "--to=", FLAGS_to, " holds the shard already: name another ps task")));
-  }
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
   if (!client.ok()) return Fail(client.status());
   MoveShardRequest request;

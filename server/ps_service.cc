@@ -968,10 +968,23 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
       listed->set_job_id(key.first);
       listed->set_shard(key.second);
       auto serving = replicators_.find(key);
-      // A copy moved here serves without a replicator (it has no replicas).
-      listed->set_serving(copy.promoted &&
-                          (copy.moving_from >= 0 || (serving != replicators_.end() &&
-                                                     !serving->second->Superseded())));
+      // A copy moved here serves without a replicator (it has no replicas) until it moves on.
+      listed->set_serving(copy.promoted && (serving != replicators_.end()
+                                                ? !serving->second->Superseded()
+                                                : copy.moving_from >= 0));
+    }
+    for (const auto& [key, replicator] : replicators_) {
+      const std::optional<int> to = replicator->MovedTo();
+      if (!to.has_value() ||
+          !RequireJobAccess(peer, replicator->job()->spec().owner(), key.first,
+                            JobAccess::kRead, "ListJobs")
+               .ok()) {
+        continue;
+      }
+      ListJobsResponse::MovedShard* moved = response->add_moved();
+      moved->set_job_id(key.first);
+      moved->set_shard(key.second);
+      moved->set_to_ps(*to);
     }
   }
   response->set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -37,21 +37,42 @@ grpc::ServerUnaryReactor* ParameterService::MoveShard(grpc::CallbackServerContex
 absl::Status ParameterService::StartMove(const Peer& peer, const MoveShardRequest& request,
                                          std::function<void(absl::StatusOr<int64_t>)> done) {
   const std::string prefix = JobPrefix(request.job_id());
-  if (request.shard() != options_.ps_index) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        prefix, TaskName(), " moves only its own shard, ", options_.ps_index, ": ask ps:",
-        request.shard(), " to move shard ", request.shard()));
+  // Its own shard, or one moved here (onward, or back to its own ps).
+  const bool own = request.shard() == options_.ps_index;
+  if (request.shard() < 0 || request.shard() >= options_.num_ps) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "shard ", request.shard(),
+                                                   " is out of range: the cluster has ",
+                                                   options_.num_ps, " ps tasks"));
   }
-  if (request.to_ps() < 0 || request.to_ps() >= options_.num_ps ||
-      request.to_ps() == options_.ps_index) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "to_ps is ", request.to_ps(), ": name another ps task of the ", options_.num_ps,
-        " in the cluster"));
+  if (request.to_ps() < 0 || request.to_ps() >= options_.num_ps) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "to_ps is ", request.to_ps(),
+                                                   ": name a ps task of the ", options_.num_ps,
+                                                   " in the cluster"));
+  }
+  const ShardKey key{request.job_id(), request.shard()};
+  if (!own) {
+    absl::MutexLock lock(&mu_);
+    auto it = backups_.find(key);
+    if (it == backups_.end() || it->second.moving_from < 0 || !it->second.promoted) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          prefix, TaskName(), " moves only its own shard, ", options_.ps_index,
+          ", and shards moved here; shard ", request.shard(),
+          " is not served here: ask its own ps, ps:", request.shard(),
+          ", which says where it went"));
+    }
   }
   absl::StatusOr<std::shared_ptr<ShardJob>> found =
-      FindJobFor(peer, request.job_id(), JobAccess::kManage, "MoveShard");
+      own ? FindJobFor(peer, request.job_id(), JobAccess::kManage, "MoveShard")
+          : FindJobFor(peer, request.job_id(), JobAccess::kManage, "MoveShard", request.shard(),
+                       /*unreplicated=*/true);
+  // (Its own shard moved away answers with where it went: the caller asks there.)
   if (!found.ok()) return found.status();
   const std::shared_ptr<ShardJob> job = *std::move(found);
+  if (request.to_ps() == options_.ps_index) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "to_ps is ", request.to_ps(), ": ", TaskName(), " serves shard ",
+        request.shard(), " already; name another ps task"));
+  }
   if (job->spec().replicas() >= 2) {
     return absl::FailedPreconditionError(absl::StrCat(
         prefix, "a shard with replicas moves only between its two copies (a takeover and the "
@@ -62,17 +83,24 @@ absl::Status ParameterService::StartMove(const Peer& peer, const MoveShardReques
         prefix, "a job that records its apply log, or replays one, does not move: the log and "
         "the replay's order stay on this ps"));
   }
-  const ShardKey key{request.job_id(), options_.ps_index};
   absl::WriterMutexLock gate(&move_gate_);  // No change at once while the replicator is made.
   absl::MutexLock lock(&mu_);
   if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
-  if (auto it = jobs_.find(request.job_id()); it == jobs_.end() || it->second != job) {
-    return absl::NotFoundError(absl::StrCat(prefix, "the job was deleted from ", TaskName(),
-                                            " meanwhile"));
+  const bool still_here = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (own) {
+      auto it = jobs_.find(request.job_id());
+      return it != jobs_.end() && it->second == job;
+    }
+    auto it = backups_.find(key);
+    return it != backups_.end() && it->second.job == job && it->second.promoted;
+  }();
+  if (!still_here) {
+    return absl::NotFoundError(absl::StrCat(prefix, "shard ", request.shard(),
+                                            " left ", TaskName(), " meanwhile"));
   }
   if (replicators_.count(key) > 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        prefix, "shard ", options_.ps_index, " is moving or moved already"));
+        prefix, "shard ", request.shard(), " is moving or moved already"));
   }
   ShardReplicatorOptions move;
   move.channel = ChannelToPsLocked(request.to_ps(), &move.backup_name);
@@ -92,7 +120,7 @@ absl::Status ParameterService::StartMove(const Peer& peer, const MoveShardReques
       MoveEnded(job, outcome, done);
     }
   };
-  LOG(INFO) << prefix << TaskName() << " moves shard " << options_.ps_index << " (at version "
+  LOG(INFO) << prefix << TaskName() << " moves shard " << request.shard() << " (at version "
             << job->Stats().version() << ") to " << move.backup_name;
   any_move_.store(true, std::memory_order_release);
   // Made under move_gate_: its snapshot holds every change made at once.
@@ -153,11 +181,12 @@ absl::StatusOr<std::shared_ptr<ShardJob>> ParameterService::MovedInCopy(
 absl::Status ParameterService::CheckMoveHere(const ReplicaInstall& install) const {
   const int n = options_.num_ps;
   if (install.num_ps() != n || install.shard() < 0 || install.shard() >= n ||
-      install.shard() == options_.ps_index || install.moving_from() != install.shard()) {
+      install.moving_from() < 0 || install.moving_from() >= n ||
+      install.moving_from() == options_.ps_index) {
     return absl::FailedPreconditionError(absl::StrCat(
-        TaskName(), " of ", n, " takes only a shard moving from its own ps (shard ",
-        install.shard(), " of ", install.num_ps(), " from ps:", install.moving_from(),
-        "); the ps tasks must use the same ClusterSpec"));
+        TaskName(), " of ", n, " takes only a shard moving from another ps of the ", n,
+        " (shard ", install.shard(), " of ", install.num_ps(), " from ps:",
+        install.moving_from(), "); the ps tasks must use the same ClusterSpec"));
   }
   return absl::OkStatus();
 }
@@ -165,31 +194,47 @@ absl::Status ParameterService::CheckMoveHere(const ReplicaInstall& install) cons
 ReplicaAck ParameterService::TakeMovedShard(const BackupBinding& binding, int64_t seq) {
   const std::string& job_id = binding.job_id;
   const int shard = binding.job->ps_index();
+  const bool home = shard == options_.ps_index;
   absl::Status refused;
   int from = -1;
+  std::shared_ptr<ShardReplicator> record;  // Of the move away from here; stopped outside mu_.
   {
     absl::MutexLock lock(&mu_);
     auto it = backups_.find({job_id, shard});
+    auto own = jobs_.find(job_id);
     if (shutting_down_) {
       refused = absl::UnavailableError(TaskName() + " is shutting down");
     } else if (it == backups_.end() || it->second.generation != binding.generation) {
       refused = absl::FailedPreconditionError(absl::StrCat(
           JobPrefix(job_id), TaskName(), " no longer holds the copy of shard ", shard,
           " that this stream moved here"));
+    } else if (home && own == jobs_.end()) {
+      refused = absl::FailedPreconditionError(absl::StrCat(
+          JobPrefix(job_id), "the job was deleted from ", TaskName(), " meanwhile"));
+    } else if (home) {
+      // Back at its own ps: served as its own shard again, and its record of the move goes.
+      from = it->second.moving_from;
+      own->second = it->second.job;
+      backups_.erase(it);
+      if (auto moved = replicators_.find({job_id, shard}); moved != replicators_.end()) {
+        record = std::move(moved->second);
+        replicators_.erase(moved);
+      }
     } else {
       from = it->second.moving_from;
       it->second.promoted = true;
       it->second.generation = ++backup_generation_;  // No stream binds to it any more.
     }
   }
+  record.reset();
   if (!refused.ok()) {
     LOG(WARNING) << JobPrefix(job_id) << TaskName() << " does not take shard " << shard
                  << ": " << refused.message();
     return AckFor(seq, refused);
   }
   LOG(INFO) << JobPrefix(job_id) << TaskName() << " serves shard " << shard
-            << ", moved here from ps:" << from << " (at version "
-            << binding.job->Stats().version() << ")";
+            << (home ? ", its own, again: moved back from ps:" : ", moved here from ps:") << from
+            << " (at version " << binding.job->Stats().version() << ")";
   // Its workers' signs of life went to the ps it came from until now.
   binding.job->RenewLeases();
   WatchLeases(job_id, binding.job);

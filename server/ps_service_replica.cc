@@ -474,8 +474,17 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
               JobPrefix(install.job_id()), TaskName(), " does not hold this run of the job, of "
               "that owner: it takes no shard of it"));
         }
-      }
-      if (shard == options_.ps_index && jobs_.count(install.job_id()) > 0) {
+        // Its own shard comes back only once it moved away from here (its record of the move
+        // stays until the hand-over: until then the calls go where the shard is).
+        auto record = replicators_.find(key);
+        if (shard == options_.ps_index &&
+            (record == replicators_.end() || record->second->job() != own->second ||
+             !record->second->MovedTo().has_value())) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              JobPrefix(install.job_id()), TaskName(), " serves its shard ", shard,
+              " itself; it takes no moving copy of it"));
+        }
+      } else if (shard == options_.ps_index && jobs_.count(install.job_id()) > 0) {
         // This ps's own copy of its shard: if the next ps took the shard over, that copy is
         // fenced off and the new install replaces it; otherwise this ps serves the shard.
         auto own = replicators_.find({install.job_id(), shard});

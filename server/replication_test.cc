@@ -41,157 +41,21 @@
 #include "server/replica_input.h"
 #include "server/shard_replicator.h"
 #include "server/testing/in_process_ps_cluster.h"
+#include "server/testing/replication_testing.h"
 
 namespace ps {
 namespace {
 
-constexpr int kRows = 64;
-constexpr int kColumns = 100;
+using replication_testing::kColumns;
+using replication_testing::kRows;
+using replication_testing::SilentListener;
+using replication_testing::Spec;
+using replication_testing::StateOf;
 
-ParameterSpec Spec(const std::string& job_id, ConsistencyConfig::Mode mode, int workers) {
-  ParameterSpec spec;
-  spec.set_job_id(job_id);
-  spec.set_run_id("run-1");
-  spec.set_num_workers(workers);
-  spec.set_replicas(2);
-  spec.set_min_slice_bytes(8 * kColumns * sizeof(float));  // Several slices per shard.
-  VariableDef* w = spec.add_variables();
-  w->set_name("w");
-  w->add_shape(kRows);
-  w->add_shape(kColumns);
-  w->mutable_initializer()->set_kind(InitializerConfig::NORMAL);
-  w->mutable_initializer()->set_scale(0.1f);
-  VariableDef* b = spec.add_variables();
-  b->set_name("b");
-  b->add_shape(kColumns);
-  spec.mutable_optimizer()->set_kind(OptimizerConfig::ADAM);
-  spec.mutable_learning_rate()->set_base(0.01f);
-  spec.mutable_consistency()->set_mode(mode);
-  if (mode == ConsistencyConfig::SSP) spec.mutable_consistency()->set_ssp_bound(1);
-  if (mode == ConsistencyConfig::SOFTSYNC) spec.mutable_consistency()->set_softsync_n(1);
-  return spec;
-}
-
-// A gradient that depends on the values read, the worker and the step.
-void Gradient(const std::vector<float>& values, int worker, int step, std::vector<float>* out) {
-  out->resize(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    (*out)[i] = 0.5f * values[i] + std::sin(0.01f * static_cast<float>(i * (worker + 1) + step));
-  }
-}
-
-// Everything a shard holds, as its checkpoint's bytes and the per-worker state an install adds.
-// A socket on loopback that listens and never accepts: a connection's handshake there never
-// ends. Its descriptor (-1 on failure; close it), and its "host:port" in `*address`.
-int SilentListener(std::string* address) {
-  const int silent = socket(AF_INET, SOCK_STREAM, 0);
-  if (silent < 0) return -1;
-  sockaddr_in bound{};
-  bound.sin_family = AF_INET;
-  bound.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(bound);
-  if (bind(silent, reinterpret_cast<sockaddr*>(&bound), sizeof(bound)) != 0 ||
-      listen(silent, 16) != 0 ||
-      getsockname(silent, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
-    close(silent);
-    return -1;
-  }
-  *address = absl::StrCat("127.0.0.1:", ntohs(bound.sin_port));
-  return silent;
-}
-
-std::string StateOf(ShardJob& job) {
-  ReplicaInstall snapshot = job.ReplicaSnapshot();
-  snapshot.clear_shard();  // The same on both copies anyway.
-  return snapshot.SerializeAsString();
-}
-
-class ReplicationTest : public ::testing::TestWithParam<ConsistencyConfig::Mode> {
+class ReplicationTest : public replication_testing::ReplicationTest {
  protected:
-  void StartCluster(int num_ps, absl::Duration unreachable_after = absl::Milliseconds(300)) {
-    InProcessPsClusterOptions options;
-    options.num_ps = num_ps;
-    options.server.service.replica_unreachable_after = unreachable_after;
-    absl::StatusOr<std::unique_ptr<InProcessPsCluster>> cluster =
-        InProcessPsCluster::Start(options);
-    ASSERT_TRUE(cluster.ok()) << cluster.status();
-    cluster_ = *std::move(cluster);
-  }
-
-  // Worker `worker` trains `steps` steps: pull, gradient, push, each at least `pace` long. Even
-  // workers push in chunks of 4 KiB, odd ones whole with PushPull.
-  void Train(const ParameterSpec& spec, int worker, int steps,
-             absl::Duration pace = absl::ZeroDuration()) {
-    PsClientOptions options;
-    if (worker % 2 == 0) options.chunk_bytes = 4 << 10;
-    absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient(options);
-    ASSERT_TRUE(client.ok()) << client.status();
-    absl::StatusOr<std::unique_ptr<WorkerSession>> session =
-        WorkerSession::Create(client->get(), spec, worker, /*incarnation=*/1);
-    ASSERT_TRUE(session.ok()) << session.status();
-    std::vector<float> w(kRows * kColumns), b(kColumns), gw, gb;
-    const bool ssp = spec.consistency().mode() == ConsistencyConfig::SSP;
-    const bool sync = spec.consistency().mode() == ConsistencyConfig::SYNC;
-    WorkerSession::PullOptions pull;
-    absl::StatusOr<WorkerSession::PullResult> pulled =
-        (*session)->Pull(pull, {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}});
-    ASSERT_TRUE(pulled.ok()) << pulled.status();
-    for (int step = 0; step < steps; ++step) {
-      absl::SleepFor(pace);
-      Gradient(w, worker, step, &gw);
-      Gradient(b, worker, step, &gb);
-      WorkerSession::PushOptions push;
-      push.step = sync ? step : 0;
-      push.clock = ssp ? step : 0;
-      pull.step = sync ? step + 1 : 0;
-      pull.clock = ssp ? step + 1 : 0;
-      const ConstVariables gradients = {{"w", absl::MakeConstSpan(gw)},
-                                        {"b", absl::MakeConstSpan(gb)}};
-      const MutableVariables out = {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}};
-      absl::StatusOr<WorkerSession::PushPullResult> result =
-          (*session)->PushPull(push, gradients, pull, out);
-      ASSERT_TRUE(result.ok()) << "worker " << worker << " step " << step << ": "
-                               << result.status();
-    }
-    absl::Status left =
-        (*client)->LeaveJob(spec.job_id(), spec.run_id(), worker, spec.replicas() > 1);
-    ASSERT_TRUE(left.ok()) << left;
-  }
-
-  // Creates `spec`'s job and trains its workers, each `steps` steps, concurrently.
-  void TrainAll(const ParameterSpec& spec, int steps) {
-    absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
-    ASSERT_TRUE(client.ok());
-    ASSERT_TRUE((*client)->CreateJob(spec).ok());
-    std::vector<std::thread> workers;
-    for (int w = 0; w < spec.num_workers(); ++w) {
-      workers.emplace_back([&, w] { Train(spec, w, steps); });
-    }
-    for (std::thread& t : workers) t.join();
-  }
-
-  // The values of `spec` after `steps` undisturbed steps of every worker on a new cluster of
-  // `num_ps`; then a new cluster, without the job, in cluster_.
-  std::vector<float> UndisturbedThenAnew(const ParameterSpec& spec, int num_ps, int steps);
-  // Checks that cluster_ holds `spec`'s values as `undisturbed` (UndisturbedThenAnew's).
-  void ExpectUndisturbed(const ParameterSpec& spec, const std::vector<float>& undisturbed);
-  // Asks ps `ask` to move shard `shard` of job `job_id` to ps `to` (MoveShard); `moved` gets
-  // the answer.
-  grpc::Status MoveShard(int ask, const std::string& job_id, int shard, int to,
-                         MoveShardResponse* moved) {
-    std::unique_ptr<ParameterServer::Stub> ps = ParameterServer::NewStub(
-        grpc::CreateChannel(cluster_->addresses()[ask], grpc::InsecureChannelCredentials()));
-    MoveShardRequest move;
-    move.set_job_id(job_id);
-    move.set_shard(shard);
-    move.set_to_ps(to);
-    grpc::ClientContext context;
-    return ps->MoveShard(&context, move, moved);
-  }
   // The two retakes of a shard by a copy that went back (the tests that call it).
   void RetakeAfterTheOwnPsStopsAgain(bool started_again_at_once);
-
-  std::unique_ptr<InProcessPsCluster> cluster_;
 };
 
 TEST_P(ReplicationTest, EveryBackupHoldsItsPrimarysStateAfterConcurrentTraining) {
@@ -240,40 +104,6 @@ INSTANTIATE_TEST_SUITE_P(Modes, ReplicationTest,
                          [](const ::testing::TestParamInfo<ConsistencyConfig::Mode>& info) {
                            return ConsistencyConfig::Mode_Name(info.param);
                          });
-
-// The values of every variable of `spec`, pulled by an observer (through failovers).
-std::vector<float> Values(InProcessPsCluster& cluster, const ParameterSpec& spec) {
-  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster.NewClient();
-  EXPECT_TRUE(client.ok());
-  std::vector<float> values(kRows * kColumns + kColumns);
-  absl::Status pulled = PullCurrentValues(
-      client->get(), spec,
-      {{"w", absl::MakeSpan(values).first(kRows * kColumns)},
-       {"b", absl::MakeSpan(values).last(kColumns)}});
-  EXPECT_TRUE(pulled.ok()) << pulled;
-  return values;
-}
-
-void ReplicationTest::ExpectUndisturbed(const ParameterSpec& spec,
-                                        const std::vector<float>& undisturbed) {
-  const std::vector<float> values = Values(*cluster_, spec);
-  ASSERT_EQ(values.size(), undisturbed.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    // SYNC: the same steps of the same gradients; only the order of a step's sum may differ.
-    ASSERT_NEAR(values[i], undisturbed[i], 1e-4f) << "parameter " << i;
-  }
-}
-
-std::vector<float> ReplicationTest::UndisturbedThenAnew(const ParameterSpec& spec, int num_ps,
-                                                        int steps) {
-  StartCluster(num_ps);
-  TrainAll(spec, steps);
-  std::vector<float> values;
-  if (!HasFatalFailure()) values = Values(*cluster_, spec);
-  cluster_.reset();
-  StartCluster(num_ps);
-  return values;
-}
 
 // SYNC training loses a ps halfway: its shard's backup takes over, the workers move to it
 // without an error or a step done twice, and the model ends as an undisturbed run's.
@@ -390,116 +220,6 @@ TEST_F(ReplicationTest, ATakenOverShardGoesBackToItsOwnPsOnceThatIsBack) {
   ExpectUndisturbed(spec, undisturbed);
 }
 
-// A live move of a shard without replicas (MoveShard): SYNC training on 3 ps, shard 1 moves to
-// ps:2 a third of the way through, with chunked pushes and pulls parked at the barrier in
-// flight. The workers go on without an error, every step is applied once where the shard is,
-// the model ends as an undisturbed run's, and ps:1 answers with where the shard went.
-TEST_F(ReplicationTest, AShardWithoutReplicasMovesToAnotherPsWhileItsWorkersTrain) {
-  constexpr int kPs = 3;
-  constexpr int kWorkers = 3;
-  constexpr int kSteps = 40;
-  ParameterSpec spec = Spec("move", ConsistencyConfig::SYNC, kWorkers);
-  spec.set_replicas(0);
-  const std::vector<float> undisturbed = UndisturbedThenAnew(spec, kPs, kSteps);
-  if (HasFatalFailure()) return;
-  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
-  ASSERT_TRUE(client.ok());
-  ASSERT_TRUE((*client)->CreateJob(spec).ok());
-  std::shared_ptr<ShardJob> before = cluster_->server(1).service().JobForTesting(spec.job_id());
-  ASSERT_NE(before, nullptr);
-  std::vector<std::thread> workers;
-  for (int w = 0; w < kWorkers; ++w) {
-    workers.emplace_back([&, w] { Train(spec, w, kSteps, absl::Milliseconds(2)); });
-  }
-  while (before->Stats().version() < kSteps / 3) absl::SleepFor(absl::Milliseconds(1));
-  MoveShardResponse moved;
-  const grpc::Status status = MoveShard(1, spec.job_id(), 1, 2, &moved);
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_GE(moved.version(), kSteps / 3);
-  EXPECT_LT(moved.version(), kSteps);  // Under training.
-  for (std::thread& t : workers) t.join();
-  if (HasFatalFailure()) return;
-
-  std::shared_ptr<ShardJob> after = cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
-  ASSERT_NE(after, nullptr);
-  EXPECT_EQ(after->ps_index(), 1);
-  EXPECT_EQ(after->Stats().version(), kSteps);   // Every step once, where the shard is now.
-  EXPECT_EQ(before->Stats().version(), moved.version());  // Nothing after the hand-over.
-  ExpectUndisturbed(spec, undisturbed);
-  // The shard is not on ps:1 any more: a second move there hears where it went.
-  const grpc::Status again = MoveShard(1, spec.job_id(), 1, 2, &moved);
-  EXPECT_EQ(again.error_code(), grpc::StatusCode::UNAVAILABLE) << again.error_message();
-  EXPECT_EQ(ShardMovedTo(again), 2) << again.error_message();
-
-  // A client that learned where job "move"'s shard 1 went sends another job's shard 1 home.
-  ParameterSpec other = Spec("other", ConsistencyConfig::ASYNC, 1);
-  other.set_replicas(0);
-  ASSERT_TRUE((*client)->CreateJob(other).ok());
-  absl::StatusOr<std::unique_ptr<WorkerSession>> observer =
-      WorkerSession::Create(client->get(), spec, 0, OBSERVER_INCARNATION);
-  ASSERT_TRUE(observer.ok()) << observer.status();
-  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
-      WorkerSession::Create(client->get(), other, 0, /*incarnation=*/1);
-  ASSERT_TRUE(session.ok()) << session.status();
-  std::vector<float> w(kRows * kColumns), b(kColumns);
-  const MutableVariables out = {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}};
-  ASSERT_TRUE((*observer)->Pull(WorkerSession::PullOptions(), out).ok());
-  ASSERT_TRUE((*session)->Pull(WorkerSession::PullOptions(), out).ok());
-  WorkerSession::PushOptions push;
-  absl::StatusOr<std::vector<PushResponse>> pushed = (*session)->Push(
-      push, {{"w", absl::MakeConstSpan(w)}, {"b", absl::MakeConstSpan(b)}});
-  ASSERT_TRUE(pushed.ok()) << pushed.status();
-  EXPECT_EQ(cluster_->server(1).service().JobForTesting("other")->Stats().version(), 1);
-}
-
-// A move to a ps that is not running leaves the shard where it was, serving on.
-TEST_F(ReplicationTest, AMoveToAPsThatIsDownLeavesTheShardWhereItWas) {
-  StartCluster(3);
-  ParameterSpec spec = Spec("stay", ConsistencyConfig::ASYNC, 1);
-  spec.set_replicas(0);
-  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
-  ASSERT_TRUE(client.ok());
-  ASSERT_TRUE((*client)->CreateJob(spec).ok());
-  cluster_->server(2).Shutdown(absl::ZeroDuration());
-  MoveShardResponse moved;
-  const grpc::Status status = MoveShard(1, spec.job_id(), 1, 2, &moved);
-  EXPECT_FALSE(status.ok());
-  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("stays on this ps"));
-  // The shard takes pushes as before (the move's replicator is gone), ps:2 started again and
-  // its shard made anew.
-  ASSERT_TRUE(cluster_->Restart(2).ok());
-  ASSERT_TRUE((*client)->CreateJob(spec).ok());
-  std::shared_ptr<ShardJob> job = cluster_->server(1).service().JobForTesting(spec.job_id());
-  ASSERT_NE(job, nullptr);
-  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
-      WorkerSession::Create(client->get(), spec, 0, /*incarnation=*/1);
-  ASSERT_TRUE(session.ok()) << session.status();
-  std::vector<float> w(kRows * kColumns, 0.5f), b(kColumns, 0.5f);
-  const ConstVariables gradients = {{"w", absl::MakeConstSpan(w)}, {"b", absl::MakeConstSpan(b)}};
-  ASSERT_TRUE((*session)
-                  ->Pull(WorkerSession::PullOptions(),
-                         {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}})
-                  .ok());
-  const int64_t version = job->Stats().version();
-  absl::StatusOr<std::vector<PushResponse>> pushed =
-      (*session)->Push(WorkerSession::PushOptions(), gradients);
-  ASSERT_TRUE(pushed.ok()) << pushed.status();
-  EXPECT_EQ(job->Stats().version(), version + 1);
-  // The failed move is forgotten (its replicator taken out): the shard moves once ps:2 is up.
-  grpc::Status retried;
-  for (int i = 0; i < 50; ++i) {
-    retried = MoveShard(1, spec.job_id(), 1, 2, &moved);
-    if (retried.ok() || !absl::StrContains(retried.error_message(), "moving or moved")) break;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_TRUE(retried.ok()) << retried.error_message();
-  EXPECT_EQ(moved.version(), version + 1);
-  EXPECT_EQ(cluster_->server(2).service().BackupForTesting(spec.job_id(), 1)->Stats().version(),
-            version + 1);
-  // A ps moves only its own shard.
-  EXPECT_EQ(MoveShard(1, spec.job_id(), 0, 2, &moved).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
-}
 
 // ps:1 takes its shard back from ps:2 and stops before it replicated the shard anywhere (told a
 // silent address for ps:2, it waits for an answer and applies nothing meanwhile): ps:2's copy,

@@ -1,5 +1,6 @@
 #include "server/shard_replicator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -78,6 +79,12 @@ bool ShardReplicator::HandedBack() const {
 bool ShardReplicator::HandingBack() const {
   absl::MutexLock lock(&mu_);
   return handing_back_;
+}
+
+std::optional<int> ShardReplicator::MovedTo() const {
+  absl::MutexLock lock(&mu_);
+  if (!moving() || !handed_back_) return std::nullopt;
+  return options_.move_to;
 }
 
 namespace {
@@ -165,7 +172,6 @@ void ShardReplicator::QueueHandBackLocked() {
 }
 
 bool ShardReplicator::MoveMayHaveLanded() const {
-  const std::string& job_id = job_->spec().job_id();
   // The copy there goes when its stream's end is handled, which a ps that answers does soon.
   const absl::Time until = absl::Now() + absl::Seconds(10);
   while (absl::Now() < until) {
@@ -173,18 +179,40 @@ bool ShardReplicator::MoveMayHaveLanded() const {
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
     ListJobsResponse listed;
     if (stub_->ListJobs(&context, ListJobsRequest(), &listed).ok()) {
-      bool holds = false;
-      for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
-        if (copy.job_id() != job_id || copy.shard() != job_->ps_index()) continue;
-        if (copy.serving()) return true;
-        holds = true;  // Its stream's end not handled there yet: ask again.
-      }
-      // Its copy is gone: the stream ended there without the hand-back, which no longer comes.
-      if (!holds) return false;
+      const std::optional<bool> landed = options_.move_to == job_->ps_index()
+                                             ? LandedHome(listed)
+                                             : LandedAway(listed);
+      if (landed.has_value()) return *landed;
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
   return true;  // Out of reach: it may serve the shard, so this copy must not.
+}
+
+std::optional<bool> ShardReplicator::LandedAway(const ListJobsResponse& listed) const {
+  for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
+    if (copy.job_id() != job_->spec().job_id() || copy.shard() != job_->ps_index()) continue;
+    if (copy.serving()) return true;
+    return std::nullopt;  // Its stream's end not handled there yet: ask again.
+  }
+  // Its copy is gone: the stream ended there without the hand-back, which no longer comes.
+  return false;
+}
+
+std::optional<bool> ShardReplicator::LandedHome(const ListJobsResponse& listed) const {
+  const std::string& job_id = job_->spec().job_id();
+  const int shard = job_->ps_index();
+  for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
+    // Its stream's end not handled there yet: ask again.
+    if (copy.job_id() == job_id && copy.shard() == shard) return std::nullopt;
+  }
+  for (const ListJobsResponse::MovedShard& moved : listed.moved()) {
+    // It still answers with where the shard went: its stream ended without the hand-back.
+    if (moved.job_id() == job_id && moved.shard() == shard) return false;
+  }
+  // Its own again (or the job is gone from there: then no copy serves it anywhere).
+  return std::find(listed.job_ids().begin(), listed.job_ids().end(), job_id) !=
+         listed.job_ids().end();
 }
 
 void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {

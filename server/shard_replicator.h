@@ -114,6 +114,8 @@ class ShardReplicator {
   bool HandedBack() const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether the hand-back is sent and its answer not yet in.
   bool HandingBack() const ABSL_LOCKS_EXCLUDED(mu_);
+  // For a move that succeeded (HANDED_BACK), the ps the shard went to (move_to); else none.
+  std::optional<int> MovedTo() const ABSL_LOCKS_EXCLUDED(mu_);
   // What a copy that went back (HANDED_BACK) learns of the ps it went back to, for taking the
   // shard again (ParameterService::RetakeFromGonePs). The start of that ps which took the shard
   // back applies nothing before this copy holds it too, unless it finds this copy's ps out of
@@ -177,6 +179,12 @@ class ShardReplicator {
   // the shard's copy (its stream ended there first); true when it serves it, or cannot tell
   // within 10 s (it then may serve it).
   bool MoveMayHaveLanded() const ABSL_LOCKS_EXCLUDED(mu_);
+  // What the new ps's ListJobs says of a move's hand-back whose answer was lost: true when it
+  // serves the shard, false when it does not hold its copy, none while it holds a copy its
+  // stream's end has not reached yet. LandedHome: the move back to the shard's own ps, which
+  // serves it as its own again, or answers with where it went while the move did not land.
+  std::optional<bool> LandedAway(const ListJobsResponse& listed) const;
+  std::optional<bool> LandedHome(const ListJobsResponse& listed) const;
   // A move's end (on_move_end, once).
   void EndMove(const absl::Status& outcome) ABSL_LOCKS_EXCLUDED(mu_);
   // A move that ended: applies inputs as they come, without a backup, until Stop (or until a

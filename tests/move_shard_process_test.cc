@@ -1,8 +1,9 @@
 // psctl move-shard with real daemons (docs/replication.md, "A live move to another ps"): a SYNC
-// job without replicas on 3 ps and 2 workers, with checkpoints, has its shard 1 moved to ps:2
-// while it trains. The job must end DONE with the parameters of an undisturbed run (no step lost
-// or done twice), its checkpoints paused once the shard is away, and a second move of the shard
-// from ps:1, which no longer holds it, refused saying where it went.
+// job without replicas on 3 ps and 2 workers, with checkpoints, has its shard 1 moved to ps:2,
+// on from there to ps:0, and home to ps:1 while it trains, each asked of ps:1 (psctl follows the
+// shard). The job must end DONE with the parameters of an undisturbed run (no step lost or done
+// twice), its checkpoints paused while the shard is away and resumed once it is home, and a
+// move to where the shard is already refused saying so.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -22,7 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kSteps = 1500;
+constexpr int kSteps = 2400;
 
 // psctl_testing's small job, with a checkpoint every 300 steps; each worker sleeping 5 ms a step
 // on average when `paced`, so that the run outlasts the move (SYNC's model does not depend on
@@ -67,25 +68,37 @@ TEST(MoveShardProcessTest, AShardMovesToAnotherPsWhileTheJobTrainsAndNoStepIsLos
   };
   std::unique_ptr<Psctl> same = move("ps:1", "ps:1");
   EXPECT_EQ(same->Wait(), 2) << same->Output();
-  EXPECT_THAT(same->Stderr(), HasSubstr("holds the shard already")) << same->Output();
+  EXPECT_THAT(same->Stderr(), HasSubstr("ps:1 serves shard 1 already")) << same->Output();
   std::unique_ptr<Psctl> moved = move("ps:1", "ps:2");
   ASSERT_EQ(moved->Wait(), 0) << moved->Output() << job->Output();
   EXPECT_THAT(moved->Stdout(), HasSubstr("shard 1 of job moved moved to ps:2 at version "))
       << moved->Output();
   ASSERT_FALSE(job->Ended()) << "the job ended before its shard moved: " << job->Output();
   std::cout << moved->Stdout();
-  std::unique_ptr<Psctl> again = move("ps:1", "ps:0");
-  EXPECT_EQ(again->Wait(), 2) << again->Output();
-  EXPECT_THAT(again->Stderr(), HasSubstr("shard 1 moved to ps:2")) << again->Output();
   Psctl status({"status", "--cluster_spec=" + spec, "--job=moved"}, dir);
   EXPECT_EQ(status.Wait(), 0) << status.Output();
   EXPECT_THAT(status.Stdout(),
               HasSubstr("shard 1 of moved was moved to another ps (psctl move-shard)"))
       << status.Output();
+  std::unique_ptr<Psctl> there = move("ps:1", "ps:2");
+  EXPECT_EQ(there->Wait(), 2) << there->Output();
+  EXPECT_THAT(there->Stderr(), HasSubstr("shard 1 is on ps:2 already")) << there->Output();
+  // On from ps:2, and home from ps:0: psctl asks ps:1, which says where the shard went.
+  std::unique_ptr<Psctl> onward = move("ps:1", "ps:0");
+  ASSERT_EQ(onward->Wait(), 0) << onward->Output() << job->Output();
+  std::cout << onward->Stdout();
+  std::unique_ptr<Psctl> back = move("ps:1", "ps:1");
+  ASSERT_EQ(back->Wait(), 0) << back->Output() << job->Output();
+  EXPECT_THAT(back->Stdout(), HasSubstr("shard 1 of job moved moved to ps:1 at version "))
+      << back->Output();
+  std::cout << back->Stdout();
+  ASSERT_FALSE(job->Ended()) << "the job ended before its shard came home: " << job->Output();
   ASSERT_EQ(job->Wait(absl::Minutes(5)), 0) << job->Output();
 
   const std::string output = job->Output();
   EXPECT_THAT(output, HasSubstr("checkpoints paused: shard 1 was moved to another ps")) << output;
+  EXPECT_THAT(output, HasSubstr("checkpoints resumed: every shard is served by its own ps again"))
+      << output;
   nlohmann::json summary = ReadJson(dir + "/moved/summary.json");
   EXPECT_EQ(summary["state"], "DONE") << summary.dump();
   // SYNC: the same steps of the same gradients wherever the shard was; only the order of a

@@ -246,24 +246,29 @@ absl::StatusOr<JobStats> ClusterClient::GetJobStats(int ps, const std::string& j
 absl::StatusOr<JobStats> ClusterClient::GetShardStats(int shard, const std::string& job_id,
                                                       bool replicated) const {
   if (!replicated) {
-    // A shard moved to another ps (MoveShard) is asked there once its own ps says where.
+    // A shard moved to another ps (MoveShard) is asked where each ps says it went, from its
+    // own ps on (a shard moved on twice is a hop further).
     JobStatsRequest request;
     request.set_job_id(job_id);
     request.set_shard(shard);
     request.set_unreplicated(true);
-    grpc::ClientContext context;
-    context.set_deadline(GrpcDeadline(options_.status_timeout));
-    JobStats response;
-    const grpc::Status answered =
-        ParameterServer::NewStub(ps_channels_[shard])->GetJobStats(&context, request, &response);
-    const std::optional<int> moved_to = ShardMovedTo(answered);
-    if (moved_to.has_value() && *moved_to != shard && *moved_to < num_ps()) {
-      return CallPs(*moved_to, "GetJobStats", request, &ParameterServer::Stub::GetJobStats,
-                    options_.status_timeout);
+    int ps = shard;
+    for (int hop = 0;; ++hop) {
+      grpc::ClientContext context;
+      context.set_deadline(GrpcDeadline(options_.status_timeout));
+      JobStats response;
+      const grpc::Status answered =
+          ParameterServer::NewStub(ps_channels_[ps])->GetJobStats(&context, request, &response);
+      const std::optional<int> moved_to = ShardMovedTo(answered);
+      if (moved_to.has_value() && *moved_to != ps && *moved_to >= 0 && *moved_to < num_ps() &&
+          hop < num_ps()) {
+        ps = *moved_to;
+        continue;
+      }
+      absl::Status status = Named(kPsJob, ps, "GetJobStats", answered);
+      if (!status.ok()) return status;
+      return response;
     }
-    absl::Status status = Named(kPsJob, shard, "GetJobStats", answered);
-    if (!status.ok()) return status;
-    return response;
   }
   JobStatsRequest request;
   request.set_job_id(job_id);
@@ -302,18 +307,32 @@ absl::StatusOr<Response> ClusterClient::CallPs(
 }
 
 absl::StatusOr<MoveShardResponse> ClusterClient::MoveShard(const MoveShardRequest& request) const {
-  grpc::ClientContext context;
-  context.set_deadline(GrpcDeadline(options_.move_timeout));
-  MoveShardResponse response;
-  const grpc::Status answered = ParameterServer::NewStub(ps_channels_[request.shard()])
-                                    ->MoveShard(&context, request, &response);
-  absl::Status status = Named(kPsJob, request.shard(), "MoveShard", answered);
-  // A shard that moved away already is no longer this ps's to move: not a ps out of reach.
-  if (ShardMovedTo(answered).has_value()) {
-    status = absl::FailedPreconditionError(status.message());
+  // Asked of the shard's own ps, then where each ps says it went (a moved shard moves on, or
+  // back home, from the ps that serves it).
+  int ps = request.shard();
+  for (int hop = 0;; ++hop) {
+    grpc::ClientContext context;
+    context.set_deadline(GrpcDeadline(options_.move_timeout));
+    MoveShardResponse response;
+    const grpc::Status answered =
+        ParameterServer::NewStub(ps_channels_[ps])->MoveShard(&context, request, &response);
+    const std::optional<int> moved_to = ShardMovedTo(answered);
+    if (moved_to.has_value() && *moved_to == request.to_ps()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job \"", request.job_id(), "\": shard ", request.shard(),
+                       " is on ps:", request.to_ps(), " already (it moved there)"));
+    }
+    if (moved_to.has_value() && *moved_to != ps && *moved_to >= 0 && *moved_to < num_ps() &&
+        hop < num_ps()) {
+      ps = *moved_to;
+      continue;
+    }
+    absl::Status status = Named(kPsJob, ps, "MoveShard", answered);
+    // A shard that moves on and on (or a ps that names itself): not a ps out of reach.
+    if (moved_to.has_value()) status = absl::FailedPreconditionError(status.message());
+    if (!status.ok()) return status;
+    return response;
   }
-  if (!status.ok()) return status;
-  return response;
 }
 
 absl::Status ClusterClient::ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const {

@@ -117,14 +117,15 @@ class ClusterClient {
   // The trace of the request's job on `ps` (its own shard, or request.shard's copy).
   virtual absl::StatusOr<Trace> GetPsTrace(int ps, const TraceRequest& request) const;
   // Shard `shard`'s statistics: GetJobStats of its own ps, or of the ps it says the shard moved
-  // to (MoveShard); or where `replicated` (the job keeps a backup of each shard) of whichever
+  // to (MoveShard), and on where that one says it went; or where `replicated` (the job keeps a backup of each shard) of whichever
   // of its two copies serves it (docs/replication.md): the next ps's when the own ps is
   // unavailable or does not answer in time.
   virtual absl::StatusOr<JobStats> GetShardStats(int shard, const std::string& job_id,
                                                  bool replicated) const;
-  // Moves a shard of a job without replicas to another ps (asked of the shard's own ps); the
-  // answer comes once the shard is served there: it copies the whole shard, so the call may
-  // take a while (move_timeout).
+  // Moves a shard of a job without replicas to another ps, or back to its own (asked of the
+  // shard's own ps, then of each ps it says the shard went to); the answer comes once the shard
+  // is served there: it copies the whole shard, so the call may take a while (move_timeout).
+  // FAILED_PRECONDITION when the shard is on request.to_ps already.
   virtual absl::StatusOr<MoveShardResponse> MoveShard(const MoveShardRequest& request) const;
   // Checkpoints (ps_service.proto). RestoreJob reads the shard's file: checkpoint_timeout.
   virtual absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const;

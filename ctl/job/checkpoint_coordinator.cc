@@ -157,7 +157,7 @@ bool CheckpointCoordinator::EveryShardAtHome(const std::vector<JobStats>& shards
     paused_ = false;
     const std::string line =
         "checkpoints resumed: every shard is served by its own ps again (the copies that took "
-        "shards over handed them back)";
+        "shards over handed them back; moved shards came home)";
     out_ << line << "\n";
     if (results_ != nullptr) results_->RecordEvent({"checkpoints_resumed", "", -1, "", -1, line});
   }
