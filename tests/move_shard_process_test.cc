@@ -3,7 +3,8 @@
 // on from there to ps:0, and home to ps:1 while it trains, each asked of ps:1 (psctl follows the
 // shard). The job must end DONE with the parameters of an undisturbed run (no step lost or done
 // twice), its checkpoints paused while the shard is away and resumed once it is home, and a
-// move to where the shard is already refused saying so.
+// move to where the shard is already refused saying so. And a moved shard whose new ps is killed
+// is recovered as any ps's loss: from the checkpoint before the move, at its own ps.
 #include <iostream>
 #include <memory>
 #include <string>
@@ -36,35 +37,58 @@ std::string Job(const std::string& dir, const std::string& id, bool paced) {
   return WriteJob(dir, id, job.dump());
 }
 
-TEST(MoveShardProcessTest, AShardMovesToAnotherPsWhileTheJobTrainsAndNoStepIsLost) {
-  const std::string dir = TestDir();
-  absl::StatusOr<std::unique_ptr<DaemonCluster>> started = DaemonCluster::Start(dir, 3, 2);
-  ASSERT_TRUE(started.ok()) << started.status();
-  std::unique_ptr<DaemonCluster> cluster = *std::move(started);
-  const std::string spec = cluster->spec_path();
-  auto submit = [&](const std::string& id, bool paced) {
-    return std::make_unique<Psctl>(
-        std::vector<std::string>{"submit", "--cluster_spec=" + spec,
-                                 "--job=" + Job(dir, id, paced), "--results=" + dir + "/" + id},
-        dir);
-  };
-  std::unique_ptr<Psctl> calm = submit("calm", /*paced=*/false);
-  ASSERT_EQ(calm->Wait(absl::Minutes(3)), 0) << calm->Output();
-
-  std::unique_ptr<Psctl> job = submit("moved", /*paced=*/true);
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (job->Output().find("step ") == std::string::npos) {  // A progress line: it runs.
-    ASSERT_FALSE(job->Ended()) << job->Output();
-    ASSERT_LT(absl::Now(), deadline) << job->Output();
-    absl::SleepFor(absl::Milliseconds(100));
+class MoveShardProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<DaemonCluster>> started = DaemonCluster::Start(dir_, 3, 2);
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster_ = *std::move(started);
+    std::unique_ptr<Psctl> calm = Submit("calm", /*paced=*/false);
+    ASSERT_EQ(calm->Wait(absl::Minutes(3)), 0) << calm->Output();
   }
-  auto move = [&](const std::string& from, const std::string& to) {
+  void TearDown() override {
+    cluster_.reset();
+    EXPECT_THAT(ProcessesMentioning(dir_), ::testing::IsEmpty());
+  }
+
+  std::unique_ptr<Psctl> Submit(const std::string& id, bool paced) {
+    return std::make_unique<Psctl>(
+        std::vector<std::string>{"submit", "--cluster_spec=" + cluster_->spec_path(),
+                                 "--job=" + Job(dir_, id, paced),
+                                 "--results=" + dir_ + "/" + id},
+        dir_);
+  }
+  // Waits until `job` prints `line` (or ends, or a minute passes: failures).
+  static void AwaitLine(Psctl& job, const std::string& line) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (job.Output().find(line) == std::string::npos) {
+      ASSERT_FALSE(job.Ended()) << job.Output();
+      ASSERT_LT(absl::Now(), deadline) << "no \"" << line << "\": " << job.Output();
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  }
+  // psctl move-shard of job `id`'s shard `from` (--task) to `to`, ended.
+  std::unique_ptr<Psctl> Move(const std::string& id, const std::string& from,
+                              const std::string& to) {
     auto psctl = std::make_unique<Psctl>(
-        std::vector<std::string>{"move-shard", "--cluster_spec=" + spec, "--job=moved",
-                                 "--task=" + from, "--to=" + to},
-        dir);
+        std::vector<std::string>{"move-shard", "--cluster_spec=" + cluster_->spec_path(),
+                                 "--job=" + id, "--task=" + from, "--to=" + to},
+        dir_);
     psctl->Wait(absl::Minutes(1));
     return psctl;
+  }
+
+  const std::string dir_ = TestDir();
+  std::unique_ptr<DaemonCluster> cluster_;
+};
+
+TEST_F(MoveShardProcessTest, AShardMovesOnAndHomeWhileTheJobTrainsAndNoStepIsLost) {
+  const std::string spec = cluster_->spec_path();
+  std::unique_ptr<Psctl> job = Submit("moved", /*paced=*/true);
+  AwaitLine(*job, "step ");  // A progress line: it runs.
+  if (HasFatalFailure()) return;
+  auto move = [&](const std::string& from, const std::string& to) {
+    return Move("moved", from, to);
   };
   std::unique_ptr<Psctl> same = move("ps:1", "ps:1");
   EXPECT_EQ(same->Wait(), 2) << same->Output();
@@ -75,7 +99,7 @@ TEST(MoveShardProcessTest, AShardMovesToAnotherPsWhileTheJobTrainsAndNoStepIsLos
       << moved->Output();
   ASSERT_FALSE(job->Ended()) << "the job ended before its shard moved: " << job->Output();
   std::cout << moved->Stdout();
-  Psctl status({"status", "--cluster_spec=" + spec, "--job=moved"}, dir);
+  Psctl status({"status", "--cluster_spec=" + spec, "--job=moved"}, dir_);
   EXPECT_EQ(status.Wait(), 0) << status.Output();
   EXPECT_THAT(status.Stdout(),
               HasSubstr("shard 1 of moved was moved to another ps (psctl move-shard)"))
@@ -99,13 +123,35 @@ TEST(MoveShardProcessTest, AShardMovesToAnotherPsWhileTheJobTrainsAndNoStepIsLos
   EXPECT_THAT(output, HasSubstr("checkpoints paused: shard 1 was moved to another ps")) << output;
   EXPECT_THAT(output, HasSubstr("checkpoints resumed: every shard is served by its own ps again"))
       << output;
-  nlohmann::json summary = ReadJson(dir + "/moved/summary.json");
+  nlohmann::json summary = ReadJson(dir_ + "/moved/summary.json");
   EXPECT_EQ(summary["state"], "DONE") << summary.dump();
   // SYNC: the same steps of the same gradients wherever the shard was; only the order of a
   // step's sum may differ.
-  ExpectSameParameters(ResultParameters(dir + "/calm"), ResultParameters(dir + "/moved"), 1e-4f);
-  cluster.reset();
-  EXPECT_THAT(ProcessesMentioning(dir), ::testing::IsEmpty());
+  ExpectSameParameters(ResultParameters(dir_ + "/calm"), ResultParameters(dir_ + "/moved"), 1e-4f);
+}
+
+// Shard 1 moves to ps:2 once a checkpoint is complete; then ps:2 is killed and started again,
+// losing its own shard and the moved one. psctl recovers the run as for any ps lost: from that
+// checkpoint (the one before the move: checkpoints paused meanwhile), each shard restored at
+// its own ps, and the job ends DONE with the undisturbed run's parameters (SYNC from a
+// checkpoint: the steps done again are the same steps).
+TEST_F(MoveShardProcessTest, AMovedShardsNewPsLostRollsTheJobBackToTheCheckpointBeforeTheMove) {
+  std::unique_ptr<Psctl> job = Submit("lost", /*paced=*/true);
+  AwaitLine(*job, "checkpoint 1 complete");
+  if (HasFatalFailure()) return;
+  std::unique_ptr<Psctl> moved = Move("lost", "ps:1", "ps:2");
+  ASSERT_EQ(moved->Wait(), 0) << moved->Output() << job->Output();
+  ASSERT_TRUE(cluster_->Kill("ps:2"));
+  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_TRUE(cluster_->StartTask("ps:2").ok());
+  ASSERT_EQ(job->Wait(absl::Minutes(5)), 0) << job->Output();
+
+  const std::string output = job->Output();
+  EXPECT_THAT(output, HasSubstr("recovered: the job goes on from checkpoint ")) << output;
+  nlohmann::json summary = ReadJson(dir_ + "/lost/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_EQ(summary["steps"], kSteps) << summary.dump();
+  ExpectSameParameters(ResultParameters(dir_ + "/calm"), ResultParameters(dir_ + "/lost"), 1e-4f);
 }
 
 }  // namespace
