@@ -220,5 +220,42 @@ TEST_F(MoveShardTest, AMovedShardMovesOnAndBackToItsOwnPs) {
   EXPECT_EQ(moved.version(), kSteps);
 }
 
+// The own ps of a moved shard is started again (empty) while the shard is away: a worker that
+// starts afresh does not make the shard anew there (CreateJob finds the ps that serves it), and
+// its pushes reach the moved copy.
+TEST_F(MoveShardTest, AWorkerThatStartsAfreshFindsAShardMovedAwayFromAPsStartedAgain) {
+  StartCluster(3);
+  ParameterSpec spec = Spec("afresh", ConsistencyConfig::ASYNC, 1);
+  spec.set_replicas(0);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  MoveShardResponse moved;
+  const grpc::Status status = MoveShard(1, spec.job_id(), 1, 2, &moved);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_TRUE(cluster_->Restart(1).ok());
+
+  absl::StatusOr<std::unique_ptr<PsClient>> fresh = cluster_->NewClient();
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE((*fresh)->CreateJob(spec).ok());
+  EXPECT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), nullptr);
+  std::shared_ptr<ShardJob> copy = cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
+  ASSERT_NE(copy, nullptr);
+  const int64_t version = copy->Stats().version();
+  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+      WorkerSession::Create(fresh->get(), spec, 0, /*incarnation=*/2);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> w(kRows * kColumns), b(kColumns);
+  ASSERT_TRUE((*session)
+                  ->Pull(WorkerSession::PullOptions(),
+                         {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}})
+                  .ok());
+  absl::StatusOr<std::vector<PushResponse>> pushed = (*session)->Push(
+      WorkerSession::PushOptions(), {{"w", absl::MakeConstSpan(w)}, {"b", absl::MakeConstSpan(b)}});
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(copy->Stats().version(), version + 1);
+  EXPECT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), nullptr);
+}
+
 }  // namespace
 }  // namespace ps

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include <google/protobuf/message.h>
@@ -159,8 +160,13 @@ absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
     absl::Status created = AwaitChiefsJob(spec.job_id());
     if (!created.ok()) return created;
   }
+  // A shard moved to another ps (MoveShard) is not made anew at its own ps (one started again
+  // empty while the shard was away): this client's calls go where it is served.
+  const std::map<int, int> moved =
+      spec.replicas() < 2 && replay == nullptr ? MovedShards(spec.job_id()) : std::map<int, int>();
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
+    if (moved.count(ps) > 0) continue;
     CreateJobRequest request;
     *request.mutable_spec() = spec;
     request.set_num_ps(num_ps());
@@ -178,7 +184,29 @@ absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
   }
   absl::Status status = connections_->RunCalls(std::move(calls));
   if (!status.ok()) return status;
+  for (const auto& [shard, ps] : moved) {
+    connections_->MoveRoute(spec.job_id(), shard, shard, ps,
+                            absl::StrCat("ps:", ps, " serves it, moved there"));
+  }
   return placement;
+}
+
+std::map<int, int> PsClient::MovedShards(const std::string& job_id) {
+  static const ListJobsRequest kList;
+  absl::StatusOr<std::vector<ListJobsResponse>> listed = AskEveryShard<ListJobsResponse>(
+      *connections_, num_ps(), "ListJobs", /*replicated=*/false,
+      [](int) -> const google::protobuf::Message& { return kList; });
+  std::map<int, int> moved;
+  if (!listed.ok()) return moved;  // CreateJob itself then says what is wrong.
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    for (const ListJobsResponse::ShardCopy& copy : (*listed)[ps].copies()) {
+      if (copy.job_id() == job_id && copy.serving() && copy.shard() != ps &&
+          copy.shard() >= 0 && copy.shard() < num_ps()) {
+        moved[copy.shard()] = ps;
+      }
+    }
+  }
+  return moved;
 }
 
 absl::Status PsClient::DeleteJob(const std::string& job_id) {

@@ -6,6 +6,7 @@
 #ifndef PS_COMMON_CLIENT_PS_CLIENT_H_
 #define PS_COMMON_CLIENT_PS_CLIENT_H_
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,7 +37,9 @@ class PsClient {
   // Each dense variable's values by name, row-major, its whole size: a chief's model.
   using InitialValues = absl::flat_hash_map<std::string, absl::Span<const float>>;
 
-  // Creates the job on every shard (idempotent for the same spec) and returns its placement.
+  // Creates the job on every shard (idempotent for the same spec) and returns its placement; a
+  // shard that moved to another ps (MoveShard) is not made again at its own ps, and this
+  // client's calls go to the ps that serves it.
   // With `replay` (one log per shard, in ps order: psctl replay), each shard replays its log
   // (CreateJobRequest.replay).
   // A job that starts at its chief's values (ParameterSpec.chief_initializes) is created by the
@@ -74,6 +77,10 @@ class PsClient {
  private:
   // Waits until job `job_id` exists on every shard (its chief created it).
   absl::Status AwaitChiefsJob(const std::string& job_id);
+  // The shards of job `job_id` (without replicas) that a ps other than their own serves, moved
+  // there (ListJobs of every ps: a serving copy), each with that ps; none when a ps cannot be
+  // asked.
+  std::map<int, int> MovedShards(const std::string& job_id);
 
   explicit PsClient(std::unique_ptr<PsConnections> connections)
       : connections_(std::move(connections)) {}
