@@ -701,14 +701,15 @@ grpc::ServerUnaryReactor* ParameterService::Pull(grpc::CallbackServerContext* co
     rejoin.mutable_rejoin()->set_worker(pull.worker());
     rejoin.mutable_rejoin()->set_incarnation(pull.incarnation());
     rejoin.mutable_rejoin()->set_clock(pull.clock());
-    replicator->Submit(std::move(rejoin),
-                       [reactor, job = *job, pull](absl::StatusOr<ReplicaOutcome> rejoined) {
-                         if (rejoined.ok()) {
-                           reactor->Start(job, pull);
-                         } else {
-                           reactor->Fail(job, rejoined.status());
-                         }
-                       });
+    auto rejoined = [reactor, job = *job, pull](absl::StatusOr<ReplicaOutcome> outcome) {
+      if (outcome.ok()) {
+        reactor->Start(job, pull);
+      } else {
+        reactor->Fail(job, outcome.status());
+      }
+    };
+    // A move's copy applies it at once.
+    if (auto now = replicator->Submit(std::move(rejoin), rejoined)) rejoined(*std::move(now));
     return reactor;
   }
   reactor->Start(*std::move(job), pull);
@@ -798,12 +799,15 @@ void ParameterService::ApplyPush(const std::shared_ptr<ShardJob>& job, ShardJob:
       answer = replicator.status();
     } else if (*replicator != nullptr) {
       ReplicaInput input = PushInput(push);
-      (*replicator)->Submit(
+      std::optional<absl::StatusOr<ReplicaOutcome>> now = (*replicator)->Submit(
           std::move(input),
           [done](absl::StatusOr<ReplicaOutcome> outcome) {
             done(outcome.ok() ? absl::StatusOr<PushResponse>(outcome->push()) : outcome.status());
           },
           std::move(push));
+      if (now.has_value()) {  // A move's copy applied it at once.
+        answer = now->ok() ? absl::StatusOr<PushResponse>((*now)->push()) : now->status();
+      }
     } else {
       answer = job->Push(push.header, *push.buffer, push.known_finite);
     }
@@ -820,7 +824,7 @@ void ParameterService::ApplyInput(const std::shared_ptr<ShardJob>& job, ReplicaI
     if (!replicator.ok()) {
       answer = replicator.status();
     } else if (*replicator != nullptr) {
-      (*replicator)->Submit(std::move(input), done);
+      answer = (*replicator)->Submit(std::move(input), done);  // Set where applied at once.
     } else {
       answer = ApplyReplicaInput(*job, input);
     }
@@ -1097,7 +1101,7 @@ void ParameterService::WatchLeases(const std::string& id, const std::weak_ptr<Sh
     if (replicator != nullptr && !lost.empty()) {
       ReplicaInput input;
       input.mutable_lost()->mutable_workers()->Add(lost.begin(), lost.end());
-      replicator->Submit(std::move(input), [](absl::StatusOr<ReplicaOutcome>) {});
+      replicator->Submit(std::move(input), [](absl::StatusOr<ReplicaOutcome>) {});  // Heard.
     }
     if (!lost.empty() && watched->AllWorkersLeft()) {
       ForgetAfterRetention(id, job);

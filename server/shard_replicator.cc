@@ -46,8 +46,9 @@ ShardReplicator::~ShardReplicator() {
   }
 }
 
-void ShardReplicator::Submit(ReplicaInput input, Done done,
-                             std::optional<ShardJob::ReadyPush> push) {
+std::optional<absl::StatusOr<ReplicaOutcome>> ShardReplicator::Submit(
+    ReplicaInput input, Done done, std::optional<ShardJob::ReadyPush> push) {
+  if (moving()) return ApplyAhead(std::move(input), std::move(push));
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
@@ -56,7 +57,7 @@ void ShardReplicator::Submit(ReplicaInput input, Done done,
       input.set_seq(++submitted_);
       pending_.push_back(std::make_shared<Pending>(
           Pending{std::move(input), std::move(push), std::move(done)}));
-      return;
+      return std::nullopt;
     }
   }
   if (refused.ok()) {
@@ -64,6 +65,33 @@ void ShardReplicator::Submit(ReplicaInput input, Done done,
         absl::StrCat(JobPrefix(job_->spec().job_id()), "the shard is stopping"));
   }
   done(refused);
+  return std::nullopt;
+}
+
+absl::StatusOr<ReplicaOutcome> ShardReplicator::ApplyAhead(
+    ReplicaInput input, std::optional<ShardJob::ReadyPush> push) {
+  absl::MutexLock apply(&apply_mu_);
+  auto pending = std::make_shared<Pending>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      return absl::UnavailableError(
+          absl::StrCat(JobPrefix(job_->spec().job_id()), "the shard is stopping"));
+    }
+    if (!fenced_.ok()) return fenced_;  // Handing over, or gone.
+    input.set_seq(++submitted_);
+    pending->input = std::move(input);
+    pending->done = [](absl::StatusOr<ReplicaOutcome>) {};  // Its caller answers.
+    pending->applied_ahead = true;
+    // Numbered and queued at once, in order with a hand-back queued meanwhile; sent to the new
+    // ps (or, once the move ended, dropped) after it.
+    pending_.push_back(pending);
+  }
+  absl::StatusOr<ReplicaOutcome> result =
+      ApplyReplicaInput(*job_, pending->input, push.has_value() ? &*push : nullptr);
+  absl::MutexLock lock(&mu_);
+  pending->outcome = result;
+  return result;
 }
 
 absl::Status ShardReplicator::Fenced() const {
@@ -532,7 +560,7 @@ absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr
   bool degraded;
   {
     absl::MutexLock lock(&mu_);
-    install.set_seq(applied_);  // Only this thread applies inputs: the snapshot holds these.
+    install.set_seq(applied_);  // Only this thread applies inputs (but a move's: see below).
     degraded = stats_.state() == ReplicationStats::DEGRADED;
   }
   // Not connected: no snapshot taken, and at most 200 ms of wait for a host that does not answer
@@ -552,8 +580,19 @@ absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr
     return absl::UnavailableError(
         absl::StrCat(options_.backup_name, " does not answer (is its host up?)"));
   }
-  *install.mutable_install() = job_->ReplicaSnapshot();
-  if (moving()) install.mutable_install()->set_moving_from(options_.move_from);
+  if (moving()) {
+    // Inputs are applied as they come (ApplyAhead): the snapshot holds those numbered so far,
+    // and the new ps gets the ones after it.
+    absl::MutexLock apply(&apply_mu_);
+    *install.mutable_install() = job_->ReplicaSnapshot();
+    absl::MutexLock lock(&mu_);
+    install.set_seq(submitted_);
+    pending_.clear();  // No hand-back before the first install.
+    applied_ = submitted_;
+    install.mutable_install()->set_moving_from(options_.move_from);
+  } else {
+    *install.mutable_install() = job_->ReplicaSnapshot();
+  }
   std::unique_ptr<Stream> opened = stub_->Replicate(context);
   absl::Status status;
   ReplicaAck ack;
@@ -619,12 +658,19 @@ void ShardReplicator::ApplyOldest(const ReplicaAck* ack) {
   std::shared_ptr<Pending> oldest;
   {
     absl::MutexLock lock(&mu_);
+    // A move's input is applied by its submitter (ApplyAhead), which may not be done yet.
+    const Pending& front = *pending_.front();
+    auto ready = [&front]() { return !front.applied_ahead || front.outcome.has_value(); };
+    mu_.Await(absl::Condition(&ready));
     oldest = std::move(pending_.front());
     pending_.pop_front();
     ++applied_;  // With the pop: Send finds input seq at pending_[seq - applied_ - 1].
   }
-  absl::StatusOr<ReplicaOutcome> result = ApplyReplicaInput(
-      *job_, oldest->input, oldest->push.has_value() ? &*oldest->push : nullptr);
+  absl::StatusOr<ReplicaOutcome> result =
+      oldest->applied_ahead
+          ? *oldest->outcome
+          : ApplyReplicaInput(*job_, oldest->input,
+                              oldest->push.has_value() ? &*oldest->push : nullptr);
   if (oldest->input.has_hand_back()) {  // The backup's answer is its own: no divergence.
     FinishHandBack(ack);
     oldest->done(std::move(result));

@@ -97,10 +97,16 @@ class ShardReplicator {
   // Stops; inputs not yet applied are answered UNAVAILABLE.
   ~ShardReplicator();
 
-  // Numbers `input` (its seq is set here) and applies it once the backup holds it. `push`: a
-  // push input's decoded gradient, applied here without decoding the message again.
-  void Submit(ReplicaInput input, Done done,
-              std::optional<ShardJob::ReadyPush> push = std::nullopt) ABSL_LOCKS_EXCLUDED(mu_);
+  // Numbers `input` (its seq is set here) and applies it once the backup holds it, calling
+  // `done` then; returns none. `push`: a push input's decoded gradient, applied here without
+  // decoding the message again. A move's copy (on_move_end) applies it here at once instead,
+  // in the order the new ps gets it, and returns its result for the caller to answer (`done`
+  // is not called): the shard has no replicas, so nothing waits for the new ps but the
+  // hand-over, sent once the new ps holds every input before it. So the workers go on while
+  // the shard is copied (only the snapshot holds them up) and caught up.
+  std::optional<absl::StatusOr<ReplicaOutcome>> Submit(
+      ReplicaInput input, Done done, std::optional<ShardJob::ReadyPush> push = std::nullopt)
+      ABSL_LOCKS_EXCLUDED(apply_mu_, mu_);
 
   ReplicationStats Stats() const ABSL_LOCKS_EXCLUDED(mu_);
   const std::shared_ptr<ShardJob>& job() const { return job_; }
@@ -149,10 +155,18 @@ class ShardReplicator {
     ReplicaInput input;
     std::optional<ShardJob::ReadyPush> push;
     Done done;
+    // A move's input, applied here at once (Submit): its result once applied, compared with the
+    // new ps's when it acknowledges the input.
+    bool applied_ahead = false;
+    std::optional<absl::StatusOr<ReplicaOutcome>> outcome = std::nullopt;
   };
   using Stream = grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>;
 
   void Run();
+  // A move's Submit: numbers `input`, queues it for the new ps and applies it here now.
+  absl::StatusOr<ReplicaOutcome> ApplyAhead(ReplicaInput input,
+                                            std::optional<ShardJob::ReadyPush> push)
+      ABSL_LOCKS_EXCLUDED(apply_mu_, mu_);
   // Opens a stream and installs the backup; the error if it could not, with `*refused` set when
   // connecting failed (refused, unreachable, or a TLS handshake that failed) rather than going
   // unanswered.
@@ -195,6 +209,9 @@ class ShardReplicator {
   const ShardReplicatorOptions options_;
   const std::unique_ptr<ParameterServer::Stub> stub_;
 
+  // A move's: held while an input is numbered and applied (Submit) and while the snapshot is
+  // taken (Open), so that the snapshot holds exactly the inputs numbered before it.
+  absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* open_context_ ABSL_GUARDED_BY(mu_) = nullptr;  // Cancelled by Stop.

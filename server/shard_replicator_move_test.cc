@@ -1,7 +1,7 @@
 // A move's replicator (ShardReplicatorOptions.on_move_end) against a new ps made by hand: one
 // whose stream ends before the hand-over leaves the shard serving here, every update applied
 // once, and says so; one that takes the hand-over ends the move, and this copy then refuses
-// calls with where the shard went.
+// calls with where the shard went; pushes during the copy are applied and answered at once.
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +35,16 @@ class NewPs final : public ParameterServer::Service {
  public:
   explicit NewPs(bool ends_early) : ends_early_(ends_early) {}
 
+  // The install is acknowledged only once Release is called (as a big shard's copy takes its
+  // time): HoldInstall before the move starts.
+  void HoldInstall() { hold_ = true; }
+  void Release() { released_.Notify(); }
+  // The version of its copy after the last input it acknowledged (-1 before the install).
+  int64_t CopyVersion() {
+    absl::MutexLock lock(&mu_);
+    return copy_version_;
+  }
+
   grpc::Status ListJobs(grpc::ServerContext* /*context*/, const ListJobsRequest* /*request*/,
                         ListJobsResponse* /*response*/) override {
     return grpc::Status::OK;
@@ -54,11 +64,16 @@ class NewPs final : public ParameterServer::Service {
             ShardJob::FromReplicaSnapshot(input.install(), Clock::Real());
         if (!made.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, "bad install");
         copy = *std::move(made);
+        if (hold_) released_.WaitForNotification();
         ack = AckFor(input.seq(), ReplicaOutcome());
       } else if (input.has_hand_back()) {
         ack = AckFor(input.seq(), ReplicaOutcome());
       } else {
         ack = AckFor(input.seq(), ApplyReplicaInput(*copy, input));
+      }
+      {
+        absl::MutexLock lock(&mu_);
+        copy_version_ = copy->Stats().version();
       }
       if (!stream->Write(ack)) break;
     }
@@ -67,6 +82,10 @@ class NewPs final : public ParameterServer::Service {
 
  private:
   const bool ends_early_;
+  bool hold_ = false;
+  absl::Notification released_;
+  absl::Mutex mu_;
+  int64_t copy_version_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 class MoveTest : public ::testing::TestWithParam<bool> {
@@ -100,8 +119,10 @@ class MoveTest : public ::testing::TestWithParam<bool> {
       absl::MutexLock lock(&mu_);
       ended_ = outcome;
     };
-    replicator_ = std::make_unique<ShardReplicator>(job_, options);
+    options_ = options;
   }
+
+  void StartMove() { replicator_ = std::make_unique<ShardReplicator>(job_, options_); }
 
   void TearDown() override {
     replicator_.reset();
@@ -118,13 +139,12 @@ class MoveTest : public ::testing::TestWithParam<bool> {
     push.header.set_incarnation(1);
     for (const SliceRef& ref : job_->SliceRefs()) *push.header.add_slices() = ref;
     push.buffer = std::make_shared<std::vector<float>>(job_->num_parameters(), 0.25f);
-    replicator_->Submit(
-        PushInput(push),
-        [answers, mu](absl::StatusOr<ReplicaOutcome> answer) {
-          absl::MutexLock lock(mu);
-          answers->push_back(answer.status());
-        },
-        push);
+    auto answered = [answers, mu](absl::StatusOr<ReplicaOutcome> answer) {
+      absl::MutexLock lock(mu);
+      answers->push_back(answer.status());
+    };
+    // A move's copy applies it at once (answered here), or refuses it.
+    if (auto now = replicator_->Submit(PushInput(push), answered, push)) answered(*now);
   }
 
   // The move's outcome, once it ended (up to 20 s).
@@ -141,6 +161,7 @@ class MoveTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<grpc::Server> server_;
   ParameterSpec spec_;
   std::shared_ptr<ShardJob> job_;
+  ShardReplicatorOptions options_;
   std::unique_ptr<ShardReplicator> replicator_;
   absl::Mutex mu_;
   std::optional<absl::Status> ended_ ABSL_GUARDED_BY(mu_);
@@ -148,7 +169,8 @@ class MoveTest : public ::testing::TestWithParam<bool> {
 
 TEST_P(MoveTest, EndsOnceWithTheShardWhereTheNewPsLeftIt) {
   const bool ends_early = GetParam();
-  // Pushes while the move begins: some wait for the install, some for the catch-up.
+  // Pushes while the move begins: before the install, and during the catch-up.
+  StartMove();
   absl::Mutex mu;
   std::vector<absl::Status> answers;
   for (int64_t id = 1; id <= 3; ++id) Push(id, &answers, &mu);
@@ -184,6 +206,31 @@ TEST_P(MoveTest, EndsOnceWithTheShardWhereTheNewPsLeftIt) {
     EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
     EXPECT_EQ(ShardMovedTo(ToGrpcStatus(refused)), 1) << refused;
   }
+}
+
+// While the new ps takes its time over the install, the workers go on: their pushes are applied
+// here and answered at once. They follow the install there, and the shard moves with each.
+TEST_P(MoveTest, PushesAreAnsweredWhileTheCopyIsOnItsWay) {
+  if (GetParam()) GTEST_SKIP() << "the new ps that takes the hand-over";
+  new_ps_.HoldInstall();
+  StartMove();
+  absl::Mutex mu;
+  std::vector<absl::Status> answers;
+  for (int64_t id = 1; id <= 5; ++id) Push(id, &answers, &mu);
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(answers.size(), 5u);  // Answered in Submit: nothing waited for the install.
+    for (const absl::Status& answer : answers) EXPECT_TRUE(answer.ok()) << answer;
+  }
+  EXPECT_EQ(job_->Stats().version(), 5);
+  EXPECT_FALSE(replicator_->HandedBack());
+  new_ps_.Release();
+  const std::optional<absl::Status> ended = Ended();
+  ASSERT_TRUE(ended.has_value()) << "the move never ended";
+  EXPECT_TRUE(ended->ok()) << *ended;
+  // The new ps holds every push: in its install (the first, maybe) or after it.
+  EXPECT_EQ(new_ps_.CopyVersion(), 5);
+  EXPECT_EQ(replicator_->Stats().divergences(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(NewPs, MoveTest, ::testing::Bool(),
