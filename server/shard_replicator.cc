@@ -16,7 +16,12 @@ namespace ps {
 ShardReplicator::ShardReplicator(std::shared_ptr<ShardJob> job, ShardReplicatorOptions options)
     : job_(std::move(job)),
       options_(std::move(options)),
-      stub_(ParameterServer::NewStub(options_.channel)) {
+      stub_(ParameterServer::NewStub(options_.channel)),
+      move_ahead_bytes_(options_.move_ahead_bytes > 0
+                            ? options_.move_ahead_bytes
+                            : std::max<int64_t>(kMoveAheadBytes,
+                                                job_->num_parameters() *
+                                                    static_cast<int64_t>(sizeof(float)))) {
   stats_.set_backup(options_.backup_name);
   stats_.set_state(ReplicationStats::CONNECTING);
   thread_ = std::thread([this] { Run(); });
@@ -48,7 +53,7 @@ ShardReplicator::~ShardReplicator() {
 
 std::optional<absl::StatusOr<ReplicaOutcome>> ShardReplicator::Submit(
     ReplicaInput input, Done done, std::optional<ShardJob::ReadyPush> push) {
-  if (moving()) return ApplyAhead(std::move(input), std::move(push));
+  if (moving()) return SubmitToMove(std::move(input), std::move(done), std::move(push));
   absl::Status refused;
   {
     absl::MutexLock lock(&mu_);
@@ -68,24 +73,36 @@ std::optional<absl::StatusOr<ReplicaOutcome>> ShardReplicator::Submit(
   return std::nullopt;
 }
 
-absl::StatusOr<ReplicaOutcome> ShardReplicator::ApplyAhead(
-    ReplicaInput input, std::optional<ShardJob::ReadyPush> push) {
+std::optional<absl::StatusOr<ReplicaOutcome>> ShardReplicator::SubmitToMove(
+    ReplicaInput input, Done done, std::optional<ShardJob::ReadyPush> push) {
+  const int64_t bytes = static_cast<int64_t>(input.ByteSizeLong());
   absl::MutexLock apply(&apply_mu_);
   auto pending = std::make_shared<Pending>();
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
-      return absl::UnavailableError(
-          absl::StrCat(JobPrefix(job_->spec().job_id()), "the shard is stopping"));
+      return absl::StatusOr<ReplicaOutcome>(absl::UnavailableError(
+          absl::StrCat(JobPrefix(job_->spec().job_id()), "the shard is stopping")));
     }
-    if (!fenced_.ok()) return fenced_;  // Handing over, or gone.
+    if (!fenced_.ok()) return absl::StatusOr<ReplicaOutcome>(fenced_);  // Handing over, gone.
     input.set_seq(++submitted_);
     pending->input = std::move(input);
+    // Numbered and queued at once, in order with a hand-back queued meanwhile, for the new ps
+    // (or, once the move ended, to be dropped).
+    if (waiting_ > 0 || (ahead_bytes_ > 0 && ahead_bytes_ >= move_ahead_bytes_)) {
+      // Far enough ahead of the new ps (or behind inputs that wait): applied once it holds it,
+      // as a replica's, and answered then (the submitter waits, the thread does not).
+      pending->push = std::move(push);
+      pending->done = std::move(done);
+      pending_.push_back(pending);
+      ++waiting_;
+      return std::nullopt;
+    }
     pending->done = [](absl::StatusOr<ReplicaOutcome>) {};  // Its caller answers.
     pending->applied_ahead = true;
-    // Numbered and queued at once, in order with a hand-back queued meanwhile; sent to the new
-    // ps (or, once the move ended, dropped) after it.
+    pending->bytes = bytes;
     pending_.push_back(pending);
+    ahead_bytes_ += bytes;
   }
   absl::StatusOr<ReplicaOutcome> result =
       ApplyReplicaInput(*job_, pending->input, push.has_value() ? &*push : nullptr);
@@ -581,14 +598,16 @@ absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr
         absl::StrCat(options_.backup_name, " does not answer (is its host up?)"));
   }
   if (moving()) {
-    // Inputs are applied as they come (ApplyAhead): the snapshot holds those numbered so far,
+    // Inputs are applied as they come (SubmitToMove): the snapshot holds those numbered so far,
     // and the new ps gets the ones after it.
     absl::MutexLock apply(&apply_mu_);
     *install.mutable_install() = job_->ReplicaSnapshot();
     absl::MutexLock lock(&mu_);
-    install.set_seq(submitted_);
-    pending_.clear();  // No hand-back before the first install.
-    applied_ = submitted_;
+    // Those applied here (ahead, the first ones) are in it; those that wait follow it.
+    while (!pending_.empty() && pending_.front()->applied_ahead) pending_.pop_front();
+    ahead_bytes_ = 0;
+    applied_ = submitted_ - static_cast<int64_t>(pending_.size());
+    install.set_seq(applied_);
     install.mutable_install()->set_moving_from(options_.move_from);
   } else {
     *install.mutable_install() = job_->ReplicaSnapshot();
@@ -655,22 +674,26 @@ void ShardReplicator::Send(Stream* stream, grpc::ClientContext* context, uint64_
 }
 
 void ShardReplicator::ApplyOldest(const ReplicaAck* ack) {
+  // A move's inputs are applied one at a time in their order: by their submitters ahead of the
+  // new ps (SubmitToMove, which holds apply_mu_ until each has its outcome), or here.
+  std::optional<absl::MutexLock> apply;
+  if (moving()) apply.emplace(&apply_mu_);
   std::shared_ptr<Pending> oldest;
   {
     absl::MutexLock lock(&mu_);
-    // A move's input is applied by its submitter (ApplyAhead), which may not be done yet.
-    const Pending& front = *pending_.front();
-    auto ready = [&front]() { return !front.applied_ahead || front.outcome.has_value(); };
-    mu_.Await(absl::Condition(&ready));
     oldest = std::move(pending_.front());
     pending_.pop_front();
+    ahead_bytes_ -= oldest->bytes;
+    if (moving() && !oldest->applied_ahead && !oldest->input.has_hand_back()) --waiting_;
     ++applied_;  // With the pop: Send finds input seq at pending_[seq - applied_ - 1].
   }
+  if (oldest->input.has_hand_back()) apply.reset();  // Its end may ask the new ps (seconds).
   absl::StatusOr<ReplicaOutcome> result =
       oldest->applied_ahead
           ? *oldest->outcome
           : ApplyReplicaInput(*job_, oldest->input,
                               oldest->push.has_value() ? &*oldest->push : nullptr);
+  apply.reset();
   if (oldest->input.has_hand_back()) {  // The backup's answer is its own: no divergence.
     FinishHandBack(ack);
     oldest->done(std::move(result));

@@ -81,6 +81,10 @@ struct ShardReplicatorOptions {
   std::function<void(absl::Status)> on_move_end;
   int move_from = -1;  // This ps's task index (ReplicaInstall.moving_from).
   int move_to = -1;
+  // How far a move's inputs may be applied here ahead of the new ps, in bytes of those not yet
+  // acknowledged there (Submit); 0: ShardReplicator::kMoveAheadBytes, or the shard's size where
+  // that is more.
+  int64_t move_ahead_bytes = 0;
 };
 
 // Thread-safe.
@@ -103,7 +107,8 @@ class ShardReplicator {
   // in the order the new ps gets it, and returns its result for the caller to answer (`done`
   // is not called): the shard has no replicas, so nothing waits for the new ps but the
   // hand-over, sent once the new ps holds every input before it. So the workers go on while
-  // the shard is copied (only the snapshot holds them up) and caught up.
+  // the shard is copied (only the snapshot holds them up) and caught up, up to
+  // kMoveAheadBytes ahead of the new ps; past that an input waits as a replica's does.
   std::optional<absl::StatusOr<ReplicaOutcome>> Submit(
       ReplicaInput input, Done done, std::optional<ShardJob::ReadyPush> push = std::nullopt)
       ABSL_LOCKS_EXCLUDED(apply_mu_, mu_);
@@ -159,13 +164,17 @@ class ShardReplicator {
     // new ps's when it acknowledges the input.
     bool applied_ahead = false;
     std::optional<absl::StatusOr<ReplicaOutcome>> outcome = std::nullopt;
+    int64_t bytes = 0;  // Its size, counted in ahead_bytes_.
   };
   using Stream = grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>;
 
   void Run();
-  // A move's Submit: numbers `input`, queues it for the new ps and applies it here now.
-  absl::StatusOr<ReplicaOutcome> ApplyAhead(ReplicaInput input,
-                                            std::optional<ShardJob::ReadyPush> push)
+  // A move's Submit: numbers `input` and queues it for the new ps; applies it here now and
+  // returns its result, unless the inputs applied ahead and not yet acknowledged there reach
+  // move_ahead_bytes_ (or an input waits already): then it waits to be applied on its
+  // acknowledgement, as a replica's, `done` hearing it.
+  std::optional<absl::StatusOr<ReplicaOutcome>> SubmitToMove(
+      ReplicaInput input, Done done, std::optional<ShardJob::ReadyPush> push)
       ABSL_LOCKS_EXCLUDED(apply_mu_, mu_);
   // Opens a stream and installs the backup; the error if it could not, with `*refused` set when
   // connecting failed (refused, unreachable, or a TLS handshake that failed) rather than going
@@ -189,6 +198,10 @@ class ShardReplicator {
   // A move's catch-up: how long after the install new inputs are still taken before the
   // hand-back is queued (refusing them) even though inputs are still pending.
   static constexpr absl::Duration kMoveCatchUp = absl::Seconds(1);
+  // How far a move's inputs applied here may be ahead of the new ps (SubmitToMove), in bytes of
+  // the inputs not yet acknowledged there: this, or the shard's size where that is more (one
+  // whole push).
+  static constexpr int64_t kMoveAheadBytes = int64_t{32} << 20;
   // For a move's hand-back sent and unanswered: false once the new ps says it does not hold
   // the shard's copy (its stream ended there first); true when it serves it, or cannot tell
   // within 10 s (it then may serve it).
@@ -209,8 +222,9 @@ class ShardReplicator {
   const ShardReplicatorOptions options_;
   const std::unique_ptr<ParameterServer::Stub> stub_;
 
-  // A move's: held while an input is numbered and applied (Submit) and while the snapshot is
-  // taken (Open), so that the snapshot holds exactly the inputs numbered before it.
+  // A move's: held while an input is numbered and applied (SubmitToMove, ApplyOldest) and while
+  // the snapshot is taken (Open), so that inputs are applied in their order and the snapshot
+  // holds exactly those applied.
   absl::Mutex apply_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -236,6 +250,9 @@ class ShardReplicator {
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
   bool move_ended_ ABSL_GUARDED_BY(mu_) = false;  // on_move_end was called.
   absl::Time move_installed_at_ ABSL_GUARDED_BY(mu_);  // A move's install was acknowledged.
+  const int64_t move_ahead_bytes_;  // options_.move_ahead_bytes, its 0 resolved.
+  int64_t ahead_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // Of the queued inputs applied ahead.
+  int64_t waiting_ ABSL_GUARDED_BY(mu_) = 0;  // A move's queued inputs not applied ahead.
   mutable std::atomic<bool> asking_home_{false};  // AskHomeAfterHandBack's call is out.
   std::thread thread_;  // Run.
 };

@@ -233,6 +233,37 @@ TEST_P(MoveTest, PushesAreAnsweredWhileTheCopyIsOnItsWay) {
   EXPECT_EQ(replicator_->Stats().divergences(), 0);
 }
 
+// Ahead of the new ps only so far (move_ahead_bytes): past that, pushes wait for it, as a
+// replica's do, and are applied here once it holds them, in their order.
+TEST_P(MoveTest, PushesFarAheadOfTheNewPsWaitForIt) {
+  if (GetParam()) GTEST_SKIP() << "the new ps that takes the hand-over";
+  new_ps_.HoldInstall();
+  options_.move_ahead_bytes = 1;  // One push ahead.
+  StartMove();
+  absl::Mutex mu;
+  std::vector<absl::Status> answers;
+  for (int64_t id = 1; id <= 3; ++id) Push(id, &answers, &mu);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(answers.size(), 1u);  // The first, applied ahead; the others wait.
+  }
+  EXPECT_EQ(job_->Stats().version(), 1);
+  new_ps_.Release();
+  {
+    absl::MutexLock lock(&mu);
+    auto all = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answers.size() == 3; };
+    mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(20));
+    ASSERT_EQ(answers.size(), 3u);
+    for (const absl::Status& answer : answers) EXPECT_TRUE(answer.ok()) << answer;
+  }
+  const std::optional<absl::Status> ended = Ended();
+  ASSERT_TRUE(ended.has_value()) << "the move never ended";
+  EXPECT_TRUE(ended->ok()) << *ended;
+  EXPECT_EQ(job_->Stats().version(), 3);
+  EXPECT_EQ(new_ps_.CopyVersion(), 3);
+  EXPECT_EQ(replicator_->Stats().divergences(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(NewPs, MoveTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "EndsItsStreamEarly" : "TakesTheHandOver";
