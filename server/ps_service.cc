@@ -977,6 +977,17 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
                                                 ? !serving->second->Superseded()
                                                 : copy.moving_from >= 0));
     }
+    for (const auto& [key, move] : incoming_) {
+      if (!RequireJobAccess(peer, move.job->spec().owner(), key.first, JobAccess::kRead,
+                            "ListJobs")
+               .ok()) {
+        continue;
+      }
+      ListJobsResponse::ShardCopy* listed = response->add_copies();
+      listed->set_job_id(key.first);
+      listed->set_shard(key.second);
+      listed->set_incoming(true);
+    }
     for (const auto& [key, replicator] : replicators_) {
       const std::optional<int> to = replicator->MovedTo();
       if (!to.has_value() ||

@@ -332,12 +332,23 @@ class ParameterService final : public ParameterServerBase {
                                                         const Peer& peer, JobAccess access,
                                                         absl::string_view method)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // OK when this ps may take the move install `install` (ReplicaInstall.moving_from): the
-  // cluster's number of ps, a shard not its own, from its own ps; FAILED_PRECONDITION saying
-  // why not.
+  // OK when this ps may take the move install `install` (ReplicaInstall.moving_from) as far as
+  // its numbers go: the cluster's number of ps, a shard of it, from another ps;
+  // FAILED_PRECONDITION saying why not.
   absl::Status CheckMoveHere(const ReplicaInstall& install) const;
-  // The hand-back of a moving copy (BackupCopy.moving_from): this ps serves the shard from
-  // now on. The ack says whether it does.
+  // A move's install (ReplicaInstall.moving_from, checked by CheckMoveHere and the streaming
+  // ps's identity): the copy goes to incoming_, bound to `binding`, once ps moving_from (unless
+  // it is the shard's own ps) says that it serves the shard, this ps holds its own shard of the
+  // job's run and owner, and it holds nothing of the shard but what left it (a copy that moved
+  // on, or its own shard moved away: served elsewhere). The ack, or why not.
+  absl::StatusOr<ReplicaAck> InstallMovingCopy(const ReplicaInput& input, BackupBinding* binding)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // OK when ps `ps` lists the copy of `key` as one it serves (ListJobs, up to 2 s); else
+  // FAILED_PRECONDITION (or its error) saying so.
+  absl::Status ConfirmServedBy(int ps, const std::pair<std::string, int>& key)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The hand-back of a moving copy (incoming_): this ps serves the shard from now on, in place
+  // of what it held of it. The ack says whether it does.
   ReplicaAck TakeMovedShard(const BackupBinding& binding, int64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
   // A channel to ps task `ps` as replication makes them; `name` gets "ps:1 (host:port)". Null
   // when this ps does not know where `ps` listens.
@@ -545,13 +556,27 @@ class ParameterService final : public ParameterServerBase {
     bool streaming = false;  // The stream that installed it is open.
     std::chrono::steady_clock::time_point installed_at;  // When that stream installed it.
     bool promoted = false;   // It serves the shard now (its primary went away).
-    // A copy of a shard without replicas moving here from this ps (MoveShard): served once
-    // its stream hands it over (then `promoted`), dropped if the stream ends first. -1: none.
+    // A copy of a shard without replicas moved here from ps `moving_from` (MoveShard), served
+    // here (promoted) unless it moved on. -1: none.
     int moving_from = -1;
   };
   std::map<ShardKey, BackupCopy> backups_ ABSL_GUARDED_BY(mu_);
-  // The bytes this ps holds and has reserved for all jobs: its own shards, the backup copies it
-  // holds (but the one at `replacing`, when given), and the reservations in flight.
+  // A copy of a shard without replicas moving here (MoveShard), installed by the stream of
+  // `generation` from ps `moving_from`: served once that stream hands it over, dropped if the
+  // stream ends first. What this ps held of the shard before (a copy that moved on, its own
+  // shard moved away), with its record of where the shard went, stays until the hand-over.
+  struct IncomingMove {
+    std::shared_ptr<ShardJob> job;
+    uint64_t generation = 0;
+    int moving_from = -1;
+  };
+  std::map<ShardKey, IncomingMove> incoming_ ABSL_GUARDED_BY(mu_);
+  // Whether `binding`'s copy is still the one its stream installed (a backup, or a move's).
+  bool BindingCurrentLocked(const BackupBinding& binding) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bytes this ps holds and has reserved for all jobs: its own shards, the backup copies and
+  // moves' copies it holds (but the one at `replacing`, when given, and this ps's own shard when
+  // `replacing` names it), and the reservations in flight.
   int64_t HeldBytesLocked(const ShardKey* replacing = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t backup_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::string> ps_addresses_ ABSL_GUARDED_BY(mu_);  // options_.ps_addresses at first.

@@ -64,16 +64,21 @@ absl::StatusOr<std::unique_ptr<ParameterService::Reservation>> ParameterService:
 int64_t ParameterService::HeldBytesLocked(const ShardKey* replacing) {
   int64_t used = reserved_bytes_;
   for (const auto& [id, job] : jobs_) {
+    if (replacing != nullptr && replacing->second == options_.ps_index &&
+        replacing->first == id) {
+      continue;  // Its own shard, which the copy comes to replace.
+    }
     absl::StatusOr<int64_t> held =
         ShardJob::MemoryBytes(job->spec(), options_.num_ps, options_.ps_index);
     if (held.ok()) used += *held;
   }
-  for (const auto& [key, copy] : backups_) {
-    if (copy.job == nullptr || (replacing != nullptr && key == *replacing)) continue;
-    absl::StatusOr<int64_t> held =
-        ShardJob::MemoryBytes(copy.job->spec(), options_.num_ps, key.second);
+  auto add_copy = [&](const ShardKey& key, const std::shared_ptr<ShardJob>& job) {
+    if (job == nullptr || (replacing != nullptr && key == *replacing)) return;
+    absl::StatusOr<int64_t> held = ShardJob::MemoryBytes(job->spec(), options_.num_ps, key.second);
     if (held.ok()) used += *held;
-  }
+  };
+  for (const auto& [key, copy] : backups_) add_copy(key, copy.job);
+  for (const auto& [key, move] : incoming_) add_copy(key, move.job);
   return used;
 }
 

@@ -8,7 +8,10 @@
 #include <glog/logging.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/net/grpc_status.h"
+#include "proto/ps_service.grpc.pb.h"
+#include "server/mib_text.h"
 #include "server/ps_service.h"
 #include "server/replica_input.h"
 
@@ -191,45 +194,147 @@ absl::Status ParameterService::CheckMoveHere(const ReplicaInstall& install) cons
   return absl::OkStatus();
 }
 
+absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInput& input,
+                                                               BackupBinding* binding) {
+  const ReplicaInstall& install = input.install();
+  const std::string prefix = JobPrefix(install.job_id());
+  const int shard = install.shard();
+  const ShardKey key{install.job_id(), shard};
+  // A shard moving on from a ps that is not its own: that ps must be the one serving it, or
+  // any ps could plant a copy of any shard here.
+  if (install.moving_from() != shard) {
+    absl::Status served = ConfirmServedBy(install.moving_from(), key);
+    if (!served.ok()) return served;
+  }
+  absl::StatusOr<std::unique_ptr<ShardJob>> made =
+      ShardJob::FromReplicaSnapshot(install, options_.clock);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<ShardJob> copy(*std::move(made));
+  if (copy->spec().replicas() >= 2) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(prefix, "a shard with replicas moves only between its two copies"));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
+    // Only a shard of a job (and run) this ps holds its own shard of, of the same owner.
+    auto own = jobs_.find(install.job_id());
+    if (own == jobs_.end() || own->second->spec().owner() != copy->spec().owner() ||
+        own->second->spec().run_id() != copy->spec().run_id()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          prefix, TaskName(), " does not hold this run of the job, of that owner: it takes no "
+          "shard of it"));
+    }
+    // What it holds of the shard must have left it: its record of the move (which answers with
+    // where the shard went until the hand-over) names the copy.
+    std::shared_ptr<ShardJob> held;
+    if (shard == options_.ps_index) {
+      held = own->second;
+    } else if (auto it = backups_.find(key); it != backups_.end()) {
+      held = it->second.job;
+    }
+    if (held != nullptr) {
+      auto record = replicators_.find(key);
+      if (record == replicators_.end() || record->second->job() != held ||
+          !record->second->MovedTo().has_value()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            prefix, TaskName(), " serves shard ", shard, " itself; it takes no moving copy of it"));
+      }
+    }
+    absl::StatusOr<int64_t> bytes = ShardJob::MemoryBytes(copy->spec(), options_.num_ps, shard);
+    if (!bytes.ok()) return bytes.status();
+    const int64_t in_use = HeldBytesLocked(&key);
+    if (in_use + *bytes > max_total_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          prefix, TaskName(), " cannot hold shard ", shard, ": it needs ", MibText(*bytes),
+          ", and ", TaskName(), " holds ", MibText(in_use), " of its ", MibText(max_total_bytes_),
+          " for all jobs (ps_server --max_memory_mb)"));
+    }
+    copy->UseByteBudget(byte_budget_);
+    IncomingMove& slot = incoming_[key];  // A copy of an earlier stream gives way.
+    slot = IncomingMove{copy, ++backup_generation_, install.moving_from()};
+    *binding = BackupBinding{install.job_id(), slot.generation, copy, input.seq()};
+  }
+  LOG(INFO) << prefix << TaskName() << " holds the moving copy of shard " << shard
+            << " (served by ps:" << install.moving_from() << ") as of input " << input.seq();
+  return AckFor(input.seq(), ReplicaOutcome());
+}
+
+absl::Status ParameterService::ConfirmServedBy(int ps, const std::pair<std::string, int>& key) {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string name;
+  {
+    absl::MutexLock lock(&mu_);
+    channel = ChannelToPsLocked(ps, &name);
+  }
+  const std::string refused =
+      absl::StrCat(JobPrefix(key.first), "shard ", key.second, " is not moving from ps:", ps);
+  if (channel == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(refused, ": ", TaskName(), " does not know where it listens"));
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  ListJobsResponse listed;
+  const grpc::Status answered =
+      ParameterServer::NewStub(channel)->ListJobs(&context, ListJobsRequest(), &listed);
+  if (!answered.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(refused, ": ", name, " could not be asked (", answered.error_message(), ")"));
+  }
+  for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
+    if (copy.job_id() == key.first && copy.shard() == key.second && copy.serving()) {
+      return absl::OkStatus();
+    }
+  }
+  return absl::FailedPreconditionError(absl::StrCat(refused, ": ", name, " does not serve it"));
+}
+
 ReplicaAck ParameterService::TakeMovedShard(const BackupBinding& binding, int64_t seq) {
   const std::string& job_id = binding.job_id;
   const int shard = binding.job->ps_index();
+  const ShardKey key{job_id, shard};
   const bool home = shard == options_.ps_index;
   absl::Status refused;
   int from = -1;
   std::shared_ptr<ShardReplicator> record;  // Of the move away from here; stopped outside mu_.
   {
     absl::MutexLock lock(&mu_);
-    auto it = backups_.find({job_id, shard});
+    auto it = incoming_.find(key);
     auto own = jobs_.find(job_id);
     if (shutting_down_) {
       refused = absl::UnavailableError(TaskName() + " is shutting down");
-    } else if (it == backups_.end() || it->second.generation != binding.generation) {
+    } else if (it == incoming_.end() || it->second.generation != binding.generation) {
       refused = absl::FailedPreconditionError(absl::StrCat(
           JobPrefix(job_id), TaskName(), " no longer holds the copy of shard ", shard,
           " that this stream moved here"));
-    } else if (home && own == jobs_.end()) {
-      refused = absl::FailedPreconditionError(absl::StrCat(
-          JobPrefix(job_id), "the job was deleted from ", TaskName(), " meanwhile"));
-    } else if (home) {
-      // Back at its own ps: served as its own shard again, and its record of the move goes.
+    } else if (own == jobs_.end()) {
+      refused = absl::FailedPreconditionError(
+          absl::StrCat(JobPrefix(job_id), "the job was deleted from ", TaskName(), " meanwhile"));
+    } else {
+      // Served here from now on, in place of what this ps held of it, and its record goes.
       from = it->second.moving_from;
-      own->second = it->second.job;
-      backups_.erase(it);
-      if (auto moved = replicators_.find({job_id, shard}); moved != replicators_.end()) {
+      if (home) {
+        own->second = it->second.job;
+      } else {
+        BackupCopy& served = backups_[key];
+        served.job = it->second.job;
+        served.generation = ++backup_generation_;  // No stream binds to it any more.
+        served.streaming = false;
+        served.promoted = true;
+        served.moving_from = from;
+      }
+      incoming_.erase(it);
+      if (auto moved = replicators_.find(key); moved != replicators_.end()) {
         record = std::move(moved->second);
         replicators_.erase(moved);
       }
-    } else {
-      from = it->second.moving_from;
-      it->second.promoted = true;
-      it->second.generation = ++backup_generation_;  // No stream binds to it any more.
     }
   }
   record.reset();
   if (!refused.ok()) {
-    LOG(WARNING) << JobPrefix(job_id) << TaskName() << " does not take shard " << shard
-                 << ": " << refused.message();
+    LOG(WARNING) << JobPrefix(job_id) << TaskName() << " does not take shard " << shard << ": "
+                 << refused.message();
     return AckFor(seq, refused);
   }
   LOG(INFO) << JobPrefix(job_id) << TaskName() << " serves shard " << shard
@@ -237,7 +342,11 @@ ReplicaAck ParameterService::TakeMovedShard(const BackupBinding& binding, int64_
             << " (at version " << binding.job->Stats().version() << ")";
   // Its workers' signs of life went to the ps it came from until now.
   binding.job->RenewLeases();
-  WatchLeases(job_id, binding.job);
+  if (binding.job->AllWorkersLeft()) {
+    ForgetAfterRetention(job_id, binding.job);
+  } else {
+    WatchLeases(job_id, binding.job);
+  }
   return AckFor(seq, ReplicaOutcome());
 }
 

@@ -152,6 +152,7 @@ TEST_F(MoveShardTest, AMovedShardMovesOnAndBackToItsOwnPs) {
   constexpr int kSteps = 60;
   ParameterSpec spec = Spec("round-trip", ConsistencyConfig::SYNC, kWorkers);
   spec.set_replicas(0);
+  spec.set_worker_lease_ms(5000);  // Each copy that serves it watches the workers' leases.
   const std::vector<float> undisturbed = UndisturbedThenAnew(spec, kPs, kSteps);
   if (HasFatalFailure()) return;
   absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
@@ -163,9 +164,13 @@ TEST_F(MoveShardTest, AMovedShardMovesOnAndBackToItsOwnPs) {
   for (int w = 0; w < kWorkers; ++w) {
     workers.emplace_back([&, w] { Train(spec, w, kSteps, absl::Milliseconds(4)); });
   }
-  // Each move once the copy serving the shard has taken `at` steps; the version it moved at.
+  // Each move once the copy serving the shard (null: none, the move before failed) has taken
+  // `at` steps (or 30 s passed); the version it moved at.
   auto move = [&](const std::shared_ptr<ShardJob>& serving, int64_t at, int ask, int to) {
-    while (serving->Stats().version() < at) absl::SleepFor(absl::Milliseconds(1));
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (serving != nullptr && serving->Stats().version() < at && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
     MoveShardResponse moved;
     const grpc::Status status = MoveShard(ask, spec.job_id(), 1, to, &moved);
     EXPECT_TRUE(status.ok()) << "to ps:" << to << ": " << status.error_message();
@@ -174,14 +179,14 @@ TEST_F(MoveShardTest, AMovedShardMovesOnAndBackToItsOwnPs) {
   };
   const int64_t first = move(home, kSteps / 4, /*ask=*/1, /*to=*/2);
   std::shared_ptr<ShardJob> away = cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
-  ASSERT_NE(away, nullptr);
   const int64_t second = move(away, kSteps / 2, /*ask=*/2, /*to=*/0);
   std::shared_ptr<ShardJob> further =
       cluster_->server(0).service().BackupForTesting(spec.job_id(), 1);
-  ASSERT_NE(further, nullptr);
   const int64_t third = move(further, 3 * kSteps / 4, /*ask=*/0, /*to=*/1);
   for (std::thread& t : workers) t.join();
   if (HasFatalFailure()) return;
+  ASSERT_NE(away, nullptr);
+  ASSERT_NE(further, nullptr);
 
   std::shared_ptr<ShardJob> back = cluster_->server(1).service().JobForTesting(spec.job_id());
   ASSERT_NE(back, nullptr);
@@ -255,6 +260,46 @@ TEST_F(MoveShardTest, AWorkerThatStartsAfreshFindsAShardMovedAwayFromAPsStartedA
   ASSERT_TRUE(pushed.ok()) << pushed.status();
   EXPECT_EQ(copy->Stats().version(), version + 1);
   EXPECT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), nullptr);
+}
+
+// A ps that does not serve a shard cannot move it anywhere: an install naming another ps than
+// the shard's own as where it moves from is taken only once that ps says it serves the shard.
+TEST_F(MoveShardTest, ACopyFromAPsThatDoesNotServeTheShardIsRefused) {
+  StartCluster(3);
+  ParameterSpec spec = Spec("planted", ConsistencyConfig::ASYNC, 1);
+  spec.set_replicas(0);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  std::shared_ptr<ShardJob> shard = cluster_->server(1).service().JobForTesting(spec.job_id());
+  ASSERT_NE(shard, nullptr);
+  ReplicaInput install;
+  *install.mutable_install() = shard->ReplicaSnapshot();
+  install.mutable_install()->set_moving_from(2);  // ps:2 serves its own shard, not shard 1.
+  std::unique_ptr<ParameterServer::Stub> ps0 = ParameterServer::NewStub(
+      grpc::CreateChannel(cluster_->addresses()[0], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>> stream =
+      ps0->Replicate(&context);
+  ASSERT_TRUE(stream->Write(install));
+  stream->WritesDone();
+  ReplicaAck ack;
+  std::string refusal;
+  if (stream->Read(&ack)) refusal = ack.message();
+  const grpc::Status finished = stream->Finish();
+  if (refusal.empty()) refusal = finished.error_message();
+  EXPECT_THAT(refusal, ::testing::HasSubstr("ps:2 (")) << refusal;
+  EXPECT_THAT(refusal, ::testing::HasSubstr("does not serve it")) << refusal;
+  EXPECT_EQ(cluster_->server(0).service().BackupForTesting(spec.job_id(), 1), nullptr);
+  // The shard's own ps answers for it still.
+  JobStatsRequest request;
+  request.set_job_id(spec.job_id());
+  request.set_shard(1);
+  request.set_unreplicated(true);
+  grpc::ClientContext stats_context;
+  JobStats stats;
+  EXPECT_EQ(ps0->GetJobStats(&stats_context, request, &stats).error_code(),
+            grpc::StatusCode::UNAVAILABLE);  // ps:0 holds no moved copy: ps:1 serves it.
 }
 
 }  // namespace

@@ -96,6 +96,23 @@ std::shared_ptr<ShardReplicator> ParameterService::ReplicatorFor(
 absl::StatusOr<std::shared_ptr<ShardReplicator>> ParameterService::ChangesThrough(
     const std::shared_ptr<ShardJob>& job) {
   std::shared_ptr<ShardReplicator> replicator = ReplicatorFor(job);
+  if (replicator == nullptr && job->spec().replicas() < 2 &&
+      any_move_.load(std::memory_order_acquire)) {
+    // A copy a move replaced (its own shard come home, a copy that moved on and came back): a
+    // change found it before and is made again on the one served now.
+    absl::MutexLock lock(&mu_);
+    const std::string& id = job->spec().job_id();
+    auto own = jobs_.find(id);
+    auto copy = backups_.find({id, job->ps_index()});
+    const bool served = job->ps_index() == options_.ps_index
+                            ? own != jobs_.end() && own->second == job
+                            : copy != backups_.end() && copy->second.job == job;
+    if (!served) {
+      return absl::UnavailableError(absl::StrCat(
+          JobPrefix(id), TaskName(), " no longer holds this copy of shard ", job->ps_index(),
+          " (a move replaced it, or the job was deleted): retry"));
+    }
+  }
   // Without replicas: changed here at once, or through the replicator of a move.
   if (replicator != nullptr || job->spec().replicas() < 2) return replicator;
   return absl::UnavailableError(absl::StrCat(
@@ -317,8 +334,8 @@ ReplicaAck ParameterService::TakeShardBack(const BackupBinding& binding, int64_t
   bool moving;
   {
     absl::MutexLock lock(&mu_);
-    auto it = backups_.find({job_id, shard});
-    moving = it != backups_.end() && it->second.moving_from >= 0;
+    auto it = incoming_.find({job_id, shard});
+    moving = it != incoming_.end() && it->second.generation == binding.generation;
   }
   if (moving) return TakeMovedShard(binding, seq);
   const int from = (shard + 1) % options_.num_ps;
@@ -358,12 +375,24 @@ ReplicaAck ParameterService::TakeShardBack(const BackupBinding& binding, int64_t
 void ParameterService::BackupStreamEnded(const BackupBinding& binding) {
   if (binding.job == nullptr) return;
   absl::MutexLock lock(&mu_);
-  auto it = backups_.find({binding.job_id, binding.job->ps_index()});
+  const ShardKey key{binding.job_id, binding.job->ps_index()};
+  auto it = backups_.find(key);
   if (it != backups_.end() && it->second.generation == binding.generation) {
     it->second.streaming = false;
-    // A move's copy is served only on its stream's hand-back, which can no longer come.
-    if (it->second.moving_from >= 0 && !it->second.promoted) backups_.erase(it);
   }
+  // A move's copy is served only on its stream's hand-back, which can no longer come.
+  auto arriving = incoming_.find(key);
+  if (arriving != incoming_.end() && arriving->second.generation == binding.generation) {
+    incoming_.erase(arriving);
+  }
+}
+
+bool ParameterService::BindingCurrentLocked(const BackupBinding& binding) const {
+  const ShardKey key{binding.job_id, binding.job->ps_index()};
+  auto it = backups_.find(key);
+  if (it != backups_.end() && it->second.generation == binding.generation) return true;
+  auto arriving = incoming_.find(key);
+  return arriving != incoming_.end() && arriving->second.generation == binding.generation;
 }
 
 void ParameterService::ForgetCopiesLocked(
@@ -378,6 +407,10 @@ void ParameterService::ForgetCopiesLocked(
        it != backups_.end() && it->first.first == job_id;) {
     if (it->second.promoted) promoted->push_back(it->second.job);
     it = backups_.erase(it);
+  }
+  for (auto it = incoming_.lower_bound({job_id, -1});
+       it != incoming_.end() && it->first.first == job_id;) {
+    it = incoming_.erase(it);
   }
 }
 
@@ -425,6 +458,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     const std::vector<std::string> ps_hosts = HostsOf(addresses);
     absl::Status allowed = RequirePsHost(peer, primary, ps_hosts, "Replicate");
     if (!allowed.ok()) return allowed;
+    if (move) return InstallMovingCopy(input, binding);
     const ShardKey key{install.job_id(), shard};
     // A copy this ps took over fences the old primary off (ABORTED); while it hands the shard
     // back to that ps (the answer not yet in), the install waits: UNAVAILABLE, tried again (the
@@ -453,11 +487,9 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     absl::StatusOr<std::unique_ptr<ShardJob>> copy =
         ShardJob::FromReplicaSnapshot(install, options_.clock);
     if (!copy.ok()) return copy.status();
-    if (((*copy)->spec().replicas() < 2) != move) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          JobPrefix(install.job_id()),
-          move ? "a shard with replicas moves only between its two copies"
-               : "the job has no replicas"));
+    if ((*copy)->spec().replicas() < 2) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(JobPrefix(install.job_id()), "the job has no replicas"));
     }
     // Superseded replicators (of this ps's own shard, of a promoted copy), stopped outside mu_.
     std::shared_ptr<ShardReplicator> dropped, dropped_copy;
@@ -465,26 +497,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     {
       absl::MutexLock lock(&mu_);
       if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
-      if (move) {
-        // Only a shard of a job (and run) this ps holds its own shard of, of the same owner.
-        auto own = jobs_.find(install.job_id());
-        if (own == jobs_.end() || own->second->spec().owner() != (*copy)->spec().owner() ||
-            own->second->spec().run_id() != (*copy)->spec().run_id()) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              JobPrefix(install.job_id()), TaskName(), " does not hold this run of the job, of "
-              "that owner: it takes no shard of it"));
-        }
-        // Its own shard comes back only once it moved away from here (its record of the move
-        // stays until the hand-over: until then the calls go where the shard is).
-        auto record = replicators_.find(key);
-        if (shard == options_.ps_index &&
-            (record == replicators_.end() || record->second->job() != own->second ||
-             !record->second->MovedTo().has_value())) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              JobPrefix(install.job_id()), TaskName(), " serves its shard ", shard,
-              " itself; it takes no moving copy of it"));
-        }
-      } else if (shard == options_.ps_index && jobs_.count(install.job_id()) > 0) {
+      if (shard == options_.ps_index && jobs_.count(install.job_id()) > 0) {
         // This ps's own copy of its shard: if the next ps took the shard over, that copy is
         // fenced off and the new install replaces it; otherwise this ps serves the shard.
         auto own = replicators_.find({install.job_id(), shard});
@@ -529,7 +542,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
         slot.job->UseByteBudget(byte_budget_);
         slot.generation = ++backup_generation_;
         slot.streaming = true;
-        slot.moving_from = move ? install.moving_from() : -1;
+        slot.moving_from = -1;
         slot.installed_at = std::chrono::steady_clock::now();
         *binding = BackupBinding{install.job_id(), slot.generation, slot.job, input.seq()};
       }
@@ -537,8 +550,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     dropped.reset();
     dropped_copy.reset();
     if (!refused.ok()) return refused;
-    LOG(INFO) << JobPrefix(install.job_id()) << TaskName()
-              << (move ? " holds the moving copy of shard " : " holds the backup of shard ")
+    LOG(INFO) << JobPrefix(install.job_id()) << TaskName() << " holds the backup of shard "
               << shard << " (served by ps:" << primary << ") as of input " << input.seq();
     return AckFor(input.seq(), ReplicaOutcome());
   }
@@ -550,8 +562,7 @@ absl::StatusOr<ReplicaAck> ParameterService::ApplyAsBackup(const Peer& peer,
     // A stopping ps ends its backup streams at their next input (its primaries then go on
     // alone) rather than hold its shutdown for the grace period.
     if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
-    auto it = backups_.find({binding->job_id, binding->job->ps_index()});
-    if (it == backups_.end() || it->second.generation != binding->generation) {
+    if (!BindingCurrentLocked(*binding)) {
       return absl::FailedPreconditionError(
           absl::StrCat(JobPrefix(binding->job_id), "this stream's backup on ", TaskName(),
                        " was replaced by a newer install or deleted"));

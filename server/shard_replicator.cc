@@ -235,12 +235,15 @@ bool ShardReplicator::MoveMayHaveLanded() const {
 }
 
 std::optional<bool> ShardReplicator::LandedAway(const ListJobsResponse& listed) const {
+  bool arriving = false;
   for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
     if (copy.job_id() != job_->spec().job_id() || copy.shard() != job_->ps_index()) continue;
     if (copy.serving()) return true;
-    return std::nullopt;  // Its stream's end not handled there yet: ask again.
+    arriving = arriving || copy.incoming();  // (Not a copy that left there before.)
   }
-  // Its copy is gone: the stream ended there without the hand-back, which no longer comes.
+  // Its stream's end not handled there yet: ask again. Else its copy is gone: the stream ended
+  // there without the hand-back, which no longer comes.
+  if (arriving) return std::nullopt;
   return false;
 }
 
@@ -249,7 +252,7 @@ std::optional<bool> ShardReplicator::LandedHome(const ListJobsResponse& listed) 
   const int shard = job_->ps_index();
   for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
     // Its stream's end not handled there yet: ask again.
-    if (copy.job_id() == job_id && copy.shard() == shard) return std::nullopt;
+    if (copy.job_id() == job_id && copy.shard() == shard && copy.incoming()) return std::nullopt;
   }
   for (const ListJobsResponse::MovedShard& moved : listed.moved()) {
     // It still answers with where the shard went: its stream ended without the hand-back.

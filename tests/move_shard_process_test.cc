@@ -106,7 +106,7 @@ TEST_F(MoveShardProcessTest, AShardMovesOnAndHomeWhileTheJobTrainsAndNoStepIsLos
       << status.Output();
   std::unique_ptr<Psctl> there = move("ps:1", "ps:2");
   EXPECT_EQ(there->Wait(), 2) << there->Output();
-  EXPECT_THAT(there->Stderr(), HasSubstr("shard 1 is on ps:2 already")) << there->Output();
+  EXPECT_THAT(there->Stderr(), HasSubstr("ps:2 serves shard 1 already")) << there->Output();
   // On from ps:2, and home from ps:0: psctl asks ps:1, which says where the shard went.
   std::unique_ptr<Psctl> onward = move("ps:1", "ps:0");
   ASSERT_EQ(onward->Wait(), 0) << onward->Output() << job->Output();

@@ -125,7 +125,7 @@ class ClusterClient {
   // Moves a shard of a job without replicas to another ps, or back to its own (asked of the
   // shard's own ps, then of each ps it says the shard went to); the answer comes once the shard
   // is served there: it copies the whole shard, so the call may take a while (move_timeout).
-  // FAILED_PRECONDITION when the shard is on request.to_ps already.
+  // INVALID_ARGUMENT when the shard is on request.to_ps already.
   virtual absl::StatusOr<MoveShardResponse> MoveShard(const MoveShardRequest& request) const;
   // Checkpoints (ps_service.proto). RestoreJob reads the shard's file: checkpoint_timeout.
   virtual absl::Status ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const;
