@@ -1000,6 +1000,7 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
       moved->set_job_id(key.first);
       moved->set_shard(key.second);
       moved->set_to_ps(*to);
+      moved->set_version(replicator->MovedAtVersion());
     }
   }
   response->set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -209,13 +209,15 @@ TEST_F(MoveShardTest, AMovedShardMovesOnAndBackToItsOwnPs) {
     EXPECT_TRUE(stub->ListJobs(&context, ListJobsRequest(), &listed).ok());
     std::vector<std::string> records;
     for (const ListJobsResponse::MovedShard& moved : listed.moved()) {
-      records.push_back(absl::StrCat(moved.job_id(), "/", moved.shard(), "->", moved.to_ps()));
+      records.push_back(absl::StrCat(moved.job_id(), "/", moved.shard(), "->", moved.to_ps(),
+                                     "@", moved.version()));
     }
     return records;
   };
   EXPECT_THAT(moved_records(1), ::testing::IsEmpty());
-  EXPECT_THAT(moved_records(2), ::testing::ElementsAre("round-trip/1->0"));
-  EXPECT_THAT(moved_records(0), ::testing::ElementsAre("round-trip/1->1"));
+  EXPECT_THAT(moved_records(2),
+              ::testing::ElementsAre(absl::StrCat("round-trip/1->0@", second)));
+  EXPECT_THAT(moved_records(0), ::testing::ElementsAre(absl::StrCat("round-trip/1->1@", third)));
   // At home it is ps:1's to move again; ps:0 no longer serves it, nor moves it.
   MoveShardResponse moved;
   EXPECT_EQ(MoveShard(0, spec.job_id(), 1, 2, &moved).error_code(),

@@ -126,6 +126,11 @@ bool ShardReplicator::HandingBack() const {
   return handing_back_;
 }
 
+int64_t ShardReplicator::MovedAtVersion() const {
+  absl::MutexLock lock(&mu_);
+  return moved_at_version_;
+}
+
 std::optional<int> ShardReplicator::MovedTo() const {
   absl::MutexLock lock(&mu_);
   if (!moving() || !handed_back_) return std::nullopt;
@@ -255,8 +260,10 @@ std::optional<bool> ShardReplicator::LandedHome(const ListJobsResponse& listed) 
     if (copy.job_id() == job_id && copy.shard() == shard && copy.incoming()) return std::nullopt;
   }
   for (const ListJobsResponse::MovedShard& moved : listed.moved()) {
-    // It still answers with where the shard went: its stream ended without the hand-back.
-    if (moved.job_id() == job_id && moved.shard() == shard) return false;
+    if (moved.job_id() != job_id || moved.shard() != shard) continue;
+    // Moved on from there after updates this copy never saw: it landed there first. Otherwise
+    // it answers with where the shard went before: its stream ended without the hand-back.
+    return moved.version() > job_->Stats().version();
   }
   // Its own again (or the job is gone from there: then no copy serves it anywhere).
   return std::find(listed.job_ids().begin(), listed.job_ids().end(), job_id) !=
@@ -321,9 +328,11 @@ void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
   // Pulls parked here (a barrier, a bound) are answered there; closed before HandedBack says
   // so, which a retake (RetakeFromGonePs, then ShardJob::Reopen) waits for.
   job_->CancelAllWaiters(gone);
+  const int64_t version = job_->Stats().version();  // No change after the hand-back.
   {
     absl::MutexLock lock(&mu_);
     handed_back_ = true;
+    moved_at_version_ = version;
     stats_.set_state(ReplicationStats::HANDED_BACK);
     if (ack != nullptr) stats_.set_inputs_replicated(stats_.inputs_replicated() + 1);
   }

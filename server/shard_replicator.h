@@ -127,6 +127,8 @@ class ShardReplicator {
   bool HandingBack() const ABSL_LOCKS_EXCLUDED(mu_);
   // For a move that succeeded (HANDED_BACK), the ps the shard went to (move_to); else none.
   std::optional<int> MovedTo() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The shard's version when it was handed over (for a move that succeeded).
+  int64_t MovedAtVersion() const ABSL_LOCKS_EXCLUDED(mu_);
   // What a copy that went back (HANDED_BACK) learns of the ps it went back to, for taking the
   // shard again (ParameterService::RetakeFromGonePs). The start of that ps which took the shard
   // back applies nothing before this copy holds it too, unless it finds this copy's ps out of
@@ -209,7 +211,8 @@ class ShardReplicator {
   // What the new ps's ListJobs says of a move's hand-back whose answer was lost: true when it
   // serves the shard, false when it does not hold its copy, none while it holds a copy its
   // stream's end has not reached yet. LandedHome: the move back to the shard's own ps, which
-  // serves it as its own again, or answers with where it went while the move did not land.
+  // serves it as its own again, or answers with where it went while the move did not land (a
+  // record of a later move from there, at a later version than this copy's, says it landed).
   std::optional<bool> LandedAway(const ListJobsResponse& listed) const;
   std::optional<bool> LandedHome(const ListJobsResponse& listed) const;
   // A move's end (on_move_end, once).
@@ -249,6 +252,7 @@ class ShardReplicator {
   bool hand_back_sent_ ABSL_GUARDED_BY(mu_) = false;  // Taken by Send: the own ps may have it.
   ReplicationStats stats_ ABSL_GUARDED_BY(mu_);
   bool move_ended_ ABSL_GUARDED_BY(mu_) = false;  // on_move_end was called.
+  int64_t moved_at_version_ ABSL_GUARDED_BY(mu_) = 0;  // The shard's, at the hand-over.
   absl::Time move_installed_at_ ABSL_GUARDED_BY(mu_);  // A move's install was acknowledged.
   const int64_t move_ahead_bytes_;  // options_.move_ahead_bytes, its 0 resolved.
   int64_t ahead_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // Of the queued inputs applied ahead.
