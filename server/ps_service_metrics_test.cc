@@ -188,7 +188,9 @@ TEST_F(MetricsTest, AsyncJobCountsStalenessDropsAndRejectionsExactly) {
       Value(samples, Series("ps_job_worker_gradients_applied_total", "async", R"(,worker="0")")),
       5);
 
-  // The calls: one CreateJob, one Pull, 7 pushes answered OK and the non-finite one refused.
+  // The calls: one CreateJob (after the ListJobs that asks where moved shards are), one Pull,
+  // 7 pushes answered OK and the non-finite one refused.
+  EXPECT_EQ(Value(samples, R"(ps_rpcs_total{method="ListJobs",code="OK"})"), 1);
   EXPECT_EQ(Value(samples, R"(ps_rpcs_total{method="CreateJob",code="OK"})"), 1);
   EXPECT_EQ(Value(samples, R"(ps_rpcs_total{method="Pull",code="OK"})"), 1);
   EXPECT_EQ(Value(samples, R"(ps_rpcs_total{method="Push",code="OK"})"), 7);
@@ -198,7 +200,7 @@ TEST_F(MetricsTest, AsyncJobCountsStalenessDropsAndRejectionsExactly) {
   EXPECT_EQ(Value(samples, R"(ps_rpc_duration_seconds_bucket{method="Push",le="60"})"), 8);
   int rpc_series = 0;
   for (const auto& [series, value] : samples) rpc_series += series.rfind("ps_rpcs_total", 0) == 0;
-  EXPECT_EQ(rpc_series, 4);
+  EXPECT_EQ(rpc_series, 5);
   // The same calls, of this job (CreateJob is not one of its requests).
   EXPECT_EQ(Value(samples, Series("ps_job_requests_total", "async", R"(,method="Pull",code="OK")")),
             1);
