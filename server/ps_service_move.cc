@@ -137,19 +137,23 @@ void ParameterService::MoveEnded(const std::shared_ptr<ShardJob>& job,
   const ShardKey key{job->spec().job_id(), job->ps_index()};
   // Not under mu_ here: a replicator may be stopped (and so end its move) under it.
   io_thread_.Schedule([this, key, job, outcome, done = std::move(done)] {
-    std::shared_ptr<ShardReplicator> stopped;  // Outside mu_.
     {
-      absl::MutexLock lock(&mu_);
-      auto it = replicators_.find(key);
-      // Shutdown, or a DeleteJob, stops it itself.
-      if (!shutting_down_ && it != replicators_.end() && it->second->job() == job) {
-        stopped = std::move(it->second);
-        replicators_.erase(it);
+      // No change is made directly until the inputs that wait in the replicator are applied, in
+      // their order (~ShardReplicator).
+      absl::WriterMutexLock gate(&move_gate_);
+      std::shared_ptr<ShardReplicator> stopped;  // Outside mu_.
+      {
+        absl::MutexLock lock(&mu_);
+        auto it = replicators_.find(key);
+        // Shutdown, or a DeleteJob, stops it itself.
+        if (!shutting_down_ && it != replicators_.end() && it->second->job() == job) {
+          stopped = std::move(it->second);
+          replicators_.erase(it);
+        }
       }
+      stopped.reset();
     }
-    // Its inputs not applied yet are answered UNAVAILABLE: their callers make them again,
-    // applied here at once. Then the caller hears why: a move asked again now starts anew.
-    stopped.reset();
+    // Then the caller hears why: a move asked again now starts anew.
     done(outcome);
   });
 }
@@ -279,7 +283,8 @@ absl::Status ParameterService::ConfirmServedBy(int ps, const std::pair<std::stri
   const grpc::Status answered =
       ParameterServer::NewStub(channel)->ListJobs(&context, ListJobsRequest(), &listed);
   if (!answered.ok()) {
-    return absl::UnavailableError(
+    // Not UNAVAILABLE, which the moving ps would try again with a new snapshot each time.
+    return absl::FailedPreconditionError(
         absl::StrCat(refused, ": ", name, " could not be asked (", answered.error_message(), ")"));
   }
   for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {

@@ -17,11 +17,8 @@ ShardReplicator::ShardReplicator(std::shared_ptr<ShardJob> job, ShardReplicatorO
     : job_(std::move(job)),
       options_(std::move(options)),
       stub_(ParameterServer::NewStub(options_.channel)),
-      move_ahead_bytes_(options_.move_ahead_bytes > 0
-                            ? options_.move_ahead_bytes
-                            : std::max<int64_t>(kMoveAheadBytes,
-                                                job_->num_parameters() *
-                                                    static_cast<int64_t>(sizeof(float)))) {
+      move_ahead_bytes_(options_.move_ahead_bytes > 0 ? options_.move_ahead_bytes
+                                                      : kMoveAheadBytes) {
   stats_.set_backup(options_.backup_name);
   stats_.set_state(ReplicationStats::CONNECTING);
   thread_ = std::thread([this] { Run(); });
@@ -34,17 +31,27 @@ ShardReplicator::~ShardReplicator() {
     if (open_context_ != nullptr) open_context_->TryCancel();
   }
   thread_.join();
+  std::deque<std::shared_ptr<Pending>> left;
+  bool stays_here;  // A move that ended with the shard here: what waits is applied here.
+  {
+    absl::MutexLock lock(&mu_);
+    left.swap(pending_);
+    stays_here = moving() && move_ended_ && !handed_back_;
+  }
   if (moving()) {
     EndMove(absl::UnavailableError(absl::StrCat(
         JobPrefix(job_->spec().job_id()), "the ps stopped (or the job was deleted) before shard ",
         job_->ps_index(), " moved to ", options_.backup_name)));
   }
-  std::deque<std::shared_ptr<Pending>> left;
-  {
-    absl::MutexLock lock(&mu_);
-    left.swap(pending_);
-  }
   for (const std::shared_ptr<Pending>& pending : left) {
+    if (pending->applied_ahead) continue;  // Applied and answered.
+    if (stays_here && !pending->input.has_hand_back()) {
+      // In their order, before the shard changes directly again (ParameterService::MoveEnded
+      // holds its changes back meanwhile): a lost worker's input has no one to retry it.
+      pending->done(ApplyReplicaInput(*job_, pending->input,
+                                      pending->push.has_value() ? &*pending->push : nullptr));
+      continue;
+    }
     pending->done(absl::UnavailableError(
         absl::StrCat(JobPrefix(job_->spec().job_id()),
                      "the shard stopped (job deleted or ps stopping) before the update was applied")));
@@ -76,10 +83,12 @@ std::optional<absl::StatusOr<ReplicaOutcome>> ShardReplicator::Submit(
 std::optional<absl::StatusOr<ReplicaOutcome>> ShardReplicator::SubmitToMove(
     ReplicaInput input, Done done, std::optional<ShardJob::ReadyPush> push) {
   const int64_t bytes = static_cast<int64_t>(input.ByteSizeLong());
-  absl::MutexLock apply(&apply_mu_);
   auto pending = std::make_shared<Pending>();
-  {
-    absl::MutexLock lock(&mu_);
+  // Numbered and queued under mu_, in order with a hand-back queued meanwhile, for the new ps
+  // (or, once the move ended, to be dropped). Waits (nullopt, `done` answers it) where it may
+  // not go ahead; else `ahead`, to be applied now.
+  auto queue = [&](bool may_go_ahead) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+      -> std::optional<absl::StatusOr<ReplicaOutcome>> {
     if (stopping_) {
       return absl::StatusOr<ReplicaOutcome>(absl::UnavailableError(
           absl::StrCat(JobPrefix(job_->spec().job_id()), "the shard is stopping")));
@@ -87,11 +96,11 @@ std::optional<absl::StatusOr<ReplicaOutcome>> ShardReplicator::SubmitToMove(
     if (!fenced_.ok()) return absl::StatusOr<ReplicaOutcome>(fenced_);  // Handing over, gone.
     input.set_seq(++submitted_);
     pending->input = std::move(input);
-    // Numbered and queued at once, in order with a hand-back queued meanwhile, for the new ps
-    // (or, once the move ended, to be dropped).
-    if (waiting_ > 0 || (ahead_bytes_ > 0 && ahead_bytes_ >= move_ahead_bytes_)) {
-      // Far enough ahead of the new ps (or behind inputs that wait): applied once it holds it,
-      // as a replica's, and answered then (the submitter waits, the thread does not).
+    if (!may_go_ahead || snapshotting_ || waiting_ > 0 ||
+        (ahead_bytes_ > 0 && ahead_bytes_ + bytes > move_ahead_bytes_)) {
+      // Far enough ahead of the new ps, behind inputs that wait, or during the snapshot:
+      // applied once the new ps holds it, as a replica's, and answered then (the submitter
+      // waits; its thread does not).
       pending->push = std::move(push);
       pending->done = std::move(done);
       pending_.push_back(pending);
@@ -103,6 +112,21 @@ std::optional<absl::StatusOr<ReplicaOutcome>> ShardReplicator::SubmitToMove(
     pending->bytes = bytes;
     pending_.push_back(pending);
     ahead_bytes_ += bytes;
+    return absl::StatusOr<ReplicaOutcome>(ReplicaOutcome());  // Ahead: applied below.
+  };
+  {
+    // A thread never waits for the snapshot (seconds for a big shard) nor for the new ps.
+    absl::MutexLock lock(&mu_);
+    if (snapshotting_ || waiting_ > 0 || stopping_ || !fenced_.ok()) {
+      return queue(/*may_go_ahead=*/false);  // Waits, or refused.
+    }
+  }
+  // Only another input's application holds this (or, rarely, a snapshot begun just now).
+  absl::MutexLock apply(&apply_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    std::optional<absl::StatusOr<ReplicaOutcome>> queued = queue(/*may_go_ahead=*/true);
+    if (!queued.has_value() || !queued->ok()) return queued;  // Waits, or refused.
   }
   absl::StatusOr<ReplicaOutcome> result =
       ApplyReplicaInput(*job_, pending->input, push.has_value() ? &*push : nullptr);
@@ -229,9 +253,9 @@ bool ShardReplicator::MoveMayHaveLanded() const {
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Milliseconds(500)));
     ListJobsResponse listed;
     if (stub_->ListJobs(&context, ListJobsRequest(), &listed).ok()) {
-      const std::optional<bool> landed = options_.move_to == job_->ps_index()
-                                             ? LandedHome(listed)
-                                             : LandedAway(listed);
+      const std::optional<bool> landed =
+          Landed(listed, job_->spec().job_id(), job_->ps_index(), job_->Stats().version(),
+                 /*home=*/options_.move_to == job_->ps_index());
       if (landed.has_value()) return *landed;
     }
     absl::SleepFor(absl::Milliseconds(100));
@@ -239,35 +263,30 @@ bool ShardReplicator::MoveMayHaveLanded() const {
   return true;  // Out of reach: it may serve the shard, so this copy must not.
 }
 
-std::optional<bool> ShardReplicator::LandedAway(const ListJobsResponse& listed) const {
-  bool arriving = false;
+std::optional<bool> ShardReplicator::Landed(const ListJobsResponse& listed,
+                                            const std::string& job_id, int shard,
+                                            int64_t version, bool home) {
+  bool left_copy = false;
   for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
-    if (copy.job_id() != job_->spec().job_id() || copy.shard() != job_->ps_index()) continue;
+    if (copy.job_id() != job_id || copy.shard() != shard) continue;
     if (copy.serving()) return true;
-    arriving = arriving || copy.incoming();  // (Not a copy that left there before.)
-  }
-  // Its stream's end not handled there yet: ask again. Else its copy is gone: the stream ended
-  // there without the hand-back, which no longer comes.
-  if (arriving) return std::nullopt;
-  return false;
-}
-
-std::optional<bool> ShardReplicator::LandedHome(const ListJobsResponse& listed) const {
-  const std::string& job_id = job_->spec().job_id();
-  const int shard = job_->ps_index();
-  for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
-    // Its stream's end not handled there yet: ask again.
-    if (copy.job_id() == job_id && copy.shard() == shard && copy.incoming()) return std::nullopt;
+    if (copy.incoming()) return std::nullopt;  // Its stream's end not handled there yet.
+    left_copy = true;  // One that moved on from there (its record is listed too).
   }
   for (const ListJobsResponse::MovedShard& moved : listed.moved()) {
     if (moved.job_id() != job_id || moved.shard() != shard) continue;
-    // Moved on from there after updates this copy never saw: it landed there first. Otherwise
-    // it answers with where the shard went before: its stream ended without the hand-back.
-    return moved.version() > job_->Stats().version();
+    // Moved on from there after updates this copy never saw: it landed there first. At this
+    // copy's version it may be either (no update since): ask again. Before it: the record of
+    // an earlier move away, and the stream ended there without the hand-back.
+    if (moved.version() > version) return true;
+    if (moved.version() == version) return std::nullopt;
+    return false;
   }
-  // Its own again (or the job is gone from there: then no copy serves it anywhere).
-  return std::find(listed.job_ids().begin(), listed.job_ids().end(), job_id) !=
-         listed.job_ids().end();
+  if (left_copy) return std::nullopt;
+  // Home: its own again (or the job is gone from there: then no copy serves it anywhere).
+  // Away: its copy is gone, the stream ended there without the hand-back.
+  return home && std::find(listed.job_ids().begin(), listed.job_ids().end(), job_id) !=
+                     listed.job_ids().end();
 }
 
 void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
@@ -612,9 +631,14 @@ absl::Status ShardReplicator::Open(grpc::ClientContext* context, std::unique_ptr
   if (moving()) {
     // Inputs are applied as they come (SubmitToMove): the snapshot holds those numbered so far,
     // and the new ps gets the ones after it.
+    {
+      absl::MutexLock lock(&mu_);
+      snapshotting_ = true;  // New inputs wait rather than block on apply_mu_ meanwhile.
+    }
     absl::MutexLock apply(&apply_mu_);
     *install.mutable_install() = job_->ReplicaSnapshot();
     absl::MutexLock lock(&mu_);
+    snapshotting_ = false;
     // Those applied here (ahead, the first ones) are in it; those that wait follow it.
     while (!pending_.empty() && pending_.front()->applied_ahead) pending_.pop_front();
     ahead_bytes_ = 0;

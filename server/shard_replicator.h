@@ -82,8 +82,7 @@ struct ShardReplicatorOptions {
   int move_from = -1;  // This ps's task index (ReplicaInstall.moving_from).
   int move_to = -1;
   // How far a move's inputs may be applied here ahead of the new ps, in bytes of those not yet
-  // acknowledged there (Submit); 0: ShardReplicator::kMoveAheadBytes, or the shard's size where
-  // that is more.
+  // acknowledged there (Submit; one at least); 0: ShardReplicator::kMoveAheadBytes.
   int64_t move_ahead_bytes = 0;
 };
 
@@ -152,6 +151,14 @@ class ShardReplicator {
   // `wait`); the others hear kUnknown meanwhile.
   HomeAfterHandBack AskHomeAfterHandBack(absl::Duration within, absl::Duration wait) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // What the new ps's ListJobs says of a move's hand-back whose answer was lost, for shard
+  // `shard` of `job_id` handed over at `version` (`home`: to its own ps): true when it serves
+  // the shard (a copy, or its own shard again at home), or moved it on after later updates;
+  // false when it holds no copy of it (away), or still answers with an earlier move's record
+  // (a version before this one); none when it cannot tell yet (a copy still arriving, a
+  // record at this very version).
+  static std::optional<bool> Landed(const ListJobsResponse& listed, const std::string& job_id,
+                                    int shard, int64_t version, bool home);
   // Whether this copy was handed the shard by the backup's copy and has not installed its backup
   // there yet: the backup's copy, which may not know it handed the shard back (its stream broke
   // before the acknowledgement), is then refused as an install of the shard (ABORTED).
@@ -172,9 +179,10 @@ class ShardReplicator {
 
   void Run();
   // A move's Submit: numbers `input` and queues it for the new ps; applies it here now and
-  // returns its result, unless the inputs applied ahead and not yet acknowledged there reach
-  // move_ahead_bytes_ (or an input waits already): then it waits to be applied on its
-  // acknowledgement, as a replica's, `done` hearing it.
+  // returns its result, unless that would take the inputs applied ahead and not yet
+  // acknowledged there past move_ahead_bytes_ (or an input waits already, or the snapshot is
+  // being taken): then it waits to be applied on its acknowledgement, as a replica's, `done`
+  // hearing it.
   std::optional<absl::StatusOr<ReplicaOutcome>> SubmitToMove(
       ReplicaInput input, Done done, std::optional<ShardJob::ReadyPush> push)
       ABSL_LOCKS_EXCLUDED(apply_mu_, mu_);
@@ -201,20 +209,12 @@ class ShardReplicator {
   // hand-back is queued (refusing them) even though inputs are still pending.
   static constexpr absl::Duration kMoveCatchUp = absl::Seconds(1);
   // How far a move's inputs applied here may be ahead of the new ps (SubmitToMove), in bytes of
-  // the inputs not yet acknowledged there: this, or the shard's size where that is more (one
-  // whole push).
+  // the inputs not yet acknowledged there (one input at least, however big).
   static constexpr int64_t kMoveAheadBytes = int64_t{32} << 20;
   // For a move's hand-back sent and unanswered: false once the new ps says it does not hold
   // the shard's copy (its stream ended there first); true when it serves it, or cannot tell
   // within 10 s (it then may serve it).
   bool MoveMayHaveLanded() const ABSL_LOCKS_EXCLUDED(mu_);
-  // What the new ps's ListJobs says of a move's hand-back whose answer was lost: true when it
-  // serves the shard, false when it does not hold its copy, none while it holds a copy its
-  // stream's end has not reached yet. LandedHome: the move back to the shard's own ps, which
-  // serves it as its own again, or answers with where it went while the move did not land (a
-  // record of a later move from there, at a later version than this copy's, says it landed).
-  std::optional<bool> LandedAway(const ListJobsResponse& listed) const;
-  std::optional<bool> LandedHome(const ListJobsResponse& listed) const;
   // A move's end (on_move_end, once).
   void EndMove(const absl::Status& outcome) ABSL_LOCKS_EXCLUDED(mu_);
   // A move that ended: applies inputs as they come, without a backup, until Stop (or until a
@@ -257,6 +257,7 @@ class ShardReplicator {
   const int64_t move_ahead_bytes_;  // options_.move_ahead_bytes, its 0 resolved.
   int64_t ahead_bytes_ ABSL_GUARDED_BY(mu_) = 0;    // Of the queued inputs applied ahead.
   int64_t waiting_ ABSL_GUARDED_BY(mu_) = 0;  // A move's queued inputs not applied ahead.
+  bool snapshotting_ ABSL_GUARDED_BY(mu_) = false;  // A move's Open takes its snapshot.
   mutable std::atomic<bool> asking_home_{false};  // AskHomeAfterHandBack's call is out.
   std::thread thread_;  // Run.
 };

@@ -39,6 +39,8 @@ class NewPs final : public ParameterServer::Service {
   // time): HoldInstall before the move starts.
   void HoldInstall() { hold_ = true; }
   void Release() { released_.Notify(); }
+  // Returns once the install arrived (the snapshot taken: what comes next follows it).
+  void AwaitInstall() { installed_.WaitForNotification(); }
   // The version of its copy after the last input it acknowledged (-1 before the install).
   int64_t CopyVersion() {
     absl::MutexLock lock(&mu_);
@@ -64,6 +66,7 @@ class NewPs final : public ParameterServer::Service {
             ShardJob::FromReplicaSnapshot(input.install(), Clock::Real());
         if (!made.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, "bad install");
         copy = *std::move(made);
+        if (!installed_.HasBeenNotified()) installed_.Notify();
         if (hold_) released_.WaitForNotification();
         ack = AckFor(input.seq(), ReplicaOutcome());
       } else if (input.has_hand_back()) {
@@ -84,6 +87,7 @@ class NewPs final : public ParameterServer::Service {
   const bool ends_early_;
   bool hold_ = false;
   absl::Notification released_;
+  absl::Notification installed_;
   absl::Mutex mu_;
   int64_t copy_version_ ABSL_GUARDED_BY(mu_) = -1;
 };
@@ -214,6 +218,7 @@ TEST_P(MoveTest, PushesAreAnsweredWhileTheCopyIsOnItsWay) {
   if (GetParam()) GTEST_SKIP() << "the new ps that takes the hand-over";
   new_ps_.HoldInstall();
   StartMove();
+  new_ps_.AwaitInstall();  // The pushes follow the install: the catch-up.
   absl::Mutex mu;
   std::vector<absl::Status> answers;
   for (int64_t id = 1; id <= 5; ++id) Push(id, &answers, &mu);
@@ -228,8 +233,7 @@ TEST_P(MoveTest, PushesAreAnsweredWhileTheCopyIsOnItsWay) {
   const std::optional<absl::Status> ended = Ended();
   ASSERT_TRUE(ended.has_value()) << "the move never ended";
   EXPECT_TRUE(ended->ok()) << *ended;
-  // The new ps holds every push: in its install (the first, maybe) or after it.
-  EXPECT_EQ(new_ps_.CopyVersion(), 5);
+  EXPECT_EQ(new_ps_.CopyVersion(), 5);  // Every push, after the install.
   EXPECT_EQ(replicator_->Stats().divergences(), 0);
 }
 
@@ -240,6 +244,7 @@ TEST_P(MoveTest, PushesFarAheadOfTheNewPsWaitForIt) {
   new_ps_.HoldInstall();
   options_.move_ahead_bytes = 1;  // One push ahead.
   StartMove();
+  new_ps_.AwaitInstall();  // The pushes follow the install.
   absl::Mutex mu;
   std::vector<absl::Status> answers;
   for (int64_t id = 1; id <= 3; ++id) Push(id, &answers, &mu);
@@ -262,6 +267,51 @@ TEST_P(MoveTest, PushesFarAheadOfTheNewPsWaitForIt) {
   EXPECT_EQ(job_->Stats().version(), 3);
   EXPECT_EQ(new_ps_.CopyVersion(), 3);
   EXPECT_EQ(replicator_->Stats().divergences(), 0);
+}
+
+// What a move whose hand-back answer was lost makes of the new ps's ListJobs: shard 1 of job
+// "j", handed over at version 10.
+TEST(MoveLanding, IsJudgedByTheNewPsCopiesAndRecords) {
+  auto listed = [](std::vector<std::string> jobs, std::vector<std::pair<bool, bool>> copies,
+                   std::vector<int64_t> records) {
+    ListJobsResponse response;
+    for (const std::string& job : jobs) response.add_job_ids(job);
+    for (const auto& [serving, incoming] : copies) {
+      ListJobsResponse::ShardCopy* copy = response.add_copies();
+      copy->set_job_id("j");
+      copy->set_shard(1);
+      copy->set_serving(serving);
+      copy->set_incoming(incoming);
+    }
+    for (int64_t version : records) {
+      ListJobsResponse::MovedShard* moved = response.add_moved();
+      moved->set_job_id("j");
+      moved->set_shard(1);
+      moved->set_to_ps(3);
+      moved->set_version(version);
+    }
+    return response;
+  };
+  auto landed = [](const ListJobsResponse& response, bool home) {
+    return ShardReplicator::Landed(response, "j", 1, 10, home);
+  };
+  const std::optional<bool> yes = true, no = false, unknown = std::nullopt;
+  // Away: a serving copy; one still arriving; none; one that left there (its record at a later
+  // version: it landed and moved on; at this version: cannot tell; before: an earlier visit).
+  EXPECT_EQ(landed(listed({"j"}, {{true, false}}, {}), false), yes);
+  EXPECT_EQ(landed(listed({"j"}, {{false, true}}, {}), false), unknown);
+  EXPECT_EQ(landed(listed({"j"}, {}, {}), false), no);
+  EXPECT_EQ(landed(listed({"j"}, {{false, false}}, {12}), false), yes);
+  EXPECT_EQ(landed(listed({"j"}, {{false, false}}, {10}), false), unknown);
+  EXPECT_EQ(landed(listed({"j"}, {{false, false}}, {7}), false), no);
+  // The incoming copy and the one that left, both listed: still arriving.
+  EXPECT_EQ(landed(listed({"j"}, {{false, false}, {false, true}}, {7}), false), unknown);
+  // Home: its own again; its record of the move away (earlier: not landed); moved on since.
+  EXPECT_EQ(landed(listed({"j"}, {}, {}), true), yes);
+  EXPECT_EQ(landed(listed({"j"}, {}, {7}), true), no);
+  EXPECT_EQ(landed(listed({"j"}, {}, {12}), true), yes);
+  EXPECT_EQ(landed(listed({"j"}, {{false, true}}, {7}), true), unknown);
+  EXPECT_EQ(landed(listed({}, {}, {}), true), no);  // The job is gone there.
 }
 
 INSTANTIATE_TEST_SUITE_P(NewPs, MoveTest, ::testing::Bool(),

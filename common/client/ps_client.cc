@@ -162,8 +162,12 @@ absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
   }
   // A shard moved to another ps (MoveShard) is not made anew at its own ps (one started again
   // empty while the shard was away): this client's calls go where it is served.
-  const std::map<int, int> moved =
+  // A ps that cannot be asked fails the creation before anything is made: it may be the one
+  // that serves a moved shard (and CreateJob needs every ps anyway).
+  absl::StatusOr<std::map<int, int>> moved_shards =
       spec.replicas() < 2 && replay == nullptr ? MovedShards(spec.job_id()) : std::map<int, int>();
+  if (!moved_shards.ok()) return moved_shards.status();
+  const std::map<int, int>& moved = *moved_shards;
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
     if (moved.count(ps) > 0) continue;
@@ -191,13 +195,13 @@ absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
   return placement;
 }
 
-std::map<int, int> PsClient::MovedShards(const std::string& job_id) {
+absl::StatusOr<std::map<int, int>> PsClient::MovedShards(const std::string& job_id) {
   static const ListJobsRequest kList;
   absl::StatusOr<std::vector<ListJobsResponse>> listed = AskEveryShard<ListJobsResponse>(
       *connections_, num_ps(), "ListJobs", /*replicated=*/false,
       [](int) -> const google::protobuf::Message& { return kList; });
+  if (!listed.ok()) return listed.status();
   std::map<int, int> moved;
-  if (!listed.ok()) return moved;  // CreateJob itself then says what is wrong.
   for (int ps = 0; ps < num_ps(); ++ps) {
     for (const ListJobsResponse::ShardCopy& copy : (*listed)[ps].copies()) {
       if (copy.job_id() == job_id && copy.serving() && copy.shard() != ps &&

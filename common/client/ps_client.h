@@ -78,9 +78,9 @@ class PsClient {
   // Waits until job `job_id` exists on every shard (its chief created it).
   absl::Status AwaitChiefsJob(const std::string& job_id);
   // The shards of job `job_id` (without replicas) that a ps other than their own serves, moved
-  // there (ListJobs of every ps: a serving copy), each with that ps; none when a ps cannot be
-  // asked.
-  std::map<int, int> MovedShards(const std::string& job_id);
+  // there (ListJobs of every ps: a serving copy), each with that ps; the error of a ps that
+  // cannot be asked.
+  absl::StatusOr<std::map<int, int>> MovedShards(const std::string& job_id);
 
   explicit PsClient(std::unique_ptr<PsConnections> connections)
       : connections_(std::move(connections)) {}

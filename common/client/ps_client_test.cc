@@ -19,9 +19,11 @@ namespace {
 // version = `index`, and records the CreateJob requests it gets.
 class FakeShard {
  public:
-  FakeShard(int index, std::vector<std::string> jobs)
+  // `listed`: its ListJobs answer.
+  FakeShard(int index, std::vector<std::string> jobs, ListJobsResponse listed = {})
       : index_(index),
         jobs_(std::move(jobs)),
+        listed_(std::move(listed)),
         server_([this](const std::string& method, const grpc::ByteBuffer& request,
                        grpc::ByteBuffer* response) { return Handle(method, request, response); }) {}
 
@@ -34,6 +36,10 @@ class FakeShard {
  private:
   grpc::Status Handle(const std::string& method, const grpc::ByteBuffer& request,
                       grpc::ByteBuffer* response) {
+    if (method == "/ps.ParameterServer/ListJobs") {
+      *response = SerializeToByteBuffer(listed_);
+      return grpc::Status::OK;
+    }
     if (method == "/ps.ParameterServer/CreateJob") {
       CreateJobRequest create;
       if (!ParseFromByteBuffer(request, &create).ok()) return grpc::Status::CANCELLED;
@@ -59,6 +65,7 @@ class FakeShard {
 
   const int index_;
   const std::vector<std::string> jobs_;
+  const ListJobsResponse listed_;
   absl::Mutex mu_;
   std::vector<CreateJobRequest> created_ ABSL_GUARDED_BY(mu_);
   GenericTestServer server_;
@@ -69,6 +76,37 @@ std::unique_ptr<PsClient> Connect(FakeShard& a, FakeShard& b) {
   options.ps_addresses = {a.address(), b.address()};
   options.max_attempts = 1;
   return *PsClient::Create(options);
+}
+
+// A shard that another ps serves, moved there (MoveShard), is not made again at its own ps
+// (which may have been started again empty): its calls go there.
+TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
+  ListJobsResponse listed;
+  listed.add_job_ids("j");
+  ListJobsResponse::ShardCopy* copy = listed.add_copies();
+  copy->set_job_id("j");
+  copy->set_shard(0);
+  copy->set_serving(true);
+  FakeShard a(0, {}), b(1, {"j"}, listed);
+  std::unique_ptr<PsClient> client = Connect(a, b);
+  ParameterSpec spec;
+  spec.set_job_id("j");
+  spec.set_num_workers(1);
+  VariableDef* variable = spec.add_variables();
+  variable->set_name("w");
+  variable->add_shape(4);
+  ASSERT_TRUE(client->CreateJob(spec).ok());
+  EXPECT_TRUE(a.created().empty());
+  EXPECT_EQ(b.created().size(), 1u);
+  EXPECT_EQ(client->connections()->MovedRoute("j", 0), 1);
+  // A ps that cannot be asked fails the creation before anything is made.
+  PsClientOptions options;
+  options.ps_addresses = {b.address(), "127.0.0.1:1"};
+  options.max_attempts = 1;
+  std::unique_ptr<PsClient> half = *PsClient::Create(options);
+  spec.set_job_id("k");
+  EXPECT_FALSE(half->CreateJob(spec).ok());
+  EXPECT_EQ(b.created().size(), 1u);
 }
 
 TEST(PsClientTest, CreateJobTellsEachShardItsIndexAndReturnsThePlacement) {
