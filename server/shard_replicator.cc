@@ -303,8 +303,9 @@ void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
   absl::Status gone;
   {
     absl::MutexLock lock(&mu_);
-    handing_back_ = false;
     stays = refused_there || (ack == nullptr && !hand_back_sent_) || unlanded;
+    // Handing back until HANDED_BACK below (an install seeing neither would be fenced off).
+    if (stays) handing_back_ = false;
     if (stays) {
       fenced_ = absl::OkStatus();
       hand_back_refused_ = refused_there;
@@ -351,6 +352,7 @@ void ShardReplicator::FinishHandBack(const ReplicaAck* ack) {
   {
     absl::MutexLock lock(&mu_);
     handed_back_ = true;
+    handing_back_ = false;
     moved_at_version_ = version;
     stats_.set_state(ReplicationStats::HANDED_BACK);
     if (ack != nullptr) stats_.set_inputs_replicated(stats_.inputs_replicated() + 1);
