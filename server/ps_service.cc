@@ -961,16 +961,22 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
         response->add_job_ids(id);
       }
     }
-    for (const auto& [key, copy] : backups_) {
-      if (copy.job == nullptr ||
-          !RequireJobAccess(peer, copy.job->spec().owner(), key.first, JobAccess::kRead,
-                            "ListJobs")
+    // A copy of shard `key` held here, listed if `peer` may read its job; null if not.
+    auto add_copy = [&](const ShardKey& key, const std::shared_ptr<ShardJob>& job)
+        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> ListJobsResponse::ShardCopy* {
+      if (job == nullptr ||
+          !RequireJobAccess(peer, job->spec().owner(), key.first, JobAccess::kRead, "ListJobs")
                .ok()) {
-        continue;
+        return nullptr;
       }
       ListJobsResponse::ShardCopy* listed = response->add_copies();
       listed->set_job_id(key.first);
       listed->set_shard(key.second);
+      return listed;
+    };
+    for (const auto& [key, copy] : backups_) {
+      ListJobsResponse::ShardCopy* listed = add_copy(key, copy.job);
+      if (listed == nullptr) continue;
       auto serving = replicators_.find(key);
       // A copy moved here serves without a replicator (it has no replicas) until it moves on.
       listed->set_serving(copy.promoted && (serving != replicators_.end()
@@ -978,15 +984,7 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
                                                 : copy.moving_from >= 0));
     }
     for (const auto& [key, move] : incoming_) {
-      if (!RequireJobAccess(peer, move.job->spec().owner(), key.first, JobAccess::kRead,
-                            "ListJobs")
-               .ok()) {
-        continue;
-      }
-      ListJobsResponse::ShardCopy* listed = response->add_copies();
-      listed->set_job_id(key.first);
-      listed->set_shard(key.second);
-      listed->set_incoming(true);
+      if (ListJobsResponse::ShardCopy* listed = add_copy(key, move.job)) listed->set_incoming(true);
     }
     for (const auto& [key, replicator] : replicators_) {
       const std::optional<int> to = replicator->MovedTo();

@@ -71,6 +71,17 @@ class FakeShard {
   GenericTestServer server_;
 };
 
+// Job `id`: one worker, one variable of 4 floats.
+ParameterSpec OneVariableJob(const std::string& id) {
+  ParameterSpec spec;
+  spec.set_job_id(id);
+  spec.set_num_workers(1);
+  VariableDef* variable = spec.add_variables();
+  variable->set_name("w");
+  variable->add_shape(4);
+  return spec;
+}
+
 std::unique_ptr<PsClient> Connect(FakeShard& a, FakeShard& b) {
   PsClientOptions options;
   options.ps_addresses = {a.address(), b.address()};
@@ -89,12 +100,7 @@ TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
   copy->set_serving(true);
   FakeShard a(0, {}), b(1, {"j"}, listed);
   std::unique_ptr<PsClient> client = Connect(a, b);
-  ParameterSpec spec;
-  spec.set_job_id("j");
-  spec.set_num_workers(1);
-  VariableDef* variable = spec.add_variables();
-  variable->set_name("w");
-  variable->add_shape(4);
+  ParameterSpec spec = OneVariableJob("j");
   ASSERT_TRUE(client->CreateJob(spec).ok());
   EXPECT_TRUE(a.created().empty());
   EXPECT_EQ(b.created().size(), 1u);
@@ -112,12 +118,7 @@ TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
 TEST(PsClientTest, CreateJobTellsEachShardItsIndexAndReturnsThePlacement) {
   FakeShard a(0, {}), b(1, {});
   std::unique_ptr<PsClient> client = Connect(a, b);
-  ParameterSpec spec;
-  spec.set_job_id("j");
-  spec.set_num_workers(1);
-  VariableDef* variable = spec.add_variables();
-  variable->set_name("w");
-  variable->add_shape(4);
+  ParameterSpec spec = OneVariableJob("j");
   absl::StatusOr<Placement> placement = client->CreateJob(spec);
   ASSERT_TRUE(placement.ok()) << placement.status();
   EXPECT_FALSE(placement->slices.empty());
