@@ -252,23 +252,13 @@ absl::StatusOr<JobStats> ClusterClient::GetShardStats(int shard, const std::stri
     request.set_job_id(job_id);
     request.set_shard(shard);
     request.set_unreplicated(true);
+    JobStats response;
     int ps = shard;
-    for (int hop = 0;; ++hop) {
-      grpc::ClientContext context;
-      context.set_deadline(GrpcDeadline(options_.status_timeout));
-      JobStats response;
-      const grpc::Status answered =
-          ParameterServer::NewStub(ps_channels_[ps])->GetJobStats(&context, request, &response);
-      const std::optional<int> moved_to = ShardMovedTo(answered);
-      if (moved_to.has_value() && *moved_to != ps && *moved_to >= 0 && *moved_to < num_ps() &&
-          hop < num_ps()) {
-        ps = *moved_to;
-        continue;
-      }
-      absl::Status status = Named(kPsJob, ps, "GetJobStats", answered);
-      if (!status.ok()) return status;
-      return response;
-    }
+    const grpc::Status answered = CallWhereShardIs(
+        &ps, request, &response, &ParameterServer::Stub::GetJobStats, options_.status_timeout);
+    absl::Status status = Named(kPsJob, ps, "GetJobStats", answered);
+    if (!status.ok()) return status;
+    return response;
   }
   JobStatsRequest request;
   request.set_job_id(job_id);
@@ -291,6 +281,26 @@ absl::StatusOr<Trace> ClusterClient::GetPsTrace(int ps, const TraceRequest& requ
 }
 
 template <typename Request, typename Response>
+grpc::Status ClusterClient::CallWhereShardIs(
+    int* ps, const Request& request, Response* response,
+    grpc::Status (ParameterServer::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                  Response*),
+    absl::Duration timeout) const {
+  for (int hop = 0;; ++hop) {
+    grpc::ClientContext context;
+    context.set_deadline(GrpcDeadline(timeout));
+    std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(ps_channels_[*ps]);
+    const grpc::Status answered = ((*stub).*method)(&context, request, response);
+    const std::optional<int> moved_to = ShardMovedTo(answered);
+    if (!moved_to.has_value() || *moved_to == *ps || *moved_to < 0 || *moved_to >= num_ps() ||
+        hop >= num_ps()) {
+      return answered;
+    }
+    *ps = *moved_to;
+  }
+}
+
+template <typename Request, typename Response>
 absl::StatusOr<Response> ClusterClient::CallPs(
     int ps, absl::string_view name, const Request& request,
     grpc::Status (ParameterServer::Stub::*method)(grpc::ClientContext*, const Request&,
@@ -310,26 +320,17 @@ absl::StatusOr<MoveShardResponse> ClusterClient::MoveShard(const MoveShardReques
   // Asked of the shard's own ps, then where each ps says it went (a moved shard moves on, or
   // back home, from the ps that serves it).
   int ps = request.shard();
-  for (int hop = 0;; ++hop) {
-    grpc::ClientContext context;
-    context.set_deadline(GrpcDeadline(options_.move_timeout));
-    MoveShardResponse response;
-    const grpc::Status answered =
-        ParameterServer::NewStub(ps_channels_[ps])->MoveShard(&context, request, &response);
-    // (A ps's record of where the shard went may be a hop behind: the ps that serves it says
-    // whether it is on to_ps already.)
-    const std::optional<int> moved_to = ShardMovedTo(answered);
-    if (moved_to.has_value() && *moved_to != ps && *moved_to >= 0 && *moved_to < num_ps() &&
-        hop < num_ps()) {
-      ps = *moved_to;
-      continue;
-    }
-    absl::Status status = Named(kPsJob, ps, "MoveShard", answered);
-    // A shard that moves on and on (or a ps that names itself): not a ps out of reach.
-    if (moved_to.has_value()) status = absl::FailedPreconditionError(status.message());
-    if (!status.ok()) return status;
-    return response;
-  }
+  MoveShardResponse response;
+  const grpc::Status answered = CallWhereShardIs(&ps, request, &response,
+                                                 &ParameterServer::Stub::MoveShard,
+                                                 options_.move_timeout);
+  // (A ps's record of where the shard went may be a hop behind: the ps that serves it says
+  // whether it is on to_ps already.)
+  absl::Status status = Named(kPsJob, ps, "MoveShard", answered);
+  // A shard that moves on and on (or a ps that names itself): not a ps out of reach.
+  if (ShardMovedTo(answered).has_value()) status = absl::FailedPreconditionError(status.message());
+  if (!status.ok()) return status;
+  return response;
 }
 
 absl::Status ClusterClient::ArmCheckpoint(int ps, const ArmCheckpointRequest& request) const {

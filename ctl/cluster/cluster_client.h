@@ -160,6 +160,13 @@ class ClusterClient {
   // StopJob and AskWorkerToLeave's call.
   absl::Status CallStopJob(int worker, const StopJobRequest& request) const;
   // Calls `method` of ps task `ps` with a deadline `timeout` from now.
+  // `method` asked of ps `*ps`, then of each ps the answer says the shard moved to (at most
+  // num_ps hops); `*ps` ends as the one that answered last, whose answer is returned.
+  template <typename Request, typename Response>
+  grpc::Status CallWhereShardIs(int* ps, const Request& request, Response* response,
+                                grpc::Status (ParameterServer::Stub::*method)(
+                                    grpc::ClientContext*, const Request&, Response*),
+                                absl::Duration timeout) const;
   template <typename Request, typename Response>
   absl::StatusOr<Response> CallPs(int ps, absl::string_view name, const Request& request,
                                   grpc::Status (ParameterServer::Stub::*method)(
