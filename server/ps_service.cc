@@ -977,6 +977,7 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
     for (const auto& [key, copy] : backups_) {
       ListJobsResponse::ShardCopy* listed = add_copy(key, copy.job);
       if (listed == nullptr) continue;
+      listed->set_moved(copy.moving_from >= 0);
       auto serving = replicators_.find(key);
       // A copy moved here serves without a replicator (it has no replicas) until it moves on.
       listed->set_serving(copy.promoted && (serving != replicators_.end()
@@ -984,7 +985,10 @@ grpc::ServerUnaryReactor* ParameterService::ListJobs(grpc::CallbackServerContext
                                                 : copy.moving_from >= 0));
     }
     for (const auto& [key, move] : incoming_) {
-      if (ListJobsResponse::ShardCopy* listed = add_copy(key, move.job)) listed->set_incoming(true);
+      if (ListJobsResponse::ShardCopy* listed = add_copy(key, move.job)) {
+        listed->set_incoming(true);
+        listed->set_moved(true);
+      }
     }
     for (const auto& [key, replicator] : replicators_) {
       const std::optional<int> to = replicator->MovedTo();

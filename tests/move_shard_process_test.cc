@@ -154,5 +154,35 @@ TEST_F(MoveShardProcessTest, AMovedShardsNewPsLostRollsTheJobBackToTheCheckpoint
   ExpectSameParameters(ResultParameters(dir_ + "/calm"), ResultParameters(dir_ + "/lost"), 1e-4f);
 }
 
+// Removing a ps from a running job: shard 1 moves to ps:2, and then ps:1, which serves no shard
+// of the job any more, is killed for good. The job goes on with no step redone (no recovery)
+// and ends DONE with the undisturbed run's parameters.
+TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoStepRedone) {
+  std::unique_ptr<Psctl> job = Submit("drained", /*paced=*/true);
+  AwaitLine(*job, "step ");
+  if (HasFatalFailure()) return;
+  std::unique_ptr<Psctl> moved = Move("drained", "ps:1", "ps:2");
+  ASSERT_EQ(moved->Wait(), 0) << moved->Output() << job->Output();
+  ASSERT_TRUE(cluster_->Kill("ps:1"));
+  ASSERT_FALSE(job->Ended()) << "the job ended before its ps was lost: " << job->Output();
+  // psctl status finds the shard where it is; ps:1 is down, and the job is not lost.
+  Psctl status({"status", "--cluster_spec=" + cluster_->spec_path(), "--job=drained"}, dir_);
+  EXPECT_NE(status.Wait(), 0) << status.Output();
+  EXPECT_THAT(status.Stdout(), HasSubstr("ps:1 (")) << status.Output();
+  EXPECT_THAT(status.Stdout(), HasSubstr("shard 1 of drained was moved to another ps"))
+      << status.Output();
+  EXPECT_THAT(status.Stdout(), ::testing::Not(HasSubstr("RECOVERING"))) << status.Output();
+  ASSERT_EQ(job->Wait(absl::Minutes(5)), 0) << job->Output();
+
+  const std::string output = job->Output();
+  EXPECT_THAT(output, ::testing::Not(HasSubstr("recover"))) << output;
+  EXPECT_THAT(output, HasSubstr("checkpoints paused: shard 1 was moved to another ps")) << output;
+  nlohmann::json summary = ReadJson(dir_ + "/drained/summary.json");
+  EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_EQ(summary["steps"], kSteps) << summary.dump();
+  ExpectSameParameters(ResultParameters(dir_ + "/calm"), ResultParameters(dir_ + "/drained"),
+                       1e-4f);
+}
+
 }  // namespace
 }  // namespace ps

@@ -30,6 +30,46 @@ PsConnections::Call AdminCall(
                              std::move(on_response), connections.options().call_timeout, 0};
 }
 
+// How long a ps is given to say where a moved shard is, once the ps a call of it went to could
+// not be reached (PsConnections::MovedShardFinder).
+constexpr absl::Duration kFindMovedShardTimeout = absl::Seconds(2);
+
+// ListJobs of every ps but `skip` (-1: none) at once, each within `timeout`.
+struct EveryPsListed {
+  std::vector<ListJobsResponse> answers;  // By ps.
+  std::vector<char> answered;             // By ps: answers[ps] came.
+  absl::Status failed;                    // The first ps's that did not answer, if any.
+
+  // Per ps, its answer or null.
+  std::vector<const ListJobsResponse*> Answers() const {
+    std::vector<const ListJobsResponse*> listed;
+    for (size_t ps = 0; ps < answers.size(); ++ps) {
+      listed.push_back(answered[ps] ? &answers[ps] : nullptr);
+    }
+    return listed;
+  }
+};
+EveryPsListed ListEveryPs(PsConnections& connections, int skip, absl::Duration timeout) {
+  static const ListJobsRequest kList;
+  EveryPsListed listed;
+  listed.answers.resize(connections.num_ps());
+  listed.answered.assign(connections.num_ps(), 0);
+  std::vector<PsConnections::Call> calls;
+  for (int ps = 0; ps < connections.num_ps(); ++ps) {
+    if (ps == skip) continue;
+    calls.push_back(AdminCall(connections, ps, "ListJobs", kList,
+                              [&listed, ps](const grpc::ByteBuffer& bytes) {
+                                absl::Status parsed = ParseFromByteBuffer(bytes, &listed.answers[ps]);
+                                if (parsed.ok()) listed.answered[ps] = 1;
+                                return parsed;
+                              }));
+    calls.back().timeout = timeout;
+  }
+  // The answers that came are kept whatever the others do.
+  listed.failed = connections.RunCalls(std::move(calls));
+  return listed;
+}
+
 // `method` on every shard at once, shard `ps` asked `request_for(ps)` (copied before the next
 // call to it); `replicated`: as PsConnections::Call's. The answers in shard order, or the first
 // failure.
@@ -114,6 +154,15 @@ absl::Status AddInitialValues(const ParameterSpec& spec, const Placement& placem
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions& options) {
   absl::StatusOr<std::unique_ptr<PsConnections>> connections = PsConnections::Create(options);
   if (!connections.ok()) return connections.status();
+  PsConnections* raw = connections->get();
+  (*connections)->SetMovedShardFinder(
+      [raw](const std::string& job_id, int shard, int unreached) -> std::optional<int> {
+        const EveryPsListed listed = ListEveryPs(*raw, unreached, kFindMovedShardTimeout);
+        const std::map<int, int> moved = MovedShardsIn(job_id, listed.Answers());
+        auto serving = moved.find(shard);
+        if (serving == moved.end()) return std::nullopt;
+        return serving->second;
+      });
   return std::unique_ptr<PsClient>(new PsClient(*std::move(connections)));
 }
 
@@ -188,24 +237,32 @@ absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
   }
   absl::Status status = connections_->RunCalls(std::move(calls));
   if (!status.ok()) return status;
-  for (const auto& [shard, ps] : moved) {
-    connections_->MoveRoute(spec.job_id(), shard, shard, ps,
-                            absl::StrCat("ps:", ps, " serves it, moved there"));
-  }
+  RouteMovedShards(spec.job_id(), moved);
   return placement;
 }
 
+void PsClient::RouteMovedShards(const std::string& job_id, const std::map<int, int>& moved) {
+  for (const auto& [shard, ps] : moved) {
+    connections_->MoveRoute(job_id, shard, shard, ps,
+                            absl::StrCat("ps:", ps, " serves it, moved there"));
+  }
+}
+
 absl::StatusOr<std::map<int, int>> PsClient::MovedShards(const std::string& job_id) {
-  static const ListJobsRequest kList;
-  absl::StatusOr<std::vector<ListJobsResponse>> listed = AskEveryShard<ListJobsResponse>(
-      *connections_, num_ps(), "ListJobs", /*replicated=*/false,
-      [](int) -> const google::protobuf::Message& { return kList; });
-  if (!listed.ok()) return listed.status();
+  const EveryPsListed listed = ListEveryPs(*connections_, -1, options().call_timeout);
+  if (!listed.failed.ok()) return listed.failed;
+  return MovedShardsIn(job_id, listed.Answers());
+}
+
+std::map<int, int> MovedShardsIn(const std::string& job_id,
+                                 const std::vector<const ListJobsResponse*>& listed) {
+  const int num_ps = static_cast<int>(listed.size());
   std::map<int, int> moved;
-  for (int ps = 0; ps < num_ps(); ++ps) {
-    for (const ListJobsResponse::ShardCopy& copy : (*listed)[ps].copies()) {
-      if (copy.job_id() == job_id && copy.serving() && copy.shard() != ps &&
-          copy.shard() >= 0 && copy.shard() < num_ps()) {
+  for (int ps = 0; ps < num_ps; ++ps) {
+    if (listed[ps] == nullptr) continue;
+    for (const ListJobsResponse::ShardCopy& copy : listed[ps]->copies()) {
+      if (copy.job_id() == job_id && copy.moved() && copy.serving() && copy.shard() != ps &&
+          copy.shard() >= 0 && copy.shard() < num_ps) {
         moved[copy.shard()] = ps;
       }
     }

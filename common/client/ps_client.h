@@ -81,12 +81,21 @@ class PsClient {
   // there (ListJobs of every ps: a serving copy), each with that ps; the error of a ps that
   // cannot be asked.
   absl::StatusOr<std::map<int, int>> MovedShards(const std::string& job_id);
+  // This client's calls of job `job_id`'s shards in `moved` (shard -> the ps that serves it)
+  // go to those ps from now on.
+  void RouteMovedShards(const std::string& job_id, const std::map<int, int>& moved);
 
   explicit PsClient(std::unique_ptr<PsConnections> connections)
       : connections_(std::move(connections)) {}
 
   const std::unique_ptr<PsConnections> connections_;
 };
+
+// The shards of job `job_id` (without replicas) that a ps other than their own serves, moved
+// there (MoveShard: a serving moved copy in that ps's ListJobs), each with that ps; `listed[ps]` is
+// ps's ListJobs answer, null where it could not be asked (a shard moved there is not found).
+std::map<int, int> MovedShardsIn(const std::string& job_id,
+                                 const std::vector<const ListJobsResponse*>& listed);
 
 }  // namespace ps
 

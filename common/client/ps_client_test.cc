@@ -98,6 +98,7 @@ TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
   copy->set_job_id("j");
   copy->set_shard(0);
   copy->set_serving(true);
+  copy->set_moved(true);
   FakeShard a(0, {}), b(1, {"j"}, listed);
   std::unique_ptr<PsClient> client = Connect(a, b);
   ParameterSpec spec = OneVariableJob("j");
@@ -113,6 +114,38 @@ TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
   spec.set_job_id("k");
   EXPECT_FALSE(half->CreateJob(spec).ok());
   EXPECT_EQ(b.created().size(), 1u);
+}
+
+// A shard's own ps that cannot be reached: the other ps are asked where the shard is, and a
+// call of it goes to one that serves it moved there (a ps removed from the job after its shard
+// moved away); a replicated shard's backup there is not such a copy.
+TEST(PsClientTest, ACallOfAShardWhosePsIsGoneGoesWhereTheShardMoved) {
+  for (const bool moved : {true, false}) {
+    SCOPED_TRACE(moved ? "moved" : "a backup");
+    ListJobsResponse listed;
+    listed.add_job_ids("j");
+    ListJobsResponse::ShardCopy* copy = listed.add_copies();
+    copy->set_job_id("j");
+    copy->set_shard(0);
+    copy->set_serving(true);
+    copy->set_moved(moved);
+    FakeShard b(1, {"j"}, listed);
+    PsClientOptions options;
+    options.ps_addresses = {"127.0.0.1:1", b.address()};
+    options.max_attempts = 3;
+    options.initial_backoff = absl::Milliseconds(1);
+    std::unique_ptr<PsClient> client = *PsClient::Create(options);
+    absl::StatusOr<std::vector<JobStats>> stats = client->GetJobStats("j");
+    if (!moved) {
+      EXPECT_TRUE(absl::IsUnavailable(stats.status())) << stats.status();
+      EXPECT_EQ(client->connections()->MovedRoute("j", 0), 0);
+      continue;
+    }
+    ASSERT_TRUE(stats.ok()) << stats.status();
+    ASSERT_EQ(stats->size(), 2u);
+    EXPECT_EQ((*stats)[0].version(), 1) << "shard 0 answered by ps:1";
+    EXPECT_EQ(client->connections()->MovedRoute("j", 0), 1);
+  }
 }
 
 TEST(PsClientTest, CreateJobTellsEachShardItsIndexAndReturnsThePlacement) {

@@ -422,6 +422,8 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     };
     // (Job, shard) -> where it moved: its calls go there.
     std::map<std::pair<std::string, int>, MovedTo> moved;
+    // (Job, shard) -> the task its routed calls could not reach, saying nothing of a move.
+    std::map<std::pair<std::string, int>, int> unreached;
     bool unmade = false;  // Calls the attempt let go of: another failed for good.
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!in_flight[i]->made) {
@@ -467,6 +469,9 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
                       << ": " << status.message() << ")";
           }
         }
+        if (call.routed && !call.replicated && find_moved_shard_) {
+          unreached.emplace(std::make_pair(call.job_id, call.ps), task);
+        }
         continue;
       } else if (absl::IsUnavailable(status)) {
         status = absl::UnavailableError(absl::StrCat(
@@ -489,6 +494,15 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     if (retry.empty()) return absl::OkStatus();
     if (patient_until == absl::InfiniteFuture()) {
       patient_until = absl::Now() + options_.failover_patience;
+    }
+    for (const auto& [shard, task] : unreached) {
+      if (moved.count(shard) > 0) continue;
+      const std::optional<int> serving = find_moved_shard_(shard.first, shard.second, task);
+      if (serving.has_value() && *serving != task) {
+        moved.emplace(shard, MovedTo{task, *serving,
+                                     absl::StrCat("ps:", task, " cannot be reached; ps:", *serving,
+                                                  " serves the shard, moved there")});
+      }
     }
     for (const auto& [shard, failed] : switched) Failover(shard, failed.task, failed.why);
     for (const auto& [shard, to] : moved) {

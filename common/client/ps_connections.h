@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,14 @@ class PsConnections {
   int MovedRoute(const std::string& job_id, int shard) const ABSL_LOCKS_EXCLUDED(moved_mu_);
   void MoveRoute(const std::string& job_id, int shard, int from, int to, absl::string_view why)
       ABSL_LOCKS_EXCLUDED(moved_mu_);
+  // Where shard `shard` of job `job_id` (without replicas) is served, asked of the other ps
+  // once task `unreached` failed a routed call of it UNAVAILABLE with no word of a move: a ps
+  // the shard moved away from may be gone since (a ps removed from the job); nullopt if no ps
+  // says. RunCalls moves the shard's route there (MoveRoute) and makes its calls again.
+  using MovedShardFinder =
+      std::function<std::optional<int>(const std::string& job_id, int shard, int unreached)>;
+  // REQUIRES: before any call (PsClient::Create sets it).
+  void SetMovedShardFinder(MovedShardFinder finder) { find_moved_shard_ = std::move(finder); }
   // The other copy of shard `shard` from task `task`: the next task from the shard's own, the
   // shard's own from the next.
   int OtherCopy(int shard, int task) const;
@@ -218,6 +227,7 @@ class PsConnections {
   mutable absl::Mutex moved_mu_;
   std::map<std::pair<std::string, int>, int> moved_ ABSL_GUARDED_BY(moved_mu_);
   std::atomic<bool> any_moved_{false};  // moved_ was ever written: calls look it up.
+  MovedShardFinder find_moved_shard_;     // Unset: none is looked for.
   // Per task: when a call there last failed as LooksHung says (absl::ToUnixNanos; 0: never).
   std::vector<std::atomic<int64_t>> hung_at_;
   const std::string client_id_;           // "ps-client-id".

@@ -230,6 +230,16 @@ absl::StatusOr<ListJobsResponse> ClusterClient::ListJobs(int ps) const {
   return response;
 }
 
+std::map<int, int> ClusterClient::MovedShards(const std::string& job_id) const {
+  std::vector<absl::StatusOr<ListJobsResponse>> answers;
+  for (int ps = 0; ps < num_ps(); ++ps) answers.push_back(ListJobs(ps));
+  std::vector<const ListJobsResponse*> listed;
+  for (const absl::StatusOr<ListJobsResponse>& answer : answers) {
+    listed.push_back(answer.ok() ? &*answer : nullptr);
+  }
+  return MovedShardsIn(job_id, listed);
+}
+
 absl::StatusOr<JobStats> ClusterClient::GetJobStats(int ps, const std::string& job_id) const {
   grpc::ClientContext context;
   context.set_deadline(GrpcDeadline(options_.status_timeout));
@@ -291,7 +301,15 @@ grpc::Status ClusterClient::CallWhereShardIs(
     context.set_deadline(GrpcDeadline(timeout));
     std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(ps_channels_[*ps]);
     const grpc::Status answered = ((*stub).*method)(&context, request, response);
-    const std::optional<int> moved_to = ShardMovedTo(answered);
+    std::optional<int> moved_to = ShardMovedTo(answered);
+    if (hop == 0 && !moved_to.has_value() &&
+        (answered.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         answered.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)) {
+      // Its own ps is gone or hangs: a ps it moved to says so itself.
+      const std::map<int, int> moved = MovedShards(request.job_id());
+      auto serving = moved.find(request.shard());
+      if (serving != moved.end()) moved_to = serving->second;
+    }
     if (!moved_to.has_value() || *moved_to == *ps || *moved_to < 0 || *moved_to >= num_ps() ||
         hop >= num_ps()) {
       return answered;

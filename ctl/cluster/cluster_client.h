@@ -12,6 +12,7 @@
 #define PS_CTL_CLUSTER_CLUSTER_CLIENT_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -157,11 +158,16 @@ class ClusterClient {
   std::shared_ptr<grpc::Channel> WorkerChannel(int worker) const ABSL_LOCKS_EXCLUDED(mu_) {
     return Channel(kWorkerJob, worker);
   }
+  // The shards of `job_id` (without replicas) that a ps not their own serves, moved there
+  // (MovedShardsIn), from the ListJobs of every ps that answers.
+  std::map<int, int> MovedShards(const std::string& job_id) const;
   // StopJob and AskWorkerToLeave's call.
   absl::Status CallStopJob(int worker, const StopJobRequest& request) const;
   // Calls `method` of ps task `ps` with a deadline `timeout` from now.
   // `method` asked of ps `*ps`, then of each ps the answer says the shard moved to (at most
-  // num_ps hops); `*ps` ends as the one that answered last, whose answer is returned.
+  // num_ps hops); `*ps` ends as the one that answered last, whose answer is returned. Where
+  // `*ps` itself is down or does not answer in time, of the ps that MovedShards says serves
+  // request.shard() of request.job_id(), if any.
   template <typename Request, typename Response>
   grpc::Status CallWhereShardIs(int* ps, const Request& request, Response* response,
                                 grpc::Status (ParameterServer::Stub::*method)(

@@ -168,10 +168,8 @@ std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id,
                  jobs.ok() ? absl::StrCat("up, jobs: [", absl::StrJoin(jobs->job_ids(), ", "), "]")
                            : ""));
     if (job_id.empty()) continue;
-    // Asked where it moved, if it did (psctl move-shard).
-    absl::StatusOr<JobStats> stats =
-        jobs.ok() ? client.GetShardStats(ps, job_id, /*replicated=*/false)
-                  : absl::StatusOr<JobStats>(jobs.status());
+    // Asked where it moved, if it did (psctl move-shard): a ps down since is asked of the others.
+    absl::StatusOr<JobStats> stats = client.GetShardStats(ps, job_id, /*replicated=*/false);
     if (stats.ok() && stats->moved_in()) {
       absl::StrAppend(&report, "  shard ", ps, " of ", job_id,
                       " was moved to another ps (psctl move-shard), which serves it:\n");

@@ -35,37 +35,51 @@
 namespace ps {
 namespace {
 
-// The shards' statistics and parameters, and a traced job's timeline, into `results`.
+// The shards' statistics and parameters, and a traced job's timeline, into `results` (into
+// `*shards` the statistics). What could not be read is said on `out`, recorded as a
+// "results_incomplete" event, and returned.
 // REQUIRES: the job is still on the shards (SubmitJob deletes a stopped job only after this).
-std::vector<JobStats> WriteShardResults(const ClusterClient& client, const JobSpec& spec,
-                                        ResultsWriter* results) {
+absl::Status WriteShardResults(const ClusterClient& client, const JobSpec& spec,
+                               ResultsWriter* results, std::ostream& out,
+                               std::vector<JobStats>* shards) {
+  shards->clear();
   if (spec.trace()) WriteJobTrace(client, spec, results);
   absl::StatusOr<std::vector<JobStats>> stats =
       client.ps()->GetJobStats(spec.job_id(), spec.replicas() > 1);
-  if (!stats.ok()) return {};
-  results->WriteStaleness(*stats).IgnoreError();
-  results->RecordStalenessSnapshot(*stats).IgnoreError();
-  const ParameterSpec& parameters = (*stats)[0].spec();
-  std::vector<std::vector<float>> storage;
-  MutableVariables values;
-  for (const VariableDef& variable : parameters.variables()) {
-    int64_t count = 1;
-    for (int64_t dimension : variable.shape()) count *= dimension;
-    storage.emplace_back(count);
-    values[variable.name()] = absl::MakeSpan(storage.back());
-  }
-  if (PullCurrentValues(client.ps(), parameters, values).ok()) {
-    results->WriteParameters(parameters, values).IgnoreError();
-  }
-  if (spec.record_apply_log()) {
-    absl::StatusOr<std::vector<ApplyLog>> logs = client.ps()->GetApplyLogs(spec.job_id());
-    absl::Status written = logs.status();
-    if (logs.ok()) written = WriteApplyLogFiles(results->dir(), parameters, *logs);
-    if (!written.ok()) {
-      results->RecordEvent({"apply_log_lost", "", -1, "", -1, std::string(written.message())});
+  absl::Status read = stats.status();
+  if (stats.ok()) {
+    results->WriteStaleness(*stats).IgnoreError();
+    results->RecordStalenessSnapshot(*stats).IgnoreError();
+    const ParameterSpec& parameters = (*stats)[0].spec();
+    std::vector<std::vector<float>> storage;
+    MutableVariables values;
+    for (const VariableDef& variable : parameters.variables()) {
+      int64_t count = 1;
+      for (int64_t dimension : variable.shape()) count *= dimension;
+      storage.emplace_back(count);
+      values[variable.name()] = absl::MakeSpan(storage.back());
     }
+    read = PullCurrentValues(client.ps(), parameters, values);
+    if (read.ok()) read = results->WriteParameters(parameters, values);
+    if (spec.record_apply_log()) {
+      absl::StatusOr<std::vector<ApplyLog>> logs = client.ps()->GetApplyLogs(spec.job_id());
+      absl::Status written = logs.status();
+      if (logs.ok()) written = WriteApplyLogFiles(results->dir(), parameters, *logs);
+      if (!written.ok()) {
+        results->RecordEvent({"apply_log_lost", "", -1, "", -1, std::string(written.message())});
+      }
+    }
+    *shards = *std::move(stats);
   }
-  return *std::move(stats);
+  if (!read.ok()) {
+    const std::string line = absl::StrCat(
+        "results incomplete: the job's ", stats.ok() ? "parameters" : "statistics and parameters",
+        " could not be read from its ps (", read.message(), "); no params/ in ",
+        results->dir());
+    out << line << "\n";
+    results->RecordEvent({"results_incomplete", "", -1, "", -1, line});
+  }
+  return read;
 }
 
 // A fresh run id: the submission's time and 48 random bits, e.g. "20261123-111500-3f9a2c4b1d0e".
@@ -345,7 +359,7 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
       // The shards' statistics and parameters go into the results first; then the job
       // leaves the shards, which ends the pulls still parked there (a SYNC barrier, an SSP
       // bound), so that the workers that are left stop at once.
-      shards = WriteShardResults(client, spec, results);
+      WriteShardResults(client, spec, results, out, &shards).IgnoreError();  // Said on `out`.
       checkpoints.Finish(/*final=*/false, absl::Seconds(5));  // Completes those written.
       StopJobEverywhere(client.cluster(), spec.job_id()).IgnoreError();
     }
@@ -412,7 +426,8 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
   }
   if (!stopped) checkpoints.Finish(/*final=*/all_done, absl::Seconds(30));
 
-  if (!stopped) shards = WriteShardResults(client, spec, results);
+  absl::Status results_read;
+  if (!stopped) results_read = WriteShardResults(client, spec, results, out, &shards);
   results
       ->WriteSummary(spec, last, shards, options.clock->Now() - start, lost.lost(),
                      lost.not_started())
@@ -444,6 +459,13 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
               " before it finished")),
           kExitStopped);
     }
+  }
+  // Trained to the end, but its results are not all there: not a success.
+  if (!results_read.ok()) {
+    return absl::Status(results_read.code(),
+                        absl::StrCat("job ", spec.job_id(),
+                                     " finished, but its parameters could not be read: ",
+                                     results_read.message()));
   }
   // Each group of workers the run finished without, and why.
   const std::pair<const std::set<int>*, const char*> without[] = {

@@ -1,6 +1,7 @@
 #include "ctl/job/ps_recovery.h"
 
 #include <algorithm>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,28 +53,82 @@ std::string RecoveredLine(const JobSpec& spec, const CheckpointManifest& restore
 
 }  // namespace
 
+namespace {
+
+// FindLostShard for a job without replicas, from each ps's ListJobs answer.
+std::optional<LostShard> FindLostUnreplicatedShard(
+    const std::string& job_id, const std::vector<absl::StatusOr<ListJobsResponse>>& answers) {
+  const int n = static_cast<int>(answers.size());
+  std::vector<const ListJobsResponse*> listed;
+  bool any_holds = false;
+  for (const absl::StatusOr<ListJobsResponse>& answer : answers) {
+    listed.push_back(answer.ok() ? &*answer : nullptr);
+    if (!answer.ok()) continue;
+    any_holds = any_holds ||
+                std::find(answer->job_ids().begin(), answer->job_ids().end(), job_id) !=
+                    answer->job_ids().end() ||
+                std::any_of(answer->copies().begin(), answer->copies().end(),
+                            [&](const ListJobsResponse::ShardCopy& c) { return c.job_id() == job_id; });
+  }
+  auto down = [&](int ps) {
+    return LostShard{ps, true,
+                     absl::StrCat("ps:", ps, " is down (",
+                                  ClusterClient::Detail(answers[ps].status()), ")")};
+  };
+  // Each shard is served where it moved (MoveShard), or by its own ps; a ps that is down loses
+  // nothing where every shard it served moved away before (a ps removed from the job).
+  const std::map<int, int> moved = MovedShardsIn(job_id, listed);
+  std::optional<LostShard> without_job;
+  for (int shard = 0; shard < n; ++shard) {
+    if (moved.count(shard) > 0) continue;
+    const ListJobsResponse* own = listed[shard];
+    if (own == nullptr) return down(shard);
+    auto record = std::find_if(own->moved().begin(), own->moved().end(),
+                               [&](const ListJobsResponse::MovedShard& m) {
+                                 return m.job_id() == job_id && m.shard() == shard;
+                               });
+    if (record != own->moved().end() && record->to_ps() >= 0 && record->to_ps() < n) {
+      if (listed[record->to_ps()] == nullptr) return down(record->to_ps());
+      if (!without_job.has_value()) {
+        without_job = LostShard{record->to_ps(), false,
+                                absl::StrCat("ps:", record->to_ps(), " no longer holds shard ",
+                                             shard, ", which moved there (it was started again)")};
+      }
+    } else if (std::find(own->job_ids().begin(), own->job_ids().end(), job_id) ==
+                   own->job_ids().end() &&
+               !without_job.has_value()) {
+      without_job = LostShard{
+          shard, false, absl::StrCat("ps:", shard, " no longer holds the job (it was started again)")};
+    }
+  }
+  return any_holds ? without_job : std::nullopt;
+}
+
+}  // namespace
+
 std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::string& job_id,
                                        bool replicated) {
   const int n = client.num_ps();
-  std::optional<LostShard> down, without_job;
+  if (!replicated) {
+    std::vector<absl::StatusOr<ListJobsResponse>> answers;
+    for (int ps = 0; ps < n; ++ps) answers.push_back(client.ListJobs(ps));
+    return FindLostUnreplicatedShard(job_id, answers);
+  }
+  std::optional<LostShard> down;
   bool any_holds = false;
-  std::vector<bool> held(n, false);  // Replicated: some ps holds a copy of the shard.
+  std::vector<bool> held(n, false);  // Some ps holds a copy of the shard.
   for (int ps = 0; ps < n; ++ps) {
     absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
     if (!jobs.ok()) {
       down = LostShard{
           ps, true,
           absl::StrCat("ps:", ps, " is down (", ClusterClient::Detail(jobs.status()), ")")};
-      if (!replicated) return down;
       continue;
     }
     if (std::find(jobs->job_ids().begin(), jobs->job_ids().end(), job_id) !=
         jobs->job_ids().end()) {
       any_holds = true;
       held[ps] = true;
-    } else if (!without_job.has_value()) {
-      without_job = LostShard{
-          ps, false, absl::StrCat("ps:", ps, " no longer holds the job (it was started again)")};
     }
     for (const ListJobsResponse::ShardCopy& copy : jobs->copies()) {
       if (copy.job_id() != job_id || copy.shard() < 0 || copy.shard() >= n) continue;
@@ -81,7 +136,6 @@ std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::s
       held[copy.shard()] = true;
     }
   }
-  if (!replicated) return any_holds ? without_job : std::nullopt;
   if (!down.has_value() && !any_holds) return std::nullopt;
   // A replicated job loses a shard only with both its copies: a ps that is down or was started
   // again loses nothing while the next ps holds its shard's copy (a worker's call makes that copy

@@ -36,7 +36,9 @@ struct LostShard {
 };
 
 // The first ps, in task order, that does not answer ListJobs, else the first that does not list
-// `job_id` while another does (it was started again); nullopt when every ps holds the job
+// `job_id` while another does (it was started again); a shard moved to another ps (MoveShard)
+// is held by the ps that serves it, not its own: its own ps may be down or started again, and
+// the ps it moved to counts in its place; nullopt when every shard is held
 // (whatever state it holds it in), or none does: the job was never made on the shards (a worker
 // that failed before making it, such as a program job's that exited at once), which no ps
 // restart explains. `replicated` (the job keeps a backup of each shard, docs/replication.md):

@@ -371,5 +371,49 @@ TEST_F(PsRecoveryTest, AReplicatedJobLosesAShardOnlyWithBothItsCopies) {
   EXPECT_THAT(recovery->shard.why, HasSubstr("(ps:1 is down"));
 }
 
+// Without replicas, a shard moved to another ps (MoveShard) is held where it is served: its own
+// ps may then be down for good (a ps removed from the job) with nothing lost; the ps it moved
+// to, down or started again, loses it.
+TEST_F(PsRecoveryTest, AShardMovedAwayIsLostOnlyWithThePsThatServesIt) {
+  // Shard 1 moved to ps:0, which serves it; ps:1 keeps its record of the move.
+  ListJobsResponse::ShardCopy moved = Copy(1, /*serving=*/true);
+  moved.set_moved(true);
+  *fake_.ps_jobs[0].add_copies() = moved;
+  ListJobsResponse::MovedShard* record = fake_.ps_jobs[1].add_moved();
+  record->set_job_id("j");
+  record->set_shard(1);
+  record->set_to_ps(0);
+  const std::vector<JobProgress> workers = {Worker(0, 12, JobProgress::FAILED),
+                                            Worker(1, 15, JobProgress::RUNNING)};
+  EXPECT_FALSE(RecoveryNeeded(fake_, "j", workers).has_value());
+  fake_.Down(1, t0_, absl::InfiniteFuture());
+  EXPECT_FALSE(RecoveryNeeded(fake_, "j", workers).has_value()) << "ps:1 serves no shard";
+
+  // ps:0 down: shard 0 and the moved shard 1 with it.
+  fake_.Down(1, t0_, t0_);
+  fake_.Down(0, t0_, absl::InfiniteFuture());
+  std::optional<Recovery> recovery = RecoveryNeeded(fake_, "j", workers);
+  ASSERT_TRUE(recovery.has_value());
+  EXPECT_EQ(recovery->shard.ps, 0);
+  EXPECT_TRUE(recovery->shard.down);
+  EXPECT_THAT(recovery->shard.why, HasSubstr("ps:0 is down"));
+
+  // ps:0 started again, holding neither: ps:0 is named (for its own shard first).
+  fake_.Down(0, t0_, t0_);
+  fake_.ps_jobs[0].clear_copies();
+  fake_.ps_jobs[0].clear_job_ids();
+  recovery = RecoveryNeeded(fake_, "j", workers);
+  ASSERT_TRUE(recovery.has_value());
+  EXPECT_EQ(recovery->shard.ps, 0);
+  EXPECT_FALSE(recovery->shard.down);
+  // Only the moved shard gone: named by where it went.
+  fake_.ps_jobs[0].add_job_ids("j");
+  recovery = RecoveryNeeded(fake_, "j", workers);
+  ASSERT_TRUE(recovery.has_value());
+  EXPECT_EQ(recovery->shard.ps, 0);
+  EXPECT_FALSE(recovery->shard.down);
+  EXPECT_THAT(recovery->shard.why, HasSubstr("ps:0 no longer holds shard 1, which moved there"));
+}
+
 }  // namespace
 }  // namespace ps
