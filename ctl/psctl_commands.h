@@ -39,6 +39,7 @@ int AddWorker();
 // The shard of --task's ps moves to the ps --to while job --job trains on (MoveShard), from
 // wherever it is (a moved shard moves on, or back to its own ps).
 int MoveShard();
+int DrainPs();
 int Check();
 int Experiment();
 // One directory with sweep.csv: the sweep's report; else the runs side by side.

@@ -144,6 +144,19 @@ std::vector<Command> JobAndClusterCommands() {
        "  psctl move-shard --cluster_spec=cluster.json --job=default --task=ps:1 --to=ps:2\n"
        "  psctl move-shard --cluster_spec=cluster.json --job=default --task=ps:1 --to=ps:1",
        {"cluster_spec", "job", "task", "to"}},
+      {"drain-ps", 0, [](const std::vector<std::string>&) { return DrainPs(); },
+       "move every shard off a ps, live, so that it may be stopped",
+       "psctl drain-ps --cluster_spec=F --task=ps:N [--to=ps:M]\n\n"
+       "Every shard ps:N serves, of every job without replicas (its own shard of each job, and\n"
+       "shards moved to it), moves as psctl move-shard moves one: a shard moved to ps:N goes\n"
+       "home, the others to --to or else each to the ps serving the fewest shards. Then ps:N\n"
+       "may be stopped, or lost, with no step of any job redone. A job with replicas keeps its\n"
+       "copies on ps:N: psctl says which, exits with an error, and ps:N must stay. A user's\n"
+       "psctl sees and moves that user's jobs only; an admin's, every job.\n\n"
+       "Examples:\n"
+       "  psctl drain-ps --cluster_spec=cluster.json --task=ps:2\n"
+       "  psctl drain-ps --cluster_spec=cluster.json --task=ps:2 --to=ps:0",
+       {"cluster_spec", "task", "to"}},
       {"check", 0, [](const std::vector<std::string>&) { return Check(); },
        "validate a ClusterSpec (and a task of it)",
        "psctl check --cluster_spec=F [--task=ps:0]\n\n"

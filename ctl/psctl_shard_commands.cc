@@ -1,12 +1,16 @@
-// psctl's command that moves a running job's shard to another ps: move-shard
-// (ctl/psctl_commands.h; docs/replication.md, "A live move to another ps").
+// psctl's commands that move running jobs' shards to other ps: move-shard, and drain-ps, which
+// moves every shard off one ps (ctl/psctl_commands.h; docs/replication.md, "A live move to
+// another ps" and "Removing a ps").
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/cluster/cluster_spec.h"
 #include "ctl/cluster/cluster_client.h"
+#include "ctl/cluster/drain_plan.h"
 #include "ctl/psctl_commands.h"
 #include "ctl/psctl_flags.h"
 #include "proto/ps_service.pb.h"
@@ -51,6 +55,50 @@ int MoveShard() {
   if (!moved.ok()) return Fail(moved.status());
   std::cout << "shard " << *from << " of job " << FLAGS_job << " moved to ps:" << *to
             << " at version " << moved->version() << "; ps:" << *to << " serves it now\n";
+  return 0;
+}
+
+int DrainPs() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  absl::StatusOr<int> drained = PsOfFlag(*cluster, "task", FLAGS_task);
+  if (!drained.ok()) return Fail(drained.status());
+  std::optional<int> to;
+  if (!FLAGS_to.empty()) {
+    absl::StatusOr<int> given = PsOfFlag(*cluster, "to", FLAGS_to);
+    if (!given.ok()) return Fail(given.status());
+    to = *given;
+  }
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
+  if (!client.ok()) return Fail(client.status());
+  std::vector<absl::StatusOr<ListJobsResponse>> listed;
+  for (int ps = 0; ps < (*client)->num_ps(); ++ps) listed.push_back((*client)->ListJobs(ps));
+  absl::StatusOr<DrainPlan> plan = PlanDrain(*drained, listed, to);
+  if (!plan.ok()) return Fail(plan.status());
+  std::vector<std::string> stayed = plan->refused;
+  for (const std::string& why : plan->refused) std::cout << why << "\n";
+  for (const ShardMove& move : plan->moves) {
+    MoveShardRequest request;
+    request.set_job_id(move.job_id);
+    request.set_shard(move.shard);
+    request.set_to_ps(move.to_ps);
+    absl::StatusOr<MoveShardResponse> moved = (*client)->MoveShard(request);
+    if (!moved.ok()) {
+      stayed.push_back(absl::StrCat("shard ", move.shard, " of job ", move.job_id, ": ",
+                                    moved.status().message()));
+      std::cout << stayed.back() << "\n";
+      continue;
+    }
+    std::cout << "shard " << move.shard << " of job " << move.job_id << " moved to ps:"
+              << move.to_ps << " at version " << moved->version() << "\n";
+  }
+  if (!stayed.empty()) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        "ps:", *drained, " still holds ", stayed.size(), " shard copies (above); do not stop it "
+        "yet: stop or finish those jobs, or ask again once the cause is fixed")));
+  }
+  std::cout << "ps:" << *drained << " serves no shard of any job now (" << plan->moves.size()
+            << " moved): it may be stopped\n";
   return 0;
 }
 

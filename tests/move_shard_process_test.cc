@@ -154,15 +154,30 @@ TEST_F(MoveShardProcessTest, AMovedShardsNewPsLostRollsTheJobBackToTheCheckpoint
   ExpectSameParameters(ResultParameters(dir_ + "/calm"), ResultParameters(dir_ + "/lost"), 1e-4f);
 }
 
-// Removing a ps from a running job: shard 1 moves to ps:2, and then ps:1, which serves no shard
-// of the job any more, is killed for good. The job goes on with no step redone (no recovery)
-// and ends DONE with the undisturbed run's parameters.
+// Removing a ps from a running job: psctl drain-ps moves shard 1 to ps:2, and then ps:1,
+// which serves no shard of the job any more, is killed for good; then a worker is killed and
+// started again. The job
+// goes on with no step redone (no recovery), the worker rejoins, and the job ends DONE with the
+// undisturbed run's parameters.
 TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoStepRedone) {
   std::unique_ptr<Psctl> job = Submit("drained", /*paced=*/true);
   AwaitLine(*job, "step ");
   if (HasFatalFailure()) return;
-  std::unique_ptr<Psctl> moved = Move("drained", "ps:1", "ps:2");
-  ASSERT_EQ(moved->Wait(), 0) << moved->Output() << job->Output();
+  // Both jobs' shard 1 (the finished calm's too), one to ps:0 and one to ps:2.
+  Psctl drain({"drain-ps", "--cluster_spec=" + cluster_->spec_path(), "--task=ps:1"}, dir_);
+  ASSERT_EQ(drain.Wait(absl::Minutes(1)), 0) << drain.Output() << job->Output();
+  std::cout << drain.Stdout();
+  EXPECT_THAT(drain.Stdout(), HasSubstr("shard 1 of job calm moved to ps:")) << drain.Output();
+  EXPECT_THAT(drain.Stdout(), HasSubstr("shard 1 of job drained moved to ps:"))
+      << drain.Output();
+  EXPECT_THAT(drain.Stdout(), HasSubstr("ps:1 serves no shard of any job now (2 moved)"))
+      << drain.Output();
+  auto went_to = [&drain](const std::string& id) {
+    const std::string line = "shard 1 of job " + id + " moved to ps:";
+    const size_t at = drain.Stdout().find(line);
+    return at == std::string::npos ? std::string() : drain.Stdout().substr(at + line.size(), 1);
+  };
+  EXPECT_NE(went_to("calm"), went_to("drained")) << "not spread: " << drain.Output();
   ASSERT_TRUE(cluster_->Kill("ps:1"));
   ASSERT_FALSE(job->Ended()) << "the job ended before its ps was lost: " << job->Output();
   // psctl status finds the shard where it is; ps:1 is down, and the job is not lost.
@@ -172,6 +187,11 @@ TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoSt
   EXPECT_THAT(status.Stdout(), HasSubstr("shard 1 of drained was moved to another ps"))
       << status.Output();
   EXPECT_THAT(status.Stdout(), ::testing::Not(HasSubstr("RECOVERING"))) << status.Output();
+  // A worker started again rejoins: its CreateJob skips ps:1, whose shard ps:2 serves.
+  ASSERT_TRUE(cluster_->Kill("worker:1"));
+  ASSERT_TRUE(cluster_->StartTask("worker:1").ok());
+  AwaitLine(*job, "worker:1 is back: it rejoins the job");
+  if (HasFatalFailure()) return;
   ASSERT_EQ(job->Wait(absl::Minutes(5)), 0) << job->Output();
 
   const std::string output = job->Output();

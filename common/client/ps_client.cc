@@ -210,13 +210,13 @@ absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
     if (!created.ok()) return created;
   }
   // A shard moved to another ps (MoveShard) is not made anew at its own ps (one started again
-  // empty while the shard was away): this client's calls go where it is served.
-  // A ps that cannot be asked fails the creation before anything is made: it may be the one
-  // that serves a moved shard (and CreateJob needs every ps anyway).
-  absl::StatusOr<std::map<int, int>> moved_shards =
-      spec.replicas() < 2 && replay == nullptr ? MovedShards(spec.job_id()) : std::map<int, int>();
-  if (!moved_shards.ok()) return moved_shards.status();
-  const std::map<int, int>& moved = *moved_shards;
+  // empty while the shard was away, or gone): this client's calls go where it is served. A ps
+  // that cannot be asked is made the job on (and fails the creation) unless its shard is so
+  // served; a shard moved to it stays known at its own ps (its record of the move), whose
+  // answers send its calls there.
+  const std::map<int, int> moved = spec.replicas() < 2 && replay == nullptr
+                                       ? MovedShards(spec.job_id())
+                                       : std::map<int, int>();
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
     if (moved.count(ps) > 0) continue;
@@ -248,10 +248,9 @@ void PsClient::RouteMovedShards(const std::string& job_id, const std::map<int, i
   }
 }
 
-absl::StatusOr<std::map<int, int>> PsClient::MovedShards(const std::string& job_id) {
-  const EveryPsListed listed = ListEveryPs(*connections_, -1, options().call_timeout);
-  if (!listed.failed.ok()) return listed.failed;
-  return MovedShardsIn(job_id, listed.Answers());
+std::map<int, int> PsClient::MovedShards(const std::string& job_id) {
+  return MovedShardsIn(job_id,
+                       ListEveryPs(*connections_, -1, options().call_timeout).Answers());
 }
 
 std::map<int, int> MovedShardsIn(const std::string& job_id,

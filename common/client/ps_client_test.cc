@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/net/proto_byte_buffer.h"
@@ -106,14 +107,23 @@ TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
   EXPECT_TRUE(a.created().empty());
   EXPECT_EQ(b.created().size(), 1u);
   EXPECT_EQ(client->connections()->MovedRoute("j", 0), 1);
-  // A ps that cannot be asked fails the creation before anything is made.
+  // A ps that cannot be asked, whose shard no ps serves: the creation fails there, naming it.
   PsClientOptions options;
   options.ps_addresses = {b.address(), "127.0.0.1:1"};
   options.max_attempts = 1;
   std::unique_ptr<PsClient> half = *PsClient::Create(options);
   spec.set_job_id("k");
-  EXPECT_FALSE(half->CreateJob(spec).ok());
-  EXPECT_EQ(b.created().size(), 1u);
+  absl::StatusOr<Placement> failed = half->CreateJob(spec);
+  EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
+  EXPECT_TRUE(absl::StrContains(failed.status().message(), "ps:1")) << failed.status();
+  // One that serves a moved shard, gone: that shard's calls go where it is, from its own ps.
+  FakeShard c(0, {"j"}, listed);
+  options.ps_addresses = {"127.0.0.1:1", c.address()};
+  std::unique_ptr<PsClient> gone = *PsClient::Create(options);
+  spec.set_job_id("j");
+  ASSERT_TRUE(gone->CreateJob(spec).ok());
+  EXPECT_EQ(c.created().size(), 1u);
+  EXPECT_EQ(gone->connections()->MovedRoute("j", 0), 1);
 }
 
 // A shard's own ps that cannot be reached: the other ps are asked where the shard is, and a
