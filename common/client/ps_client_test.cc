@@ -90,16 +90,23 @@ std::unique_ptr<PsClient> Connect(FakeShard& a, FakeShard& b) {
   return *PsClient::Create(options);
 }
 
+// A ListJobs answer listing job `id` and serving a copy of its shard 0: one moved there
+// (MoveShard), or a replicated shard's backup that took it over.
+ListJobsResponse ServingShard0Of(const std::string& id, bool moved) {
+  ListJobsResponse listed;
+  listed.add_job_ids(id);
+  ListJobsResponse::ShardCopy* copy = listed.add_copies();
+  copy->set_job_id(id);
+  copy->set_shard(0);
+  copy->set_serving(true);
+  copy->set_moved(moved);
+  return listed;
+}
+
 // A shard that another ps serves, moved there (MoveShard), is not made again at its own ps
 // (which may have been started again empty): its calls go there.
 TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
-  ListJobsResponse listed;
-  listed.add_job_ids("j");
-  ListJobsResponse::ShardCopy* copy = listed.add_copies();
-  copy->set_job_id("j");
-  copy->set_shard(0);
-  copy->set_serving(true);
-  copy->set_moved(true);
+  const ListJobsResponse listed = ServingShard0Of("j", /*moved=*/true);
   FakeShard a(0, {}), b(1, {"j"}, listed);
   std::unique_ptr<PsClient> client = Connect(a, b);
   ParameterSpec spec = OneVariableJob("j");
@@ -132,14 +139,7 @@ TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
 TEST(PsClientTest, ACallOfAShardWhosePsIsGoneGoesWhereTheShardMoved) {
   for (const bool moved : {true, false}) {
     SCOPED_TRACE(moved ? "moved" : "a backup");
-    ListJobsResponse listed;
-    listed.add_job_ids("j");
-    ListJobsResponse::ShardCopy* copy = listed.add_copies();
-    copy->set_job_id("j");
-    copy->set_shard(0);
-    copy->set_serving(true);
-    copy->set_moved(moved);
-    FakeShard b(1, {"j"}, listed);
+    FakeShard b(1, {"j"}, ServingShard0Of("j", moved));
     PsClientOptions options;
     options.ps_addresses = {"127.0.0.1:1", b.address()};
     options.max_attempts = 3;
