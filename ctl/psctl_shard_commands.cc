@@ -97,8 +97,10 @@ int DrainPs() {
         "ps:", *drained, " still holds ", stayed.size(), " shard copies (above); do not stop it "
         "yet: stop or finish those jobs, or ask again once the cause is fixed")));
   }
-  std::cout << "ps:" << *drained << " serves no shard of any job now (" << plan->moves.size()
-            << " moved): it may be stopped\n";
+  // ListJobs lists the caller's jobs only (an admin's: every job).
+  std::cout << "ps:" << *drained << " serves no shard of the jobs it lists to you now ("
+            << plan->moves.size() << " moved): it may be stopped, unless another user's jobs "
+            << "are on it (an admin's psctl sees and moves every job)\n";
   return 0;
 }
 

@@ -170,7 +170,7 @@ TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoSt
   EXPECT_THAT(drain.Stdout(), HasSubstr("shard 1 of job calm moved to ps:")) << drain.Output();
   EXPECT_THAT(drain.Stdout(), HasSubstr("shard 1 of job drained moved to ps:"))
       << drain.Output();
-  EXPECT_THAT(drain.Stdout(), HasSubstr("ps:1 serves no shard of any job now (2 moved)"))
+  EXPECT_THAT(drain.Stdout(), HasSubstr("ps:1 serves no shard of the jobs it lists to you now (2 moved)"))
       << drain.Output();
   auto went_to = [&drain](const std::string& id) {
     const std::string line = "shard 1 of job " + id + " moved to ps:";
@@ -199,6 +199,7 @@ TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoSt
   EXPECT_THAT(output, HasSubstr("checkpoints paused: shard 1 was moved to another ps")) << output;
   nlohmann::json summary = ReadJson(dir_ + "/drained/summary.json");
   EXPECT_EQ(summary["state"], "DONE") << summary.dump();
+  EXPECT_EQ(summary["parameters_written"], true) << summary.dump();
   EXPECT_EQ(summary["steps"], kSteps) << summary.dump();
   ExpectSameParameters(ResultParameters(dir_ + "/calm"), ResultParameters(dir_ + "/drained"),
                        1e-4f);

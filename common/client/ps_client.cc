@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <google/protobuf/message.h>
 
@@ -34,7 +35,8 @@ PsConnections::Call AdminCall(
 // not be reached (PsConnections::MovedShardFinder).
 constexpr absl::Duration kFindMovedShardTimeout = absl::Seconds(2);
 
-// ListJobs of every ps but `skip` (-1: none) at once, each within `timeout`.
+// ListJobs of every ps but those in `skip` at once, each within `timeout` (and only once where
+// `once`: no retry).
 struct EveryPsListed {
   std::vector<ListJobsResponse> answers;  // By ps.
   std::vector<char> answered;             // By ps: answers[ps] came.
@@ -49,14 +51,15 @@ struct EveryPsListed {
     return listed;
   }
 };
-EveryPsListed ListEveryPs(PsConnections& connections, int skip, absl::Duration timeout) {
+EveryPsListed ListEveryPs(PsConnections& connections, const std::set<int>& skip,
+                          absl::Duration timeout, bool once) {
   static const ListJobsRequest kList;
   EveryPsListed listed;
   listed.answers.resize(connections.num_ps());
   listed.answered.assign(connections.num_ps(), 0);
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < connections.num_ps(); ++ps) {
-    if (ps == skip) continue;
+    if (skip.count(ps) > 0) continue;
     calls.push_back(AdminCall(connections, ps, "ListJobs", kList,
                               [&listed, ps](const grpc::ByteBuffer& bytes) {
                                 absl::Status parsed = ParseFromByteBuffer(bytes, &listed.answers[ps]);
@@ -64,6 +67,7 @@ EveryPsListed ListEveryPs(PsConnections& connections, int skip, absl::Duration t
                                 return parsed;
                               }));
     calls.back().timeout = timeout;
+    calls.back().once = once;
   }
   // The answers that came are kept whatever the others do.
   listed.failed = connections.RunCalls(std::move(calls));
@@ -156,12 +160,16 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(const PsClientOptions
   if (!connections.ok()) return connections.status();
   PsConnections* raw = connections->get();
   (*connections)->SetMovedShardFinder(
-      [raw](const std::string& job_id, int shard, int unreached) -> std::optional<int> {
-        const EveryPsListed listed = ListEveryPs(*raw, unreached, kFindMovedShardTimeout);
-        const std::map<int, int> moved = MovedShardsIn(job_id, listed.Answers());
-        auto serving = moved.find(shard);
-        if (serving == moved.end()) return std::nullopt;
-        return serving->second;
+      [raw](const std::vector<PsConnections::JobShard>& shards, const std::set<int>& unreached) {
+        const EveryPsListed listed =
+            ListEveryPs(*raw, unreached, kFindMovedShardTimeout, /*once=*/true);
+        std::map<PsConnections::JobShard, int> found;
+        for (const PsConnections::JobShard& shard : shards) {
+          const std::map<int, int> moved = MovedShardsIn(shard.first, listed.Answers());
+          auto serving = moved.find(shard.second);
+          if (serving != moved.end()) found[shard] = serving->second;
+        }
+        return found;
       });
   return std::unique_ptr<PsClient>(new PsClient(*std::move(connections)));
 }
@@ -211,12 +219,13 @@ absl::StatusOr<Placement> PsClient::CreateJob(const ParameterSpec& spec,
   }
   // A shard moved to another ps (MoveShard) is not made anew at its own ps (one started again
   // empty while the shard was away, or gone): this client's calls go where it is served. A ps
-  // that cannot be asked is made the job on (and fails the creation) unless its shard is so
-  // served; a shard moved to it stays known at its own ps (its record of the move), whose
-  // answers send its calls there.
-  const std::map<int, int> moved = spec.replicas() < 2 && replay == nullptr
-                                       ? MovedShards(spec.job_id())
-                                       : std::map<int, int>();
+  // that cannot be asked fails the creation before anything is made, unless its own shard is
+  // so served (a ps removed from the job): it may be the one that serves a moved shard, whose
+  // own ps would make it anew.
+  absl::StatusOr<std::map<int, int>> moved_shards =
+      spec.replicas() < 2 && replay == nullptr ? MovedShards(spec.job_id()) : std::map<int, int>();
+  if (!moved_shards.ok()) return moved_shards.status();
+  const std::map<int, int>& moved = *moved_shards;
   std::vector<PsConnections::Call> calls;
   for (int ps = 0; ps < num_ps(); ++ps) {
     if (moved.count(ps) > 0) continue;
@@ -248,9 +257,14 @@ void PsClient::RouteMovedShards(const std::string& job_id, const std::map<int, i
   }
 }
 
-std::map<int, int> PsClient::MovedShards(const std::string& job_id) {
-  return MovedShardsIn(job_id,
-                       ListEveryPs(*connections_, -1, options().call_timeout).Answers());
+absl::StatusOr<std::map<int, int>> PsClient::MovedShards(const std::string& job_id) {
+  const EveryPsListed listed = ListEveryPs(*connections_, {}, options().call_timeout,
+                                           /*once=*/false);
+  std::map<int, int> moved = MovedShardsIn(job_id, listed.Answers());
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    if (!listed.answered[ps] && moved.count(ps) == 0) return listed.failed;
+  }
+  return moved;
 }
 
 std::map<int, int> MovedShardsIn(const std::string& job_id,

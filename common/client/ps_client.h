@@ -39,7 +39,8 @@ class PsClient {
 
   // Creates the job on every shard (idempotent for the same spec) and returns its placement; a
   // shard that moved to another ps (MoveShard) is not made again at its own ps (which may be
-  // gone), and this client's calls go to the ps that serves it.
+  // gone), and this client's calls go to the ps that serves it. A ps that cannot be asked
+  // fails it before anything is made, unless its shard is served elsewhere so.
   // With `replay` (one log per shard, in ps order: psctl replay), each shard replays its log
   // (CreateJobRequest.replay).
   // A job that starts at its chief's values (ParameterSpec.chief_initializes) is created by the
@@ -78,8 +79,9 @@ class PsClient {
   // Waits until job `job_id` exists on every shard (its chief created it).
   absl::Status AwaitChiefsJob(const std::string& job_id);
   // The shards of job `job_id` (without replicas) that a ps other than their own serves, moved
-  // there (MovedShardsIn, of every ps that answers ListJobs), each with that ps.
-  std::map<int, int> MovedShards(const std::string& job_id);
+  // there (MovedShardsIn, of every ps that answers ListJobs), each with that ps; the error of a
+  // ps that cannot be asked, unless its own shard is among them.
+  absl::StatusOr<std::map<int, int>> MovedShards(const std::string& job_id);
   // This client's calls of job `job_id`'s shards in `moved` (shard -> the ps that serves it)
   // go to those ps from now on.
   void RouteMovedShards(const std::string& job_id, const std::map<int, int>& moved);

@@ -114,7 +114,8 @@ TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
   EXPECT_TRUE(a.created().empty());
   EXPECT_EQ(b.created().size(), 1u);
   EXPECT_EQ(client->connections()->MovedRoute("j", 0), 1);
-  // A ps that cannot be asked, whose shard no ps serves: the creation fails there, naming it.
+  // A ps that cannot be asked, whose shard no ps serves, fails the creation before anything is
+  // made (it may serve a moved shard whose own ps would make it anew).
   PsClientOptions options;
   options.ps_addresses = {b.address(), "127.0.0.1:1"};
   options.max_attempts = 1;
@@ -123,6 +124,7 @@ TEST(PsClientTest, CreateJobLeavesAMovedShardWhereItIsServed) {
   absl::StatusOr<Placement> failed = half->CreateJob(spec);
   EXPECT_TRUE(absl::IsUnavailable(failed.status())) << failed.status();
   EXPECT_TRUE(absl::StrContains(failed.status().message(), "ps:1")) << failed.status();
+  EXPECT_EQ(b.created().size(), 1u) << "made before every ps was asked";
   // One that serves a moved shard, gone: that shard's calls go where it is, from its own ps.
   FakeShard c(0, {"j"}, listed);
   options.ps_addresses = {"127.0.0.1:1", c.address()};

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 
 #include <glog/logging.h>
 #include <grpc/grpc.h>
@@ -423,7 +424,7 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     // (Job, shard) -> where it moved: its calls go there.
     std::map<std::pair<std::string, int>, MovedTo> moved;
     // (Job, shard) -> the task its routed calls could not reach, saying nothing of a move.
-    std::map<std::pair<std::string, int>, int> unreached;
+    std::map<JobShard, int> unreached;
     bool unmade = false;  // Calls the attempt let go of: another failed for good.
     for (size_t i = 0; i < pending.size(); ++i) {
       if (!in_flight[i]->made) {
@@ -447,11 +448,11 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
       }
       if (status.ok()) {
         status = in_flight[i]->handled;
-        if (absl::IsUnavailable(status) && !last) {
+        if (absl::IsUnavailable(status) && !last && !call.once) {
           retry.push_back(pending[i]);  // Made again where it went: that copy answered.
           continue;
         }
-      } else if (Retryable(call, status) && !last) {
+      } else if (Retryable(call, status) && !last && !call.once) {
         retry.push_back(pending[i]);
         if (call.replicated && !in_flight[i]->RetryHere()) {
           const int other = OtherCopy(call.ps, task);
@@ -495,12 +496,21 @@ absl::Status PsConnections::RunCalls(std::vector<Call> calls) {
     if (patient_until == absl::InfiniteFuture()) {
       patient_until = absl::Now() + options_.failover_patience;
     }
-    for (const auto& [shard, task] : unreached) {
-      if (moved.count(shard) > 0) continue;
-      const std::optional<int> serving = find_moved_shard_(shard.first, shard.second, task);
-      if (serving.has_value() && *serving != task) {
-        moved.emplace(shard, MovedTo{task, *serving,
-                                     absl::StrCat("ps:", task, " cannot be reached; ps:", *serving,
+    if (!unreached.empty()) {
+      std::vector<JobShard> shards;
+      std::set<int> tasks;
+      for (const auto& [shard, task] : unreached) {
+        if (moved.count(shard) > 0) continue;
+        shards.push_back(shard);
+        tasks.insert(task);
+      }
+      const std::map<JobShard, int> serving =
+          shards.empty() ? std::map<JobShard, int>() : find_moved_shard_(shards, tasks);
+      for (const auto& [shard, to] : serving) {
+        const int task = unreached.at(shard);
+        if (to == task || tasks.count(to) > 0) continue;
+        moved.emplace(shard, MovedTo{task, to,
+                                     absl::StrCat("ps:", task, " cannot be reached; ps:", to,
                                                   " serves the shard, moved there")});
       }
     }

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -136,6 +137,8 @@ class PsConnections {
     // that job, there (MoveRoute). A replicated call follows Route instead.
     bool routed = false;
     std::string job_id = "";
+    // Made once: UNAVAILABLE fails it at once (a question whose answer may not come).
+    bool once = false;
   };
   // Makes `calls`, those to different shards in parallel and those to one shard in order with
   // at most options().max_bytes_in_flight_per_ps of them in flight (the next starts as one
@@ -163,12 +166,15 @@ class PsConnections {
   int MovedRoute(const std::string& job_id, int shard) const ABSL_LOCKS_EXCLUDED(moved_mu_);
   void MoveRoute(const std::string& job_id, int shard, int from, int to, absl::string_view why)
       ABSL_LOCKS_EXCLUDED(moved_mu_);
-  // Where shard `shard` of job `job_id` (without replicas) is served, asked of the other ps
-  // once task `unreached` failed a routed call of it UNAVAILABLE with no word of a move: a ps
-  // the shard moved away from may be gone since (a ps removed from the job); nullopt if no ps
-  // says. RunCalls moves the shard's route there (MoveRoute) and makes its calls again.
-  using MovedShardFinder =
-      std::function<std::optional<int>(const std::string& job_id, int shard, int unreached)>;
+  // (Job, shard) of a job without replicas.
+  using JobShard = std::pair<std::string, int>;
+  // Where each of `shards` is served (those found), asked of the ps not in `unreached` once
+  // routed calls of them failed UNAVAILABLE at the tasks in `unreached` with no word of a move:
+  // a ps a shard moved away from may be gone since (a ps removed from the job). RunCalls moves
+  // each found shard's route there (MoveRoute) and makes its calls again. Asked at most once
+  // per attempt, each ps once (Call.once).
+  using MovedShardFinder = std::function<std::map<JobShard, int>(
+      const std::vector<JobShard>& shards, const std::set<int>& unreached)>;
   // REQUIRES: before any call (PsClient::Create sets it).
   void SetMovedShardFinder(MovedShardFinder finder) { find_moved_shard_ = std::move(finder); }
   // The other copy of shard `shard` from task `task`: the next task from the shard's own, the

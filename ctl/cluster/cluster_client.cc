@@ -230,9 +230,12 @@ absl::StatusOr<ListJobsResponse> ClusterClient::ListJobs(int ps) const {
   return response;
 }
 
-std::map<int, int> ClusterClient::MovedShards(const std::string& job_id) const {
+std::map<int, int> ClusterClient::MovedShards(const std::string& job_id, int unreached) const {
   std::vector<absl::StatusOr<ListJobsResponse>> answers;
-  for (int ps = 0; ps < num_ps(); ++ps) answers.push_back(ListJobs(ps));
+  for (int ps = 0; ps < num_ps(); ++ps) {
+    answers.push_back(ps == unreached ? absl::UnavailableError("not asked")
+                                      : ListJobs(ps));
+  }
   std::vector<const ListJobsResponse*> listed;
   for (const absl::StatusOr<ListJobsResponse>& answer : answers) {
     listed.push_back(answer.ok() ? &*answer : nullptr);
@@ -306,7 +309,7 @@ grpc::Status ClusterClient::CallWhereShardIs(
         (answered.error_code() == grpc::StatusCode::UNAVAILABLE ||
          answered.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)) {
       // Its own ps is gone or hangs: a ps it moved to says so itself.
-      const std::map<int, int> moved = MovedShards(request.job_id());
+      const std::map<int, int> moved = MovedShards(request.job_id(), *ps);
       auto serving = moved.find(request.shard());
       if (serving != moved.end()) moved_to = serving->second;
     }

@@ -159,8 +159,8 @@ class ClusterClient {
     return Channel(kWorkerJob, worker);
   }
   // The shards of `job_id` (without replicas) that a ps not their own serves, moved there
-  // (MovedShardsIn), from the ListJobs of every ps that answers.
-  std::map<int, int> MovedShards(const std::string& job_id) const;
+  // (MovedShardsIn), from the ListJobs of every ps but `unreached` that answers.
+  std::map<int, int> MovedShards(const std::string& job_id, int unreached) const;
   // StopJob and AskWorkerToLeave's call.
   absl::Status CallStopJob(int worker, const StopJobRequest& request) const;
   // Calls `method` of ps task `ps` with a deadline `timeout` from now.

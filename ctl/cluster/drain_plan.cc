@@ -1,6 +1,7 @@
 #include "ctl/cluster/drain_plan.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -45,14 +46,30 @@ absl::StatusOr<DrainPlan> PlanDrain(int ps,
     load[other] = listed[other].ok() ? static_cast<int>(ServedShards(other, *listed[other]).size())
                                      : -1;
   }
+  // Jobs with replicas: a backup copy listed anywhere.
+  std::set<std::string> replicated;
+  for (const absl::StatusOr<ListJobsResponse>& answer : listed) {
+    if (!answer.ok()) continue;
+    for (const ListJobsResponse::ShardCopy& copy : answer->copies()) {
+      if (!copy.moved()) replicated.insert(copy.job_id());
+    }
+  }
   DrainPlan plan;
-  for (const ListJobsResponse::ShardCopy& copy : listed[ps]->copies()) {
-    if (copy.moved()) continue;
+  std::set<std::string> refused;
+  auto refuse = [&](const std::string& job_id) {
+    if (!refused.insert(job_id).second) return;
     plan.refused.push_back(absl::StrCat(
-        "job ", copy.job_id(), ": ps:", ps, " holds the backup of shard ", copy.shard(),
-        " (a job with replicas keeps each shard on its two homes; it cannot leave ps:", ps, ")"));
+        "job ", job_id, " has replicas: each of its shards stays on its two homes, ps:", ps,
+        " among them (only a job without replicas moves)"));
+  };
+  for (const ListJobsResponse::ShardCopy& copy : listed[ps]->copies()) {
+    if (!copy.moved()) refuse(copy.job_id());
   }
   for (const auto& [job_id, shard] : ServedShards(ps, *listed[ps])) {
+    if (replicated.count(job_id) > 0) {
+      refuse(job_id);
+      continue;
+    }
     // A shard moved here goes home where its own ps answered.
     int target = to.value_or(shard != ps && load[shard] >= 0 ? shard : -1);
     const bool chosen = target >= 0;

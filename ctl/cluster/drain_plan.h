@@ -22,8 +22,8 @@ struct ShardMove {
 
 struct DrainPlan {
   std::vector<ShardMove> moves;
-  // Why each copy that cannot move stays: a replicated shard's backup, which lives on one of
-  // the shard's two homes.
+  // Why the shards of each job that cannot move stay: a job with replicas (a backup copy
+  // listed on some ps), whose shards live on their two homes.
   std::vector<std::string> refused;
 };
 

@@ -460,8 +460,10 @@ absl::Status FollowJob(ClusterClient& client, const JobSpec& spec,
           kExitStopped);
     }
   }
-  // Trained to the end, but its results are not all there: not a success.
-  if (!results_read.ok()) {
+  // Trained to the end, but its results are not all there: not a success, unless the job is no
+  // longer on the ps at all (a program job that deleted it, a short finished-job retention),
+  // which the line above says (summary.json: "parameters_written": false).
+  if (!results_read.ok() && !absl::IsNotFound(results_read)) {
     return absl::Status(results_read.code(),
                         absl::StrCat("job ", spec.job_id(),
                                      " finished, but its parameters could not be read: ",

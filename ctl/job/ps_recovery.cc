@@ -83,20 +83,28 @@ std::optional<LostShard> FindLostUnreplicatedShard(
     if (moved.count(shard) > 0) continue;
     const ListJobsResponse* own = listed[shard];
     if (own == nullptr) return down(shard);
-    auto record = std::find_if(own->moved().begin(), own->moved().end(),
-                               [&](const ListJobsResponse::MovedShard& m) {
-                                 return m.job_id() == job_id && m.shard() == shard;
-                               });
-    if (record != own->moved().end() && record->to_ps() >= 0 && record->to_ps() < n) {
-      if (listed[record->to_ps()] == nullptr) return down(record->to_ps());
-      if (!without_job.has_value()) {
-        without_job = LostShard{record->to_ps(), false,
-                                absl::StrCat("ps:", record->to_ps(), " no longer holds shard ",
-                                             shard, ", which moved there (it was started again)")};
+    // Its records of moves, from its own ps on a hop at a time: where it went last.
+    int at = shard;
+    for (int hop = 0; hop < n; ++hop) {
+      const ListJobsResponse* here = listed[at];
+      auto record = std::find_if(here->moved().begin(), here->moved().end(),
+                                 [&](const ListJobsResponse::MovedShard& m) {
+                                   return m.job_id() == job_id && m.shard() == shard;
+                                 });
+      if (record == here->moved().end() || record->to_ps() < 0 || record->to_ps() >= n ||
+          record->to_ps() == at) {
+        break;
       }
+      if (listed[record->to_ps()] == nullptr) return down(record->to_ps());
+      at = record->to_ps();
+    }
+    if (without_job.has_value()) continue;
+    if (at != shard) {
+      without_job = LostShard{at, false,
+                              absl::StrCat("ps:", at, " no longer holds shard ", shard,
+                                           ", which moved there (it was started again)")};
     } else if (std::find(own->job_ids().begin(), own->job_ids().end(), job_id) ==
-                   own->job_ids().end() &&
-               !without_job.has_value()) {
+               own->job_ids().end()) {
       without_job = LostShard{
           shard, false, absl::StrCat("ps:", shard, " no longer holds the job (it was started again)")};
     }

@@ -415,5 +415,41 @@ TEST_F(PsRecoveryTest, AShardMovedAwayIsLostOnlyWithThePsThatServesIt) {
   EXPECT_THAT(recovery->shard.why, HasSubstr("ps:0 no longer holds shard 1, which moved there"));
 }
 
+// A shard moved on (ps:1 -> ps:0 -> ps:2) is looked for where its records of moves end.
+TEST_F(PsRecoveryTest, AShardMovedOnIsLookedForWhereItsMovesEnd) {
+  const ClusterSpec three = *ClusterSpec::Parse(
+      R"({"ps": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:5"],
+          "worker": ["127.0.0.1:3", "127.0.0.1:4"]})",
+      "test");
+  FlakyPsCluster fake(three, &clock_);
+  for (int ps = 0; ps < 3; ++ps) fake.ps_jobs[ps].add_job_ids("j");
+  for (const auto& [at, to] : {std::pair<int, int>{1, 0}, {0, 2}}) {
+    ListJobsResponse::MovedShard* record = fake.ps_jobs[at].add_moved();
+    record->set_job_id("j");
+    record->set_shard(1);
+    record->set_to_ps(to);
+  }
+  const std::vector<JobProgress> workers = {Worker(0, 12, JobProgress::FAILED),
+                                            Worker(1, 15, JobProgress::RUNNING)};
+  fake.Down(2, t0_, absl::InfiniteFuture());
+  std::optional<Recovery> recovery = RecoveryNeeded(fake, "j", workers);
+  ASSERT_TRUE(recovery.has_value());
+  EXPECT_EQ(recovery->shard.ps, 2);
+  EXPECT_TRUE(recovery->shard.down);
+  // ps:2 back, started again: it lost the shard that moved there.
+  fake.Down(2, t0_, t0_);
+  recovery = RecoveryNeeded(fake, "j", workers);
+  ASSERT_TRUE(recovery.has_value());
+  EXPECT_EQ(recovery->shard.ps, 2);
+  EXPECT_FALSE(recovery->shard.down);
+  EXPECT_THAT(recovery->shard.why, HasSubstr("ps:2 no longer holds shard 1, which moved there"));
+  // ps:2 serving it: nothing lost, ps:1 down or not.
+  ListJobsResponse::ShardCopy moved = Copy(1, /*serving=*/true);
+  moved.set_moved(true);
+  *fake.ps_jobs[2].add_copies() = moved;
+  fake.Down(1, t0_, absl::InfiniteFuture());
+  EXPECT_FALSE(RecoveryNeeded(fake, "j", workers).has_value());
+}
+
 }  // namespace
 }  // namespace ps

@@ -195,6 +195,8 @@ absl::Status ResultsWriter::WriteParameters(const ParameterSpec& spec,
                                    values.at(variable.name()), fs_);
     if (!status.ok()) return WithFix(status);
   }
+  absl::MutexLock lock(&mu_);
+  parameters_written_ = true;
   return absl::OkStatus();
 }
 
@@ -241,6 +243,10 @@ absl::Status ResultsWriter::WriteSummary(const JobSpec& spec,
     bytes_received += progress.bytes_received();
   }
   summary["state"] = state;
+  {
+    absl::MutexLock lock(&mu_);
+    summary["parameters_written"] = parameters_written_;
+  }
   summary["lost_workers"] = lost_workers;
   summary["left_workers"] = left_workers;
   summary["workers_not_started"] = workers_not_started;

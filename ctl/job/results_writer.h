@@ -87,7 +87,9 @@ class ResultsWriter {
   // Appends the shards' staleness histograms as they stand now to staleness_timeline.csv
   // (created with its header on the first call; rows of counts that grew since the last call).
   absl::Status RecordStalenessSnapshot(const std::vector<JobStats>& shards);
-  absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values);
+  // params/NAME.npy per variable; summary.json's "parameters_written" says whether it was.
+  absl::Status WriteParameters(const ParameterSpec& spec, const MutableVariables& values)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // summary.json from the workers' last updates and the shards' statistics, then manifest.json
   // (the run ends now). Then the first error writing metrics.csv, eval.csv or validation.csv, if
   // any.
@@ -130,6 +132,7 @@ class ResultsWriter {
   nlohmann::json cluster_ ABSL_GUARDED_BY(mu_);  // WriteJob's, for the manifest.
   std::vector<TaskManifest> tasks_ ABSL_GUARDED_BY(mu_);
   absl::Status progress_error_ ABSL_GUARDED_BY(mu_);
+  bool parameters_written_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ps
