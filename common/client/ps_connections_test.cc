@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -216,6 +217,52 @@ TEST(PsConnectionsTest, GivesUpAfterMaxAttemptsNamingShardAndMethod) {
                          "): Unavailable: shard restarting (after 3 attempts; is the ps task "
                          "running there?)"));
   EXPECT_EQ(shard.calls("Unavailable"), 3);
+}
+
+TEST(PsConnectionsTest, ACallMadeOnceIsNotRetried) {
+  FakeShard shard("a");
+  std::unique_ptr<PsConnections> connections = *PsConnections::Create(FastOptions({shard.address()}));
+  std::string got;
+  PsConnections::Call call = TextCall(0, "Unavailable", "x", &got);
+  call.once = true;
+  EXPECT_EQ(connections->RunCalls({call}).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(shard.calls("Unavailable"), 1);
+}
+
+// A routed call whose ps answers UNAVAILABLE with no word of a move: the finder is asked where
+// the shard is (naming the ps that failed), and the call goes there; where it knows nothing,
+// the call fails as before.
+TEST(PsConnectionsTest, ARoutedCallThatCannotReachItsPsGoesWhereTheFinderSays) {
+  FakeShard a("a"), b("b");
+  a.FailNextEchoes(100);
+  std::unique_ptr<PsConnections> connections =
+      *PsConnections::Create(FastOptions({a.address(), b.address()}));
+  std::vector<std::set<int>> asked;
+  bool knows = true;
+  connections->SetMovedShardFinder(
+      [&](const std::vector<PsConnections::JobShard>& shards, const std::set<int>& unreached) {
+        asked.push_back(unreached);
+        std::map<PsConnections::JobShard, int> found;
+        if (knows) {
+          for (const PsConnections::JobShard& shard : shards) found[shard] = 1;
+        }
+        return found;
+      });
+  std::string got;
+  PsConnections::Call call = TextCall(0, "Echo", "x", &got);
+  call.routed = true;
+  call.job_id = "j";
+  ASSERT_TRUE(connections->RunCalls({call}).ok());
+  EXPECT_EQ(got, "b:x");
+  EXPECT_EQ(connections->MovedRoute("j", 0), 1);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], std::set<int>({0}));
+
+  knows = false;
+  call.job_id = "k";
+  EXPECT_EQ(connections->RunCalls({call}).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(connections->MovedRoute("k", 0), 0);
+  EXPECT_EQ(asked.size(), 3u) << "asked at each attempt but the last";
 }
 
 // A shard on the move refuses calls at both its copies for a while: a replicated call goes back
