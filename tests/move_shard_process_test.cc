@@ -104,6 +104,8 @@ TEST_F(MoveShardProcessTest, AShardMovesOnAndHomeWhileTheJobTrainsAndNoStepIsLos
   EXPECT_THAT(status.Stdout(),
               HasSubstr("shard 1 of moved was moved to another ps (psctl move-shard)"))
       << status.Output();
+  EXPECT_THAT(status.Stdout(), HasSubstr("up, jobs: [calm, moved (its shard on ps:2)]"))
+      << status.Output();
   std::unique_ptr<Psctl> there = move("ps:1", "ps:2");
   EXPECT_EQ(there->Wait(), 2) << there->Output();
   EXPECT_THAT(there->Stderr(), HasSubstr("ps:2 serves shard 1 already")) << there->Output();

@@ -101,6 +101,19 @@ std::string ShardReport(const JobStats& stats) {
   return absl::StrCat(report, "\n");
 }
 
+// The jobs `listed` (ps `ps`'s ListJobs) names, each whose shard of this ps moved away
+// (psctl move-shard, drain-ps) marked with where it went: "a, b (its shard on ps:2)".
+std::string ListedJobs(int ps, const ListJobsResponse& listed) {
+  return absl::StrJoin(listed.job_ids(), ", ", [&](std::string* out, const std::string& job_id) {
+    absl::StrAppend(out, job_id);
+    for (const ListJobsResponse::MovedShard& moved : listed.moved()) {
+      if (moved.job_id() == job_id && moved.shard() == ps) {
+        absl::StrAppend(out, " (its shard on ps:", moved.to_ps(), ")");
+      }
+    }
+  });
+}
+
 // "run R, restored from checkpoint C at step S", or "run R" for a run created afresh.
 std::string RunDescription(const JobStats& shard) {
   std::string run = absl::StrCat("run ", shard.spec().run_id());
@@ -162,11 +175,10 @@ std::string ClusterStatus(const ClusterSpec& cluster, const std::string& job_id,
   for (int ps = 0; ps < client.num_ps(); ++ps) {
     absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
     if (!jobs.ok()) unanswered->push_back(jobs.status());
-    absl::StrAppend(
-        &report,
-        TaskLine(client, kPsJob, ps, jobs.status(),
-                 jobs.ok() ? absl::StrCat("up, jobs: [", absl::StrJoin(jobs->job_ids(), ", "), "]")
-                           : ""));
+    absl::StrAppend(&report,
+                    TaskLine(client, kPsJob, ps, jobs.status(),
+                             jobs.ok() ? absl::StrCat("up, jobs: [", ListedJobs(ps, *jobs), "]")
+                                       : ""));
     if (job_id.empty()) continue;
     // Asked where it moved, if it did (psctl move-shard): a ps down since is asked of the others.
     absl::StatusOr<JobStats> stats = client.GetShardStats(ps, job_id, /*replicated=*/false);
