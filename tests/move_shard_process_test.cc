@@ -157,8 +157,8 @@ TEST_F(MoveShardProcessTest, AMovedShardsNewPsLostRollsTheJobBackToTheCheckpoint
 }
 
 // Removing a ps from a running job: psctl drain-ps moves shard 1 to ps:2, and then ps:1,
-// which serves no shard of the job any more, is killed for good; then a worker is killed and
-// started again. The job
+// which serves no shard of the job any more, is killed for good; the shard moves on to ps:0
+// (asked of ps:1, psctl finds it), and a worker is killed and started again. The job
 // goes on with no step redone (no recovery), the worker rejoins, and the job ends DONE with the
 // undisturbed run's parameters.
 TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoStepRedone) {
@@ -189,7 +189,12 @@ TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoSt
   EXPECT_THAT(status.Stdout(), HasSubstr("shard 1 of drained was moved to another ps"))
       << status.Output();
   EXPECT_THAT(status.Stdout(), ::testing::Not(HasSubstr("RECOVERING"))) << status.Output();
-  // A worker started again rejoins: its CreateJob skips ps:1, whose shard ps:2 serves.
+  // The shard moves on, asked of its own ps, which is gone: psctl finds it on ps:2.
+  std::unique_ptr<Psctl> onward = Move("drained", "ps:1", "ps:0");
+  ASSERT_EQ(onward->Wait(), 0) << onward->Output() << job->Output();
+  EXPECT_THAT(onward->Stdout(), HasSubstr("shard 1 of job drained moved to ps:0"))
+      << onward->Output();
+  // A worker started again rejoins: its CreateJob skips ps:1, whose shard ps:0 serves.
   ASSERT_TRUE(cluster_->Kill("worker:1"));
   ASSERT_TRUE(cluster_->StartTask("worker:1").ok());
   AwaitLine(*job, "worker:1 is back: it rejoins the job");
