@@ -181,6 +181,34 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
   ASSERT_EQ(plain.Wait(), 0) << plain.Output();
 
   StartCluster();
+  // A job of hers without replicas whose shard 0 moved to ps:1 (psctl move-shard): ps:1 holds
+  // its copy, ps:0 its record of the move; bob is listed neither (below).
+  nlohmann::json unreplicated = ReadJson(Job("alices-moved"));
+  unreplicated["replicas"] = 0;
+  unreplicated["steps"] = 200;
+  unreplicated.erase("stragglers");
+  Psctl moved_job({"submit", "--cluster_spec=" + spec_,
+                   "--job=" + WriteJob(dir_, "alices-moved", unreplicated.dump()),
+                   "--results=" + dir_ + "/alices-moved", "--certs=" + certs_},
+                  dir_);
+  ASSERT_EQ(moved_job.Wait(absl::Minutes(2)), 0) << moved_job.Output();
+  Psctl moved({"move-shard", "--cluster_spec=" + spec_, "--job=alices-moved", "--task=ps:0",
+               "--to=ps:1", "--certs=" + certs_},
+              dir_);
+  ASSERT_EQ(moved.Wait(absl::Minutes(1)), 0) << moved.Output();
+  {  // Its owner sees both.
+    grpc::ClientContext context;
+    ListJobsResponse at_home, there;
+    ASSERT_TRUE(ParameterServer::NewStub(Channel(addresses_[0], certs_, "psctl"))
+                    ->ListJobs(&context, ListJobsRequest(), &at_home)
+                    .ok());
+    EXPECT_EQ(at_home.moved_size(), 1) << at_home.DebugString();
+    grpc::ClientContext again;
+    ASSERT_TRUE(ParameterServer::NewStub(Channel(addresses_[1], certs_, "psctl"))
+                    ->ListJobs(&again, ListJobsRequest(), &there)
+                    .ok());
+    EXPECT_EQ(there.copies_size(), 1) << there.DebugString();
+  }
   Psctl job({"submit", "--cluster_spec=" + spec_, "--job=" + Job("alices"),
              "--results=" + dir_ + "/alices", "--certs=" + certs_},
             dir_);
@@ -293,6 +321,7 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     ASSERT_TRUE(bob->ListJobs(&context, ListJobsRequest(), &jobs).ok());
     EXPECT_EQ(jobs.job_ids_size(), 0) << "bob sees alice's job";
     EXPECT_EQ(jobs.copies_size(), 0) << "bob sees the copy of alice's shard held here";
+    EXPECT_EQ(jobs.moved_size(), 0) << "bob sees where alice's shard moved";
     // The copy of the other ps's shard held here: bob's call neither reads it nor takes the
     // shard over (which a worker's call does once the shard's own ps is gone).
     const int backed_up = 1 - ps;
@@ -524,8 +553,11 @@ TEST_F(AdversaryTest, StrangersUsersAndTasksCallingEveryRpcChangeNothing) {
     grpc::ClientContext context;
     WorkerStatus status;
     ASSERT_TRUE(owner->GetStatus(&context, WorkerStatusRequest(), &status).ok());
-    ASSERT_EQ(status.jobs_size(), 1);
-    EXPECT_EQ(status.jobs(0).state(), JobProgress::DONE) << "alice's record was replaced";
+    ASSERT_EQ(status.jobs_size(), 2);  // alices-moved's too.
+    for (const JobProgress& record : status.jobs()) {
+      EXPECT_EQ(record.state(), JobProgress::DONE)
+          << record.job_id() << ": alice's record was replaced";
+    }
   }
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/x")) << "a manifest was written outside its job";
 
