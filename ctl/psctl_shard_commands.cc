@@ -1,10 +1,12 @@
 // psctl's commands that move running jobs' shards to other ps: move-shard, and drain-ps, which
 // moves every shard off one ps (ctl/psctl_commands.h; docs/replication.md, "A live move to
 // another ps" and "Removing a ps").
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -76,6 +78,7 @@ int DrainPs() {
   absl::StatusOr<DrainPlan> plan = PlanDrain(*drained, listed, to);
   if (!plan.ok()) return Fail(plan.status());
   std::vector<std::string> stayed = plan->refused;
+  std::vector<std::pair<std::string, int>> failed;  // Moves that did not happen.
   for (const std::string& why : plan->refused) std::cout << why << "\n";
   for (const ShardMove& move : plan->moves) {
     MoveShardRequest request;
@@ -84,6 +87,7 @@ int DrainPs() {
     request.set_to_ps(move.to_ps);
     absl::StatusOr<MoveShardResponse> moved = (*client)->MoveShard(request);
     if (!moved.ok()) {
+      failed.emplace_back(move.job_id, move.shard);
       stayed.push_back(absl::StrCat("shard ", move.shard, " of job ", move.job_id, ": ",
                                     moved.status().message()));
       std::cout << stayed.back() << "\n";
@@ -91,6 +95,21 @@ int DrainPs() {
     }
     std::cout << "shard " << move.shard << " of job " << move.job_id << " moved to ps:"
               << move.to_ps << " at version " << moved->version() << "\n";
+  }
+  // A shard moved to it meanwhile (another psctl's move) stays: asked afresh.
+  std::vector<absl::StatusOr<ListJobsResponse>> after;
+  for (int ps = 0; ps < (*client)->num_ps(); ++ps) after.push_back((*client)->ListJobs(ps));
+  absl::StatusOr<DrainPlan> left = PlanDrain(*drained, after, to);
+  if (left.ok()) {
+    for (const ShardMove& move : left->moves) {
+      if (std::find(failed.begin(), failed.end(), std::make_pair(move.job_id, move.shard)) !=
+          failed.end()) {
+        continue;  // Said above.
+      }
+      stayed.push_back(absl::StrCat("shard ", move.shard, " of job ", move.job_id,
+                                    " came to ps:", *drained, " while it was drained"));
+      std::cout << stayed.back() << "\n";
+    }
   }
   if (!stayed.empty()) {
     return Fail(absl::FailedPreconditionError(absl::StrCat(
