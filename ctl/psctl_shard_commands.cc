@@ -73,9 +73,7 @@ int DrainPs() {
   }
   absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
   if (!client.ok()) return Fail(client.status());
-  std::vector<absl::StatusOr<ListJobsResponse>> listed;
-  for (int ps = 0; ps < (*client)->num_ps(); ++ps) listed.push_back((*client)->ListJobs(ps));
-  absl::StatusOr<DrainPlan> plan = PlanDrain(*drained, listed, to);
+  absl::StatusOr<DrainPlan> plan = PlanDrain(*drained, (*client)->ListEveryPs(), to);
   if (!plan.ok()) return Fail(plan.status());
   std::vector<std::string> stayed = plan->refused;
   std::vector<std::pair<std::string, int>> failed;  // Moves that did not happen.
@@ -97,9 +95,7 @@ int DrainPs() {
               << move.to_ps << " at version " << moved->version() << "\n";
   }
   // A shard moved to it meanwhile (another psctl's move) stays: asked afresh.
-  std::vector<absl::StatusOr<ListJobsResponse>> after;
-  for (int ps = 0; ps < (*client)->num_ps(); ++ps) after.push_back((*client)->ListJobs(ps));
-  absl::StatusOr<DrainPlan> left = PlanDrain(*drained, after, to);
+  absl::StatusOr<DrainPlan> left = PlanDrain(*drained, (*client)->ListEveryPs(), to);
   if (left.ok()) {
     for (const ShardMove& move : left->moves) {
       if (std::find(failed.begin(), failed.end(), std::make_pair(move.job_id, move.shard)) !=

@@ -230,12 +230,16 @@ absl::StatusOr<ListJobsResponse> ClusterClient::ListJobs(int ps) const {
   return response;
 }
 
-std::map<int, int> ClusterClient::MovedShards(const std::string& job_id, int unreached) const {
+std::vector<absl::StatusOr<ListJobsResponse>> ClusterClient::ListEveryPs(int skip) const {
   std::vector<absl::StatusOr<ListJobsResponse>> answers;
   for (int ps = 0; ps < num_ps(); ++ps) {
-    answers.push_back(ps == unreached ? absl::UnavailableError("not asked")
-                                      : ListJobs(ps));
+    answers.push_back(ps == skip ? absl::UnavailableError("not asked") : ListJobs(ps));
   }
+  return answers;
+}
+
+std::map<int, int> ClusterClient::MovedShards(const std::string& job_id, int unreached) const {
+  const std::vector<absl::StatusOr<ListJobsResponse>> answers = ListEveryPs(unreached);
   std::vector<const ListJobsResponse*> listed;
   for (const absl::StatusOr<ListJobsResponse>& answer : answers) {
     listed.push_back(answer.ok() ? &*answer : nullptr);

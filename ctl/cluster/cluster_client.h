@@ -114,6 +114,8 @@ class ClusterClient {
 
   // Ps daemons, one task at a time. REQUIRES: 0 <= ps < num_ps().
   virtual absl::StatusOr<ListJobsResponse> ListJobs(int ps) const;
+  // ListJobs of every ps in task order (UNAVAILABLE "not asked" for `skip`, -1: none).
+  std::vector<absl::StatusOr<ListJobsResponse>> ListEveryPs(int skip = -1) const;
   virtual absl::StatusOr<JobStats> GetJobStats(int ps, const std::string& job_id) const;
   // The trace of the request's job on `ps` (its own shard, or request.shard's copy).
   virtual absl::StatusOr<Trace> GetPsTrace(int ps, const TraceRequest& request) const;

@@ -118,9 +118,7 @@ std::optional<LostShard> FindLostShard(const ClusterClient& client, const std::s
                                        bool replicated) {
   const int n = client.num_ps();
   if (!replicated) {
-    std::vector<absl::StatusOr<ListJobsResponse>> answers;
-    for (int ps = 0; ps < n; ++ps) answers.push_back(client.ListJobs(ps));
-    return FindLostUnreplicatedShard(job_id, answers);
+    return FindLostUnreplicatedShard(job_id, client.ListEveryPs());
   }
   std::optional<LostShard> down;
   bool any_holds = false;
