@@ -31,7 +31,10 @@ grpc::ServerUnaryReactor* ParameterService::GetJobStats(grpc::CallbackServerCont
       *response->mutable_replication() = replicator->Stats();
       absl::MutexLock lock(&mu_);
       auto own = jobs_.find(request->job_id());
-      response->mutable_replication()->set_took_over(own == jobs_.end() || own->second != *job);
+      // Only a replicated shard's backup takes a shard over; an unreplicated copy served here
+      // was moved here (moved_in), replicator or not (it may be moving on).
+      response->mutable_replication()->set_took_over(
+          (*job)->spec().replicas() >= 2 && (own == jobs_.end() || own->second != *job));
     }
   }
   return Answer(context, &slot, job.status());

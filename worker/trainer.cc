@@ -213,6 +213,9 @@ class TrainingLoop {
   int64_t best_step_ = 0;
   int evaluations_since_best_ = 0;
   absl::Duration longest_evaluation_;  // Of this worker's evaluations so far.
+  // SYNC: the step every shard had reached when the chief last asked (AwaitEveryWorkerLeft);
+  // -1 before.
+  int64_t shards_step_ = -1;
 };
 
 absl::Status TrainingLoop::Run() {
@@ -398,6 +401,8 @@ absl::Status TrainingLoop::AwaitEveryWorkerLeft() {
     if (!stats.ok()) return stats.status();
     // Epochs handed out are counted by the first shard, which has seen every worker's pushes.
     if ((*stats)[0].has_handout()) progress_.set_epoch((*stats)[0].handout().epochs_completed());
+    shards_step_ = (*stats)[0].step();
+    for (const JobStats& shard : *stats) shards_step_ = std::min(shards_step_, shard.step());
     std::vector<int> running;
     for (const WorkerStats& worker : (*stats)[0].workers()) {
       bool done = true;  // Left, or lost (its lease ran out), on every shard.
@@ -453,15 +458,19 @@ absl::Status TrainingLoop::EvaluateFinalModel() {
     LOG(WARNING) << "job " << spec_.job_id() << ": " << status;
     if (progress_.note().empty()) progress_.set_note(std::string(status.message()));
   }
+  // The final model is the job's: at the job's step where its steps are counted (SYNC: the
+  // shards', some of which a backup worker's gradients may have made), else the chief's own.
+  const int64_t final_step = exchange_.job_step() >= 0 && shards_step_ >= 0
+                                 ? std::min(shards_step_, job_.step_limit)
+                                 : progress_.step();
   if (job_.sparse != nullptr) {
     // Its pulls wait for nothing.
-    status = Evaluate(progress_.step(), /*sync_step=*/0, /*final=*/true);
+    status = Evaluate(final_step, /*sync_step=*/0, /*final=*/true);
   } else {
     HostVariables final_model(job_.variables);
     status = PullCurrentValues(context_.ps, job_.parameters, final_model.mutable_view());
     if (!status.ok()) return status;
-    status = Evaluate(progress_.step(), /*sync_step=*/0, /*final=*/true,
-                      &final_model.const_view());
+    status = Evaluate(final_step, /*sync_step=*/0, /*final=*/true, &final_model.const_view());
   }
   if (!status.ok()) return status;
   context_.report(progress_);

@@ -127,8 +127,10 @@ void CheckpointCoordinator::Poll(absl::Time now) {
 
 bool CheckpointCoordinator::EveryShardAtHome(const std::vector<JobStats>& shards) {
   for (size_t shard = 0; shard < shards.size(); ++shard) {
-    const bool taken_over = shards[shard].replication().took_over();
-    if (!taken_over && !shards[shard].moved_in()) continue;
+    // A moved copy is named as moved even where its ps also reports a replicator.
+    const bool moved = shards[shard].moved_in();
+    const bool taken_over = !moved && shards[shard].replication().took_over();
+    if (!taken_over && !moved) continue;
     if (!paused_) {
       paused_ = true;
       const std::string line = absl::StrCat(
