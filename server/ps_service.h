@@ -569,6 +569,9 @@ class ParameterService final : public ParameterServerBase {
     std::shared_ptr<ShardJob> job;
     uint64_t generation = 0;
     int moving_from = -1;
+    // This ps's own shard coming home to a ps that holds nothing of the job (started again
+    // empty while the shard was away): the copy becomes the job here at the hand-over.
+    bool adopting = false;
   };
   std::map<ShardKey, IncomingMove> incoming_ ABSL_GUARDED_BY(mu_);
   // Whether `binding`'s copy is still the one its stream installed (a backup, or a move's).

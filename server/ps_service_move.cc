@@ -204,8 +204,8 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
   const std::string prefix = JobPrefix(install.job_id());
   const int shard = install.shard();
   const ShardKey key{install.job_id(), shard};
-  // A shard moving on from a ps that is not its own: that ps must be the one serving it, or
-  // any ps could plant a copy of any shard here.
+  // A shard moving on from a ps that is not its own (or home from there): that ps must be the
+  // one serving it as a moved copy, or any ps could plant a copy of any shard here.
   if (install.moving_from() != shard) {
     absl::Status served = ConfirmServedBy(install.moving_from(), key);
     if (!served.ok()) return served;
@@ -218,13 +218,20 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
     return absl::FailedPreconditionError(
         absl::StrCat(prefix, "a shard with replicas moves only between its two copies"));
   }
+  bool adopting = false;
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) return absl::UnavailableError(TaskName() + " is shutting down");
-    // Only a shard of a job (and run) this ps holds its own shard of, of the same owner.
+    // Only a shard of a job (and run) this ps holds its own shard of, of the same owner; or
+    // its own shard coming home to this ps started again empty (the ps serving it vouched for
+    // it above), which adopts the job.
     auto own = jobs_.find(install.job_id());
-    if (own == jobs_.end() || own->second->spec().owner() != copy->spec().owner() ||
-        own->second->spec().run_id() != copy->spec().run_id()) {
+    adopting = own == jobs_.end() && shard == options_.ps_index &&
+                          backups_.lower_bound({install.job_id(), -1}) ==
+                              backups_.lower_bound({install.job_id(), options_.num_ps});
+    if (!adopting &&
+        (own == jobs_.end() || own->second->spec().owner() != copy->spec().owner() ||
+         own->second->spec().run_id() != copy->spec().run_id())) {
       return absl::FailedPreconditionError(absl::StrCat(
           prefix, TaskName(), " does not hold this run of the job, of that owner: it takes no "
           "shard of it"));
@@ -232,12 +239,14 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
     // What it holds of the shard must have left it: its record of the move (which answers with
     // where the shard went until the hand-over) names the copy.
     std::shared_ptr<ShardJob> held;
-    if (shard == options_.ps_index) {
+    if (adopting) {
+      // Nothing of the job here to replace.
+    } else if (shard == options_.ps_index) {
       held = own->second;
     } else if (auto it = backups_.find(key); it != backups_.end()) {
       held = it->second.job;
     }
-    if (held != nullptr) {
+    if (held != nullptr && !adopting) {
       auto record = replicators_.find(key);
       if (record == replicators_.end() || record->second->job() != held ||
           !record->second->MovedTo().has_value()) {
@@ -256,11 +265,13 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
     }
     copy->UseByteBudget(byte_budget_);
     IncomingMove& slot = incoming_[key];  // A copy of an earlier stream gives way.
-    slot = IncomingMove{copy, ++backup_generation_, install.moving_from()};
+    slot = IncomingMove{copy, ++backup_generation_, install.moving_from(), adopting};
     *binding = BackupBinding{install.job_id(), slot.generation, copy, input.seq()};
   }
   LOG(INFO) << prefix << TaskName() << " holds the moving copy of shard " << shard
-            << " (served by ps:" << install.moving_from() << ") as of input " << input.seq();
+            << " (served by ps:" << install.moving_from() << ") as of input " << input.seq()
+            << (adopting ? ": its own shard, coming home to a ps that holds nothing of the job"
+                         : "");
   return AckFor(input.seq(), ReplicaOutcome());
 }
 
@@ -288,7 +299,8 @@ absl::Status ParameterService::ConfirmServedBy(int ps, const std::pair<std::stri
         absl::StrCat(refused, ": ", name, " could not be asked (", answered.error_message(), ")"));
   }
   for (const ListJobsResponse::ShardCopy& copy : listed.copies()) {
-    if (copy.job_id() == key.first && copy.shard() == key.second && copy.serving()) {
+    if (copy.job_id() == key.first && copy.shard() == key.second && copy.serving() &&
+        copy.moved()) {
       return absl::OkStatus();
     }
   }
@@ -313,13 +325,19 @@ ReplicaAck ParameterService::TakeMovedShard(const BackupBinding& binding, int64_
       refused = absl::FailedPreconditionError(absl::StrCat(
           JobPrefix(job_id), TaskName(), " no longer holds the copy of shard ", shard,
           " that this stream moved here"));
-    } else if (own == jobs_.end()) {
+    } else if (own == jobs_.end() && !it->second.adopting) {
       refused = absl::FailedPreconditionError(
           absl::StrCat(JobPrefix(job_id), "the job was deleted from ", TaskName(), " meanwhile"));
+    } else if (own != jobs_.end() && it->second.adopting) {
+      refused = absl::FailedPreconditionError(
+          absl::StrCat(JobPrefix(job_id), "a job of this id was made on ", TaskName(),
+                       " while its shard came home; it does not replace it"));
     } else {
       // Served here from now on, in place of what this ps held of it, and its record goes.
       from = it->second.moving_from;
-      if (home) {
+      if (it->second.adopting) {
+        jobs_.emplace(job_id, it->second.job);
+      } else if (home) {
         own->second = it->second.job;
       } else {
         BackupCopy& served = backups_[key];

@@ -264,6 +264,83 @@ TEST_F(MoveShardTest, AWorkerThatStartsAfreshFindsAShardMovedAwayFromAPsStartedA
   EXPECT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), nullptr);
 }
 
+// A shard comes home to its own ps started again empty while it was away (a host replaced
+// after `psctl drain-ps`): asked of the ps serving it, the move lands on the empty ps, which
+// serves it as its own (not moved in: checkpoints resume) at the version it had, and takes the
+// workers' pushes; the ps it left answers with where it went. A copy of the shard from a ps
+// that does not serve it is not adopted.
+TEST_F(MoveShardTest, APsStartedAgainEmptyTakesItsShardBackAsItsOwn) {
+  StartCluster(3);
+  ParameterSpec spec = Spec("adopted", ConsistencyConfig::ASYNC, 1);
+  spec.set_replicas(0);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  absl::StatusOr<std::unique_ptr<WorkerSession>> session =
+      WorkerSession::Create(client->get(), spec, 0, /*incarnation=*/1);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<float> w(kRows * kColumns), b(kColumns);
+  const MutableVariables out = {{"w", absl::MakeSpan(w)}, {"b", absl::MakeSpan(b)}};
+  const ConstVariables gradients = {{"w", absl::MakeConstSpan(w)}, {"b", absl::MakeConstSpan(b)}};
+  auto step = [&] {
+    ASSERT_TRUE((*session)->Pull(WorkerSession::PullOptions(), out).ok());
+    absl::StatusOr<std::vector<PushResponse>> pushed =
+        (*session)->Push(WorkerSession::PushOptions(), gradients);
+    ASSERT_TRUE(pushed.ok()) << pushed.status();
+  };
+  for (int i = 0; i < 3; ++i) step();
+  MoveShardResponse moved;
+  ASSERT_TRUE(MoveShard(1, spec.job_id(), 1, 2, &moved).ok());
+  step();
+  ASSERT_TRUE(cluster_->Restart(1).ok());
+  ASSERT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), nullptr);
+  std::shared_ptr<ShardJob> away = cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
+  ASSERT_NE(away, nullptr);
+  const int64_t version = away->Stats().version();
+  EXPECT_EQ(version, 4);
+
+  // Planted: ps:0 serves no copy of shard 1, so ps:1 adopts nothing it sends.
+  ReplicaInput install;
+  *install.mutable_install() = away->ReplicaSnapshot();
+  install.mutable_install()->set_moving_from(0);
+  std::unique_ptr<ParameterServer::Stub> ps1 = ParameterServer::NewStub(
+      grpc::CreateChannel(cluster_->addresses()[1], grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>> stream =
+        ps1->Replicate(&context);
+    ASSERT_TRUE(stream->Write(install));
+    stream->WritesDone();
+    ReplicaAck ack;
+    std::string refusal;
+    if (stream->Read(&ack)) refusal = ack.message();
+    const grpc::Status finished = stream->Finish();
+    if (refusal.empty()) refusal = finished.error_message();
+    EXPECT_THAT(refusal, ::testing::HasSubstr("does not serve it")) << refusal;
+  }
+  EXPECT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), nullptr);
+
+  // Home, asked of the ps that serves it.
+  const grpc::Status home = MoveShard(2, spec.job_id(), 1, 1, &moved);
+  ASSERT_TRUE(home.ok()) << home.error_message();
+  EXPECT_EQ(moved.version(), version);
+  std::shared_ptr<ShardJob> back = cluster_->server(1).service().JobForTesting(spec.job_id());
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(back->Stats().version(), version);
+  absl::StatusOr<std::vector<JobStats>> stats = (*client)->GetJobStats(spec.job_id());
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_FALSE((*stats)[1].moved_in());
+  EXPECT_FALSE((*stats)[1].replication().took_over());
+  step();  // Follows it home (ps:2 says where it went).
+  EXPECT_EQ(back->Stats().version(), version + 1);
+  EXPECT_EQ(away->Stats().version(), version);
+  // A second job's creation by a worker started afresh finds it there: made, not anew.
+  absl::StatusOr<std::unique_ptr<PsClient>> fresh = cluster_->NewClient();
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE((*fresh)->CreateJob(spec).ok());
+  EXPECT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), back);
+}
+
 // A ps that does not serve a shard cannot move it anywhere: an install naming another ps than
 // the shard's own as where it moves from is taken only once that ps says it serves the shard.
 TEST_F(MoveShardTest, ACopyFromAPsThatDoesNotServeTheShardIsRefused) {

@@ -159,9 +159,10 @@ TEST_F(MoveShardProcessTest, AMovedShardsNewPsLostRollsTheJobBackToTheCheckpoint
 }
 
 // Removing a ps from a running job: psctl drain-ps moves shard 1 to ps:2, and then ps:1,
-// which serves no shard of the job any more, is killed for good; the shard moves on to ps:0
-// (asked of ps:1, psctl finds it). The job goes on with no step redone (no recovery) and ends
-// DONE with the undisturbed run's parameters.
+// which serves no shard of the job any more, is killed; the shard moves on to ps:0 (asked of
+// ps:1, psctl finds it), and home to ps:1 once that is started again, empty. The job goes on
+// with no step redone (no recovery), its checkpoints paused and then resumed, and ends DONE
+// with the undisturbed run's parameters.
 TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoStepRedone) {
   std::unique_ptr<Psctl> job = Submit("drained", /*paced=*/true);
   AwaitLine(*job, "step ");
@@ -195,11 +196,18 @@ TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoSt
   ASSERT_EQ(onward->Wait(), 0) << onward->Output() << job->Output();
   EXPECT_THAT(onward->Stdout(), HasSubstr("shard 1 of job drained moved to ps:0"))
       << onward->Output();
+  // ps:1's host comes back (started again, empty) and takes its shard home, asked of ps:1
+  // (which knows nothing of the job: psctl finds the shard on ps:0); checkpoints resume.
+  ASSERT_TRUE(cluster_->StartTask("ps:1").ok());
+  std::unique_ptr<Psctl> home = Move("drained", "ps:1", "ps:1");
+  ASSERT_EQ(home->Wait(), 0) << home->Output() << job->Output();
+  EXPECT_THAT(home->Stdout(), HasSubstr("shard 1 of job drained moved to ps:1")) << home->Output();
   ASSERT_EQ(job->Wait(absl::Minutes(5)), 0) << job->Output();
 
   const std::string output = job->Output();
   EXPECT_THAT(output, ::testing::Not(HasSubstr("recover"))) << output;
   EXPECT_THAT(output, HasSubstr("checkpoints paused: shard 1 was moved to another ps")) << output;
+  EXPECT_THAT(output, HasSubstr("checkpoints resumed")) << output;
   nlohmann::json summary = ReadJson(dir_ + "/drained/summary.json");
   EXPECT_EQ(summary["state"], "DONE") << summary.dump();
   EXPECT_EQ(summary["parameters_written"], true) << summary.dump();

@@ -311,8 +311,10 @@ grpc::Status ClusterClient::CallWhereShardIs(
     std::optional<int> moved_to = ShardMovedTo(answered);
     if (hop == 0 && !moved_to.has_value() &&
         (answered.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         answered.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)) {
-      // Its own ps is gone or hangs: a ps it moved to says so itself.
+         answered.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         answered.error_code() == grpc::StatusCode::NOT_FOUND)) {
+      // Its own ps is gone, hangs, or was started again empty while the shard was away: a ps
+      // it moved to says so itself.
       const std::map<int, int> moved = MovedShards(request.job_id(), *ps);
       auto serving = moved.find(request.shard());
       if (serving != moved.end()) moved_to = serving->second;
