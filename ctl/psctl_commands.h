@@ -40,6 +40,7 @@ int AddWorker();
 // wherever it is (a moved shard moves on, or back to its own ps).
 int MoveShard();
 int DrainPs();
+int UndrainPs();
 int Check();
 int Experiment();
 // One directory with sweep.csv: the sweep's report; else the runs side by side.

@@ -157,6 +157,16 @@ std::vector<Command> JobAndClusterCommands() {
        "  psctl drain-ps --cluster_spec=cluster.json --task=ps:2\n"
        "  psctl drain-ps --cluster_spec=cluster.json --task=ps:2 --to=ps:0",
        {"cluster_spec", "task", "to"}},
+      {"undrain-ps", 0, [](const std::vector<std::string>&) { return UndrainPs(); },
+       "bring a ps's shards home, live, once it is back",
+       "psctl undrain-ps --cluster_spec=F --task=ps:N\n\n"
+       "Every copy of ps:N's own shard that another ps serves (moved there by move-shard or\n"
+       "drain-ps) moves home to ps:N, as psctl move-shard moves one, while the jobs train.\n"
+       "ps:N may have been started again empty: it takes its shard of each job as its own, and\n"
+       "the jobs' checkpoints resume. A user's psctl moves that user's jobs only.\n\n"
+       "Example:\n"
+       "  psctl undrain-ps --cluster_spec=cluster.json --task=ps:2",
+       {"cluster_spec", "task"}},
       {"check", 0, [](const std::vector<std::string>&) { return Check(); },
        "validate a ClusterSpec (and a task of it)",
        "psctl check --cluster_spec=F [--task=ps:0]\n\n"

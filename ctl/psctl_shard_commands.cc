@@ -1,6 +1,6 @@
-// psctl's commands that move running jobs' shards to other ps: move-shard, and drain-ps, which
-// moves every shard off one ps (ctl/psctl_commands.h; docs/replication.md, "A live move to
-// another ps" and "Removing a ps").
+// psctl's commands that move running jobs' shards to other ps: move-shard; drain-ps, which
+// moves every shard off one ps; and undrain-ps, which brings a ps's shards home
+// (ctl/psctl_commands.h; docs/replication.md, "A live move to another ps" and "Removing a ps").
 #include <algorithm>
 #include <iostream>
 #include <memory>
@@ -116,6 +116,50 @@ int DrainPs() {
   std::cout << "ps:" << *drained << " serves no shard of the jobs it lists to you now ("
             << plan->moves.size() << " moved): it may be stopped, unless another user's jobs "
             << "are on it (an admin's psctl sees and moves every job)\n";
+  return 0;
+}
+
+int UndrainPs() {
+  absl::StatusOr<ClusterSpec> cluster = Cluster();
+  if (!cluster.ok()) return Fail(cluster.status());
+  absl::StatusOr<int> home = PsOfFlag(*cluster, "task", FLAGS_task);
+  if (!home.ok()) return Fail(home.status());
+  absl::StatusOr<std::unique_ptr<ClusterClient>> client = ClusterClient::Create(*cluster);
+  if (!client.ok()) return Fail(client.status());
+  absl::StatusOr<UndrainPlan> plan = PlanUndrain(*home, (*client)->ListEveryPs());
+  if (!plan.ok()) {
+    return Fail(absl::Status(plan.status().code(),
+                             absl::StrCat(plan.status().message(), " (ps:", *home,
+                                          " must be up to take its shards home)")));
+  }
+  std::vector<std::string> stayed;
+  for (const ShardMove& move : plan->moves) {
+    MoveShardRequest request;
+    request.set_job_id(move.job_id);
+    request.set_shard(move.shard);
+    request.set_to_ps(move.to_ps);
+    absl::StatusOr<MoveShardResponse> moved = (*client)->MoveShard(request);
+    if (!moved.ok()) {
+      stayed.push_back(absl::StrCat("shard ", move.shard, " of job ", move.job_id, ": ",
+                                    moved.status().message()));
+      std::cout << stayed.back() << "\n";
+      continue;
+    }
+    std::cout << "shard " << move.shard << " of job " << move.job_id << " moved home to ps:"
+              << *home << " at version " << moved->version() << "\n";
+  }
+  for (int ps : plan->unasked) {
+    stayed.push_back(absl::StrCat("ps:", ps, " could not be asked: a copy of shard ", *home,
+                                  " it serves stays there"));
+    std::cout << stayed.back() << "\n";
+  }
+  if (!stayed.empty()) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        stayed.size(), " of ps:", *home, "'s shards may be away still (above); ask again once "
+        "the cause is fixed")));
+  }
+  std::cout << "ps:" << *home << " serves its own shard of every job it lists to you ("
+            << plan->moves.size() << " moved home); their checkpoints resume\n";
   return 0;
 }
 

@@ -160,7 +160,7 @@ TEST_F(MoveShardProcessTest, AMovedShardsNewPsLostRollsTheJobBackToTheCheckpoint
 
 // Removing a ps from a running job: psctl drain-ps moves shard 1 to ps:2, and then ps:1,
 // which serves no shard of the job any more, is killed; the shard moves on to ps:0 (asked of
-// ps:1, psctl finds it), and home to ps:1 once that is started again, empty. The job goes on
+// ps:1, psctl finds it), and home to ps:1 once that is started again, empty (undrain-ps). The job goes on
 // with no step redone (no recovery), its checkpoints paused and then resumed, and ends DONE
 // with the undisturbed run's parameters.
 TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoStepRedone) {
@@ -196,12 +196,17 @@ TEST_F(MoveShardProcessTest, APsWhoseShardMovedAwayIsLostAndTheJobGoesOnWithNoSt
   ASSERT_EQ(onward->Wait(), 0) << onward->Output() << job->Output();
   EXPECT_THAT(onward->Stdout(), HasSubstr("shard 1 of job drained moved to ps:0"))
       << onward->Output();
-  // ps:1's host comes back (started again, empty) and takes its shard home, asked of ps:1
-  // (which knows nothing of the job: psctl finds the shard on ps:0); checkpoints resume.
+  // ps:1's host comes back (started again, empty) and takes both jobs' shard 1 home
+  // (undrain-ps), each move asked of ps:1, which knows nothing of the jobs: psctl finds the
+  // shards on ps:0 and on ps:2; checkpoints resume.
   ASSERT_TRUE(cluster_->StartTask("ps:1").ok());
-  std::unique_ptr<Psctl> home = Move("drained", "ps:1", "ps:1");
-  ASSERT_EQ(home->Wait(), 0) << home->Output() << job->Output();
-  EXPECT_THAT(home->Stdout(), HasSubstr("shard 1 of job drained moved to ps:1")) << home->Output();
+  Psctl home({"undrain-ps", "--cluster_spec=" + cluster_->spec_path(), "--task=ps:1"}, dir_);
+  ASSERT_EQ(home.Wait(absl::Minutes(1)), 0) << home.Output() << job->Output();
+  EXPECT_THAT(home.Stdout(), HasSubstr("shard 1 of job drained moved home to ps:1"))
+      << home.Output();
+  EXPECT_THAT(home.Stdout(), HasSubstr("shard 1 of job calm moved home to ps:1"))
+      << home.Output();
+  EXPECT_THAT(home.Stdout(), HasSubstr("(2 moved home)")) << home.Output();
   ASSERT_EQ(job->Wait(absl::Minutes(5)), 0) << job->Output();
 
   const std::string output = job->Output();

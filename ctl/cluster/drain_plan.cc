@@ -88,4 +88,23 @@ absl::StatusOr<DrainPlan> PlanDrain(int ps,
   return plan;
 }
 
+absl::StatusOr<UndrainPlan> PlanUndrain(
+    int ps, const std::vector<absl::StatusOr<ListJobsResponse>>& listed) {
+  if (!listed[ps].ok()) return listed[ps].status();
+  UndrainPlan plan;
+  for (int other = 0; other < static_cast<int>(listed.size()); ++other) {
+    if (other == ps) continue;
+    if (!listed[other].ok()) {
+      plan.unasked.push_back(other);
+      continue;
+    }
+    for (const ListJobsResponse::ShardCopy& copy : listed[other]->copies()) {
+      if (copy.shard() == ps && copy.moved() && copy.serving()) {
+        plan.moves.push_back({copy.job_id(), ps, ps});
+      }
+    }
+  }
+  return plan;
+}
+
 }  // namespace ps

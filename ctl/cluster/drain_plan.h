@@ -38,6 +38,17 @@ absl::StatusOr<DrainPlan> PlanDrain(int ps,
                                     const std::vector<absl::StatusOr<ListJobsResponse>>& listed,
                                     std::optional<int> to);
 
+// The plan that brings ps `ps`'s shards home (psctl undrain-ps): every copy of shard `ps` of a
+// job that another ps lists as moved there and serving, each to `ps`. UNAVAILABLE when `ps`
+// did not answer (its error): it must be up to take them. The ps that did not answer are
+// named in `unasked` (their copies, if any, stay where they are).
+struct UndrainPlan {
+  std::vector<ShardMove> moves;
+  std::vector<int> unasked;
+};
+absl::StatusOr<UndrainPlan> PlanUndrain(
+    int ps, const std::vector<absl::StatusOr<ListJobsResponse>>& listed);
+
 }  // namespace ps
 
 #endif  // PS_CTL_CLUSTER_DRAIN_PLAN_H_

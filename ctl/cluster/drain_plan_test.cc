@@ -88,5 +88,31 @@ TEST(DrainPlanTest, AReplicatedShardsBackupAndABadTargetAreRefused) {
   }
 }
 
+// Undrain brings home every copy of ps:1's shard that another ps serves as moved there; a
+// backup of a replicated shard, a copy of another shard, and one still moving in stay; a ps
+// that did not answer is named.
+TEST(DrainPlanTest, UndrainBringsEveryMovedCopyOfThePsShardHome) {
+  std::vector<absl::StatusOr<ListJobsResponse>> listed = {
+      Listing({"a", "b"}), Listing({}), Listing({"a", "b"}),
+      absl::UnavailableError("ps:3 is down")};
+  AddCopy(&*listed[0], "a", 1, /*moved=*/true);
+  AddCopy(&*listed[2], "b", 1, /*moved=*/true);
+  AddCopy(&*listed[2], "r", 1, /*moved=*/false);  // A replicated shard's backup.
+  AddCopy(&*listed[2], "a", 0, /*moved=*/true);   // Another shard: ps:0's.
+  AddCopy(&*listed[0], "c", 1, /*moved=*/true);
+  listed[0]->mutable_copies()->rbegin()->set_serving(false);  // Still moving in.
+  absl::StatusOr<UndrainPlan> plan = PlanUndrain(1, listed);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::string moves;
+  for (const ShardMove& move : plan->moves) {
+    moves += move.job_id + ":" + std::to_string(move.shard) + "->" + std::to_string(move.to_ps) + " ";
+  }
+  EXPECT_EQ(moves, "a:1->1 b:1->1 ");
+  EXPECT_THAT(plan->unasked, ::testing::ElementsAre(3));
+  // The ps must answer to take its shards.
+  listed[1] = absl::UnavailableError("ps:1 is down");
+  EXPECT_EQ(PlanUndrain(1, listed).status().code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace ps
