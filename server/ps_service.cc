@@ -625,8 +625,14 @@ grpc::ServerUnaryReactor* ParameterService::DeleteJob(grpc::CallbackServerContex
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(request->job_id());
     auto copy = backups_.lower_bound({request->job_id(), -1});
-    if (it == jobs_.end() && copy != backups_.end() && copy->first.first == request->job_id()) {
-      allowed = RequireOwner(peer, copy->second.job->spec().owner(), request->job_id(), "delete");
+    auto arriving = incoming_.lower_bound({request->job_id(), -1});
+    const bool has_copy = copy != backups_.end() && copy->first.first == request->job_id();
+    // A move's copy coming in (one that adopts the job too) goes with the job.
+    const bool has_incoming =
+        arriving != incoming_.end() && arriving->first.first == request->job_id();
+    if (it == jobs_.end() && (has_copy || has_incoming)) {
+      const ShardJob& held = has_copy ? *copy->second.job : *arriving->second.job;
+      allowed = RequireOwner(peer, held.spec().owner(), request->job_id(), "delete");
       if (allowed.ok()) {
         ForgetCopiesLocked(request->job_id(), &replicators, &promoted);
         copies_only = true;

@@ -340,8 +340,24 @@ class ParameterService final : public ParameterServerBase {
   // ps's identity): the copy goes to incoming_, bound to `binding`, once ps moving_from (unless
   // it is the shard's own ps) says that it serves the shard, this ps holds its own shard of the
   // job's run and owner, and it holds nothing of the shard but what left it (a copy that moved
-  // on, or its own shard moved away: served elsewhere). The ack, or why not.
+  // on, or its own shard moved away: served elsewhere); or, its own shard coming home to this
+  // ps that holds nothing of the job (started again empty), ps moving_from vouches for the
+  // copy's owner and run (ConfirmSameRunServedBy) and the job fits CreateJob's limits: the ps
+  // adopts the job at the hand-over. The ack, or why not.
   absl::StatusOr<ReplicaAck> InstallMovingCopy(const ReplicaInput& input, BackupBinding* binding)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether this ps holds job `job_id`: its own shard, or any copy (backup, moved, moving in).
+  bool HoldsAnyOf(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  bool HoldsCopiesLocked(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The limits CreateJob applies (--max_workers, --max_job_mb, --max_jobs), for a job adopted
+  // with its shard coming home (RESOURCE_EXHAUSTED naming the flag).
+  absl::Status CheckAdoptionLimitsLocked(const ParameterSpec& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when ps `ps`, asked by this ps itself, serves `key` as a moved copy of the same owner and
+  // run as `spec`, at `version` or later (FAILED_PRECONDITION otherwise): a ps started again
+  // empty adopts only the copy that serves the shard.
+  absl::Status ConfirmSameRunServedBy(int ps, const std::pair<std::string, int>& key,
+                                      const ParameterSpec& spec, int64_t version)
       ABSL_LOCKS_EXCLUDED(mu_);
   // OK when ps `ps` lists the copy of `key` as one it serves (ListJobs, up to 2 s); else
   // FAILED_PRECONDITION (or its error) saying so.

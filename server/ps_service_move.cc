@@ -218,6 +218,15 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
     return absl::FailedPreconditionError(
         absl::StrCat(prefix, "a shard with replicas moves only between its two copies"));
   }
+  // Its own shard coming home to a ps that holds nothing of the job: the ps sending it must
+  // also vouch for the job's owner and run (asked here, over this ps's own channel to it).
+  bool vouched = false;
+  if (shard == options_.ps_index && install.moving_from() != shard && !HoldsAnyOf(key.first)) {
+    absl::Status same = ConfirmSameRunServedBy(install.moving_from(), key, copy->spec(),
+                                               copy->Stats().version());
+    if (!same.ok()) return same;
+    vouched = true;
+  }
   bool adopting = false;
   {
     absl::MutexLock lock(&mu_);
@@ -226,9 +235,16 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
     // its own shard coming home to this ps started again empty (the ps serving it vouched for
     // it above), which adopts the job.
     auto own = jobs_.find(install.job_id());
-    adopting = own == jobs_.end() && shard == options_.ps_index &&
-                          backups_.lower_bound({install.job_id(), -1}) ==
-                              backups_.lower_bound({install.job_id(), options_.num_ps});
+    adopting = own == jobs_.end() && shard == options_.ps_index && !HoldsCopiesLocked(key.first);
+    if (adopting && !vouched) {
+      return absl::UnavailableError(absl::StrCat(
+          prefix, "the job left ", TaskName(), " while its shard came home; the move is tried "
+          "again"));
+    }
+    if (adopting) {
+      absl::Status room = CheckAdoptionLimitsLocked(copy->spec());
+      if (!room.ok()) return room;
+    }
     if (!adopting &&
         (own == jobs_.end() || own->second->spec().owner() != copy->spec().owner() ||
          own->second->spec().run_id() != copy->spec().run_id())) {
@@ -273,6 +289,81 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
             << (adopting ? ": its own shard, coming home to a ps that holds nothing of the job"
                          : "");
   return AckFor(input.seq(), ReplicaOutcome());
+}
+
+bool ParameterService::HoldsAnyOf(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  return jobs_.count(job_id) > 0 || HoldsCopiesLocked(job_id);
+}
+
+bool ParameterService::HoldsCopiesLocked(const std::string& job_id) const {
+  auto copy = backups_.lower_bound({job_id, -1});
+  auto arriving = incoming_.lower_bound({job_id, -1});
+  return (copy != backups_.end() && copy->first.first == job_id) ||
+         (arriving != incoming_.end() && arriving->first.first == job_id);
+}
+
+absl::Status ParameterService::CheckAdoptionLimitsLocked(const ParameterSpec& spec) {
+  const ServiceLimits& limits = options_.limits;
+  const std::string prefix = absl::StrCat(JobPrefix(spec.job_id()), TaskName(), " cannot adopt it: ");
+  if (spec.num_workers() > limits.max_workers) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        prefix, "it has ", spec.num_workers(), " workers, more than ps_server --max_workers (",
+        limits.max_workers, ")"));
+  }
+  absl::StatusOr<int64_t> bytes = ShardJob::MemoryBytes(spec, options_.num_ps, options_.ps_index);
+  if (!bytes.ok()) return bytes.status();
+  if (*bytes > limits.max_job_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(prefix, "its shard needs ", MibText(*bytes),
+                                                     ", more than ps_server --max_job_mb (",
+                                                     MibText(limits.max_job_bytes), ")"));
+  }
+  int adopting = 0;
+  for (const auto& [key, move] : incoming_) adopting += move.adopting ? 1 : 0;
+  if (static_cast<int>(jobs_.size()) + reserved_jobs_ + adopting >= limits.max_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        prefix, "it holds ", jobs_.size() + reserved_jobs_ + adopting,
+        " jobs, its limit (ps_server --max_jobs)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterService::ConfirmSameRunServedBy(int ps, const std::pair<std::string, int>& key,
+                                                      const ParameterSpec& spec,
+                                                      int64_t version) {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string name;
+  {
+    absl::MutexLock lock(&mu_);
+    channel = ChannelToPsLocked(ps, &name);
+  }
+  const std::string refused = absl::StrCat(JobPrefix(key.first), TaskName(),
+                                           " adopts no copy of its shard ", key.second,
+                                           " from ps:", ps);
+  if (channel == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(refused, ": ", TaskName(), " does not know where it listens"));
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  JobStatsRequest request;
+  request.set_job_id(key.first);
+  request.set_shard(key.second);
+  request.set_unreplicated(true);
+  JobStats stats;
+  const grpc::Status answered =
+      ParameterServer::NewStub(channel)->GetJobStats(&context, request, &stats);
+  if (!answered.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(refused, ": ", name, " could not be asked (", answered.error_message(), ")"));
+  }
+  if (stats.spec().owner() != spec.owner() || stats.spec().run_id() != spec.run_id() ||
+      !stats.moved_in() || stats.version() < version) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        refused, ": the copy ", name, " serves is not the one sent (its owner, run or version "
+        "differ)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParameterService::ConfirmServedBy(int ps, const std::pair<std::string, int>& key) {

@@ -341,6 +341,60 @@ TEST_F(MoveShardTest, APsStartedAgainEmptyTakesItsShardBackAsItsOwn) {
   EXPECT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), back);
 }
 
+// A job deleted while its shard comes home to a ps started again empty: the copy moving in
+// goes with the job there (DeleteJob answers OK, not NOT_FOUND), and its hand-back finds
+// nothing to adopt.
+TEST_F(MoveShardTest, AJobDeletedWhileItsShardComesHomeIsNotAdopted) {
+  StartCluster(3);
+  ParameterSpec spec = Spec("deleted-home", ConsistencyConfig::ASYNC, 1);
+  spec.set_replicas(0);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = cluster_->NewClient();
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->CreateJob(spec).ok());
+  MoveShardResponse moved;
+  ASSERT_TRUE(MoveShard(1, spec.job_id(), 1, 2, &moved).ok());
+  ASSERT_TRUE(cluster_->Restart(1).ok());
+  std::shared_ptr<ShardJob> away = cluster_->server(2).service().BackupForTesting(spec.job_id(), 1);
+  ASSERT_NE(away, nullptr);
+  // The install as ps:2 would send it (ps:2 vouches for it), its hand-back held back.
+  ReplicaInput install;
+  install.set_seq(1);
+  *install.mutable_install() = away->ReplicaSnapshot();
+  install.mutable_install()->set_moving_from(2);
+  std::unique_ptr<ParameterServer::Stub> ps1 = ParameterServer::NewStub(
+      grpc::CreateChannel(cluster_->addresses()[1], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>> stream =
+      ps1->Replicate(&context);
+  ASSERT_TRUE(stream->Write(install));
+  ReplicaAck ack;
+  ASSERT_TRUE(stream->Read(&ack));
+  ASSERT_TRUE(ack.message().empty()) << ack.message();
+  auto listed_copies = [&] {
+    grpc::ClientContext list_context;
+    ListJobsResponse listed;
+    EXPECT_TRUE(ps1->ListJobs(&list_context, ListJobsRequest(), &listed).ok());
+    return listed.copies_size();
+  };
+  EXPECT_EQ(listed_copies(), 1);  // Moving in.
+  grpc::ClientContext delete_context;
+  DeleteJobRequest remove;
+  remove.set_job_id(spec.job_id());
+  DeleteJobResponse removed;
+  const grpc::Status deleted = ps1->DeleteJob(&delete_context, remove, &removed);
+  EXPECT_TRUE(deleted.ok()) << deleted.error_message();
+  EXPECT_EQ(listed_copies(), 0);
+  ReplicaInput hand_back;
+  hand_back.set_seq(2);
+  hand_back.mutable_hand_back();
+  stream->Write(hand_back);
+  stream->WritesDone();
+  while (stream->Read(&ack)) {
+  }
+  stream->Finish();
+  EXPECT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), nullptr);
+}
+
 // A ps that does not serve a shard cannot move it anywhere: an install naming another ps than
 // the shard's own as where it moves from is taken only once that ps says it serves the shard.
 TEST_F(MoveShardTest, ACopyFromAPsThatDoesNotServeTheShardIsRefused) {

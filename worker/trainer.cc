@@ -213,7 +213,7 @@ class TrainingLoop {
   int64_t best_step_ = 0;
   int evaluations_since_best_ = 0;
   absl::Duration longest_evaluation_;  // Of this worker's evaluations so far.
-  // SYNC: the step every shard had reached when the chief last asked (AwaitEveryWorkerLeft);
+  // SYNC: the furthest step of the shards when the chief last asked (AwaitEveryWorkerLeft);
   // -1 before.
   int64_t shards_step_ = -1;
 };
@@ -401,8 +401,10 @@ absl::Status TrainingLoop::AwaitEveryWorkerLeft() {
     if (!stats.ok()) return stats.status();
     // Epochs handed out are counted by the first shard, which has seen every worker's pushes.
     if ((*stats)[0].has_handout()) progress_.set_epoch((*stats)[0].handout().epochs_completed());
+    // The furthest: a shard that holds no slice takes no step (it stays at the run's first),
+    // and SYNC's shards with slices are at most one step apart.
     shards_step_ = (*stats)[0].step();
-    for (const JobStats& shard : *stats) shards_step_ = std::min(shards_step_, shard.step());
+    for (const JobStats& shard : *stats) shards_step_ = std::max(shards_step_, shard.step());
     std::vector<int> running;
     for (const WorkerStats& worker : (*stats)[0].workers()) {
       bool done = true;  // Left, or lost (its lease ran out), on every shard.

@@ -28,93 +28,14 @@
 #include "ctl/job/ps_recovery.h"
 #include "ctl/job/job_trace.h"
 #include "ctl/job/results_writer.h"
+#include "ctl/job/run_claim.h"
 #include "ctl/job/run_manifest.h"
+#include "ctl/job/shard_results.h"
 #include "proto/ps_service.pb.h"
 #include "proto/worker_service.pb.h"
 
 namespace ps {
 namespace {
-
-// The shards' statistics and parameters, and a traced job's timeline, into `results` (into
-// `*shards` the statistics). What could not be read is said on `out`, recorded as a
-// "results_incomplete" event, and returned.
-// REQUIRES: the job is still on the shards (SubmitJob deletes a stopped job only after this).
-absl::Status WriteShardResults(const ClusterClient& client, const JobSpec& spec,
-                               ResultsWriter* results, std::ostream& out,
-                               std::vector<JobStats>* shards) {
-  shards->clear();
-  if (spec.trace()) WriteJobTrace(client, spec, results);
-  absl::StatusOr<std::vector<JobStats>> stats =
-      client.ps()->GetJobStats(spec.job_id(), spec.replicas() > 1);
-  absl::Status read = stats.status();
-  if (stats.ok()) {
-    results->WriteStaleness(*stats).IgnoreError();
-    results->RecordStalenessSnapshot(*stats).IgnoreError();
-    const ParameterSpec& parameters = (*stats)[0].spec();
-    std::vector<std::vector<float>> storage;
-    MutableVariables values;
-    for (const VariableDef& variable : parameters.variables()) {
-      int64_t count = 1;
-      for (int64_t dimension : variable.shape()) count *= dimension;
-      storage.emplace_back(count);
-      values[variable.name()] = absl::MakeSpan(storage.back());
-    }
-    read = PullCurrentValues(client.ps(), parameters, values);
-    if (read.ok()) read = results->WriteParameters(parameters, values);
-    if (spec.record_apply_log()) {
-      absl::StatusOr<std::vector<ApplyLog>> logs = client.ps()->GetApplyLogs(spec.job_id());
-      absl::Status written = logs.status();
-      if (logs.ok()) written = WriteApplyLogFiles(results->dir(), parameters, *logs);
-      if (!written.ok()) {
-        results->RecordEvent({"apply_log_lost", "", -1, "", -1, std::string(written.message())});
-      }
-    }
-    *shards = *std::move(stats);
-  }
-  if (!read.ok()) {
-    const std::string line = absl::StrCat(
-        "results incomplete: the job's ", stats.ok() ? "parameters" : "statistics and parameters",
-        " could not be read from its ps (", read.message(), "); no params/ in ",
-        results->dir());
-    out << line << "\n";
-    results->RecordEvent({"results_incomplete", "", -1, "", -1, line});
-  }
-  return read;
-}
-
-// A fresh run id: the submission's time and 48 random bits, e.g. "20261123-111500-3f9a2c4b1d0e".
-std::string NewRunId() {
-  std::random_device device;
-  const uint64_t bits = (uint64_t{device()} << 16) ^ device();
-  const absl::Time now = Clock::Real()->Now();
-  return absl::StrCat(absl::FormatTime("%Y%m%d-%H%M%S", now, absl::UTCTimeZone()), "-",
-                      absl::Hex(bits & ((uint64_t{1} << 48) - 1), absl::kZeroPad12));
-}
-
-// Makes `job_id` free for a new run: refuses it (FAILED_PRECONDITION) if a ps holds it, unless
-// `replace`, which stops that run on every worker and deletes it on every ps.
-absl::Status ClaimJobId(const ClusterSpec& cluster, const ClusterClient& client,
-                        const std::string& job_id, bool replace, std::ostream& out) {
-  std::vector<std::string> holders;
-  for (int ps = 0; ps < client.num_ps(); ++ps) {
-    absl::StatusOr<ListJobsResponse> jobs = client.ListJobs(ps);
-    if (!jobs.ok()) return jobs.status();
-    for (const std::string& id : jobs->job_ids()) {
-      if (id == job_id) holders.push_back(absl::StrCat("ps:", ps));
-    }
-  }
-  if (holders.empty()) return absl::OkStatus();
-  if (!replace) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job \"", job_id, "\" already exists on ", absl::StrJoin(holders, ", "),
-        " from an earlier run; the runs of a job id never share state: submit under another "
-        "job_id, or pass --replace to stop that run and delete its state on every task first"));
-  }
-  out << "replacing the earlier run of job " << job_id << ": stopping it everywhere\n";
-  absl::Status stopped = StopJobEverywhere(cluster, job_id);
-  if (!stopped.ok() && !absl::IsNotFound(stopped)) return stopped;
-  return absl::OkStatus();
-}
 
 // Starts the job on worker `w`. With `replace`, a worker still ending the earlier run (it stops
 // at its next step) is asked again for up to `wait`.
