@@ -37,6 +37,15 @@ absl::StatusOr<int> PsOfFlag(const ClusterSpec& cluster, const std::string& name
   return task->index();
 }
 
+// Moves one shard as planned (drain-ps, undrain-ps).
+absl::StatusOr<MoveShardResponse> Make(const ClusterClient& client, const ShardMove& move) {
+  MoveShardRequest request;
+  request.set_job_id(move.job_id);
+  request.set_shard(move.shard);
+  request.set_to_ps(move.to_ps);
+  return client.MoveShard(request);
+}
+
 }  // namespace
 
 int MoveShard() {
@@ -79,11 +88,7 @@ int DrainPs() {
   std::vector<std::pair<std::string, int>> failed;  // Moves that did not happen.
   for (const std::string& why : plan->refused) std::cout << why << "\n";
   for (const ShardMove& move : plan->moves) {
-    MoveShardRequest request;
-    request.set_job_id(move.job_id);
-    request.set_shard(move.shard);
-    request.set_to_ps(move.to_ps);
-    absl::StatusOr<MoveShardResponse> moved = (*client)->MoveShard(request);
+    absl::StatusOr<MoveShardResponse> moved = Make(**client, move);
     if (!moved.ok()) {
       failed.emplace_back(move.job_id, move.shard);
       stayed.push_back(absl::StrCat("shard ", move.shard, " of job ", move.job_id, ": ",
@@ -134,11 +139,7 @@ int UndrainPs() {
   }
   std::vector<std::string> stayed;
   for (const ShardMove& move : plan->moves) {
-    MoveShardRequest request;
-    request.set_job_id(move.job_id);
-    request.set_shard(move.shard);
-    request.set_to_ps(move.to_ps);
-    absl::StatusOr<MoveShardResponse> moved = (*client)->MoveShard(request);
+    absl::StatusOr<MoveShardResponse> moved = Make(**client, move);
     if (!moved.ok()) {
       stayed.push_back(absl::StrCat("shard ", move.shard, " of job ", move.job_id, ": ",
                                     moved.status().message()));

@@ -370,6 +370,7 @@ class ParameterService final : public ParameterServerBase {
   // when this ps does not know where `ps` listens.
   std::shared_ptr<grpc::Channel> ChannelToPsLocked(int ps, std::string* name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<grpc::Channel> ChannelToPs(int ps, std::string* name) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Applies a whole push to `job`: at once, or through its replicator once its backup holds it;
   // `done` gets the answer (on the calling thread when at once).

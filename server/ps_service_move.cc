@@ -291,6 +291,11 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
   return AckFor(input.seq(), ReplicaOutcome());
 }
 
+std::shared_ptr<grpc::Channel> ParameterService::ChannelToPs(int ps, std::string* name) {
+  absl::MutexLock lock(&mu_);
+  return ChannelToPsLocked(ps, name);
+}
+
 bool ParameterService::HoldsAnyOf(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   return jobs_.count(job_id) > 0 || HoldsCopiesLocked(job_id);
@@ -331,12 +336,8 @@ absl::Status ParameterService::CheckAdoptionLimitsLocked(const ParameterSpec& sp
 absl::Status ParameterService::ConfirmSameRunServedBy(int ps, const std::pair<std::string, int>& key,
                                                       const ParameterSpec& spec,
                                                       int64_t version) {
-  std::shared_ptr<grpc::Channel> channel;
   std::string name;
-  {
-    absl::MutexLock lock(&mu_);
-    channel = ChannelToPsLocked(ps, &name);
-  }
+  const std::shared_ptr<grpc::Channel> channel = ChannelToPs(ps, &name);
   const std::string refused = absl::StrCat(JobPrefix(key.first), TaskName(),
                                            " adopts no copy of its shard ", key.second,
                                            " from ps:", ps);
@@ -367,12 +368,8 @@ absl::Status ParameterService::ConfirmSameRunServedBy(int ps, const std::pair<st
 }
 
 absl::Status ParameterService::ConfirmServedBy(int ps, const std::pair<std::string, int>& key) {
-  std::shared_ptr<grpc::Channel> channel;
   std::string name;
-  {
-    absl::MutexLock lock(&mu_);
-    channel = ChannelToPsLocked(ps, &name);
-  }
+  const std::shared_ptr<grpc::Channel> channel = ChannelToPs(ps, &name);
   const std::string refused =
       absl::StrCat(JobPrefix(key.first), "shard ", key.second, " is not moving from ps:", ps);
   if (channel == nullptr) {

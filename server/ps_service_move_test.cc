@@ -28,7 +28,25 @@ using replication_testing::kRows;
 using replication_testing::ReplicationTest;
 using replication_testing::Spec;
 
-class MoveShardTest : public ReplicationTest {};
+class MoveShardTest : public ReplicationTest {
+ protected:
+  // What ps `ps` answers a Replicate stream of `install` alone: its refusal ("" if none).
+  std::string InstallRefusal(int ps, const ReplicaInput& install) {
+    std::unique_ptr<ParameterServer::Stub> stub = ParameterServer::NewStub(
+        grpc::CreateChannel(cluster_->addresses()[ps], grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>> stream =
+        stub->Replicate(&context);
+    EXPECT_TRUE(stream->Write(install));
+    stream->WritesDone();
+    ReplicaAck ack;
+    std::string refusal;
+    if (stream->Read(&ack)) refusal = ack.message();
+    const grpc::Status finished = stream->Finish();
+    if (refusal.empty()) refusal = finished.error_message();
+    return refusal;
+  }
+};
 
 // A live move of a shard without replicas (MoveShard): SYNC training on 3 ps, shard 1 moves to
 // ps:2 a third of the way through, with chunked pushes and pulls parked at the barrier in
@@ -303,21 +321,8 @@ TEST_F(MoveShardTest, APsStartedAgainEmptyTakesItsShardBackAsItsOwn) {
   ReplicaInput install;
   *install.mutable_install() = away->ReplicaSnapshot();
   install.mutable_install()->set_moving_from(0);
-  std::unique_ptr<ParameterServer::Stub> ps1 = ParameterServer::NewStub(
-      grpc::CreateChannel(cluster_->addresses()[1], grpc::InsecureChannelCredentials()));
-  {
-    grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>> stream =
-        ps1->Replicate(&context);
-    ASSERT_TRUE(stream->Write(install));
-    stream->WritesDone();
-    ReplicaAck ack;
-    std::string refusal;
-    if (stream->Read(&ack)) refusal = ack.message();
-    const grpc::Status finished = stream->Finish();
-    if (refusal.empty()) refusal = finished.error_message();
-    EXPECT_THAT(refusal, ::testing::HasSubstr("does not serve it")) << refusal;
-  }
+  const std::string refusal = InstallRefusal(1, install);
+  EXPECT_THAT(refusal, ::testing::HasSubstr("does not serve it")) << refusal;
   EXPECT_EQ(cluster_->server(1).service().JobForTesting(spec.job_id()), nullptr);
 
   // Home, asked of the ps that serves it.
@@ -409,22 +414,13 @@ TEST_F(MoveShardTest, ACopyFromAPsThatDoesNotServeTheShardIsRefused) {
   ReplicaInput install;
   *install.mutable_install() = shard->ReplicaSnapshot();
   install.mutable_install()->set_moving_from(2);  // ps:2 serves its own shard, not shard 1.
-  std::unique_ptr<ParameterServer::Stub> ps0 = ParameterServer::NewStub(
-      grpc::CreateChannel(cluster_->addresses()[0], grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<ReplicaInput, ReplicaAck>> stream =
-      ps0->Replicate(&context);
-  ASSERT_TRUE(stream->Write(install));
-  stream->WritesDone();
-  ReplicaAck ack;
-  std::string refusal;
-  if (stream->Read(&ack)) refusal = ack.message();
-  const grpc::Status finished = stream->Finish();
-  if (refusal.empty()) refusal = finished.error_message();
+  const std::string refusal = InstallRefusal(0, install);
   EXPECT_THAT(refusal, ::testing::HasSubstr("ps:2 (")) << refusal;
   EXPECT_THAT(refusal, ::testing::HasSubstr("does not serve it")) << refusal;
   EXPECT_EQ(cluster_->server(0).service().BackupForTesting(spec.job_id(), 1), nullptr);
   // The shard's own ps answers for it still.
+  std::unique_ptr<ParameterServer::Stub> ps0 = ParameterServer::NewStub(
+      grpc::CreateChannel(cluster_->addresses()[0], grpc::InsecureChannelCredentials()));
   JobStatsRequest request;
   request.set_job_id(spec.job_id());
   request.set_shard(1);
