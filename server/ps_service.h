@@ -346,9 +346,12 @@ class ParameterService final : public ParameterServerBase {
   // adopts the job at the hand-over. The ack, or why not.
   absl::StatusOr<ReplicaAck> InstallMovingCopy(const ReplicaInput& input, BackupBinding* binding)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Whether this ps holds job `job_id`: its own shard, or any copy (backup, moved, moving in).
-  bool HoldsAnyOf(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
-  bool HoldsCopiesLocked(const std::string& job_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether this ps holds job `job_id`: its own shard, or any copy (backup, moved, moving in),
+  // but a copy of shard `but_incoming` moving in (an earlier stream's, which a new install of
+  // that shard replaces).
+  bool HoldsAnyOf(const std::string& job_id, int but_incoming) ABSL_LOCKS_EXCLUDED(mu_);
+  bool HoldsCopiesLocked(const std::string& job_id, int but_incoming) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The limits CreateJob applies (--max_workers, --max_job_mb, --max_jobs), for a job adopted
   // with its shard coming home (RESOURCE_EXHAUSTED naming the flag).
   absl::Status CheckAdoptionLimitsLocked(const ParameterSpec& spec)

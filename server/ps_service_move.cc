@@ -221,7 +221,7 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
   // Its own shard coming home to a ps that holds nothing of the job: the ps sending it must
   // also vouch for the job's owner and run (asked here, over this ps's own channel to it).
   bool vouched = false;
-  if (shard == options_.ps_index && install.moving_from() != shard && !HoldsAnyOf(key.first)) {
+  if (shard == options_.ps_index && install.moving_from() != shard && !HoldsAnyOf(key.first, shard)) {
     absl::Status same = ConfirmSameRunServedBy(install.moving_from(), key, copy->spec(),
                                                copy->Stats().version());
     if (!same.ok()) return same;
@@ -235,7 +235,7 @@ absl::StatusOr<ReplicaAck> ParameterService::InstallMovingCopy(const ReplicaInpu
     // its own shard coming home to this ps started again empty (the ps serving it vouched for
     // it above), which adopts the job.
     auto own = jobs_.find(install.job_id());
-    adopting = own == jobs_.end() && shard == options_.ps_index && !HoldsCopiesLocked(key.first);
+    adopting = own == jobs_.end() && shard == options_.ps_index && !HoldsCopiesLocked(key.first, shard);
     if (adopting && !vouched) {
       return absl::UnavailableError(absl::StrCat(
           prefix, "the job left ", TaskName(), " while its shard came home; the move is tried "
@@ -296,16 +296,19 @@ std::shared_ptr<grpc::Channel> ParameterService::ChannelToPs(int ps, std::string
   return ChannelToPsLocked(ps, name);
 }
 
-bool ParameterService::HoldsAnyOf(const std::string& job_id) {
+bool ParameterService::HoldsAnyOf(const std::string& job_id, int but_incoming) {
   absl::MutexLock lock(&mu_);
-  return jobs_.count(job_id) > 0 || HoldsCopiesLocked(job_id);
+  return jobs_.count(job_id) > 0 || HoldsCopiesLocked(job_id, but_incoming);
 }
 
-bool ParameterService::HoldsCopiesLocked(const std::string& job_id) const {
+bool ParameterService::HoldsCopiesLocked(const std::string& job_id, int but_incoming) const {
   auto copy = backups_.lower_bound({job_id, -1});
-  auto arriving = incoming_.lower_bound({job_id, -1});
-  return (copy != backups_.end() && copy->first.first == job_id) ||
-         (arriving != incoming_.end() && arriving->first.first == job_id);
+  if (copy != backups_.end() && copy->first.first == job_id) return true;
+  for (auto it = incoming_.lower_bound({job_id, -1});
+       it != incoming_.end() && it->first.first == job_id; ++it) {
+    if (it->first.second != but_incoming) return true;
+  }
+  return false;
 }
 
 absl::Status ParameterService::CheckAdoptionLimitsLocked(const ParameterSpec& spec) {
@@ -324,7 +327,10 @@ absl::Status ParameterService::CheckAdoptionLimitsLocked(const ParameterSpec& sp
                                                      MibText(limits.max_job_bytes), ")"));
   }
   int adopting = 0;
-  for (const auto& [key, move] : incoming_) adopting += move.adopting ? 1 : 0;
+  for (const auto& [key, move] : incoming_) {
+    // (An earlier stream's copy of this job gives way to this one.)
+    adopting += move.adopting && key.first != spec.job_id() ? 1 : 0;
+  }
   if (static_cast<int>(jobs_.size()) + reserved_jobs_ + adopting >= limits.max_jobs) {
     return absl::ResourceExhaustedError(absl::StrCat(
         prefix, "it holds ", jobs_.size() + reserved_jobs_ + adopting,
