@@ -152,7 +152,8 @@ std::vector<Command> JobAndClusterCommands() {
        "home, the others to --to or else each to the ps serving the fewest shards. Then ps:N\n"
        "may be stopped, or lost, with no step of any job redone. A job with replicas keeps its\n"
        "copies on ps:N: psctl says which, exits with an error, and ps:N must stay. A user's\n"
-       "psctl sees and moves that user's jobs only; an admin's, every job.\n\n"
+       "psctl sees and moves that user's jobs only; an admin's, every job. Once ps:N is back\n"
+       "(started again, empty or not), psctl undrain-ps --task=ps:N brings its shards home.\n\n"
        "Examples:\n"
        "  psctl drain-ps --cluster_spec=cluster.json --task=ps:2\n"
        "  psctl drain-ps --cluster_spec=cluster.json --task=ps:2 --to=ps:0",
